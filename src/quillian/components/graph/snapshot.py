@@ -1,0 +1,256 @@
+"""Immutable graph snapshot: a compact id map plus CSR arrays.
+
+The snapshot is what every graph algorithm consumes. It is saved as plain ``.npy``
+files and reopened memory-mapped, so a 21M-edge graph opens in milliseconds and
+costs no Python objects per node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.errors import IndexIncompleteError, IndexMissingError, InputError
+
+__all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr"]
+
+
+class NodeKind(IntEnum):
+    """Node types of SA-RAG's heterogeneous graph."""
+
+    ENTITY = 0
+    DESCRIPTION = 1
+    CHUNK = 2
+
+
+class EdgeKind(IntEnum):
+    """Edge types. ``DESCRIBES`` runs from a chunk or description to an entity;
+    ``DESCRIBED_BY`` is its reverse (entity to chunk or description), stored so that
+    "documents describing an activated entity" is one CSR row; ``RELATED_TO`` links
+    entities and is stored in both directions."""
+
+    DESCRIBES = 0
+    DESCRIBED_BY = 1
+    RELATED_TO = 2
+
+
+class IdMap:
+    """Bidirectional map between string ids and dense ints ``0..n-1``.
+
+    Stored as one UTF-8 byte buffer plus offsets (index -> id) and a permutation
+    sorted by id bytes (id -> index by binary search): about 12 bytes per id plus the
+    text, instead of ~130 bytes per entry for a Python dict.
+    """
+
+    def __init__(
+        self,
+        blob: npt.NDArray[np.uint8],
+        offsets: npt.NDArray[np.int64],
+        order: npt.NDArray[np.int64],
+    ) -> None:
+        self._blob = blob
+        self._offsets = offsets
+        self._order = order
+
+    @classmethod
+    def from_ids(cls, ids: Sequence[str]) -> IdMap:
+        encoded = [s.encode("utf-8") for s in ids]
+        lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+        order = np.array(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)
+        for a, b in zip(order[:-1], order[1:], strict=False):
+            if encoded[a] == encoded[b]:
+                raise InputError(f"duplicate node id {ids[a]!r}")
+        return cls(blob, offsets, order)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def _bytes(self, index: int) -> bytes:
+        return self._blob[self._offsets[index] : self._offsets[index + 1]].tobytes()
+
+    def id_of(self, index: int) -> str:
+        return self._bytes(int(index)).decode("utf-8")
+
+    def ids_of(self, indices: Iterable[int]) -> list[str]:
+        return [self.id_of(i) for i in indices]
+
+    def index_of(self, node_id: str) -> int:
+        """Dense index of ``node_id``, or -1 when absent."""
+        key = node_id.encode("utf-8")
+        lo, hi = 0, len(self._order)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._bytes(int(self._order[mid])) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self._order) and self._bytes(int(self._order[lo])) == key:
+            return int(self._order[lo])
+        return -1
+
+    def indices_of(self, node_ids: Iterable[str]) -> npt.NDArray[np.int64]:
+        return np.array([self.index_of(n) for n in node_ids], dtype=np.int64)
+
+    def __contains__(self, node_id: object) -> bool:
+        return isinstance(node_id, str) and self.index_of(node_id) >= 0
+
+    def save(self, directory: Path, prefix: str = "ids") -> None:
+        np.save(directory / f"{prefix}_blob.npy", self._blob)
+        np.save(directory / f"{prefix}_offsets.npy", self._offsets)
+        np.save(directory / f"{prefix}_order.npy", self._order)
+
+    @classmethod
+    def load(cls, directory: Path, prefix: str = "ids", mmap: bool = True) -> IdMap:
+        mode = "r" if mmap else None
+        return cls(
+            np.load(directory / f"{prefix}_blob.npy", mmap_mode=mode),
+            np.load(directory / f"{prefix}_offsets.npy", mmap_mode=mode),
+            np.load(directory / f"{prefix}_order.npy", mmap_mode=mode),
+        )
+
+
+def build_csr(
+    n_nodes: int,
+    sources: npt.NDArray[np.int64],
+    *columns: npt.NDArray[np.generic],
+) -> tuple[npt.NDArray[np.int64], tuple[npt.NDArray[np.generic], ...]]:
+    """Sort edges by source (stable) and return ``indptr`` plus the reordered columns."""
+    order = np.argsort(sources, kind="stable")
+    counts = np.bincount(sources, minlength=n_nodes)
+    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, tuple(np.ascontiguousarray(c[order]) for c in columns)
+
+
+_ARRAYS = ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations")
+SNAPSHOT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class GraphSnapshot:
+    """A typed, weighted directed graph in CSR form.
+
+    ``indices[indptr[i]:indptr[i+1]]`` are the targets of node ``i``'s out-edges; the
+    same slice of ``weights``, ``edge_kinds`` and ``edge_relations`` describes them.
+    Undirected relations are stored as two directed edges.
+    """
+
+    ids: IdMap
+    kinds: npt.NDArray[np.int8]
+    indptr: npt.NDArray[np.int64]
+    indices: npt.NDArray[np.int32]
+    weights: npt.NDArray[np.float32]
+    edge_kinds: npt.NDArray[np.int8]
+    edge_relations: npt.NDArray[np.int32]
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.indices)
+
+    @classmethod
+    def from_edges(
+        cls,
+        node_ids: Sequence[str],
+        kinds: npt.ArrayLike,
+        sources: npt.ArrayLike,
+        targets: npt.ArrayLike,
+        edge_kinds: npt.ArrayLike,
+        weights: npt.ArrayLike | None = None,
+        relations: npt.ArrayLike | None = None,
+    ) -> GraphSnapshot:
+        """Build a snapshot from integer edge lists (indices into ``node_ids``)."""
+        ids = IdMap.from_ids(node_ids)
+        return cls.from_arrays(ids, kinds, sources, targets, edge_kinds, weights, relations)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        ids: IdMap,
+        kinds: npt.ArrayLike,
+        sources: npt.ArrayLike,
+        targets: npt.ArrayLike,
+        edge_kinds: npt.ArrayLike,
+        weights: npt.ArrayLike | None = None,
+        relations: npt.ArrayLike | None = None,
+    ) -> GraphSnapshot:
+        n = len(ids)
+        src = np.asarray(sources, dtype=np.int64)
+        dst = np.asarray(targets, dtype=np.int32)
+        m = len(src)
+        if len(dst) != m:
+            raise InputError(f"{m} edge sources but {len(dst)} targets")
+        if m and (src.min() < 0 or src.max() >= n or dst.min() < 0 or dst.max() >= n):
+            raise InputError(f"edge endpoint outside 0..{n - 1}")
+        ek = np.broadcast_to(np.asarray(edge_kinds, dtype=np.int8), (m,))
+        w = np.ones(m, np.float32) if weights is None else np.asarray(weights, np.float32)
+        rel = (
+            np.full(m, -1, np.int32) if relations is None else np.asarray(relations, np.int32)
+        )
+        indptr, (dst_s, w_s, ek_s, rel_s) = build_csr(n, src, dst, w, ek, rel)
+        node_kinds = np.asarray(kinds, dtype=np.int8)
+        if len(node_kinds) != n:
+            raise InputError(f"{n} node ids but {len(node_kinds)} node kinds")
+        return cls(ids, node_kinds, indptr, dst_s, w_s, ek_s, rel_s)  # type: ignore[arg-type]
+
+    def neighbors(
+        self, node: int, kind: EdgeKind | None = None
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], npt.NDArray[np.int32]]:
+        """Targets, weights and relation indices of ``node``'s out-edges (of one kind)."""
+        lo, hi = int(self.indptr[node]), int(self.indptr[node + 1])
+        targets = self.indices[lo:hi]
+        weights = self.weights[lo:hi]
+        rels = self.edge_relations[lo:hi]
+        if kind is not None:
+            mask = self.edge_kinds[lo:hi] == kind
+            return targets[mask], weights[mask], rels[mask]
+        return targets, weights, rels
+
+    def degree(self, kind: EdgeKind | None = None) -> npt.NDArray[np.int64]:
+        if kind is None:
+            return np.diff(self.indptr)
+        counts = np.zeros(self.n_nodes, dtype=np.int64)
+        rows = np.repeat(np.arange(self.n_nodes), np.diff(self.indptr))
+        np.add.at(counts, rows[self.edge_kinds == kind], 1)
+        return counts
+
+    def save(self, directory: str | Path) -> None:
+        """Write the snapshot; ``snapshot.json`` is written last and marks it complete."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        marker = path / "snapshot.json"
+        marker.unlink(missing_ok=True)
+        self.ids.save(path)
+        for name in _ARRAYS:
+            np.save(path / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
+        meta = {"format": SNAPSHOT_FORMAT, "n_nodes": self.n_nodes, "n_edges": self.n_edges}
+        tmp = path / "snapshot.json.tmp"
+        tmp.write_text(json.dumps(meta))
+        tmp.replace(marker)
+
+    @classmethod
+    def load(cls, directory: str | Path, mmap: bool = True) -> GraphSnapshot:
+        path = Path(directory)
+        marker = path / "snapshot.json"
+        if not path.is_dir():
+            raise IndexMissingError(f"{path}: no graph snapshot directory")
+        if not marker.exists():
+            raise IndexIncompleteError(f"{path}: graph snapshot is incomplete (no snapshot.json)")
+        meta = json.loads(marker.read_text())
+        if meta.get("format") != SNAPSHOT_FORMAT:
+            raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
+        mode = "r" if mmap else None
+        arrays = {name: np.load(path / f"{name}.npy", mmap_mode=mode) for name in _ARRAYS}
+        return cls(IdMap.load(path, mmap=mmap), **arrays)

@@ -1,0 +1,144 @@
+"""Small, batch-first protocols, one per storage role.
+
+Algorithms never live in a store. Every backend inherits the contract test suite for
+its protocol from :mod:`quillian.testing.contracts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.types import Chunk, Document
+
+if TYPE_CHECKING:
+    from quillian.components.graph.snapshot import GraphSnapshot
+
+__all__ = [
+    "DocStatus",
+    "DocumentStore",
+    "GraphStore",
+    "KeyValueStore",
+    "StatusRecord",
+    "StatusStore",
+    "VectorIndex",
+]
+
+
+class DocStatus(StrEnum):
+    """Lifecycle of a document through ingestion (LightRAG's, so ingestion can resume)."""
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    PROCESSED = "processed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRecord:
+    doc_id: str
+    status: DocStatus
+    error: str = ""
+    source: str = ""
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """Documents and their chunks."""
+
+    def put_documents(self, documents: Sequence[Document]) -> None: ...
+    def put_chunks(self, chunks: Sequence[Chunk]) -> None: ...
+    def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]: ...
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk | None]: ...
+    def chunks_of(self, doc_id: str) -> list[Chunk]: ...
+    def iter_chunks(self) -> Iterator[Chunk]: ...
+    def count_documents(self) -> int: ...
+    def count_chunks(self) -> int: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class StatusStore(Protocol):
+    """Per-document ingestion status: pending, processing, processed or failed with its error."""
+
+    def set_status(
+        self, doc_ids: Sequence[str], status: DocStatus, *, error: str = "", source: str = ""
+    ) -> None: ...
+    def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]: ...
+    def with_status(self, status: DocStatus) -> list[StatusRecord]: ...
+    def counts(self) -> dict[DocStatus, int]: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class KeyValueStore(Protocol):
+    """Namespaced bytes values (extraction results, embedding cache, manifests)."""
+
+    def get_many(self, namespace: str, keys: Sequence[str]) -> list[bytes | None]: ...
+    def put_many(self, namespace: str, items: Mapping[str, bytes]) -> None: ...
+    def delete_many(self, namespace: str, keys: Sequence[str]) -> None: ...
+    def keys(self, namespace: str) -> Iterator[str]: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Vectors keyed by non-negative int64 ids, searched by inner product.
+
+    Vectors are expected L2-normalised, so inner product equals cosine similarity.
+    ``search`` returns ``(ids, scores)`` of shape ``(n_queries, k')`` with ``k' <= k``,
+    best first; ``get`` returns vectors in the order of the ids asked for.
+    """
+
+    @property
+    def dim(self) -> int: ...
+    def __len__(self) -> int: ...
+    def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None: ...
+    def search(
+        self, queries: npt.ArrayLike, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+    def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """Accumulates typed nodes and weighted typed edges; yields immutable snapshots.
+
+    Node ids are strings; ``kinds`` and edge ``kinds`` are small ints (see
+    :class:`~quillian.components.graph.snapshot.NodeKind` and ``EdgeKind``). ``relations``
+    holds, per edge, the index of the relation (triple) it carries, or -1.
+    """
+
+    def add_nodes(self, node_ids: Sequence[str], kinds: npt.ArrayLike) -> None: ...
+    def add_edges(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        kinds: npt.ArrayLike,
+        weights: npt.ArrayLike | None = None,
+        relations: npt.ArrayLike | None = None,
+    ) -> None: ...
+    def snapshot(self) -> GraphSnapshot: ...
+    def close(self) -> None: ...
+
+
+T = TypeVar("T")
+
+
+def iter_batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Yield lists of at most ``size`` items."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
