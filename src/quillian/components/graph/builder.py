@@ -1,0 +1,254 @@
+"""Merge extractions into SA-RAG's heterogeneous knowledge graph (paper section 5.3).
+
+Nodes: entities, entity descriptions and chunks (SA-RAG's "documents"). Links:
+``describes`` from a chunk or a description to an entity (stored with its reverse
+``described_by``), and ``related_to`` between entities (stored in both directions),
+each carrying the index of the relation whose text and provenance explain it.
+
+An extracted entity is merged into an existing one when its normalised name or any
+alias matches the existing entity's name or aliases, exactly as SA-RAG does; the
+merged entity gains the new aliases and a new description node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, NodeKind
+from quillian.types import Triple, normalize_name, stable_id
+
+__all__ = ["DescriptionRecord", "EntityRecord", "GraphBuilder", "KnowledgeGraph"]
+
+#: ``described_by`` weight of a chunk that is about the entity (its title entity) versus
+#: one that merely mentions it; rankers use it to prefer a passage about an entity.
+TOPIC_WEIGHT = 1.0
+MENTION_WEIGHT = 0.5
+
+
+@dataclass
+class EntityRecord:
+    """An entity node under construction: name, type and the aliases merged into it."""
+
+    name: str
+    type: str = ""
+    aliases: list[str] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> str:
+        return stable_id("ent", normalize_name(self.name))
+
+
+@dataclass(frozen=True, slots=True)
+class DescriptionRecord:
+    """An entity-description node: what one chunk says about one entity."""
+
+    entity: int
+    text: str
+    chunk_id: str
+
+    @property
+    def node_id(self) -> str:
+        return stable_id("desc", str(self.entity), self.chunk_id, self.text)
+
+
+@dataclass(frozen=True)
+class KnowledgeGraph:
+    """The built graph: the snapshot plus the tables its node and edge ids point into.
+
+    Node layout in the snapshot: entities first (``0..n_entities-1``, in the order of
+    ``entities``), then descriptions, then chunks. ``relations[i]`` is the triple carried
+    by edges whose ``edge_relations`` is ``i``; ``relation_subject``/``relation_object``
+    are the entity indices of its endpoints.
+    """
+
+    snapshot: GraphSnapshot
+    entities: list[EntityRecord]
+    descriptions: list[DescriptionRecord]
+    chunk_ids: list[str]
+    relations: list[Triple]
+    relation_subject: npt.NDArray[np.int32]
+    relation_object: npt.NDArray[np.int32]
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entities)
+
+    @property
+    def description_offset(self) -> int:
+        return len(self.entities)
+
+    @property
+    def chunk_offset(self) -> int:
+        return len(self.entities) + len(self.descriptions)
+
+
+class GraphBuilder:
+    """Accumulates extractions and builds a :class:`KnowledgeGraph`.
+
+    ``max_entities_per_chunk`` bounds the ``describes`` links one chunk may add, so a
+    list-like passage cannot make itself a hub; the topic entity is always kept.
+    """
+
+    def __init__(self, max_entities_per_chunk: int = 64) -> None:
+        self._max_per_chunk = max_entities_per_chunk
+        self._by_key: dict[str, int] = {}
+        self.entities: list[EntityRecord] = []
+        self.descriptions: list[DescriptionRecord] = []
+        self._seen_descriptions: set[tuple[int, str, str]] = set()
+        self.relations: list[Triple] = []
+        self._rel_ends: list[tuple[int, int]] = []
+        self._seen_relations: set[str] = set()
+        self._mentions: dict[tuple[str, int], float] = {}
+        self._chunks: dict[str, None] = {}
+
+    def resolve(self, entity: ExtractedEntity) -> int:
+        """Index of the entity matching ``entity`` by name or alias, creating it if new."""
+        names = [entity.name, *entity.aliases]
+        keys = [k for k in (normalize_name(n) for n in names) if k]
+        if not keys:
+            raise ValueError(f"entity without a usable name: {entity.name!r}")
+        index = next((self._by_key[k] for k in keys if k in self._by_key), None)
+        if index is None:
+            index = len(self.entities)
+            self.entities.append(EntityRecord(entity.name.strip(), entity.type))
+        record = self.entities[index]
+        if not record.type and entity.type:
+            record.type = entity.type
+        known = {normalize_name(n) for n in (record.name, *record.aliases)}
+        for name, key in zip(names, (normalize_name(n) for n in names), strict=True):
+            if key and key not in known:
+                record.aliases.append(name.strip())
+                known.add(key)
+            self._by_key.setdefault(key, index) if key else None
+        return index
+
+    def add(self, extraction: Extraction) -> None:
+        """Merge one chunk's extraction into the graph."""
+        chunk_id = extraction.chunk_id
+        self._chunks.setdefault(chunk_id, None)
+        ordered = sorted(extraction.entities, key=lambda e: not e.is_topic)
+        for rank, entity in enumerate(ordered):
+            if not normalize_name(entity.name):
+                continue
+            index = self.resolve(entity)
+            if entity.is_topic or rank < self._max_per_chunk:
+                weight = TOPIC_WEIGHT if entity.is_topic else MENTION_WEIGHT
+                key = (chunk_id, index)
+                self._mentions[key] = max(weight, self._mentions.get(key, 0.0))
+            if entity.description:
+                self._add_description(index, entity.description, chunk_id)
+        for triple in extraction.triples:
+            self._add_relation(triple)
+
+    def add_all(self, extractions: Iterable[Extraction]) -> None:
+        for extraction in extractions:
+            self.add(extraction)
+
+    def _add_description(self, entity: int, text: str, chunk_id: str) -> None:
+        key = (entity, chunk_id, text)
+        if key not in self._seen_descriptions:
+            self._seen_descriptions.add(key)
+            self.descriptions.append(DescriptionRecord(entity, text, chunk_id))
+
+    def _add_relation(self, triple: Triple) -> None:
+        subject = self._by_key.get(normalize_name(triple.subject))
+        obj = self._by_key.get(normalize_name(triple.object))
+        if subject is None:
+            subject = self.resolve(ExtractedEntity(triple.subject))
+        if obj is None:
+            obj = self.resolve(ExtractedEntity(triple.object))
+        if subject == obj or triple.id in self._seen_relations:
+            return
+        self._seen_relations.add(triple.id)
+        self.relations.append(triple)
+        self._rel_ends.append((subject, obj))
+
+    def entity_index(self, name: str) -> int | None:
+        """Index of the entity with this name or alias, if any."""
+        return self._by_key.get(normalize_name(name))
+
+    def build(self, chunk_ids: Sequence[str] | None = None) -> KnowledgeGraph:
+        """Freeze the graph. ``chunk_ids`` fixes the chunk node order (default: first seen)."""
+        chunks = list(chunk_ids) if chunk_ids is not None else list(self._chunks)
+        chunk_index = {c: i for i, c in enumerate(chunks)}
+        n_ent, n_desc = len(self.entities), len(self.descriptions)
+        desc_base, chunk_base = n_ent, n_ent + n_desc
+        node_ids = [e.node_id for e in self.entities]
+        node_ids += [d.node_id for d in self.descriptions]
+        node_ids += chunks
+        kinds = np.concatenate(
+            [
+                np.full(n_ent, NodeKind.ENTITY, np.int8),
+                np.full(n_desc, NodeKind.DESCRIPTION, np.int8),
+                np.full(len(chunks), NodeKind.CHUNK, np.int8),
+            ]
+        )
+        src: list[npt.NDArray[np.int64]] = []
+        dst: list[npt.NDArray[np.int64]] = []
+        ek: list[npt.NDArray[np.int8]] = []
+        w: list[npt.NDArray[np.float32]] = []
+        rel: list[npt.NDArray[np.int32]] = []
+
+        def emit(
+            s: npt.NDArray[np.int64],
+            d: npt.NDArray[np.int64],
+            kind: EdgeKind,
+            weight: npt.NDArray[np.float32],
+            relation: npt.NDArray[np.int32],
+        ) -> None:
+            src.append(s)
+            dst.append(d)
+            ek.append(np.full(len(s), kind, np.int8))
+            w.append(weight)
+            rel.append(relation)
+
+        mentions = [(chunk_index[c], e, wt) for (c, e), wt in self._mentions.items()
+                    if c in chunk_index]
+        if mentions:
+            m = np.array(mentions, dtype=np.float64)
+            c_nodes = m[:, 0].astype(np.int64) + chunk_base
+            e_nodes = m[:, 1].astype(np.int64)
+            weights = m[:, 2].astype(np.float32)
+            none = np.full(len(m), -1, np.int32)
+            emit(c_nodes, e_nodes, EdgeKind.DESCRIBES, weights, none)
+            emit(e_nodes, c_nodes, EdgeKind.DESCRIBED_BY, weights, none)
+        if n_desc:
+            d_nodes = np.arange(n_desc, dtype=np.int64) + desc_base
+            d_ent = np.array([d.entity for d in self.descriptions], dtype=np.int64)
+            ones = np.ones(n_desc, np.float32)
+            none = np.full(n_desc, -1, np.int32)
+            emit(d_nodes, d_ent, EdgeKind.DESCRIBES, ones, none)
+            emit(d_ent, d_nodes, EdgeKind.DESCRIBED_BY, ones, none)
+        ends = np.array(self._rel_ends, dtype=np.int64).reshape(-1, 2)
+        if len(ends):
+            ids = np.arange(len(ends), dtype=np.int32)
+            ones = np.ones(len(ends), np.float32)
+            emit(ends[:, 0], ends[:, 1], EdgeKind.RELATED_TO, ones, ids)
+            emit(ends[:, 1], ends[:, 0], EdgeKind.RELATED_TO, ones, ids)
+
+        def cat(parts: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
+            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+        snapshot = GraphSnapshot.from_edges(
+            node_ids,
+            kinds,
+            cat(src, np.int64),  # type: ignore[arg-type]
+            cat(dst, np.int64),  # type: ignore[arg-type]
+            cat(ek, np.int8),  # type: ignore[arg-type]
+            cat(w, np.float32),  # type: ignore[arg-type]
+            cat(rel, np.int32),  # type: ignore[arg-type]
+        )
+        return KnowledgeGraph(
+            snapshot=snapshot,
+            entities=list(self.entities),
+            descriptions=list(self.descriptions),
+            chunk_ids=chunks,
+            relations=list(self.relations),
+            relation_subject=ends[:, 0].astype(np.int32),
+            relation_object=ends[:, 1].astype(np.int32),
+        )

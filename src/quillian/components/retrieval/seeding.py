@@ -1,0 +1,125 @@
+"""Seed entities for graph retrieval.
+
+Two ways to find where activation starts:
+
+* ``description_seeds`` is SA-RAG's (section 5.4): the top-k entity descriptions by
+  cosine similarity to the query, and the entities they describe.
+* ``EntityLexicon.match`` links the entity names and aliases that occur verbatim in the
+  query (greedy longest match over word n-grams), as HippoRAG links query entities.
+  It needs no model and is exact where questions name their entities, which multi-hop
+  questions almost always do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.stores.protocols import VectorIndex
+from quillian.types import normalize_name
+
+__all__ = ["EntityLexicon", "LexicalMatch", "description_seeds"]
+
+_TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*", re.UNICODE)
+_POSSESSIVE = re.compile(r"['’]s?$")
+_STOP_KEYS = frozenset(
+    """a an and are as at be but by for from had has have he her his how in is it its of on
+    or she that the their them they this to was were what when where which who whom whose why
+    with you film song album book city country person people one first last name born died
+    director father mother wife husband son daughter""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalMatch:
+    entity: int
+    surface: str
+    start: int
+    end: int
+
+
+class EntityLexicon:
+    """Normalised entity names and aliases mapped to entity indices.
+
+    ``max_words`` bounds the n-gram length tried; keys shorter than ``min_chars`` and
+    common question words never match, so "the" or "film" cannot seed a query.
+    """
+
+    def __init__(
+        self, keys: Mapping[str, int], max_words: int = 10, min_chars: int = 3
+    ) -> None:
+        self._keys = dict(keys)
+        self._max_words = max_words
+        self._min_chars = min_chars
+
+    @classmethod
+    def from_names(cls, names: Iterable[tuple[int, Iterable[str]]]) -> EntityLexicon:
+        """Build from ``(entity, [name, *aliases])`` pairs; the first entity keeps a key."""
+        keys: dict[str, int] = {}
+        for entity, entity_names in names:
+            for name in entity_names:
+                key = normalize_name(name)
+                if key:
+                    keys.setdefault(key, entity)
+        return cls(keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _usable(self, key: str) -> bool:
+        return len(key) >= self._min_chars and key not in _STOP_KEYS
+
+    def lookup(self, surface: str) -> int | None:
+        key = normalize_name(surface)
+        if not self._usable(key):
+            return None
+        found = self._keys.get(key)
+        if found is None and _POSSESSIVE.search(surface):
+            found = self._keys.get(normalize_name(_POSSESSIVE.sub("", surface)))
+        return found
+
+    def match(self, text: str) -> list[LexicalMatch]:
+        """Non-overlapping entity mentions in ``text``, longest first, left to right."""
+        tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
+        matches: list[LexicalMatch] = []
+        i = 0
+        while i < len(tokens):
+            found = None
+            for j in range(min(len(tokens), i + self._max_words) - 1, i - 1, -1):
+                start, end = tokens[i][0], tokens[j][1]
+                entity = self.lookup(text[start:end])
+                if entity is not None:
+                    found = LexicalMatch(entity, text[start:end], start, end)
+                    i = j + 1
+                    break
+            if found is None:
+                i += 1
+            else:
+                matches.append(found)
+        return matches
+
+
+def description_seeds(
+    descriptions: VectorIndex,
+    description_entity: npt.NDArray[np.int32],
+    query_vector: npt.NDArray[np.float32],
+    k: int,
+) -> list[tuple[int, float]]:
+    """SA-RAG seeding: entities of the top-``k`` descriptions, best description first.
+
+    Returns ``(entity, cosine)`` pairs without duplicates, keeping each entity's best score.
+    """
+    if len(descriptions) == 0 or k <= 0:
+        return []
+    ids, scores = descriptions.search(query_vector[None, :], k)
+    seeds: dict[int, float] = {}
+    for desc, score in zip(ids[0].tolist(), scores[0].tolist(), strict=True):
+        if desc < 0:
+            continue
+        entity = int(description_entity[desc])
+        seeds.setdefault(entity, float(score))
+    return list(seeds.items())

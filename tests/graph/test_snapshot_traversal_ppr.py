@@ -1,0 +1,92 @@
+"""Snapshot, k-hop traversal and personalized PageRank on hand-made graphs."""
+
+import numpy as np
+import pytest
+
+from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
+from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
+from quillian.components.graph.traversal import gather_edges, khop_subgraph
+from quillian.errors import IndexIncompleteError, InputError
+
+R = EdgeKind.RELATED_TO
+
+
+def undirected(n, pairs, extra=()):
+    src = [a for a, b in pairs] + [b for a, b in pairs]
+    dst = [b for a, b in pairs] + [a for a, b in pairs]
+    kinds = [R] * len(src)
+    for s, t, k in extra:
+        src.append(s), dst.append(t), kinds.append(k)
+    return GraphSnapshot.from_edges(
+        [f"n{i}" for i in range(n)], [NodeKind.ENTITY] * n, src, dst, kinds,
+        relations=list(range(len(src))),
+    )
+
+
+def test_idmap_round_trip_and_missing():
+    ids = IdMap.from_ids(["b", "a", "ünï", "c"])
+    assert [ids.index_of(x) for x in ["a", "b", "c", "ünï", "zz"]] == [1, 0, 3, 2, -1]
+    assert ids.id_of(2) == "ünï"
+    with pytest.raises(InputError, match="duplicate node id 'a'"):
+        IdMap.from_ids(["a", "b", "a"])
+
+
+def test_csr_by_hand_and_save_load(tmp_path):
+    # path 0-1-2 plus a DESCRIBES edge 3->0
+    g = undirected(4, [(0, 1), (1, 2)], extra=[(3, 0, EdgeKind.DESCRIBES)])
+    assert g.indptr.tolist() == [0, 1, 3, 4, 5]
+    assert sorted(g.neighbors(1)[0].tolist()) == [0, 2]
+    assert g.neighbors(3, EdgeKind.DESCRIBES)[0].tolist() == [0]
+    assert g.neighbors(3, R)[0].tolist() == []
+    g.save(tmp_path / "g")
+    h = GraphSnapshot.load(tmp_path / "g")
+    assert h.ids.index_of("n2") == 2 and h.indices.tolist() == g.indices.tolist()
+    assert h.degree(R).tolist() == [1, 2, 1, 0]
+
+
+def test_half_written_snapshot_is_refused(tmp_path):
+    g = undirected(2, [(0, 1)])
+    g.save(tmp_path / "g")
+    (tmp_path / "g" / "snapshot.json").unlink()
+    with pytest.raises(IndexIncompleteError, match="incomplete"):
+        GraphSnapshot.load(tmp_path / "g")
+
+
+def test_gather_edges_positions():
+    g = undirected(3, [(0, 1), (1, 2)])
+    src, dst, pos = gather_edges(g, [1, 2])
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(1, 0), (1, 2), (2, 1)]
+    assert all(g.indices[p] == d for p, d in zip(pos, dst))
+
+
+def test_khop_hops_and_fanout_cap():
+    # chain 0-1-2-3 and hub 0 with leaves 4..9 whose links weigh less
+    g = undirected(10, [(0, 1), (1, 2), (2, 3)] + [(0, i) for i in range(4, 10)])
+    heavy = {(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)}
+    src_of = np.repeat(np.arange(g.n_nodes), np.diff(g.indptr))
+
+    def weight(pos):
+        return np.array([1.0 if (int(src_of[p]), int(g.indices[p])) in heavy else 0.1 for p in pos],
+                        dtype=np.float32)
+
+    sub = khop_subgraph(g, [0], hops=2, weight_fn=weight, max_fanout=2)
+    # node 0 keeps its 2 heaviest: 1 and one leaf (ties by storage order); 2 is 2 hops away
+    assert dict(zip(sub.nodes.tolist(), sub.hops.tolist()))[2] == 2
+    assert 3 not in sub.nodes.tolist()
+    assert len(sub.nodes) == 4
+    full = khop_subgraph(g, [0], hops=3, weight_fn=weight, max_fanout=64, max_nodes=3)
+    assert len(full.nodes) == 3  # node cap
+
+
+def test_ppr_by_hand_symmetric_star():
+    # star: centre 0 with leaves 1, 2; reset on leaf 1
+    g = undirected(3, [(0, 1), (0, 2)])
+    p = personalized_pagerank(transition_matrix(g), [0, 1, 0], damping=0.5)
+    # fixed point: p1 = .5 + .5*p0/2, p0 = .5*(p1+p2), p2 = .5*p0/2
+    p0 = 0.5 * (1 / (1 - 0.125)) * 0.5 * 2 / 2  # solve analytically below instead
+    a = np.array([[1, -0.5, -0.5], [-0.25, 1, 0], [-0.25, 0, 1]])
+    expected = np.linalg.solve(a, [0, 0.5, 0])
+    np.testing.assert_allclose(p, expected, atol=1e-7)
+    assert p0 > 0 and p.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="all zero"):
+        personalized_pagerank(transition_matrix(g), [0, 0, 0])
