@@ -65,10 +65,12 @@ class IdMap:
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
-        order = np.array(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)
-        for a, b in zip(order[:-1], order[1:], strict=False):
-            if encoded[a] == encoded[b]:
-                raise InputError(f"duplicate node id {ids[a]!r}")
+        fixed = np.array(encoded, dtype=np.bytes_) if encoded else np.zeros(0, "S1")
+        order = np.argsort(fixed, kind="stable").astype(np.int64)
+        ordered = fixed[order]
+        dup = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if len(dup):
+            raise InputError(f"duplicate node id {ids[int(order[dup[0]])]!r}")
         return cls(blob, offsets, order)
 
     def __len__(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -23,13 +24,22 @@ EdgeWeightFn = Callable[[IntArray], FloatArray]
 
 
 def gather_edges(
-    snapshot: GraphSnapshot, nodes: npt.ArrayLike, kind: EdgeKind | None = None
+    snapshot: GraphSnapshot,
+    nodes: npt.ArrayLike,
+    kind: EdgeKind | None = None,
+    max_scan: int | None = None,
 ) -> tuple[IntArray, IntArray, IntArray]:
-    """Out-edges of ``nodes``: ``(sources, targets, edge_positions)``, optionally one kind."""
+    """Out-edges of ``nodes``: ``(sources, targets, edge_positions)``, optionally one kind.
+
+    ``max_scan`` reads at most that many stored edges per node (in storage order), so a
+    hub with millions of links costs no more than any other node.
+    """
     nodes = np.asarray(nodes, dtype=np.int64)
     starts = np.asarray(snapshot.indptr[nodes], dtype=np.int64)
     ends = np.asarray(snapshot.indptr[nodes + 1], dtype=np.int64)
     lengths = ends - starts
+    if max_scan is not None:
+        lengths = np.minimum(lengths, max_scan)
     total = int(lengths.sum())
     if total == 0:
         empty = np.zeros(0, np.int64)
@@ -47,15 +57,30 @@ def gather_edges(
 def _cap_fanout(
     sources: IntArray, weights: FloatArray, max_fanout: int
 ) -> npt.NDArray[np.bool_]:
-    """Mask keeping, per source, its ``max_fanout`` heaviest edges (ties: first stored)."""
-    if len(sources) == 0:
-        return np.zeros(0, dtype=bool)
-    order = np.lexsort((-weights, sources))
-    sorted_src = sources[order]
-    first = np.searchsorted(sorted_src, sorted_src, side="left")
-    rank = np.arange(len(order)) - first
-    keep = np.zeros(len(order), dtype=bool)
-    keep[order[rank < max_fanout]] = True
+    """Mask keeping, per source, its ``max_fanout`` heaviest edges (ties: first stored).
+
+    ``sources`` must come in runs of equal values, as :func:`gather_edges` returns them.
+    """
+    return _cap_runs(np.asarray(sources, np.int64), np.asarray(weights, np.float32), max_fanout)
+
+
+@numba.njit(cache=True)
+def _cap_runs(
+    sources: IntArray, weights: FloatArray, max_fanout: int
+) -> npt.NDArray[np.bool_]:  # pragma: no cover - compiled
+    keep = np.zeros(len(sources), dtype=np.bool_)
+    start = 0
+    while start < len(sources):
+        end = start + 1
+        while end < len(sources) and sources[end] == sources[start]:
+            end += 1
+        if end - start <= max_fanout:
+            keep[start:end] = True
+        else:
+            order = np.argsort(-weights[start:end], kind="mergesort")
+            for i in range(max_fanout):
+                keep[start + order[i]] = True
+        start = end
     return keep
 
 
@@ -95,22 +120,29 @@ def khop_subgraph(
     kind: EdgeKind = EdgeKind.RELATED_TO,
     max_fanout: int = 64,
     max_nodes: int = 5000,
+    max_scan: int = 256,
 ) -> Subgraph:
     """The ``hops``-hop neighbourhood of ``seeds`` over edges of ``kind``.
 
     Each node expands along at most ``max_fanout`` of its heaviest edges; expansion
     stops adding nodes once ``max_nodes`` are reached (nearest hops first). Parallel
     edges between the same pair collapse to the heaviest. The returned edges are those
-    between nodes of the subgraph, each node keeping its ``max_fanout`` heaviest.
+    between nodes of the subgraph, each node keeping its ``max_fanout`` heaviest. Only
+    the first ``max_scan`` stored edges of a node are considered (hub guard).
     """
     seeds = np.unique(np.asarray(seeds, dtype=np.int64))
     hop_of = {int(s): 0 for s in seeds}
+    kept: list[tuple[IntArray, IntArray, IntArray, FloatArray]] = []
     frontier = seeds
-    for hop in range(1, hops + 1):
-        if len(frontier) == 0 or len(hop_of) >= max_nodes:
+    for hop in range(1, hops + 2):
+        if len(frontier) == 0:
             break
-        src, dst, pos = gather_edges(snapshot, frontier, kind)
-        keep = _cap_fanout(src, weight_fn(pos), max_fanout)
+        src, dst, pos = gather_edges(snapshot, frontier, kind, max_scan)
+        weights = weight_fn(pos).astype(np.float32)
+        keep = _cap_fanout(src, weights, max_fanout)
+        kept.append((src[keep], dst[keep], pos[keep], weights[keep]))
+        if hop > hops or len(hop_of) >= max_nodes:
+            break
         new: list[int] = []
         for target in dict.fromkeys(dst[keep].tolist()):
             if target not in hop_of:
@@ -121,35 +153,41 @@ def khop_subgraph(
         frontier = np.array(new, dtype=np.int64)
     nodes = np.fromiter(hop_of.keys(), dtype=np.int64, count=len(hop_of))
     node_hops = np.fromiter(hop_of.values(), dtype=np.int64, count=len(hop_of))
-    return _induced(snapshot, nodes, node_hops, weight_fn, kind, max_fanout)
+    return _induced(nodes, node_hops, kept)
 
 
 def _induced(
-    snapshot: GraphSnapshot,
     nodes: IntArray,
     node_hops: IntArray,
-    weight_fn: EdgeWeightFn,
-    kind: EdgeKind,
-    max_fanout: int,
+    kept: list[tuple[IntArray, IntArray, IntArray, FloatArray]],
 ) -> Subgraph:
-    src, dst, pos = gather_edges(snapshot, nodes, kind)
+    """Local CSR of the kept edges whose both ends are subgraph nodes.
+
+    Every node's kept edges were chosen when it was expanded (the last hop's nodes get
+    one extra gather), so no node's adjacency is scanned twice.
+    """
+    empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0, np.float32)
+    src = np.concatenate([k[0] for k in kept]) if kept else empty_i
+    dst = np.concatenate([k[1] for k in kept]) if kept else empty_i
+    pos = np.concatenate([k[2] for k in kept]) if kept else empty_i
+    weights = np.concatenate([k[3] for k in kept]) if kept else empty_f
     order = np.argsort(nodes)
     sorted_nodes = nodes[order]
-    where = np.clip(np.searchsorted(sorted_nodes, dst), 0, max(len(nodes) - 1, 0))
-    inside = sorted_nodes[where] == dst if len(nodes) else np.zeros(len(dst), dtype=bool)
-    src, dst, pos = src[inside], dst[inside], pos[inside]
-    local_src = order[np.searchsorted(sorted_nodes, src)]
-    local_dst = order[where[inside]]
-    weights = weight_fn(pos).astype(np.float32)
-    # collapse parallel edges to the heaviest, then cap fan-out
+    where_dst = np.clip(np.searchsorted(sorted_nodes, dst), 0, max(len(nodes) - 1, 0))
+    where_src = np.clip(np.searchsorted(sorted_nodes, src), 0, max(len(nodes) - 1, 0))
+    if len(nodes):
+        inside = (sorted_nodes[where_dst] == dst) & (sorted_nodes[where_src] == src)
+    else:
+        inside = np.zeros(len(dst), dtype=bool)
+    local_src, local_dst = order[where_src[inside]], order[where_dst[inside]]
+    weights, pos = weights[inside], pos[inside]
+    # collapse parallel edges to the heaviest
     best = np.lexsort((-weights, local_dst, local_src))
     pair = local_src[best] * len(nodes) + local_dst[best]
     first = np.ones(len(best), dtype=bool)
     first[1:] = pair[1:] != pair[:-1]
     best = best[first]
     local_src, local_dst, weights, pos = local_src[best], local_dst[best], weights[best], pos[best]
-    keep = _cap_fanout(local_src, weights, max_fanout)
-    local_src, local_dst, weights, pos = local_src[keep], local_dst[keep], weights[keep], pos[keep]
     by_src = np.argsort(local_src, kind="stable")
     indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
     np.cumsum(np.bincount(local_src, minlength=len(nodes)), out=indptr[1:])
