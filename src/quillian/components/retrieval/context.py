@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 from functools import cached_property
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +17,7 @@ import numpy.typing as npt
 from quillian.components.embedding.base import Embedder
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.base import ScoredPassage, Seed
-from quillian.components.retrieval.seeding import EntityLexicon, description_seeds
+from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.stores.protocols import VectorIndex
 
 __all__ = ["RetrievalContext"]
@@ -27,16 +27,16 @@ __all__ = ["RetrievalContext"]
 class RetrievalContext:
     """Read-only view of an index for retrieval.
 
-    Vector index ids: ``chunk_vectors`` by chunk position (order of ``kg.chunk_ids``),
-    ``description_vectors`` by description position, ``relation_vectors`` by the row in
-    ``relation_rows`` (relations sharing a text share a row).
+    Vector index ids: ``chunk_vectors`` by chunk position (order of ``kg.chunk_ids``);
+    ``text_vectors`` holds each distinct description or relation text once, and
+    ``description_rows``/``relation_rows`` give each description's and relation's row.
     """
 
     kg: KnowledgeGraph
     embedder: Embedder
     chunk_vectors: VectorIndex
-    description_vectors: VectorIndex
-    relation_vectors: VectorIndex
+    text_vectors: VectorIndex
+    description_rows: npt.NDArray[np.int64]
     relation_rows: npt.NDArray[np.int64]
     chunk_titles: Sequence[str]
     chunk_texts: Sequence[str]
@@ -51,6 +51,39 @@ class RetrievalContext:
     @cached_property
     def description_entity(self) -> npt.NDArray[np.int32]:
         return np.array([d.entity for d in self.kg.descriptions], dtype=np.int32)
+
+    @cached_property
+    def _descriptions_by_row(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        order = np.argsort(self.description_rows, kind="stable")
+        indptr = np.zeros(len(self.text_vectors) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.description_rows, minlength=len(self.text_vectors)),
+                  out=indptr[1:])
+        return indptr, order
+
+    def top_descriptions(
+        self, q: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
+        """The ``k`` entity descriptions most similar to the query: ``(description, cos)``.
+
+        Texts are searched once each; a text shared by several descriptions ranks them
+        together, in description order.
+        """
+        if k <= 0 or len(self.description_rows) == 0:
+            return []
+        indptr, order = self._descriptions_by_row
+        found: list[tuple[int, float]] = []
+        fetch = k
+        while True:
+            rows, scores = self.text_vectors.search(q[None, :], fetch)
+            found = []
+            for row, score in zip(rows[0].tolist(), scores[0].tolist(), strict=True):
+                if row < 0:
+                    continue
+                for d in order[indptr[row] : indptr[row + 1]].tolist():
+                    found.append((d, score))
+            if len(found) >= k or fetch >= len(self.text_vectors):
+                return found[:k]
+            fetch = min(len(self.text_vectors), fetch * 4)
 
     def passage(self, chunk: int, score: float) -> ScoredPassage:
         """The chunk at position ``chunk`` as a scored passage with its title and text."""
@@ -75,9 +108,8 @@ class RetrievalContext:
                 name = self.entity_name(m.entity)
                 found.setdefault(m.entity, Seed(m.entity, name, 1.0, "lexical"))
         if mode in ("description", "both"):
-            for entity, score in description_seeds(
-                self.description_vectors, self.description_entity, q, k
-            ):
+            for desc, score in self.top_descriptions(q, k):
+                entity = int(self.description_entity[desc])
                 name = self.entity_name(entity)
                 found.setdefault(entity, Seed(entity, name, score, "description"))
         return list(found.values())
@@ -104,6 +136,6 @@ class RetrievalContext:
         if valid.any():
             rows = self.relation_rows[rel[valid]]
             unique, inverse = np.unique(rows, return_inverse=True)
-            sims = self.relation_vectors.get(unique) @ query_vector
+            sims = self.text_vectors.get(unique) @ query_vector
             out[valid] = sims[inverse]
         return out

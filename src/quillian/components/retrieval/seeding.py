@@ -2,8 +2,8 @@
 
 Two ways to find where activation starts:
 
-* ``description_seeds`` is SA-RAG's (section 5.4): the top-k entity descriptions by
-  cosine similarity to the query, and the entities they describe.
+* SA-RAG's (section 5.4): the top-k entity descriptions by cosine similarity to the
+  query, and the entities they describe (``RetrievalContext.top_descriptions``).
 * ``EntityLexicon.match`` links the entity names and aliases that occur verbatim in the
   query (greedy longest match over word n-grams), as HippoRAG links query entities.
   It needs no model and is exact where questions name their entities, which multi-hop
@@ -16,21 +16,81 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
-from quillian.stores.protocols import VectorIndex
 from quillian.types import normalize_name
 
-__all__ = ["EntityLexicon", "LexicalMatch", "description_seeds"]
+__all__ = ["EntityLexicon", "LexicalMatch"]
 
 _TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s?$")
 _STOP_KEYS = frozenset(
-    """a an and are as at be but by for from had has have he her his how in is it its of on
-    or she that the their them they this to was were what when where which who whom whose why
-    with you film song album book city country person people one first last name born died
-    director father mother wife husband son daughter""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "with",
+        "you",
+        "film",
+        "song",
+        "album",
+        "book",
+        "city",
+        "country",
+        "person",
+        "people",
+        "one",
+        "first",
+        "last",
+        "name",
+        "born",
+        "died",
+        "director",
+        "father",
+        "mother",
+        "wife",
+        "husband",
+        "son",
+        "daughter",
+    ]
 )
 
 
@@ -49,9 +109,7 @@ class EntityLexicon:
     common question words never match, so "the" or "film" cannot seed a query.
     """
 
-    def __init__(
-        self, keys: Mapping[str, int], max_words: int = 10, min_chars: int = 3
-    ) -> None:
+    def __init__(self, keys: Mapping[str, int], max_words: int = 10, min_chars: int = 3) -> None:
         self._keys = dict(keys)
         self._max_words = max_words
         self._min_chars = min_chars
@@ -101,25 +159,3 @@ class EntityLexicon:
             else:
                 matches.append(found)
         return matches
-
-
-def description_seeds(
-    descriptions: VectorIndex,
-    description_entity: npt.NDArray[np.int32],
-    query_vector: npt.NDArray[np.float32],
-    k: int,
-) -> list[tuple[int, float]]:
-    """SA-RAG seeding: entities of the top-``k`` descriptions, best description first.
-
-    Returns ``(entity, cosine)`` pairs without duplicates, keeping each entity's best score.
-    """
-    if len(descriptions) == 0 or k <= 0:
-        return []
-    ids, scores = descriptions.search(query_vector[None, :], k)
-    seeds: dict[int, float] = {}
-    for desc, score in zip(ids[0].tolist(), scores[0].tolist(), strict=True):
-        if desc < 0:
-            continue
-        entity = int(description_entity[desc])
-        seeds.setdefault(entity, float(score))
-    return list(seeds.items())

@@ -1,0 +1,40 @@
+"""JSON round-trip of extractions, so extraction results are stored once and reused."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.types import Provenance, Triple
+
+__all__ = ["extraction_from_json", "extraction_to_json"]
+
+
+def extraction_to_json(extraction: Extraction) -> bytes:
+    return json.dumps(asdict(extraction), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _triple(data: dict[str, Any]) -> Triple:
+    prov = data.get("provenance")
+    return Triple(
+        subject=data["subject"],
+        predicate=data["predicate"],
+        object=data["object"],
+        description=data.get("description", ""),
+        provenance=Provenance(**prov) if prov else None,
+    )
+
+
+def extraction_from_json(raw: bytes) -> Extraction:
+    data = json.loads(raw)
+    return Extraction(
+        chunk_id=data["chunk_id"],
+        doc_id=data["doc_id"],
+        entities=tuple(
+            ExtractedEntity(**{**e, "aliases": tuple(e.get("aliases", ()))})
+            for e in data.get("entities", ())
+        ),
+        triples=tuple(_triple(t) for t in data.get("triples", ())),
+    )
