@@ -20,7 +20,9 @@ from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.stores.protocols import VectorIndex
 
-__all__ = ["RetrievalContext"]
+__all__ = ["RetrievalContext", "SeedMode"]
+
+SeedMode = Literal["description", "lexical", "both", "auto"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,17 +99,21 @@ class RetrievalContext:
         self,
         query: str,
         q: npt.NDArray[np.float32],
-        mode: Literal["description", "lexical", "both"],
+        mode: SeedMode,
         k: int,
     ) -> list[Seed]:
-        """Initially activated entities: lexical matches first, then the entities of the
-        top-``k`` descriptions by cosine (SA-RAG), without duplicates."""
+        """Initially activated entities, without duplicates.
+
+        ``lexical``: entities named in the query; ``description``: the entities of the
+        top-``k`` descriptions by cosine (SA-RAG); ``both``: lexical first, then
+        description; ``auto``: lexical, or description when the query names no entity.
+        """
         found: dict[int, Seed] = {}
-        if mode in ("lexical", "both"):
+        if mode in ("lexical", "both", "auto"):
             for m in self.lexicon.match(query):
                 name = self.entity_name(m.entity)
                 found.setdefault(m.entity, Seed(m.entity, name, 1.0, "lexical"))
-        if mode in ("description", "both"):
+        if mode in ("description", "both") or (mode == "auto" and not found):
             for desc, score in self.top_descriptions(q, k):
                 entity = int(self.description_entity[desc])
                 name = self.entity_name(entity)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +18,7 @@ import scipy.sparse as sp
 from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
 from quillian.components.graph.snapshot import EdgeKind
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
-from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.context import RetrievalContext, SeedMode
 from quillian.errors import ConfigError
 
 __all__ = ["PPRConfig", "PPRRetriever"]
@@ -31,7 +30,7 @@ class PPRConfig:
     """Probability of following an edge (HippoRAG: 0.5)."""
     seed_k: int = 5
     """Top-k entity descriptions used as seeds besides the entities named in the query."""
-    seeding: Literal["description", "lexical", "both"] = "both"
+    seeding: SeedMode = "both"
     passage_weight: float = 0.05
     """Share of reset mass on chunks, proportional to their dense score (HippoRAG 2)."""
     dense_candidates: int = 50

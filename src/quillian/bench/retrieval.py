@@ -1,0 +1,137 @@
+"""Retrieval benchmark: every retriever on one index, side by side, in one run.
+
+Metrics: perfect retrieval@8 (all gold passages in the top 8) and its share among
+multi-hop questions for 2WikiMultihopQA, with the four peers' figures computed from
+``peer_top8``; Recall@2 and Recall@5 (mean share of gold passages retrieved) for MuSiQue
+and HotpotQA. Latency excludes the query embedding (queries are embedded first, in one
+batch), so it measures the retriever itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quillian.bench.datasets import Dataset, Question, load_questions, passage_key
+from quillian.index import build_index, open_index
+from quillian.registry import make_chunker, make_embedder, make_extractor, make_retriever
+from quillian.types import Document
+
+__all__ = ["BenchSettings", "recall_at", "run_retrieval_bench"]
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+#: SA-RAG's per-dataset settings (section 5.4); HotpotQA is not in the paper: MuSiQue's.
+PAPER_SETTINGS: dict[str, dict[str, Any]] = {
+    "2wiki": {"seed_k": 10, "hops": 3},
+    "musique": {"seed_k": 3, "hops": 4},
+    "hotpotqa": {"seed_k": 3, "hops": 4},
+}
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    dataset: Dataset
+    corpus: Path
+    questions: Path
+    index_dir: Path
+    first_n: int | None = None
+    extractions: Path | None = None
+    embedder: str = "minilm"
+    methods: Sequence[str] = METHODS
+
+
+def recall_at(retrieved: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """Share of ``gold`` keys among the first ``k`` retrieved keys."""
+    gold_set = set(gold)
+    if not gold_set:
+        return 0.0
+    return len(gold_set.intersection(retrieved[:k])) / len(gold_set)
+
+
+def _perfect(retrieved: Sequence[str], gold: Iterable[str], k: int = 8) -> bool:
+    return set(gold) <= set(retrieved[:k])
+
+
+def _scores(dataset: str, ranked: list[list[str]], questions: Sequence[Question]) -> dict[str, float]:
+    if dataset == "2wiki":
+        perfect = [_perfect(r, q.gold) for r, q in zip(ranked, questions, strict=True)]
+        multi = [p for p, q in zip(perfect, questions, strict=True) if q.multihop]
+        return {
+            "perfect@8": round(float(np.mean(perfect)), 4),
+            "multihop_perfect@8": round(float(np.mean(multi)) if multi else 0.0, 4),
+        }
+    return {
+        f"R@{k}": round(float(np.mean([recall_at(r, q.gold, k)
+                                       for r, q in zip(ranked, questions, strict=True)])), 4)
+        for k in (2, 5)
+    }
+
+
+def _documents(settings: BenchSettings) -> list[Document]:
+    from quillian.components.ingestion.readers import read_documents
+
+    docs = read_documents(settings.corpus)
+    return list(islice(docs, settings.first_n) if settings.first_n else docs)
+
+
+def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
+    extractor = make_extractor("precomputed" if settings.extractions else "spacy",
+                               settings.extractions)
+    start = time.perf_counter()
+    report = build_index(
+        documents, settings.index_dir, chunker=make_chunker("passage"), extractor=extractor,
+        embedder=make_embedder(settings.embedder),
+        config={"embedder_name": settings.embedder},
+    )
+    return {
+        "build_seconds": round(time.perf_counter() - start, 1),
+        "stage_seconds": {k: round(v, 1) for k, v in report.seconds.items()},
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        **report.counts,
+    }
+
+
+def run_retrieval_bench(settings: BenchSettings, k: int = 8) -> dict[str, Any]:
+    """Build (or reuse) the index and score every method; returns one JSON-able dict."""
+    questions = load_questions(settings.dataset, settings.questions)
+    documents = _documents(settings)
+    build = _build(settings, documents)
+    index = open_index(settings.index_dir, make_embedder(settings.embedder))
+    ctx = index.context
+    keys = [passage_key(settings.dataset, t, x)
+            for t, x in zip(ctx.chunk_titles, ctx.chunk_texts, strict=True)]
+    vectors = ctx.embedder.embed([q.question for q in questions])
+    out: dict[str, Any] = {}
+    for method in settings.methods:
+        options = PAPER_SETTINGS[settings.dataset] if method == "sa-paper" else {}
+        retriever = make_retriever(ctx, method, **options)
+        retriever.retrieve(questions[0].question, k, vectors[0])  # warm-up (JIT, caches)
+        ranked, latencies = [], []
+        for q, v in zip(questions, vectors, strict=True):
+            t = time.perf_counter()
+            result = retriever.retrieve(q.question, k, v)
+            latencies.append((time.perf_counter() - t) * 1000)
+            ranked.append([keys[p.chunk] for p in result.passages])
+        out[method] = {
+            **_scores(settings.dataset, ranked, questions),
+            "p50_ms": round(float(np.percentile(latencies, 50)), 2),
+            "p95_ms": round(float(np.percentile(latencies, 95)), 2),
+        }
+    if settings.dataset == "2wiki":
+        peers = sorted({name for q in questions for name in q.peers})
+        for name in peers:
+            ranked = [q.peers.get(name, []) for q in questions]
+            out[f"peer:{name}"] = _scores("2wiki", ranked, questions)
+    out["_run"] = {"dataset": settings.dataset, "questions": len(questions),
+                   "passages": len(documents), "k": k, "index": build}
+    return out

@@ -1,0 +1,84 @@
+"""Explicit, lazy registries: a backend name maps to a factory imported on first use.
+
+A missing optional dependency surfaces as :class:`~quillian.errors.MissingExtraError`
+naming the extra to install; nothing is installed at run time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quillian.components.chunking.base import Chunker
+from quillian.components.embedding.base import Embedder
+from quillian.components.extraction.base import Extractor
+from quillian.components.retrieval.base import Retriever
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.errors import ConfigError
+
+__all__ = ["CHUNKERS", "EMBEDDERS", "EXTRACTORS", "RETRIEVERS", "make_chunker",
+           "make_embedder", "make_extractor", "make_retriever"]
+
+CHUNKERS = ("passage", "words")
+EMBEDDERS = ("minilm", "hash")
+EXTRACTORS = ("spacy", "precomputed")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+
+
+def make_chunker(name: str, size: int = 500, overlap: int = 200) -> Chunker:
+    from quillian.components.chunking.chunkers import PassageChunker, WordWindowChunker
+
+    if name == "passage":
+        return PassageChunker()
+    if name == "words":
+        return WordWindowChunker(size=size, overlap=overlap)
+    raise ConfigError(f"unknown chunker {name!r}; choose one of {', '.join(CHUNKERS)}")
+
+
+def make_embedder(name: str) -> Embedder:
+    if name == "minilm":
+        from quillian.components.embedding.sentence_transformers import (
+            SentenceTransformerEmbedder,
+        )
+
+        return SentenceTransformerEmbedder()
+    if name == "hash":
+        from quillian.testing.fakes import HashEmbedder
+
+        return HashEmbedder()
+    raise ConfigError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}")
+
+
+def make_extractor(name: str, extractions: Path | None = None) -> Extractor:
+    if name == "spacy":
+        from quillian.components.extraction.spacy_ner import SpacyExtractor
+
+        return SpacyExtractor()
+    if name == "precomputed":
+        if extractions is None:
+            raise ConfigError("the precomputed extractor needs --extractions FILE")
+        from quillian.components.extraction.precomputed import PrecomputedExtractor
+
+        return PrecomputedExtractor(extractions)
+    raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
+
+
+def make_retriever(context: RetrievalContext, name: str, **options: object) -> Retriever:
+    """A retriever over ``context``; ``options`` override its config fields."""
+    from quillian.components.retrieval.bm25 import BM25Index, BM25Retriever
+    from quillian.components.retrieval.dense import DenseRetriever
+    from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
+    from quillian.components.retrieval.sa import SAConfig, SARetriever
+
+    if name == "sa":
+        return SARetriever(context, SAConfig(**options))  # type: ignore[arg-type]
+    if name == "sa-paper":
+        return SARetriever(context, SAConfig.paper(**options))
+    if name == "ppr":
+        return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
+    if name == "dense":
+        return DenseRetriever(context)
+    if name == "bm25":
+        if not isinstance(context.bm25, BM25Index):
+            raise ConfigError("this index has no BM25 index")
+        return BM25Retriever(context, context.bm25)
+    raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")
