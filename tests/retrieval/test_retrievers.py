@@ -1,0 +1,158 @@
+"""Retrievers on a four-entity graph whose answers are worked out by hand.
+
+World: chunk c0 is about A and mentions B and D; c1 is about B and mentions C; c2 is
+about C; c3 is about D. Relations: A-B (text s0), A-D (s2), B-C (s1). The query vector
+is e0; every other vector is [cos, sqrt(1 - cos^2), 0], so its cosine to the query is
+chosen by hand:
+
+    descriptions  A 0.9   B 0.2   C 0.3   D 0.0
+    relations     s0 1.0  s1 0.7  s2 0.1
+    chunks        c0 0.8  c1 0.5  c2 0.6  c3 0.9
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.graph.builder import GraphBuilder
+from quillian.components.retrieval.base import top_k_passages
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
+from quillian.components.retrieval.sa import SAConfig, SARetriever
+from quillian.errors import ConfigError
+from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.testing.fakes import HashEmbedder
+from quillian.types import Provenance, Triple
+
+Q = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+
+
+def unit(cos: float) -> list[float]:
+    return [cos, math.sqrt(1 - cos * cos), 0.0]
+
+
+def triple(s: str, o: str, text: str, chunk: str) -> Triple:
+    return Triple(s, "related_to", o, text, Provenance("d", chunk, 0, len(text), text))
+
+
+def topic(name: str) -> ExtractedEntity:
+    return ExtractedEntity(name, "PERSON", description=f"about {name}", is_topic=True)
+
+
+def mention(name: str) -> ExtractedEntity:
+    return ExtractedEntity(name, "PERSON")
+
+
+@pytest.fixture
+def context(tmp_path) -> RetrievalContext:
+    builder = GraphBuilder()
+    builder.add(Extraction("c0", "d0", (topic("A"), mention("B"), mention("D")),
+                           (triple("A", "B", "s0", "c0"), triple("A", "D", "s2", "c0"))))
+    builder.add(Extraction("c1", "d1", (topic("B"), mention("C")),
+                           (triple("B", "C", "s1", "c1"),)))
+    builder.add(Extraction("c2", "d2", (topic("C"),)))
+    builder.add(Extraction("c3", "d3", (topic("D"),)))
+    kg = builder.build(["c0", "c1", "c2", "c3"])
+    assert [e.name for e in kg.entities] == ["A", "B", "D", "C"]
+    assert [d.text for d in kg.descriptions] == ["about A", "about B", "about C", "about D"]
+    texts = ExactVectorIndex(tmp_path / "texts", 3)
+    # rows 0-3: descriptions A, B, C, D; rows 4-6: s0, s1, s2
+    texts.add(np.arange(7), [unit(c) for c in (0.9, 0.2, 0.3, 0.0, 1.0, 0.7, 0.1)])
+    chunks = ExactVectorIndex(tmp_path / "chunks", 3)
+    chunks.add(np.arange(4), [unit(c) for c in (0.8, 0.5, 0.6, 0.9)])
+    return RetrievalContext(
+        kg=kg,
+        embedder=HashEmbedder(3),
+        chunk_vectors=chunks,
+        text_vectors=texts,
+        description_rows=np.arange(4),
+        relation_rows=np.array([4, 6, 5]),  # relations in order: A-B, A-D, B-C
+        chunk_titles=["A", "B", "C", "D"],
+        chunk_texts=["a text", "b text", "c text", "d text"],
+    )
+
+
+def titles(result) -> list[str]:
+    return [p.title for p in result.passages]
+
+
+def test_paper_sa_worked_by_hand(context):
+    # seed A (best description); w' = (w - .4)/.6: A-B 1.0, B-C 0.5, A-D -0.5.
+    # BFS from A: B = 1, D = -0.5; from B: C = 0.5. Activated (> 0.5): A, B.
+    # Documents describing A or B: c0, c1; both pass tau_d = 0.45; ranked by cosine,
+    # then the dense ranking fills the list.
+    sa = SARetriever(context, SAConfig.paper(seed_k=1, hops=2))
+    result = sa.retrieve("q", 4, Q)
+    assert [s.name for s in result.trace.seeds] == ["A"]
+    act = {a.name: round(a.activation, 6) for a in result.trace.activated}
+    assert act == {"A": 1.0, "B": 1.0}
+    assert titles(result) == ["A", "B", "D", "C"]
+    assert [round(p.score, 3) for p in result.passages[:2]] == [0.8, 0.5]
+    assert [(r.subject, r.object) for r in result.trace.relations] == [("A", "B")]
+    assert result.trace.relations[0].sentence == "s0"
+
+
+def test_paper_sa_prunes_documents_below_tau_d(context):
+    sa = SARetriever(context, SAConfig.paper(seed_k=1, hops=2, document_threshold=0.6))
+    # c1 (0.5) is pruned: only c0 comes from the graph, the rest is the dense fallback
+    assert titles(sa.retrieve("q", 2, Q)) == ["A", "D"]
+
+
+def test_fused_sa_worked_by_hand(context):
+    # activations A 1, B 1, C 0.5, D -0.5 (as above); document score = best of
+    # activation x (1 if about, 0.5 if mentions) + 1.0 x cosine:
+    # c0 = 1 + .8, c1 = 1 + .5, c2 = .5 + .6; c3 only through the dense fallback.
+    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description"))
+    result = sa.retrieve("q", 4, Q)
+    assert titles(result) == ["A", "B", "C", "D"]
+    np.testing.assert_allclose([p.score for p in result.passages[:3]], [1.8, 1.5, 1.1],
+                               atol=1e-5)
+
+
+def test_hops_limit_the_subgraph(context):
+    sa = SARetriever(context, SAConfig(seed_k=1, hops=1, c=0.4, seeding="description"))
+    result = sa.retrieve("q", 3, Q)
+    assert result.trace.subgraph_nodes == 3  # A, B, D: C is two hops away
+    assert "C" not in {a.name for a in result.trace.activated}
+
+
+def test_lexical_seeding_finds_named_entities(context):
+    sa = SARetriever(context, SAConfig(seeding="lexical"))
+    # single letters are below the lexicon's minimum key length: nothing matches
+    assert sa.seeds("what about A and B", Q) == []
+    auto = SARetriever(context, SAConfig(seeding="auto", seed_k=2))
+    assert [s.source for s in auto.seeds("what about A", Q)] == ["description"] * 2
+
+
+def test_ppr_ranks_seed_passage_first(context):
+    ppr = PPRRetriever(context, PPRConfig(seeding="description", seed_k=1, passage_weight=0.0))
+    result = ppr.retrieve("q", 4, Q)
+    assert titles(result)[0] == "A"
+    assert len(result.passages) == 4
+    scores = [p.score for p in result.passages]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_dense_orders_by_cosine(context):
+    assert titles(DenseRetriever(context).retrieve("q", 3, Q)) == ["D", "A", "C"]
+
+
+def test_top_k_passages_is_exact_and_deterministic():
+    assert top_k_passages({3: 0.5, 1: 0.5, 2: 0.9}, 2) == [(2, 0.9), (1, 0.5)]
+    filled = top_k_passages({5: 1.0}, 3, fallback=[5, 7, 8, 9])
+    assert [c for c, _ in filled] == [5, 7, 8]
+    assert [s for _, s in filled] == sorted((s for _, s in filled), reverse=True)
+    with pytest.raises(ValueError, match="k must be greater than 0, got 0"):
+        top_k_passages({}, 0)
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="seed_k must be greater than 0, got 0"):
+        SAConfig(seed_k=0)
+    with pytest.raises(ConfigError, match="c must be in"):
+        SAConfig(c=1.0)
+    with pytest.raises(ConfigError, match="damping"):
+        PPRConfig(damping=1.5)

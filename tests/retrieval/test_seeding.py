@@ -1,0 +1,38 @@
+"""Lexical entity linking in questions."""
+
+from quillian.components.retrieval.seeding import EntityLexicon
+
+LEX = EntityLexicon.from_names([
+    (0, ["Abdul-Aziz bin Muhammad"]),
+    (1, ["Muhammad bin Saud"]),
+    (2, ["Muhammad"]),
+    (3, ["Theodred II (Bishop of Elmham)", "Theodred II"]),
+    (4, ["The Beatles"]),
+    (5, ["Film"]),
+])
+
+
+def names(text):
+    return [(m.entity, m.surface) for m in LEX.match(text)]
+
+
+def test_longest_match_wins_and_possessive_is_stripped():
+    assert names("Where did Abdul-Aziz Bin Muhammad's father die?") == [
+        (0, "Abdul-Aziz Bin Muhammad's")
+    ]
+
+
+def test_alias_and_article_normalisation():
+    assert names("Who was Theodred II?") == [(3, "Theodred II")]
+    assert names("When did the beatles split?") == [(4, "the beatles")]
+
+
+def test_several_entities_left_to_right_without_overlap():
+    assert names("Was Muhammad bin Saud older than Muhammad?") == [
+        (1, "Muhammad bin Saud"), (2, "Muhammad")
+    ]
+
+
+def test_question_words_never_seed():
+    assert names("Which film came out first?") == []
+    assert len(LEX) == 7
