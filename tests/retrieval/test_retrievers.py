@@ -105,11 +105,28 @@ def test_fused_sa_worked_by_hand(context):
     # activations A 1, B 1, C 0.5, D -0.5 (as above); document score = best of
     # activation x (1 if about, 0.5 if mentions) + 1.0 x cosine:
     # c0 = 1 + .8, c1 = 1 + .5, c2 = .5 + .6; c3 only through the dense fallback.
-    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description"))
+    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description",
+                                       graded_seeds=False))
     result = sa.retrieve("q", 4, Q)
     assert titles(result) == ["A", "B", "C", "D"]
     np.testing.assert_allclose([p.score for p in result.passages[:3]], [1.8, 1.5, 1.1],
                                atol=1e-5)
+
+
+def test_graded_seed_starts_at_its_cosine(context):
+    # A starts at 0.9: B = 0.9, D = -0.45; from B, C = 0.5 x 0.9 = 0.45 and A back to 1;
+    # C then lifts B to min(1, 0.9 + 0.5 x 0.45) = 1. c2 = 0.45 + 0.6.
+    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description"))
+    result = sa.retrieve("q", 3, Q)
+    np.testing.assert_allclose([p.score for p in result.passages], [1.8, 1.5, 1.05], atol=1e-5)
+
+
+def test_hybrid_candidates_bring_in_unreached_chunks(context):
+    # D's chunk is not reached by the graph (D is inhibited) but is the dense top 1
+    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description",
+                                       candidates=1))
+    result = sa.retrieve("q", 4, Q)
+    assert dict((p.title, round(p.score, 3)) for p in result.passages)["D"] == 0.9
 
 
 def test_hops_limit_the_subgraph(context):

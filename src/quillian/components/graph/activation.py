@@ -62,6 +62,7 @@ def _activate(
     indices: npt.NDArray[np.int64],
     weights: npt.NDArray[np.float32],
     seeds: npt.NDArray[np.int64],
+    initial: npt.NDArray[np.float64],
     cap: float,
 ) -> npt.NDArray[np.float64]:  # pragma: no cover - compiled
     n = len(indptr) - 1
@@ -70,7 +71,7 @@ def _activate(
     queue = np.empty(len(indices) + 1, dtype=np.int64)
     for s in range(len(seeds)):
         seed = seeds[s]
-        activation[seed] = 1.0
+        activation[seed] = initial[s]
         head = 0
         tail = 1
         queue[0] = seed
@@ -97,13 +98,19 @@ def spreading_activation(
     weights: npt.ArrayLike,
     seeds: npt.ArrayLike,
     cap: float = 1.0,
+    initial: npt.ArrayLike | None = None,
 ) -> npt.NDArray[np.float64]:
     """Algorithm 1 over a CSR graph; returns the activation value of every node.
 
     ``seeds`` are processed in the order given (the algorithm is order-dependent, as in
-    the paper). Nodes whose value exceeds the activation threshold form R_a.
+    the paper). Nodes whose value exceeds the activation threshold form R_a. Each seed
+    starts at 1, as in the paper, or at its ``initial`` value when given (a graded seed).
     """
     seed_arr = np.asarray(seeds, dtype=np.int64)
+    start = (np.ones(len(seed_arr)) if initial is None
+             else np.asarray(initial, dtype=np.float64))
+    if len(start) != len(seed_arr):
+        raise ValueError(f"{len(seed_arr)} seeds but {len(start)} initial values")
     ptr = np.asarray(indptr, dtype=np.int64)
     n = len(ptr) - 1
     if len(seed_arr) and (seed_arr.min() < 0 or seed_arr.max() >= n):
@@ -113,5 +120,6 @@ def spreading_activation(
         np.asarray(indices, dtype=np.int64),
         np.asarray(weights, dtype=np.float32),
         seed_arr,
+        start,
         float(cap),
     )

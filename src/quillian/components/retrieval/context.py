@@ -62,6 +62,20 @@ class RetrievalContext:
                   out=indptr[1:])
         return indptr, order
 
+    @cached_property
+    def entity_specificity(self) -> npt.NDArray[np.float64]:
+        """Per entity, ``log(N / df) / log(N)``: 1 for an entity one chunk mentions, near
+        0 for one every chunk mentions (N chunks, df chunks linked to the entity)."""
+        from quillian.components.graph.snapshot import EdgeKind
+
+        snapshot, n_ent = self.kg.snapshot, self.kg.n_entities
+        rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
+        to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
+            np.asarray(snapshot.indices) >= self.kg.chunk_offset)
+        df = np.bincount(rows[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
+        n = max(len(self.kg.chunk_ids), 2)
+        return np.clip(np.log(n / np.maximum(df, 1)) / np.log(n), 0.05, 1.0)
+
     def top_descriptions(
         self, q: npt.NDArray[np.float32], k: int
     ) -> list[tuple[int, float]]:

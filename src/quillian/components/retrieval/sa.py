@@ -69,8 +69,16 @@ class SAConfig:
     """Paper: description. auto: entities named in the query, else description seeds."""
     ranking: Literal["paper", "fused"] = "fused"
     """paper: the activated documents by cosine; fused: activation-weighted fusion."""
+    graded_seeds: bool = True
+    """Seeds start at their weight instead of 1: a named entity at its specificity
+    (rare entities 1, ubiquitous ones near 0), a description seed at its cosine."""
     dense_weight: float = 1.0
     """fused ranking: weight of the document's query cosine added to its graph score."""
+    bm25_weight: float = 0.0
+    """fused ranking: weight of the document's BM25 score (scaled to the best = 1)."""
+    candidates: int = 0
+    """fused ranking: the dense (and, with bm25_weight, BM25) top-N chunks join the
+    graph's candidates (0: graph candidates only)."""
     mention_weight: float = 0.5
     """fused ranking: share of activation a document gets for mentioning an entity
     rather than being about it."""
@@ -94,7 +102,8 @@ class SAConfig:
     def paper(cls, **overrides: Any) -> SAConfig:
         """The paper's algorithm and settings (MuSiQue: k=3, n=4; pass seed_k=10, hops=3
         for 2WikiMultihopQA)."""
-        paper = cls(seed_k=3, hops=4, c=0.4, seeding="description", ranking="paper")
+        paper = cls(seed_k=3, hops=4, c=0.4, seeding="description", ranking="paper",
+                    graded_seeds=False)
         return replace(paper, **overrides)
 
 
@@ -119,13 +128,12 @@ class SARetriever:
         t = time.perf_counter()
         sub, raw = self._subgraph([s.entity for s in seeds], q)
         activation = spreading_activation(
-            sub.indptr, sub.indices, rescale_weights(raw, self.config.c), sub.local(
-                [s.entity for s in seeds]
-            )
+            sub.indptr, sub.indices, rescale_weights(raw, self.config.c),
+            sub.local([s.entity for s in seeds]), initial=self._initial(seeds),
         ) if len(seeds) else np.zeros(0)
         timings["activate"] = _ms(t)
         t = time.perf_counter()
-        ranked = self._rank(sub, activation, q, k)
+        ranked = self._rank(query, sub, activation, q, k)
         passages = [self.context.passage(c, s) for c, s in ranked]
         timings["rank"] = _ms(t)
         trace = RetrievalTrace(
@@ -140,6 +148,13 @@ class SARetriever:
 
     def seeds(self, query: str, q: npt.NDArray[np.float32]) -> list[Seed]:
         return self.context.seeds(query, q, self.config.seeding, self.config.seed_k)
+
+    def _initial(self, seeds: list[Seed]) -> npt.NDArray[np.float64] | None:
+        if not self.config.graded_seeds:
+            return None
+        spec = self.context.entity_specificity
+        return np.array([spec[s.entity] if s.source == "lexical" else max(s.score, 0.0)
+                         for s in seeds])
 
     def _subgraph(
         self, seeds: list[int], q: npt.NDArray[np.float32]
@@ -158,6 +173,7 @@ class SARetriever:
 
     def _rank(
         self,
+        query: str,
         sub: Subgraph,
         activation: npt.NDArray[np.float64],
         q: npt.NDArray[np.float32],
@@ -171,7 +187,8 @@ class SARetriever:
         is_chunk = dst >= ctx.kg.chunk_offset
         src, dst, pos = src[is_chunk], dst[is_chunk], pos[is_chunk]
         chunks = dst - ctx.kg.chunk_offset
-        unique = np.unique(chunks)
+        extra, bm25 = self._hybrid(query, q) if not paper else ([], {})
+        unique = np.unique(np.concatenate([chunks, np.asarray(extra, dtype=np.int64)]))
         cosine = dict(zip(unique.tolist(), ctx.chunk_similarity(q, unique).tolist(),
                           strict=True))
         scores: dict[int, float] = {}
@@ -187,10 +204,29 @@ class SARetriever:
                 share = 1.0 if is_topic else cfg.mention_weight
                 graph = value_of[s] * share
                 scores[chunk] = max(scores.get(chunk, 0.0), graph)
-            for chunk in scores:
-                scores[chunk] += cfg.dense_weight * cosine[chunk]
+            for chunk in unique.tolist():
+                scores[chunk] = (scores.get(chunk, 0.0) + cfg.dense_weight * cosine[chunk]
+                                 + cfg.bm25_weight * bm25.get(chunk, 0.0))
         fallback = self._dense_order(q, k)
         return top_k_passages(scores, k, fallback)
+
+    def _hybrid(
+        self, query: str, q: npt.NDArray[np.float32]
+    ) -> tuple[list[int], dict[int, float]]:
+        """Dense and BM25 top-N chunks (the extra candidates) and scaled BM25 scores."""
+        cfg = self.config
+        if cfg.candidates <= 0 and cfg.bm25_weight <= 0:
+            return [], {}
+        extra = self._dense_order(q, cfg.candidates) if cfg.candidates > 0 else []
+        bm25: dict[int, float] = {}
+        index = self.context.bm25
+        if cfg.bm25_weight > 0 and index is not None:
+            ids, scores = index.search(query, max(cfg.candidates, 50))  # type: ignore[attr-defined]
+            if len(scores) and scores[0] > 0:
+                bm25 = dict(zip(ids.tolist(), (scores / scores[0]).tolist(), strict=True))
+            if cfg.candidates > 0:
+                extra += ids[: cfg.candidates].tolist()
+        return extra, bm25
 
     def _dense_order(self, q: npt.NDArray[np.float32], k: int) -> list[int]:
         ids, _ = self.context.chunk_vectors.search(q[None, :], k)
