@@ -46,6 +46,7 @@ from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.components.retrieval.bm25 import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import (
+    ConfigError,
     IndexIncompleteError,
     IndexMissingError,
     IndexSchemaError,
@@ -140,14 +141,24 @@ def build_index(
     previous: dict[str, Any] = {}
     if (directory / MANIFEST).exists():
         previous = read_manifest(directory)
+        built_with = previous.get("config", {}).get("chunker")
+        if built_with and built_with != chunker.name:
+            raise ConfigError(
+                f"{directory} was built with chunker {built_with!r}, not {chunker.name!r}; "
+                "index into a new directory to change the chunking"
+            )
     directory.mkdir(parents=True, exist_ok=True)
     manifest = {
         **previous,
         "schema_version": SCHEMA_VERSION,
         "quillian_version": __version__,
         "state": "building",
-        "config": {**(config or {}), "chunker": chunker.name, "extractor": extractor.name,
-                   "embedder": embedder.model_id},
+        "config": {
+            **(config or {}),
+            "chunker": chunker.name,
+            "extractor": extractor.name,
+            "embedder": embedder.model_id,
+        },
     }
     _write_manifest(directory, manifest)
     progress = on_progress or (lambda stage, done, total: None)
@@ -163,8 +174,12 @@ def build_index(
             _extract(flat, extractor, stores.kv, namespace)
 
         report.ingest = ingest(
-            documents, chunker=chunker, doc_store=stores.docs, status_store=stores.status,
-            process=hook, on_progress=lambda d, n, _: progress("ingest", d, n),
+            documents,
+            chunker=chunker,
+            doc_store=stores.docs,
+            status_store=stores.status,
+            process=hook,
+            on_progress=lambda d, n, _: progress("ingest", d, n),
         )
         report.seconds["ingest_extract"] = time.perf_counter() - t
         chunks = _processed_chunks(stores)
@@ -180,21 +195,29 @@ def build_index(
         _embed_all(directory, kg, chunks, cache, progress)
         report.seconds["embed"] = time.perf_counter() - t
         t = time.perf_counter()
-        _replace_dir(directory / "bm25", lambda p: BM25Index.build(
-            [_chunk_text(c) for c in chunks]).save(p))
+        _replace_dir(
+            directory / "bm25", lambda p: BM25Index.build([_chunk_text(c) for c in chunks]).save(p)
+        )
         report.seconds["bm25"] = time.perf_counter() - t
         progress("bm25", 1, 1)
         report.counts = {
-            "documents": stores.docs.count_documents(), "chunks": len(chunks),
-            "entities": kg.n_entities, "descriptions": len(kg.descriptions),
-            "relations": len(kg.relations), "nodes": kg.snapshot.n_nodes,
+            "documents": stores.docs.count_documents(),
+            "chunks": len(chunks),
+            "entities": kg.n_entities,
+            "descriptions": len(kg.descriptions),
+            "relations": len(kg.relations),
+            "nodes": kg.snapshot.n_nodes,
             "edges": kg.snapshot.n_edges,
             "failed_documents": stores.status.counts().get(DocStatus.FAILED, 0),
         }
     finally:
         stores.close()
-    manifest.update(state="complete", counts=report.counts, built_at=time.time(),
-                    build_seconds={k: round(v, 2) for k, v in report.seconds.items()})
+    manifest.update(
+        state="complete",
+        counts=report.counts,
+        built_at=time.time(),
+        build_seconds={k: round(v, 2) for k, v in report.seconds.items()},
+    )
     _write_manifest(directory, manifest)
     return report
 
@@ -258,15 +281,21 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle]
 
 
-def _unique_texts(kg: KnowledgeGraph) -> tuple[list[str], npt.NDArray[np.int64],
-                                                npt.NDArray[np.int64]]:
+def _unique_texts(
+    kg: KnowledgeGraph,
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct description and relation texts, and each one's row among them."""
     rows: dict[str, int] = {}
-    desc_rows = np.array([rows.setdefault(d.text, len(rows)) for d in kg.descriptions],
-                         dtype=np.int64)
+    desc_rows = np.array(
+        [rows.setdefault(d.text, len(rows)) for d in kg.descriptions], dtype=np.int64
+    )
     rel_rows = np.array(
-        [rows.setdefault(r.description or f"{r.subject} {r.predicate} {r.object}", len(rows))
-         for r in kg.relations], dtype=np.int64)
+        [
+            rows.setdefault(r.description or f"{r.subject} {r.predicate} {r.object}", len(rows))
+            for r in kg.relations
+        ],
+        dtype=np.int64,
+    )
     return list(rows), desc_rows, rel_rows
 
 
@@ -281,6 +310,7 @@ def _embed_all(
     np.save(directory / "tables" / "description_rows.npy", desc_rows)
     np.save(directory / "tables" / "relation_rows.npy", rel_rows)
     for name, items in (("chunks", [_chunk_text(c) for c in chunks]), ("texts", texts)):
+
         def write(path: Path, items: list[str] = items, name: str = name) -> None:
             index = ExactVectorIndex(path, embedder.dim)
             step = 2048
@@ -308,14 +338,21 @@ def load_graph(directory: Path) -> KnowledgeGraph:
     relations = []
     for row in _read_jsonl(tables / "relations.jsonl"):
         prov = row.get("provenance")
-        relations.append(Triple(row["subject"], row["predicate"], row["object"],
-                                row.get("description", ""),
-                                Provenance(**prov) if prov else None))
+        relations.append(
+            Triple(
+                row["subject"],
+                row["predicate"],
+                row["object"],
+                row.get("description", ""),
+                Provenance(**prov) if prov else None,
+            )
+        )
     return KnowledgeGraph(
         snapshot=GraphSnapshot.load(directory / "graph"),
         entities=[EntityRecord(**row) for row in _read_jsonl(tables / "entities.jsonl")],
-        descriptions=[DescriptionRecord(**row)
-                      for row in _read_jsonl(tables / "descriptions.jsonl")],
+        descriptions=[
+            DescriptionRecord(**row) for row in _read_jsonl(tables / "descriptions.jsonl")
+        ],
         chunk_ids=[row["id"] for row in _read_jsonl(tables / "chunks.jsonl")],
         relations=relations,
         relation_subject=np.load(tables / "relation_subject.npy"),

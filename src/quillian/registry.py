@@ -15,8 +15,16 @@ from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import ConfigError
 
-__all__ = ["CHUNKERS", "EMBEDDERS", "EXTRACTORS", "RETRIEVERS", "make_chunker",
-           "make_embedder", "make_extractor", "make_retriever"]
+__all__ = [
+    "CHUNKERS",
+    "EMBEDDERS",
+    "EXTRACTORS",
+    "RETRIEVERS",
+    "make_chunker",
+    "make_embedder",
+    "make_extractor",
+    "make_retriever",
+]
 
 CHUNKERS = ("passage", "words")
 EMBEDDERS = ("minilm", "hash")

@@ -54,7 +54,9 @@ def test_compiled_equals_reference_on_random_graphs(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 30))
     m = int(rng.integers(0, 4 * n))
-    arcs = [(int(rng.integers(n)), int(rng.integers(n)), float(rng.uniform(-0.5, 1))) for _ in range(m)]
+    arcs = [
+        (int(rng.integers(n)), int(rng.integers(n)), float(rng.uniform(-0.5, 1))) for _ in range(m)
+    ]
     seeds = [int(s) for s in rng.choice(n, size=min(n, 3), replace=False)]
     adjacency = {i: [] for i in range(n)}
     for s, t, w in arcs:
@@ -67,7 +69,9 @@ def test_compiled_equals_reference_on_random_graphs(seed):
 
 
 def test_rescale_matches_paper_formula():
-    np.testing.assert_allclose(rescale_weights([1.0, 0.4, 0.7, 0.1], c=0.4), [1.0, 0.0, 0.5, -0.5], atol=1e-6)
+    np.testing.assert_allclose(
+        rescale_weights([1.0, 0.4, 0.7, 0.1], c=0.4), [1.0, 0.0, 0.5, -0.5], atol=1e-6
+    )
     with pytest.raises(ValueError, match="c must be"):
         rescale_weights([0.5], c=1.0)
 

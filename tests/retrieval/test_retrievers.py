@@ -49,10 +49,15 @@ def mention(name: str) -> ExtractedEntity:
 @pytest.fixture
 def context(tmp_path) -> RetrievalContext:
     builder = GraphBuilder()
-    builder.add(Extraction("c0", "d0", (topic("A"), mention("B"), mention("D")),
-                           (triple("A", "B", "s0", "c0"), triple("A", "D", "s2", "c0"))))
-    builder.add(Extraction("c1", "d1", (topic("B"), mention("C")),
-                           (triple("B", "C", "s1", "c1"),)))
+    builder.add(
+        Extraction(
+            "c0",
+            "d0",
+            (topic("A"), mention("B"), mention("D")),
+            (triple("A", "B", "s0", "c0"), triple("A", "D", "s2", "c0")),
+        )
+    )
+    builder.add(Extraction("c1", "d1", (topic("B"), mention("C")), (triple("B", "C", "s1", "c1"),)))
     builder.add(Extraction("c2", "d2", (topic("C"),)))
     builder.add(Extraction("c3", "d3", (topic("D"),)))
     kg = builder.build(["c0", "c1", "c2", "c3"])
@@ -105,12 +110,12 @@ def test_fused_sa_worked_by_hand(context):
     # activations A 1, B 1, C 0.5, D -0.5 (as above); document score = best of
     # activation x (1 if about, 0.5 if mentions) + 1.0 x cosine:
     # c0 = 1 + .8, c1 = 1 + .5, c2 = .5 + .6; c3 only through the dense fallback.
-    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description",
-                                       graded_seeds=False))
+    sa = SARetriever(
+        context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description", graded_seeds=False)
+    )
     result = sa.retrieve("q", 4, Q)
     assert titles(result) == ["A", "B", "C", "D"]
-    np.testing.assert_allclose([p.score for p in result.passages[:3]], [1.8, 1.5, 1.1],
-                               atol=1e-5)
+    np.testing.assert_allclose([p.score for p in result.passages[:3]], [1.8, 1.5, 1.1], atol=1e-5)
 
 
 def test_graded_seed_starts_at_its_cosine(context):
@@ -123,8 +128,9 @@ def test_graded_seed_starts_at_its_cosine(context):
 
 def test_hybrid_candidates_bring_in_unreached_chunks(context):
     # D's chunk is not reached by the graph (D is inhibited) but is the dense top 1
-    sa = SARetriever(context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description",
-                                       candidates=1))
+    sa = SARetriever(
+        context, SAConfig(seed_k=1, hops=2, c=0.4, seeding="description", candidates=1)
+    )
     result = sa.retrieve("q", 4, Q)
     assert dict((p.title, round(p.score, 3)) for p in result.passages)["D"] == 0.9
 

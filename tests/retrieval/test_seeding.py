@@ -2,14 +2,16 @@
 
 from quillian.components.retrieval.seeding import EntityLexicon
 
-LEX = EntityLexicon.from_names([
-    (0, ["Abdul-Aziz bin Muhammad"]),
-    (1, ["Muhammad bin Saud"]),
-    (2, ["Muhammad"]),
-    (3, ["Theodred II (Bishop of Elmham)", "Theodred II"]),
-    (4, ["The Beatles"]),
-    (5, ["Film"]),
-])
+LEX = EntityLexicon.from_names(
+    [
+        (0, ["Abdul-Aziz bin Muhammad"]),
+        (1, ["Muhammad bin Saud"]),
+        (2, ["Muhammad"]),
+        (3, ["Theodred II (Bishop of Elmham)", "Theodred II"]),
+        (4, ["The Beatles"]),
+        (5, ["Film"]),
+    ]
+)
 
 
 def names(text):
@@ -29,7 +31,8 @@ def test_alias_and_article_normalisation():
 
 def test_several_entities_left_to_right_without_overlap():
     assert names("Was Muhammad bin Saud older than Muhammad?") == [
-        (1, "Muhammad bin Saud"), (2, "Muhammad")
+        (1, "Muhammad bin Saud"),
+        (2, "Muhammad"),
     ]
 
 

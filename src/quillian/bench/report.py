@@ -25,7 +25,11 @@ RUNS: list[tuple[str, str, list[str]]] = [
     ("2wiki-800", "2wiki", ["--first-n", "800"]),
     ("2wiki-all", "2wiki", []),
     ("musique-spacy", "musique", []),
-    ("musique-gpt", "musique", ["--extractions", "{bench}/musique/openie_gpt-3.5-turbo-1106.jsonl"]),
+    (
+        "musique-gpt",
+        "musique",
+        ["--extractions", "{bench}/musique/openie_gpt-3.5-turbo-1106.jsonl"],
+    ),
     ("hotpotqa", "hotpotqa", []),
 ]
 FILES = {
@@ -49,9 +53,20 @@ METHOD_NOTES = {
 def _run(name: str, dataset: str, extra: list[str], bench: Path, indexes: Path) -> dict[str, Any]:
     corpus, questions = FILES[dataset]
     cmd = [
-        sys.executable, "-m", "quillian.cli.main", "bench", "retrieval",
-        "--dataset", dataset, "--corpus", str(bench / corpus),
-        "--questions", str(bench / questions), "--index-dir", str(indexes / name), "--json",
+        sys.executable,
+        "-m",
+        "quillian.cli.main",
+        "bench",
+        "retrieval",
+        "--dataset",
+        dataset,
+        "--corpus",
+        str(bench / corpus),
+        "--questions",
+        str(bench / questions),
+        "--index-dir",
+        str(indexes / name),
+        "--json",
         *(a.format(bench=bench) for a in extra),
     ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -75,13 +90,17 @@ def _table(results: dict[str, dict[str, Any]], names: list[str], metrics: list[s
 
 
 def _build_rows(results: dict[str, dict[str, Any]]) -> str:
-    lines = ["| index | passages | build s | stages (s) | peak RSS MB | entities | relations |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| index | passages | build s | stages (s) | peak RSS MB | entities | relations |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in results.items():
         idx = r["_run"]["index"]
         stages = ", ".join(f"{k} {v}" for k, v in idx.get("stage_seconds", {}).items())
-        lines.append(f"| {name} | {r['_run']['passages']} | {idx['build_seconds']} | {stages} "
-                     f"| {idx['peak_rss_mb']} | {idx.get('entities')} | {idx.get('relations')} |")
+        lines.append(
+            f"| {name} | {r['_run']['passages']} | {idx['build_seconds']} | {stages} "
+            f"| {idx['peak_rss_mb']} | {idx.get('entities')} | {idx.get('relations')} |"
+        )
     return "\n".join(lines)
 
 
@@ -115,9 +134,16 @@ def render(results: dict[str, dict[str, Any]], scale: dict[str, Any] | None) -> 
         _build_rows(results),
     ]
     if scale:
-        parts += ["", "## Scale: synthetic Wikidata5M-shaped graph", "",
-                  "`python -m quillian.bench.scale --nodes 5000000 --edges 21000000`", "",
-                  "```json", json.dumps(scale, indent=1), "```"]
+        parts += [
+            "",
+            "## Scale: synthetic Wikidata5M-shaped graph",
+            "",
+            "`python -m quillian.bench.scale --nodes 5000000 --edges 21000000`",
+            "",
+            "```json",
+            json.dumps(scale, indent=1),
+            "```",
+        ]
     parts += ["", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
@@ -147,8 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         scale = run_scale(5_000_000, 21_000_000, args.indexes / "synthetic")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results, scale), encoding="utf-8")
-    (args.out.with_suffix(".json")).write_text(json.dumps({"runs": results, "scale": scale},
-                                                          indent=1))
+    (args.out.with_suffix(".json")).write_text(
+        json.dumps({"runs": results, "scale": scale}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,9 @@ def _perfect(retrieved: Sequence[str], gold: Iterable[str], k: int = 8) -> bool:
     return set(gold) <= set(retrieved[:k])
 
 
-def _scores(dataset: str, ranked: list[list[str]], questions: Sequence[Question]) -> dict[str, float]:
+def _scores(
+    dataset: str, ranked: list[list[str]], questions: Sequence[Question]
+) -> dict[str, float]:
     if dataset == "2wiki":
         perfect = [_perfect(r, q.gold) for r, q in zip(ranked, questions, strict=True)]
         multi = [p for p, q in zip(perfect, questions, strict=True) if q.multihop]
@@ -71,8 +73,12 @@ def _scores(dataset: str, ranked: list[list[str]], questions: Sequence[Question]
             "multihop_perfect@8": round(float(np.mean(multi)) if multi else 0.0, 4),
         }
     return {
-        f"R@{k}": round(float(np.mean([recall_at(r, q.gold, k)
-                                       for r, q in zip(ranked, questions, strict=True)])), 4)
+        f"R@{k}": round(
+            float(
+                np.mean([recall_at(r, q.gold, k) for r, q in zip(ranked, questions, strict=True)])
+            ),
+            4,
+        )
         for k in (2, 5)
     }
 
@@ -85,11 +91,15 @@ def _documents(settings: BenchSettings) -> list[Document]:
 
 
 def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
-    extractor = make_extractor("precomputed" if settings.extractions else "spacy",
-                               settings.extractions)
+    extractor = make_extractor(
+        "precomputed" if settings.extractions else "spacy", settings.extractions
+    )
     start = time.perf_counter()
     report = build_index(
-        documents, settings.index_dir, chunker=make_chunker("passage"), extractor=extractor,
+        documents,
+        settings.index_dir,
+        chunker=make_chunker("passage"),
+        extractor=extractor,
         embedder=make_embedder(settings.embedder),
         config={"embedder_name": settings.embedder},
     )
@@ -108,8 +118,10 @@ def run_retrieval_bench(settings: BenchSettings, k: int = 8) -> dict[str, Any]:
     build = _build(settings, documents)
     index = open_index(settings.index_dir, make_embedder(settings.embedder))
     ctx = index.context
-    keys = [passage_key(settings.dataset, t, x)
-            for t, x in zip(ctx.chunk_titles, ctx.chunk_texts, strict=True)]
+    keys = [
+        passage_key(settings.dataset, t, x)
+        for t, x in zip(ctx.chunk_titles, ctx.chunk_texts, strict=True)
+    ]
     vectors = ctx.embedder.embed([q.question for q in questions])
     out: dict[str, Any] = {}
     for method in settings.methods:
@@ -132,6 +144,11 @@ def run_retrieval_bench(settings: BenchSettings, k: int = 8) -> dict[str, Any]:
         for name in peers:
             ranked = [q.peers.get(name, []) for q in questions]
             out[f"peer:{name}"] = _scores("2wiki", ranked, questions)
-    out["_run"] = {"dataset": settings.dataset, "questions": len(questions),
-                   "passages": len(documents), "k": k, "index": build}
+    out["_run"] = {
+        "dataset": settings.dataset,
+        "questions": len(questions),
+        "passages": len(documents),
+        "k": k,
+        "index": build,
+    }
     return out

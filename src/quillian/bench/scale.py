@@ -28,8 +28,14 @@ def _rss_mb() -> float:
 
 
 def run(
-    nodes: int, edges: int, out: Path, queries: int = 200, seeds: int = 10,
-    hops: int = 3, max_fanout: int = 16, max_nodes: int = 2000,
+    nodes: int,
+    edges: int,
+    out: Path,
+    queries: int = 200,
+    seeds: int = 10,
+    hops: int = 3,
+    max_fanout: int = 16,
+    max_nodes: int = 2000,
 ) -> dict[str, float]:
     """Figures for one synthetic graph; ``out`` is overwritten."""
     t = time.perf_counter()
@@ -53,21 +59,29 @@ def run(
     for i in range(queries + 5):
         chosen = rng.integers(0, nodes, seeds)
         t = time.perf_counter()
-        sub = khop_subgraph(loaded, chosen, hops, weight_fn, max_fanout=max_fanout,
-                            max_nodes=max_nodes)
-        spreading_activation(sub.indptr, sub.indices, rescale_weights(sub.weights),
-                             sub.local(np.unique(chosen)))
+        sub = khop_subgraph(
+            loaded, chosen, hops, weight_fn, max_fanout=max_fanout, max_nodes=max_nodes
+        )
+        spreading_activation(
+            sub.indptr, sub.indices, rescale_weights(sub.weights), sub.local(np.unique(chosen))
+        )
         if i >= 5:  # the first calls compile and warm the page cache
             latencies.append((time.perf_counter() - t) * 1000)
             sizes.append(sub.n_nodes)
     return {
-        "nodes": nodes, "edges": edges, "build_s": round(build_s, 2),
-        "save_s": round(save_s, 2), "load_s": round(load_s, 4),
+        "nodes": nodes,
+        "edges": edges,
+        "build_s": round(build_s, 2),
+        "save_s": round(save_s, 2),
+        "load_s": round(load_s, 4),
         "activation_p50_ms": round(float(np.percentile(latencies, 50)), 3),
         "activation_p95_ms": round(float(np.percentile(latencies, 95)), 3),
         "subgraph_nodes_mean": round(float(np.mean(sizes)), 1),
         "rss_mb": round(_rss_mb(), 1),
-        "hops": hops, "max_fanout": max_fanout, "max_nodes": max_nodes, "seeds": seeds,
+        "hops": hops,
+        "max_fanout": max_fanout,
+        "max_nodes": max_nodes,
+        "seeds": seeds,
     }
 
 

@@ -5,11 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quillian.errors import QuillianError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from quillian.index import Index
+    from quillian.types import Document
 
 __all__ = ["main"]
 
@@ -31,17 +39,22 @@ def _cmd_index(args: argparse.Namespace) -> int:
         raise QuillianError("give a PATH to index, or --sample for the bundled corpus")
     extractor_name = "precomputed" if args.extractions else args.extractor
 
-    def documents():  # type: ignore[no-untyped-def]
+    def documents() -> Iterator[Document]:
         for path in paths:
-            yield from read_documents(path, on_skip=lambda e: logger.warning("skipped: %s", e))
+            yield from read_documents(path)  # skipped entries are logged by the reader
 
     def progress(stage: str, done: int, total: int) -> None:
         if done == total or done % 500 == 0:
-            print(f"\r{stage}: {done}/{total}", end="\n" if done == total else "",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\r{stage}: {done}/{total}",
+                end="\n" if done == total else "",
+                file=sys.stderr,
+                flush=True,
+            )
 
     report = build_index(
-        documents(), args.out,
+        documents(),
+        args.out,
         chunker=make_chunker(args.chunker, args.chunk_size, args.overlap),
         extractor=make_extractor(extractor_name, args.extractions),
         embedder=make_embedder(args.embedder),
@@ -50,8 +63,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
     )
     ingest = report.ingest
     if ingest is not None:
-        print(f"documents: {ingest.new} new, {ingest.skipped} already indexed, "
-              f"{ingest.failed} failed")
+        print(
+            f"documents: {ingest.new} new, {ingest.skipped} already indexed, {ingest.failed} failed"
+        )
         for failure in ingest.failures:
             print(f"  failed: {failure.source or failure.doc_id}: {failure.error}")
     print("index:", ", ".join(f"{k} {v}" for k, v in report.counts.items()))
@@ -59,7 +73,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 1 if ingest is not None and ingest.failed else 0
 
 
-def _open(directory: Path):  # type: ignore[no-untyped-def]
+def _open(directory: Path) -> Index:
     from quillian.index import open_index, read_manifest
     from quillian.registry import make_embedder
 
@@ -87,11 +101,12 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
     if trace.seeds:
         print("seeds:", ", ".join(f"{s.name} ({s.source} {s.score:.2f})" for s in trace.seeds))
     if trace.activated:
-        print("activated:", ", ".join(f"{a.name} {a.activation:.2f}"
-                                      for a in trace.activated[:15]))
+        print("activated:", ", ".join(f"{a.name} {a.activation:.2f}" for a in trace.activated[:15]))
     for r in trace.relations[:10]:
-        print(f"relation [{r.weight:.2f}] {r.subject} -{r.predicate}- {r.object}: "
-              f"{' '.join(r.sentence.split())[:140]}")
+        print(
+            f"relation [{r.weight:.2f}] {r.subject} -{r.predicate}- {r.object}: "
+            f"{' '.join(r.sentence.split())[:140]}"
+        )
     return 0
 
 
@@ -100,9 +115,12 @@ def _cmd_bench_retrieval(args: argparse.Namespace) -> int:
 
     suffix = f"{args.first_n or 'all'}-{'gpt' if args.extractions else 'spacy'}"
     settings = BenchSettings(
-        dataset=args.dataset, corpus=args.corpus, questions=args.questions,
+        dataset=args.dataset,
+        corpus=args.corpus,
+        questions=args.questions,
         index_dir=args.index_dir or Path("indexes") / f"{args.dataset}-{suffix}",
-        first_n=args.first_n, extractions=args.extractions,
+        first_n=args.first_n,
+        extractions=args.extractions,
         methods=args.methods.split(",") if args.methods else METHODS,
     )
     result = run_retrieval_bench(settings)
@@ -156,9 +174,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         code: int = args.func(args)
     except QuillianError as exc:

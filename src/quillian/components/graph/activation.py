@@ -107,8 +107,7 @@ def spreading_activation(
     starts at 1, as in the paper, or at its ``initial`` value when given (a graded seed).
     """
     seed_arr = np.asarray(seeds, dtype=np.int64)
-    start = (np.ones(len(seed_arr)) if initial is None
-             else np.asarray(initial, dtype=np.float64))
+    start = np.ones(len(seed_arr)) if initial is None else np.asarray(initial, dtype=np.float64)
     if len(start) != len(seed_arr):
         raise ValueError(f"{len(seed_arr)} seeds but {len(start)} initial values")
     ptr = np.asarray(indptr, dtype=np.int64)

@@ -207,8 +207,9 @@ class GraphBuilder:
             w.append(weight)
             rel.append(relation)
 
-        mentions = [(chunk_index[c], e, wt) for (c, e), wt in self._mentions.items()
-                    if c in chunk_index]
+        mentions = [
+            (chunk_index[c], e, wt) for (c, e), wt in self._mentions.items() if c in chunk_index
+        ]
         if mentions:
             m = np.array(mentions, dtype=np.float64)
             c_nodes = m[:, 0].astype(np.int64) + chunk_base

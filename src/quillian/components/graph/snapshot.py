@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -112,7 +113,7 @@ class IdMap:
 
     @classmethod
     def load(cls, directory: Path, prefix: str = "ids", mmap: bool = True) -> IdMap:
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
         return cls(
             np.load(directory / f"{prefix}_blob.npy", mmap_mode=mode),
             np.load(directory / f"{prefix}_offsets.npy", mmap_mode=mode),
@@ -198,9 +199,7 @@ class GraphSnapshot:
             raise InputError(f"edge endpoint outside 0..{n - 1}")
         ek = np.broadcast_to(np.asarray(edge_kinds, dtype=np.int8), (m,))
         w = np.ones(m, np.float32) if weights is None else np.asarray(weights, np.float32)
-        rel = (
-            np.full(m, -1, np.int32) if relations is None else np.asarray(relations, np.int32)
-        )
+        rel = np.full(m, -1, np.int32) if relations is None else np.asarray(relations, np.int32)
         indptr, (dst_s, w_s, ek_s, rel_s) = build_csr(n, src, dst, w, ek, rel)
         node_kinds = np.asarray(kinds, dtype=np.int8)
         if len(node_kinds) != n:
@@ -253,6 +252,6 @@ class GraphSnapshot:
         meta = json.loads(marker.read_text())
         if meta.get("format") != SNAPSHOT_FORMAT:
             raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
         arrays = {name: np.load(path / f"{name}.npy", mmap_mode=mode) for name in _ARRAYS}
         return cls(IdMap.load(path, mmap=mmap), **arrays)

@@ -54,9 +54,7 @@ def gather_edges(
     return sources, targets, positions
 
 
-def _cap_fanout(
-    sources: IntArray, weights: FloatArray, max_fanout: int
-) -> npt.NDArray[np.bool_]:
+def _cap_fanout(sources: IntArray, weights: FloatArray, max_fanout: int) -> npt.NDArray[np.bool_]:
     """Mask keeping, per source, its ``max_fanout`` heaviest edges (ties: first stored).
 
     ``sources`` must come in runs of equal values, as :func:`gather_edges` returns them.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +20,9 @@ __all__ = ["BM25Index", "BM25Retriever"]
 logger = logging.getLogger(__name__)
 
 
-def _stemmer():  # type: ignore[no-untyped-def]
+def _stemmer() -> Any:
     try:
-        import Stemmer  # type: ignore[import-not-found]
+        import Stemmer
     except ImportError:  # pragma: no cover - PyStemmer is a core dependency
         raise MissingExtraError("PyStemmer", "all") from None
     return Stemmer.Stemmer("english").stemWords
@@ -38,8 +39,9 @@ class BM25Index:
     def build(cls, texts: Sequence[str]) -> BM25Index:
         import bm25s
 
-        tokens = bm25s.tokenize(list(texts), stopwords="en", stemmer=_stemmer(),
-                                show_progress=False)
+        tokens = bm25s.tokenize(
+            list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False
+        )
         model = bm25s.BM25()
         model.index(tokens, show_progress=False)
         return cls(model)
@@ -51,8 +53,7 @@ class BM25Index:
     def load(cls, directory: Path) -> BM25Index:
         import bm25s
 
-        return cls(bm25s.BM25.load(str(directory), mmap=True, show_progress=False,
-                                   verbosity=0))
+        return cls(bm25s.BM25.load(str(directory), mmap=True, show_progress=False, verbosity=0))
 
     def search(self, query: str, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Chunk positions and BM25 scores of the top ``k`` (fewer when few chunks match)."""
@@ -60,8 +61,9 @@ class BM25Index:
 
         model = self._model
         n_docs = int(model.scores["num_docs"])  # type: ignore[attr-defined]
-        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self._stem,
-                                show_progress=False, return_ids=False)
+        tokens = bm25s.tokenize(
+            [query], stopwords="en", stemmer=self._stem, show_progress=False, return_ids=False
+        )
         if not tokens or not tokens[0] or n_docs == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         ids, scores = model.retrieve(  # type: ignore[attr-defined]

@@ -58,8 +58,9 @@ class RetrievalContext:
     def _descriptions_by_row(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         order = np.argsort(self.description_rows, kind="stable")
         indptr = np.zeros(len(self.text_vectors) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.description_rows, minlength=len(self.text_vectors)),
-                  out=indptr[1:])
+        np.cumsum(
+            np.bincount(self.description_rows, minlength=len(self.text_vectors)), out=indptr[1:]
+        )
         return indptr, order
 
     @cached_property
@@ -71,14 +72,13 @@ class RetrievalContext:
         snapshot, n_ent = self.kg.snapshot, self.kg.n_entities
         rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
         to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
-            np.asarray(snapshot.indices) >= self.kg.chunk_offset)
+            np.asarray(snapshot.indices) >= self.kg.chunk_offset
+        )
         df = np.bincount(rows[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
         n = max(len(self.kg.chunk_ids), 2)
         return np.clip(np.log(n / np.maximum(df, 1)) / np.log(n), 0.05, 1.0)
 
-    def top_descriptions(
-        self, q: npt.NDArray[np.float32], k: int
-    ) -> list[tuple[int, float]]:
+    def top_descriptions(self, q: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
         """The ``k`` entity descriptions most similar to the query: ``(description, cos)``.
 
         Texts are searched once each; a text shared by several descriptions ranks them
@@ -103,8 +103,13 @@ class RetrievalContext:
 
     def passage(self, chunk: int, score: float) -> ScoredPassage:
         """The chunk at position ``chunk`` as a scored passage with its title and text."""
-        return ScoredPassage(chunk, self.kg.chunk_ids[chunk], score, self.chunk_titles[chunk],
-                             self.chunk_texts[chunk])
+        return ScoredPassage(
+            chunk,
+            self.kg.chunk_ids[chunk],
+            score,
+            self.chunk_titles[chunk],
+            self.chunk_texts[chunk],
+        )
 
     def entity_name(self, entity: int) -> str:
         return self.kg.entities[entity].name

@@ -81,7 +81,8 @@ class PPRRetriever:
             chunk_scores = rank[kg.chunk_offset :]
             top = np.argsort(-chunk_scores, kind="stable")[:k]
             ranked = top_k_passages(
-                {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0}, k,
+                {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0},
+                k,
                 [c for c, _ in dense],
             )
         passages = [ctx.passage(c, s) for c, s in ranked]

@@ -102,8 +102,9 @@ class SAConfig:
     def paper(cls, **overrides: Any) -> SAConfig:
         """The paper's algorithm and settings (MuSiQue: k=3, n=4; pass seed_k=10, hops=3
         for 2WikiMultihopQA)."""
-        paper = cls(seed_k=3, hops=4, c=0.4, seeding="description", ranking="paper",
-                    graded_seeds=False)
+        paper = cls(
+            seed_k=3, hops=4, c=0.4, seeding="description", ranking="paper", graded_seeds=False
+        )
         return replace(paper, **overrides)
 
 
@@ -127,10 +128,17 @@ class SARetriever:
         timings["seed"] = _ms(t)
         t = time.perf_counter()
         sub, raw = self._subgraph([s.entity for s in seeds], q)
-        activation = spreading_activation(
-            sub.indptr, sub.indices, rescale_weights(raw, self.config.c),
-            sub.local([s.entity for s in seeds]), initial=self._initial(seeds),
-        ) if len(seeds) else np.zeros(0)
+        activation = (
+            spreading_activation(
+                sub.indptr,
+                sub.indices,
+                rescale_weights(raw, self.config.c),
+                sub.local([s.entity for s in seeds]),
+                initial=self._initial(seeds),
+            )
+            if len(seeds)
+            else np.zeros(0)
+        )
         timings["activate"] = _ms(t)
         t = time.perf_counter()
         ranked = self._rank(query, sub, activation, q, k)
@@ -153,8 +161,9 @@ class SARetriever:
         if not self.config.graded_seeds:
             return None
         spec = self.context.entity_specificity
-        return np.array([spec[s.entity] if s.source == "lexical" else max(s.score, 0.0)
-                         for s in seeds])
+        return np.array(
+            [spec[s.entity] if s.source == "lexical" else max(s.score, 0.0) for s in seeds]
+        )
 
     def _subgraph(
         self, seeds: list[int], q: npt.NDArray[np.float32]
@@ -166,8 +175,12 @@ class SARetriever:
             return self.context.relation_similarity(q, rel)
 
         sub = khop_subgraph(
-            snapshot, seeds, self.config.hops, weight,
-            max_fanout=self.config.max_fanout, max_nodes=self.config.max_nodes,
+            snapshot,
+            seeds,
+            self.config.hops,
+            weight,
+            max_fanout=self.config.max_fanout,
+            max_nodes=self.config.max_nodes,
         )
         return sub, sub.weights
 
@@ -189,8 +202,7 @@ class SARetriever:
         chunks = dst - ctx.kg.chunk_offset
         extra, bm25 = self._hybrid(query, q) if not paper else ([], {})
         unique = np.unique(np.concatenate([chunks, np.asarray(extra, dtype=np.int64)]))
-        cosine = dict(zip(unique.tolist(), ctx.chunk_similarity(q, unique).tolist(),
-                          strict=True))
+        cosine = dict(zip(unique.tolist(), ctx.chunk_similarity(q, unique).tolist(), strict=True))
         scores: dict[int, float] = {}
         if paper:
             for chunk in unique.tolist():
@@ -199,20 +211,22 @@ class SARetriever:
         else:
             value_of = dict(zip(entities.tolist(), values.tolist(), strict=True))
             topic = np.asarray(ctx.kg.snapshot.weights[pos]) >= TOPIC_WEIGHT
-            for s, chunk, is_topic in zip(src.tolist(), chunks.tolist(), topic.tolist(),
-                                          strict=True):
+            for s, chunk, is_topic in zip(
+                src.tolist(), chunks.tolist(), topic.tolist(), strict=True
+            ):
                 share = 1.0 if is_topic else cfg.mention_weight
                 graph = value_of[s] * share
                 scores[chunk] = max(scores.get(chunk, 0.0), graph)
             for chunk in unique.tolist():
-                scores[chunk] = (scores.get(chunk, 0.0) + cfg.dense_weight * cosine[chunk]
-                                 + cfg.bm25_weight * bm25.get(chunk, 0.0))
+                scores[chunk] = (
+                    scores.get(chunk, 0.0)
+                    + cfg.dense_weight * cosine[chunk]
+                    + cfg.bm25_weight * bm25.get(chunk, 0.0)
+                )
         fallback = self._dense_order(q, k)
         return top_k_passages(scores, k, fallback)
 
-    def _hybrid(
-        self, query: str, q: npt.NDArray[np.float32]
-    ) -> tuple[list[int], dict[int, float]]:
+    def _hybrid(self, query: str, q: npt.NDArray[np.float32]) -> tuple[list[int], dict[int, float]]:
         """Dense and BM25 top-N chunks (the extra candidates) and scaled BM25 scores."""
         cfg = self.config
         if cfg.candidates <= 0 and cfg.bm25_weight <= 0:
@@ -238,9 +252,14 @@ class SARetriever:
         ctx, tau = self.context, self.config.activation_threshold
         order = np.argsort(-activation, kind="stable")
         return [
-            ActivatedEntity(int(sub.nodes[i]), ctx.entity_name(int(sub.nodes[i])),
-                            float(activation[i]), int(sub.hops[i]))
-            for i in order.tolist() if activation[i] > tau
+            ActivatedEntity(
+                int(sub.nodes[i]),
+                ctx.entity_name(int(sub.nodes[i])),
+                float(activation[i]),
+                int(sub.hops[i]),
+            )
+            for i in order.tolist()
+            if activation[i] > tau
         ]
 
     def _relations(
@@ -265,8 +284,15 @@ class SARetriever:
                 continue
             triple = ctx.kg.relations[rel]
             sentence = triple.provenance.sentence if triple.provenance else ""
-            out[rel] = UsedRelation(rel, triple.subject, triple.predicate, triple.object,
-                                    triple.description, float(weights[i]), sentence)
+            out[rel] = UsedRelation(
+                rel,
+                triple.subject,
+                triple.predicate,
+                triple.object,
+                triple.description,
+                float(weights[i]),
+                sentence,
+            )
             if len(out) >= cfg.max_relations:
                 break
         return list(out.values())
