@@ -11,6 +11,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -36,8 +37,13 @@ def run(
     hops: int = 3,
     max_fanout: int = 16,
     max_nodes: int = 2000,
-) -> dict[str, float]:
-    """Figures for one synthetic graph; ``out`` is overwritten."""
+    max_scans: tuple[int, ...] = (256, 64),
+) -> dict[str, Any]:
+    """Figures for one synthetic graph; ``out`` is overwritten.
+
+    Activation is timed once per per-node scan cap in ``max_scans`` (see
+    :func:`~quillian.components.graph.traversal.khop_subgraph`).
+    """
     t = time.perf_counter()
     snapshot = synthetic_snapshot(nodes, edges)
     build_s = time.perf_counter() - t
@@ -49,18 +55,53 @@ def run(
     t = time.perf_counter()
     loaded = GraphSnapshot.load(out)
     load_s = time.perf_counter() - t
+    result: dict[str, Any] = {
+        "nodes": nodes,
+        "triples": edges,
+        "directed_edges": int(loaded.n_edges),
+        "build_s": round(build_s, 2),
+        "save_s": round(save_s, 2),
+        "load_s": round(load_s, 4),
+        "hops": hops,
+        "seeds": seeds,
+        "max_fanout": max_fanout,
+        "max_nodes": max_nodes,
+    }
+    for max_scan in max_scans:
+        result[f"max_scan={max_scan}"] = _time_activation(
+            loaded, queries, seeds, hops, max_fanout, max_nodes, max_scan
+        )
+    result["rss_mb"] = round(_rss_mb(), 1)
+    return result
+
+
+def _time_activation(
+    graph: GraphSnapshot,
+    queries: int,
+    seeds: int,
+    hops: int,
+    max_fanout: int,
+    max_nodes: int,
+    max_scan: int,
+) -> dict[str, float]:
     rng = np.random.default_rng(7)
-    weights = loaded.weights
+    weights = graph.weights
 
     def weight_fn(positions: np.ndarray) -> np.ndarray:
         return np.asarray(weights[positions], dtype=np.float32)
 
     latencies, sizes = [], []
     for i in range(queries + 5):
-        chosen = rng.integers(0, nodes, seeds)
+        chosen = rng.integers(0, graph.n_nodes, seeds)
         t = time.perf_counter()
         sub = khop_subgraph(
-            loaded, chosen, hops, weight_fn, max_fanout=max_fanout, max_nodes=max_nodes
+            graph,
+            chosen,
+            hops,
+            weight_fn,
+            max_fanout=max_fanout,
+            max_nodes=max_nodes,
+            max_scan=max_scan,
         )
         spreading_activation(
             sub.indptr, sub.indices, rescale_weights(sub.weights), sub.local(np.unique(chosen))
@@ -69,19 +110,9 @@ def run(
             latencies.append((time.perf_counter() - t) * 1000)
             sizes.append(sub.n_nodes)
     return {
-        "nodes": nodes,
-        "edges": edges,
-        "build_s": round(build_s, 2),
-        "save_s": round(save_s, 2),
-        "load_s": round(load_s, 4),
         "activation_p50_ms": round(float(np.percentile(latencies, 50)), 3),
         "activation_p95_ms": round(float(np.percentile(latencies, 95)), 3),
         "subgraph_nodes_mean": round(float(np.mean(sizes)), 1),
-        "rss_mb": round(_rss_mb(), 1),
-        "hops": hops,
-        "max_fanout": max_fanout,
-        "max_nodes": max_nodes,
-        "seeds": seeds,
     }
 
 
