@@ -34,6 +34,7 @@ from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.cache import CachedEmbedder
 from quillian.components.extraction.base import Extraction, Extractor
+from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.graph.builder import (
     DescriptionRecord,
@@ -66,6 +67,9 @@ __all__ = ["SCHEMA_VERSION", "BuildReport", "Index", "build_index", "open_index"
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+#: A one-word entity name used by more documents than this, and no document's title, is
+#: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
+AMBIGUOUS_MAX_DOCS = 3
 MANIFEST = "manifest.json"
 #: ``(stage, done, total)``; stages: ingest, extract, graph, embed, bm25.
 StageProgress = Callable[[str, int, int], None]
@@ -184,7 +188,9 @@ def build_index(
         report.seconds["ingest_extract"] = time.perf_counter() - t
         chunks = _processed_chunks(stores)
         t = time.perf_counter()
-        extractions = _extract(chunks, extractor, stores.kv, namespace)
+        extractions = drop_ambiguous_names(
+            _extract(chunks, extractor, stores.kv, namespace), max_docs=AMBIGUOUS_MAX_DOCS
+        )
         builder = GraphBuilder()
         builder.add_all(extractions)
         kg = builder.build([c.id for c in chunks])

@@ -6,6 +6,7 @@ naming the extra to install; nothing is installed at run time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from quillian.components.chunking.base import Chunker
@@ -56,11 +57,15 @@ def make_embedder(name: str) -> Embedder:
     raise ConfigError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}")
 
 
-def make_extractor(name: str, extractions: Path | None = None) -> Extractor:
+def make_extractor(
+    name: str, extractions: Path | None = None, titles: Sequence[str] = ()
+) -> Extractor:
+    """An extractor by name. ``titles`` are all document titles of the corpus, which the
+    spaCy extractor uses to link title mentions and to keep aliases unambiguous."""
     if name == "spacy":
         from quillian.components.extraction.spacy_ner import SpacyExtractor
 
-        return SpacyExtractor()
+        return SpacyExtractor(corpus_titles=titles)
     if name == "precomputed":
         if extractions is None:
             raise ConfigError("the precomputed extractor needs --extractions FILE")

@@ -92,7 +92,9 @@ def _documents(settings: BenchSettings) -> list[Document]:
 
 def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
     extractor = make_extractor(
-        "precomputed" if settings.extractions else "spacy", settings.extractions
+        "precomputed" if settings.extractions else "spacy",
+        settings.extractions,
+        [d.title for d in documents if d.title],
     )
     start = time.perf_counter()
     report = build_index(

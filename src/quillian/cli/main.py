@@ -14,10 +14,7 @@ from typing import TYPE_CHECKING
 from quillian.errors import QuillianError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from quillian.index import Index
-    from quillian.types import Document
 
 __all__ = ["main"]
 
@@ -39,9 +36,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
         raise QuillianError("give a PATH to index, or --sample for the bundled corpus")
     extractor_name = "precomputed" if args.extractions else args.extractor
 
-    def documents() -> Iterator[Document]:
-        for path in paths:
-            yield from read_documents(path)  # skipped entries are logged by the reader
+    # read everything first: the extractor links each document's title in the others
+    documents = [doc for path in paths for doc in read_documents(path)]
 
     def progress(stage: str, done: int, total: int) -> None:
         if done == total or done % 500 == 0:
@@ -53,10 +49,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
             )
 
     report = build_index(
-        documents(),
+        documents,
         args.out,
         chunker=make_chunker(args.chunker, args.chunk_size, args.overlap),
-        extractor=make_extractor(extractor_name, args.extractions),
+        extractor=make_extractor(
+            extractor_name, args.extractions, [d.title for d in documents if d.title]
+        ),
         embedder=make_embedder(args.embedder),
         config={"embedder_name": args.embedder},
         on_progress=progress,
