@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 __all__ = [
     "ConfigError",
     "IndexError_",
@@ -12,6 +15,7 @@ __all__ = [
     "MissingExtraError",
     "QuillianError",
     "StoreError",
+    "UnknownIdError",
 ]
 
 
@@ -55,7 +59,21 @@ class StoreError(QuillianError):
     """A store could not read or write its data."""
 
 
-class IndexError_(QuillianError):  # noqa: N801 - avoid shadowing the builtin IndexError
+class UnknownIdError(StoreError, KeyError):
+    """An id that the store or index does not hold (a :class:`KeyError` too)."""
+
+    def __init__(self, ids: npt.ArrayLike) -> None:
+        missing = np.asarray(ids, dtype=np.int64).ravel()
+        shown = ", ".join(str(i) for i in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        super().__init__(f"unknown vector id {shown}{more}")
+        self.ids = missing
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class IndexError_(QuillianError):
     """Base class for problems with an index directory."""
 
 

@@ -49,7 +49,7 @@ class StatusRecord:
 
 @runtime_checkable
 class DocumentStore(Protocol):
-    """Documents and their chunks."""
+    """Documents and their chunks; ``put_*`` upserts by id, one transaction per batch."""
 
     def put_documents(self, documents: Sequence[Document]) -> None: ...
     def put_chunks(self, chunks: Sequence[Chunk]) -> None: ...
@@ -64,7 +64,10 @@ class DocumentStore(Protocol):
 
 @runtime_checkable
 class StatusStore(Protocol):
-    """Per-document ingestion status: pending, processing, processed or failed with its error."""
+    """Per-document ingestion status: pending, processing, processed or failed with its error.
+
+    ``set_status`` replaces status and error; an empty ``source`` keeps the one recorded.
+    """
 
     def set_status(
         self, doc_ids: Sequence[str], status: DocStatus, *, error: str = "", source: str = ""
@@ -91,8 +94,11 @@ class VectorIndex(Protocol):
     """Vectors keyed by non-negative int64 ids, searched by inner product.
 
     Vectors are expected L2-normalised, so inner product equals cosine similarity.
-    ``search`` returns ``(ids, scores)`` of shape ``(n_queries, k')`` with ``k' <= k``,
-    best first; ``get`` returns vectors in the order of the ids asked for.
+    ``search`` returns ``(ids, scores)`` of shape ``(n_queries, k')`` with
+    ``k' = min(k, len(index))``, best first; an approximate index that finds fewer than
+    ``k'`` for a query pads its row with id -1 and score -inf. ``get`` returns vectors in
+    the order of the ids asked for and raises a :class:`KeyError` for an unknown id.
+    Adding an id already present replaces its vector; ``close`` flushes.
     """
 
     @property
@@ -113,7 +119,9 @@ class GraphStore(Protocol):
 
     Node ids are strings; ``kinds`` and edge ``kinds`` are small ints (see
     :class:`~quillian.components.graph.snapshot.NodeKind` and ``EdgeKind``). ``relations``
-    holds, per edge, the index of the relation (triple) it carries, or -1.
+    holds, per edge, the index of the relation (triple) it carries, or -1. Adding a node
+    again with the same kind is a no-op, with another kind an error, and so is an edge
+    naming a node not added. ``close`` keeps what was added since the last snapshot.
     """
 
     def add_nodes(self, node_ids: Sequence[str], kinds: npt.ArrayLike) -> None: ...

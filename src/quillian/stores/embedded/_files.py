@@ -1,0 +1,117 @@
+"""Crash-safe files for the embedded indexes: generations committed by a manifest.
+
+An index writes each flush as a new *generation* of data files (``vectors-000003.npy``)
+and then replaces its manifest (a small JSON file naming the generation) through a temp
+file and :func:`os.replace`. The manifest replacement is the commit: a crash before it
+leaves the previous generation in force, a crash after it the new one. Files of other
+generations are removed once the manifest names a new one, or at the next open.
+Existing files are never rewritten in place, so arrays memory-mapped from an older
+generation stay valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from quillian.errors import IndexIncompleteError, IndexSchemaError, StoreError
+
+__all__ = ["Generations", "fsync_path", "write_json_atomic"]
+
+_GENERATION_FILE = re.compile(r"^[a-z]+-(\d{6})\.[a-z]+(\.tmp)?$")
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file (or a directory entry list) to disk; a no-op where unsupported."""
+    flags = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)) if path.is_dir() else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` through a synced temp file and :func:`os.replace`."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_path(path.parent)
+
+
+class Generations:
+    """The manifest and generation files of one index directory.
+
+    ``kind`` names the index type recorded in the manifest (``"exact"``); opening a
+    directory written by another kind, or by a newer format, is refused.
+    """
+
+    MANIFEST = "index.json"
+
+    def __init__(self, directory: Path, kind: str, format_version: int = 1) -> None:
+        if directory.exists() and not directory.is_dir():
+            raise StoreError(f"{directory}: is not a directory")
+        self.directory = directory
+        self.kind = kind
+        self.format_version = format_version
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.directory / self.MANIFEST
+
+    def read(self) -> dict[str, Any] | None:
+        """The committed manifest, or ``None`` when the directory holds no index yet."""
+        path = self.manifest_path
+        if not path.exists():
+            return None
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexIncompleteError(f"{path}: unreadable index manifest: {exc}") from exc
+        if not isinstance(meta, dict) or meta.get("kind") != self.kind:
+            found = meta.get("kind") if isinstance(meta, dict) else None
+            raise StoreError(f"{path}: holds a {found!r} index, expected {self.kind!r}")
+        if meta.get("format") != self.format_version:
+            raise IndexSchemaError(
+                f"{path}: index format {meta.get('format')!r}, "
+                f"this Quillian reads format {self.format_version}"
+            )
+        return meta
+
+    def path(self, name: str, generation: int, suffix: str = ".npy") -> Path:
+        """Path of data file ``name`` in ``generation``."""
+        return self.directory / f"{name}-{generation:06d}{suffix}"
+
+    def commit(self, meta: dict[str, Any], files: Sequence[Path]) -> None:
+        """Sync ``files``, make ``meta`` (with its ``generation``) the committed state,
+        then remove the files of other generations."""
+        for path in files:
+            fsync_path(path)
+        write_json_atomic(
+            self.manifest_path, {**meta, "kind": self.kind, "format": self.format_version}
+        )
+        self.remove_stale(int(meta["generation"]))
+
+    def remove_stale(self, keep: int) -> None:
+        """Delete generation files other than ``keep``'s, and leftover temp files."""
+        if not self.directory.is_dir():
+            return
+        for child in self.directory.iterdir():
+            match = _GENERATION_FILE.match(child.name)
+            if match and (int(match.group(1)) != keep or match.group(2)):
+                with contextlib.suppress(OSError):  # mapped, where that forbids removal
+                    child.unlink()
+        (self.directory / (self.MANIFEST + ".tmp")).unlink(missing_ok=True)

@@ -1,0 +1,158 @@
+"""The SQLite plumbing shared by the embedded document, status and key-value stores.
+
+Each store owns one connection in WAL mode, opened with ``check_same_thread=False`` and
+guarded by a lock, so a store may be shared between threads. Several stores may use the
+same database file; each records its schema version in ``quillian_schema``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from quillian.errors import StoreError
+
+__all__ = ["SqliteStore"]
+
+#: Ids per ``IN (...)`` query; far below SQLite's limit on bound variables.
+IN_BATCH = 500
+#: Rows fetched per page by iterators, which never hold the lock between pages.
+PAGE = 1000
+
+_SCHEMA_TABLE = (
+    "CREATE TABLE IF NOT EXISTS quillian_schema (name TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+)
+
+
+class SqliteStore:
+    """Base class: one locked WAL connection, transactions and error translation.
+
+    Subclasses set ``SCHEMA_NAME``, ``SCHEMA_VERSION`` and ``DDL`` (the statements that
+    create their tables, all ``IF NOT EXISTS``).
+    """
+
+    SCHEMA_NAME: ClassVar[str]
+    SCHEMA_VERSION: ClassVar[int] = 1
+    DDL: ClassVar[tuple[str, ...]]
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = Path(path)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = _connect(self._path)
+        try:
+            self._init_schema()
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    def close(self) -> None:
+        """Close the connection; closing twice is harmless."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self._path)!r})"
+
+    def _init_schema(self) -> None:
+        with self._transaction("create the schema") as conn:
+            conn.execute(_SCHEMA_TABLE)
+            for statement in self.DDL:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR IGNORE INTO quillian_schema (name, version) VALUES (?, ?)",
+                (self.SCHEMA_NAME, self.SCHEMA_VERSION),
+            )
+            row = conn.execute(
+                "SELECT version FROM quillian_schema WHERE name = ?", (self.SCHEMA_NAME,)
+            ).fetchone()
+        if row[0] != self.SCHEMA_VERSION:
+            raise StoreError(
+                f"{self._path}: {self.SCHEMA_NAME} schema version {row[0]}, "
+                f"this Quillian reads version {self.SCHEMA_VERSION}"
+            )
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and turn SQLite errors into :class:`StoreError` naming the file."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(f"{self._path}: cannot {action}: the store is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._path}: cannot {action}: {exc}") from exc
+
+    @contextmanager
+    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed on success, rolled back on any error."""
+        with self._errors(action) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _query(self, action: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._errors(action) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def _write(self, action: str, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        with self._transaction(action) as conn:
+            conn.executemany(sql, rows)
+
+    def _by_keys(
+        self, action: str, sql: str, keys: Sequence[str], prefix: Sequence[Any] = ()
+    ) -> dict[str, Any]:
+        """Run ``sql`` (with one ``{marks}`` placeholder) over ``keys`` in batches.
+
+        ``prefix`` holds the parameters bound before the keys. The first column of every
+        row is its key; returns ``{key: row}``.
+        """
+        found: dict[str, Any] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), IN_BATCH):
+            batch = unique[start : start + IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            for row in self._query(action, sql.format(marks=marks), [*prefix, *batch]):
+                found[row[0]] = row
+        return found
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open ``path`` in WAL mode, raising :class:`StoreError` naming it on any failure."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, expected an SQLite database file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"{path}: cannot open the SQLite database: {exc}") from exc
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreError(f"{path}: not an SQLite database, or unreadable: {exc}") from exc
+    return conn

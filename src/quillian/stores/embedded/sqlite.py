@@ -1,0 +1,299 @@
+"""SQLite-backed document, status and key-value stores (stdlib :mod:`sqlite3`, no server).
+
+The three stores may share one database file (conventionally ``store.sqlite`` in the
+index directory); each opens its own connection. Every write is one transaction: a batch
+holding a bad item is rejected whole and leaves what was stored before intact.
+
+>>> docs = SqliteDocumentStore(tmp / "store.sqlite")  # doctest: +SKIP
+>>> status = SqliteStatusStore(tmp / "store.sqlite")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from quillian.errors import InputError
+from quillian.stores.embedded._sqlite import PAGE, SqliteStore
+from quillian.stores.protocols import DocStatus, StatusRecord
+from quillian.types import Chunk, Document
+
+__all__ = ["SqliteDocumentStore", "SqliteKeyValueStore", "SqliteStatusStore"]
+
+
+class SqliteDocumentStore(SqliteStore):
+    """:class:`~quillian.stores.protocols.DocumentStore` in SQLite.
+
+    ``put_*`` upserts by id, so putting the same document twice is a no-op. Document
+    metadata is stored as JSON and must survive JSON unchanged (string keys; lists, not
+    tuples); anything else is rejected with :class:`~quillian.errors.InputError`.
+    """
+
+    SCHEMA_NAME = "documents"
+    DDL = (
+        "CREATE TABLE IF NOT EXISTS documents (id TEXT PRIMARY KEY, title TEXT NOT NULL, "
+        "text TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS chunks (id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, "
+        "idx INTEGER NOT NULL, text TEXT NOT NULL, char_start INTEGER NOT NULL, "
+        "char_end INTEGER NOT NULL, title TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (doc_id, idx)",
+    )
+    _DOC_COLUMNS = "id, title, text, source, metadata"
+    _CHUNK_COLUMNS = "id, doc_id, idx, text, char_start, char_end, title"
+
+    def put_documents(self, documents: Sequence[Document]) -> None:
+        """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction."""
+        rows = [_document_row(d) for d in documents]
+        self._write(
+            "store documents",
+            f"INSERT INTO documents ({self._DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET title = excluded.title, text = excluded.text, "
+            "source = excluded.source, metadata = excluded.metadata",
+            rows,
+        )
+
+    def put_chunks(self, chunks: Sequence[Chunk]) -> None:
+        """Insert or replace ``chunks`` (keyed by ``Chunk.id``) in one transaction."""
+        rows = [_chunk_row(c) for c in chunks]
+        self._write(
+            "store chunks",
+            f"INSERT INTO chunks ({self._CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET doc_id = excluded.doc_id, idx = excluded.idx, "
+            "text = excluded.text, char_start = excluded.char_start, "
+            "char_end = excluded.char_end, title = excluded.title",
+            rows,
+        )
+
+    def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]:
+        """Documents in the order asked for, ``None`` for an unknown id."""
+        sql = f"SELECT {self._DOC_COLUMNS} FROM documents WHERE id IN ({{marks}})"
+        found = self._by_keys("read documents", sql, doc_ids)
+        return [_document(found[i]) if i in found else None for i in doc_ids]
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk | None]:
+        """Chunks in the order asked for, ``None`` for an unknown id."""
+        sql = f"SELECT {self._CHUNK_COLUMNS} FROM chunks WHERE id IN ({{marks}})"
+        found = self._by_keys("read chunks", sql, chunk_ids)
+        return [_chunk(found[i]) if i in found else None for i in chunk_ids]
+
+    def chunks_of(self, doc_id: str) -> list[Chunk]:
+        """The chunks of one document, ordered by their index."""
+        rows = self._query(
+            "read chunks",
+            f"SELECT {self._CHUNK_COLUMNS} FROM chunks WHERE doc_id = ? ORDER BY idx, id",
+            (doc_id,),
+        )
+        return [_chunk(r) for r in rows]
+
+    def iter_chunks(self) -> Iterator[Chunk]:
+        """Every chunk, in insertion order, read page by page."""
+        last = 0
+        while True:
+            rows = self._query(
+                "read chunks",
+                f"SELECT rowid, {self._CHUNK_COLUMNS} FROM chunks WHERE rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (last, PAGE),
+            )
+            yield from (_chunk(r[1:]) for r in rows)
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+    def count_documents(self) -> int:
+        """Number of stored documents."""
+        return int(self._query("count documents", "SELECT COUNT(*) FROM documents")[0][0])
+
+    def count_chunks(self) -> int:
+        """Number of stored chunks."""
+        return int(self._query("count chunks", "SELECT COUNT(*) FROM chunks")[0][0])
+
+
+class SqliteStatusStore(SqliteStore):
+    """:class:`~quillian.stores.protocols.StatusStore` in SQLite.
+
+    ``set_status`` replaces a document's status and error; its source is replaced only
+    when a non-empty one is given, so a source recorded at ``pending`` survives the later
+    transitions.
+    """
+
+    SCHEMA_NAME = "doc_status"
+    DDL = (
+        "CREATE TABLE IF NOT EXISTS doc_status (doc_id TEXT PRIMARY KEY, "
+        "status TEXT NOT NULL, error TEXT NOT NULL, source TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS doc_status_by_status ON doc_status (status, doc_id)",
+    )
+
+    def set_status(
+        self, doc_ids: Sequence[str], status: DocStatus, *, error: str = "", source: str = ""
+    ) -> None:
+        """Set the status of ``doc_ids`` (with an error text and a source) in one transaction."""
+        value = _status(status)
+        _require_str(error, "error")
+        _require_str(source, "source")
+        for doc_id in doc_ids:
+            _require_str(doc_id, "doc_id")
+        self._write(
+            "set document status",
+            "INSERT INTO doc_status (doc_id, status, error, source) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(doc_id) DO UPDATE SET status = excluded.status, "
+            "error = excluded.error, source = CASE WHEN excluded.source = '' "
+            "THEN doc_status.source ELSE excluded.source END",
+            [(d, value.value, error, source) for d in doc_ids],
+        )
+
+    def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]:
+        """Records of the known ids among ``doc_ids``; unknown ids are left out."""
+        sql = "SELECT doc_id, status, error, source FROM doc_status WHERE doc_id IN ({marks})"
+        found = self._by_keys("read document status", sql, doc_ids)
+        return {key: _record(row) for key, row in found.items()}
+
+    def with_status(self, status: DocStatus) -> list[StatusRecord]:
+        """Every record with ``status``, ordered by document id."""
+        rows = self._query(
+            "read document status",
+            "SELECT doc_id, status, error, source FROM doc_status WHERE status = ? ORDER BY doc_id",
+            (_status(status).value,),
+        )
+        return [_record(r) for r in rows]
+
+    def counts(self) -> dict[DocStatus, int]:
+        """Number of documents per status, every status present (zero included)."""
+        rows = self._query(
+            "count document status", "SELECT status, COUNT(*) FROM doc_status GROUP BY status"
+        )
+        counts = dict.fromkeys(DocStatus, 0)
+        counts.update({DocStatus(s): int(n) for s, n in rows})
+        return counts
+
+
+class SqliteKeyValueStore(SqliteStore):
+    """:class:`~quillian.stores.protocols.KeyValueStore` in SQLite: bytes by namespace and key."""
+
+    SCHEMA_NAME = "kv"
+    DDL = (
+        "CREATE TABLE IF NOT EXISTS kv (namespace TEXT NOT NULL, key TEXT NOT NULL, "
+        "value BLOB NOT NULL, PRIMARY KEY (namespace, key)) WITHOUT ROWID",
+    )
+
+    def get_many(self, namespace: str, keys: Sequence[str]) -> list[bytes | None]:
+        """Values in the order asked for, ``None`` for an absent key."""
+        _require_namespace(namespace)
+        sql = "SELECT key, value FROM kv WHERE namespace = ? AND key IN ({marks})"
+        found = self._by_keys("read values", sql, keys, (namespace,))
+        return [bytes(found[k][1]) if k in found else None for k in keys]
+
+    def put_many(self, namespace: str, items: Mapping[str, bytes]) -> None:
+        """Insert or replace ``items`` in one transaction; every value must be bytes."""
+        _require_namespace(namespace)
+        rows = [(namespace, *_kv_item(namespace, k, v)) for k, v in items.items()]
+        self._write(
+            "store values",
+            "INSERT INTO kv (namespace, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value",
+            rows,
+        )
+
+    def delete_many(self, namespace: str, keys: Sequence[str]) -> None:
+        """Delete ``keys`` from ``namespace``; absent keys are ignored."""
+        _require_namespace(namespace)
+        self._write(
+            "delete values",
+            "DELETE FROM kv WHERE namespace = ? AND key = ?",
+            [(namespace, k) for k in keys],
+        )
+
+    def keys(self, namespace: str) -> Iterator[str]:
+        """Keys of ``namespace`` in sorted order, read page by page."""
+        _require_namespace(namespace)
+        last = ""
+        first = True
+        while True:
+            rows = self._query(
+                "list keys",
+                "SELECT key FROM kv WHERE namespace = ? AND (? OR key > ?) ORDER BY key LIMIT ?",
+                (namespace, first, last, PAGE),
+            )
+            yield from (r[0] for r in rows)
+            if len(rows) < PAGE:
+                return
+            first, last = False, rows[-1][0]
+
+
+def _require_str(value: object, field: str) -> None:
+    if not isinstance(value, str):
+        raise InputError(f"expected a string, got {type(value).__name__}", field=field)
+
+
+def _require_namespace(namespace: object) -> None:
+    if not isinstance(namespace, str) or not namespace:
+        raise InputError(f"namespace must be a non-empty string, got {namespace!r}")
+
+
+def _kv_item(namespace: str, key: object, value: object) -> tuple[str, bytes]:
+    if not isinstance(key, str):
+        raise InputError(f"key {key!r} in namespace {namespace!r} is not a string")
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise InputError(
+            f"value of key {key!r} in namespace {namespace!r} must be bytes, "
+            f"got {type(value).__name__}"
+        )
+    return key, bytes(value)
+
+
+def _status(status: DocStatus | str) -> DocStatus:
+    try:
+        return DocStatus(status)
+    except ValueError:
+        choices = ", ".join(s.value for s in DocStatus)
+        raise InputError(f"unknown status {status!r}; expected one of {choices}") from None
+
+
+def _record(row: Sequence[Any]) -> StatusRecord:
+    return StatusRecord(doc_id=row[0], status=DocStatus(row[1]), error=row[2], source=row[3])
+
+
+def _document_row(doc: Document) -> tuple[str, str, str, str, str]:
+    for name in ("text", "title", "source"):
+        if not isinstance(getattr(doc, name), str):
+            raise InputError(f"document {name} must be a string", field=name)
+    doc_id = doc.id
+    try:
+        encoded = json.dumps(doc.metadata, ensure_ascii=False, allow_nan=False)
+        exact = json.loads(encoded) == doc.metadata
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"metadata of document {doc_id} is not JSON-serialisable: {exc}", field="metadata"
+        ) from exc
+    if not isinstance(doc.metadata, dict) or not exact:
+        raise InputError(
+            f"metadata of document {doc_id} does not survive JSON unchanged "
+            "(use a dict with string keys, lists rather than tuples)",
+            field="metadata",
+        )
+    return doc_id, doc.title, doc.text, doc.source, encoded
+
+
+def _document(row: Sequence[Any]) -> Document:
+    return Document(text=row[2], title=row[1], source=row[3], metadata=json.loads(row[4]))
+
+
+def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str, int, int, str]:
+    for name in ("doc_id", "text", "title"):
+        if not isinstance(getattr(chunk, name), str):
+            raise InputError(f"chunk {name} must be a string", field=name)
+    for name in ("index", "start", "end"):
+        value = getattr(chunk, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InputError(f"chunk {name} must be a non-negative int, got {value!r}", field=name)
+    if chunk.start > chunk.end:
+        raise InputError(
+            f"chunk {chunk.index} of {chunk.doc_id}: start {chunk.start} > end {chunk.end}",
+            field="start",
+        )
+    return (chunk.id, chunk.doc_id, chunk.index, chunk.text, chunk.start, chunk.end, chunk.title)
+
+
+def _chunk(row: Sequence[Any]) -> Chunk:
+    return Chunk(doc_id=row[1], index=row[2], text=row[3], start=row[4], end=row[5], title=row[6])

@@ -1,0 +1,288 @@
+"""Embedded vector indexes: exact numpy search (the reference) and FAISS HNSW (extra ``ann``).
+
+Both implement :class:`~quillian.stores.protocols.VectorIndex` and share its semantics:
+
+* **Adding an id that is already indexed replaces its vector** (later wins, also within
+  one batch), so re-indexing a document after an interrupted ingestion is idempotent.
+* Vectors must be finite and of the index's dimension; ids must be non-negative ints.
+  A rejected batch changes nothing.
+* ``get`` of an id the index does not hold raises :class:`UnknownIdError`, which is both
+  a :class:`~quillian.errors.QuillianError` and a :class:`KeyError`.
+* ``flush`` persists; ``close`` flushes, then releases the files. One writer per
+  directory; the index object itself is not thread-safe.
+
+On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count and the
+current generation) and that generation's ``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy``
+(FAISS: ``hnsw-NNNNNN.faiss``). A flush writes a new generation and commits it by
+atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded._files`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
+from quillian.stores.embedded._files import Generations
+from quillian.stores.embedded._vecutil import (
+    BLOCK,
+    I64,
+    GrowableRows,
+    RowLookup,
+    Segment,
+    UnknownIdError,
+    as_ids,
+    as_matrix,
+    check_dim,
+    check_k,
+    exact_topk,
+    keep_last,
+    search_among,
+)
+from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
+
+__all__ = ["ExactVectorIndex", "FaissHNSWIndex", "UnknownIdError", "exact_topk"]
+
+DTYPES = ("float32", "float16")
+
+
+class ExactVectorIndex:
+    """Brute-force inner-product search in numpy: exact, and the reference for ANN.
+
+    Args:
+        directory: where the index lives; created when missing, reopened when it holds
+            an index (its vectors memory-mapped, so opening is instant).
+        dim: vector dimension; required for a new index, checked against an existing one.
+        dtype: storage type, ``"float32"`` (default) or ``"float16"`` (half the memory;
+            scores are computed in float32). Checked against an existing index.
+
+    Added vectors stay in memory until :meth:`flush`, which writes a new generation
+    atomically. Search covers flushed and unflushed vectors alike.
+    """
+
+    # The committed generation (memory-mapped), with rows replaced since marked dead;
+    # unflushed vectors live in ``_tail``. ``_lookup`` maps an id to its row, counting
+    # base rows first, then tail rows.
+    _base_vectors: npt.NDArray[np.generic]
+    _base_ids: npt.NDArray[np.int64]
+    _dead: npt.NDArray[np.bool_]
+    _n_dead: int
+    _tail: GrowableRows
+    _lookup: RowLookup
+    _dirty: bool
+
+    def __init__(
+        self, directory: str | Path, dim: int | None = None, *, dtype: str | None = None
+    ) -> None:
+        self._files = Generations(Path(directory), "exact")
+        meta = self._files.read()
+        if meta is None:
+            self._dim = check_dim(dim, directory)
+            self._dtype = np.dtype(_check_dtype(dtype or "float32"))
+            self._generation = 0
+            self._files.directory.mkdir(parents=True, exist_ok=True)
+        else:
+            self._dim, self._dtype = _check_stored(meta, dim, dtype, self._files.directory)
+            self._generation = int(meta["generation"])
+            self._files.remove_stale(self._generation)
+        self._closed = False
+        self._load(meta)
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self._dim
+
+    @property
+    def dtype(self) -> str:
+        """Storage dtype name: ``"float32"`` or ``"float16"``."""
+        return self._dtype.name
+
+    @property
+    def directory(self) -> Path:
+        """The index directory."""
+        return self._files.directory
+
+    def __len__(self) -> int:
+        return len(self._base_ids) - self._n_dead + len(self._tail)
+
+    def __repr__(self) -> str:
+        return f"ExactVectorIndex({str(self.directory)!r}, dim={self._dim}, dtype={self.dtype})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
+        """Add vectors; an id already present gets the new vector (later wins)."""
+        self._check_open()
+        ids, stored = self._validate(ids, vectors)
+        n_base = len(self._base_ids)
+        rows = self._lookup.rows_of(ids)
+        in_tail = rows >= n_base
+        self._tail.overwrite(rows[in_tail] - n_base, stored[in_tail])
+        in_base = (rows >= 0) & ~in_tail
+        if in_base.any():
+            self._dead[rows[in_base]] = True
+            self._n_dead += int(in_base.sum())
+        new = ~in_tail
+        tail_rows = self._tail.append(ids[new], stored[new])
+        self._lookup.set(ids[new], tail_rows + n_base)
+        self._dirty = True
+
+    def search(
+        self, queries: npt.ArrayLike, k: int, *, allowed: npt.ArrayLike | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The ``k`` best ids and inner-product scores per query, best first.
+
+        ``allowed`` (an extra over the protocol) restricts the search to those ids, all
+        of which must be indexed; it costs time in the size of ``allowed``, not the index.
+        """
+        self._check_open()
+        q = as_matrix(queries, self._dim, field="queries")
+        k = check_k(k)
+        if allowed is not None:
+            candidates = np.unique(as_ids(allowed))
+            return search_among(q, k, candidates, self.get(candidates))
+        segments: list[Segment] = [
+            (self._base_vectors, self._base_ids, self._dead if self._n_dead else None),
+            (self._tail.vectors, self._tail.ids, None),
+        ]
+        return exact_topk(q, segments, min(k, len(self)))
+
+    def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`."""
+        self._check_open()
+        ids = as_ids(ids)
+        rows = self._lookup.rows_of(ids)
+        if (rows < 0).any():
+            raise UnknownIdError(ids[rows < 0])
+        n_base = len(self._base_ids)
+        out = np.empty((len(ids), self._dim), dtype=np.float32)
+        in_base = rows < n_base
+        out[in_base] = self._base_vectors[rows[in_base]]
+        out[~in_base] = self._tail.vectors[rows[~in_base] - n_base]
+        return out
+
+    def contains(self, ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """Whether each of ``ids`` is indexed."""
+        self._check_open()
+        return self._lookup.rows_of(as_ids(ids)) >= 0
+
+    def flush(self) -> None:
+        """Persist every added vector: write a new generation, then commit it atomically."""
+        self._check_open()
+        if not self._dirty:
+            return
+        generation = self._generation + 1
+        vectors_path = self._files.path("vectors", generation)
+        ids_path = self._files.path("ids", generation)
+        count = self._write_vectors(vectors_path)
+        np.save(ids_path, self._live_ids())
+        meta = {"generation": generation, "dim": self._dim, "dtype": self.dtype, "count": count}
+        self._files.commit(meta, [vectors_path, ids_path])
+        self._generation = generation
+        self._load(meta)
+
+    def close(self) -> None:
+        """Flush, then release the memory-mapped files; closing twice is harmless."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._base_vectors = np.empty((0, self._dim), self._dtype)
+        self._base_ids = np.empty(0, np.int64)
+        self._tail = GrowableRows(self._dim, self._dtype)
+
+    def _load(self, meta: dict[str, object] | None) -> None:
+        """(Re)open the committed generation memory-mapped, with nothing pending."""
+        if meta is None:
+            self._base_vectors = np.empty((0, self._dim), self._dtype)
+            self._base_ids = np.empty(0, np.int64)
+        else:
+            self._base_vectors, self._base_ids = self._open_generation(meta)
+        self._dead = np.zeros(len(self._base_ids), dtype=bool)
+        self._n_dead = 0
+        self._tail = GrowableRows(self._dim, self._dtype)
+        self._lookup = RowLookup(np.asarray(self._base_ids))
+        self._dirty = meta is None
+
+    def _open_generation(
+        self, meta: dict[str, object]
+    ) -> tuple[npt.NDArray[np.generic], npt.NDArray[np.int64]]:
+        vectors_path = self._files.path("vectors", self._generation)
+        try:
+            vectors = np.load(vectors_path, mmap_mode="r")
+            ids = np.load(self._files.path("ids", self._generation), mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise IndexIncompleteError(f"{self.directory}: cannot read the index: {exc}") from exc
+        expected = (meta["count"], self._dim)
+        if vectors.shape != expected or ids.shape != expected[:1] or vectors.dtype != self._dtype:
+            raise IndexIncompleteError(
+                f"{vectors_path}: expected {expected} {self.dtype}, "
+                f"found {vectors.shape} {vectors.dtype} with {ids.shape[0]} ids"
+            )
+        return vectors, ids
+
+    def _validate(
+        self, ids: npt.ArrayLike, vectors: npt.ArrayLike
+    ) -> tuple[I64, npt.NDArray[np.generic]]:
+        ids = as_ids(ids)
+        matrix = as_matrix(vectors, self._dim)
+        if len(ids) != len(matrix):
+            raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
+        ids, matrix = keep_last(ids, matrix)
+        with np.errstate(over="ignore"):
+            stored = matrix.astype(self._dtype)
+        if not np.isfinite(stored).all():
+            raise InputError(f"vectors exceed the {self.dtype} range", field="vectors")
+        return ids, stored
+
+    def _live_ids(self) -> I64:
+        base = np.asarray(self._base_ids)[~self._dead]
+        return np.concatenate([base, self._tail.ids])
+
+    def _write_vectors(self, path: Path) -> int:
+        """Stream the live base rows, then the tail, into a new ``.npy`` file."""
+        count = len(self)
+        out = np.lib.format.open_memmap(
+            path, mode="w+", dtype=self._dtype, shape=(count, self._dim)
+        )
+        pos = 0
+        step = max(1, BLOCK // self._dim)
+        for start in range(0, len(self._base_ids), step):
+            block = self._base_vectors[start : start + step]
+            block = block[~self._dead[start : start + step]]
+            out[pos : pos + len(block)] = block
+            pos += len(block)
+        out[pos:] = self._tail.vectors
+        out.flush()
+        del out
+        return count
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.directory}: the vector index is closed")
+
+
+def _check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return dtype
+
+
+def _check_stored(
+    meta: dict[str, object], dim: int | None, dtype: str | None, directory: Path
+) -> tuple[int, np.dtype[np.generic]]:
+    """The stored dim and dtype, refusing a different one asked for explicitly."""
+    stored_dim, stored_dtype = int(meta["dim"]), str(meta["dtype"])  # type: ignore[call-overload]
+    if dim is not None and dim != stored_dim:
+        raise ConfigError(f"{directory}: index has dim {stored_dim}, asked for dim {dim}")
+    if dtype is not None and dtype != stored_dtype:
+        raise ConfigError(f"{directory}: index stores {stored_dtype}, asked for {dtype}")
+    return stored_dim, np.dtype(_check_dtype(stored_dtype))

@@ -1,0 +1,181 @@
+"""Vector indexes: the contract for exact (float32, float16) and FAISS HNSW, plus specifics."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.errors import (
+    ConfigError,
+    IndexIncompleteError,
+    InputError,
+    MissingExtraError,
+    StoreError,
+)
+from quillian.stores.embedded import _vecutil
+from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex, UnknownIdError
+from quillian.testing.contracts import VectorIndexContract, unit_vectors
+
+
+class TestExactVectorIndex(VectorIndexContract):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
+        with ExactVectorIndex(tmp_path / "vectors", self.dim) as index:
+            yield index
+
+    def reopen(self, store: ExactVectorIndex) -> ExactVectorIndex:  # type: ignore[override]
+        store.close()
+        return ExactVectorIndex(store.directory)
+
+
+class TestExactVectorIndexFloat16(TestExactVectorIndex):
+    atol = 1e-3
+    recall_threshold = 0.99
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
+        with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype="float16") as index:
+            yield index
+
+
+class TestExactVectorIndexSmallBlocks(TestExactVectorIndex):
+    """Every search spans several row blocks, so the running top-k merge is exercised."""
+
+    @pytest.fixture(autouse=True)
+    def small_blocks(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(_vecutil, "BLOCK", 64)
+
+
+class TestFaissHNSWIndex(VectorIndexContract):
+    recall_threshold = 0.9
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[FaissHNSWIndex]:
+        with FaissHNSWIndex(tmp_path / "hnsw", self.dim, m=16) as index:
+            yield index
+
+    def reopen(self, store: FaissHNSWIndex) -> FaissHNSWIndex:  # type: ignore[override]
+        store.close()
+        return FaissHNSWIndex(store.directory)
+
+
+def test_reopened_vectors_are_memory_mapped(tmp_path: Path) -> None:
+    with ExactVectorIndex(tmp_path, 4) as index:
+        index.add([1, 2], unit_vectors(2, 4, 0))
+    again = ExactVectorIndex(tmp_path)
+    assert isinstance(again._base_vectors, np.memmap)
+    assert json.loads((tmp_path / "index.json").read_text())["count"] == 2
+    again.close()
+
+
+def test_flush_writes_a_new_generation_and_removes_the_old(tmp_path: Path) -> None:
+    with ExactVectorIndex(tmp_path, 4) as index:
+        index.add([1], unit_vectors(1, 4, 0))
+        index.flush()
+        first = sorted(p.name for p in tmp_path.iterdir())
+        index.add([2], unit_vectors(1, 4, 1))
+        index.flush()
+        second = sorted(p.name for p in tmp_path.iterdir())
+    assert first == ["ids-000001.npy", "index.json", "vectors-000001.npy"]
+    assert second == ["ids-000002.npy", "index.json", "vectors-000002.npy"]
+
+
+def test_an_interrupted_flush_leaves_the_last_commit(tmp_path: Path) -> None:
+    x = unit_vectors(3, 4, 0)
+    with ExactVectorIndex(tmp_path, 4) as index:
+        index.add([1, 2], x[:2])
+    # A crash after writing generation 2's data but before committing the manifest.
+    np.save(tmp_path / "vectors-000002.npy", x)
+    (tmp_path / "index.json.tmp").write_text("{")
+    with ExactVectorIndex(tmp_path) as index:
+        assert len(index) == 2
+    assert not (tmp_path / "vectors-000002.npy").exists()
+    assert not (tmp_path / "index.json.tmp").exists()
+
+
+def test_damaged_index_is_reported(tmp_path: Path) -> None:
+    with ExactVectorIndex(tmp_path, 4) as index:
+        index.add([1], unit_vectors(1, 4, 0))
+    (tmp_path / "ids-000001.npy").unlink()
+    with pytest.raises(IndexIncompleteError, match=str(tmp_path)):
+        ExactVectorIndex(tmp_path)
+    (tmp_path / "index.json").write_text("not json")
+    with pytest.raises(IndexIncompleteError, match=r"index\.json"):
+        ExactVectorIndex(tmp_path)
+
+
+def test_configuration_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="dim"):
+        ExactVectorIndex(tmp_path / "new")
+    with pytest.raises(ConfigError, match="dtype"):
+        ExactVectorIndex(tmp_path / "new", 4, dtype="int8")
+    ExactVectorIndex(tmp_path / "old", 4, dtype="float16").close()
+    with pytest.raises(ConfigError, match="dim 4"):
+        ExactVectorIndex(tmp_path / "old", 8)
+    with pytest.raises(ConfigError, match="float16"):
+        ExactVectorIndex(tmp_path / "old", dtype="float32")
+    with pytest.raises(StoreError, match="'exact'"):
+        FaissHNSWIndex(tmp_path / "old")
+    with pytest.raises(ConfigError, match="ef_search"):
+        FaissHNSWIndex(tmp_path / "hnsw", 4, ef_search=0)
+
+
+def test_float16_range_is_checked(tmp_path: Path) -> None:
+    with ExactVectorIndex(tmp_path, 2, dtype="float16") as index:
+        with pytest.raises(InputError, match="float16"):
+            index.add([1], [[1e6, 0.0]])
+        assert len(index) == 0
+
+
+def test_search_among_allowed_ids(tmp_path: Path) -> None:
+    x = unit_vectors(100, 8, 0)
+    with ExactVectorIndex(tmp_path, 8) as index:
+        index.add(np.arange(100), x)
+        allowed = [5, 50, 7, 7]
+        ids, scores = index.search(x[7], 10, allowed=allowed)
+        assert ids.tolist()[0][0] == 7 and sorted(ids.tolist()[0]) == [5, 7, 50]
+        np.testing.assert_allclose(scores[0], x[ids[0]] @ x[7], atol=1e-6)
+        with pytest.raises(UnknownIdError, match="1000"):
+            index.search(x[0], 3, allowed=[1, 1000])
+
+
+def test_faiss_search_among_allowed_ids(tmp_path: Path) -> None:
+    x = unit_vectors(50, 8, 1)
+    with FaissHNSWIndex(tmp_path, 8) as index:
+        index.add(np.arange(50), x)
+        ids, _ = index.search(x[3], 2, allowed=[3, 4, 5])
+        assert ids[0, 0] == 3 and len(ids[0]) == 2
+
+
+def test_contains(tmp_path: Path) -> None:
+    with ExactVectorIndex(tmp_path, 2) as index:
+        index.add([4], [[1.0, 0.0]])
+        assert index.contains([4, 5]).tolist() == [True, False]
+
+
+def test_many_small_adds_then_replacements(tmp_path: Path) -> None:
+    x = unit_vectors(6000, 4, 2)
+    with ExactVectorIndex(tmp_path, 4) as index:
+        for start in range(0, 5000, 100):
+            index.add(np.arange(start, start + 100), x[start : start + 100])
+        index.add(np.arange(0, 1000), x[5000:])
+        assert len(index) == 5000
+        np.testing.assert_array_equal(index.get([0, 999, 1000, 4999]), x[[5000, 5999, 1000, 4999]])
+
+
+def test_missing_faiss_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(MissingExtraError, match=r"quillian\[ann\]"):
+        FaissHNSWIndex(tmp_path, 4)
+
+
+def test_keep_last() -> None:
+    ids, vecs = _vecutil.keep_last(
+        np.array([3, 1, 3, 2, 1]), np.arange(5, dtype=np.float32)[:, None]
+    )
+    assert ids.tolist() == [3, 2, 1] and vecs[:, 0].tolist() == [2.0, 3.0, 4.0]
