@@ -21,6 +21,29 @@ from typing import Any
 
 __all__ = ["main"]
 
+NOTES = """
+## How to read this
+
+- **sa** is SA-RAG's spreading activation (Algorithm 1, exactly as published) with
+  Quillian's choices around it: seeds are the entities the question names (matched
+  against entity names and aliases), or SA-RAG's description seeds when it names none;
+  each seed starts at its specificity (rarer entities start higher); the subgraph is 2
+  hops with c = 0.2 (MiniLM's cosines run lower than the bge-large the paper used); and
+  the k passages are ranked by the activation of the entity they are about (or half of
+  it for an entity they only mention) plus their cosine to the question. The defaults
+  were chosen on 2WikiMultihopQA's first 800 passages; MuSiQue and HotpotQA were not
+  used for tuning.
+- **sa-paper** is the paper end to end: top-k description seeds, n-hop subgraph,
+  c = 0.4, tau_a = 0.5, tau_d = 0.45, tau_r = 0.5 (k = 10, n = 3 on 2Wiki; k = 3, n = 4
+  otherwise), returning the activated documents by cosine and filling up to k with
+  dense results. With MiniLM its activations rarely pass tau_a, so it mostly falls back
+  to dense retrieval.
+- **ppr** is HippoRAG-style personalized PageRank (damping 0.5) over entities and
+  chunks, seeded like **sa** plus description seeds, with 5% of the reset mass on the
+  dense top-50 chunks (HippoRAG 2).
+- Peers' lists were retrieved by other systems with OpenAI models; ours use no LLM.
+"""
+
 RUNS: list[tuple[str, str, list[str]]] = [
     ("2wiki-800", "2wiki", ["--first-n", "800"]),
     ("2wiki-all", "2wiki", []),
@@ -144,7 +167,7 @@ def render(results: dict[str, dict[str, Any]], scale: dict[str, Any] | None) -> 
             json.dumps(scale, indent=1),
             "```",
         ]
-    parts += ["", "## Commands", ""]
+    parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
 
