@@ -36,26 +36,33 @@ def _check_batch_size(batch_size: int) -> None:
         raise ConfigError(f"batch_size must be greater than 0, got {batch_size}")
 
 
-class BatchingEmbedder:
-    """Splits large calls into batches of ``batch_size`` and reports progress per batch."""
+class _Wrapper:
+    """An embedder wrapping ``inner`` without changing its vectors: same model id and width."""
 
-    def __init__(
-        self, inner: Embedder, batch_size: int = 256, on_progress: EmbedProgress | None = None
-    ) -> None:
+    def __init__(self, inner: Embedder, batch_size: int) -> None:
         _check_batch_size(batch_size)
         self.inner = inner
         self.batch_size = batch_size
-        self.on_progress = on_progress
 
     @property
     def model_id(self) -> str:
-        """The inner embedder's model id (batching does not change vectors)."""
+        """The inner embedder's model id (wrapping does not change vectors)."""
         return self.inner.model_id
 
     @property
     def dim(self) -> int:
         """The inner embedder's width."""
         return self.inner.dim
+
+
+class BatchingEmbedder(_Wrapper):
+    """Splits large calls into batches of ``batch_size`` and reports progress per batch."""
+
+    def __init__(
+        self, inner: Embedder, batch_size: int = 256, on_progress: EmbedProgress | None = None
+    ) -> None:
+        super().__init__(inner, batch_size)
+        self.on_progress = on_progress
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts`` in batches; same result as ``inner.embed(texts)``."""
@@ -68,7 +75,7 @@ class BatchingEmbedder:
         return out
 
 
-class CachedEmbedder:
+class CachedEmbedder(_Wrapper):
     """Serves vectors from a key-value store; only unseen texts reach ``inner``.
 
     Vectors are stored as raw float32 bytes in ``namespace``. Unseen texts are
@@ -85,21 +92,9 @@ class CachedEmbedder:
         namespace: str = "embeddings",
         batch_size: int = 256,
     ) -> None:
-        _check_batch_size(batch_size)
-        self.inner = inner
+        super().__init__(inner, batch_size)
         self.kv = kv
         self.namespace = namespace
-        self.batch_size = batch_size
-
-    @property
-    def model_id(self) -> str:
-        """The inner embedder's model id (the cache is transparent)."""
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        """The inner embedder's width."""
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``, reading cached vectors and embedding only the rest."""

@@ -17,6 +17,7 @@ __all__ = [
     "ScoredPassage",
     "Seed",
     "UsedRelation",
+    "check_k",
     "top_k_passages",
 ]
 
@@ -94,6 +95,12 @@ class Retriever(Protocol):
     ) -> RetrievalResult: ...
 
 
+def check_k(k: int) -> None:
+    """Reject a non-positive number of passages to retrieve."""
+    if k <= 0:
+        raise ValueError(f"k must be greater than 0, got {k}")
+
+
 def top_k_passages(
     scores: Mapping[int, float],
     k: int,
@@ -105,8 +112,7 @@ def top_k_passages(
     dense ranking) fill the list when the scored set is smaller than ``k``; they get a
     score just below the lowest scored chunk so the list stays sorted.
     """
-    if k <= 0:
-        raise ValueError(f"k must be greater than 0, got {k}")
+    check_k(k)
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
     chosen = {c for c, _ in ranked}
     floor = ranked[-1][1] if ranked else 0.0

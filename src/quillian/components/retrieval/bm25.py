@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.retrieval.base import RetrievalResult
+from quillian.components.retrieval.base import RetrievalResult, check_k
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import MissingExtraError
 
@@ -85,12 +85,6 @@ class BM25Retriever:
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
     ) -> RetrievalResult:
-        if k <= 0:
-            raise ValueError(f"k must be greater than 0, got {k}")
-        ctx = self.context
+        check_k(k)
         ids, scores = self.index.search(query, k)
-        passages = [
-            ctx.passage(int(i), float(s))
-            for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
-        ]
-        return RetrievalResult(self.name, query, passages)
+        return RetrievalResult(self.name, query, self.context.passages(ids, scores))

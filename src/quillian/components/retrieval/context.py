@@ -111,6 +111,14 @@ class RetrievalContext:
             self.chunk_texts[chunk],
         )
 
+    def passages(self, ids: npt.ArrayLike, scores: npt.ArrayLike) -> list[ScoredPassage]:
+        """Scored passages for parallel chunk positions and scores; -1 padding is skipped."""
+        return [
+            self.passage(int(i), float(s))
+            for i, s in zip(np.asarray(ids).tolist(), np.asarray(scores).tolist(), strict=True)
+            if i >= 0
+        ]
+
     def entity_name(self, entity: int) -> str:
         return self.kg.entities[entity].name
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.retrieval.base import RetrievalResult
+from quillian.components.retrieval.base import RetrievalResult, check_k
 from quillian.components.retrieval.context import RetrievalContext
 
 __all__ = ["DenseRetriever"]
@@ -22,14 +22,8 @@ class DenseRetriever:
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
     ) -> RetrievalResult:
-        if k <= 0:
-            raise ValueError(f"k must be greater than 0, got {k}")
+        check_k(k)
         ctx = self.context
         q = ctx.embed_query(query) if query_vector is None else query_vector
         ids, scores = ctx.chunk_vectors.search(q[None, :], k)
-        passages = [
-            ctx.passage(int(i), float(s))
-            for i, s in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
-            if i >= 0
-        ]
-        return RetrievalResult(self.name, query, passages)
+        return RetrievalResult(self.name, query, ctx.passages(ids[0], scores[0]))
