@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("bm25s").setLevel(logging.INFO if args.verbose else logging.WARNING)
     try:
         code: int = args.func(args)
     except QuillianError as exc:
