@@ -319,7 +319,7 @@ def _embed_all(
 
         def write(path: Path, items: list[str] = items, name: str = name) -> None:
             index = ExactVectorIndex(path, embedder.dim)
-            step = 2048
+            step = 8192  # a wide window: the cache embeds each window shortest first
             for start in range(0, len(items), step):
                 batch = items[start : start + step]
                 index.add(np.arange(start, start + len(batch)), embedder.embed(batch))

@@ -79,7 +79,7 @@ class CachedEmbedder(_Wrapper):
     """Serves vectors from a key-value store; only unseen texts reach ``inner``.
 
     Vectors are stored as raw float32 bytes in ``namespace``. Unseen texts are
-    de-duplicated and embedded in batches of ``batch_size``; each batch is written to
+    de-duplicated and embedded in batches of ``batch_size``, shortest first; each batch is written to
     the store as soon as it is embedded, so an interrupted run keeps its progress. A
     stored value of the wrong length (another model, a corrupt write) is recomputed.
     """
@@ -120,8 +120,12 @@ class CachedEmbedder(_Wrapper):
     def _fill(
         self, texts: Sequence[str], missing: dict[str, list[int]], out: npt.NDArray[np.float32]
     ) -> None:
-        """Embed one text per missing key, store it and copy it to every row asking for it."""
-        pending = list(missing.items())
+        """Embed one text per missing key, store it and copy it to every row asking for it.
+
+        Texts go to the model shortest first, so each batch holds texts of similar length
+        and little compute is spent on padding.
+        """
+        pending = sorted(missing.items(), key=lambda item: len(texts[item[1][0]]))
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
             vectors = np.asarray(
