@@ -79,9 +79,10 @@ class CachedEmbedder(_Wrapper):
     """Serves vectors from a key-value store; only unseen texts reach ``inner``.
 
     Vectors are stored as raw float32 bytes in ``namespace``. Unseen texts are
-    de-duplicated and embedded in batches of ``batch_size``, shortest first; each batch is written to
-    the store as soon as it is embedded, so an interrupted run keeps its progress. A
-    stored value of the wrong length (another model, a corrupt write) is recomputed.
+    de-duplicated and embedded in batches of ``batch_size``, shortest first; each batch
+    is written to the store as soon as it is embedded, so an interrupted run keeps its
+    progress. A stored value of the wrong length (another model, a corrupt write) is
+    recomputed.
     """
 
     def __init__(
