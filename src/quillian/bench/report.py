@@ -3,8 +3,9 @@
     python -m quillian.bench.report --bench ../shared/bench --out docs/benchmarks.md
 
 Each retrieval run is a separate ``quillian bench retrieval --json`` process, so peak
-memory and build time are per index. Indexes are cached under ``--indexes`` (delete it
-to time builds from scratch; ``--fresh`` does so).
+memory and build time are per index. Indexes are cached under ``--indexes``; ``--fresh``
+rebuilds them so build times are measured from scratch. Results are saved next to the
+page (``benchmarks.json``); ``--only`` reruns some runs and keeps the others.
 """
 
 from __future__ import annotations
@@ -177,28 +178,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bench", type=Path, default=Path("../shared/bench"))
     parser.add_argument("--indexes", type=Path, default=Path("indexes/report"))
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
-    parser.add_argument("--fresh", action="store_true", help="rebuild every index")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the selected indexes")
     parser.add_argument("--skip-scale", action="store_true")
-    parser.add_argument("--only", help="comma-separated run names")
+    parser.add_argument(
+        "--only", help="comma-separated run names; the others keep their saved results"
+    )
     args = parser.parse_args(argv)
-    if args.fresh:
-        shutil.rmtree(args.indexes, ignore_errors=True)
+    saved = args.out.with_suffix(".json")
+    previous = json.loads(saved.read_text()) if saved.exists() else {}
     wanted = set(args.only.split(",")) if args.only else None
-    results = {}
+    results = dict(previous.get("runs", {}))
     for name, dataset, extra in RUNS:
         if wanted is None or name in wanted:
+            if args.fresh:
+                shutil.rmtree(args.indexes / name, ignore_errors=True)
             print(f"running {name}", file=sys.stderr, flush=True)
             results[name] = _run(name, dataset, extra, args.bench, args.indexes)
-    scale = None
+    results = {name: results[name] for name, _, _ in RUNS if name in results}
+    scale = previous.get("scale")
     if not args.skip_scale:
         from quillian.bench.scale import run as run_scale
 
         scale = run_scale(5_000_000, 21_000_000, args.indexes / "synthetic")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results, scale), encoding="utf-8")
-    (args.out.with_suffix(".json")).write_text(
-        json.dumps({"runs": results, "scale": scale}, indent=1)
-    )
+    saved.write_text(json.dumps({"runs": results, "scale": scale}, indent=1))
 
 
 if __name__ == "__main__":
