@@ -26,7 +26,7 @@ def test_longest_match_wins_and_possessive_is_stripped():
 
 def test_alias_and_article_normalisation():
     assert names("Who was Theodred II?") == [(3, "Theodred II")]
-    assert names("When did the beatles split?") == [(4, "the beatles")]
+    assert names("When did The Beatles split?") == [(4, "The Beatles")]
 
 
 def test_several_entities_left_to_right_without_overlap():
@@ -39,3 +39,11 @@ def test_several_entities_left_to_right_without_overlap():
 def test_question_words_never_seed():
     assert names("Which film came out first?") == []
     assert len(LEX) == 7
+
+
+def test_lowercase_spans_do_not_link_in_cased_text():
+    lex = EntityLexicon.from_names([(0, ["border with"]), (1, ["Johnnycake"]), (2, ["1955"])])
+    assert [m.entity for m in lex.match("What county shares a border with Johnnycake?")] == [1]
+    assert [m.entity for m in lex.match("Who was born in 1955?")] == [2]
+    # without any case information every span may link
+    assert [m.entity for m in lex.match("what shares a border with johnnycake")] == [0, 1]

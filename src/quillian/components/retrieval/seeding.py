@@ -102,6 +102,11 @@ class LexicalMatch:
     end: int
 
 
+def _namelike(surface: str) -> bool:
+    """A capital letter (any script) or a digit: how a proper name shows in cased text."""
+    return any(ch.isupper() or ch.isdigit() for ch in surface)
+
+
 class EntityLexicon:
     """Normalised entity names and aliases mapped to entity indices.
 
@@ -109,10 +114,17 @@ class EntityLexicon:
     common question words never match, so "the" or "film" cannot seed a query.
     """
 
-    def __init__(self, keys: Mapping[str, int], max_words: int = 10, min_chars: int = 3) -> None:
+    def __init__(
+        self,
+        keys: Mapping[str, int],
+        max_words: int = 10,
+        min_chars: int = 3,
+        require_capital: bool = True,
+    ) -> None:
         self._keys = dict(keys)
         self._max_words = max_words
         self._min_chars = min_chars
+        self._require_capital = require_capital
 
     @classmethod
     def from_names(cls, names: Iterable[tuple[int, Iterable[str]]]) -> EntityLexicon:
@@ -141,14 +153,22 @@ class EntityLexicon:
         return found
 
     def match(self, text: str) -> list[LexicalMatch]:
-        """Non-overlapping entity mentions in ``text``, longest first, left to right."""
+        """Non-overlapping entity mentions in ``text``, longest first, left to right.
+
+        With ``require_capital`` (the default), a mention must hold a capital letter or
+        a digit where ``text`` has any case at all: proper names are capitalised, so
+        "the border with" cannot link an extracted entity named "border with".
+        """
         tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
+        cased = self._require_capital and text != text.lower() and text != text.upper()
         matches: list[LexicalMatch] = []
         i = 0
         while i < len(tokens):
             found = None
             for j in range(min(len(tokens), i + self._max_words) - 1, i - 1, -1):
                 start, end = tokens[i][0], tokens[j][1]
+                if cased and not _namelike(text[start:end]):
+                    continue
                 entity = self.lookup(text[start:end])
                 if entity is not None:
                     found = LexicalMatch(entity, text[start:end], start, end)
