@@ -9,6 +9,7 @@ batch), so it measures the retriever itself.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import time
@@ -21,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from quillian.bench.datasets import Dataset, Question, load_questions, passage_key
-from quillian.index import build_index, open_index
+from quillian.errors import QuillianError
+from quillian.index import build_index, open_index, read_manifest
 from quillian.registry import make_chunker, make_embedder, make_extractor, make_retriever
 from quillian.types import Document
 
@@ -91,6 +93,10 @@ def _documents(settings: BenchSettings) -> list[Document]:
 
 
 def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
+    """Build or update the index; ``reused`` says whether a complete one was there."""
+    reused = False
+    with contextlib.suppress(QuillianError):
+        reused = read_manifest(settings.index_dir).get("state") == "complete"
     extractor = make_extractor(
         "precomputed" if settings.extractions else "spacy",
         settings.extractions,
@@ -109,6 +115,7 @@ def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]
         "build_seconds": round(time.perf_counter() - start, 1),
         "stage_seconds": {k: round(v, 1) for k, v in report.seconds.items()},
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "reused": reused,
         **report.counts,
     }
 
