@@ -110,7 +110,11 @@ def _keep_build_figures(new: dict[str, Any], old: dict[str, Any] | None) -> None
 def _table(results: dict[str, dict[str, Any]], names: list[str], metrics: list[str]) -> str:
     header = "| method | " + " | ".join(f"{n} {m}" for n in names for m in metrics) + " |"
     lines = [header, "|" + "---|" * (1 + len(names) * len(metrics))]
-    methods = [m for m in METHOD_NOTES if any(m in results[n] for n in names)]
+    methods = [
+        m
+        for m in METHOD_NOTES
+        if any(results[n].get(m, {}).get(metric) is not None for n in names for metric in metrics)
+    ]
     for method in methods:
         cells = []
         for n in names:
