@@ -1,0 +1,1 @@
+"""Evaluation: answer metrics and (later) the QA benchmark harness."""
