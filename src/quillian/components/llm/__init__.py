@@ -1,0 +1,1 @@
+"""The LLM layer: the chat-model protocol and typed parsing of model output."""

@@ -1,0 +1,86 @@
+"""One narrow protocol for chat models: messages in; text, token usage and a cached flag out.
+
+Wrappers (caching, retries, accounting) keep the same protocol. ``prompt`` names the
+prompt and its version (``"sa-rag.answer@1"``) so caches, scripted models and
+evaluation manifests can tell calls apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+__all__ = ["ChatMessage", "ChatModel", "ChatResponse", "Decoding", "Usage"]
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ("system", "user", "assistant"):
+            raise ValueError(f"unknown chat role {self.role!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """Decoding parameters; part of every cache key."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens <= 0:
+            raise ValueError(f"max_tokens must be greater than 0, got {self.max_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """What a model said. ``truncated`` is set when it stopped at the token limit."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+    truncated: bool = False
+    model: str = ""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """An asynchronous chat model."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        prompt: str = "",
+        decoding: Decoding | None = None,
+    ) -> ChatResponse: ...
