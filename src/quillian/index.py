@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,7 +36,11 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.cache import CachedEmbedder
 from quillian.components.extraction.base import Extraction, Extractor
 from quillian.components.extraction.filters import drop_ambiguous_names
-from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.extraction.serde import (
+    extraction_from_json,
+    extraction_to_json,
+    triple_from_dict,
+)
 from quillian.components.graph.builder import (
     DescriptionRecord,
     EntityRecord,
@@ -60,7 +65,7 @@ from quillian.stores.embedded.sqlite import (
 )
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.protocols import DocStatus
-from quillian.types import Chunk, Document, Provenance, Triple
+from quillian.types import Chunk, Document
 
 __all__ = ["SCHEMA_VERSION", "BuildReport", "Index", "build_index", "open_index"]
 
@@ -252,8 +257,6 @@ def _extract(
 
 def _replace_dir(target: Path, write: Callable[[Path], None]) -> None:
     """Write a directory artifact next to ``target`` and swap it in."""
-    import shutil
-
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -341,18 +344,6 @@ class Index:
 
 def load_graph(directory: Path) -> KnowledgeGraph:
     tables = directory / "tables"
-    relations = []
-    for row in _read_jsonl(tables / "relations.jsonl"):
-        prov = row.get("provenance")
-        relations.append(
-            Triple(
-                row["subject"],
-                row["predicate"],
-                row["object"],
-                row.get("description", ""),
-                Provenance(**prov) if prov else None,
-            )
-        )
     return KnowledgeGraph(
         snapshot=GraphSnapshot.load(directory / "graph"),
         entities=[EntityRecord(**row) for row in _read_jsonl(tables / "entities.jsonl")],
@@ -360,7 +351,7 @@ def load_graph(directory: Path) -> KnowledgeGraph:
             DescriptionRecord(**row) for row in _read_jsonl(tables / "descriptions.jsonl")
         ],
         chunk_ids=[row["id"] for row in _read_jsonl(tables / "chunks.jsonl")],
-        relations=relations,
+        relations=[triple_from_dict(row) for row in _read_jsonl(tables / "relations.jsonl")],
         relation_subject=np.load(tables / "relation_subject.npy"),
         relation_object=np.load(tables / "relation_object.npy"),
     )

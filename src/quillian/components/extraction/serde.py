@@ -9,14 +9,15 @@ from typing import Any
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.types import Provenance, Triple
 
-__all__ = ["extraction_from_json", "extraction_to_json"]
+__all__ = ["extraction_from_json", "extraction_to_json", "triple_from_dict"]
 
 
 def extraction_to_json(extraction: Extraction) -> bytes:
     return json.dumps(asdict(extraction), ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _triple(data: dict[str, Any]) -> Triple:
+def triple_from_dict(data: dict[str, Any]) -> Triple:
+    """A triple from its ``asdict`` form, provenance included."""
     prov = data.get("provenance")
     return Triple(
         subject=data["subject"],
@@ -36,5 +37,5 @@ def extraction_from_json(raw: bytes) -> Extraction:
             ExtractedEntity(**{**e, "aliases": tuple(e.get("aliases", ()))})
             for e in data.get("entities", ())
         ),
-        triples=tuple(_triple(t) for t in data.get("triples", ())),
+        triples=tuple(triple_from_dict(t) for t in data.get("triples", ())),
     )
