@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,9 @@ from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.stores.protocols import VectorIndex
+
+if TYPE_CHECKING:
+    from quillian.components.retrieval.bm25 import BM25Index
 
 __all__ = ["RetrievalContext", "SeedMode"]
 
@@ -42,7 +45,7 @@ class RetrievalContext:
     relation_rows: npt.NDArray[np.int64]
     chunk_titles: Sequence[str]
     chunk_texts: Sequence[str]
-    bm25: object | None = field(default=None)
+    bm25: BM25Index | None = field(default=None)
 
     @cached_property
     def lexicon(self) -> EntityLexicon:
@@ -110,6 +113,15 @@ class RetrievalContext:
             self.chunk_titles[chunk],
             self.chunk_texts[chunk],
         )
+
+    def dense_ranking(self, q: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+        """The ``k`` chunks most similar to the query vector: ``(chunk, cosine)``, best first."""
+        ids, scores = self.chunk_vectors.search(q[None, :], k)
+        return [
+            (int(i), float(s))
+            for i, s in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
+            if i >= 0
+        ]
 
     def passages(self, ids: npt.ArrayLike, scores: npt.ArrayLike) -> list[ScoredPassage]:
         """Scored passages for parallel chunk positions and scores; -1 padding is skipped."""

@@ -25,5 +25,5 @@ class DenseRetriever:
         check_k(k)
         ctx = self.context
         q = ctx.embed_query(query) if query_vector is None else query_vector
-        ids, scores = ctx.chunk_vectors.search(q[None, :], k)
-        return RetrievalResult(self.name, query, ctx.passages(ids[0], scores[0]))
+        passages = [ctx.passage(c, s) for c, s in ctx.dense_ranking(q, k)]
+        return RetrievalResult(self.name, query, passages)

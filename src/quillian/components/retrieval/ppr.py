@@ -65,8 +65,7 @@ class PPRRetriever:
         seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k)
         for seed in seeds:
             reset[seed.entity] += max(seed.score, 0.0)
-        ids, scores = ctx.chunk_vectors.search(q[None, :], cfg.dense_candidates or 1)
-        dense = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+        dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)
         if dense and cfg.passage_weight > 0:
             mass = np.clip(np.array([s for _, s in dense]), 0.0, None)
             total_seed = reset.sum() or 1.0

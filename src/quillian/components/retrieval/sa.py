@@ -127,13 +127,14 @@ class SARetriever:
         seeds = self.seeds(query, q)
         timings["seed"] = _ms(t)
         t = time.perf_counter()
-        sub, raw = self._subgraph([s.entity for s in seeds], q)
+        seed_entities = [s.entity for s in seeds]
+        sub = self._subgraph(seed_entities, q)
         activation = (
             spreading_activation(
                 sub.indptr,
                 sub.indices,
-                rescale_weights(raw, self.config.c),
-                sub.local([s.entity for s in seeds]),
+                rescale_weights(sub.weights, self.config.c),
+                sub.local(seed_entities),
                 initial=self._initial(seeds),
             )
             if len(seeds)
@@ -147,7 +148,7 @@ class SARetriever:
         trace = RetrievalTrace(
             seeds=seeds,
             activated=self._activated(sub, activation),
-            relations=self._relations(sub, activation, raw),
+            relations=self._relations(sub, activation),
             subgraph_nodes=sub.n_nodes,
             subgraph_edges=len(sub.indices),
             timings_ms=timings,
@@ -165,16 +166,15 @@ class SARetriever:
             [spec[s.entity] if s.source == "lexical" else max(s.score, 0.0) for s in seeds]
         )
 
-    def _subgraph(
-        self, seeds: list[int], q: npt.NDArray[np.float32]
-    ) -> tuple[Subgraph, npt.NDArray[np.float32]]:
+    def _subgraph(self, seeds: list[int], q: npt.NDArray[np.float32]) -> Subgraph:
+        """The seeds' neighbourhood; ``weights`` are the raw query-relation cosines."""
         snapshot = self.context.kg.snapshot
 
         def weight(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
             rel = np.asarray(snapshot.edge_relations[positions], dtype=np.int64)
             return self.context.relation_similarity(q, rel)
 
-        sub = khop_subgraph(
+        return khop_subgraph(
             snapshot,
             seeds,
             self.config.hops,
@@ -182,7 +182,6 @@ class SARetriever:
             max_fanout=self.config.max_fanout,
             max_nodes=self.config.max_nodes,
         )
-        return sub, sub.weights
 
     def _rank(
         self,
@@ -223,7 +222,7 @@ class SARetriever:
                     + cfg.dense_weight * cosine[chunk]
                     + cfg.bm25_weight * bm25.get(chunk, 0.0)
                 )
-        fallback = self._dense_order(q, k)
+        fallback = [c for c, _ in ctx.dense_ranking(q, k)]
         return top_k_passages(scores, k, fallback)
 
     def _hybrid(self, query: str, q: npt.NDArray[np.float32]) -> tuple[list[int], dict[int, float]]:
@@ -231,20 +230,20 @@ class SARetriever:
         cfg = self.config
         if cfg.candidates <= 0 and cfg.bm25_weight <= 0:
             return [], {}
-        extra = self._dense_order(q, cfg.candidates) if cfg.candidates > 0 else []
+        extra = (
+            [c for c, _ in self.context.dense_ranking(q, cfg.candidates)]
+            if cfg.candidates > 0
+            else []
+        )
         bm25: dict[int, float] = {}
         index = self.context.bm25
         if cfg.bm25_weight > 0 and index is not None:
-            ids, scores = index.search(query, max(cfg.candidates, 50))  # type: ignore[attr-defined]
+            ids, scores = index.search(query, max(cfg.candidates, 50))
             if len(scores) and scores[0] > 0:
                 bm25 = dict(zip(ids.tolist(), (scores / scores[0]).tolist(), strict=True))
             if cfg.candidates > 0:
                 extra += ids[: cfg.candidates].tolist()
         return extra, bm25
-
-    def _dense_order(self, q: npt.NDArray[np.float32], k: int) -> list[int]:
-        ids, _ = self.context.chunk_vectors.search(q[None, :], k)
-        return [int(i) for i in ids[0] if i >= 0]
 
     def _activated(
         self, sub: Subgraph, activation: npt.NDArray[np.float64]
@@ -266,12 +265,12 @@ class SARetriever:
         self,
         sub: Subgraph,
         activation: npt.NDArray[np.float64],
-        raw: npt.NDArray[np.float32],
     ) -> list[UsedRelation]:
         """Relations between activated entities whose cosine exceeds tau_r, best first."""
         ctx, cfg = self.context, self.config
         if sub.n_nodes == 0:
             return []
+        raw = sub.weights
         rows = np.repeat(np.arange(sub.n_nodes), np.diff(sub.indptr))
         active = activation > cfg.activation_threshold
         keep = active[rows] & active[sub.indices] & (raw > cfg.relation_threshold)
