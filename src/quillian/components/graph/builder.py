@@ -108,11 +108,12 @@ class GraphBuilder:
 
     def resolve(self, entity: ExtractedEntity) -> int:
         """Index of the entity matching ``entity`` by name or alias, creating it if new."""
-        names = [entity.name, *entity.aliases]
-        keys = [k for k in (normalize_name(n) for n in names) if k]
-        if not keys:
+        pairs = [
+            (n.strip(), key) for n in (entity.name, *entity.aliases) if (key := normalize_name(n))
+        ]
+        if not pairs:
             raise ValueError(f"entity without a usable name: {entity.name!r}")
-        index = next((self._by_key[k] for k in keys if k in self._by_key), None)
+        index = next((self._by_key[k] for _, k in pairs if k in self._by_key), None)
         if index is None:
             index = len(self.entities)
             self.entities.append(EntityRecord(entity.name.strip(), entity.type))
@@ -120,11 +121,11 @@ class GraphBuilder:
         if not record.type and entity.type:
             record.type = entity.type
         known = {normalize_name(n) for n in (record.name, *record.aliases)}
-        for name, key in zip(names, (normalize_name(n) for n in names), strict=True):
-            if key and key not in known:
-                record.aliases.append(name.strip())
+        for name, key in pairs:
+            if key not in known:
+                record.aliases.append(name)
                 known.add(key)
-            self._by_key.setdefault(key, index) if key else None
+            self._by_key.setdefault(key, index)
         return index
 
     def add(self, extraction: Extraction) -> None:
