@@ -12,6 +12,13 @@ __all__ = [
     "IndexMissingError",
     "IndexSchemaError",
     "InputError",
+    "LLMAuthError",
+    "LLMError",
+    "LLMModelNotFoundError",
+    "LLMRequestError",
+    "LLMResponseError",
+    "LLMTimeoutError",
+    "LLMUnavailableError",
     "MissingExtraError",
     "QuillianError",
     "StoreError",
@@ -98,3 +105,75 @@ class MissingExtraError(QuillianError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class LLMError(QuillianError):
+    """A chat-model call failed. Carries the endpoint, the model and the prompt key.
+
+    The message names the base URL and the model and says what to do about it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        base_url: str = "",
+        model: str = "",
+        prompt: str = "",
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.base_url = base_url
+        self.model = model
+        self.prompt = prompt
+        self.status = status
+
+
+class LLMUnavailableError(LLMError):
+    """The endpoint could not be reached or kept failing (connection, 429, 5xx) after retries."""
+
+
+class LLMTimeoutError(LLMUnavailableError):
+    """The endpoint did not answer within the per-call timeout, after retries."""
+
+
+class LLMAuthError(LLMError):
+    """The endpoint rejected the API key (HTTP 401 or 403)."""
+
+
+class LLMModelNotFoundError(LLMError):
+    """The endpoint does not serve the requested model; ``available`` lists what it serves."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        base_url: str = "",
+        model: str = "",
+        prompt: str = "",
+        status: int | None = None,
+        available: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, base_url=base_url, model=model, prompt=prompt, status=status)
+        self.available = available
+
+
+class LLMRequestError(LLMError):
+    """The endpoint rejected the request itself (HTTP 400/422: context too long, bad parameter)."""
+
+
+class LLMResponseError(LLMError):
+    """The endpoint answered with something that is not a chat completion; ``raw`` holds it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        base_url: str = "",
+        model: str = "",
+        prompt: str = "",
+        status: int | None = None,
+        raw: str = "",
+    ) -> None:
+        super().__init__(message, base_url=base_url, model=model, prompt=prompt, status=status)
+        self.raw = raw
