@@ -12,18 +12,22 @@ from pathlib import Path
 from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.base import Extractor
+from quillian.components.generation.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import ConfigError
+from quillian.methods.base import Pipeline, PipelineBase
 
 __all__ = [
     "CHUNKERS",
     "EMBEDDERS",
     "EXTRACTORS",
+    "METHODS",
     "RETRIEVERS",
     "make_chunker",
     "make_embedder",
     "make_extractor",
+    "make_pipeline",
     "make_retriever",
 ]
 
@@ -95,3 +99,49 @@ def make_retriever(context: RetrievalContext, name: str, **options: object) -> R
             raise ConfigError("this index has no BM25 index")
         return BM25Retriever(context, context.bm25)
     raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")
+
+
+#: Question-answering methods and the retriever each uses unless told otherwise.
+METHODS: dict[str, str | None] = {
+    "no-retrieval": None,
+    "vanilla-rag": "dense",
+    "query-expansion": "dense",
+    "cot-rag": "dense",
+    "decomposition": "dense",
+    "self-ask": "dense",
+    "sa-rag": "sa",
+    "sa-rag-cot": "sa",
+    "sa-rag-decomposition": "sa",
+}
+
+
+def make_pipeline(
+    name: str, runner: TaskRunner, retriever: Retriever | None = None, **options: object
+) -> Pipeline:
+    """A question-answering method by name; ``options`` override its config fields."""
+    from quillian.methods import baselines as b
+    from quillian.methods import sa_rag as s
+
+    factories: dict[str, tuple[type[PipelineBase], type | None]] = {
+        "no-retrieval": (b.NoRetrieval, None),
+        "vanilla-rag": (b.VanillaRAG, b.RAGConfig),
+        "query-expansion": (b.QueryExpansion, b.RAGConfig),
+        "cot-rag": (b.CoTRAG, b.CoTConfig),
+        "decomposition": (b.DecompositionRAG, b.DecompositionConfig),
+        "self-ask": (b.SelfAsk, b.SelfAskConfig),
+        "sa-rag": (s.SARAG, s.SARAGConfig),
+        "sa-rag-cot": (s.SARAGCoT, b.CoTConfig),
+        "sa-rag-decomposition": (s.SARAGDecomposition, b.DecompositionConfig),
+    }
+    if name not in factories:
+        raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}")
+    cls, config_cls = factories[name]
+    if config_cls is None:
+        if options:
+            raise ConfigError(f"method {name!r} takes no options, got {sorted(options)}")
+        return cls(runner, retriever)
+    try:
+        config = config_cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"method {name!r}: {exc}") from exc
+    return cls(runner, retriever, config)  # type: ignore[call-arg]

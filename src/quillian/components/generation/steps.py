@@ -1,0 +1,81 @@
+"""The LLM steps of the pipelines, as typed tasks over the papers' prompts.
+
+Token limits are generous for what each prompt asks (a short answer, a note, a JSON
+object with reasoning) and small enough that a rambling model is cut off, which is
+then recorded as a truncated call.
+"""
+
+from __future__ import annotations
+
+from quillian.components.generation.outputs import (
+    Decomposition,
+    ReasonedAnswer,
+    ReasoningStep,
+    SelfAskStep,
+    parse_decomposition,
+    parse_line,
+    parse_reasoned_answer,
+    parse_reasoning_step,
+    parse_self_ask,
+    parse_text,
+    salvage_final_answer,
+)
+from quillian.components.generation.tasks import Task
+from quillian.components.llm.base import Decoding
+
+__all__ = [
+    "ANSWER_BASELINE",
+    "ANSWER_CLOSED",
+    "ANSWER_PASSAGES",
+    "ANSWER_SA",
+    "DECOMPOSE",
+    "EXPAND_QUERY",
+    "PASSAGE_NOTE",
+    "REASON_COT",
+    "REASON_SA",
+    "SELF_ASK",
+]
+
+SHORT = Decoding(max_tokens=48)
+NOTE = Decoding(max_tokens=320)
+JSON_ANSWER = Decoding(max_tokens=384)
+JSON_STEP = Decoding(max_tokens=448)
+
+
+def _salvaged(raw: str) -> ReasonedAnswer:
+    return ReasonedAnswer(final_answer=salvage_final_answer(raw))
+
+
+def _no_step(raw: str) -> ReasoningStep:
+    """After two unusable replies the loop stops and answers from what it has."""
+    return ReasoningStep(answer_possible=False)
+
+
+#: KG-Infused RAG Table 9: answer without retrieval.
+ANSWER_CLOSED: Task[str] = Task("kg-infused.answer-closed", parse_line, SHORT)
+#: KG-Infused RAG Table 10: answer from passages (or notes on them).
+ANSWER_PASSAGES: Task[str] = Task("kg-infused.answer", parse_line, SHORT)
+#: KG-Infused RAG Table 11: vanilla query expansion.
+EXPAND_QUERY: Task[str] = Task("kg-infused.query-expansion", parse_line, SHORT)
+#: KG-Infused RAG Table 12: passage note.
+PASSAGE_NOTE: Task[str] = Task("kg-infused.passage-note", parse_text, NOTE)
+#: SA-RAG Listing 1: the baselines' JSON answer.
+ANSWER_BASELINE: Task[ReasonedAnswer] = Task(
+    "sa-rag.baseline-answer", parse_reasoned_answer, JSON_ANSWER, fallback=_salvaged
+)
+#: SA-RAG Listing 6: SA-RAG's JSON answer.
+ANSWER_SA: Task[ReasonedAnswer] = Task(
+    "sa-rag.answer", parse_reasoned_answer, JSON_ANSWER, fallback=_salvaged
+)
+#: SA-RAG Listing 2: one CoT reasoning step over passages and the memory.
+REASON_COT: Task[ReasoningStep] = Task(
+    "sa-rag.cot", parse_reasoning_step, JSON_STEP, fallback=_no_step
+)
+#: SA-RAG Listing 7: one reasoning step over passages, relations and the memory.
+REASON_SA: Task[ReasoningStep] = Task(
+    "sa-rag.reason", parse_reasoning_step, JSON_STEP, fallback=_no_step
+)
+#: SA-RAG Listing 3: query decomposition.
+DECOMPOSE: Task[Decomposition] = Task("sa-rag.decompose", parse_decomposition, JSON_ANSWER)
+#: KG-Infused RAG Table 19: Self-Ask continuation.
+SELF_ASK: Task[SelfAskStep] = Task("kg-infused.self-ask", parse_self_ask, Decoding(max_tokens=96))

@@ -1,0 +1,157 @@
+"""Typed LLM tasks: a prompt, a pure parser, one repair attempt, and a record of each call.
+
+LLM output is untrusted input. A task's parser raises
+:class:`~quillian.components.llm.structured.ParseError` on anything it cannot read. The
+runner then asks once more with a repair instruction; if that fails too, the task's
+``fallback`` (when it has one) turns the raw text into a value, and otherwise
+:class:`TaskFailed` is raised. Every attempt, failed or not, lands in the
+:class:`Transcript` with its raw text, so failures are counted, never hidden.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
+
+from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
+from quillian.components.llm.prompts import PromptRegistry
+from quillian.components.llm.structured import ParseError
+from quillian.errors import QuillianError
+
+__all__ = ["CallRecord", "Task", "TaskFailed", "TaskRunner", "Transcript"]
+
+T = TypeVar("T")
+
+REPAIR = (
+    "Your reply could not be used: {error}. Answer again, following the required output "
+    "format exactly and writing nothing else."
+)
+
+
+@dataclass(frozen=True)
+class Task(Generic[T]):
+    """One LLM step: the prompt to render and how to read the reply."""
+
+    prompt: str
+    parse: Callable[[str], T]
+    decoding: Decoding = field(default_factory=Decoding)
+    fallback: Callable[[str], T] | None = None
+    repair: str = REPAIR
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call. ``error`` and ``raw`` are set when its output failed to parse."""
+
+    stage: str
+    usage: Usage
+    cached: bool
+    seconds: float
+    truncated: bool = False
+    attempt: int = 1
+    error: str = ""
+    raw: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "stage": self.stage,
+            "prompt_tokens": self.usage.prompt_tokens,
+            "completion_tokens": self.usage.completion_tokens,
+            "cached": self.cached,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.truncated:
+            out["truncated"] = True
+        if self.attempt > 1:
+            out["attempt"] = self.attempt
+        if self.error:
+            out["error"] = self.error
+            out["raw"] = self.raw
+        return out
+
+
+@dataclass
+class Transcript:
+    """Every call made for one question."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+
+    def add(self, record: CallRecord) -> None:
+        self.calls.append(record)
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for call in self.calls:
+            total = total + call.usage
+        return total
+
+    @property
+    def parse_failures(self) -> int:
+        return sum(1 for c in self.calls if c.error)
+
+    @property
+    def model_calls(self) -> int:
+        """Calls that reached the model (cache hits excluded)."""
+        return sum(1 for c in self.calls if not c.cached)
+
+
+class TaskFailed(QuillianError):
+    """A task's output could not be parsed even after the repair attempt."""
+
+    def __init__(self, prompt: str, error: ParseError) -> None:
+        super().__init__(f"{prompt}: unusable model output after a repair attempt: {error}")
+        self.prompt = prompt
+        self.raw = error.raw
+
+
+class TaskRunner:
+    """Renders a task's prompt, calls the model, parses, repairs once, records."""
+
+    def __init__(self, model: ChatModel, prompts: PromptRegistry) -> None:
+        self.model = model
+        self.prompts = prompts
+
+    def prompt_key(self, name: str) -> str:
+        return self.prompts.get(name).key
+
+    async def run(self, task: Task[T], transcript: Transcript, **variables: Any) -> T:
+        prompt = self.prompts.get(task.prompt)
+        messages = prompt.render(**variables)
+        for attempt in (1, 2):
+            start = time.perf_counter()
+            response = await self.model.chat(messages, prompt=prompt.key, decoding=task.decoding)
+            seconds = time.perf_counter() - start
+            record = CallRecord(
+                prompt.key,
+                response.usage,
+                response.cached,
+                seconds,
+                response.truncated,
+                attempt,
+            )
+            try:
+                value = task.parse(response.text)
+            except ParseError as exc:
+                reason = str(exc) + (" (cut off at the token limit)" if response.truncated else "")
+                transcript.add(replace(record, error=reason, raw=response.text))
+                if attempt == 1:
+                    messages = [
+                        *messages,
+                        ChatMessage("assistant", response.text),
+                        ChatMessage("user", task.repair.replace("{error}", _short(exc))),
+                    ]
+                    continue
+                if task.fallback is not None:
+                    return task.fallback(response.text)
+                raise TaskFailed(prompt.key, exc) from exc
+            transcript.add(record)
+            return value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _short(error: ParseError) -> str:
+    message = str(error).split("; raw output:", 1)[0]
+    return message.split(": ", 1)[1] if message.startswith(error.prompt + ": ") else message

@@ -1,0 +1,137 @@
+"""Question-answering evaluation: run a pipeline over questions, score every answer
+against all gold aliases, and write per-question JSONL, a manifest and a summary.
+
+The output directory holds ``predictions.jsonl`` (one line per question: prediction,
+gold answers, scores, evidence, tokens, seconds, every LLM call with the raw text of
+those that failed to parse), ``manifest.json`` (configuration and its hash, prompt
+versions, model id) and ``summary.json``. Questions run concurrently up to
+``concurrency``; lines are written in question order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quillian.bench.datasets import Question, passage_key
+from quillian.eval.metrics import score_answer
+from quillian.methods.base import AnswerResult, Pipeline
+
+__all__ = ["QAReport", "config_hash", "evaluate", "summarize"]
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """A short hash of a JSON-able configuration (keys sorted)."""
+    canonical = json.dumps(config, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class QAReport:
+    summary: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+
+def _row(dataset: str, question: Question, result: AnswerResult) -> dict[str, Any]:
+    scores = score_answer(result.answer, list(question.answers))
+    retrieved = [passage_key(dataset, p.title, p.text) for p in result.evidence.passages]
+    row = {
+        "id": question.id,
+        "gold": list(question.answers),
+        "prediction": result.answer,
+        "em": scores.em,
+        "f1": round(scores.f1, 4),
+        "accuracy": scores.accuracy,
+        "evidence_recall": (
+            round(len(question.gold & set(retrieved)) / len(question.gold), 4)
+            if question.gold
+            else None
+        ),
+    }
+    return {**row, **result.as_dict()}
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean scores and costs over the rows of one method."""
+    calls = [c for r in rows for c in r["calls"]]
+    recalls = [r["evidence_recall"] for r in rows if r["evidence_recall"] is not None]
+    return {
+        "questions": len(rows),
+        "em": _mean([r["em"] for r in rows]),
+        "f1": _mean([r["f1"] for r in rows]),
+        "accuracy": _mean([r["accuracy"] for r in rows]),
+        "evidence_recall": _mean(recalls) if recalls else None,
+        "tokens_per_question": round(
+            _mean([r["prompt_tokens"] + r["completion_tokens"] for r in rows]), 1
+        ),
+        "seconds_per_question": round(_mean([r["seconds"] for r in rows]), 2),
+        "llm_calls": len(calls),
+        "cached_calls": sum(1 for c in calls if c["cached"]),
+        "parse_failure_share": round(sum(1 for c in calls if "error" in c) / len(calls), 4)
+        if calls
+        else 0.0,
+        "unfinished": sum(1 for r in rows if r["error"]),
+    }
+
+
+async def evaluate(
+    pipeline: Pipeline,
+    questions: Sequence[Question],
+    out: Path,
+    *,
+    dataset: str,
+    manifest: dict[str, Any],
+    concurrency: int = 1,
+    on_progress: Progress | None = None,
+) -> QAReport:
+    """Answer every question, score, and write the three files into ``out``.
+
+    Unusable model output never stops the run: pipelines record it per question. An
+    error of the model backend (unreachable endpoint, wrong key) stops the run; the
+    lines already written stay, and with a response cache a rerun repeats no call.
+    """
+    if concurrency <= 0:
+        raise ValueError(f"concurrency must be greater than 0, got {concurrency}")
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {**manifest, "config_hash": config_hash(manifest), "questions": len(questions)}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+    gate = asyncio.Semaphore(concurrency)
+    done = 0
+
+    async def one(question: Question) -> dict[str, Any]:
+        nonlocal done
+        async with gate:
+            result = await pipeline.answer(question.question)
+        done += 1
+        if on_progress is not None:
+            on_progress(done, len(questions))
+        return _row(dataset, question, result)
+
+    tasks = [asyncio.create_task(one(q)) for q in questions]
+    rows: list[dict[str, Any]] = []
+    try:
+        with (out / "predictions.jsonl").open("w", encoding="utf-8") as fh:
+            for task in tasks:  # in question order, each line as soon as it is known
+                rows.append(await task)
+                fh.write(json.dumps(rows[-1], ensure_ascii=False) + "\n")
+                fh.flush()
+    finally:
+        for task in tasks:
+            task.cancel()
+    summary = {"method": pipeline.name, **summarize(rows)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return QAReport(summary, list(rows))

@@ -1,0 +1,125 @@
+"""What every question-answering pipeline shares: the per-question run record, the
+result it returns, and retrieval that keeps the evidence."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from quillian.components.generation.evidence import Evidence
+from quillian.components.generation.tasks import TaskFailed, TaskRunner, Transcript
+from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
+from quillian.errors import ConfigError
+
+__all__ = ["AnswerResult", "Pipeline", "PipelineBase", "Run"]
+
+
+@dataclass
+class Run:
+    """The state of answering one question: evidence so far, calls made, steps taken."""
+
+    question: str
+    evidence: Evidence = field(default_factory=Evidence)
+    transcript: Transcript = field(default_factory=Transcript)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class AnswerResult:
+    """An answer with what it rests on and what it cost. ``error`` is set when the
+    pipeline could not finish (the answer is then empty)."""
+
+    method: str
+    question: str
+    answer: str
+    evidence: Evidence
+    transcript: Transcript
+    steps: list[dict[str, Any]]
+    seconds: float
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        usage = self.transcript.usage
+        return {
+            "method": self.method,
+            "question": self.question,
+            "answer": self.answer,
+            "error": self.error,
+            "evidence": self.evidence.as_dict(),
+            "steps": self.steps,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "llm_calls": len(self.transcript.calls),
+            "parse_failures": self.transcript.parse_failures,
+            "seconds": round(self.seconds, 3),
+            "calls": [c.as_dict() for c in self.transcript.calls],
+        }
+
+
+@runtime_checkable
+class Pipeline(Protocol):
+    name: str
+
+    async def answer(self, question: str) -> AnswerResult: ...
+
+
+class PipelineBase:
+    """Runs :meth:`_answer` under a fresh :class:`Run`; a task whose output stays
+    unusable after its repair attempt ends the question with a recorded error."""
+
+    name = "pipeline"
+    needs_retriever = True
+
+    def __init__(self, runner: TaskRunner, retriever: Retriever | None = None) -> None:
+        if self.needs_retriever and retriever is None:
+            raise ConfigError(f"method {self.name!r} needs a retriever (an index)")
+        self.runner = runner
+        self._retriever = retriever
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            raise ConfigError(f"method {self.name!r} has no retriever")
+        return self._retriever
+
+    async def answer(self, question: str) -> AnswerResult:
+        if not question.strip():
+            raise ConfigError("the question is empty")
+        run = Run(question)
+        start = time.perf_counter()
+        answer, error = "", ""
+        try:
+            answer = await self._answer(run)
+        except TaskFailed as exc:
+            error = str(exc)
+        return AnswerResult(
+            self.name,
+            question,
+            answer.strip(),
+            run.evidence,
+            run.transcript,
+            run.steps,
+            time.perf_counter() - start,
+            error,
+        )
+
+    async def _answer(self, run: Run) -> str:
+        raise NotImplementedError
+
+    def retrieve(
+        self, run: Run, query: str, k: int
+    ) -> tuple[list[ScoredPassage], list[UsedRelation]]:
+        """Top-``k`` passages (and the relations the retriever used) for ``query``; both
+        join the run's evidence."""
+        result = self.retriever.retrieve(query, k)
+        run.evidence.add_passages(result.passages)
+        run.evidence.add_relations(result.trace.relations)
+        run.steps.append(
+            {
+                "retrieve": query,
+                "retriever": result.method,
+                "chunks": [p.chunk_id for p in result.passages],
+            }
+        )
+        return result.passages, result.trace.relations

@@ -1,0 +1,284 @@
+"""The baselines users compare against, on the papers' prompts.
+
+- ``no-retrieval`` and ``vanilla-rag`` / ``query-expansion`` follow KG-Infused RAG
+  (section 4.2, Tables 9-12): top ``k_p`` = 6 passages, or 3 for the question and 3
+  for an LLM-expanded query, a passage note, then a short answer.
+- ``cot-rag`` and ``decomposition`` follow SA-RAG's Appendix A (Listings 1-3).
+- ``self-ask`` follows KG-Infused RAG's Table 19 with the local retriever answering each
+  follow-up question (Appendix G).
+
+The retriever inside every loop is pluggable (dense, BM25, SA, PPR); SA-RAG's own
+pipelines in :mod:`quillian.methods.sa_rag` are these loops with its prompts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quillian.components.generation.evidence import context_values, format_passages, strongest
+from quillian.components.generation.outputs import (
+    Decomposition,
+    ReasonedAnswer,
+    ReasoningStep,
+    SubQuestion,
+)
+from quillian.components.generation.steps import (
+    ANSWER_BASELINE,
+    ANSWER_CLOSED,
+    ANSWER_PASSAGES,
+    DECOMPOSE,
+    EXPAND_QUERY,
+    PASSAGE_NOTE,
+    REASON_COT,
+    SELF_ASK,
+)
+from quillian.components.generation.tasks import Task, TaskFailed, TaskRunner
+from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
+from quillian.errors import ConfigError
+from quillian.methods.base import PipelineBase, Run
+
+__all__ = [
+    "CoTConfig",
+    "CoTRAG",
+    "DecompositionConfig",
+    "DecompositionRAG",
+    "NoRetrieval",
+    "QueryExpansion",
+    "RAGConfig",
+    "SelfAsk",
+    "SelfAskConfig",
+    "VanillaRAG",
+]
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be greater than 0, got {value}")
+
+
+class NoRetrieval(PipelineBase):
+    """The question alone (KG-Infused RAG Table 9)."""
+
+    name = "no-retrieval"
+    needs_retriever = False
+
+    async def _answer(self, run: Run) -> str:
+        return await self.runner.run(ANSWER_CLOSED, run.transcript, question=run.question)
+
+
+@dataclass(frozen=True)
+class RAGConfig:
+    k: int = 6
+    """Passages in the prompt (k_p; the expanded query gets half, the question half)."""
+    note: bool = True
+    """Write a passage note first (Table 12), as KG-Infused RAG's baselines do."""
+
+    def __post_init__(self) -> None:
+        _positive(k=self.k)
+
+
+class VanillaRAG(PipelineBase):
+    """Top-k passages for the question, a passage note, a short answer."""
+
+    name = "vanilla-rag"
+
+    def __init__(
+        self, runner: TaskRunner, retriever: Retriever, config: RAGConfig | None = None
+    ) -> None:
+        super().__init__(runner, retriever)
+        self.config = config or RAGConfig()
+
+    async def _answer(self, run: Run) -> str:
+        passages, _ = self.retrieve(run, run.question, self.config.k)
+        return await self._generate(run, passages)
+
+    async def _generate(self, run: Run, passages: list[ScoredPassage]) -> str:
+        context = format_passages(passages)
+        if self.config.note:
+            context = await self.runner.run(
+                PASSAGE_NOTE, run.transcript, question=run.question, passages=context
+            )
+            run.steps.append({"note": context})
+        return await self.runner.run(
+            ANSWER_PASSAGES, run.transcript, question=run.question, passages=context
+        )
+
+
+class QueryExpansion(VanillaRAG):
+    """An LLM-written second query (Table 11); k/2 passages for each query."""
+
+    name = "query-expansion"
+
+    async def _answer(self, run: Run) -> str:
+        expanded = await self.runner.run(EXPAND_QUERY, run.transcript, question=run.question)
+        run.steps.append({"expanded_query": expanded})
+        half = max(1, self.config.k // 2)
+        first, _ = self.retrieve(run, run.question, half)
+        second, _ = self.retrieve(run, expanded, self.config.k)
+        seen = {p.chunk for p in first}
+        extra = [p for p in second if p.chunk not in seen][: self.config.k - len(first)]
+        return await self._generate(run, first + extra)
+
+
+@dataclass(frozen=True)
+class CoTConfig:
+    k: int = 5
+    """Passages retrieved per step (SA-RAG's CoT baseline uses 5 or 10)."""
+    max_steps: int = 3
+    """Reasoning steps before answering from what was gathered (the paper's three)."""
+    max_relations: int = 10
+    """Relations shown per step when the step prompt takes them (SA-RAG)."""
+
+    def __post_init__(self) -> None:
+        _positive(k=self.k, max_steps=self.max_steps, max_relations=self.max_relations)
+
+
+class CoTRAG(PipelineBase):
+    """Iterative retrieval (SA-RAG Appendix A, Listing 2): each step reasons over the new
+    passages and a summarised memory, then answers or asks a follow-up question that
+    drives the next retrieval; the final answer uses the answering prompt."""
+
+    name = "cot-rag"
+    step_task: Task[ReasoningStep] = REASON_COT
+    answer_task: Task[ReasonedAnswer] = ANSWER_BASELINE
+    uses_relations = False
+
+    def __init__(
+        self, runner: TaskRunner, retriever: Retriever, config: CoTConfig | None = None
+    ) -> None:
+        super().__init__(runner, retriever)
+        self.config = config or CoTConfig()
+
+    async def _answer(self, run: Run) -> str:
+        memory, query = "", run.question
+        passages: list[ScoredPassage] = []
+        relations: list[UsedRelation] | None = None
+        for _ in range(self.config.max_steps):
+            passages, found = self.retrieve(run, query, self.config.k)
+            relations = strongest(found, self.config.max_relations) if self.uses_relations else None
+            step = await self.runner.run(
+                self.step_task,
+                run.transcript,
+                question=run.question,
+                **context_values(memory, passages, relations),
+            )
+            memory = step.provided_context or memory
+            run.steps.append({"reasoning": step.model_dump()})
+            if step.answer_possible and step.final_answer.strip():
+                break
+            if not step.additional_question.strip():
+                break
+            query = step.additional_question
+        answer = await self.runner.run(
+            self.answer_task,
+            run.transcript,
+            question=run.question,
+            **context_values(memory, passages, relations),
+        )
+        run.steps.append({"answer_reasoning": answer.reasoning})
+        return answer.final_answer
+
+
+@dataclass(frozen=True)
+class DecompositionConfig:
+    k: int = 5
+    """Passages retrieved per sub-question and for the final step."""
+    max_subquestions: int = 4
+
+    def __post_init__(self) -> None:
+        _positive(k=self.k, max_subquestions=self.max_subquestions)
+
+
+class DecompositionRAG(PipelineBase):
+    """Query decomposition (SA-RAG Listing 3): sub-questions answered in order, each
+    retrieving with the earlier questions and answers; a final retrieval with the
+    original question, and the answer from everything gathered."""
+
+    name = "decomposition"
+    answer_task: Task[ReasonedAnswer] = ANSWER_BASELINE
+    uses_relations = False
+
+    def __init__(
+        self, runner: TaskRunner, retriever: Retriever, config: DecompositionConfig | None = None
+    ) -> None:
+        super().__init__(runner, retriever)
+        self.config = config or DecompositionConfig()
+
+    async def _decompose(self, run: Run) -> list[str]:
+        try:
+            plan = await self.runner.run(DECOMPOSE, run.transcript, question=run.question)
+        except TaskFailed:  # recorded in the transcript; answer the question directly
+            plan = Decomposition(subquestions=[SubQuestion(question=run.question)])
+        questions = [s.question for s in plan.subquestions if s.question.strip()]
+        return questions[: self.config.max_subquestions] or [run.question]
+
+    async def _answer(self, run: Run) -> str:
+        solved: list[str] = []
+        for sub in await self._decompose(run):
+            query = " ".join([*solved, sub])
+            passages, relations = self.retrieve(run, query, self.config.k)
+            context = context_values(
+                " ".join(solved), passages, relations if self.uses_relations else None
+            )
+            answer = await self.runner.run(
+                self.answer_task, run.transcript, question=sub, **context
+            )
+            solved.append(f"Q: {sub} A: {answer.final_answer}")
+            run.steps.append({"subquestion": sub, "answer": answer.final_answer})
+        passages, relations = self.retrieve(run, run.question, self.config.k)
+        memory = " ".join(solved)
+        final = await self.runner.run(
+            self.answer_task,
+            run.transcript,
+            question=run.question,
+            **context_values(memory, passages, relations if self.uses_relations else None),
+        )
+        return final.final_answer
+
+
+@dataclass(frozen=True)
+class SelfAskConfig:
+    k: int = 6
+    """Passages retrieved for each follow-up question (KG-Infused RAG's Self-Ask: 6)."""
+    max_follow_ups: int = 4
+
+    def __post_init__(self) -> None:
+        _positive(k=self.k, max_follow_ups=self.max_follow_ups)
+
+
+class SelfAsk(PipelineBase):
+    """Self-Ask (Table 19): the model asks follow-up questions one at a time; each is
+    answered from retrieved passages (Table 10) and appended as an intermediate answer."""
+
+    name = "self-ask"
+
+    def __init__(
+        self, runner: TaskRunner, retriever: Retriever, config: SelfAskConfig | None = None
+    ) -> None:
+        super().__init__(runner, retriever)
+        self.config = config or SelfAskConfig()
+
+    async def _answer(self, run: Run) -> str:
+        trace = ""
+        for _ in range(self.config.max_follow_ups + 1):
+            step = await self.runner.run(
+                SELF_ASK, run.transcript, question=run.question, steps=trace
+            )
+            if step.final_answer:
+                return step.final_answer
+            passages, _ = self.retrieve(run, step.follow_up, self.config.k)
+            answer = await self.runner.run(
+                ANSWER_PASSAGES,
+                run.transcript,
+                question=step.follow_up,
+                passages=format_passages(passages),
+            )
+            trace += f"Follow up: {step.follow_up}\nIntermediate answer: {answer}\n"
+            run.steps.append({"follow_up": step.follow_up, "answer": answer})
+        return await self.runner.run(
+            ANSWER_PASSAGES,
+            run.transcript,
+            question=run.question,
+            passages=trace or "(none)",
+        )
