@@ -85,14 +85,14 @@ def _scores(
     }
 
 
-def _documents(settings: BenchSettings) -> list[Document]:
+def read_corpus(settings: BenchSettings) -> list[Document]:
     from quillian.components.ingestion.readers import read_documents
 
     docs = read_documents(settings.corpus)
     return list(islice(docs, settings.first_n) if settings.first_n else docs)
 
 
-def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
+def ensure_index(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
     """Build or update the index; ``reused`` says whether a complete one was there."""
     reused = False
     with contextlib.suppress(QuillianError):
@@ -123,8 +123,8 @@ def _build(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]
 def run_retrieval_bench(settings: BenchSettings, k: int = 8) -> dict[str, Any]:
     """Build (or reuse) the index and score every method; returns one JSON-able dict."""
     questions = load_questions(settings.dataset, settings.questions)
-    documents = _documents(settings)
-    build = _build(settings, documents)
+    documents = read_corpus(settings)
+    build = ensure_index(settings, documents)
     index = open_index(settings.index_dir, make_embedder(settings.embedder))
     ctx = index.context
     keys = [

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from quillian.cli.qa import add_ask, add_bench_qa
 from quillian.errors import QuillianError
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 1 if ingest is not None and ingest.failed else 0
 
 
-def _open(directory: Path) -> Index:
+def open_index_dir(directory: Path) -> Index:
+    """Open an index with the embedder it was built with."""
     from quillian.index import open_index, read_manifest
     from quillian.registry import make_embedder
 
@@ -83,7 +85,7 @@ def _open(directory: Path) -> Index:
 def _cmd_retrieve(args: argparse.Namespace) -> int:
     from quillian.registry import make_retriever
 
-    index = _open(args.index)
+    index = open_index_dir(args.index)
     retriever = make_retriever(index.context, args.method)
     result = retriever.retrieve(args.question, args.k)
     if args.json:
@@ -168,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--methods", help="comma-separated subset of methods")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_cmd_bench_retrieval)
+    add_bench_qa(bench)
+    add_ask(sub)
     return parser
 
 

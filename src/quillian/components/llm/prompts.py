@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,10 @@ class PromptRegistry:
         if prompt.name in self._prompts and not override:
             raise ConfigError(f"prompt {prompt.name!r} is already registered")
         self._prompts[prompt.name] = prompt
+
+    def __iter__(self) -> Iterator[Prompt]:
+        """The registered prompts, by name."""
+        return iter(sorted(self._prompts.values(), key=lambda p: p.name))
 
     def get(self, name: str) -> Prompt:
         try:

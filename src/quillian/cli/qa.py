@@ -1,0 +1,195 @@
+"""``quillian ask`` and ``quillian bench qa``: question answering from the command line.
+
+The API key is read here, at the edge: ``QUILLIAN_LLM_API_KEY``, else ``OPENAI_API_KEY``.
+LLM responses are cached in ``QUILLIAN_LLM_CACHE`` (default
+``~/.cache/quillian/llm-responses.sqlite``), so a rerun repeats no call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_ask", "add_bench_qa"]
+
+
+def _cache_path(args: argparse.Namespace) -> Path | None:
+    if args.no_cache:
+        return None
+    if args.cache:
+        return Path(args.cache)
+    default = Path.home() / ".cache" / "quillian" / "llm-responses.sqlite"
+    return Path(os.environ.get("QUILLIAN_LLM_CACHE", default))
+
+
+def _session(args: argparse.Namespace, concurrency: int = 4) -> Any:
+    from quillian.components.llm.spec import LLMSession
+
+    key = os.environ.get("QUILLIAN_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY", "")
+    return LLMSession(args.llm, api_key=key, cache_path=_cache_path(args), concurrency=concurrency)
+
+
+def _prompts(args: argparse.Namespace) -> Any:
+    from quillian.components.prompts import default_registry
+
+    prompts = default_registry()
+    for path in args.prompts or ():
+        prompts.override_from_file(path)
+    return prompts
+
+
+def _options(pairs: list[str] | None) -> dict[str, Any]:
+    """``key=value`` method options; values are read as JSON when they parse."""
+    from quillian.errors import ConfigError
+
+    options: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"method option {pair!r} must look like key=value")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--llm",
+        default="local",
+        metavar="SPEC",
+        help="local | local:/path.gguf | openai:MODEL | http://host:port/v1#MODEL "
+        "| scripted:routes.json (default: local)",
+    )
+    p.add_argument("--retriever", choices=("sa", "sa-paper", "ppr", "dense", "bm25"))
+    p.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", help="method option, e.g. k=10"
+    )
+    p.add_argument("--prompts", action="append", type=Path, metavar="FILE", help="overrides")
+    p.add_argument("--cache", type=Path, metavar="FILE", help="LLM response cache")
+    p.add_argument("--no-cache", action="store_true", help="do not cache LLM responses")
+    p.add_argument("--json", action="store_true")
+
+
+def _print_answer(result: Any, trace: bool) -> None:
+    print(f"answer: {result.answer or '(none)'}")
+    if result.error:
+        print(f"failed: {result.error}")
+    for i, p in enumerate(result.evidence.passages, start=1):
+        print(f"  [{i}] {p.title}: {' '.join(p.text.split())[:140]}")
+    for r in result.evidence.relations:
+        sentence = " ".join((r.sentence or r.description).split())[:140]
+        print(f"  relation: {r.subject} - {r.predicate} - {r.object}  ({sentence})")
+    usage = result.transcript.usage
+    print(
+        f"{len(result.transcript.calls)} LLM calls, {usage.prompt_tokens} prompt + "
+        f"{usage.completion_tokens} completion tokens, {result.transcript.parse_failures} "
+        f"parse failures, {result.seconds:.1f} s"
+    )
+    if trace:
+        for step in result.steps:
+            print("  step:", json.dumps(step, ensure_ascii=False)[:400])
+
+
+def _cmd_ask(args: argparse.Namespace) -> int:
+    from quillian.cli.main import open_index_dir
+    from quillian.components.generation.tasks import TaskRunner
+    from quillian.registry import METHODS, make_pipeline, make_retriever
+
+    retriever_name = args.retriever or METHODS.get(args.method)
+    retriever = None
+    if retriever_name:
+        retriever = make_retriever(open_index_dir(args.index).context, retriever_name)
+    prompts = _prompts(args)
+
+    async def ask() -> Any:
+        async with _session(args) as session:
+            runner = TaskRunner(session.model, prompts)
+            pipeline = make_pipeline(args.method, runner, retriever, **_options(args.option))
+            return await pipeline.answer(args.question)
+
+    result = asyncio.run(ask())
+    if args.json:
+        print(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        _print_answer(result, args.trace)
+    return 0 if not result.error else 1
+
+
+def add_ask(sub: Any) -> None:
+    from quillian.registry import METHODS
+
+    p = sub.add_parser("ask", help="answer a question over an index with an LLM")
+    p.add_argument("index", type=Path, metavar="DIR")
+    p.add_argument("question")
+    p.add_argument("--method", default="sa-rag", choices=tuple(METHODS))
+    p.add_argument("--trace", action="store_true", help="show the pipeline's steps")
+    _llm_args(p)
+    p.set_defaults(func=_cmd_ask)
+
+
+def _cmd_bench_qa(args: argparse.Namespace) -> int:
+    from quillian.bench.qa import QASettings, run_qa_bench, summary_table
+    from quillian.bench.retrieval import BenchSettings
+    from quillian.errors import ConfigError
+    from quillian.registry import METHODS
+
+    methods = args.method.split(",")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ConfigError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    suffix = "gpt" if args.extractions else "spacy"
+    settings = QASettings(
+        index=BenchSettings(
+            dataset=args.dataset,
+            corpus=args.corpus,
+            questions=args.questions,
+            index_dir=args.index_dir or Path("indexes") / f"{args.dataset}-all-{suffix}",
+            extractions=args.extractions,
+            embedder=args.embedder,
+        ),
+        methods=methods,
+        out=args.out,
+        limit=args.limit,
+        retriever=args.retriever,
+        concurrency=args.concurrency,
+        options=_options(args.option),
+    )
+    prompts = _prompts(args)
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r{done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+    async def bench() -> dict[str, Any]:
+        async with _session(args, concurrency=args.concurrency) as session:
+            return await run_qa_bench(settings, session, prompts, progress)
+
+    result = asyncio.run(bench())
+    if args.json:
+        print(json.dumps(result["methods"]))
+    else:
+        print(summary_table(result))
+        print(f"written to {args.out}")
+    return 0
+
+
+def add_bench_qa(bench: Any) -> None:
+    b = bench.add_parser("qa", help="question answering: methods side by side with one LLM")
+    b.add_argument("--dataset", required=True, choices=("2wiki", "musique", "hotpotqa"))
+    b.add_argument("--corpus", type=Path, required=True)
+    b.add_argument("--questions", type=Path, required=True)
+    b.add_argument("--method", required=True, help="a method or a comma-separated list")
+    b.add_argument("--limit", type=int, help="only the first N questions")
+    b.add_argument("--out", type=Path, required=True, metavar="DIR")
+    b.add_argument("--index-dir", type=Path, help="where to build or reuse the index")
+    b.add_argument("--extractions", type=Path, help="precomputed extractions (JSONL)")
+    b.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
+    b.add_argument("--concurrency", type=int, default=1, help="questions in flight")
+    _llm_args(b)
+    b.set_defaults(func=_cmd_bench_qa)

@@ -1,0 +1,131 @@
+"""Chat models from a one-line spec, wrapped with the response cache and accounting.
+
+Specs:
+
+- ``local``: the bundled Qwen2.5-Coder-0.5B-Instruct GGUF (extra ``local``);
+  ``local:/path/model.gguf`` any other GGUF file;
+- ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
+- ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
+  llama.cpp server);
+- ``scripted:FILE.json``: a :class:`~quillian.testing.scripted.ScriptedChatModel` with
+  routes from a JSON object ``{"prompt name": "reply" | ["reply", ...]}``, for offline
+  demos and tests.
+
+The edge (CLI, server) resolves the API key and paths; nothing here reads the
+environment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from quillian.components.llm.accounting import AccountingChatModel, Ledger
+from quillian.components.llm.base import ChatModel
+from quillian.components.llm.cache import CachedChatModel
+from quillian.errors import ConfigError, InputError
+
+__all__ = ["LLMSession", "LLMSpec", "parse_llm_spec"]
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+Kind = Literal["local", "openai", "scripted"]
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    kind: Kind
+    model: str = ""
+    base_url: str = ""
+    path: str = ""
+
+
+def parse_llm_spec(spec: str) -> LLMSpec:
+    """Read a spec string (see the module docstring); a malformed one raises
+    :class:`ConfigError` listing the accepted forms."""
+    spec = spec.strip()
+    if spec == "local":
+        return LLMSpec("local")
+    if spec.startswith("local:") and spec[6:]:
+        return LLMSpec("local", path=spec[6:])
+    if spec.startswith("openai:") and spec[7:]:
+        return LLMSpec("openai", model=spec[7:], base_url=OPENAI_URL)
+    if spec.startswith("scripted:") and spec[9:]:
+        return LLMSpec("scripted", path=spec[9:])
+    if spec.startswith(("http://", "https://")) and "#" in spec:
+        url, model = spec.split("#", 1)
+        if url and model:
+            return LLMSpec("openai", model=model, base_url=url.rstrip("/"))
+    raise ConfigError(
+        f"cannot read LLM spec {spec!r}; use 'local', 'local:/path/model.gguf', "
+        "'openai:MODEL', 'http://host:port/v1#MODEL' or 'scripted:routes.json'"
+    )
+
+
+def _scripted(path: str) -> ChatModel:
+    from quillian.testing.scripted import ScriptedChatModel
+
+    try:
+        routes = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read scripted routes ({exc})", path=path) from exc
+    if not isinstance(routes, dict):
+        raise InputError("scripted routes must be a JSON object", path=path)
+    default = routes.pop("default", None)
+    return ScriptedChatModel(routes, default=default)
+
+
+def _inner(spec: LLMSpec, api_key: str, concurrency: int) -> ChatModel:
+    if spec.kind == "local":
+        from quillian.components.llm.local import LocalChatModel
+
+        return LocalChatModel(spec.path or None)
+    if spec.kind == "scripted":
+        return _scripted(spec.path)
+    from quillian.components.llm.openai_compat import OpenAIChatModel
+
+    return OpenAIChatModel(spec.base_url, spec.model, api_key=api_key, max_concurrency=concurrency)
+
+
+class LLMSession:
+    """A chat model for one run: ``AccountingChatModel(CachedChatModel(model))``.
+
+    Use as an async context manager: entering checks an HTTP endpoint once (a clear
+    error for an unreachable server, a wrong key or an unknown model) and leaving
+    closes the cache and the HTTP client.
+    """
+
+    def __init__(
+        self,
+        spec: str | LLMSpec,
+        *,
+        api_key: str = "",
+        cache_path: Path | None = None,
+        concurrency: int = 4,
+    ) -> None:
+        self.spec = parse_llm_spec(spec) if isinstance(spec, str) else spec
+        self.backend = _inner(self.spec, api_key, concurrency)
+        self.cache = CachedChatModel(self.backend, cache_path) if cache_path else None
+        self.model = AccountingChatModel(self.cache or self.backend)
+
+    @property
+    def model_id(self) -> str:
+        return self.backend.model_id
+
+    def ledger(self) -> Ledger:
+        return self.model.ledger()
+
+    async def __aenter__(self) -> LLMSession:
+        check = getattr(self.backend, "check", None)
+        if check is not None:
+            await check()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.cache is not None:
+            self.cache.close()
+        aclose = getattr(self.backend, "aclose", None)
+        if aclose is not None:
+            await aclose()

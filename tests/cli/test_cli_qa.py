@@ -1,0 +1,112 @@
+"""``quillian ask`` and ``quillian bench qa`` end to end with a scripted model."""
+
+import json
+
+import pytest
+
+from quillian.cli.main import main
+
+CORPUS = [
+    {"title": "Ada Lovelace", "text": "Ada Lovelace worked with Charles Babbage."},
+    {"title": "Charles Babbage", "text": "Charles Babbage was born in London."},
+    {"title": "London", "text": "London is the capital of England."},
+]
+EXTRACTIONS = [
+    {**CORPUS[0], "entities": ["Ada Lovelace", "Charles Babbage"],
+     "triples": [["Ada Lovelace", "worked with", "Charles Babbage"]]},
+    {**CORPUS[1], "entities": ["Charles Babbage", "London"],
+     "triples": [["Charles Babbage", "born in", "London"]]},
+    {**CORPUS[2], "entities": ["London", "England"],
+     "triples": [["London", "capital of", "England"]]},
+]  # fmt: skip
+QUESTIONS = [
+    {
+        "id": "q1",
+        "question": "Where was the collaborator of Ada Lovelace born?",
+        "answer": "London",
+        "answer_aliases": ["London, England"],
+        "paragraphs": [
+            {"title": c["title"], "paragraph_text": c["text"], "is_supporting": i < 2}
+            for i, c in enumerate(CORPUS)
+        ],
+    },
+    {
+        "id": "q2",
+        "question": "What is London the capital of?",
+        "answer": "England",
+        "answer_aliases": [],
+        "paragraphs": [
+            {"title": c["title"], "paragraph_text": c["text"], "is_supporting": i == 2}
+            for i, c in enumerate(CORPUS)
+        ],
+    },
+]
+ROUTES = {
+    "kg-infused.passage-note": "Babbage was born in London.",
+    "kg-infused.answer": "London",
+    "sa-rag.answer": ["no json here", json.dumps({"reasoning": "r", "final_answer": "London"})],
+}
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "corpus.json").write_text(json.dumps(CORPUS))
+    (tmp_path / "ex.jsonl").write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(q) for q in QUESTIONS))
+    (tmp_path / "routes.json").write_text(json.dumps(ROUTES))
+    return tmp_path
+
+
+def test_ask_answers_with_evidence(files, capsys):
+    idx = str(files / "idx")
+    assert main(["index", str(files / "corpus.json"), "--out", idx, "--embedder", "hash",
+                 "--extractions", str(files / "ex.jsonl")]) == 0  # fmt: skip
+    capsys.readouterr()
+    llm = f"scripted:{files / 'routes.json'}"
+    code = main(["ask", idx, QUESTIONS[0]["question"], "--method", "vanilla-rag",
+                 "--llm", llm, "--no-cache", "--option", "k=2", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["answer"] == "London" and len(out["evidence"]["passages"]) == 2
+    assert [c["stage"] for c in out["calls"]] == [
+        "kg-infused.passage-note@1",
+        "kg-infused.answer@1",
+    ]
+    assert main(["ask", idx, "Who?", "--method", "sa-rag", "--llm", llm, "--no-cache",
+                 "--trace"]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "answer: London" in text and "1 parse failures" in text
+
+
+def test_bad_llm_spec_and_option_are_clear_errors(files, capsys):
+    assert main(["ask", str(files), "q", "--method", "no-retrieval", "--llm", "gpt4"]) == 2
+    assert "cannot read LLM spec 'gpt4'" in capsys.readouterr().err
+    code = main(["ask", str(files), "q", "--method", "no-retrieval", "--llm",
+                 f"scripted:{files / 'routes.json'}", "--option", "k"])  # fmt: skip
+    assert code == 2 and "key=value" in capsys.readouterr().err
+
+
+def test_bench_qa_writes_rows_manifest_and_summary_and_reuses_the_cache(files, capsys):
+    out = files / "out"
+    args = ["bench", "qa", "--dataset", "musique", "--corpus", str(files / "corpus.json"),
+            "--questions", str(files / "q.jsonl"), "--method", "vanilla-rag,sa-rag",
+            "--llm", f"scripted:{files / 'routes.json'}", "--out", str(out),
+            "--index-dir", str(files / "idx"), "--extractions", str(files / "ex.jsonl"),
+            "--embedder", "hash", "--cache", str(files / "cache.sqlite"), "--json"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["vanilla-rag"]["questions"] == 2
+    assert summary["vanilla-rag"]["accuracy"] == 0.5  # London right, England wrong
+    assert summary["sa-rag"]["parse_failure_share"] > 0
+    rows = [json.loads(x) for x in (out / "vanilla-rag" / "predictions.jsonl").open()]
+    assert [r["id"] for r in rows] == ["q1", "q2"]
+    assert rows[0]["prediction"] == "London" and rows[0]["em"] == 1.0
+    assert rows[0]["evidence_recall"] is not None and rows[0]["prompt_tokens"] > 0
+    manifest = json.loads((out / "sa-rag" / "manifest.json").read_text())
+    assert manifest["prompts"]["sa-rag.answer"] == "sa-rag.answer@1"
+    assert manifest["model"] == "scripted" and len(manifest["config_hash"]) == 16
+    assert main(args) == 0  # rerun: every call comes from the cache
+    capsys.readouterr()
+    totals = json.loads((out / "summary.json").read_text())["methods"]
+    for method in ("vanilla-rag", "sa-rag"):
+        assert totals[method]["cached_calls"] == totals[method]["llm_calls"]

@@ -1,0 +1,92 @@
+"""LLM specs, sessions over a real (fake) OpenAI-compatible HTTP server, and the CLI's
+errors for an unreachable endpoint, a wrong key and an unknown model."""
+
+import asyncio
+import json
+import socket
+
+import pytest
+
+from quillian.cli.main import main
+from quillian.components.generation.tasks import TaskRunner
+from quillian.components.llm.spec import LLMSession, LLMSpec, parse_llm_spec
+from quillian.components.prompts import default_registry
+from quillian.errors import ConfigError, LLMAuthError, LLMModelNotFoundError
+from quillian.registry import make_pipeline
+from quillian.testing.fake_openai import FakeOpenAIServer
+
+
+def test_specs():
+    assert parse_llm_spec("local") == LLMSpec("local")
+    assert parse_llm_spec("local:/m/x.gguf") == LLMSpec("local", path="/m/x.gguf")
+    assert parse_llm_spec("openai:gpt-4o-mini") == LLMSpec(
+        "openai", model="gpt-4o-mini", base_url="https://api.openai.com/v1"
+    )
+    assert parse_llm_spec("http://h:8000/v1/#qwen") == LLMSpec(
+        "openai", model="qwen", base_url="http://h:8000/v1"
+    )
+    for bad in ("", "openai:", "http://h:8000/v1", "gpt-4", "local:"):
+        with pytest.raises(ConfigError, match="cannot read LLM spec"):
+            parse_llm_spec(bad)
+
+
+def ask(session_args, question="Capital of France?"):
+    async def go():
+        async with LLMSession(**session_args) as session:
+            runner = TaskRunner(session.model, default_registry())
+            result = await make_pipeline("no-retrieval", runner).answer(question)
+            return result, session.ledger()
+
+    return asyncio.run(go())
+
+
+def test_session_over_http_caches_and_accounts(tmp_path):
+    with FakeOpenAIServer(reply=lambda m: "Paris", models=("m1",)) as server:
+        args = {
+            "spec": f"{server.base_url}#m1",
+            "api_key": "test-key",
+            "cache_path": tmp_path / "c.sqlite",
+        }
+        result, ledger = ask(args)
+        assert result.answer == "Paris"
+        assert ledger.stage("kg-infused.answer-closed").calls == 1
+        before = server.chat_requests
+        result, ledger = ask(args)  # same question: served by the cache
+        assert result.answer == "Paris" and server.chat_requests == before
+        assert result.transcript.calls[0].cached
+
+
+def test_session_errors_are_clear(tmp_path):
+    with FakeOpenAIServer(models=("m1",)) as server:
+        with pytest.raises(LLMAuthError):
+            ask({"spec": f"{server.base_url}#m1", "api_key": "wrong"})
+        with pytest.raises(LLMModelNotFoundError, match="m1"):
+            ask({"spec": f"{server.base_url}#nope", "api_key": "test-key"})
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_reports_an_unreachable_endpoint_without_a_traceback(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "k")
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    code = main(["ask", str(tmp_path), "q", "--method", "no-retrieval", "--llm", f"{url}#m",
+                 "--no-cache"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error:") and "127.0.0.1" in err
+    assert "Traceback" not in err
+
+
+def test_cli_uses_the_key_from_the_environment(tmp_path, capsys, monkeypatch):
+    with FakeOpenAIServer(reply=lambda m: "Paris", models=("m1",)) as server:
+        monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "test-key")
+        code = main(["ask", str(tmp_path), "Capital of France?", "--method", "no-retrieval",
+                     "--llm", f"{server.base_url}#m1", "--no-cache", "--json"])  # fmt: skip
+        assert code == 0 and json.loads(capsys.readouterr().out)["answer"] == "Paris"
+        monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "bad")
+        code = main(["ask", str(tmp_path), "q", "--method", "no-retrieval",
+                     "--llm", f"{server.base_url}#m1", "--no-cache"])  # fmt: skip
+        assert code == 2 and "key" in capsys.readouterr().err.lower()
