@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "BudgetExhausted",
     "ConfigError",
     "IndexError_",
     "IndexIncompleteError",
@@ -177,3 +181,20 @@ class LLMResponseError(LLMError):
     ) -> None:
         super().__init__(message, base_url=base_url, model=model, prompt=prompt, status=status)
         self.raw = raw
+
+
+class BudgetExhausted(QuillianError):
+    """A limit on LLM calls or tokens was reached; the work finished before it is kept.
+
+    ``done`` holds the results completed before the stop, in input order (an extractor
+    puts there the extractions of a prefix of its chunks); ``calls`` and ``tokens`` are
+    what had been spent. Rerunning with a larger budget resumes where the run stopped.
+    """
+
+    def __init__(
+        self, message: str, *, done: Sequence[Any] = (), calls: int = 0, tokens: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.done = tuple(done)
+        self.calls = calls
+        self.tokens = tokens

@@ -12,8 +12,11 @@ Layout (``SCHEMA_VERSION`` 1)::
 
 Every stage is resumable: documents carry an ingestion status, extractions and
 embeddings are cached in ``store.sqlite`` by chunk and text hash, so a killed build
-redoes only what it had not stored. The manifest says ``building`` until the last
-artifact is written; an index in that state refuses to open for retrieval.
+redoes only what it had not stored. Extractions are stored every
+:data:`EXTRACT_BATCH` chunks, so a killed build, or one stopped by an extractor's budget
+(:class:`~quillian.errors.BudgetExhausted`), keeps its paid-for extractions. The
+manifest says ``building`` until the last artifact is written; an index in that state
+refuses to open for retrieval.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.components.retrieval.bm25 import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import (
+    BudgetExhausted,
     ConfigError,
     IndexIncompleteError,
     IndexMissingError,
@@ -64,7 +68,7 @@ from quillian.stores.embedded.sqlite import (
     SqliteStatusStore,
 )
 from quillian.stores.embedded.vectors import ExactVectorIndex
-from quillian.stores.protocols import DocStatus
+from quillian.stores.protocols import DocStatus, iter_batches
 from quillian.types import Chunk, Document
 
 __all__ = ["SCHEMA_VERSION", "BuildReport", "Index", "build_index", "open_index"]
@@ -76,6 +80,8 @@ SCHEMA_VERSION = 1
 #: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
 AMBIGUOUS_MAX_DOCS = 3
 MANIFEST = "manifest.json"
+#: Chunks per extractor call; each call's extractions are stored before the next.
+EXTRACT_BATCH = 16
 #: ``(stage, done, total)``; stages: ingest, extract, graph, embed, bm25.
 StageProgress = Callable[[str, int, int], None]
 
@@ -145,6 +151,11 @@ def build_index(
 
     Documents already processed in ``out`` are skipped; new ones are added. The graph,
     vectors and BM25 index are rebuilt over all stored chunks.
+
+    When the extractor raises :class:`~quillian.errors.BudgetExhausted`, the extractions
+    finished so far are stored, the manifest stays ``building`` (the index does not
+    open) and the error is re-raised; rerunning the build resumes, extracting only the
+    chunks not stored yet.
     """
     directory = Path(out)
     previous: dict[str, Any] = {}
@@ -180,16 +191,22 @@ def build_index(
 
         def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
             flat = [c for group in chunks for c in group]
-            _extract(flat, extractor, stores.kv, namespace)
+            try:
+                _extract(flat, extractor, stores.kv, namespace)
+            except BudgetExhausted as exc:
+                raise _BudgetStop(exc) from exc
 
-        report.ingest = ingest(
-            documents,
-            chunker=chunker,
-            doc_store=stores.docs,
-            status_store=stores.status,
-            process=hook,
-            on_progress=lambda d, n, _: progress("ingest", d, n),
-        )
+        try:
+            report.ingest = ingest(
+                documents,
+                chunker=chunker,
+                doc_store=stores.docs,
+                status_store=stores.status,
+                process=hook,
+                on_progress=lambda d, n, _: progress("ingest", d, n),
+            )
+        except _BudgetStop as stop:
+            raise stop.error from None
         report.seconds["ingest_extract"] = time.perf_counter() - t
         chunks = _processed_chunks(stores)
         t = time.perf_counter()
@@ -240,15 +257,41 @@ def _processed_chunks(stores: _Stores) -> list[Chunk]:
     return chunks
 
 
+class _BudgetStop(BaseException):
+    """Carries :class:`BudgetExhausted` out of ``ingest``, which would otherwise record it
+    as a failure of every document in the batch and go on. Like a Ctrl-C, it leaves the
+    batch's documents PROCESSING, so the next build redoes them."""
+
+    def __init__(self, error: BudgetExhausted) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _extract(
     chunks: Sequence[Chunk], extractor: Extractor, kv: SqliteKeyValueStore, namespace: str
 ) -> list[Extraction]:
-    """Extractions for ``chunks``: cached ones read back, missing ones computed and stored."""
+    """Extractions for ``chunks``: cached ones read back, missing ones computed and stored.
+
+    Missing chunks go to the extractor :data:`EXTRACT_BATCH` at a time and each batch is
+    stored before the next; on :class:`BudgetExhausted` the extractions it carries are
+    stored too, then it propagates.
+    """
     cached = kv.get_many(namespace, [c.id for c in chunks])
     missing = [c for c, raw in zip(chunks, cached, strict=True) if raw is None]
-    fresh = {e.chunk_id: e for e in extractor.extract(missing)} if missing else {}
-    if fresh:
-        kv.put_many(namespace, {cid: extraction_to_json(e) for cid, e in fresh.items()})
+    fresh: dict[str, Extraction] = {}
+
+    def store(extractions: Iterable[Extraction]) -> None:
+        batch = {e.chunk_id: e for e in extractions}
+        if batch:
+            kv.put_many(namespace, {cid: extraction_to_json(e) for cid, e in batch.items()})
+            fresh.update(batch)
+
+    for batch in iter_batches(missing, EXTRACT_BATCH):
+        try:
+            store(extractor.extract(batch))
+        except BudgetExhausted as exc:
+            store(e for e in exc.done if isinstance(e, Extraction))
+            raise
     return [
         fresh[c.id] if raw is None else extraction_from_json(raw)
         for c, raw in zip(chunks, cached, strict=True)

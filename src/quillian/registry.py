@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
@@ -17,6 +18,9 @@ from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import ConfigError
 from quillian.methods.base import Pipeline, PipelineBase
+
+if TYPE_CHECKING:
+    from quillian.components.extraction.llm import ExtractionBudget
 
 __all__ = [
     "CHUNKERS",
@@ -33,7 +37,7 @@ __all__ = [
 
 CHUNKERS = ("passage", "words")
 EMBEDDERS = ("minilm", "hash")
-EXTRACTORS = ("spacy", "precomputed")
+EXTRACTORS = ("spacy", "precomputed", "llm")
 RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
 
 
@@ -62,10 +66,17 @@ def make_embedder(name: str) -> Embedder:
 
 
 def make_extractor(
-    name: str, extractions: Path | None = None, titles: Sequence[str] = ()
+    name: str,
+    extractions: Path | None = None,
+    titles: Sequence[str] = (),
+    *,
+    runner: TaskRunner | None = None,
+    budget: ExtractionBudget | None = None,
 ) -> Extractor:
     """An extractor by name. ``titles`` are all document titles of the corpus, which the
-    spaCy extractor uses to link title mentions and to keep aliases unambiguous."""
+    spaCy and LLM extractors use to keep title aliases unambiguous (spaCy also to link
+    title mentions). The LLM extractor needs ``runner`` (its chat model and prompts) and
+    takes an optional ``budget``."""
     if name == "spacy":
         from quillian.components.extraction.spacy_ner import SpacyExtractor
 
@@ -76,6 +87,12 @@ def make_extractor(
         from quillian.components.extraction.precomputed import PrecomputedExtractor
 
         return PrecomputedExtractor(extractions)
+    if name == "llm":
+        if runner is None:
+            raise ConfigError("the llm extractor needs a chat model (--llm SPEC)")
+        from quillian.components.extraction.llm import LLMExtractor
+
+        return LLMExtractor(runner, budget=budget, corpus_titles=titles)
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 
