@@ -110,3 +110,37 @@ def test_bench_qa_writes_rows_manifest_and_summary_and_reuses_the_cache(files, c
     totals = json.loads((out / "summary.json").read_text())["methods"]
     for method in ("vanilla-rag", "sa-rag"):
         assert totals[method]["cached_calls"] == totals[method]["llm_calls"]
+
+
+NER_AND_RE = {
+    "sa-rag.ner": json.dumps(
+        [
+            {
+                "name": "Charles Babbage",
+                "type": "PERSON",
+                "aliases": ["Babbage"],
+                "entity_information": "an inventor",
+            },
+            {"name": "London", "type": "GPE", "aliases": [], "entity_information": "a city"},
+        ]
+    ),
+    "sa-rag.relations": json.dumps({"triples": [["Charles Babbage", "born in", "London"]]}),
+}
+
+
+def test_index_with_llm_extraction_estimates_stops_on_budget_and_resumes(files, capsys):
+    (files / "ner.json").write_text(json.dumps(NER_AND_RE))
+    base = ["index", str(files / "corpus.json"), "--out", str(files / "llm-idx"),
+            "--embedder", "hash", "--extractor", "llm", "--llm",
+            f"scripted:{files / 'ner.json'}", "--no-cache"]  # fmt: skip
+    assert main([*base, "--dry-run"]) == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["stages"]["ner"]["calls"] == 3 and estimate["total"]["prompt_tokens"] > 0
+    assert main([*base, "--budget-calls", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "rerun to resume" in err
+    assert main(["retrieve", str(files / "llm-idx"), "Babbage"]) == 2  # refused: half-built
+    assert "incomplete" in capsys.readouterr().err.lower()
+    assert main(base) == 0
+    out = capsys.readouterr().out  # the same triple, stated by each of the three chunks
+    assert "entities 2," in out and "relations 3," in out

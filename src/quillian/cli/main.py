@@ -11,11 +11,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from quillian.cli.qa import add_ask, add_bench_qa
+from quillian.cli.qa import add_ask, add_bench_qa, add_llm_index_args
 from quillian.errors import QuillianError
 
 if TYPE_CHECKING:
-    from quillian.index import Index
+    from quillian.components.extraction.base import Extractor
+    from quillian.index import BuildReport, Index
 
 __all__ = ["main"]
 
@@ -49,17 +50,29 @@ def _cmd_index(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    report = build_index(
-        documents,
-        args.out,
-        chunker=make_chunker(args.chunker, args.chunk_size, args.overlap),
-        extractor=make_extractor(
-            extractor_name, args.extractions, [d.title for d in documents if d.title]
-        ),
-        embedder=make_embedder(args.embedder),
-        config={"embedder_name": args.embedder},
-        on_progress=progress,
-    )
+    chunker = make_chunker(args.chunker, args.chunk_size, args.overlap)
+    titles = [d.title for d in documents if d.title]
+
+    def build(extractor: Extractor) -> BuildReport:
+        return build_index(
+            documents,
+            args.out,
+            chunker=chunker,
+            extractor=extractor,
+            embedder=make_embedder(args.embedder),
+            config={"embedder_name": args.embedder},
+            on_progress=progress,
+        )
+
+    if extractor_name == "llm":
+        from quillian.cli.qa import index_with_llm
+
+        outcome = index_with_llm(args, documents, chunker, titles, build)
+        if outcome is None:  # dry run or budget stop: already reported
+            return 0 if args.dry_run else 1
+        report = outcome
+    else:
+        report = build(make_extractor(extractor_name, args.extractions, titles))
     ingest = report.ingest
     if ingest is not None:
         print(
@@ -145,9 +158,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--chunker", default="passage", choices=("passage", "words"))
     p.add_argument("--chunk-size", type=int, default=500, help="words per chunk (words)")
     p.add_argument("--overlap", type=int, default=200, help="overlapping words (words)")
-    p.add_argument("--extractor", default="spacy", choices=("spacy", "precomputed"))
+    p.add_argument("--extractor", default="spacy", choices=("spacy", "precomputed", "llm"))
     p.add_argument("--extractions", type=Path, help="JSONL of precomputed extractions")
     p.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
+    add_llm_index_args(p)
     p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser("retrieve", help="retrieve passages for a question")

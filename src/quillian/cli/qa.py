@@ -12,10 +12,11 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_ask", "add_bench_qa"]
+__all__ = ["add_ask", "add_bench_qa", "add_llm_index_args", "index_with_llm"]
 
 
 def _cache_path(args: argparse.Namespace) -> Path | None:
@@ -193,3 +194,58 @@ def add_bench_qa(bench: Any) -> None:
     b.add_argument("--concurrency", type=int, default=1, help="questions in flight")
     _llm_args(b)
     b.set_defaults(func=_cmd_bench_qa)
+
+
+def add_llm_index_args(p: argparse.ArgumentParser) -> None:
+    """Flags of ``quillian index --extractor llm``."""
+    p.add_argument("--llm", default="local", metavar="SPEC", help="LLM for --extractor llm")
+    p.add_argument("--dry-run", action="store_true", help="estimate LLM calls and tokens only")
+    p.add_argument("--budget-tokens", type=int, metavar="N", help="stop after about N tokens")
+    p.add_argument("--budget-calls", type=int, metavar="N", help="stop after about N calls")
+    p.add_argument("--prompts", action="append", type=Path, metavar="FILE", help="overrides")
+    p.add_argument("--cache", type=Path, metavar="FILE", help="LLM response cache")
+    p.add_argument("--no-cache", action="store_true", help="do not cache LLM responses")
+
+
+def index_with_llm(
+    args: argparse.Namespace,
+    documents: Any,
+    chunker: Any,
+    titles: list[str],
+    build: Callable[[Any], Any],
+) -> Any:
+    """Index with LLM extraction. A dry run prints the estimate; a budget stop prints
+    what was done and how to resume. Both return None; otherwise the build report."""
+    from quillian.components.extraction.llm import (
+        ExtractionBudget,
+        LLMExtractor,
+        estimate_extraction,
+    )
+    from quillian.components.generation.tasks import TaskRunner
+    from quillian.errors import BudgetExhausted
+
+    prompts = _prompts(args)
+    if args.dry_run:
+        chunks = [c for d in documents for c in chunker.chunk(d)]
+        print(json.dumps(estimate_extraction(chunks, prompts), indent=2))
+        return None
+    budget = None
+    if args.budget_tokens or args.budget_calls:
+        budget = ExtractionBudget(max_calls=args.budget_calls, max_tokens=args.budget_tokens)
+    session = _session(args)
+    runner = TaskRunner(session.model, prompts)
+    extractor = LLMExtractor(runner, budget=budget, corpus_titles=titles)
+
+    async def run() -> Any:
+        async with session:
+            return await asyncio.to_thread(build, extractor)
+
+    try:
+        return asyncio.run(run())
+    except BudgetExhausted as exc:
+        print(f"{exc}\n{args.out} is incomplete; rerun to resume", file=sys.stderr)
+        return None
+    finally:
+        print(extractor.report.summary(), file=sys.stderr)
+        for failure in extractor.failures[:20]:
+            print(f"  unusable {failure.stage} output for {failure.chunk_id}", file=sys.stderr)
