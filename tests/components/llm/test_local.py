@@ -59,6 +59,7 @@ def test_assembles_parts_in_order_and_verifies_sha(tmp_path: Path) -> None:
     digest = hashlib.sha256(b"".join(PARTS)).hexdigest()
     assert assemble_parts(parts, dest, size=SIZE, sha256=digest) == dest
     assert dest.read_bytes() == b"".join(PARTS)
+    assert dest.stat().st_mode & 0o777 == 0o644
     assert leftovers(dest.parent) == []
 
 

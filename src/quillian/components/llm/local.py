@@ -182,6 +182,7 @@ def assemble_parts(
             raise ModelLoadError(
                 f"SHA-256 is {digest.hexdigest()}, expected {sha256}", path=str(dest)
             )
+        tmp.chmod(0o644)  # mkstemp creates 0600; the cache may be shared
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
