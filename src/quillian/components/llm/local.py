@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 GGUF_MAGIC = b"GGUF"
 CACHE_ENV = "QUILLIAN_MODEL_CACHE"
 EXTRA = "local"
-Dtype = Literal["float32", "bfloat16"]
+Dtype = Literal["float32", "bfloat16", "int8"]
 # Chosen by ``python -m quillian.bench.llm_local`` on the 2-core AVX2 machine (no AVX-512,
 # no AMX): float32 processes a 1,042-token prompt at 147 tokens/s against 27 for bfloat16,
 # which only wins at decoding (12 against 5 tokens/s, less memory traffic) and changes
@@ -230,6 +230,20 @@ class _Loaded:
     eos_ids: frozenset[int]
 
 
+def _quantize_int8(model: Any) -> Any:
+    """Dynamic int8 quantization of every linear layer (weights int8, activations
+    quantized per batch): about 1.7x faster prompt reading and 4x faster generation than
+    float32 on this 2-core AVX2 CPU (``python -m quillian.bench.llm_local``), with
+    answers that can differ from float32's."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization announces its deprecation
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
 class LocalChatModel:
     """A :class:`~quillian.components.llm.base.ChatModel` over a local GGUF file.
 
@@ -257,8 +271,8 @@ class LocalChatModel:
         cache_dir: str | Path | None = None,
         max_context: int | None = None,
     ) -> None:
-        if dtype not in ("float32", "bfloat16"):
-            raise ConfigError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+        if dtype not in ("float32", "bfloat16", "int8"):
+            raise ConfigError(f"dtype must be 'float32', 'bfloat16' or 'int8', got {dtype!r}")
         if threads is not None and threads <= 0:
             raise ConfigError(f"threads must be greater than 0, got {threads}")
         if max_context is not None and max_context <= 1:
@@ -340,12 +354,13 @@ class LocalChatModel:
         where = dict(gguf_file=path.name, local_files_only=True)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **where)
-            model = AutoModelForCausalLM.from_pretrained(
-                str(path.parent), dtype=getattr(torch, self._dtype), **where
-            )
+            dtype = torch.float32 if self._dtype == "int8" else getattr(torch, self._dtype)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=dtype, **where)
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise ModelLoadError(f"transformers could not load it: {exc}", path=str(path)) from exc
         model.eval()
+        if self._dtype == "int8":
+            model = _quantize_int8(model)
         if getattr(tokenizer, "chat_template", None) is None:
             raise ModelLoadError("the GGUF file carries no chat template", path=str(path))
         context = int(getattr(model.config, "max_position_embeddings", 0) or 2048)

@@ -3,7 +3,8 @@
 Specs:
 
 - ``local``: the bundled Qwen2.5-Coder-0.5B-Instruct GGUF (extra ``local``);
-  ``local:/path/model.gguf`` any other GGUF file;
+  ``local:/path/model.gguf`` any other GGUF file; ``local-int8`` and
+  ``local-int8:/path/model.gguf`` the same with int8 linear layers (faster on a CPU);
 - ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
 - ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
   llama.cpp server);
@@ -40,16 +41,18 @@ class LLMSpec:
     model: str = ""
     base_url: str = ""
     path: str = ""
+    dtype: str = ""
 
 
 def parse_llm_spec(spec: str) -> LLMSpec:
     """Read a spec string (see the module docstring); a malformed one raises
     :class:`ConfigError` listing the accepted forms."""
     spec = spec.strip()
-    if spec == "local":
-        return LLMSpec("local")
-    if spec.startswith("local:") and spec[6:]:
-        return LLMSpec("local", path=spec[6:])
+    for prefix, dtype in (("local-int8", "int8"), ("local", "")):
+        if spec == prefix:
+            return LLMSpec("local", dtype=dtype)
+        if spec.startswith(prefix + ":") and spec[len(prefix) + 1 :]:
+            return LLMSpec("local", path=spec[len(prefix) + 1 :], dtype=dtype)
     if spec.startswith("openai:") and spec[7:]:
         return LLMSpec("openai", model=spec[7:], base_url=OPENAI_URL)
     if spec.startswith("scripted:") and spec[9:]:
@@ -60,7 +63,8 @@ def parse_llm_spec(spec: str) -> LLMSpec:
             return LLMSpec("openai", model=model, base_url=url.rstrip("/"))
     raise ConfigError(
         f"cannot read LLM spec {spec!r}; use 'local', 'local:/path/model.gguf', "
-        "'openai:MODEL', 'http://host:port/v1#MODEL' or 'scripted:routes.json'"
+        "'local-int8[:/path]', 'openai:MODEL', 'http://host:port/v1#MODEL' or "
+        "'scripted:routes.json'"
     )
 
 
@@ -81,6 +85,8 @@ def _inner(spec: LLMSpec, api_key: str, concurrency: int) -> ChatModel:
     if spec.kind == "local":
         from quillian.components.llm.local import LocalChatModel
 
+        if spec.dtype:
+            return LocalChatModel(spec.path or None, dtype=spec.dtype)  # type: ignore[arg-type]
         return LocalChatModel(spec.path or None)
     if spec.kind == "scripted":
         return _scripted(spec.path)
@@ -93,8 +99,8 @@ class LLMSession:
     """A chat model for one run: ``AccountingChatModel(CachedChatModel(model))``.
 
     Use as an async context manager: entering checks an HTTP endpoint once (a clear
-    error for an unreachable server, a wrong key or an unknown model) and leaving
-    closes the cache and the HTTP client.
+    error for an unreachable server, a wrong key or an unknown model) or loads a local
+    model, and leaving closes the cache and the HTTP client.
     """
 
     def __init__(
@@ -118,9 +124,12 @@ class LLMSession:
         return self.model.ledger()
 
     async def __aenter__(self) -> LLMSession:
-        check = getattr(self.backend, "check", None)
-        if check is not None:
-            await check()
+        """Check an HTTP endpoint, or load a local model, before the first question, so
+        neither counts in the first question's time."""
+        for name in ("check", "load"):
+            step = getattr(self.backend, name, None)
+            if step is not None:
+                await step()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
