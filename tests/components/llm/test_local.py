@@ -420,3 +420,40 @@ def test_the_real_model_rejects_a_prompt_beyond_its_context(qwen: LocalChatModel
     too_long = [ChatMessage("user", "word " * (qwen.context_length + 10))]
     with pytest.raises(PromptTooLongError, match=f"is {qwen.context_length} tokens"):
         asyncio.run(qwen.chat(too_long))
+
+
+@pytest.mark.model
+def test_the_real_model_answers_end_to_end_over_a_tiny_index(
+    qwen: LocalChatModel, tmp_path: Path
+) -> None:
+    """Index a three-document corpus, retrieve, write a passage note, answer."""
+    from quillian.components.chunking.chunkers import PassageChunker
+    from quillian.components.generation.tasks import TaskRunner
+    from quillian.components.prompts import default_registry
+    from quillian.index import build_index, open_index
+    from quillian.registry import make_pipeline, make_retriever
+    from quillian.testing.extractors import TitleLinkExtractor
+    from quillian.testing.fakes import KeywordEmbedder
+    from quillian.types import Document
+
+    corpus = {
+        "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
+        "Charles Babbage": "Charles Babbage was born in London in 1791.",
+        "Analytical Engine": "The Analytical Engine was a proposed mechanical computer.",
+    }
+    build_index(
+        [Document(text, title) for title, text in corpus.items()],
+        tmp_path / "idx",
+        chunker=PassageChunker(),
+        extractor=TitleLinkExtractor(corpus),
+        embedder=KeywordEmbedder(),
+    )
+    context = open_index(tmp_path / "idx", KeywordEmbedder()).context
+    runner = TaskRunner(qwen, default_registry())
+    pipeline = make_pipeline("vanilla-rag", runner, make_retriever(context, "dense"), k=3)
+    result = asyncio.run(pipeline.answer("In which city was Charles Babbage born?"))
+    assert "London" in result.answer, result.as_dict()
+    assert result.error == "" and len(result.evidence.passages) == 3
+    stages = [c.stage for c in result.transcript.calls]
+    assert stages[0] == "kg-infused.passage-note@1" and stages[-1] == "kg-infused.answer@1"
+    assert all(c.usage.prompt_tokens > 0 for c in result.transcript.calls)
