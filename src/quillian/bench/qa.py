@@ -38,6 +38,8 @@ class QASettings:
     retriever: str | None = None
     concurrency: int = 1
     options: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    """The command line that ran the benchmark, kept next to its results."""
 
 
 def _context(settings: QASettings) -> tuple[RetrievalContext | None, dict[str, Any]]:
@@ -100,6 +102,7 @@ async def run_qa_bench(
     }
     settings.out.mkdir(parents=True, exist_ok=True)
     (settings.out / "summary.json").write_text(json.dumps(result, indent=2))
+    (settings.out / "command.txt").write_text(settings.command + "\n")
     return result
 
 

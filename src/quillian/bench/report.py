@@ -140,7 +140,47 @@ def _build_rows(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render(results: dict[str, dict[str, Any]], scale: dict[str, Any] | None) -> str:
+def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[str]:
+    from quillian.bench.qa import summary_table
+
+    parts: list[str] = []
+    for name, run in qa.items():
+        parts += [
+            "",
+            f"## Question answering: {name}",
+            "",
+            f"{run['questions']} questions, model `{run['model']}` on this machine, every "
+            "method in one run on the same index and backbone. Accuracy: a gold answer "
+            "(or alias) occurs in the prediction; evidence recall: share of the gold "
+            "passages among the passages the method put in front of the model; parse "
+            "failures: share of LLM outputs that failed to parse (each recorded with its "
+            "raw text; a repair attempt follows).",
+            "",
+            summary_table(run),
+            "",
+            f"Command: `{run.get('_command', '')}`",
+        ]
+    if llm_local:
+        parts += [
+            "",
+            "## Local model backends",
+            "",
+            "`python -m quillian.bench.llm_local --json` (Qwen2.5-Coder-0.5B-Instruct "
+            "Q4_K_M through transformers; a ~1,000-token prompt, 100 new tokens):",
+            "",
+            "```json",
+            json.dumps(llm_local, indent=1),
+            "```",
+        ]
+    return parts
+
+
+def render(
+    results: dict[str, dict[str, Any]],
+    scale: dict[str, Any] | None,
+    qa: dict[str, Any] | None = None,
+    llm_local: dict[str, Any] | None = None,
+) -> str:
     parts = [
         "# Benchmarks",
         "",
@@ -180,6 +220,7 @@ def render(results: dict[str, dict[str, Any]], scale: dict[str, Any] | None) -> 
             json.dumps(scale, indent=1),
             "```",
         ]
+    parts += _qa_sections(qa or {}, llm_local)
     parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
@@ -195,6 +236,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--only", help="comma-separated run names; the others keep their saved results"
     )
+    parser.add_argument(
+        "--qa",
+        action="append",
+        type=Path,
+        metavar="SUMMARY",
+        help="summary.json of a `quillian bench qa` run to show (replaces one of that name)",
+    )
+    parser.add_argument("--llm-local", type=Path, help="JSON from quillian.bench.llm_local")
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
     previous = json.loads(saved.read_text()) if saved.exists() else {}
@@ -215,8 +264,18 @@ def main(argv: list[str] | None = None) -> None:
 
         scale = run_scale(5_000_000, 21_000_000, args.indexes / "synthetic")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(results, scale), encoding="utf-8")
-    saved.write_text(json.dumps({"runs": results, "scale": scale}, indent=1))
+    qa = dict(previous.get("qa", {}))
+    for path in args.qa or ():
+        run = json.loads(path.read_text())
+        command = (path.parent / "command.txt").read_text().strip()
+        qa[f"{run['dataset']}, {path.parent.name}"] = {**run, "_command": command}
+    llm_local = previous.get("llm_local")
+    if args.llm_local:
+        llm_local = json.loads(args.llm_local.read_text())
+    args.out.write_text(render(results, scale, qa, llm_local), encoding="utf-8")
+    saved.write_text(
+        json.dumps({"runs": results, "scale": scale, "qa": qa, "llm_local": llm_local}, indent=1)
+    )
 
 
 if __name__ == "__main__":

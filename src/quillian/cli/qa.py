@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -161,6 +162,7 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
         retriever=args.retriever,
         concurrency=args.concurrency,
         options=_options(args.option),
+        command=shlex.join(["quillian", *sys.argv[1:]]),
     )
     prompts = _prompts(args)
 
