@@ -1,13 +1,16 @@
-"""What an answer rests on: passages and relations with their source sentences, and the
-text forms the prompts take them in."""
+"""What an answer rests on: passages, relations and knowledge-graph triples with their
+source sentences, and the text forms the prompts take them in."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quillian.components.retrieval.base import ScoredPassage, UsedRelation
+
+if TYPE_CHECKING:
+    from quillian.components.kg.base import KGTriple
 
 __all__ = [
     "Evidence",
@@ -20,13 +23,17 @@ __all__ = [
 
 @dataclass
 class Evidence:
-    """Passages and relations gathered while answering, in the order first seen.
+    """Passages, relations and KG triples gathered while answering, in the order first
+    seen.
 
     A passage retrieved twice (say, by the original and the expanded query) is kept once.
+    ``kg_triples`` are triples of an external knowledge graph that an LLM selected
+    (KG-Infused RAG); they appear in :meth:`as_dict` only when there are some.
     """
 
     passages: list[ScoredPassage] = field(default_factory=list)
     relations: list[UsedRelation] = field(default_factory=list)
+    kg_triples: list[KGTriple] = field(default_factory=list)
 
     def add_passages(self, passages: Iterable[ScoredPassage]) -> list[ScoredPassage]:
         """Add passages not seen yet; returns the ones that were new."""
@@ -49,8 +56,19 @@ class Evidence:
         self.relations.extend(new)
         return new
 
+    def add_kg_triples(self, triples: Iterable[KGTriple]) -> list[KGTriple]:
+        """Add triples not seen yet (same head, relation and tail); returns the new ones."""
+        seen = {(t.head, t.relation, t.tail) for t in self.kg_triples}
+        new = []
+        for t in triples:
+            if (t.head, t.relation, t.tail) not in seen:
+                seen.add((t.head, t.relation, t.tail))
+                new.append(t)
+        self.kg_triples.extend(new)
+        return new
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "passages": [
                 {"chunk_id": p.chunk_id, "title": p.title, "score": round(p.score, 4)}
                 for p in self.passages
@@ -66,6 +84,19 @@ class Evidence:
                 for r in self.relations
             ],
         }
+        if self.kg_triples:
+            out["kg_triples"] = [
+                {
+                    "head": t.head_name,
+                    "relation": t.relation,
+                    "tail": t.tail_name,
+                    "head_id": t.head,
+                    "tail_id": t.tail,
+                    "sentence": t.sentence,
+                }
+                for t in self.kg_triples
+            ]
+        return out
 
 
 def _clean(text: str) -> str:

@@ -124,20 +124,26 @@ def parse_decomposition(raw: str, prompt: str = "") -> Decomposition:
 
 
 _FIELD = re.compile(r'"final_answer"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_LINE = re.compile(r'^\s*"?final[_ ]answer"?\s*[:=]\s*(.+?)\s*$', re.IGNORECASE | re.MULTILINE)
 
 
 def salvage_final_answer(raw: str) -> str:
-    """The ``final_answer`` string of a JSON object that failed to parse as a whole (cut
-    off, or with a broken ``reasoning``); "" when there is none. Decoded with
-    ``json.loads`` of the string literal alone, never evaluated."""
+    """The final answer of a reply that failed to parse as a whole: the ``final_answer``
+    string of a cut-off or broken JSON object (decoded with ``json.loads`` of the string
+    literal alone, never evaluated), else a ``final_answer: ...`` line, which small
+    models write instead of JSON; "" when there is neither."""
     match = _FIELD.search(raw)
-    if match is None:
+    if match is not None:
+        try:
+            value = json.loads(f'"{match.group(1)}"')
+        except json.JSONDecodeError:
+            value = ""
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    line = _LINE.search(raw)
+    if line is None:
         return ""
-    try:
-        value = json.loads(f'"{match.group(1)}"')
-    except json.JSONDecodeError:
-        return ""
-    return value if isinstance(value, str) else ""
+    return line.group(1).strip().rstrip(",").strip().strip('"').strip()
 
 
 class SelfAskStep(BaseModel):

@@ -42,6 +42,23 @@ JSON_ANSWER = Decoding(max_tokens=384)
 JSON_STEP = Decoding(max_tokens=448)
 
 
+def _repair(example: str) -> str:
+    return (
+        "Your reply could not be used: {error}. Reply again with only a JSON object of "
+        "this form and nothing else: " + example
+    )
+
+
+ANSWER_REPAIR = _repair('{"reasoning": "...", "final_answer": "..."}')
+STEP_REPAIR = _repair(
+    '{"provided_context": "...", "answer_possible": true, "final_answer": "...", '
+    '"additional_question": ""}'
+)
+PLAN_REPAIR = _repair(
+    '{"original_question": "...", "subquestions": [{"id": 1, "question": "..."}]}'
+)
+
+
 def _salvaged(raw: str) -> ReasonedAnswer:
     return ReasonedAnswer(final_answer=salvage_final_answer(raw))
 
@@ -61,21 +78,23 @@ EXPAND_QUERY: Task[str] = Task("kg-infused.query-expansion", parse_line, SHORT)
 PASSAGE_NOTE: Task[str] = Task("kg-infused.passage-note", parse_text, NOTE)
 #: SA-RAG Listing 1: the baselines' JSON answer.
 ANSWER_BASELINE: Task[ReasonedAnswer] = Task(
-    "sa-rag.baseline-answer", parse_reasoned_answer, JSON_ANSWER, fallback=_salvaged
+    "sa-rag.baseline-answer", parse_reasoned_answer, JSON_ANSWER, _salvaged, ANSWER_REPAIR
 )
 #: SA-RAG Listing 6: SA-RAG's JSON answer.
 ANSWER_SA: Task[ReasonedAnswer] = Task(
-    "sa-rag.answer", parse_reasoned_answer, JSON_ANSWER, fallback=_salvaged
+    "sa-rag.answer", parse_reasoned_answer, JSON_ANSWER, _salvaged, ANSWER_REPAIR
 )
 #: SA-RAG Listing 2: one CoT reasoning step over passages and the memory.
 REASON_COT: Task[ReasoningStep] = Task(
-    "sa-rag.cot", parse_reasoning_step, JSON_STEP, fallback=_no_step
+    "sa-rag.cot", parse_reasoning_step, JSON_STEP, _no_step, STEP_REPAIR
 )
 #: SA-RAG Listing 7: one reasoning step over passages, relations and the memory.
 REASON_SA: Task[ReasoningStep] = Task(
-    "sa-rag.reason", parse_reasoning_step, JSON_STEP, fallback=_no_step
+    "sa-rag.reason", parse_reasoning_step, JSON_STEP, _no_step, STEP_REPAIR
 )
 #: SA-RAG Listing 3: query decomposition.
-DECOMPOSE: Task[Decomposition] = Task("sa-rag.decompose", parse_decomposition, JSON_ANSWER)
+DECOMPOSE: Task[Decomposition] = Task(
+    "sa-rag.decompose", parse_decomposition, JSON_ANSWER, repair=PLAN_REPAIR
+)
 #: KG-Infused RAG Table 19: Self-Ask continuation.
 SELF_ASK: Task[SelfAskStep] = Task("kg-infused.self-ask", parse_self_ask, Decoding(max_tokens=96))
