@@ -1,0 +1,156 @@
+"""An index's document graph seen as an :class:`~quillian.components.kg.base.ExternalGraph`.
+
+KG-Infused RAG spreads activation over a pre-existing knowledge graph. An index already
+holds one, extracted from its documents: entities with the descriptions chunks give of
+them, and ``related_to`` relations each carrying a predicate and its source sentence.
+This adapter lets that graph stand in for Wikidata5M (for example the MuSiQue index
+built from recorded GPT-3.5 triples). It reads the :class:`RetrievalContext` only:
+
+* entities are the index's entity nodes ``0..n_entities-1``; an entity's description is
+  its distinct descriptions joined in index order, its aliases those merged into it;
+* seeds are the entities of the descriptions most similar to the query (inner product
+  of the index's description vectors, :meth:`RetrievalContext.top_descriptions`), each
+  entity once at its best score, as in KG-Infused RAG eq. 3; an entity with no
+  description cannot be a seed (Appendix C.2 drops such entities from its KG);
+* an entity's triples are the relations whose subject it is, in extraction order,
+  each ``(subject, predicate, object)`` once (the sentence of its first occurrence).
+  Extracted relations have an arbitrary direction; ``inverse=True`` also yields
+  relations whose object the entity is, as ``<object | predicate (inverse) | subject>``,
+  so activation can spread both ways.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.graph.snapshot import EdgeKind
+from quillian.components.kg.base import KGTriple
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.errors import InputError
+
+__all__ = ["INVERSE_SUFFIX", "DocumentGraph"]
+
+#: Appended to the predicate of a relation read from its object's side.
+INVERSE_SUFFIX = " (inverse)"
+
+
+def _name_key(name: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+
+
+class DocumentGraph:
+    """The ``related_to`` graph of an index, read-only, behind the ExternalGraph protocol."""
+
+    def __init__(
+        self, context: RetrievalContext, *, name: str = "document-graph", inverse: bool = False
+    ) -> None:
+        self.context = context
+        self.name = name
+        self.inverse = inverse
+
+    def __len__(self) -> int:
+        return self.context.kg.n_entities
+
+    def __repr__(self) -> str:
+        return f"DocumentGraph({self.name!r}, {len(self)} entities, inverse={self.inverse})"
+
+    def _check(self, entity: int) -> int:
+        e = int(entity)
+        if not 0 <= e < len(self):
+            raise InputError(f"entity {e} outside 0..{len(self) - 1}", field="entity")
+        return e
+
+    def entity_name(self, entity: int) -> str:
+        return self.context.kg.entities[self._check(entity)].name
+
+    def aliases(self, entity: int) -> list[str]:
+        return list(self.context.kg.entities[self._check(entity)].aliases)
+
+    @cached_property
+    def _descriptions(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``(indptr, order)``: entity ``e``'s descriptions are
+        ``order[indptr[e]:indptr[e+1]]``, in index order."""
+        owners = np.asarray(self.context.description_entity, dtype=np.int64)
+        order = np.argsort(owners, kind="stable").astype(np.int64)
+        indptr = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owners, minlength=len(self)), out=indptr[1:])
+        return indptr, order
+
+    def description(self, entity: int) -> str:
+        e = self._check(entity)
+        indptr, order = self._descriptions
+        rows = order[indptr[e] : indptr[e + 1]].tolist()
+        texts = dict.fromkeys(self.context.kg.descriptions[d].text.strip() for d in rows)
+        return " ".join(t for t in texts if t)
+
+    @cached_property
+    def _names(self) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for i, record in enumerate(self.context.kg.entities):
+            for name in dict.fromkeys(_name_key(n) for n in (record.name, *record.aliases)):
+                if name:
+                    found.setdefault(name, []).append(i)
+        return found
+
+    def lookup(self, name: str) -> list[int]:
+        """Entities whose name or alias equals ``name`` (case- and space-insensitive)."""
+        return list(self._names.get(_name_key(name), []))
+
+    def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ``k`` entities with the descriptions most similar to ``query``, best first."""
+        if k <= 0:
+            raise InputError(f"k must be greater than 0, got {k}", field="k")
+        ctx = self.context
+        total = len(ctx.description_rows)
+        q = ctx.embed_query(query)
+        fetch = k
+        while True:
+            best: dict[int, float] = {}
+            for desc, score in ctx.top_descriptions(q, fetch):
+                best.setdefault(int(ctx.description_entity[desc]), float(score))
+            if len(best) >= k or fetch >= total:
+                return list(best.items())[:k]
+            fetch = min(total, fetch * 4)
+
+    def triples(self, entities: Sequence[int], max_per_entity: int) -> dict[int, list[KGTriple]]:
+        """Each entity's first ``max_per_entity`` distinct triples, in extraction order."""
+        if isinstance(max_per_entity, bool) or max_per_entity < 0:
+            raise InputError(f"max_per_entity must be >= 0, got {max_per_entity}")
+        out: dict[int, list[KGTriple]] = {}
+        for entity in dict.fromkeys(self._check(e) for e in entities):
+            out[entity] = self._triples_of(entity, int(max_per_entity))
+        return out
+
+    def _triples_of(self, entity: int, cap: int) -> list[KGTriple]:
+        kg = self.context.kg
+        _, _, rels = kg.snapshot.neighbors(entity, EdgeKind.RELATED_TO)
+        found: dict[tuple[str, int], KGTriple] = {}
+        for rel in sorted(set(rels.tolist())):
+            if len(found) >= cap:
+                break
+            subject, obj = int(kg.relation_subject[rel]), int(kg.relation_object[rel])
+            triple = kg.relations[rel]
+            if subject == entity:
+                predicate, other = triple.predicate, obj
+            elif self.inverse:
+                predicate, other = triple.predicate + INVERSE_SUFFIX, subject
+            else:
+                continue
+            sentence = triple.provenance.sentence if triple.provenance else ""
+            found.setdefault(
+                (predicate, other),
+                KGTriple(
+                    entity,
+                    predicate,
+                    other,
+                    kg.entities[entity].name,
+                    kg.entities[other].name,
+                    sentence,
+                ),
+            )
+        return list(found.values())

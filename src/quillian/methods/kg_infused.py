@@ -1,0 +1,397 @@
+"""KG-Infused RAG (section 3; Appendix D, E.1): a pre-existing knowledge graph, read by
+LLM-guided spreading activation, expands the query and enriches the passages.
+
+For a query q, :class:`KGInfusion` runs the paper's three modules:
+
+1. **KG-guided spreading activation** (section 3.3). Seeds ``E^0`` = the ``k_e``
+   entities whose descriptions best match q (eq. 3). Round i fetches the 1-hop triples
+   of ``E^i`` (at most ``max_triples_per_entity`` each); the LLM selects the relevant
+   ones (Table 13 in round 1, Table 14 with the activation memory after); the memory
+   ``M = {G_act, E_act}`` takes the union (eq. 4); ``E^{i+1}`` = tails of the newly
+   selected triples minus ``E_act`` (eq. 5), at most ``max_entities_per_round``.
+   Activation stops after ``rounds`` rounds or when ``E^{i+1}`` is empty. The LLM then
+   summarises ``G_act`` (Table 15).
+2. **KG-based query expansion** (section 3.4): q' from q and the summary (Table 16,
+   eq. 6); ``k_p/2`` passages for q and ``k_p/2`` for q', merged without duplicates
+   (eq. 7).
+3. **KG-augmented generation** (section 3.5): a passage note (Table 12, eq. 8), the note
+   enhanced with the summary (Table 17, eq. 9), and the answer from it (Table 10, eq. 10).
+
+Ablations (section 5.3, Table 4): without query expansion, ``k_p`` passages come from q
+alone; without knowledge augmentation, the answer comes from the passage note; without
+both, the KG is not read at all (what remains is Vanilla RAG with its note).
+
+The plug-ins of Appendix G are in :mod:`quillian.methods.kg_infused_plugins`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quillian.components.generation.evidence import format_passages
+from quillian.components.generation.kg_outputs import (
+    TripleSelection,
+    format_triples,
+    parse_enhanced_passage,
+    parse_summary,
+    parse_triple_selection,
+)
+from quillian.components.generation.outputs import parse_line
+from quillian.components.generation.steps import ANSWER_PASSAGES, NOTE, PASSAGE_NOTE, SHORT
+from quillian.components.generation.tasks import Task, TaskRunner, Transcript
+from quillian.components.kg.base import ExternalGraph, KGTriple
+from quillian.components.llm.base import Decoding
+from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
+from quillian.errors import ConfigError
+from quillian.methods.base import PipelineBase, Run
+
+__all__ = [
+    "AUGMENT_KNOWLEDGE",
+    "KG_EXPAND_QUERY",
+    "MAX_ROUNDS",
+    "SUMMARISE_SUBGRAPH",
+    "ActivationMemory",
+    "ActivationRound",
+    "FactNote",
+    "KGInfusedConfig",
+    "KGInfusedRAG",
+    "KGInfusion",
+    "KGModuleConfig",
+    "next_round_entities",
+    "selection_task",
+    "split_passages",
+    "spread_activation",
+]
+
+#: The most activation rounds the paper runs (section 4.4: "set to six"; Figure 2).
+MAX_ROUNDS = 6
+
+SELECTION = Decoding(max_tokens=512)
+AUGMENTATION = Decoding(max_tokens=448)
+
+#: Table 15: the activated subgraph as a summary.
+SUMMARISE_SUBGRAPH: Task[str] = Task("kg-infused.subgraph-summary", parse_summary, NOTE)
+#: Table 16: KG-based query expansion.
+KG_EXPAND_QUERY: Task[str] = Task("kg-infused.kg-query-expansion", parse_line, SHORT)
+#: Table 17: KG-guided knowledge augmentation of the passage note (greedy decoding; the
+#: DPO data samples it with six decodings, :mod:`quillian.methods.dpo`).
+AUGMENT_KNOWLEDGE: Task[str] = Task(
+    "kg-infused.knowledge-augment", parse_enhanced_passage, AUGMENTATION
+)
+
+
+def selection_task(
+    candidates: Sequence[KGTriple], previous: Sequence[KGTriple], *, first: bool
+) -> Task[TripleSelection]:
+    """Triple selection over ``candidates``: Table 13 in the first round, Table 14 (which
+    also shows ``previous``, the memory's subgraph) after. A reply whose triples all
+    match no candidate gets one repair attempt, then counts as an empty selection."""
+    prompt = "kg-infused.triple-select" if first else "kg-infused.triple-update"
+    parse = functools.partial(
+        parse_triple_selection, candidates=candidates, previous=previous, prompt=prompt
+    )
+    return Task(prompt, parse, SELECTION, fallback=functools.partial(parse, strict=False))
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be greater than 0, got {value}")
+
+
+@dataclass(frozen=True)
+class KGModuleConfig:
+    """KG-Infused RAG's KG modules; defaults from the paper's main setting."""
+
+    k_e: int = 3
+    """Seed entities (section 4.4: top k_e = 3)."""
+    rounds: int = 2
+    """Activation rounds at most, 1-6 (Table 1 reports 2 rounds; section 4.4 allows six)."""
+    max_triples_per_entity: int = 20
+    """MAX_TRIPLES_PER_ENTITY (section 4.4 names the cap, the paper gives no value):
+    triples fetched per activated entity, so hubs (countries) cannot flood the prompt."""
+    max_entities_per_round: int = 5
+    """MAX_ENTITIES_PER_ROUND (section 4.4 names the cap, the paper gives no value): new
+    entities activated per round, the first tails in the order the LLM selected them."""
+    query_expansion: bool = True
+    """KG-based query expansion (Table 4 ablates it: k_p passages for the question)."""
+    knowledge_augmentation: bool = True
+    """KG-guided knowledge augmentation (Table 4 ablates it: answer from the note)."""
+
+    def __post_init__(self) -> None:
+        _positive(
+            k_e=self.k_e,
+            max_triples_per_entity=self.max_triples_per_entity,
+            max_entities_per_round=self.max_entities_per_round,
+        )
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise ConfigError(f"rounds must be in 1..{MAX_ROUNDS}, got {self.rounds}")
+
+    @property
+    def uses_kg(self) -> bool:
+        """Whether anything reads the KG summary (not in the "w/o both" ablation)."""
+        return self.query_expansion or self.knowledge_augmentation
+
+    def check_passages(self, k: int, name: str = "k") -> None:
+        """Reject a passage budget that leaves a query without passages."""
+        _positive(**{name: k})
+        if self.query_expansion and k < 2:
+            raise ConfigError(f"{name} must be at least 2 with query expansion, got {k}")
+
+
+@dataclass(frozen=True)
+class KGInfusedConfig(KGModuleConfig):
+    """KG-Infused RAG: the KG modules and the passage budget."""
+
+    k_p: int = 6
+    """Passages (section 4.4: k_p = 6; with query expansion k_p/2 = 3 per query)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_passages(self.k_p, "k_p")
+
+
+def split_passages(k: int) -> tuple[int, int]:
+    """Passages for the question and for the expanded query: ``k/2`` each, the
+    expanded query getting the odd one."""
+    return k // 2, k - k // 2
+
+
+@dataclass(frozen=True)
+class ActivationRound:
+    """One round: its entities ``E^i``, the triples shown, what was selected, ``E^{i+1}``."""
+
+    number: int
+    entities: tuple[int, ...]
+    candidates: tuple[KGTriple, ...]
+    selection: TripleSelection
+    next_entities: tuple[int, ...]
+
+
+@dataclass
+class ActivationMemory:
+    """The activation memory ``M = {G_act, E_act}`` (eq. 4) and how it was built."""
+
+    seeds: list[tuple[int, float]] = field(default_factory=list)
+    subgraph: list[KGTriple] = field(default_factory=list)
+    activated: dict[int, None] = field(default_factory=dict)
+    rounds: list[ActivationRound] = field(default_factory=list)
+
+
+def _ident(t: KGTriple) -> tuple[int, str, int]:
+    return (t.head, t.relation, t.tail)
+
+
+def next_round_entities(
+    selected: Iterable[KGTriple], activated: Iterable[int], limit: int
+) -> list[int]:
+    """Eq. 5: the tails of the selected triples that are not activated yet, each once,
+    in selection order, at most ``limit``."""
+    seen = set(activated)
+    out: list[int] = []
+    for t in selected:
+        if t.tail not in seen:
+            seen.add(t.tail)
+            out.append(t.tail)
+    return out[:limit]
+
+
+def _candidates(
+    found: dict[int, list[KGTriple]], entities: Sequence[int], selected: Sequence[KGTriple]
+) -> list[KGTriple]:
+    """The round's 1-hop triples, entity by entity, each once, minus those in ``G_act``."""
+    known = {_ident(t) for t in selected}
+    out: dict[tuple[int, str, int], KGTriple] = {}
+    for e in entities:
+        for t in found.get(e, []):
+            if _ident(t) not in known:
+                out.setdefault(_ident(t), t)
+    return list(out.values())
+
+
+async def spread_activation(
+    runner: TaskRunner,
+    graph: ExternalGraph,
+    query: str,
+    config: KGModuleConfig,
+    transcript: Transcript,
+) -> ActivationMemory:
+    """KG-guided spreading activation from ``query`` (section 3.3)."""
+    seeds = [(int(e), float(s)) for e, s in graph.seed_entities(query, config.k_e) if e >= 0]
+    memory = ActivationMemory(seeds=seeds)
+    current = list(dict.fromkeys(e for e, _ in seeds))
+    for number in range(1, config.rounds + 1):
+        if not current:
+            break
+        memory.activated.update(dict.fromkeys(current))
+        found = graph.triples(current, config.max_triples_per_entity)
+        shown = _candidates(found, current, memory.subgraph)
+        selection = TripleSelection()
+        if shown:
+            values = {"question": query, "triples": format_triples(shown)}
+            if number > 1:
+                values["selected_triples"] = format_triples(memory.subgraph)
+            task = selection_task(shown, memory.subgraph, first=number == 1)
+            selection = await runner.run(task, transcript, **values)
+        memory.subgraph.extend(selection.triples)
+        upcoming = next_round_entities(
+            selection.triples, memory.activated, config.max_entities_per_round
+        )
+        memory.rounds.append(
+            ActivationRound(number, tuple(current), tuple(shown), selection, tuple(upcoming))
+        )
+        current = upcoming
+    return memory
+
+
+Retrieve = Callable[[Run, str, int], tuple[list[ScoredPassage], list[UsedRelation]]]
+
+
+@dataclass(frozen=True)
+class FactNote:
+    """What the KG modules produced for one query. ``final`` is what answers rest on: the
+    fact-enhanced note, or the passage note without knowledge augmentation."""
+
+    query: str
+    passages: tuple[ScoredPassage, ...]
+    note: str
+    summary: str = ""
+    expanded_query: str = ""
+    enhanced: str = ""
+    memory: ActivationMemory | None = None
+
+    @property
+    def final(self) -> str:
+        return self.enhanced or self.note
+
+
+class KGInfusion:
+    """KG-Infused RAG's modules for one query, shared by the pipeline and the plug-ins.
+    Steps go into ``run.steps``, selected triples into the run's evidence."""
+
+    def __init__(self, runner: TaskRunner, graph: ExternalGraph, config: KGModuleConfig) -> None:
+        self.runner = runner
+        self.graph = graph
+        self.config = config
+
+    async def activate(self, run: Run, query: str) -> ActivationMemory:
+        memory = await spread_activation(
+            self.runner, self.graph, query, self.config, run.transcript
+        )
+        name = self.graph.entity_name
+        run.steps.append(
+            {
+                "kg_query": query,
+                "kg_seeds": [{"entity": name(e), "score": round(s, 4)} for e, s in memory.seeds],
+            }
+        )
+        for r in memory.rounds:
+            step: dict[str, Any] = {
+                "kg_round": r.number,
+                "entities": [name(e) for e in r.entities],
+                "candidates": len(r.candidates),
+                "selected": [t.text() for t in r.selection.triples],
+                "next_entities": [name(e) for e in r.next_entities],
+            }
+            if r.selection.unmatched:
+                step["unmatched"] = list(r.selection.unmatched)
+            if r.selection.repeated:
+                step["repeated"] = r.selection.repeated
+            run.steps.append(step)
+        run.evidence.add_kg_triples(memory.subgraph)
+        return memory
+
+    async def summarise(self, run: Run, query: str, memory: ActivationMemory) -> str:
+        summary = await self.runner.run(
+            SUMMARISE_SUBGRAPH,
+            run.transcript,
+            question=query,
+            selected_triples=format_triples(memory.subgraph),
+        )
+        run.steps.append({"kg_summary": summary})
+        return summary
+
+    async def gather(
+        self, run: Run, query: str, summary: str, retrieve: Retrieve, k: int
+    ) -> tuple[str, list[ScoredPassage]]:
+        """The expanded query ("" without expansion) and the merged passages (eq. 7)."""
+        if not self.config.query_expansion:
+            passages, _ = retrieve(run, query, k)
+            return "", passages
+        expanded = await self.runner.run(
+            KG_EXPAND_QUERY, run.transcript, question=query, triples_summary=summary
+        )
+        run.steps.append({"expanded_query": expanded})
+        for_query, for_expanded = split_passages(k)
+        first, _ = retrieve(run, query, for_query)
+        second, _ = retrieve(run, expanded, for_expanded)
+        seen = {p.chunk for p in first}
+        return expanded, first + [p for p in second if p.chunk not in seen]
+
+    async def note(self, run: Run, query: str, passages: Sequence[ScoredPassage]) -> str:
+        note = await self.runner.run(
+            PASSAGE_NOTE, run.transcript, question=query, passages=format_passages(passages)
+        )
+        run.steps.append({"note": note})
+        return note
+
+    async def augment(self, run: Run, query: str, note: str, summary: str) -> str:
+        enhanced = await self.runner.run(
+            AUGMENT_KNOWLEDGE,
+            run.transcript,
+            question=query,
+            passage=note,
+            triples_summary=summary,
+        )
+        run.steps.append({"enhanced_note": enhanced})
+        return enhanced
+
+    async def fact_note(
+        self, run: Run, query: str, retrieve: Retrieve, k: int, *, augment: bool = True
+    ) -> FactNote:
+        """All three modules for ``query`` with ``k`` passages. ``augment=False`` stops
+        before knowledge augmentation (the DPO data samples that step itself)."""
+        memory, summary = None, ""
+        if self.config.uses_kg:
+            memory = await self.activate(run, query)
+            summary = await self.summarise(run, query, memory)
+        expanded, passages = await self.gather(run, query, summary, retrieve, k)
+        note = await self.note(run, query, passages)
+        enhanced = ""
+        if augment and self.config.knowledge_augmentation:
+            enhanced = await self.augment(run, query, note, summary)
+        return FactNote(query, tuple(passages), note, summary, expanded, enhanced, memory)
+
+
+class KGInfusedRAG(PipelineBase):
+    """KG-Infused RAG: the KG modules for the question, then the answer (Table 10) from
+    the fact-enhanced note."""
+
+    name = "kg-infused-rag"
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        retriever: Retriever | None,
+        graph: ExternalGraph,
+        config: KGInfusedConfig | None = None,
+    ) -> None:
+        super().__init__(runner, retriever)
+        self.config = config or KGInfusedConfig()
+        self.kg = KGInfusion(runner, graph, self.config)
+
+    async def _answer(self, run: Run) -> str:
+        fact = await self.kg.fact_note(run, run.question, self.retrieve, self.config.k_p)
+        return await self.runner.run(
+            ANSWER_PASSAGES, run.transcript, question=run.question, passages=fact.final
+        )
+
+    async def prepare(self, run: Run) -> FactNote:
+        """The modules up to knowledge augmentation, not including it: the input of the
+        step the paper trains with DPO (Appendix F)."""
+        return await self.kg.fact_note(
+            run, run.question, self.retrieve, self.config.k_p, augment=False
+        )

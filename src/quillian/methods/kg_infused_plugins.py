@@ -1,0 +1,134 @@
+"""KG-Infused RAG as a plug-in inside iterative RAG loops (Appendix G, H.1).
+
+* ``self-ask-kg`` - Self-Ask (Table 19) whose sub-question answering is enhanced as in
+  Appendix G: "we first perform KG-Based QE on each sub-question to retrieve new
+  passages, followed by KG-Aug Gen to enhance the retrieved passages with relevant KG
+  triples. Answers are then generated based on the fact-enhanced notes." Each follow-up
+  question runs the KG modules of :class:`~quillian.methods.kg_infused.KGInfusion`
+  (spreading activation seeded by the follow-up question, its summary, KG-based QE with
+  ``k/2`` + ``k/2`` passages, passage note, knowledge augmentation) and is answered with
+  Table 10 from the fact-enhanced note.
+* ``cot-rag-kg`` - the CoT loop (SA-RAG Listing 2). The paper has no CoT plug-in; this
+  one follows the Self-Ask integration: every query the loop retrieves for (the
+  question, then each follow-up question) runs the KG modules, and the reasoning step
+  and the final answer read the fact-enhanced note where the baseline reads the raw
+  passages (with the summary of earlier steps first, as in the baseline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quillian.components.generation.steps import ANSWER_PASSAGES, SELF_ASK
+from quillian.components.generation.tasks import TaskRunner
+from quillian.components.kg.base import ExternalGraph
+from quillian.components.retrieval.base import Retriever
+from quillian.methods.base import Run
+from quillian.methods.baselines import CoTConfig, CoTRAG, SelfAsk, SelfAskConfig
+from quillian.methods.kg_infused import KGInfusion, KGModuleConfig
+
+__all__ = ["CoTKGConfig", "CoTRAGKG", "SelfAskKG", "SelfAskKGConfig"]
+
+
+@dataclass(frozen=True)
+class SelfAskKGConfig(SelfAskConfig, KGModuleConfig):
+    """Self-Ask's settings (``k`` passages per follow-up, 6) and the KG modules'."""
+
+    def __post_init__(self) -> None:
+        SelfAskConfig.__post_init__(self)
+        KGModuleConfig.__post_init__(self)
+        self.check_passages(self.k)
+
+
+@dataclass(frozen=True)
+class CoTKGConfig(CoTConfig, KGModuleConfig):
+    """The CoT loop's settings (``k`` passages per step, 5) and the KG modules'."""
+
+    def __post_init__(self) -> None:
+        CoTConfig.__post_init__(self)
+        KGModuleConfig.__post_init__(self)
+        self.check_passages(self.k)
+
+
+class SelfAskKG(SelfAsk):
+    """Self-Ask with each follow-up question answered through the KG modules."""
+
+    name = "self-ask-kg"
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        graph: ExternalGraph,
+        config: SelfAskKGConfig | None = None,
+    ) -> None:
+        config = config or SelfAskKGConfig()
+        super().__init__(runner, retriever, config)
+        self.kg = KGInfusion(runner, graph, config)
+
+    async def _answer(self, run: Run) -> str:
+        # SelfAsk._answer with the follow-up answered from a fact-enhanced note
+        trace = ""
+        for _ in range(self.config.max_follow_ups + 1):
+            step = await self.runner.run(
+                SELF_ASK, run.transcript, question=run.question, steps=trace
+            )
+            if step.final_answer:
+                return step.final_answer
+            fact = await self.kg.fact_note(run, step.follow_up, self.retrieve, self.config.k)
+            answer = await self.runner.run(
+                ANSWER_PASSAGES, run.transcript, question=step.follow_up, passages=fact.final
+            )
+            trace += f"Follow up: {step.follow_up}\nIntermediate answer: {answer}\n"
+            run.steps.append({"follow_up": step.follow_up, "answer": answer})
+        return await self.runner.run(
+            ANSWER_PASSAGES, run.transcript, question=run.question, passages=trace or "(none)"
+        )
+
+
+def _knowledge(memory: str, note: str) -> str:
+    return f"Summary of earlier steps: {memory}\n\n{note}" if memory else note
+
+
+class CoTRAGKG(CoTRAG):
+    """The CoT loop reasoning over a fact-enhanced note for each query."""
+
+    name = "cot-rag-kg"
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        graph: ExternalGraph,
+        config: CoTKGConfig | None = None,
+    ) -> None:
+        config = config or CoTKGConfig()
+        super().__init__(runner, retriever, config)
+        self.kg = KGInfusion(runner, graph, config)
+
+    async def _answer(self, run: Run) -> str:
+        # CoTRAG._answer with the fact-enhanced note in place of the raw passages
+        memory, query, note = "", run.question, ""
+        for _ in range(self.config.max_steps):
+            note = (await self.kg.fact_note(run, query, self.retrieve, self.config.k)).final
+            step = await self.runner.run(
+                self.step_task,
+                run.transcript,
+                question=run.question,
+                passages=_knowledge(memory, note),
+            )
+            memory = step.provided_context or memory
+            run.steps.append({"reasoning": step.model_dump()})
+            if step.answer_possible and step.final_answer.strip():
+                break
+            if not step.additional_question.strip():
+                break
+            query = step.additional_question
+        answer = await self.runner.run(
+            self.answer_task,
+            run.transcript,
+            question=run.question,
+            passages=_knowledge(memory, note),
+        )
+        run.steps.append({"answer_reasoning": answer.reasoning})
+        return answer.final_answer
