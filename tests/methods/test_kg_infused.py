@@ -21,7 +21,6 @@ from quillian.methods.kg_infused import (
     KGInfusedConfig,
     KGInfusedRAG,
     next_round_entities,
-    split_passages,
 )
 from quillian.methods.kg_infused_plugins import CoTKGConfig, CoTRAGKG, SelfAskKG, SelfAskKGConfig
 from quillian.registry import make_retriever
@@ -215,7 +214,6 @@ def test_dual_retrieval_takes_half_per_query_without_duplicates():
     assert [p.chunk for p in result.evidence.passages] == [0, 1, 2, 3, 4]
     note = last_user(model.calls[4].messages)
     assert "[5] Doc 4" in note and "[6]" not in note
-    assert split_passages(6) == (3, 3) and split_passages(5) == (2, 3)
 
 
 def test_without_query_expansion_all_passages_come_from_the_question():

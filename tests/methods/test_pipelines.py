@@ -103,7 +103,8 @@ def test_query_expansion_retrieves_half_for_each_query(context):
     result = run(pipeline("query-expansion", model, context, k=4))
     queries = [s["retrieve"] for s in result.steps if "retrieve" in s]
     assert queries == [QUESTION, "Charles Babbage birthplace"]
-    assert len(result.evidence.passages) == 4  # 2 + 2, no passage twice
+    # 2 + 2 merged without duplicates (eq. 7): one passage answers both queries
+    assert len(result.evidence.passages) == 3
     assert result.steps[0] == {"expanded_query": "Charles Babbage birthplace"}
 
 

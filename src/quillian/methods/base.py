@@ -4,6 +4,7 @@ result it returns, and retrieval that keeps the evidence."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -12,7 +13,7 @@ from quillian.components.generation.tasks import TaskFailed, TaskRunner, Transcr
 from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
 from quillian.errors import ConfigError
 
-__all__ = ["AnswerResult", "Pipeline", "PipelineBase", "Run"]
+__all__ = ["AnswerResult", "Pipeline", "PipelineBase", "Retrieve", "Run", "dual_retrieve"]
 
 
 @dataclass
@@ -123,3 +124,19 @@ class PipelineBase:
             }
         )
         return result.passages, result.trace.relations
+
+
+Retrieve = Callable[[Run, str, int], tuple[list[ScoredPassage], list[UsedRelation]]]
+"""A pipeline's :meth:`PipelineBase.retrieve`."""
+
+
+def dual_retrieve(
+    retrieve: Retrieve, run: Run, query: str, expanded: str, k: int
+) -> list[ScoredPassage]:
+    """KG-Infused RAG's eq. 7, shared by vanilla query expansion: ``k/2`` passages for
+    the query and ``k - k/2`` for the expanded query, merged without duplicates (so
+    possibly fewer than ``k``)."""
+    first, _ = retrieve(run, query, k // 2)
+    second, _ = retrieve(run, expanded, k - k // 2)
+    seen = {p.chunk for p in first}
+    return first + [p for p in second if p.chunk not in seen]

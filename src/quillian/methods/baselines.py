@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quillian.components.generation.evidence import context_values, format_passages, strongest
+from quillian.components.generation.evidence import (
+    context_values,
+    format_passages,
+    strongest,
+    with_memory,
+)
 from quillian.components.generation.outputs import (
     Decomposition,
     ReasonedAnswer,
@@ -33,9 +38,9 @@ from quillian.components.generation.steps import (
     SELF_ASK,
 )
 from quillian.components.generation.tasks import Task, TaskFailed, TaskRunner
-from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
+from quillian.components.retrieval.base import Retriever, ScoredPassage
 from quillian.errors import ConfigError
-from quillian.methods.base import PipelineBase, Run
+from quillian.methods.base import PipelineBase, Run, dual_retrieve
 
 __all__ = [
     "CoTConfig",
@@ -106,19 +111,16 @@ class VanillaRAG(PipelineBase):
 
 
 class QueryExpansion(VanillaRAG):
-    """An LLM-written second query (Table 11); k/2 passages for each query."""
+    """An LLM-written second query (Table 11); k/2 passages for each query, merged
+    without duplicates (eq. 7, as in KG-Infused RAG)."""
 
     name = "query-expansion"
 
     async def _answer(self, run: Run) -> str:
         expanded = await self.runner.run(EXPAND_QUERY, run.transcript, question=run.question)
         run.steps.append({"expanded_query": expanded})
-        half = max(1, self.config.k // 2)
-        first, _ = self.retrieve(run, run.question, half)
-        second, _ = self.retrieve(run, expanded, self.config.k)
-        seen = {p.chunk for p in first}
-        extra = [p for p in second if p.chunk not in seen][: self.config.k - len(first)]
-        return await self._generate(run, first + extra)
+        passages = dual_retrieve(self.retrieve, run, run.question, expanded, self.config.k)
+        return await self._generate(run, passages)
 
 
 @dataclass(frozen=True)
@@ -150,18 +152,23 @@ class CoTRAG(PipelineBase):
         super().__init__(runner, retriever)
         self.config = config or CoTConfig()
 
+    async def _gather(self, run: Run, query: str) -> dict[str, str]:
+        """The knowledge one step reasons over, as prompt variables: the top-k passages
+        for ``query`` (and the strongest relations, for SA-RAG's prompts)."""
+        passages, found = self.retrieve(run, query, self.config.k)
+        relations = strongest(found, self.config.max_relations) if self.uses_relations else None
+        return context_values("", passages, relations)
+
     async def _answer(self, run: Run) -> str:
         memory, query = "", run.question
-        passages: list[ScoredPassage] = []
-        relations: list[UsedRelation] | None = None
+        knowledge: dict[str, str] = {}
         for _ in range(self.config.max_steps):
-            passages, found = self.retrieve(run, query, self.config.k)
-            relations = strongest(found, self.config.max_relations) if self.uses_relations else None
+            knowledge = await self._gather(run, query)
             step = await self.runner.run(
                 self.step_task,
                 run.transcript,
                 question=run.question,
-                **context_values(memory, passages, relations),
+                **with_memory(knowledge, memory),
             )
             memory = step.provided_context or memory
             run.steps.append({"reasoning": step.model_dump()})
@@ -174,7 +181,7 @@ class CoTRAG(PipelineBase):
             self.answer_task,
             run.transcript,
             question=run.question,
-            **context_values(memory, passages, relations),
+            **with_memory(knowledge, memory),
         )
         run.steps.append({"answer_reasoning": answer.reasoning})
         return answer.final_answer
@@ -259,6 +266,13 @@ class SelfAsk(PipelineBase):
         super().__init__(runner, retriever)
         self.config = config or SelfAskConfig()
 
+    async def _answer_follow_up(self, run: Run, question: str) -> str:
+        """Answer one follow-up question from its top-k passages (Table 10)."""
+        passages, _ = self.retrieve(run, question, self.config.k)
+        return await self.runner.run(
+            ANSWER_PASSAGES, run.transcript, question=question, passages=format_passages(passages)
+        )
+
     async def _answer(self, run: Run) -> str:
         trace = ""
         for _ in range(self.config.max_follow_ups + 1):
@@ -267,13 +281,7 @@ class SelfAsk(PipelineBase):
             )
             if step.final_answer:
                 return step.final_answer
-            passages, _ = self.retrieve(run, step.follow_up, self.config.k)
-            answer = await self.runner.run(
-                ANSWER_PASSAGES,
-                run.transcript,
-                question=step.follow_up,
-                passages=format_passages(passages),
-            )
+            answer = await self._answer_follow_up(run, step.follow_up)
             trace += f"Follow up: {step.follow_up}\nIntermediate answer: {answer}\n"
             run.steps.append({"follow_up": step.follow_up, "answer": answer})
         return await self.runner.run(

@@ -27,7 +27,7 @@ The plug-ins of Appendix G are in :mod:`quillian.methods.kg_infused_plugins`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +44,9 @@ from quillian.components.generation.steps import ANSWER_PASSAGES, NOTE, PASSAGE_
 from quillian.components.generation.tasks import Task, TaskRunner, Transcript
 from quillian.components.kg.base import ExternalGraph, KGTriple
 from quillian.components.llm.base import Decoding
-from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
+from quillian.components.retrieval.base import Retriever, ScoredPassage
 from quillian.errors import ConfigError
-from quillian.methods.base import PipelineBase, Run
+from quillian.methods.base import PipelineBase, Retrieve, Run, dual_retrieve
 
 __all__ = [
     "AUGMENT_KNOWLEDGE",
@@ -62,7 +62,6 @@ __all__ = [
     "KGModuleConfig",
     "next_round_entities",
     "selection_task",
-    "split_passages",
     "spread_activation",
 ]
 
@@ -154,12 +153,6 @@ class KGInfusedConfig(KGModuleConfig):
         self.check_passages(self.k_p, "k_p")
 
 
-def split_passages(k: int) -> tuple[int, int]:
-    """Passages for the question and for the expanded query: ``k/2`` each, the
-    expanded query getting the odd one."""
-    return k // 2, k - k // 2
-
-
 @dataclass(frozen=True)
 class ActivationRound:
     """One round: its entities ``E^i``, the triples shown, what was selected, ``E^{i+1}``."""
@@ -247,9 +240,6 @@ async def spread_activation(
     return memory
 
 
-Retrieve = Callable[[Run, str, int], tuple[list[ScoredPassage], list[UsedRelation]]]
-
-
 @dataclass(frozen=True)
 class FactNote:
     """What the KG modules produced for one query. ``final`` is what answers rest on: the
@@ -325,11 +315,7 @@ class KGInfusion:
             KG_EXPAND_QUERY, run.transcript, question=query, triples_summary=summary
         )
         run.steps.append({"expanded_query": expanded})
-        for_query, for_expanded = split_passages(k)
-        first, _ = retrieve(run, query, for_query)
-        second, _ = retrieve(run, expanded, for_expanded)
-        seen = {p.chunk for p in first}
-        return expanded, first + [p for p in second if p.chunk not in seen]
+        return expanded, dual_retrieve(retrieve, run, query, expanded, k)
 
     async def note(self, run: Run, query: str, passages: Sequence[ScoredPassage]) -> str:
         note = await self.runner.run(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quillian.components.generation.steps import ANSWER_PASSAGES, SELF_ASK
+from quillian.components.generation.steps import ANSWER_PASSAGES
 from quillian.components.generation.tasks import TaskRunner
 from quillian.components.kg.base import ExternalGraph
 from quillian.components.retrieval.base import Retriever
@@ -66,28 +66,12 @@ class SelfAskKG(SelfAsk):
         super().__init__(runner, retriever, config)
         self.kg = KGInfusion(runner, graph, config)
 
-    async def _answer(self, run: Run) -> str:
-        # SelfAsk._answer with the follow-up answered from a fact-enhanced note
-        trace = ""
-        for _ in range(self.config.max_follow_ups + 1):
-            step = await self.runner.run(
-                SELF_ASK, run.transcript, question=run.question, steps=trace
-            )
-            if step.final_answer:
-                return step.final_answer
-            fact = await self.kg.fact_note(run, step.follow_up, self.retrieve, self.config.k)
-            answer = await self.runner.run(
-                ANSWER_PASSAGES, run.transcript, question=step.follow_up, passages=fact.final
-            )
-            trace += f"Follow up: {step.follow_up}\nIntermediate answer: {answer}\n"
-            run.steps.append({"follow_up": step.follow_up, "answer": answer})
+    async def _answer_follow_up(self, run: Run, question: str) -> str:
+        """Answer a follow-up question from its fact-enhanced note (Appendix G)."""
+        fact = await self.kg.fact_note(run, question, self.retrieve, self.config.k)
         return await self.runner.run(
-            ANSWER_PASSAGES, run.transcript, question=run.question, passages=trace or "(none)"
+            ANSWER_PASSAGES, run.transcript, question=question, passages=fact.final
         )
-
-
-def _knowledge(memory: str, note: str) -> str:
-    return f"Summary of earlier steps: {memory}\n\n{note}" if memory else note
 
 
 class CoTRAGKG(CoTRAG):
@@ -106,29 +90,7 @@ class CoTRAGKG(CoTRAG):
         super().__init__(runner, retriever, config)
         self.kg = KGInfusion(runner, graph, config)
 
-    async def _answer(self, run: Run) -> str:
-        # CoTRAG._answer with the fact-enhanced note in place of the raw passages
-        memory, query, note = "", run.question, ""
-        for _ in range(self.config.max_steps):
-            note = (await self.kg.fact_note(run, query, self.retrieve, self.config.k)).final
-            step = await self.runner.run(
-                self.step_task,
-                run.transcript,
-                question=run.question,
-                passages=_knowledge(memory, note),
-            )
-            memory = step.provided_context or memory
-            run.steps.append({"reasoning": step.model_dump()})
-            if step.answer_possible and step.final_answer.strip():
-                break
-            if not step.additional_question.strip():
-                break
-            query = step.additional_question
-        answer = await self.runner.run(
-            self.answer_task,
-            run.transcript,
-            question=run.question,
-            passages=_knowledge(memory, note),
-        )
-        run.steps.append({"answer_reasoning": answer.reasoning})
-        return answer.final_answer
+    async def _gather(self, run: Run, query: str) -> dict[str, str]:
+        """The fact-enhanced note for ``query`` in place of the raw passages."""
+        note = await self.kg.fact_note(run, query, self.retrieve, self.config.k)
+        return {"passages": note.final}

@@ -18,6 +18,7 @@ __all__ = [
     "format_passages",
     "format_relations",
     "strongest",
+    "with_memory",
 ]
 
 
@@ -128,10 +129,14 @@ def context_values(
 ) -> dict[str, str]:
     """Prompt variables for knowledge: ``passages`` (numbered, after the summary of
     earlier steps when there is one) and, when given, ``relationships``."""
-    knowledge = format_passages(passages)
-    if memory:
-        knowledge = f"Summary of earlier steps: {memory}\n\n{knowledge}"
-    values = {"passages": knowledge}
+    values = {"passages": format_passages(passages)}
     if relations is not None:
         values["relationships"] = format_relations(relations) or "(none)"
-    return values
+    return with_memory(values, memory)
+
+
+def with_memory(values: dict[str, str], memory: str) -> dict[str, str]:
+    """``values`` with the summary of earlier steps put before the ``passages``."""
+    if not memory:
+        return values
+    return {**values, "passages": f"Summary of earlier steps: {memory}\n\n{values['passages']}"}
