@@ -14,6 +14,7 @@ from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.base import Extractor
 from quillian.components.generation.tasks import TaskRunner
+from quillian.components.kg.base import ExternalGraph
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import ConfigError
@@ -26,11 +27,13 @@ __all__ = [
     "CHUNKERS",
     "EMBEDDERS",
     "EXTRACTORS",
+    "KG_METHODS",
     "METHODS",
     "RETRIEVERS",
     "make_chunker",
     "make_embedder",
     "make_extractor",
+    "make_graph",
     "make_pipeline",
     "make_retriever",
 ]
@@ -129,15 +132,39 @@ METHODS: dict[str, str | None] = {
     "sa-rag": "sa",
     "sa-rag-cot": "sa",
     "sa-rag-decomposition": "sa",
+    "kg-infused-rag": "dense",
+    "self-ask-kg": "dense",
+    "cot-rag-kg": "dense",
 }
+#: Methods that read a knowledge graph (``graph=``) besides the corpus.
+KG_METHODS = ("kg-infused-rag", "self-ask-kg", "cot-rag-kg")
 
 
 def make_pipeline(
-    name: str, runner: TaskRunner, retriever: Retriever | None = None, **options: object
+    name: str,
+    runner: TaskRunner,
+    retriever: Retriever | None = None,
+    *,
+    graph: ExternalGraph | None = None,
+    **options: object,
 ) -> Pipeline:
-    """A question-answering method by name; ``options`` override its config fields."""
+    """A question-answering method by name; ``options`` override its config fields.
+    The KG-Infused methods also need ``graph``, the knowledge graph they activate."""
     from quillian.methods import baselines as b
+    from quillian.methods import kg_infused as k
+    from quillian.methods import kg_infused_plugins as kp
     from quillian.methods import sa_rag as s
+
+    kg_factories: dict[str, tuple[type[PipelineBase], type]] = {
+        "kg-infused-rag": (k.KGInfusedRAG, k.KGInfusedConfig),
+        "self-ask-kg": (kp.SelfAskKG, kp.SelfAskKGConfig),
+        "cot-rag-kg": (kp.CoTRAGKG, kp.CoTKGConfig),
+    }
+    if name in kg_factories:
+        if graph is None:
+            raise ConfigError(f"method {name!r} needs a knowledge graph (--kg)")
+        kg_cls, kg_config = kg_factories[name]
+        return kg_cls(runner, retriever, graph, _config(name, kg_config, options))  # type: ignore[call-arg]
 
     factories: dict[str, tuple[type[PipelineBase], type | None]] = {
         "no-retrieval": (b.NoRetrieval, None),
@@ -157,8 +184,26 @@ def make_pipeline(
         if options:
             raise ConfigError(f"method {name!r} takes no options, got {sorted(options)}")
         return cls(runner, retriever)
+    return cls(runner, retriever, _config(name, config_cls, options))  # type: ignore[call-arg]
+
+
+def _config(method: str, config_cls: type, options: dict[str, object]) -> object:
     try:
-        config = config_cls(**options)
+        return config_cls(**options)
     except TypeError as exc:
-        raise ConfigError(f"method {name!r}: {exc}") from exc
-    return cls(runner, retriever, config)  # type: ignore[call-arg]
+        raise ConfigError(f"method {method!r}: {exc}") from exc
+
+
+def make_graph(spec: str, context: RetrievalContext | None = None) -> ExternalGraph:
+    """A knowledge graph for the KG-Infused methods: ``index`` (the index's own document
+    graph), ``index+inverse`` (the same, relations also followed from object to subject)
+    or the directory of a graph written by ``quillian kg import``."""
+    if spec in ("index", "index+inverse"):
+        from quillian.components.kg.document_graph import DocumentGraph
+
+        if context is None:
+            raise ConfigError(f"--kg {spec} needs an index")
+        return DocumentGraph(context, inverse=spec.endswith("+inverse"))
+    from quillian.components.kg.store import ImportedGraph
+
+    return ImportedGraph.open(spec)

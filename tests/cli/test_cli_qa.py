@@ -144,3 +144,30 @@ def test_index_with_llm_extraction_estimates_stops_on_budget_and_resumes(files, 
     assert main(base) == 0
     out = capsys.readouterr().out  # the same triple, stated by each of the three chunks
     assert "entities 2," in out and "relations 3," in out
+
+
+def test_ask_kg_infused_over_the_index_graph(files, capsys):
+    idx = str(files / "idx")
+    assert main(["index", str(files / "corpus.json"), "--out", idx, "--embedder", "hash",
+                 "--extractions", str(files / "ex.jsonl")]) == 0  # fmt: skip
+    routes = {
+        "kg-infused.triple-select": "<Charles Babbage | born in | London>",
+        "kg-infused.triple-update": "None",
+        "kg-infused.subgraph-summary": "Charles Babbage was born in London.",
+        "kg-infused.kg-query-expansion": "Charles Babbage birthplace",
+        "kg-infused.passage-note": "Babbage was born in London.",
+        "kg-infused.knowledge-augment": "Babbage, Lovelace's collaborator, was born in London.",
+        "kg-infused.answer": "London",
+    }
+    (files / "kg.json").write_text(json.dumps(routes))
+    capsys.readouterr()
+    code = main(["ask", idx, QUESTIONS[0]["question"], "--method", "kg-infused-rag",
+                 "--kg", "index+inverse", "--llm", f"scripted:{files / 'kg.json'}",
+                 "--no-cache", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["answer"] == "London"
+    assert any("expanded_query" in s for s in out["steps"])
+    assert main(["ask", idx, "q", "--method", "kg-infused-rag", "--llm",
+                 f"scripted:{files / 'kg.json'}", "--no-cache"]) == 2  # fmt: skip
+    assert "needs a knowledge graph (--kg)" in capsys.readouterr().err

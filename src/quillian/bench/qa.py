@@ -22,7 +22,13 @@ from quillian.components.llm.spec import LLMSession
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.eval.qa import Progress, evaluate
 from quillian.index import open_index, read_manifest
-from quillian.registry import METHODS, make_embedder, make_pipeline, make_retriever
+from quillian.registry import (
+    METHODS,
+    make_embedder,
+    make_graph,
+    make_pipeline,
+    make_retriever,
+)
 
 __all__ = ["QASettings", "run_qa_bench", "summary_table"]
 
@@ -40,6 +46,9 @@ class QASettings:
     options: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     """The command line that ran the benchmark, kept next to its results."""
+    kg: str | None = None
+    """The KG-Infused methods' graph: ``index``, ``index+inverse`` or an imported
+    graph's directory."""
 
 
 def _context(settings: QASettings) -> tuple[RetrievalContext | None, dict[str, Any]]:
@@ -70,13 +79,15 @@ async def run_qa_bench(
             if context is not None and retriever_name
             else None
         )
-        pipeline = make_pipeline(method, runner, retriever, **settings.options)
+        graph = make_graph(settings.kg, context) if settings.kg else None
+        pipeline = make_pipeline(method, runner, retriever, graph=graph, **settings.options)
         manifest = {
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
             "method": method,
             "retriever": retriever_name if retriever else None,
             "options": settings.options,
+            "kg": settings.kg,
             "model": session.model_id,
             "llm": session.spec.__dict__,
             "prompts": {p.name: p.key for p in prompts},

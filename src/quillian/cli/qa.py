@@ -71,6 +71,12 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--retriever", choices=("sa", "sa-paper", "ppr", "dense", "bm25"))
     p.add_argument(
+        "--kg",
+        metavar="SPEC",
+        help="knowledge graph of the KG-Infused methods: index, index+inverse, or a "
+        "directory written by `quillian kg import`",
+    )
+    p.add_argument(
         "--option", action="append", metavar="KEY=VALUE", help="method option, e.g. k=10"
     )
     p.add_argument("--prompts", action="append", type=Path, metavar="FILE", help="overrides")
@@ -102,18 +108,22 @@ def _print_answer(result: Any, trace: bool) -> None:
 def _cmd_ask(args: argparse.Namespace) -> int:
     from quillian.cli.main import open_index_dir
     from quillian.components.generation.tasks import TaskRunner
-    from quillian.registry import METHODS, make_pipeline, make_retriever
+    from quillian.registry import METHODS, make_graph, make_pipeline, make_retriever
 
     retriever_name = args.retriever or METHODS.get(args.method)
-    retriever = None
+    retriever, context = None, None
     if retriever_name:
-        retriever = make_retriever(open_index_dir(args.index).context, retriever_name)
+        context = open_index_dir(args.index).context
+        retriever = make_retriever(context, retriever_name)
+    graph = make_graph(args.kg, context) if args.kg else None
     prompts = _prompts(args)
 
     async def ask() -> Any:
         async with _session(args) as session:
             runner = TaskRunner(session.model, prompts)
-            pipeline = make_pipeline(args.method, runner, retriever, **_options(args.option))
+            pipeline = make_pipeline(
+                args.method, runner, retriever, graph=graph, **_options(args.option)
+            )
             return await pipeline.answer(args.question)
 
     result = asyncio.run(ask())
@@ -163,6 +173,7 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         options=_options(args.option),
         command=shlex.join(["quillian", *sys.argv[1:]]),
+        kg=args.kg,
     )
     prompts = _prompts(args)
 
