@@ -171,3 +171,27 @@ def test_ask_kg_infused_over_the_index_graph(files, capsys):
     assert main(["ask", idx, "q", "--method", "kg-infused-rag", "--llm",
                  f"scripted:{files / 'kg.json'}", "--no-cache"]) == 2  # fmt: skip
     assert "needs a knowledge graph (--kg)" in capsys.readouterr().err
+
+
+def test_a_prompt_override_missing_a_variable_is_refused_before_any_call(files, capsys):
+    bad = {
+        "name": "kg-infused.answer-closed",
+        "version": 2,
+        "variables": [],
+        "messages": [{"role": "user", "content": "Answer something."}],
+    }
+    (files / "bad.json").write_text(json.dumps(bad))
+    code = main(["ask", str(files), "q", "--method", "no-retrieval", "--llm",
+                 f"scripted:{files / 'routes.json'}", "--no-cache",
+                 "--prompts", str(files / "bad.json")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "it must use ['question']" in err
+    good = {**bad, "variables": ["question"]}
+    good["messages"] = [{"role": "user", "content": "Q: {question} A:"}]
+    (files / "good.json").write_text(json.dumps(good))
+    (files / "r.json").write_text(json.dumps({"kg-infused.answer-closed": "Paris"}))
+    code = main(["ask", str(files), "q", "--method", "no-retrieval", "--llm",
+                 f"scripted:{files / 'r.json'}", "--no-cache", "--json",
+                 "--prompts", str(files / "good.json")])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["calls"][0]["stage"] == "kg-infused.answer-closed@2"
