@@ -1,0 +1,172 @@
+"""``quillian kg``: import a pre-existing knowledge graph, and look entities up in it.
+
+quillian kg import wikidata5m DIR --out kg/wikidata5m
+quillian kg import wikidata5m --entities E --triples T --descriptions D --out OUT
+quillian kg import rdf graph.nt more.ttl --out kg/mine
+quillian kg import wordnet [/usr/share/wordnet] --out kg/wordnet
+quillian kg show kg/wordnet dog
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from quillian.errors import ConfigError
+
+__all__ = ["add_kg"]
+
+FORMATS = ("wikidata5m", "rdf", "wordnet")
+
+
+def add_kg(sub: Any) -> None:
+    """Register ``kg import`` and ``kg show`` on an argparse subparsers object."""
+    p = sub.add_parser("kg", help="import and inspect pre-existing knowledge graphs")
+    kg = p.add_subparsers(dest="kg_command", required=True)
+
+    imp = kg.add_parser(
+        "import",
+        help="import Wikidata5M, RDF or WordNet into a graph directory",
+        description="Import a knowledge graph. wikidata5m: PATH is the directory of the "
+        "release files (or name them with --entities/--triples/--descriptions/--relations); "
+        "rdf: PATH... are N-Triples (streamed), Turtle or other rdflib files; wordnet: PATH "
+        "is the WordNet database directory (default /usr/share/wordnet).",
+    )
+    imp.add_argument("format", choices=FORMATS)
+    imp.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    imp.add_argument("--out", type=Path, required=True, metavar="DIR")
+    imp.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
+    imp.add_argument(
+        "--no-preprocess",
+        action="store_true",
+        help="keep entities without a description or outgoing triple (the paper drops them)",
+    )
+    imp.add_argument("--name", help="graph name (default: the directory name)")
+    imp.add_argument("--force", action="store_true", help="replace a graph already at --out")
+    imp.add_argument("--vector-dtype", default="float32", choices=("float32", "float16"))
+    imp.add_argument(
+        "--max-bad-lines",
+        type=int,
+        default=10_000,
+        help="stop when a file has more malformed lines (-1: never)",
+    )
+    w5m = imp.add_argument_group("wikidata5m files (instead of a directory)")
+    w5m.add_argument("--entities", type=Path, help="entity aliases: id<TAB>name<TAB>alias...")
+    w5m.add_argument("--relations", type=Path, help="relation aliases: id<TAB>name<TAB>...")
+    w5m.add_argument("--triples", type=Path, action="append", help="head<TAB>rel<TAB>tail")
+    w5m.add_argument("--descriptions", type=Path, help="id<TAB>description")
+    rdf = imp.add_argument_group("rdf")
+    rdf.add_argument("--rdf-format", help="nt, turtle, xml, n3, ... (default: by suffix)")
+    rdf.add_argument("--language", default="en", help="label language to keep ('' for all)")
+    imp.add_argument("--json", action="store_true", help="print the report as JSON")
+    imp.set_defaults(func=_cmd_import)
+
+    show = kg.add_parser("show", help="look an entity up by name, alias or id")
+    show.add_argument("graph", type=Path, metavar="DIR")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--triples", type=int, default=10, help="triples shown per entity")
+    show.add_argument("--limit", type=int, default=5, help="entities shown at most")
+    show.set_defaults(func=_cmd_show)
+
+
+def _progress(stage: str, done: int, total: int) -> None:
+    if not sys.stderr.isatty():
+        return
+    share = f"{100 * done / total:5.1f}%" if total else ""
+    end = "\n" if total and done >= total else ""
+    print(f"\r{stage}: {share}", end=end, file=sys.stderr, flush=True)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from quillian.components.kg.writer import ImportOptions
+    from quillian.registry import make_embedder
+
+    options = ImportOptions(
+        preprocess=not args.no_preprocess,
+        name=args.name,
+        overwrite=args.force,
+        max_bad_lines=None if args.max_bad_lines < 0 else args.max_bad_lines,
+        embedder_name=args.embedder,
+        vector_dtype=args.vector_dtype,
+    )
+    embedder = make_embedder(args.embedder)
+    common: dict[str, Any] = {"options": options, "progress": _progress}
+    if args.format == "wikidata5m":
+        from quillian.components.kg.wikidata5m import import_wikidata5m
+
+        report = import_wikidata5m(_wikidata5m_files(args), args.out, embedder, **common)
+    elif args.format == "rdf":
+        from quillian.components.kg.rdf import import_rdf
+
+        if not args.paths:
+            raise ConfigError("rdf: give one or more RDF files")
+        report = import_rdf(
+            args.paths,
+            args.out,
+            embedder,
+            rdf_format_=args.rdf_format,
+            language=args.language or None,
+            **common,
+        )
+    else:
+        from quillian.components.kg.wordnet import DEFAULT_WORDNET, import_wordnet
+
+        if len(args.paths) > 1:
+            raise ConfigError("wordnet: give at most one directory")
+        directory = args.paths[0] if args.paths else DEFAULT_WORDNET
+        report = import_wordnet(args.out, embedder, directory, **common)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=1))
+    else:
+        print("\n".join(report.summary_lines()))
+        print(f"written to {args.out}")
+    return 0
+
+
+def _wikidata5m_files(args: argparse.Namespace) -> Any:
+    from quillian.components.kg.wikidata5m import Wikidata5MFiles
+
+    explicit = args.entities or args.triples or args.descriptions or args.relations
+    if explicit:
+        if args.paths:
+            raise ConfigError("wikidata5m: give a directory or the file options, not both")
+        if not (args.entities and args.triples and args.descriptions):
+            raise ConfigError("wikidata5m: --entities, --triples and --descriptions are needed")
+        return Wikidata5MFiles(
+            entities=args.entities,
+            triples=tuple(args.triples),
+            descriptions=args.descriptions,
+            relations=args.relations,
+        )
+    if len(args.paths) != 1:
+        raise ConfigError("wikidata5m: give the directory of the release files")
+    return Wikidata5MFiles.from_directory(args.paths[0])
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from quillian.components.kg.store import ImportedGraph
+
+    with ImportedGraph.open(args.graph) as graph:
+        found = graph.lookup(args.name)
+        by_id = graph.index_of(args.name)
+        if by_id >= 0 and by_id not in found:
+            found.insert(0, by_id)
+        if not found:
+            print(f"no entity named {args.name!r} in {graph.name}", file=sys.stderr)
+            return 1
+        for entity in found[: args.limit]:
+            names = graph.names(entity)
+            print(f"{names[0]} [{graph.entity_id(entity)}]")
+            if len(names) > 1:
+                print("  also: " + "; ".join(names[1:]))
+            print(f"  {graph.description(entity) or '(no description)'}")
+            triples = graph.triples([entity], args.triples)[entity]
+            print(f"  {graph.degree(entity)} triples; first {len(triples)}:")
+            for triple in triples:
+                print(f"    {triple.text()}")
+        if len(found) > args.limit:
+            print(f"... and {len(found) - args.limit} more entities with that name")
+    return 0

@@ -1,0 +1,331 @@
+"""An imported knowledge graph on disk, opened memory-mapped, behind :class:`ExternalGraph`.
+
+A graph directory holds (all ``.npy``, memory-mapped on open, nothing per entity in
+Python objects):
+
+* ``ids_blob/ids_offsets/ids_order`` - the :class:`~quillian.components.graph.snapshot.IdMap`
+  of source ids (``Q42``, an IRI, ``n02084071``); entities are numbered by id byte order;
+* ``indptr`` (int64), ``tails`` and ``relations`` (int32) - outgoing triples in CSR form.
+  Within an entity's row the triples run round-robin over its relations (first triple
+  of each relation, then the second of each, ...), so a capped prefix is varied;
+* ``names_*`` - each entity's names, tab-separated, the first being its name;
+  ``descriptions_*``; ``relation_names_*`` and ``relation_ids_*`` (text tables: one
+  UTF-8 blob plus int64 offsets);
+* ``alias_keys`` (uint64, sorted) and ``alias_entities`` (int32) - a hash of every
+  normalised name, for :meth:`ImportedGraph.lookup`;
+* ``vectors/`` - an :class:`~quillian.stores.embedded.vectors.ExactVectorIndex` of the
+  descriptions (an entity without one is embedded by its name), ids = entity numbers;
+* ``report.json`` - the import report; ``manifest.json`` - format, counts, embedder,
+  and ``state``, which is ``"complete"`` only in a finished graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import unicodedata
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.embedding.base import Embedder
+from quillian.components.graph.snapshot import IdMap
+from quillian.components.kg.base import KGTriple
+from quillian.errors import (
+    ConfigError,
+    IndexIncompleteError,
+    IndexMissingError,
+    IndexSchemaError,
+    InputError,
+)
+from quillian.stores.embedded.vectors import ExactVectorIndex
+
+__all__ = ["FORMAT", "MANIFEST", "ImportedGraph", "TextTable", "name_key", "normalize_name"]
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+KIND = "quillian-kg"
+
+
+def normalize_name(name: str) -> str:
+    """The form names are matched in: NFKC, case-folded, runs of spaces as one."""
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+
+
+def name_key(normalized: str) -> int:
+    """64-bit key of a name already passed through :func:`normalize_name` (the alias
+    index stores these)."""
+    digest = hashlib.blake2b(normalized.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+class TextTable:
+    """Strings stored as one UTF-8 blob plus offsets: ``table[i]`` decodes one."""
+
+    def __init__(self, blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> None:
+        self._blob = blob
+        self._offsets = offsets
+
+    @classmethod
+    def load(cls, directory: Path, prefix: str, mmap: bool = True) -> TextTable:
+        mode: Literal["r"] | None = "r" if mmap else None
+        return cls(
+            np.load(directory / f"{prefix}_blob.npy", mmap_mode=mode),
+            np.load(directory / f"{prefix}_offsets.npy", mmap_mode=mode),
+        )
+
+    @classmethod
+    def save(cls, directory: Path, prefix: str, texts: Iterable[str]) -> None:
+        """Write a (small) table from strings."""
+        encoded = [t.encode("utf-8") for t in texts]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        np.save(directory / f"{prefix}_offsets.npy", offsets)
+        np.save(directory / f"{prefix}_blob.npy", np.frombuffer(b"".join(encoded), np.uint8))
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index: int) -> str:
+        lo, hi = int(self._offsets[index]), int(self._offsets[index + 1])
+        return self._blob[lo:hi].tobytes().decode("utf-8")
+
+    def range(self, start: int, stop: int) -> list[str]:
+        """Strings ``start..stop-1``, read in one slice of the blob (fast for bulk)."""
+        offsets = np.asarray(self._offsets[start : stop + 1])
+        base = int(offsets[0]) if len(offsets) else 0
+        chunk = self._blob[base : int(offsets[-1]) if len(offsets) else 0].tobytes()
+        local = (offsets - base).tolist()
+        return [chunk[a:b].decode("utf-8") for a, b in itertools.pairwise(local)]
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The manifest of a complete graph directory; refuses anything else."""
+    if not directory.is_dir():
+        raise IndexMissingError(f"{directory}: no knowledge graph directory")
+    path = directory / MANIFEST
+    if not path.exists():
+        raise IndexIncompleteError(f"{directory}: not a complete knowledge graph (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IndexIncompleteError(f"{path}: unreadable manifest: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
+        raise IndexIncompleteError(f"{path}: not a knowledge graph manifest")
+    if manifest.get("format") != FORMAT:
+        raise IndexSchemaError(
+            f"{path}: graph format {manifest.get('format')!r}, this Quillian reads {FORMAT}"
+        )
+    if manifest.get("state") != "complete":
+        raise IndexIncompleteError(
+            f"{directory}: the import that wrote it did not finish (state "
+            f"{manifest.get('state')!r}); import again"
+        )
+    return manifest
+
+
+class ImportedGraph:
+    """A read-only imported knowledge graph; implements
+    :class:`~quillian.components.kg.base.ExternalGraph`.
+
+    Open with :meth:`open`. Entities are ints ``0..len-1``; :meth:`index_of` maps a
+    source id (``"Q42"``) to one, :meth:`entity_id` back.
+    """
+
+    def __init__(self, directory: Path, manifest: dict[str, Any], embedder: Embedder | None):
+        self.directory = directory
+        self.manifest = manifest
+        self.name: str = str(manifest.get("name") or directory.name)
+        self._ids = IdMap.load(directory)
+        self._indptr: npt.NDArray[np.int64] = np.load(directory / "indptr.npy", mmap_mode="r")
+        self._tails: npt.NDArray[np.int32] = np.load(directory / "tails.npy", mmap_mode="r")
+        self._relations: npt.NDArray[np.int32] = np.load(directory / "relations.npy", mmap_mode="r")
+        self._names = TextTable.load(directory, "names")
+        self._descriptions = TextTable.load(directory, "descriptions")
+        table = TextTable.load(directory, "relation_names", mmap=False)
+        self._relation_names = [table[i] for i in range(len(table))]
+        self._alias_keys: npt.NDArray[np.uint64] = np.load(
+            directory / "alias_keys.npy", mmap_mode="r"
+        )
+        self._alias_entities: npt.NDArray[np.int32] = np.load(
+            directory / "alias_entities.npy", mmap_mode="r"
+        )
+        self._n = len(self._indptr) - 1
+        self._embedder = embedder
+        self._vectors: ExactVectorIndex | None = None
+
+    @classmethod
+    def open(cls, directory: str | Path, embedder: Embedder | None = None) -> ImportedGraph:
+        """Open a graph written by an import.
+
+        ``embedder`` must be the one the graph was built with (its ``model_id`` is in
+        the manifest); when omitted, a registry embedder recorded by name (``minilm``,
+        ``hash``) is made on the first :meth:`seed_entities` call.
+        """
+        path = Path(directory)
+        manifest = read_manifest(path)
+        if embedder is not None:
+            _check_embedder(manifest, embedder, path)
+        try:
+            return cls(path, manifest, embedder)
+        except (OSError, ValueError) as exc:
+            raise IndexIncompleteError(f"{path}: cannot read the graph: {exc}") from exc
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the vector index (the other arrays are plain memory maps)."""
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __repr__(self) -> str:
+        return f"ImportedGraph({str(self.directory)!r}, entities={self._n})"
+
+    @property
+    def n_triples(self) -> int:
+        return len(self._tails)
+
+    @property
+    def relation_names(self) -> list[str]:
+        """Relation names; ``relation`` numbers in :meth:`neighbours` index this list."""
+        return list(self._relation_names)
+
+    def degree(self, entity: int) -> int:
+        """Number of outgoing triples of ``entity``."""
+        e = self._check(entity)
+        return int(self._indptr[e + 1] - self._indptr[e])
+
+    def entity_id(self, entity: int) -> str:
+        """The source id of ``entity`` (``"Q42"``, an IRI, ``"n02084071"``)."""
+        return self._ids.id_of(self._check(entity))
+
+    def index_of(self, entity_id: str) -> int:
+        """The entity numbered for source id ``entity_id``, ``-1`` when absent."""
+        return self._ids.index_of(entity_id)
+
+    def entity_name(self, entity: int) -> str:
+        return self._names[self._check(entity)].partition("\t")[0]
+
+    def description(self, entity: int) -> str:
+        return self._descriptions[self._check(entity)]
+
+    def aliases(self, entity: int) -> list[str]:
+        """The other names of ``entity`` (its name excluded)."""
+        return self.names(entity)[1:]
+
+    def names(self, entity: int) -> list[str]:
+        """All names of ``entity``, its name first."""
+        return self._names[self._check(entity)].split("\t")
+
+    def lookup(self, name: str) -> list[int]:
+        """Entities whose name or alias equals ``name`` (case- and space-insensitive)."""
+        wanted = normalize_name(name)
+        if not wanted:
+            return []
+        key = np.uint64(name_key(wanted))
+        lo = int(np.searchsorted(self._alias_keys, key, side="left"))
+        hi = int(np.searchsorted(self._alias_keys, key, side="right"))
+        candidates = sorted({int(e) for e in self._alias_entities[lo:hi]})
+        # a 64-bit key can collide: confirm against the names themselves
+        return [e for e in candidates if wanted in {normalize_name(a) for a in self.names(e)}]
+
+    def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ``k`` entities whose description embeddings have the highest inner product
+        with the query's, best first (KG-Infused RAG eq. 3)."""
+        vectors = self._vector_index()
+        embedder = self._query_embedder()
+        ids, scores = vectors.search(embedder.embed([query]), k)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True)]
+
+    def neighbours(
+        self, entities: Sequence[int] | npt.NDArray[np.integer], max_per_entity: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """``(heads, relations, tails)`` of each entity's first ``max_per_entity``
+        outgoing triples, vectorised (the arrays behind :meth:`triples`)."""
+        cap = _check_cap(max_per_entity)
+        heads = np.asarray(entities, dtype=np.int64).ravel()
+        if len(heads) and (heads.min() < 0 or heads.max() >= self._n):
+            bad = heads[(heads < 0) | (heads >= self._n)][0]
+            raise InputError(f"entity {int(bad)} outside 0..{self._n - 1}", field="entities")
+        starts = np.asarray(self._indptr[heads], dtype=np.int64)
+        counts = np.minimum(np.asarray(self._indptr[heads + 1], dtype=np.int64) - starts, cap)
+        total = int(counts.sum())
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        positions = np.repeat(starts, counts) + (np.arange(total) - first)
+        return (
+            np.repeat(heads, counts),
+            np.asarray(self._relations[positions]),
+            np.asarray(self._tails[positions]),
+        )
+
+    def triples(self, entities: Sequence[int], max_per_entity: int) -> dict[int, list[KGTriple]]:
+        """Each entity's first ``max_per_entity`` outgoing triples, in stored order
+        (round-robin over relations, then by tail number): deterministic."""
+        unique = list(dict.fromkeys(int(e) for e in entities))
+        heads, rels, tails = self.neighbours(unique, max_per_entity)
+        out: dict[int, list[KGTriple]] = {e: [] for e in unique}
+        names: dict[int, str] = {}
+
+        def name(e: int) -> str:
+            if e not in names:
+                names[e] = self.entity_name(e)
+            return names[e]
+
+        for h, r, t in zip(heads.tolist(), rels.tolist(), tails.tolist(), strict=True):
+            out[h].append(KGTriple(h, self._relation_names[r], t, name(h), name(t)))
+        return out
+
+    def _check(self, entity: int) -> int:
+        e = int(entity)
+        if not 0 <= e < self._n:
+            raise InputError(f"entity {e} outside 0..{self._n - 1}", field="entity")
+        return e
+
+    def _vector_index(self) -> ExactVectorIndex:
+        if self._vectors is None:
+            self._vectors = ExactVectorIndex(self.directory / "vectors")
+        return self._vectors
+
+    def _query_embedder(self) -> Embedder:
+        if self._embedder is None:
+            from quillian.registry import EMBEDDERS, make_embedder
+
+            recorded = self.manifest.get("embedder", {})
+            if recorded.get("name") not in EMBEDDERS:
+                raise ConfigError(
+                    f"{self.directory}: built with embedder {recorded.get('model_id')!r}; "
+                    "open it with that embedder (ImportedGraph.open(dir, embedder=...))"
+                )
+            embedder = make_embedder(str(recorded["name"]))
+            _check_embedder(self.manifest, embedder, self.directory)
+            self._embedder = embedder
+        return self._embedder
+
+
+def _check_cap(max_per_entity: int) -> int:
+    if isinstance(max_per_entity, bool) or not isinstance(max_per_entity, int | np.integer):
+        raise InputError(f"max_per_entity must be an int, got {max_per_entity!r}")
+    if max_per_entity < 0:
+        raise InputError(f"max_per_entity must be >= 0, got {max_per_entity}")
+    return int(max_per_entity)
+
+
+def _check_embedder(manifest: dict[str, Any], embedder: Embedder, directory: Path) -> None:
+    recorded = manifest.get("embedder", {})
+    if recorded.get("model_id") != embedder.model_id or recorded.get("dim") != embedder.dim:
+        raise ConfigError(
+            f"{directory}: descriptions were embedded with {recorded.get('model_id')!r} "
+            f"(dim {recorded.get('dim')}), not {embedder.model_id!r} (dim {embedder.dim})"
+        )

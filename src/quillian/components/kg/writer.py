@@ -1,0 +1,387 @@
+"""Turning a staged graph into a graph directory, atomically.
+
+:func:`import_graph` runs a reader into a temporary sibling directory whose manifest
+says ``"state": "building"``, filters the graph (the paper's preprocessing), writes the
+CSR arrays, text tables and alias index, embeds the descriptions, marks the manifest
+``"complete"`` and only then renames the directory into place. An import that fails
+or is interrupted removes its temporary directory; one killed outright leaves a
+``.NAME.importing-*`` directory that :meth:`ImportedGraph.open` refuses to open.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.embedding.base import Embedder
+from quillian.components.kg.report import DropReport, ImportReport, IssueLog, Progress, no_progress
+from quillian.components.kg.staging import StagedGraph
+from quillian.components.kg.store import (
+    FORMAT,
+    KIND,
+    MANIFEST,
+    TextTable,
+    name_key,
+    normalize_name,
+)
+from quillian.errors import ConfigError, InputError
+from quillian.stores.embedded._files import fsync_path, write_json_atomic
+from quillian.stores.embedded.vectors import ExactVectorIndex
+
+__all__ = ["ImportOptions", "Stager", "build_rows", "import_graph", "preprocess"]
+
+#: A reader: stages its input in a work directory, counting into the report.
+Stager = Callable[[Path, ImportReport, Progress], StagedGraph]
+
+I64 = npt.NDArray[np.int64]
+#: Triples pack into one int64 sort key while entities x relations x entities stays below.
+PACK_LIMIT = 2**62
+Ints = npt.NDArray[np.integer]
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """Settings of a knowledge-graph import."""
+
+    preprocess: bool = True
+    """Apply the paper's filter (KG-Infused RAG, Appendix C.2): drop entities without a
+    description or without an outgoing triple, and the triples touching them."""
+    name: str | None = None
+    """Name of the graph (default: the output directory's name)."""
+    overwrite: bool = False
+    """Replace a graph already at the output directory (never any other directory)."""
+    max_bad_lines: int | None = 10_000
+    """Stop when one file holds more malformed or undecodable lines (None: never stop)."""
+    examples: int = 20
+    """Issues kept with their file and line number, per kind."""
+    embedder_name: str | None = None
+    """Registry name of the embedder (``minilm``, ``hash``), recorded in the manifest so
+    the graph reopens with it; None for an embedder passed in by code."""
+    vector_dtype: str = "float32"
+    """Storage of the description vectors: ``float32`` or ``float16``."""
+    embed_batch: int = 1024
+    """Descriptions embedded per call."""
+    flush_rows: int = 1_000_000
+    """Vectors kept in memory before they are written to the index. Bounds memory; each
+    flush rewrites the index file, so small values cost time on large graphs."""
+
+    def __post_init__(self) -> None:
+        if self.max_bad_lines is not None and self.max_bad_lines < 0:
+            raise ConfigError(f"max_bad_lines must be >= 0 or None, got {self.max_bad_lines}")
+        if self.examples < 0:
+            raise ConfigError(f"examples must be >= 0, got {self.examples}")
+        if self.vector_dtype not in ("float32", "float16"):
+            raise ConfigError(f"vector_dtype must be float32 or float16, got {self.vector_dtype!r}")
+        if self.embed_batch <= 0 or self.flush_rows <= 0:
+            raise ConfigError("embed_batch and flush_rows must be greater than 0")
+
+
+def import_graph(
+    stage: Stager,
+    out: str | Path,
+    embedder: Embedder,
+    *,
+    source: str,
+    inputs: list[str],
+    options: ImportOptions | None = None,
+    progress: Progress = no_progress,
+) -> ImportReport:
+    """Read with ``stage`` and write a complete graph directory at ``out``."""
+    options = options or ImportOptions()
+    out = Path(out)
+    _check_target(out, options.overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.importing-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    report = ImportReport(source=source, inputs=inputs, issues=IssueLog(options.examples))
+    manifest: dict[str, Any] = {
+        "kind": KIND,
+        "format": FORMAT,
+        "state": "building",
+        "name": options.name or out.name,
+        "source": source,
+        "inputs": inputs,
+        "preprocessed": options.preprocess,
+        "embedder": {
+            "name": options.embedder_name,
+            "model_id": embedder.model_id,
+            "dim": embedder.dim,
+        },
+        "vectors": {"dtype": options.vector_dtype},
+    }
+    try:
+        write_json_atomic(tmp / MANIFEST, manifest)
+        work = tmp / "_work"
+        work.mkdir()
+        started = time.perf_counter()
+        staged = stage(work, report, progress)
+        report.seconds["read"] = time.perf_counter() - started
+        started = time.perf_counter()
+        build_graph(staged, tmp, report, options.preprocess, progress)
+        shutil.rmtree(work)
+        report.seconds["build"] = time.perf_counter() - started
+        report.peak_rss_mb["graph"] = _peak_rss_mb()
+        started = time.perf_counter()
+        embed_descriptions(tmp, embedder, options, progress)
+        report.seconds["embed"] = time.perf_counter() - started
+        report.peak_rss_mb["total"] = _peak_rss_mb()
+        report.directory = str(out)
+        write_json_atomic(tmp / "report.json", report.to_dict())
+        manifest.update(state="complete", counts=report.final, created=_now())
+        write_json_atomic(tmp / MANIFEST, manifest)
+        _publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def build_graph(
+    staged: StagedGraph,
+    directory: Path,
+    report: ImportReport,
+    preprocess_: bool = True,
+    progress: Progress = no_progress,
+) -> None:
+    """Filter ``staged`` and write every array of a graph directory but the vectors."""
+    n = staged.n_entities
+    keep = preprocess(staged, report) if preprocess_ else np.ones(n, dtype=bool)
+    progress("build", 0, 4)
+    renumber = np.cumsum(keep) - 1
+    valid = keep[staged.heads] & keep[staged.tails]
+    heads = renumber[staged.heads[valid]]
+    tails = renumber[staged.tails[valid]]
+    used, rels = _compact(staged.relations[valid], len(staged.relation_names))
+    n_final = int(keep.sum())
+    if not n_final:
+        why = " after preprocessing (try without it)" if preprocess_ and n else ""
+        raise InputError(f"no entity left to import{why}")
+    indptr, row_rels, row_tails, duplicates = build_rows(heads, rels, tails, n_final, len(used))
+    del heads, tails, rels, valid
+    if duplicates:
+        report.notes.append(f"{duplicates:,} repeated triples stored once")
+    np.save(directory / "indptr.npy", indptr)
+    np.save(directory / "tails.npy", row_tails)
+    np.save(directory / "relations.npy", row_rels)
+    progress("build", 1, 4)
+    _save_ids(directory, staged.ids[keep])
+    TextTable.save(directory, "relation_names", (staged.relation_names[i] for i in used))
+    TextTable.save(directory, "relation_ids", (staged.relation_ids[i] for i in used))
+    staged.aliases.gather(staged.alias_rows[keep], directory, "names")
+    staged.descriptions.gather(staged.description_rows[keep], directory, "descriptions")
+    staged.aliases.discard()
+    staged.descriptions.discard()
+    progress("build", 2, 4)
+    _save_alias_index(directory)
+    progress("build", 4, 4)
+    report.final = {"entities": n_final, "relations": len(used), "triples": len(row_tails)}
+
+
+def preprocess(
+    staged: StagedGraph, report: ImportReport, examples: int = 10
+) -> npt.NDArray[np.bool_]:
+    """The entities that satisfy both of the paper's constraints, to a fixed point:
+    each has a description and heads a triple whose tail is kept too."""
+    n = staged.n_entities
+    heads, tails, rels = staged.heads, staged.tails, staged.relations
+    has_description = staged.description_rows >= 0
+    keep = has_description.copy()
+    rounds = 0
+    while True:
+        valid = keep[heads] & keep[tails]
+        has_out = np.bincount(heads[valid], minlength=n) > 0
+        if not (keep & ~has_out).any():
+            break
+        keep &= has_out
+        rounds += 1
+    no_triple = has_description & ~keep
+
+    def ids(mask: npt.NDArray[np.bool_]) -> list[str]:
+        return [b.decode("utf-8") for b in staged.ids[np.flatnonzero(mask)[:examples]]]
+
+    report.dropped = DropReport(
+        no_description=int((~has_description).sum()),
+        no_outgoing_triple=int(no_triple.sum()),
+        rounds=rounds,
+        triples=int(len(heads) - valid.sum()),
+        relations=int(np.count_nonzero(np.bincount(rels)))
+        - int(np.count_nonzero(np.bincount(rels[valid]))),
+        examples_no_description=ids(~has_description),
+        examples_no_outgoing_triple=ids(no_triple),
+    )
+    return keep
+
+
+def build_rows(
+    heads: Ints, relations: Ints, tails: Ints, n_entities: int, n_relations: int
+) -> tuple[I64, npt.NDArray[np.int32], npt.NDArray[np.int32], int]:
+    """CSR rows of the distinct triples: ``(indptr, relations, tails, n_repeated)``.
+
+    A row lists the entity's first triple of each relation (by relation number), then
+    the second of each, and so on; within a relation, tails ascend. Any prefix of a row
+    thus covers as many relations as it can.
+    """
+    m = len(heads)
+    if not m:
+        empty = np.zeros(0, dtype=np.int32)
+        return np.zeros(n_entities + 1, dtype=np.int64), empty, empty, 0
+    h = np.asarray(heads, dtype=np.int64)
+    r = np.asarray(relations, dtype=np.int64)
+    t = np.asarray(tails, dtype=np.int64)
+    if float(n_entities) * n_relations * n_entities < PACK_LIMIT:
+        key = np.sort((h * n_relations + r) * n_entities + t)
+        if len(key) > 1:  # np.sort plus a mask is much faster than np.unique here
+            key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+        t, hr = key % n_entities, key // n_entities
+        r, h = hr % n_relations, hr // n_relations
+        del key
+    else:  # too many ids to pack into one int64: sort by columns
+        order = np.lexsort((t, r, h))
+        h, r, t = h[order], r[order], t[order]
+        distinct = np.ones(m, dtype=bool)
+        distinct[1:] = (h[1:] != h[:-1]) | (r[1:] != r[:-1]) | (t[1:] != t[:-1])
+        h, r, t = h[distinct], r[distinct], t[distinct]
+        hr = h * n_relations + r
+    count = len(h)
+    positions = np.arange(count)
+    group_start = np.ones(count, dtype=bool)
+    group_start[1:] = hr[1:] != hr[:-1]
+    rank = positions - np.maximum.accumulate(np.where(group_start, positions, 0))
+    del hr, group_start, positions
+    depth = int(rank.max()) + 1
+    if float(n_entities) * depth * n_relations < PACK_LIMIT:
+        order = np.argsort((h * depth + rank) * n_relations + r)  # all keys distinct
+    else:
+        order = np.lexsort((r, rank, h))
+    indptr = np.zeros(n_entities + 1, dtype=np.int64)
+    np.cumsum(np.bincount(h, minlength=n_entities), out=indptr[1:])
+    return indptr, r[order].astype(np.int32), t[order].astype(np.int32), m - count
+
+
+def _compact(values: Ints, size: int) -> tuple[I64, I64]:
+    """``(used, renumbered)``: the distinct values below ``size`` that occur, and each
+    value's position among them (``np.unique(return_inverse=True)`` for small ints)."""
+    counts = np.bincount(values, minlength=size) if len(values) else np.zeros(size, np.int64)
+    used = np.flatnonzero(counts)
+    position = np.zeros(size, dtype=np.int64)
+    position[used] = np.arange(len(used))
+    return used, position[values]
+
+
+def embed_descriptions(
+    directory: Path, embedder: Embedder, options: ImportOptions, progress: Progress
+) -> None:
+    """Embed every entity's description (its name when it has none) into ``vectors/``."""
+    names = TextTable.load(directory, "names")
+    descriptions = TextTable.load(directory, "descriptions")
+    n = len(names)
+    index = ExactVectorIndex(directory / "vectors", embedder.dim, dtype=options.vector_dtype)
+    pending = 0
+    progress("embed", 0, n)
+    for start in range(0, n, options.embed_batch):
+        stop = min(n, start + options.embed_batch)
+        texts = [
+            text or name.partition("\t")[0]
+            for text, name in zip(
+                descriptions.range(start, stop), names.range(start, stop), strict=True
+            )
+        ]
+        index.add(np.arange(start, stop, dtype=np.int64), embedder.embed(texts))
+        pending += stop - start
+        if pending >= options.flush_rows:
+            index.flush()
+            pending = 0
+        progress("embed", stop, n)
+    index.close()
+
+
+def _save_ids(directory: Path, ids: npt.NDArray[np.bytes_]) -> None:
+    """The id map of sorted ``ids`` (the format of :class:`IdMap`), without a Python
+    object per id: the fixed-width array is viewed as bytes and its padding dropped."""
+    n = len(ids)
+    width = ids.dtype.itemsize
+    lengths = np.char.str_len(ids).astype(np.int64) if n else np.zeros(0, np.int64)
+    matrix = ids.view(np.uint8).reshape(n, width)
+    blob = matrix[np.arange(width)[None, :] < lengths[:, None]]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    np.save(directory / "ids_blob.npy", blob)
+    np.save(directory / "ids_offsets.npy", offsets)
+    np.save(directory / "ids_order.npy", np.arange(n, dtype=np.int64))
+
+
+def _save_alias_index(directory: Path, step: int = 1 << 16) -> None:
+    """``alias_keys`` (sorted) and ``alias_entities``: one row per distinct normalised
+    name of each entity."""
+    table = TextTable.load(directory, "names")
+    keys: list[npt.NDArray[np.uint64]] = []
+    entities: list[npt.NDArray[np.int32]] = []
+    for start in range(0, len(table), step):
+        chunk_keys: list[int] = []
+        chunk_entities: list[int] = []
+        for entity, names in enumerate(_normalized_chunk(table.range(start, start + step)), start):
+            for norm in {" ".join(a.split()) for a in names.split("\t")} - {""}:
+                chunk_keys.append(name_key(norm))
+                chunk_entities.append(entity)
+        keys.append(np.array(chunk_keys, dtype=np.uint64))
+        entities.append(np.array(chunk_entities, dtype=np.int32))
+    all_keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    all_entities = np.concatenate(entities) if entities else np.zeros(0, np.int32)
+    order = np.argsort(all_keys, kind="stable")
+    np.save(directory / "alias_keys.npy", all_keys[order])
+    np.save(directory / "alias_entities.npy", all_entities[order])
+
+
+def _normalized_chunk(names: list[str]) -> list[str]:
+    """``names`` (tab-separated per entity) NFKC-normalised and case-folded in one call.
+
+    Equal to folding each name (:func:`normalize_name` but for the spaces): tabs and
+    newlines compose with nothing, so normalisation never crosses them. Should a text
+    ever gain or lose a newline, each entity is folded on its own instead.
+    """
+    folded = unicodedata.normalize("NFKC", "\n".join(names)).casefold().split("\n")
+    if len(folded) == len(names):
+        return folded
+    return ["\t".join(normalize_name(a) for a in n.split("\t")) for n in names]
+
+
+def _check_target(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not overwrite:
+        raise ConfigError(f"{out} already exists; choose another directory or overwrite it")
+    is_graph = out.is_dir() and ((out / MANIFEST).exists() or not any(out.iterdir()))
+    if not is_graph:
+        raise ConfigError(f"{out} exists and is not a knowledge graph directory; not replacing it")
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Rename the finished directory into place (replacing an old graph there)."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.replaced-{uuid.uuid4().hex[:8]}"
+        os.rename(out, old)
+    os.rename(tmp, out)
+    fsync_path(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
