@@ -3,35 +3,18 @@ built with the title-link extractor (topic -related_to-> each title its chunk me
 
 import pytest
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.kg.base import ExternalGraph, KGTriple
 from quillian.components.kg.document_graph import INVERSE_SUFFIX, DocumentGraph
 from quillian.errors import InputError
-from quillian.index import build_index, open_index
-from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import KeywordEmbedder
+from quillian.testing.corpus import LOVELACE, tiny_index
 from quillian.testing.kg import MemoryGraph
-from quillian.types import Document
 
-CORPUS = {
-    "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
-    "Charles Babbage": "Charles Babbage was born in London. He designed the Analytical Engine.",
-    "Analytical Engine": "The Analytical Engine was a proposed mechanical computer.",
-    "London": "London is the capital of England.",
-}
+CORPUS = LOVELACE
 
 
 @pytest.fixture(scope="module")
 def context(tmp_path_factory):
-    path = tmp_path_factory.mktemp("idx")
-    build_index(
-        [Document(text, title) for title, text in CORPUS.items()],
-        path,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor(CORPUS),
-        embedder=KeywordEmbedder(),
-    )
-    return open_index(path, KeywordEmbedder()).context
+    return tiny_index(tmp_path_factory.mktemp("idx"))
 
 
 @pytest.fixture

@@ -8,13 +8,11 @@ import json
 
 import pytest
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.generation.tasks import TaskRunner
 from quillian.components.kg.document_graph import DocumentGraph
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, ScoredPassage
 from quillian.errors import ConfigError, MissingExtraError
-from quillian.index import build_index, open_index
 from quillian.methods.dpo import DPO_DECODINGS, PreferenceSampler, ka_inputs, write_dpo_jsonl
 from quillian.methods.dpo_train import DPOTrainConfig, load_preference_rows, trainer_arguments
 from quillian.methods.kg_infused import (
@@ -24,11 +22,9 @@ from quillian.methods.kg_infused import (
 )
 from quillian.methods.kg_infused_plugins import CoTKGConfig, CoTRAGKG, SelfAskKG, SelfAskKGConfig
 from quillian.registry import make_retriever
-from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import KeywordEmbedder
+from quillian.testing.corpus import LOVELACE, tiny_index
 from quillian.testing.kg import MemoryGraph
 from quillian.testing.scripted import ScriptedChatModel
-from quillian.types import Document
 
 QUESTION = "Which company followed the company that made AAM-N-4 Oriole?"
 ENTITIES = {
@@ -408,25 +404,12 @@ def test_dpo_training_defaults_are_table_21_and_trl_is_optional(tmp_path):
             train_dpo(data, "some/model", tmp_path / "out")
 
 
-CORPUS = {
-    "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
-    "Charles Babbage": "Charles Babbage was born in London. He designed the Analytical Engine.",
-    "Analytical Engine": "The Analytical Engine was a proposed mechanical computer.",
-    "London": "London is the capital of England.",
-}
+CORPUS = LOVELACE
 
 
 @pytest.fixture(scope="module")
 def context(tmp_path_factory):
-    path = tmp_path_factory.mktemp("idx")
-    build_index(
-        [Document(text, title) for title, text in CORPUS.items()],
-        path,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor(CORPUS),
-        embedder=KeywordEmbedder(),
-    )
-    return open_index(path, KeywordEmbedder()).context
+    return tiny_index(tmp_path_factory.mktemp("idx"))
 
 
 def test_pipeline_over_an_index_document_graph(context):

@@ -6,37 +6,20 @@ import json
 
 import pytest
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.generation.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.errors import ConfigError
-from quillian.index import build_index, open_index
 from quillian.registry import METHODS, make_pipeline, make_retriever
-from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import KeywordEmbedder
+from quillian.testing.corpus import LOVELACE, tiny_index
 from quillian.testing.scripted import ScriptedChatModel
-from quillian.types import Document
 
-CORPUS = {
-    "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
-    "Charles Babbage": "Charles Babbage was born in London. He designed the Analytical Engine.",
-    "Analytical Engine": "The Analytical Engine was a proposed mechanical computer.",
-    "London": "London is the capital of England.",
-}
+CORPUS = LOVELACE
 QUESTION = "Where was the collaborator of Ada Lovelace born?"
 
 
 @pytest.fixture(scope="module")
 def context(tmp_path_factory):
-    path = tmp_path_factory.mktemp("idx")
-    build_index(
-        [Document(text, title) for title, text in CORPUS.items()],
-        path,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor(CORPUS),
-        embedder=KeywordEmbedder(),
-    )
-    return open_index(path, KeywordEmbedder()).context
+    return tiny_index(tmp_path_factory.mktemp("idx"))
 
 
 def last_user(messages):

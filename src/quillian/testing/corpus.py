@@ -1,0 +1,39 @@
+"""A four-document corpus for two-hop questions, and a tiny index over it, for tests.
+
+"Where was the collaborator of Ada Lovelace born?" needs Ada Lovelace's passage (her
+collaborator) and Charles Babbage's (his birthplace). The index uses the title-link
+extractor and the keyword embedder, so it builds in milliseconds with no model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.index import build_index, open_index
+from quillian.testing.extractors import TitleLinkExtractor
+from quillian.testing.fakes import KeywordEmbedder
+from quillian.types import Document
+
+__all__ = ["LOVELACE", "tiny_index"]
+
+LOVELACE: dict[str, str] = {
+    "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
+    "Charles Babbage": "Charles Babbage was born in London. He designed the Analytical Engine.",
+    "Analytical Engine": "The Analytical Engine was a proposed mechanical computer.",
+    "London": "London is the capital of England.",
+}
+
+
+def tiny_index(path: Path, corpus: Mapping[str, str] = LOVELACE) -> RetrievalContext:
+    """Index ``corpus`` (title to text) into ``path`` and open it."""
+    build_index(
+        [Document(text, title) for title, text in corpus.items()],
+        path,
+        chunker=PassageChunker(),
+        extractor=TitleLinkExtractor(dict(corpus)),
+        embedder=KeywordEmbedder(),
+    )
+    return open_index(path, KeywordEmbedder()).context
