@@ -21,7 +21,7 @@ from quillian.errors import ConfigError
 from quillian.methods.base import Pipeline, PipelineBase
 
 if TYPE_CHECKING:
-    from quillian.components.extraction.llm import ExtractionBudget
+    from quillian.components.extraction.llm_budget import ExtractionBudget
 
 __all__ = [
     "CHUNKERS",

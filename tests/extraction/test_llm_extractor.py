@@ -7,9 +7,9 @@ import pytest
 
 from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.extraction.base import Extractor
-from quillian.components.extraction.llm import (
+from quillian.components.extraction.llm import LLMExtractor
+from quillian.components.extraction.llm_budget import (
     ExtractionBudget,
-    LLMExtractor,
     approx_tokens,
     estimate_extraction,
 )

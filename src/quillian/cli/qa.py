@@ -229,11 +229,8 @@ def index_with_llm(
 ) -> Any:
     """Index with LLM extraction. A dry run prints the estimate; a budget stop prints
     what was done and how to resume. Both return None; otherwise the build report."""
-    from quillian.components.extraction.llm import (
-        ExtractionBudget,
-        LLMExtractor,
-        estimate_extraction,
-    )
+    from quillian.components.extraction.llm import LLMExtractor
+    from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
     from quillian.components.generation.tasks import TaskRunner
     from quillian.errors import BudgetExhausted
 

@@ -22,26 +22,36 @@ still unusable yields an empty extraction; one whose relation output is unusable
 its entities without triples. Either way the failure (chunk, stage, error, raw text)
 goes to :attr:`LLMExtractor.failures`, and the batch goes on.
 
-:func:`estimate_extraction` predicts calls and tokens without calling a model, and an
-:class:`ExtractionBudget` stops the extractor (raising
-:class:`~quillian.errors.BudgetExhausted`) before a chunk that would exceed it.
+:func:`~quillian.components.extraction.llm_budget.estimate_extraction` predicts calls
+and tokens without calling a model, and an
+:class:`~quillian.components.extraction.llm_budget.ExtractionBudget` stops the extractor
+(raising :class:`~quillian.errors.BudgetExhausted`) before a chunk that would exceed it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from quillian.components.extraction.assemble import EntityDraft, Passage, topic_draft, topic_keys
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.llm_budget import (
+    BudgetLedger,
+    ChunkCost,
+    ExtractionBudget,
+    TokenCounter,
+    approx_tokens,
+    budget_exhausted,
+    chunk_cost,
+)
+from quillian.components.extraction.llm_report import ExtractionFailure, LLMExtractionReport
 from quillian.components.extraction.text import (
     Span,
     describe,
@@ -52,26 +62,17 @@ from quillian.components.extraction.text import (
     title_aliases,
 )
 from quillian.components.generation.tasks import Task, TaskFailed, TaskRunner, Transcript
-from quillian.components.llm.base import ChatMessage, Decoding, Usage
-from quillian.components.llm.prompts import PromptRegistry
+from quillian.components.llm.base import Decoding
 from quillian.components.llm.structured import ParseError, parse_json_as
-from quillian.errors import BudgetExhausted, ConfigError
+from quillian.errors import ConfigError
 from quillian.types import Chunk, Provenance, Triple, normalize_name
 
 __all__ = [
-    "COMPLETION_RATIO",
-    "ENTITY_LIST_RATIO",
-    "MESSAGE_TOKENS",
     "NER_TASK",
     "RELATIONS_TASK",
-    "ExtractionBudget",
-    "ExtractionFailure",
-    "LLMExtractionReport",
     "LLMExtractor",
     "NEREntity",
     "Relations",
-    "approx_tokens",
-    "estimate_extraction",
     "parse_entities",
     "parse_relations",
 ]
@@ -79,23 +80,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TokenCounter = Callable[[str], int]
 
-#: Tokens a chat template adds around each message (role markers), for estimates.
-MESSAGE_TOKENS = 4
-#: Assumed completion length per stage, as a multiple of the passage's tokens (capped at
-#: the stage's ``max_tokens``). The paper's own demonstrations answer with 2.55 times
-#: their passage's length for NER (Listing 4: JSON with entity information) and 2.51
-#: times for relations (Listing 5: reasoning, then the triples).
-COMPLETION_RATIO = {"ner": 2.5, "relations": 2.5}
-#: Assumed length of the relation prompt's entity list, as a multiple of the passage's
-#: tokens (Listing 5's demonstration: 0.25), since it is known only after NER.
-ENTITY_LIST_RATIO = 0.25
 #: Longest description built from the chunk's sentences for an entity the model gave
 #: no ``entity_information``.
 FALLBACK_DESCRIPTION_CHARS = 600
-
-STAGES = ("ner", "relations")
 
 
 # --- parsing -------------------------------------------------------------------------
@@ -170,215 +158,6 @@ NER_TASK: Task[list[NEREntity]] = Task("sa-rag.ner", parse_entities, Decoding(ma
 RELATIONS_TASK: Task[Relations] = Task(
     "sa-rag.relations", parse_relations, Decoding(max_tokens=4096)
 )
-
-
-# --- estimates and budget ------------------------------------------------------------
-
-
-def approx_tokens(text: str) -> int:
-    """Default token count: one token per four characters, rounded up (the usual rule
-    of thumb for English with BPE tokenizers; pass a real tokenizer for precision)."""
-    return (len(text) + 3) // 4
-
-
-def _message_tokens(messages: Iterable[ChatMessage], count: TokenCounter) -> int:
-    return sum(count(m.content) + MESSAGE_TOKENS for m in messages)
-
-
-@dataclass(frozen=True, slots=True)
-class _Cost:
-    """Expected calls and tokens of one chunk (both stages)."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: _Cost) -> _Cost:
-        return _Cost(
-            self.calls + other.calls,
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-        )
-
-    def __sub__(self, other: _Cost) -> _Cost:
-        return _Cost(
-            self.calls - other.calls,
-            self.prompt_tokens - other.prompt_tokens,
-            self.completion_tokens - other.completion_tokens,
-        )
-
-
-def _sum(costs: dict[str, _Cost]) -> _Cost:
-    total = _Cost()
-    for cost in costs.values():
-        total = total + cost
-    return total
-
-
-def _chunk_costs(chunk: Chunk, prompts: PromptRegistry, count: TokenCounter) -> dict[str, _Cost]:
-    """Per stage, the expected cost of extracting ``chunk`` (nothing for a blank chunk)."""
-    if not chunk.text.strip():
-        return {stage: _Cost() for stage in STAGES}
-    passage = count(chunk.text)
-    ner = prompts.get(NER_TASK.prompt).render(passage=chunk.text)
-    relations = prompts.get(RELATIONS_TASK.prompt).render(passage=chunk.text, entities="")
-    prompt_tokens = {
-        "ner": _message_tokens(ner, count),
-        "relations": _message_tokens(relations, count) + math.ceil(ENTITY_LIST_RATIO * passage),
-    }
-    limits = {"ner": NER_TASK.decoding.max_tokens, "relations": RELATIONS_TASK.decoding.max_tokens}
-    return {
-        stage: _Cost(
-            1,
-            prompt_tokens[stage],
-            min(limits[stage], math.ceil(COMPLETION_RATIO[stage] * passage)),
-        )
-        for stage in STAGES
-    }
-
-
-def estimate_extraction(
-    chunks: Sequence[Chunk], prompts: PromptRegistry, count_tokens: TokenCounter | None = None
-) -> dict[str, Any]:
-    """Calls and tokens that extracting ``chunks`` would take, without calling a model.
-
-    Prompt tokens are counted on the real rendered prompts with ``count_tokens`` (default
-    :func:`approx_tokens`, characters / 4), plus :data:`MESSAGE_TOKENS` per message; the
-    relation prompt's entity list is assumed to be :data:`ENTITY_LIST_RATIO` times the
-    passage. Completion tokens are assumed to be :data:`COMPLETION_RATIO` times the
-    passage, capped at each stage's ``max_tokens``. Calls assume one NER and one relation
-    call per non-blank chunk: an upper bound on relation calls (skipped for chunks with
-    fewer than two entities) and a lower bound if replies need a repair attempt.
-
-    Returns ``{"chunks", "prompts": {stage: key}, "stages": {stage: {"calls",
-    "prompt_tokens", "completion_tokens"}}, "total": {..., "tokens"}, "token_counter",
-    "assumptions"}`` with stages ``"ner"`` and ``"relations"``.
-    """
-    count = count_tokens or approx_tokens
-    totals = {stage: _Cost() for stage in STAGES}
-    for chunk in chunks:
-        for stage, cost in _chunk_costs(chunk, prompts, count).items():
-            totals[stage] = totals[stage] + cost
-    total = totals["ner"] + totals["relations"]
-
-    def row(cost: _Cost) -> dict[str, int]:
-        return {
-            "calls": cost.calls,
-            "prompt_tokens": cost.prompt_tokens,
-            "completion_tokens": cost.completion_tokens,
-        }
-
-    return {
-        "chunks": len(chunks),
-        "prompts": {
-            "ner": prompts.get(NER_TASK.prompt).key,
-            "relations": prompts.get(RELATIONS_TASK.prompt).key,
-        },
-        "stages": {stage: row(cost) for stage, cost in totals.items()},
-        "total": {**row(total), "tokens": total.tokens},
-        "token_counter": "chars/4" if count_tokens is None else "given",
-        "assumptions": (
-            f"completion = {COMPLETION_RATIO['ner']}x (NER) and "
-            f"{COMPLETION_RATIO['relations']}x (relations) the passage's tokens; entity "
-            f"list = {ENTITY_LIST_RATIO}x; {MESSAGE_TOKENS} tokens per message; one call "
-            "per stage and non-blank chunk, no repairs"
-        ),
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class ExtractionBudget:
-    """Limits on what extraction may spend; ``None`` means no limit.
-
-    Only calls that reached the model count (replies from the response cache are free).
-    Before each chunk the extractor adds that chunk's estimate (as in
-    :func:`estimate_extraction`) to what was spent and what chunks in flight reserved,
-    and stops if the sum would pass a limit. A chunk once started is finished, so a
-    repair attempt or an estimate below the real size can overshoot a little.
-    """
-
-    max_calls: int | None = None
-    max_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        for label, value in (("max_calls", self.max_calls), ("max_tokens", self.max_tokens)):
-            if value is not None and value < 1:
-                raise ConfigError(f"{label} must be at least 1, got {value}")
-
-    def admits(self, calls: int, tokens: int) -> bool:
-        """Whether spending ``calls`` and ``tokens`` in all stays within the limits."""
-        return (self.max_calls is None or calls <= self.max_calls) and (
-            self.max_tokens is None or tokens <= self.max_tokens
-        )
-
-    def describe(self) -> str:
-        parts = [f"{self.max_calls} calls"] if self.max_calls is not None else []
-        parts += [f"{self.max_tokens} tokens"] if self.max_tokens is not None else []
-        return " and ".join(parts) or "no limit"
-
-
-# --- reporting -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ExtractionFailure:
-    """A chunk stage whose output stayed unusable after the repair attempt."""
-
-    chunk_id: str
-    doc_id: str
-    stage: Literal["ner", "relations"]
-    error: str
-    raw: str
-
-
-@dataclass
-class LLMExtractionReport:
-    """What an :class:`LLMExtractor` did over all its :meth:`~LLMExtractor.extract` calls.
-
-    ``calls`` and ``usage`` cover every call, cache hits included; ``billed`` is the
-    usage of calls that reached the model, which budgets count. ``dropped`` counts
-    triples left out by reason: ``"unknown entity"`` (an end names no extracted
-    entity), ``"same entity"``, ``"malformed"`` (not three non-empty strings) and
-    ``"duplicate"``.
-    """
-
-    chunks: int = 0
-    entities: int = 0
-    triples: int = 0
-    calls: int = 0
-    cached_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
-    billed: Usage = field(default_factory=Usage)
-    dropped: Counter[str] = field(default_factory=Counter)
-    failures: list[ExtractionFailure] = field(default_factory=list)
-
-    @property
-    def billed_calls(self) -> int:
-        """Calls that reached the model (what budgets count)."""
-        return self.calls - self.cached_calls
-
-    def add_calls(self, transcript: Transcript) -> None:
-        for call in transcript.calls:
-            self.calls += 1
-            self.usage = self.usage + call.usage
-            if call.cached:
-                self.cached_calls += 1
-            else:
-                self.billed = self.billed + call.usage
-
-    def summary(self) -> str:
-        """One line: chunks, entities, triples kept and dropped, calls, tokens, failures."""
-        dropped = ", ".join(f"{k} {n}" for k, n in sorted(self.dropped.items())) or "none"
-        return (
-            f"{self.chunks} chunks: {self.entities} entities, {self.triples} triples "
-            f"(dropped: {dropped}); {self.calls} calls ({self.cached_calls} cached), "
-            f"{self.usage.prompt_tokens} prompt + {self.usage.completion_tokens} completion "
-            f"tokens; {len(self.failures)} failures"
-        )
 
 
 # --- assembling one chunk --------------------------------------------------------------
@@ -539,8 +318,9 @@ class LLMExtractor:
         runner: runs the typed tasks (model, prompts, one repair attempt).
         concurrency: chunks in flight at once.
         budget: limits on calls and tokens over the extractor's lifetime; when the next
-            chunk would pass one, :meth:`extract` raises :class:`BudgetExhausted`
-            holding the extractions finished before it (see :class:`ExtractionBudget`).
+            chunk would pass one, :meth:`extract` raises
+            :class:`~quillian.errors.BudgetExhausted` holding the extractions finished
+            before it (see :class:`ExtractionBudget`).
         on_failure: called with each :class:`ExtractionFailure` as it happens (default:
             a logged warning); failures are also kept in :attr:`failures`.
         corpus_titles: every document title of the corpus, to judge which title aliases
@@ -575,7 +355,7 @@ class LLMExtractor:
         )
         self._titles = {" ".join(t.split()) for t in corpus_titles} | {""}
         self._aliases = title_aliases(self._titles)
-        self._reserved = _Cost()
+        self._ledger = BudgetLedger()
 
     @property
     def failures(self) -> list[ExtractionFailure]:
@@ -607,14 +387,14 @@ class LLMExtractor:
         aliases = self._aliases if not new else title_aliases([*self._titles, *new])
         results: list[Extraction | None] = [None] * len(chunks)
         queue: Iterator[tuple[int, Chunk]] = iter(enumerate(chunks))
-        stop: list[tuple[int, _Cost]] = []
+        stop: list[tuple[int, ChunkCost]] = []
 
         async def worker() -> None:
             for i, chunk in queue:  # next() never awaits: each chunk is taken once
                 if stop:
                     return
-                cost = _sum(_chunk_costs(chunk, self.runner.prompts, self.count_tokens))
-                if not self._admits(cost):
+                cost = chunk_cost(chunk, self.runner.prompts, self.count_tokens)
+                if not self._ledger.admits(self.budget, self.report, cost):
                     stop.append((i, cost))
                     return
                 results[i] = await self._reserved_run(chunk, aliases, cost)
@@ -628,34 +408,19 @@ class LLMExtractor:
             raise
         if stop:
             index, cost = stop[0]
-            raise self._exhausted([r for r in results[:index] if r is not None], cost)
+            done = [r for r in results[:index] if r is not None]
+            raise budget_exhausted(self.budget, self.report, done, cost)
         return [r for r in results if r is not None]
 
-    def _admits(self, cost: _Cost) -> bool:
-        calls = self.report.billed_calls + self._reserved.calls + cost.calls
-        tokens = self.report.billed.total_tokens + self._reserved.tokens + cost.tokens
-        return self.budget.admits(calls, tokens)
-
-    def _exhausted(self, done: list[Extraction], cost: _Cost) -> BudgetExhausted:
-        calls, tokens = self.report.billed_calls, self.report.billed.total_tokens
-        return BudgetExhausted(
-            f"LLM extraction budget ({self.budget.describe()}) exhausted: spent {calls} "
-            f"calls and {tokens} tokens, and the next chunk needs about {cost.calls} calls "
-            f"and {cost.tokens} tokens; the extractions done so far are kept, rerun "
-            "with a larger budget to resume",
-            done=done,
-            calls=calls,
-            tokens=tokens,
-        )
-
-    async def _reserved_run(self, chunk: Chunk, aliases: dict[str, str], cost: _Cost) -> Extraction:
-        self._reserved = self._reserved + cost
+    async def _reserved_run(
+        self, chunk: Chunk, aliases: dict[str, str], cost: ChunkCost
+    ) -> Extraction:
         transcript = Transcript()
-        try:
-            extraction = await self._extract_one(chunk, aliases, transcript)
-        finally:
-            self._reserved = self._reserved - cost
-            self.report.add_calls(transcript)
+        with self._ledger.reserve(cost):
+            try:
+                extraction = await self._extract_one(chunk, aliases, transcript)
+            finally:
+                self.report.add_calls(transcript)
         self.report.chunks += 1
         self.report.entities += len(extraction.entities)
         self.report.triples += len(extraction.triples)
