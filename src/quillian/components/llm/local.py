@@ -232,9 +232,10 @@ class _Loaded:
 
 def _quantize_int8(model: Any) -> Any:
     """Dynamic int8 quantization of every linear layer (weights int8, activations
-    quantized per batch): about 1.7x faster prompt reading and 4x faster generation than
-    float32 on this 2-core AVX2 CPU (``python -m quillian.bench.llm_local``), with
-    answers that can differ from float32's."""
+    quantized per batch): 1.8x faster prompt reading (339 against 190 tokens/s) and 3x
+    faster generation (23.6 against 7.8 tokens/s) than float32 on this 2-core AVX2 CPU,
+    at 5.8 GB peak memory, with greedy answers that differ from float32's on 3 of 4 test
+    prompts (``python -m quillian.bench.llm_local``)."""
     import warnings
 
     import torch
