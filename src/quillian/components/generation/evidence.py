@@ -3,9 +3,9 @@ source sentences, and the text forms the prompts take them in."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quillian.components.retrieval.base import ScoredPassage, UsedRelation
 
@@ -20,6 +20,22 @@ __all__ = [
     "strongest",
     "with_memory",
 ]
+
+
+T = TypeVar("T")
+
+
+def _extend_unique(items: list[T], more: Iterable[T], key: Callable[[T], Hashable]) -> list[T]:
+    """Append to ``items`` those of ``more`` whose key is new, in order; return them."""
+    seen = {key(item) for item in items}
+    new = []
+    for item in more:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            new.append(item)
+    items.extend(new)
+    return new
 
 
 @dataclass
@@ -37,36 +53,16 @@ class Evidence:
     kg_triples: list[KGTriple] = field(default_factory=list)
 
     def add_passages(self, passages: Iterable[ScoredPassage]) -> list[ScoredPassage]:
-        """Add passages not seen yet; returns the ones that were new."""
-        seen = {p.chunk for p in self.passages}
-        new = []
-        for p in passages:
-            if p.chunk not in seen:
-                seen.add(p.chunk)
-                new.append(p)
-        self.passages.extend(new)
-        return new
+        """Add passages not seen yet (by chunk); returns the ones that were new."""
+        return _extend_unique(self.passages, passages, lambda p: p.chunk)
 
     def add_relations(self, relations: Iterable[UsedRelation]) -> list[UsedRelation]:
-        seen = {r.relation for r in self.relations}
-        new = []
-        for r in relations:
-            if r.relation not in seen:
-                seen.add(r.relation)
-                new.append(r)
-        self.relations.extend(new)
-        return new
+        """Add relations not seen yet (by relation id); returns the new ones."""
+        return _extend_unique(self.relations, relations, lambda r: r.relation)
 
     def add_kg_triples(self, triples: Iterable[KGTriple]) -> list[KGTriple]:
         """Add triples not seen yet (same head, relation and tail); returns the new ones."""
-        seen = {(t.head, t.relation, t.tail) for t in self.kg_triples}
-        new = []
-        for t in triples:
-            if (t.head, t.relation, t.tail) not in seen:
-                seen.add((t.head, t.relation, t.tail))
-                new.append(t)
-        self.kg_triples.extend(new)
-        return new
+        return _extend_unique(self.kg_triples, triples, lambda t: (t.head, t.relation, t.tail))
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
