@@ -27,7 +27,7 @@ from quillian.index import build_index, open_index, read_manifest
 from quillian.registry import make_chunker, make_embedder, make_extractor, make_retriever
 from quillian.types import Document
 
-__all__ = ["BenchSettings", "recall_at", "run_retrieval_bench"]
+__all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,13 @@ class BenchSettings:
     extractions: Path | None = None
     embedder: str = "minilm"
     methods: Sequence[str] = METHODS
+
+
+def default_index_dir(dataset: str, first_n: int | None, extractions: Path | None) -> Path:
+    """Where the benchmarks build or reuse an index when not told: one name per dataset,
+    corpus prefix and extractor, so the retrieval and QA benchmarks share indexes."""
+    extractor = "gpt" if extractions else "spacy"
+    return Path("indexes") / f"{dataset}-{first_n or 'all'}-{extractor}"
 
 
 def recall_at(retrieved: Sequence[str], gold: Iterable[str], k: int) -> float:

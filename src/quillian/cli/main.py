@@ -125,14 +125,18 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_retrieval(args: argparse.Namespace) -> int:
-    from quillian.bench.retrieval import METHODS, BenchSettings, run_retrieval_bench
+    from quillian.bench.retrieval import (
+        METHODS,
+        BenchSettings,
+        default_index_dir,
+        run_retrieval_bench,
+    )
 
-    suffix = f"{args.first_n or 'all'}-{'gpt' if args.extractions else 'spacy'}"
     settings = BenchSettings(
         dataset=args.dataset,
         corpus=args.corpus,
         questions=args.questions,
-        index_dir=args.index_dir or Path("indexes") / f"{args.dataset}-{suffix}",
+        index_dir=args.index_dir or default_index_dir(args.dataset, args.first_n, args.extractions),
         first_n=args.first_n,
         extractions=args.extractions,
         methods=args.methods.split(",") if args.methods else METHODS,

@@ -148,7 +148,7 @@ def add_ask(sub: Any) -> None:
 
 def _cmd_bench_qa(args: argparse.Namespace) -> int:
     from quillian.bench.qa import QASettings, run_qa_bench, summary_table
-    from quillian.bench.retrieval import BenchSettings
+    from quillian.bench.retrieval import BenchSettings, default_index_dir
     from quillian.errors import ConfigError
     from quillian.registry import METHODS
 
@@ -156,13 +156,12 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
-    suffix = "gpt" if args.extractions else "spacy"
     settings = QASettings(
         index=BenchSettings(
             dataset=args.dataset,
             corpus=args.corpus,
             questions=args.questions,
-            index_dir=args.index_dir or Path("indexes") / f"{args.dataset}-all-{suffix}",
+            index_dir=args.index_dir or default_index_dir(args.dataset, None, args.extractions),
             extractions=args.extractions,
             embedder=args.embedder,
         ),
