@@ -7,6 +7,7 @@ naming the extra to install; nothing is installed at run time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ from quillian.methods.base import Pipeline, PipelineBase
 
 if TYPE_CHECKING:
     from quillian.components.extraction.llm_budget import ExtractionBudget
+    from quillian.components.kg.link import Alignment
+    from quillian.components.retrieval.sa import Bridges
 
 __all__ = [
     "CHUNKERS",
@@ -29,7 +32,11 @@ __all__ = [
     "EXTRACTORS",
     "KG_METHODS",
     "METHODS",
+    "METHOD_ALIASES",
     "RETRIEVERS",
+    "SA_RETRIEVERS",
+    "GraphSpec",
+    "make_bridges",
     "make_chunker",
     "make_embedder",
     "make_extractor",
@@ -39,9 +46,11 @@ __all__ = [
 ]
 
 CHUNKERS = ("passage", "words")
-EMBEDDERS = ("minilm", "hash")
+EMBEDDERS = ("minilm", "hash", "keyword")
 EXTRACTORS = ("spacy", "precomputed", "llm")
 RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+#: The retrievers that can cross into another graph (:func:`make_bridges`).
+SA_RETRIEVERS = ("sa", "sa-paper")
 
 
 def make_chunker(name: str, size: int = 500, overlap: int = 200) -> Chunker:
@@ -65,6 +74,10 @@ def make_embedder(name: str) -> Embedder:
         from quillian.testing.fakes import HashEmbedder
 
         return HashEmbedder()
+    if name == "keyword":
+        from quillian.testing.fakes import KeywordEmbedder
+
+        return KeywordEmbedder()
     raise ConfigError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}")
 
 
@@ -99,17 +112,22 @@ def make_extractor(
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 
-def make_retriever(context: RetrievalContext, name: str, **options: object) -> Retriever:
-    """A retriever over ``context``; ``options`` override its config fields."""
+def make_retriever(
+    context: RetrievalContext, name: str, bridges: Bridges | None = None, **options: object
+) -> Retriever:
+    """A retriever over ``context``; ``options`` override its config fields. ``bridges``
+    (:func:`make_bridges`) let SA retrieval cross into another graph."""
     from quillian.components.retrieval.bm25 import BM25Index, BM25Retriever
     from quillian.components.retrieval.dense import DenseRetriever
     from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
     from quillian.components.retrieval.sa import SAConfig, SARetriever
 
     if name == "sa":
-        return SARetriever(context, SAConfig(**options))  # type: ignore[arg-type]
+        return SARetriever(context, SAConfig(**options), bridges=bridges)  # type: ignore[arg-type]
     if name == "sa-paper":
-        return SARetriever(context, SAConfig.paper(**options))
+        return SARetriever(context, SAConfig.paper(**options), bridges=bridges)
+    if bridges is not None:
+        raise ConfigError(f"only SA retrieval crosses into another graph, not {name!r}")
     if name == "ppr":
         return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
     if name == "dense":
@@ -136,6 +154,8 @@ METHODS: dict[str, str | None] = {
     "self-ask-kg": "dense",
     "cot-rag-kg": "dense",
 }
+#: Other names accepted for methods (the issue tracker's short names).
+METHOD_ALIASES: dict[str, str] = {"kg-infused": "kg-infused-rag"}
 #: Methods that read a knowledge graph (``graph=``) besides the corpus.
 KG_METHODS = ("kg-infused-rag", "self-ask-kg", "cot-rag-kg")
 
@@ -194,16 +214,81 @@ def _config(method: str, config_cls: type, options: dict[str, object]) -> object
         raise ConfigError(f"method {method!r}: {exc}") from exc
 
 
-def make_graph(spec: str, context: RetrievalContext | None = None) -> ExternalGraph:
-    """A knowledge graph for the KG-Infused methods: ``index`` (the index's own document
-    graph), ``index+inverse`` (the same, relations also followed from object to subject)
-    or the directory of a graph written by ``quillian kg import``."""
-    if spec in ("index", "index+inverse"):
+@dataclass(frozen=True)
+class GraphSpec:
+    """A parsed ``--kg`` value (see :func:`make_graph`)."""
+
+    directory: Path | None
+    """An imported graph's directory, or None for the index's own graph."""
+    documents: bool
+    """Whether the index's document graph takes part."""
+    inverse: bool
+    """Document relations are also followed from object to subject."""
+
+    @classmethod
+    def parse(cls, spec: str) -> GraphSpec:
+        rest, inverse = (
+            (spec[: -len("+inverse")], True) if spec.endswith("+inverse") else (spec, False)
+        )
+        if rest == "index":
+            return cls(None, True, inverse)
+        if rest.endswith("+index"):
+            return cls(Path(rest[: -len("+index")]), True, inverse)
+        if inverse:
+            raise ConfigError(f"--kg {spec}: +inverse applies to the index's graph only")
+        return cls(Path(rest), False, False)
+
+
+def make_graph(
+    spec: str, context: RetrievalContext | None = None, index_dir: Path | None = None
+) -> ExternalGraph:
+    """A knowledge graph for the KG-Infused methods:
+
+    * ``index``: the index's own document graph; ``index+inverse``: the same, relations
+      also followed from object to subject;
+    * ``DIR``: a graph written by ``quillian kg import``;
+    * ``DIR+index`` (or ``DIR+index+inverse``): both, joined through the alignment
+      ``quillian kg link DIR --documents INDEX`` saved (one graph across sources).
+    """
+    parsed = GraphSpec.parse(spec)
+    if parsed.documents and context is None:
+        raise ConfigError(f"--kg {spec} needs an index")
+    if parsed.directory is None:
         from quillian.components.kg.document_graph import DocumentGraph
 
-        if context is None:
-            raise ConfigError(f"--kg {spec} needs an index")
-        return DocumentGraph(context, inverse=spec.endswith("+inverse"))
+        assert context is not None
+        return DocumentGraph(context, inverse=parsed.inverse)
     from quillian.components.kg.store import ImportedGraph
 
-    return ImportedGraph.open(spec)
+    external = ImportedGraph.open(parsed.directory)
+    if not parsed.documents:
+        return external
+    from quillian.components.kg.document_graph import DocumentGraph
+    from quillian.components.kg.linked import LinkedGraph
+
+    assert context is not None
+    documents = DocumentGraph(context, inverse=parsed.inverse)
+    return LinkedGraph(external, documents, _alignment(parsed.directory, spec, index_dir))
+
+
+def make_bridges(spec: str | None, index_dir: Path | None) -> Bridges | None:
+    """Bridges through an imported graph for SA retrieval when ``spec`` joins one to
+    the index (``DIR+index``), else None."""
+    if spec is None:
+        return None
+    parsed = GraphSpec.parse(spec)
+    if parsed.directory is None or not parsed.documents:
+        return None
+    from quillian.components.kg.linked import LinkBridges
+    from quillian.components.kg.store import ImportedGraph
+
+    alignment = _alignment(parsed.directory, spec, index_dir)
+    return LinkBridges(ImportedGraph.open(parsed.directory), alignment)
+
+
+def _alignment(directory: Path, spec: str, index_dir: Path | None) -> Alignment:
+    from quillian.components.kg.link import Alignment, index_fingerprint
+
+    if index_dir is None:
+        raise ConfigError(f"--kg {spec} needs the index directory to find its alignment")
+    return Alignment.load(directory, index_fingerprint(index_dir), index=str(index_dir))

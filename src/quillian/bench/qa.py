@@ -24,6 +24,8 @@ from quillian.eval.qa import Progress, evaluate
 from quillian.index import open_index, read_manifest
 from quillian.registry import (
     METHODS,
+    SA_RETRIEVERS,
+    make_bridges,
     make_embedder,
     make_graph,
     make_pipeline,
@@ -47,8 +49,8 @@ class QASettings:
     command: str = ""
     """The command line that ran the benchmark, kept next to its results."""
     kg: str | None = None
-    """The KG-Infused methods' graph: ``index``, ``index+inverse`` or an imported
-    graph's directory."""
+    """The KG-Infused methods' graph: ``index``, ``index+inverse``, an imported graph's
+    directory, or ``DIR+index`` (joined by its saved alignment; SA retrieval crosses)."""
 
 
 def _context(settings: QASettings) -> tuple[RetrievalContext | None, dict[str, Any]]:
@@ -74,12 +76,14 @@ async def run_qa_bench(
     runner = TaskRunner(session.model, prompts)
     for method in settings.methods:
         retriever_name = settings.retriever or METHODS.get(method)
+        index_dir = settings.index.index_dir
+        bridges = make_bridges(settings.kg, index_dir) if retriever_name in SA_RETRIEVERS else None
         retriever = (
-            make_retriever(context, retriever_name)
+            make_retriever(context, retriever_name, bridges=bridges)
             if context is not None and retriever_name
             else None
         )
-        graph = make_graph(settings.kg, context) if settings.kg else None
+        graph = make_graph(settings.kg, context, index_dir) if settings.kg else None
         pipeline = make_pipeline(method, runner, retriever, graph=graph, **settings.options)
         manifest = {
             "dataset": settings.index.dataset,

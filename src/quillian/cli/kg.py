@@ -5,6 +5,7 @@ quillian kg import wikidata5m --entities E --triples T --descriptions D --out OU
 quillian kg import rdf graph.nt more.ttl --out kg/mine
 quillian kg import wordnet [/usr/share/wordnet] --out kg/wordnet
 quillian kg show kg/wordnet dog
+quillian kg link kg/wordnet --documents indexes/sample
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ FORMATS = ("wikidata5m", "rdf", "wordnet")
 
 
 def add_kg(sub: Any) -> None:
-    """Register ``kg import`` and ``kg show`` on an argparse subparsers object."""
+    """Register ``kg import``, ``kg show`` and ``kg link`` on an argparse subparsers object."""
     p = sub.add_parser("kg", help="import and inspect pre-existing knowledge graphs")
     kg = p.add_subparsers(dest="kg_command", required=True)
 
@@ -70,6 +71,7 @@ def add_kg(sub: Any) -> None:
     show.add_argument("--triples", type=int, default=10, help="triples shown per entity")
     show.add_argument("--limit", type=int, default=5, help="entities shown at most")
     show.set_defaults(func=_cmd_show)
+    _add_link(kg)
 
 
 def _progress(stage: str, done: int, total: int) -> None:
@@ -144,6 +146,71 @@ def _wikidata5m_files(args: argparse.Namespace) -> Any:
     if len(args.paths) != 1:
         raise ConfigError("wikidata5m: give the directory of the release files")
     return Wikidata5MFiles.from_directory(args.paths[0])
+
+
+def _add_link(kg: Any) -> None:
+    link = kg.add_parser(
+        "link",
+        help="align an index's document-graph entities to an imported graph",
+        description="Pair each entity of the index's document graph with the imported "
+        "entity it names (alias match and description similarity, scores kept). The "
+        "alignment is saved in DIR/links/ for this build of the index; then --kg DIR+index "
+        "joins both graphs in `quillian ask`, `quillian retrieve` and `quillian bench qa`.",
+    )
+    link.add_argument("graph", type=Path, metavar="DIR")
+    link.add_argument("--documents", type=Path, required=True, metavar="INDEX")
+    link.add_argument("--min-score", type=float, default=0.6, help="keep links scoring this")
+    link.add_argument(
+        "--description-candidates",
+        type=int,
+        default=5,
+        help="nearest descriptions considered besides name matches (0: names only)",
+    )
+    link.add_argument("--show", type=int, default=10, help="links printed, best first")
+    link.add_argument("--json", action="store_true", help="print the summary as JSON")
+    link.set_defaults(func=_cmd_link)
+
+
+def _cmd_link(args: argparse.Namespace) -> int:
+    from quillian.cli.main import open_index_dir
+    from quillian.components.kg.document_graph import DocumentGraph
+    from quillian.components.kg.link import LinkOptions, index_fingerprint, link_graphs
+    from quillian.components.kg.store import ImportedGraph
+
+    options = LinkOptions(
+        min_score=args.min_score, description_candidates=args.description_candidates
+    )
+    documents = DocumentGraph(open_index_dir(args.documents).context, name=args.documents.name)
+    with ImportedGraph.open(args.graph) as graph:
+        alignment = link_graphs(documents, graph, options, _progress)
+        alignment.meta["index"] = str(args.documents)
+        alignment.meta["index_name"] = args.documents.name
+        path = alignment.save(args.graph, index_fingerprint(args.documents))
+        examples = [
+            {
+                **row,
+                "source": documents.entity_name(row["source"]),
+                "target": f"{graph.entity_name(row['target'])} [{graph.entity_id(row['target'])}]",
+            }
+            for row in alignment.rows(args.show)
+        ]
+    summary = {**alignment.meta, "links": len(alignment), "path": str(path), "examples": examples}
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False))
+        return 0
+    n = summary["source_entities"]
+    print(
+        f"linked {len(alignment)} of {n} document entities "
+        f"({', '.join(f'{k} {v}' for k, v in summary['by_kind'].items())}) "
+        f"in {summary['seconds']} s; saved to {path}"
+    )
+    for row in examples:
+        print(
+            f"  {row['score']:.2f} {row['source']} -> {row['target']} "
+            f"(name {row['name_score']:.2f}, description {row['description_score']:.2f}, "
+            f"{row['kind']})"
+        )
+    return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

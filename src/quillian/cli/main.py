@@ -97,10 +97,11 @@ def open_index_dir(directory: Path) -> Index:
 
 
 def _cmd_retrieve(args: argparse.Namespace) -> int:
-    from quillian.registry import make_retriever
+    from quillian.registry import make_bridges, make_retriever
 
     index = open_index_dir(args.index)
-    retriever = make_retriever(index.context, args.method)
+    bridges = make_bridges(args.kg, args.index)
+    retriever = make_retriever(index.context, args.method, bridges=bridges)
     result = retriever.retrieve(args.question, args.k)
     if args.json:
         from dataclasses import asdict
@@ -119,7 +120,7 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
     for r in trace.relations[:10]:
         print(
             f"relation [{r.weight:.2f}] {r.subject} -{r.predicate}- {r.object}: "
-            f"{' '.join(r.sentence.split())[:140]}"
+            f"{' '.join((r.sentence or r.description).split())[:140]}"
         )
     return 0
 
@@ -174,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     p.add_argument("--method", default="sa", choices=("sa", "sa-paper", "ppr", "dense", "bm25"))
     p.add_argument("-k", type=int, default=8)
+    p.add_argument(
+        "--kg",
+        metavar="DIR+index",
+        help="let SA retrieval cross into the graph DIR, linked to this index by "
+        "`quillian kg link DIR --documents INDEX`",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_retrieve)
 

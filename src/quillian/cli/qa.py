@@ -73,8 +73,9 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kg",
         metavar="SPEC",
-        help="knowledge graph of the KG-Infused methods: index, index+inverse, or a "
-        "directory written by `quillian kg import`",
+        help="knowledge graph of the KG-Infused methods: index, index+inverse, a "
+        "directory written by `quillian kg import`, or DIR+index (both, joined by "
+        "`quillian kg link`; SA retrieval then also crosses into DIR)",
     )
     p.add_argument(
         "--option", action="append", metavar="KEY=VALUE", help="method option, e.g. k=10"
@@ -108,14 +109,24 @@ def _print_answer(result: Any, trace: bool) -> None:
 def _cmd_ask(args: argparse.Namespace) -> int:
     from quillian.cli.main import open_index_dir
     from quillian.components.generation.tasks import TaskRunner
-    from quillian.registry import METHODS, make_graph, make_pipeline, make_retriever
+    from quillian.registry import (
+        METHODS,
+        SA_RETRIEVERS,
+        make_bridges,
+        make_graph,
+        make_pipeline,
+        make_retriever,
+    )
 
     retriever_name = args.retriever or METHODS.get(args.method)
     retriever, context = None, None
-    if retriever_name:
+    if retriever_name or (args.kg and "index" in args.kg):
         context = open_index_dir(args.index).context
-        retriever = make_retriever(context, retriever_name)
-    graph = make_graph(args.kg, context) if args.kg else None
+    if retriever_name:
+        assert context is not None
+        bridges = make_bridges(args.kg, args.index) if retriever_name in SA_RETRIEVERS else None
+        retriever = make_retriever(context, retriever_name, bridges=bridges)
+    graph = make_graph(args.kg, context, args.index) if args.kg else None
     prompts = _prompts(args)
 
     async def ask() -> Any:
@@ -135,12 +146,17 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
 
 def add_ask(sub: Any) -> None:
-    from quillian.registry import METHODS
+    from quillian.registry import METHOD_ALIASES, METHODS
 
     p = sub.add_parser("ask", help="answer a question over an index with an LLM")
     p.add_argument("index", type=Path, metavar="DIR")
     p.add_argument("question")
-    p.add_argument("--method", default="sa-rag", choices=tuple(METHODS))
+    p.add_argument(
+        "--method",
+        default="sa-rag",
+        choices=(*METHODS, *METHOD_ALIASES),
+        type=lambda name: METHOD_ALIASES.get(name, name),
+    )
     p.add_argument("--trace", action="store_true", help="show the pipeline's steps")
     _llm_args(p)
     p.set_defaults(func=_cmd_ask)
@@ -150,9 +166,9 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
     from quillian.bench.qa import QASettings, run_qa_bench, summary_table
     from quillian.bench.retrieval import BenchSettings, default_index_dir
     from quillian.errors import ConfigError
-    from quillian.registry import METHODS
+    from quillian.registry import METHOD_ALIASES, METHODS
 
-    methods = args.method.split(",")
+    methods = [METHOD_ALIASES.get(m, m) for m in args.method.split(",")]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")

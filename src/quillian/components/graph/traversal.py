@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot
 
-__all__ = ["Subgraph", "gather_edges", "khop_subgraph"]
+__all__ = ["Subgraph", "gather_edges", "khop_subgraph", "with_edges"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
@@ -152,6 +152,41 @@ def khop_subgraph(
     nodes = np.fromiter(hop_of.keys(), dtype=np.int64, count=len(hop_of))
     node_hops = np.fromiter(hop_of.values(), dtype=np.int64, count=len(hop_of))
     return _induced(nodes, node_hops, kept)
+
+
+def with_edges(
+    sub: Subgraph,
+    sources: npt.ArrayLike,
+    targets: npt.ArrayLike,
+    positions: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    *,
+    max_nodes: int,
+) -> Subgraph:
+    """``sub`` with extra edges between snapshot ids (edges from outside the snapshot,
+    such as links through another graph; give them negative ``positions``).
+
+    A target not yet in ``sub`` joins it one hop further than its source while fewer
+    than ``max_nodes`` nodes are held; edges to targets left out are dropped. Parallel
+    edges collapse to the heaviest, as in :func:`khop_subgraph`.
+    """
+    src = np.asarray(sources, dtype=np.int64)
+    dst = np.asarray(targets, dtype=np.int64)
+    hop_of = dict(zip(sub.nodes.tolist(), sub.hops.tolist(), strict=True))
+    for s, t in zip(src.tolist(), dst.tolist(), strict=True):
+        if t not in hop_of and s in hop_of and len(hop_of) < max_nodes:
+            hop_of[t] = hop_of[s] + 1
+    nodes = np.fromiter(hop_of.keys(), dtype=np.int64, count=len(hop_of))
+    node_hops = np.fromiter(hop_of.values(), dtype=np.int64, count=len(hop_of))
+    rows = np.repeat(np.arange(sub.n_nodes), np.diff(sub.indptr))
+    existing = (sub.nodes[rows], sub.nodes[sub.indices], sub.positions, sub.weights)
+    extra = (
+        src,
+        dst,
+        np.asarray(positions, dtype=np.int64),
+        np.asarray(weights, dtype=np.float32),
+    )
+    return _induced(nodes, node_hops, [existing, extra])
 
 
 def _induced(

@@ -287,6 +287,21 @@ class ImportedGraph:
             out[h].append(KGTriple(h, self._relation_names[r], t, name(h), name(t)))
         return out
 
+    def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """``texts`` embedded with the embedder the descriptions were embedded with."""
+        return self._query_embedder().embed(list(texts))
+
+    def description_vectors(self, entities: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """The description vectors of ``entities`` (float32, one row each)."""
+        return self._vector_index().get(np.asarray(entities, dtype=np.int64))
+
+    def search_descriptions(
+        self, vectors: npt.ArrayLike, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The ``k`` entities with the most similar descriptions for each query vector
+        (rows of ``vectors``): ``(entities, scores)``, best first."""
+        return self._vector_index().search(vectors, k)
+
     def _check(self, entity: int) -> int:
         e = int(entity)
         if not 0 <= e < self._n:

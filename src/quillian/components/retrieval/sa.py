@@ -20,8 +20,9 @@ passages ranked by graph evidence rather than an unordered set.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,12 @@ import numpy.typing as npt
 from quillian.components.graph.activation import rescale_weights, spreading_activation
 from quillian.components.graph.builder import TOPIC_WEIGHT
 from quillian.components.graph.snapshot import EdgeKind
-from quillian.components.graph.traversal import Subgraph, gather_edges, khop_subgraph
+from quillian.components.graph.traversal import (
+    Subgraph,
+    gather_edges,
+    khop_subgraph,
+    with_edges,
+)
 from quillian.components.retrieval.base import (
     ActivatedEntity,
     RetrievalResult,
@@ -41,7 +47,39 @@ from quillian.components.retrieval.base import (
 from quillian.components.retrieval.context import RetrievalContext, SeedMode
 from quillian.errors import ConfigError
 
-__all__ = ["SAConfig", "SARetriever"]
+__all__ = ["BridgeLike", "Bridges", "SAConfig", "SARetriever"]
+
+
+class BridgeLike(Protocol):
+    """An edge between two entities of the index through another graph."""
+
+    @property
+    def source(self) -> int: ...
+
+    @property
+    def target(self) -> int: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def predicate(self) -> str: ...
+
+    @property
+    def object(self) -> str: ...
+
+    @property
+    def confidence(self) -> float:
+        """Scales the edge weight (the link scores that justify the bridge)."""
+        ...
+
+
+class Bridges(Protocol):
+    """Edges from outside the index (:class:`quillian.components.kg.linked.LinkBridges`)."""
+
+    name: str
+
+    def bridges(self, entities: npt.ArrayLike) -> Sequence[BridgeLike]: ...
 
 
 @dataclass(frozen=True)
@@ -88,6 +126,8 @@ class SAConfig:
     """At most this many entities in the fetched subgraph."""
     max_relations: int = 20
     """At most this many relations returned in the trace and context."""
+    max_bridges: int = 256
+    """With bridges to another graph: at most this many crossing edges per query."""
 
     def __post_init__(self) -> None:
         for name in ("seed_k", "max_fanout", "max_nodes"):
@@ -111,10 +151,19 @@ class SAConfig:
 class SARetriever:
     """Spreading-activation retrieval over a :class:`RetrievalContext`."""
 
-    def __init__(self, context: RetrievalContext, config: SAConfig | None = None) -> None:
+    def __init__(
+        self,
+        context: RetrievalContext,
+        config: SAConfig | None = None,
+        *,
+        bridges: Bridges | None = None,
+    ) -> None:
         self.context = context
         self.config = config or SAConfig()
+        self.bridges = bridges
         self.name = "sa" if self.config.ranking == "fused" else "sa-paper"
+        if bridges is not None:
+            self.name += f"+{bridges.name}"
 
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
@@ -129,6 +178,9 @@ class SARetriever:
         t = time.perf_counter()
         seed_entities = [s.entity for s in seeds]
         sub = self._subgraph(seed_entities, q)
+        crossed: list[BridgeLike] = []
+        if self.bridges is not None:
+            sub, crossed = self._cross(sub, q)
         activation = (
             spreading_activation(
                 sub.indptr,
@@ -148,7 +200,7 @@ class SARetriever:
         trace = RetrievalTrace(
             seeds=seeds,
             activated=self._activated(sub, activation),
-            relations=self._relations(sub, activation),
+            relations=self._relations(sub, activation, crossed),
             subgraph_nodes=sub.n_nodes,
             subgraph_edges=len(sub.indices),
             timings_ms=timings,
@@ -182,6 +234,30 @@ class SARetriever:
             max_fanout=self.config.max_fanout,
             max_nodes=self.config.max_nodes,
         )
+
+    def _cross(
+        self, sub: Subgraph, q: npt.NDArray[np.float32]
+    ) -> tuple[Subgraph, list[BridgeLike]]:
+        """``sub`` with the bridges of its nodes within ``hops`` of the seeds, each
+        weighted like a relation (query cosine of its text) times its confidence.
+        Bridge ``i`` sits at edge position ``-(i + 1)``."""
+        assert self.bridges is not None
+        inner = sub.nodes[sub.hops < self.config.hops]
+        found = list(self.bridges.bridges(inner))[: self.config.max_bridges]
+        if not found:
+            return sub, []
+        texts = [_bridge_text(b) for b in found]
+        cosine = self.context.embedder.embed(texts) @ q
+        weights = cosine * np.array([b.confidence for b in found], dtype=np.float32)
+        crossed = with_edges(
+            sub,
+            [b.source for b in found],
+            [b.target for b in found],
+            -(np.arange(len(found)) + 1),
+            weights,
+            max_nodes=self.config.max_nodes,
+        )
+        return crossed, found
 
     def _rank(
         self,
@@ -265,8 +341,10 @@ class SARetriever:
         self,
         sub: Subgraph,
         activation: npt.NDArray[np.float64],
+        crossed: Sequence[BridgeLike] = (),
     ) -> list[UsedRelation]:
-        """Relations between activated entities whose cosine exceeds tau_r, best first."""
+        """Relations between activated entities whose cosine exceeds tau_r, best first;
+        a bridge to another graph is reported with relation id -1 and its text."""
         ctx, cfg = self.context, self.config
         if sub.n_nodes == 0:
             return []
@@ -274,27 +352,41 @@ class SARetriever:
         rows = np.repeat(np.arange(sub.n_nodes), np.diff(sub.indptr))
         active = activation > cfg.activation_threshold
         keep = active[rows] & active[sub.indices] & (raw > cfg.relation_threshold)
-        rel_ids = np.asarray(ctx.kg.snapshot.edge_relations[sub.positions[keep]])
+        positions = sub.positions[keep]
+        rel_ids = np.full(len(positions), -1, dtype=np.int64)
+        inside = positions >= 0
+        rel_ids[inside] = ctx.kg.snapshot.edge_relations[positions[inside]]
         weights = raw[keep]
-        out: dict[int, UsedRelation] = {}
+        out: dict[int | str, UsedRelation] = {}
         for i in np.argsort(-weights, kind="stable").tolist():
-            rel = int(rel_ids[i])
-            if rel < 0 or rel in out:
-                continue
-            triple = ctx.kg.relations[rel]
-            sentence = triple.provenance.sentence if triple.provenance else ""
-            out[rel] = UsedRelation(
-                rel,
-                triple.subject,
-                triple.predicate,
-                triple.object,
-                triple.description,
-                float(weights[i]),
-                sentence,
-            )
+            if positions[i] < 0:
+                bridge = crossed[-int(positions[i]) - 1]
+                if _bridge_text(bridge) not in out:
+                    out[_bridge_text(bridge)] = self._bridge_relation(bridge, float(weights[i]))
+            elif rel_ids[i] >= 0 and int(rel_ids[i]) not in out:
+                out[int(rel_ids[i])] = _used_relation(ctx, int(rel_ids[i]), float(weights[i]))
             if len(out) >= cfg.max_relations:
                 break
         return list(out.values())
+
+    def _bridge_relation(self, bridge: BridgeLike, weight: float) -> UsedRelation:
+        source = self.bridges.name if self.bridges is not None else "another graph"
+        return UsedRelation(
+            -1, bridge.subject, bridge.predicate, bridge.object, f"from {source}", weight
+        )
+
+
+def _bridge_text(bridge: BridgeLike) -> str:
+    """The text a bridge is weighed by, like a relation: ``subject predicate object``."""
+    return f"{bridge.subject} {bridge.predicate} {bridge.object}"
+
+
+def _used_relation(ctx: RetrievalContext, rel: int, weight: float) -> UsedRelation:
+    triple = ctx.kg.relations[rel]
+    sentence = triple.provenance.sentence if triple.provenance else ""
+    return UsedRelation(
+        rel, triple.subject, triple.predicate, triple.object, triple.description, weight, sentence
+    )
 
 
 def _ms(start: float) -> float:
