@@ -22,9 +22,17 @@ from typing import Any
 import numpy as np
 
 from quillian.bench.datasets import Dataset, Question, load_questions, passage_key
+from quillian.components.retrieval.base import Retriever
 from quillian.errors import QuillianError
 from quillian.index import build_index, open_index, read_manifest
-from quillian.registry import make_chunker, make_embedder, make_extractor, make_retriever
+from quillian.registry import (
+    SA_RETRIEVERS,
+    make_bridges,
+    make_chunker,
+    make_embedder,
+    make_extractor,
+    make_retriever,
+)
 from quillian.types import Document
 
 __all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
@@ -127,8 +135,14 @@ def ensure_index(settings: BenchSettings, documents: list[Document]) -> dict[str
     }
 
 
-def run_retrieval_bench(settings: BenchSettings, k: int = 8) -> dict[str, Any]:
-    """Build (or reuse) the index and score every method; returns one JSON-able dict."""
+def run_retrieval_bench(
+    settings: BenchSettings, k: int = 8, kg: str | None = None
+) -> dict[str, Any]:
+    """Build (or reuse) the index and score every method; returns one JSON-able dict.
+
+    With ``kg`` (``DIR+index``), each SA method also runs crossing into that graph
+    through its alignment with the index, reported as ``<method>+<graph name>``.
+    """
     questions = load_questions(settings.dataset, settings.questions)
     documents = read_corpus(settings)
     build = ensure_index(settings, documents)
@@ -140,9 +154,15 @@ def run_retrieval_bench(settings: BenchSettings, k: int = 8) -> dict[str, Any]:
     ]
     vectors = ctx.embedder.embed([q.question for q in questions])
     out: dict[str, Any] = {}
+    bridges = make_bridges(kg, settings.index_dir)
+    runs: list[tuple[str, Retriever]] = []
     for method in settings.methods:
         options = PAPER_SETTINGS[settings.dataset] if method == "sa-paper" else {}
-        retriever = make_retriever(ctx, method, **options)
+        runs.append((method, make_retriever(ctx, method, **options)))
+        if bridges is not None and method in SA_RETRIEVERS:
+            crossing = make_retriever(ctx, method, bridges=bridges, **options)
+            runs.append((f"{method}+{bridges.name}", crossing))
+    for method, retriever in runs:
         retriever.retrieve(questions[0].question, k, vectors[0])  # warm-up (JIT, caches)
         ranked, latencies = [], []
         for q, v in zip(questions, vectors, strict=True):

@@ -142,7 +142,7 @@ def _cmd_bench_retrieval(args: argparse.Namespace) -> int:
         extractions=args.extractions,
         methods=args.methods.split(",") if args.methods else METHODS,
     )
-    result = run_retrieval_bench(settings)
+    result = run_retrieval_bench(settings, kg=args.kg)
     if args.json:
         print(json.dumps(result))
     else:
@@ -194,6 +194,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--extractions", type=Path, help="precomputed extractions (JSONL)")
     b.add_argument("--index-dir", type=Path, help="where to build or reuse the index")
     b.add_argument("--methods", help="comma-separated subset of methods")
+    b.add_argument(
+        "--kg",
+        metavar="DIR+index",
+        help="also run the SA methods crossing into DIR (linked by `quillian kg link`)",
+    )
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_cmd_bench_retrieval)
     add_bench_qa(bench)
