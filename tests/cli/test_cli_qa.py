@@ -168,6 +168,14 @@ def test_ask_kg_infused_over_the_index_graph(files, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] == "London"
     assert any("expanded_query" in s for s in out["steps"])
+    code = main(["ask", idx, QUESTIONS[0]["question"], "--method", "kg-infused",
+                 "--kg", "index+inverse", "--llm", f"scripted:{files / 'kg.json'}",
+                 "--no-cache", "--trace"])  # fmt: skip
+    trace = capsys.readouterr().out
+    assert code == 0 and "kg seeds: " in trace
+    assert "kg round 1: " in trace and "selected <Charles Babbage | born in | London>" in trace
+    assert "kg summary: Charles Babbage was born in London." in trace
+    assert "expanded query: Charles Babbage birthplace" in trace
     assert main(["ask", idx, "q", "--method", "kg-infused-rag", "--llm",
                  f"scripted:{files / 'kg.json'}", "--no-cache"]) == 2  # fmt: skip
     assert "needs a knowledge graph (--kg)" in capsys.readouterr().err

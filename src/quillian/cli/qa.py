@@ -103,7 +103,29 @@ def _print_answer(result: Any, trace: bool) -> None:
     )
     if trace:
         for step in result.steps:
-            print("  step:", json.dumps(step, ensure_ascii=False)[:400])
+            print(_format_step(step))
+
+
+def _format_step(step: dict[str, Any]) -> str:
+    """One pipeline step for ``--trace``; KG-Infused activation steps read as the paper's
+    stages (rounds, selected triples, summary, expanded query)."""
+    if "kg_seeds" in step:
+        seeds = ", ".join(f"{s['entity']} ({s['score']:.2f})" for s in step["kg_seeds"])
+        return f"  kg seeds: {seeds}"
+    if "kg_round" in step:
+        lines = [
+            f"  kg round {step['kg_round']}: {', '.join(step.get('entities', []))} "
+            f"({step.get('candidates', 0)} candidate triples)"
+        ]
+        lines += [f"    selected {t}" for t in step.get("selected", [])]
+        if step.get("next_entities"):
+            lines.append(f"    next: {', '.join(step['next_entities'])}")
+        return "\n".join(lines)
+    if "kg_summary" in step:
+        return f"  kg summary: {step['kg_summary']}"
+    if "expanded_query" in step:
+        return f"  expanded query: {step['expanded_query']}"
+    return "  step: " + json.dumps(step, ensure_ascii=False)[:400]
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
