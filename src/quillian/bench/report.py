@@ -160,6 +160,8 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "",
             f"Command: `{run.get('_command', '')}`",
         ]
+        if run.get("_passages"):
+            parts += ["", *_passage_rows(run["_passages"])]
     if llm_local:
         rows = [
             f"| {r['dtype']} | {r['load_s']} | {r['prompt_tok_s']} | {r['gen_tok_s']} | "
@@ -184,6 +186,34 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "load, 11-13 generated tokens/s and about 1.3 s for a 100-token prompt.",
         ]
     return parts
+
+
+def passage_figures(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Per method of a ``bench qa`` run: mean passages put in front of the model and
+    their recall of the gold passages, read back from its predictions."""
+    out: dict[str, dict[str, float]] = {}
+    for predictions in sorted(run_dir.glob("*/predictions.jsonl")):
+        rows = [json.loads(line) for line in predictions.read_text().splitlines() if line]
+        counts = [len(r.get("evidence", {}).get("passages", [])) for r in rows]
+        recalls = [r["evidence_recall"] for r in rows if r.get("evidence_recall") is not None]
+        if rows and any(counts):
+            out[predictions.parent.name] = {
+                "passages": round(sum(counts) / len(counts), 2),
+                "recall": round(sum(recalls) / max(len(recalls), 1), 4),
+            }
+    return out
+
+
+def _passage_rows(figures: dict[str, dict[str, float]]) -> list[str]:
+    return [
+        "Passages in front of the model (at most 6: single-query retrieval takes the top 6; "
+        "query expansion and KG-Infused RAG's dual retrieval take the top 3 of the question "
+        "and of the expanded query, duplicates dropped, as in eq. 7):",
+        "",
+        "| method | passages/q | recall of gold passages |",
+        "|---|---|---|",
+        *(f"| {m} | {f['passages']} | {f['recall']:.3f} |" for m, f in figures.items()),
+    ]
 
 
 def render(
@@ -280,7 +310,12 @@ def main(argv: list[str] | None = None) -> None:
     for path in args.qa or ():
         run = json.loads(path.read_text())
         command = (path.parent / "command.txt").read_text().strip()
-        qa[f"{run['dataset']}, {path.parent.name}"] = {**run, "_command": command}
+        passages = passage_figures(path.parent)
+        qa[f"{run['dataset']}, {path.parent.name}"] = {
+            **run,
+            "_command": command,
+            "_passages": passages,
+        }
     llm_local = previous.get("llm_local")
     if args.llm_local:
         llm_local = json.loads(args.llm_local.read_text())
