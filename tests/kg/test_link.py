@@ -142,6 +142,40 @@ class _Renamed:
         return self.texts[entity][1]
 
 
+def test_the_name_decides_before_the_description_and_namesakes_stay_apart(tmp_path):
+    """An extracted entity's description is the passage that mentions it: here it reads
+    like the university's gloss, but the state has the name."""
+    release = {
+        "wikidata5m_entity.txt": "Q1\tPennsylvania\nQ2\tUniversity of Pennsylvania\t"
+        "Pennsylvania\nQ3\tLeland Stanford\n",
+        "wikidata5m_relation.txt": "P1\tlocated in\n",
+        "wikidata5m_all_triplet.txt": "Q2\tP1\tQ1\n",
+        "wikidata5m_text.txt": "Q1\ta Mid-Atlantic state\nQ2\ta university in "
+        "Pittsburgh Pennsylvania\nQ3\trailroad executive, founder of Stanford University\n",
+    }
+    (tmp_path / "w5m").mkdir()
+    for name, text in release.items():
+        (tmp_path / "w5m" / name).write_text(text, encoding="utf-8")
+    options = ImportOptions(preprocess=False)
+    import_wikidata5m(tmp_path / "w5m", tmp_path / "kg", KeywordEmbedder(), options=options)
+    source = _Renamed(
+        {
+            "Pennsylvania": "Carnegie Mellon is a university in Pittsburgh, Pennsylvania.",
+            "Jane Stanford": "railroad executive, founder of Stanford University",
+        }
+    )
+    with ImportedGraph.open(tmp_path / "kg", KeywordEmbedder()) as graph:
+        alignment = link_graphs(source, graph)
+        state, university = graph.index_of("Q1"), graph.index_of("Q2")
+        similarity = (
+            graph.description_vectors([state, university])
+            @ graph.embed_texts([source.description(0)])[0]
+        )
+        assert similarity[1] > similarity[0] + 0.3  # the description prefers the university
+        assert alignment.target_of(0) == (state, pytest.approx(0.6 + 0.4 * similarity[0]))
+        assert alignment.target_of(1) is None  # same description, another Stanford
+
+
 def test_a_high_threshold_keeps_fewer_links_and_options_are_checked(setup):
     _, _, graph, documents, alignment = setup
     strict = link_graphs(documents, graph, LinkOptions(min_score=0.95))

@@ -11,10 +11,18 @@ to the other (:mod:`quillian.components.kg.linked`). For each document entity:
   through an alias, else the Jaccard overlap of the names' words) and a **description
   score** (inner product of the two descriptions embedded with the imported graph's
   embedder; an entity without description is embedded by its name);
-* ``score = name_weight * name + (1 - name_weight) * description``; the best candidate
-  is kept when its score reaches ``min_score``. With the defaults a same-name candidate
-  needs a description similarity of 0.2, and a description-only candidate needs
-  overlapping names, so unrelated entities with similar descriptions are not merged.
+* ``score = name_weight * name + (1 - name_weight) * description``, and a candidate
+  is kept when its score reaches ``min_score``;
+* the link goes to the best candidate by **name first, then score**: a same-name
+  candidate beats any alias match, which beats any word-overlap candidate; the
+  description decides among candidates of the same name. An extracted entity's
+  description is often the passage that mentions it ("Carnegie Mellon is in
+  Pittsburgh, Pennsylvania" for Pennsylvania), which resembles a university's gloss
+  more than the state's, so it may not outvote the name. With the defaults every
+  same-name candidate passes, an alias match needs a description similarity of 0.15,
+  and a candidate found by description alone needs overlapping names and a high
+  similarity (0.75 for half the words in common), so namesakes with similar
+  descriptions (Jane and Leland Stanford) are not merged.
 
 An alignment is saved in the imported graph's directory under
 ``links/<fingerprint of the index manifest>/``, written atomically, so relinking after
@@ -92,7 +100,7 @@ class LinkOptions:
 
     min_score: float = 0.6
     """A link is kept when its score reaches this."""
-    name_weight: float = 0.5
+    name_weight: float = 0.6
     """Share of the name score in the link score (the rest is description similarity)."""
     description_candidates: int = 5
     """Nearest imported descriptions considered besides name matches (0: names only)."""
@@ -314,11 +322,13 @@ def _best_link(
         return None, 0
     similarity = target.description_vectors(np.array(candidates, dtype=np.int64)) @ vector
     best: tuple[int, float, float, float, int] | None = None
+    best_key: tuple[int, float] | None = None
     w = options.name_weight
     for entity, description in zip(candidates, similarity.tolist(), strict=True):
         name = _name_scores(names, target, entity)
         score = w * name + (1.0 - w) * max(description, 0.0)
         kind = 0 if name == 1.0 else 1 if name == 0.9 and entity in by_name else 2
-        if score >= options.min_score and (best is None or score > best[1]):
-            best = (entity, score, name, description, kind)
+        key = (-kind, score)  # the name's match first, then the score
+        if score >= options.min_score and (best_key is None or key > best_key):
+            best, best_key = (entity, score, name, description, kind), key
     return best, len(candidates)
