@@ -45,6 +45,14 @@ NOTES = """
 - Peers' lists were retrieved by other systems with OpenAI models; ours use no LLM.
 """
 
+#: JSON inputs of the knowledge-graph sections (``--kg-NAME FILE``).
+KG_INPUTS = {
+    "scale": "JSON from quillian.bench.kg_scale",
+    "ann": "JSON from quillian.bench.kg_ann",
+    "link": "JSON from quillian kg link --json",
+    "cross": "JSON from quillian bench retrieval --kg KG+index --json",
+}
+
 RUNS: list[tuple[str, str, list[str]]] = [
     ("2wiki-800", "2wiki", ["--first-n", "800"]),
     ("2wiki-all", "2wiki", []),
@@ -188,20 +196,52 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
     return parts
 
 
-def passage_figures(run_dir: Path) -> dict[str, dict[str, float]]:
-    """Per method of a ``bench qa`` run: mean passages put in front of the model and
-    their recall of the gold passages, read back from its predictions."""
+def passage_figures(run_dir: Path, index_dir: Path | None = None) -> dict[str, dict[str, float]]:
+    """Per method of a ``bench qa`` run, read back from its predictions: mean passages
+    put in front of the model, their recall of the gold passages, and (given the run's
+    index, whose store holds the passages' texts) the recall of the first three: the
+    question's own top 3 for dual retrieval, which lists them first."""
+    from quillian.bench.datasets import load_questions, passage_key
+
     out: dict[str, dict[str, float]] = {}
     for predictions in sorted(run_dir.glob("*/predictions.jsonl")):
+        manifest = json.loads((predictions.parent / "manifest.json").read_text())
+        dataset = manifest["dataset"]
+        gold = {q.id: q.gold for q in load_questions(dataset, manifest["questions_file"])}
         rows = [json.loads(line) for line in predictions.read_text().splitlines() if line]
-        counts = [len(r.get("evidence", {}).get("passages", [])) for r in rows]
+        passages = [r.get("evidence", {}).get("passages", []) for r in rows]
+        if not rows or not any(passages):
+            continue
         recalls = [r["evidence_recall"] for r in rows if r.get("evidence_recall") is not None]
-        if rows and any(counts):
-            out[predictions.parent.name] = {
-                "passages": round(sum(counts) / len(counts), 2),
-                "recall": round(sum(recalls) / max(len(recalls), 1), 4),
-            }
+        figures = {
+            "passages": round(sum(map(len, passages)) / len(rows), 2),
+            "recall": round(sum(recalls) / max(len(recalls), 1), 4),
+        }
+        if index_dir is not None:
+            texts = _chunk_texts(index_dir, {p["chunk_id"] for found in passages for p in found})
+            first3 = [
+                len({passage_key(dataset, *texts[p["chunk_id"]]) for p in found[:3]} & g) / len(g)
+                for row, found in zip(rows, passages, strict=True)
+                if (g := gold.get(row["id"]))
+            ]
+            figures["recall_first3"] = round(sum(first3) / max(len(first3), 1), 4)
+        out[predictions.parent.name] = figures
     return out
+
+
+def _chunk_texts(index_dir: Path, chunk_ids: set[str]) -> dict[str, tuple[str, str]]:
+    from quillian.stores.embedded.sqlite import SqliteDocumentStore
+
+    store = SqliteDocumentStore(index_dir / "store.sqlite")
+    try:
+        ids = sorted(chunk_ids)
+        return {
+            i: (c.title, c.text)
+            for i, c in zip(ids, store.get_chunks(ids), strict=True)
+            if c is not None
+        }
+    finally:
+        store.close()
 
 
 def _passage_rows(figures: dict[str, dict[str, float]]) -> list[str]:
@@ -210,10 +250,78 @@ def _passage_rows(figures: dict[str, dict[str, float]]) -> list[str]:
         "query expansion and KG-Infused RAG's dual retrieval take the top 3 of the question "
         "and of the expanded query, duplicates dropped, as in eq. 7):",
         "",
-        "| method | passages/q | recall of gold passages |",
-        "|---|---|---|",
-        *(f"| {m} | {f['passages']} | {f['recall']:.3f} |" for m, f in figures.items()),
+        "| method | passages/q | recall of gold passages | recall of the first 3 |",
+        "|---|---|---|---|",
+        *(
+            f"| {m} | {f['passages']} | {f['recall']:.3f} | {f['recall_first3']:.3f} |"
+            if "recall_first3" in f
+            else f"| {m} | {f['passages']} | {f['recall']:.3f} | |"
+            for m, f in figures.items()
+        ),
     ]
+
+
+def _kg_sections(kg: dict[str, Any]) -> list[str]:
+    """External knowledge graphs: the import at scale, description search, linking."""
+    parts: list[str] = []
+    if kg.get("scale"):
+        parts += [
+            "",
+            "## KG-Infused RAG: a Wikidata5M-shaped graph at full size",
+            "",
+            f"`{kg['scale'].get('_command', 'python -m quillian.bench.kg_scale --json')}`",
+            "",
+            "```json",
+            json.dumps({k: v for k, v in kg["scale"].items() if k != "_command"}, indent=1),
+            "```",
+        ]
+    if kg.get("ann"):
+        parts += [
+            "",
+            "## Entity-description search: exact against ANN",
+            "",
+            f"`{kg['ann'].get('_command', 'python -m quillian.bench.kg_ann --json')}`",
+            "",
+            "```json",
+            json.dumps({k: v for k, v in kg["ann"].items() if k != "_command"}, indent=1),
+            "```",
+        ]
+    link = kg.get("link")
+    if link:
+        rows = [
+            f"| {r['score']:.2f} | {r['source']} | {r['target']} | {r['name_score']:.2f} | "
+            f"{r['description_score']:.2f} | {r['kind']} |"
+            for r in link.get("examples", [])
+        ]
+        kinds = ", ".join(f"{k} {v}" for k, v in link["by_kind"].items())
+        parts += [
+            "",
+            "## One graph across sources: linking an index to WordNet",
+            "",
+            f"`{link.get('_command', '')}`: {link['links']} of {link['source_entities']} "
+            f"document entities linked ({kinds}) "
+            f"in {link['seconds']} s, {link['candidates_scored']} candidates scored. "
+            "Best-scoring links:",
+            "",
+            "| score | document entity | WordNet synset | name | description | kind |",
+            "|---|---|---|---|---|---|",
+            *rows,
+        ]
+    cross = kg.get("cross")
+    if cross:
+        methods = [m for m in cross if not m.startswith("_")]
+        metrics = [k for k in ("R@2", "R@5", "p50_ms", "p95_ms") if k in cross[methods[0]]]
+        parts += [
+            "",
+            "SA retrieval with and without crossing into the linked graph, same questions, "
+            "same index, one run "
+            f"(`{cross.get('_command', '')}`):",
+            "",
+            "| method | " + " | ".join(metrics) + " |",
+            "|---" * (len(metrics) + 1) + "|",
+            *(f"| {m} | " + " | ".join(str(cross[m][k]) for k in metrics) + " |" for m in methods),
+        ]
+    return parts
 
 
 def render(
@@ -221,6 +329,7 @@ def render(
     scale: dict[str, Any] | None,
     qa: dict[str, Any] | None = None,
     llm_local: dict[str, Any] | None = None,
+    kg: dict[str, Any] | None = None,
 ) -> str:
     parts = [
         "# Benchmarks",
@@ -263,6 +372,7 @@ def render(
             "```",
         ]
     parts += _qa_sections(qa or {}, llm_local)
+    parts += _kg_sections(kg or {})
     parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
@@ -285,7 +395,15 @@ def main(argv: list[str] | None = None) -> None:
         metavar="SUMMARY",
         help="summary.json of a `quillian bench qa` run to show (replaces one of that name)",
     )
+    parser.add_argument("--qa-index", type=Path, metavar="DIR", help="the index the --qa runs used")
     parser.add_argument("--llm-local", type=Path, help="JSON from quillian.bench.llm_local")
+    for name, source in KG_INPUTS.items():
+        parser.add_argument(
+            f"--kg-{name}",
+            type=Path,
+            metavar="JSON",
+            help=f"{source}; a FILE.cmd beside it holds the command",
+        )
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
     previous = json.loads(saved.read_text()) if saved.exists() else {}
@@ -310,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
     for path in args.qa or ():
         run = json.loads(path.read_text())
         command = (path.parent / "command.txt").read_text().strip()
-        passages = passage_figures(path.parent)
+        passages = passage_figures(path.parent, args.qa_index)
         qa[f"{run['dataset']}, {path.parent.name}"] = {
             **run,
             "_command": command,
@@ -319,10 +437,27 @@ def main(argv: list[str] | None = None) -> None:
     llm_local = previous.get("llm_local")
     if args.llm_local:
         llm_local = json.loads(args.llm_local.read_text())
-    args.out.write_text(render(results, scale, qa, llm_local), encoding="utf-8")
+    kg = dict(previous.get("kg", {}))
+    for name in KG_INPUTS:
+        path = getattr(args, f"kg_{name}")
+        if path:
+            kg[name] = _with_command(path)
+    args.out.write_text(render(results, scale, qa, llm_local, kg), encoding="utf-8")
     saved.write_text(
-        json.dumps({"runs": results, "scale": scale, "qa": qa, "llm_local": llm_local}, indent=1)
+        json.dumps(
+            {"runs": results, "scale": scale, "qa": qa, "llm_local": llm_local, "kg": kg},
+            indent=1,
+        )
     )
+
+
+def _with_command(path: Path) -> dict[str, Any]:
+    """A JSON result, with the command that produced it from ``path.cmd`` when present."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    command = path.with_suffix(".cmd")
+    if command.exists():
+        data["_command"] = command.read_text().strip()
+    return data
 
 
 if __name__ == "__main__":
