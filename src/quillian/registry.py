@@ -287,8 +287,8 @@ def make_bridges(spec: str | None, index_dir: Path | None) -> Bridges | None:
 
 
 def _alignment(directory: Path, spec: str, index_dir: Path | None) -> Alignment:
-    from quillian.components.kg.link import Alignment, index_fingerprint
+    from quillian.components.kg.link import Alignment
 
     if index_dir is None:
         raise ConfigError(f"--kg {spec} needs the index directory to find its alignment")
-    return Alignment.load(directory, index_fingerprint(index_dir), index=str(index_dir))
+    return Alignment.load(directory, index_dir)

@@ -80,7 +80,7 @@ def setup(tmp_path_factory):
     graph = ImportedGraph.open(root / "kg", KeywordEmbedder())
     documents = DocumentGraph(context, name="index")
     alignment = link_graphs(documents, graph)
-    alignment.save(root / "kg", index_fingerprint(root / "index"))
+    alignment.save(root / "kg", root / "index")
     yield root, context, graph, documents, alignment
     graph.close()
 
@@ -186,19 +186,33 @@ def test_a_high_threshold_keeps_fewer_links_and_options_are_checked(setup):
         LinkOptions(description_candidates=-1)
 
 
-def test_alignment_is_saved_per_index_build_and_refused_when_stale(setup, tmp_path):
+def test_alignment_is_saved_per_index_and_refused_once_its_entities_change(setup, tmp_path):
     root, _, _, _, alignment = setup
-    kg_dir = tmp_path / "kg"
+    kg_dir, index = tmp_path / "kg", tmp_path / "index"
     kg_dir.mkdir()
-    saved = alignment.save(kg_dir, "abc")
-    again = Alignment.load(kg_dir, "abc")
-    assert np.array_equal(again.target, alignment.target) and again.meta["links"] == 3
-    alignment.save(kg_dir, "abc")  # replacing an alignment is atomic and leaves no debris
-    assert sorted(p.name for p in (kg_dir / "links").iterdir()) == ["abc"] == [saved.name]
-    with pytest.raises(IndexMissingError, match="quillian kg link"):
-        Alignment.load(kg_dir, "other", index="some/index")
-    fingerprint = index_fingerprint(root / "index")
+    shutil.copytree(root / "index", index)
+    fingerprint = index_fingerprint(index)
     assert len(fingerprint) == 16 and fingerprint == index_fingerprint(root / "index")
+    saved = alignment.save(kg_dir, index)
+    again = Alignment.load(kg_dir, index)
+    assert np.array_equal(again.target, alignment.target) and again.meta["links"] == 3
+    assert again.meta["index_name"] == "index" and saved.name == fingerprint
+    alignment.save(kg_dir, index)  # replacing an alignment is atomic and leaves no debris
+    assert [p.name for p in (kg_dir / "links").iterdir()] == [fingerprint]
+    rebuild = dict(
+        chunker=PassageChunker(),
+        extractor=TitleLinkExtractor(CORPUS),
+        embedder=KeywordEmbedder(),
+        config={"embedder_name": "keyword"},
+    )
+    build_index([Document(t, title) for title, t in CORPUS.items()], index, **rebuild)
+    assert Alignment.load(kg_dir, index).meta["links"] == 3  # same documents, same entities
+    build_index([Document("Paris is in France.", "Paris")], index, **rebuild)
+    assert index_fingerprint(index) != fingerprint
+    with pytest.raises(IndexMissingError, match="its entities have changed since"):
+        Alignment.load(kg_dir, index)
+    with pytest.raises(IndexMissingError, match="quillian kg link"):
+        Alignment.load(tmp_path / "elsewhere", index)
 
 
 def test_linked_graph_merges_twins_and_crosses_in_both_directions(setup):

@@ -174,7 +174,7 @@ def _add_link(kg: Any) -> None:
 def _cmd_link(args: argparse.Namespace) -> int:
     from quillian.cli.main import open_index_dir
     from quillian.components.kg.document_graph import DocumentGraph
-    from quillian.components.kg.link import LinkOptions, index_fingerprint, link_graphs
+    from quillian.components.kg.link import LinkOptions, link_graphs
     from quillian.components.kg.store import ImportedGraph
 
     options = LinkOptions(
@@ -183,9 +183,7 @@ def _cmd_link(args: argparse.Namespace) -> int:
     documents = DocumentGraph(open_index_dir(args.documents).context, name=args.documents.name)
     with ImportedGraph.open(args.graph) as graph:
         alignment = link_graphs(documents, graph, options, _progress)
-        alignment.meta["index"] = str(args.documents)
-        alignment.meta["index_name"] = args.documents.name
-        path = alignment.save(args.graph, index_fingerprint(args.documents))
+        path = alignment.save(args.graph, args.documents)
         examples = [
             {
                 **row,
@@ -194,7 +192,8 @@ def _cmd_link(args: argparse.Namespace) -> int:
             }
             for row in alignment.rows(args.show)
         ]
-    summary = {**alignment.meta, "links": len(alignment), "path": str(path), "examples": examples}
+    saved = json.loads((path / "alignment.json").read_text(encoding="utf-8"))
+    summary = {**saved, "path": str(path), "examples": examples}
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
         return 0

@@ -25,8 +25,8 @@ to the other (:mod:`quillian.components.kg.linked`). For each document entity:
   descriptions (Jane and Leland Stanford) are not merged.
 
 An alignment is saved in the imported graph's directory under
-``links/<fingerprint of the index manifest>/``, written atomically, so relinking after
-rebuilding the index never mixes two builds; loading it for another build is refused.
+``links/<fingerprint of the index's entities>/``, written atomically; an index whose
+entities changed since (new documents renumber them) is refused until linked again.
 """
 
 from __future__ import annotations
@@ -170,16 +170,23 @@ class Alignment:
             for i in order.tolist()
         ]
 
-    def save(self, graph_dir: Path, fingerprint: str) -> Path:
-        """Write under ``graph_dir/links/<fingerprint>``, replacing an older alignment of
-        the same index build atomically."""
+    def save(self, graph_dir: Path, index_dir: Path) -> Path:
+        """Write under ``graph_dir/links/<fingerprint of the index>``, atomically
+        replacing an older alignment of the same entities."""
+        fingerprint = index_fingerprint(index_dir)
         links = Path(graph_dir) / LINKS
         links.mkdir(exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{fingerprint}-", dir=links))
         try:
             for field in ("source", "target", "score", "name_score", "description_score", "kind"):
                 np.save(tmp / f"{field}.npy", getattr(self, field))
-            meta = {**self.meta, "fingerprint": fingerprint, "links": len(self)}
+            meta = {
+                **self.meta,
+                "index": str(index_dir),
+                "index_name": Path(index_dir).name,
+                "fingerprint": fingerprint,
+                "links": len(self),
+            }
             (tmp / "alignment.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
             final = links / fingerprint
             if final.exists():
@@ -195,10 +202,10 @@ class Alignment:
         return final
 
     @classmethod
-    def load(cls, graph_dir: Path, fingerprint: str, *, index: str = "") -> Alignment:
-        """The alignment saved for the index build ``fingerprint``; a clear error when the
-        index was never linked, or was rebuilt since."""
-        directory = Path(graph_dir) / LINKS / fingerprint
+    def load(cls, graph_dir: Path, index_dir: Path) -> Alignment:
+        """The alignment saved for the index at ``index_dir``; a clear error when it was
+        never linked, or its entities changed since."""
+        directory = Path(graph_dir) / LINKS / index_fingerprint(index_dir)
         if not (directory / "alignment.json").exists():
             others = [
                 json.loads((p / "alignment.json").read_text(encoding="utf-8"))
@@ -206,11 +213,11 @@ class Alignment:
                 if (p / "alignment.json").exists()
             ]
             hint = ""
-            if any(o.get("index_name") == Path(index).name for o in others):
-                hint = " (it was linked before, but the index has been rebuilt since)"
+            if any(o.get("index_name") == Path(index_dir).name for o in others):
+                hint = " (it was linked before, but its entities have changed since)"
             raise IndexMissingError(
-                f"{graph_dir}: no alignment with the index {index or fingerprint}{hint}; "
-                f"run `quillian kg link {graph_dir} --documents {index or 'INDEX'}`"
+                f"{graph_dir}: no alignment with the index {index_dir}{hint}; "
+                f"run `quillian kg link {graph_dir} --documents {index_dir}`"
             )
         meta = json.loads((directory / "alignment.json").read_text(encoding="utf-8"))
         try:
@@ -224,12 +231,19 @@ class Alignment:
 
 
 def index_fingerprint(index_dir: Path) -> str:
-    """Identity of one build of an index: a hash of its manifest (which records the
-    build time and counts), so a rebuilt index never reuses a stale alignment."""
-    manifest = Path(index_dir) / "manifest.json"
-    if not manifest.exists():
-        raise IndexMissingError(f"{index_dir}: no index manifest")
-    return hashlib.sha256(manifest.read_bytes()).hexdigest()[:16]
+    """Identity of an index's entities: a hash of its entity and description tables, the
+    numbering and texts an alignment refers to. Rebuilding the index from the same
+    documents keeps it; adding documents (which renumbers entities) changes it."""
+    tables = Path(index_dir) / "tables"
+    digest = hashlib.sha256()
+    for name in ("entities.jsonl", "descriptions.jsonl"):
+        path = tables / name
+        if not path.exists():
+            raise IndexMissingError(f"{index_dir}: not an index (no tables/{name})")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _words(name: str) -> set[str]:
