@@ -109,6 +109,13 @@ def test_entities_align_by_name_and_description(setup):
     assert alignment.target_of(doc(documents, "Analytical Engine")) is None
     assert alignment.sources_of(graph.index_of("Q4")) == []
     assert alignment.meta["by_kind"] == {"name": 3, "alias": 0, "description": 0}
+    # the index's own description vectors were used (same model): embedding the
+    # descriptions instead links the same entities
+    assert documents.description_embeddings([ada], "another-model") is None
+    own = documents.description_embeddings([ada], graph.embedder_id)
+    assert own.shape == (1, KeywordEmbedder().dim) and abs(np.linalg.norm(own) - 1) < 1e-5
+    texts = _Renamed({documents.entity_name(e): documents.description(e) for e in range(4)})
+    assert link_graphs(texts, graph).rows() == alignment.rows()
 
 
 def test_an_alias_match_scores_below_a_name_match(setup):

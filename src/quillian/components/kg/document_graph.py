@@ -88,6 +88,31 @@ class DocumentGraph:
         texts = dict.fromkeys(self.context.kg.descriptions[d].text.strip() for d in rows)
         return " ".join(t for t in texts if t)
 
+    def description_embeddings(
+        self, entities: Sequence[int], model_id: str
+    ) -> npt.NDArray[np.float32] | None:
+        """Each entity's description vector as the index holds it (the normalised mean of
+        its descriptions' vectors; its name's vector when it has none), or None when the
+        index was embedded by another model than ``model_id``. Linking an index to a
+        graph embedded by the same model then embeds nothing."""
+        ctx = self.context
+        if ctx.embedder.model_id != model_id:
+            return None
+        indptr, order = self._descriptions
+        out = np.zeros((len(entities), ctx.embedder.dim), dtype=np.float32)
+        missing: list[int] = []
+        for i, e in enumerate(self._check(e) for e in entities):
+            rows = ctx.description_rows[order[indptr[e] : indptr[e + 1]]]
+            if len(rows):
+                out[i] = ctx.text_vectors.get(np.unique(rows)).mean(axis=0)
+            else:
+                missing.append(i)
+        if missing:
+            names = [self.entity_name(entities[i]) for i in missing]
+            out[missing] = ctx.embedder.embed(names)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
     @cached_property
     def _names(self) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}

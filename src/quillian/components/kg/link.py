@@ -83,6 +83,11 @@ class LinkSource(Protocol):
 class LinkTarget(LinkSource, Protocol):
     """What entities are aligned to: name look-up and a description vector index."""
 
+    @property
+    def embedder_id(self) -> str:
+        """The model the descriptions were embedded with."""
+        ...
+
     def lookup(self, name: str) -> list[int]: ...
 
     def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
@@ -284,8 +289,7 @@ def link_graphs(
     for start in range(0, n, options.batch):
         stop = min(n, start + options.batch)
         names = [[source.entity_name(e), *source.aliases(e)] for e in range(start, stop)]
-        texts = [source.description(e) or names[e - start][0] for e in range(start, stop)]
-        vectors = target.embed_texts(texts)
+        vectors = _source_vectors(source, target, range(start, stop), names)
         near_ids: npt.NDArray[np.int64] = np.zeros((stop - start, 0), np.int64)
         if options.description_candidates:
             near_ids, _ = target.search_descriptions(vectors, options.description_candidates)
@@ -317,6 +321,21 @@ def link_graphs(
         kind=array[:, 5].astype(np.uint8),
         meta=meta,
     )
+
+
+def _source_vectors(
+    source: LinkSource, target: LinkTarget, entities: range, names: list[list[str]]
+) -> npt.NDArray[np.float32]:
+    """The entities' description vectors in the target's embedding space: the source's
+    own when it holds them from the same model (``description_embeddings``), else the
+    descriptions (names when missing) embedded by the target's embedder."""
+    own = getattr(source, "description_embeddings", None)
+    if own is not None:
+        vectors = own(list(entities), target.embedder_id)
+        if vectors is not None:
+            return np.asarray(vectors, dtype=np.float32)
+    texts = [source.description(e) or names[i][0] for i, e in enumerate(entities)]
+    return target.embed_texts(texts)
 
 
 def _best_link(

@@ -287,6 +287,11 @@ class ImportedGraph:
             out[h].append(KGTriple(h, self._relation_names[r], t, name(h), name(t)))
         return out
 
+    @property
+    def embedder_id(self) -> str:
+        """The ``model_id`` of the embedder the descriptions were embedded with."""
+        return str(self.manifest.get("embedder", {}).get("model_id", ""))
+
     def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """``texts`` embedded with the embedder the descriptions were embedded with."""
         return self._query_embedder().embed(list(texts))
