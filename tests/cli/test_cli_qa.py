@@ -203,3 +203,38 @@ def test_a_prompt_override_missing_a_variable_is_refused_before_any_call(files, 
                  "--prompts", str(files / "good.json")])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["calls"][0]["stage"] == "kg-infused.answer-closed@2"
+
+
+def test_dpo_data_pools_rounds_and_writes_trl_rows_with_filter_counts(files, capsys):
+    idx = str(files / "idx")
+    assert main(["index", str(files / "corpus.json"), "--out", idx, "--embedder", "hash",
+                 "--extractions", str(files / "ex.jsonl")]) == 0  # fmt: skip
+    routes = {
+        "kg-infused.triple-select": "<Charles Babbage | born in | London>",
+        "kg-infused.triple-update": "None",
+        "kg-infused.subgraph-summary": "Charles Babbage was born in London.",
+        "kg-infused.kg-query-expansion": "Charles Babbage birthplace",
+        "kg-infused.passage-note": "Babbage was born in London.",
+        # six outputs for the first input, then the last one repeats: the second
+        # input's best and worst are the same text and are filtered
+        "kg-infused.knowledge-augment": [f"out {i}" for i in range(6)],
+        "kg-infused.dpo-judge": json.dumps({"best_id": 2, "worst_id": 5}),
+    }
+    (files / "dpo.json").write_text(json.dumps(routes))
+    out = files / "pairs.jsonl"
+    capsys.readouterr()
+    code = main(["dpo-data", idx, "--dataset", "musique", "--questions",
+                 str(files / "q.jsonl"), "--limit", "1", "--kg", "index+inverse",
+                 "--llm", f"scripted:{files / 'dpo.json'}", "--no-cache", "--out", str(out),
+                 "--json"])  # fmt: skip
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["inputs"] == 2 and summary["rows"] == 1 and summary["identical"] == 1
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["chosen"] == [{"role": "assistant", "content": "out 2"}]
+    assert row["rejected"] == [{"role": "assistant", "content": "out 5"}]
+    assert QUESTIONS[0]["question"] in row["prompt"][0]["content"]
+    assert json.loads(out.with_suffix(".stats.json").read_text())["pairs"] == 1
+    assert main(["dpo-data", idx, "--dataset", "musique", "--questions",
+                 str(files / "q.jsonl"), "--llm", "scripted:x", "--out", str(out)]) == 2
+    assert "needs the knowledge graph" in capsys.readouterr().err

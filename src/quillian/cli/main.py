@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from quillian.cli.dpo import add_dpo
 from quillian.cli.kg import add_kg
 from quillian.cli.qa import add_ask, add_bench_qa, add_llm_index_args
 from quillian.errors import QuillianError
@@ -204,6 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     add_bench_qa(bench)
     add_ask(sub)
     add_kg(sub)
+    add_dpo(sub)
     return parser
 
 

@@ -17,7 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_ask", "add_bench_qa", "add_llm_index_args", "index_with_llm"]
+__all__ = [
+    "add_ask",
+    "add_bench_qa",
+    "add_llm_index_args",
+    "index_with_llm",
+    "llm_args",
+    "options_of",
+    "prompts_of",
+    "session_of",
+]
 
 
 def _cache_path(args: argparse.Namespace) -> Path | None:
@@ -29,14 +38,16 @@ def _cache_path(args: argparse.Namespace) -> Path | None:
     return Path(os.environ.get("QUILLIAN_LLM_CACHE", default))
 
 
-def _session(args: argparse.Namespace, concurrency: int = 4) -> Any:
+def session_of(args: argparse.Namespace, concurrency: int = 4) -> Any:
+    """The LLM session ``--llm`` names, with the response cache the flags select."""
     from quillian.components.llm.spec import LLMSession
 
     key = os.environ.get("QUILLIAN_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY", "")
     return LLMSession(args.llm, api_key=key, cache_path=_cache_path(args), concurrency=concurrency)
 
 
-def _prompts(args: argparse.Namespace) -> Any:
+def prompts_of(args: argparse.Namespace) -> Any:
+    """The default prompts with the ``--prompts`` overrides applied."""
     from quillian.components.prompts import default_registry
 
     prompts = default_registry()
@@ -45,7 +56,7 @@ def _prompts(args: argparse.Namespace) -> Any:
     return prompts
 
 
-def _options(pairs: list[str] | None) -> dict[str, Any]:
+def options_of(pairs: list[str] | None) -> dict[str, Any]:
     """``key=value`` method options; values are read as JSON when they parse."""
     from quillian.errors import ConfigError
 
@@ -61,7 +72,8 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
     return options
 
 
-def _llm_args(p: argparse.ArgumentParser) -> None:
+def llm_args(p: argparse.ArgumentParser) -> None:
+    """The flags of every command that runs a method with an LLM."""
     p.add_argument(
         "--llm",
         default="local",
@@ -149,13 +161,13 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         bridges = make_bridges(args.kg, args.index) if retriever_name in SA_RETRIEVERS else None
         retriever = make_retriever(context, retriever_name, bridges=bridges)
     graph = make_graph(args.kg, context, args.index) if args.kg else None
-    prompts = _prompts(args)
+    prompts = prompts_of(args)
 
     async def ask() -> Any:
-        async with _session(args) as session:
+        async with session_of(args) as session:
             runner = TaskRunner(session.model, prompts)
             pipeline = make_pipeline(
-                args.method, runner, retriever, graph=graph, **_options(args.option)
+                args.method, runner, retriever, graph=graph, **options_of(args.option)
             )
             return await pipeline.answer(args.question)
 
@@ -180,7 +192,7 @@ def add_ask(sub: Any) -> None:
         type=lambda name: METHOD_ALIASES.get(name, name),
     )
     p.add_argument("--trace", action="store_true", help="show the pipeline's steps")
-    _llm_args(p)
+    llm_args(p)
     p.set_defaults(func=_cmd_ask)
 
 
@@ -208,17 +220,17 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
         limit=args.limit,
         retriever=args.retriever,
         concurrency=args.concurrency,
-        options=_options(args.option),
+        options=options_of(args.option),
         command=shlex.join(["quillian", *sys.argv[1:]]),
         kg=args.kg,
     )
-    prompts = _prompts(args)
+    prompts = prompts_of(args)
 
     def progress(done: int, total: int) -> None:
         print(f"\r{done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
     async def bench() -> dict[str, Any]:
-        async with _session(args, concurrency=args.concurrency) as session:
+        async with session_of(args, concurrency=args.concurrency) as session:
             return await run_qa_bench(settings, session, prompts, progress)
 
     result = asyncio.run(bench())
@@ -242,7 +254,7 @@ def add_bench_qa(bench: Any) -> None:
     b.add_argument("--extractions", type=Path, help="precomputed extractions (JSONL)")
     b.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
     b.add_argument("--concurrency", type=int, default=1, help="questions in flight")
-    _llm_args(b)
+    llm_args(b)
     b.set_defaults(func=_cmd_bench_qa)
 
 
@@ -271,7 +283,7 @@ def index_with_llm(
     from quillian.components.generation.tasks import TaskRunner
     from quillian.errors import BudgetExhausted
 
-    prompts = _prompts(args)
+    prompts = prompts_of(args)
     if args.dry_run:
         chunks = [c for d in documents for c in chunker.chunk(d)]
         print(json.dumps(estimate_extraction(chunks, prompts), indent=2))
@@ -279,7 +291,7 @@ def index_with_llm(
     budget = None
     if args.budget_tokens or args.budget_calls:
         budget = ExtractionBudget(max_calls=args.budget_calls, max_tokens=args.budget_tokens)
-    session = _session(args)
+    session = session_of(args)
     runner = TaskRunner(session.model, prompts)
     extractor = LLMExtractor(runner, budget=budget, corpus_titles=titles)
 
