@@ -4,6 +4,9 @@ Appendix F, Table 21) with TRL, behind the optional ``dpo`` extra.
     pip install 'quillian[dpo]'   # trl, peft, datasets; install the torch for your GPU first
     python -m quillian.methods.dpo_train pairs.jsonl MODEL OUTPUT_DIR
 
+``pairs.jsonl`` comes from ``quillian dpo-data``; MODEL is a Hugging Face name or
+directory, or a ``.gguf`` file such as the bundled local model (dequantised on load).
+
 The data are the rows :mod:`quillian.methods.dpo` writes (TRL's conversational
 preference format). :class:`DPOTrainConfig` defaults are Table 21 (LLaMA3.1-8B and
 Qwen2.5-7B, full-parameter fine-tuning on 4 A800 GPUs, one epoch):
@@ -169,9 +172,9 @@ def train_dpo(
         peft_config = peft.LoraConfig(
             r=config.lora_r, lora_alpha=config.lora_alpha, task_type="CAUSAL_LM"
         )
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+    policy, tokenizer = _load(transformers, model)
     trainer = trl.DPOTrainer(
-        model=model,
+        model=policy,
         args=trl.DPOConfig(**trainer_arguments(config, output_dir)),
         train_dataset=datasets.Dataset.from_list(rows),
         processing_class=tokenizer,
@@ -183,17 +186,45 @@ def train_dpo(
     return Path(output_dir)
 
 
+def _load(transformers: ModuleType, model: str) -> tuple[Any, Any]:
+    """``(model, tokenizer)``: a Hugging Face name or directory is passed to TRL as is;
+    a ``.gguf`` file (the bundled local model, say) is dequantised by transformers."""
+    if not model.endswith(".gguf"):
+        return model, transformers.AutoTokenizer.from_pretrained(model)
+    path = Path(model)
+    if not path.is_file():
+        raise InputError("no such GGUF file", path=model)
+    kwargs = {"gguf_file": path.name}
+    return (
+        transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), **kwargs),
+        transformers.AutoTokenizer.from_pretrained(str(path.parent), **kwargs),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m quillian.methods.dpo_train",
         description="DPO-train the knowledge-augmentation step (KG-Infused RAG, Table 21).",
     )
     parser.add_argument("data", type=Path, help="preference rows (JSONL, TRL format)")
-    parser.add_argument("model", help="Hugging Face model name or directory")
+    parser.add_argument("model", help="Hugging Face model name or directory, or a .gguf file")
     parser.add_argument("output_dir", type=Path)
     parser.add_argument("--lora", action="store_true", help="train a LoRA adapter instead")
+    parser.add_argument("--max-length", type=int, default=8000, help="tokens (Table 21: 8000)")
+    parser.add_argument("--batch-size", type=int, default=4, help="Table 21: 4")
+    parser.add_argument("--epochs", type=float, default=1.0, help="Table 21: 1")
+    parser.add_argument(
+        "--float32", action="store_true", help="train in float32, not bfloat16 (CPUs)"
+    )
     args = parser.parse_args(argv)
-    config = DPOTrainConfig(lora=args.lora, sync_ref_model=not args.lora)
+    config = DPOTrainConfig(
+        lora=args.lora,
+        sync_ref_model=not args.lora,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        bf16=not args.float32,
+    )
     train_dpo(args.data, args.model, args.output_dir, config)
     return 0
 
