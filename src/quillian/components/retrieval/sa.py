@@ -49,6 +49,9 @@ from quillian.errors import ConfigError
 
 __all__ = ["BridgeLike", "Bridges", "SAConfig", "SARetriever"]
 
+#: Bridge-text embeddings an SA retriever keeps (about 150 MB at 384 dimensions).
+BRIDGE_CACHE = 100_000
+
 
 class BridgeLike(Protocol):
     """An edge between two entities of the index through another graph."""
@@ -161,6 +164,7 @@ class SARetriever:
         self.context = context
         self.config = config or SAConfig()
         self.bridges = bridges
+        self._bridge_cache: dict[str, npt.NDArray[np.float32]] = {}
         self.name = "sa" if self.config.ranking == "fused" else "sa-paper"
         if bridges is not None:
             self.name += f"+{bridges.name}"
@@ -246,8 +250,7 @@ class SARetriever:
         found = list(self.bridges.bridges(inner))[: self.config.max_bridges]
         if not found:
             return sub, []
-        texts = [_bridge_text(b) for b in found]
-        cosine = self.context.embedder.embed(texts) @ q
+        cosine = self._bridge_vectors([_bridge_text(b) for b in found]) @ q
         weights = cosine * np.array([b.confidence for b in found], dtype=np.float32)
         crossed = with_edges(
             sub,
@@ -258,6 +261,18 @@ class SARetriever:
             max_nodes=self.config.max_nodes,
         )
         return crossed, found
+
+    def _bridge_vectors(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Embeddings of bridge texts, each text embedded once per retriever (bridges
+        come in both directions and recur across queries); the cache is bounded."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._bridge_cache]
+        if missing:
+            if len(self._bridge_cache) + len(missing) > BRIDGE_CACHE:
+                self._bridge_cache.clear()
+            self._bridge_cache.update(
+                zip(missing, self.context.embedder.embed(missing), strict=True)
+            )
+        return np.stack([self._bridge_cache[t] for t in texts])
 
     def _rank(
         self,
