@@ -18,7 +18,12 @@ from quillian.errors import (
     StoreError,
 )
 from quillian.stores.embedded import _vecutil
-from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex, UnknownIdError
+from quillian.stores.embedded.vectors import (
+    ExactVectorIndex,
+    ExactVectorWriter,
+    FaissHNSWIndex,
+    UnknownIdError,
+)
 from quillian.testing.contracts import VectorIndexContract, unit_vectors
 
 
@@ -179,3 +184,71 @@ def test_keep_last() -> None:
         np.array([3, 1, 3, 2, 1]), np.arange(5, dtype=np.float32)[:, None]
     )
     assert ids.tolist() == [3, 2, 1] and vecs[:, 0].tolist() == [2.0, 3.0, 4.0]
+
+
+# --- bulk writer --------------------------------------------------------------------------
+
+
+def test_bulk_writer_round_trip(tmp_path: Path) -> None:
+    x = unit_vectors(10, 4, 3)
+    with ExactVectorWriter(tmp_path, 4, 10, dtype="float16") as writer:
+        writer.append(np.arange(10, 6, -1), x[:4])
+        writer.append(np.arange(6), x[4:])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ids-000001.npy",
+        "index.json",
+        "vectors-000001.npy",
+    ]
+    with ExactVectorIndex(tmp_path) as index:
+        assert len(index) == 10 and index.dtype == "float16"
+        np.testing.assert_allclose(index.get([10, 7, 0, 5]), x[[0, 3, 4, 9]], atol=1e-3)
+        assert index.search(x[5], 1)[0].tolist() == [[1]]
+        index.add([11], x[:1])  # a bulk-written index grows like any other
+    assert len(ExactVectorIndex(tmp_path)) == 11
+
+
+def test_half_written_bulk_index_is_not_opened_as_complete(tmp_path: Path) -> None:
+    writer = ExactVectorWriter(tmp_path, 4, 10)
+    writer.append(np.arange(4), unit_vectors(4, 4, 0))
+    writer._close_files()  # a crash here: data files exist, the manifest does not
+    assert not (tmp_path / "index.json").exists()
+    with pytest.raises(ConfigError, match="no index there yet"):
+        ExactVectorIndex(tmp_path)
+    # even with a manifest forged for it, the short file is refused as incomplete
+    meta = {"kind": "exact", "format": 1, "generation": 1, "dim": 4, "dtype": "float32"}
+    (tmp_path / "index.json").write_text(json.dumps({**meta, "count": 10}))
+    with pytest.raises(IndexIncompleteError):
+        ExactVectorIndex(tmp_path)
+    # the next bulk write starts afresh
+    (tmp_path / "index.json").unlink()
+    with ExactVectorWriter(tmp_path, 4, 1) as again:
+        again.append([7], unit_vectors(1, 4, 1))
+    assert ExactVectorIndex(tmp_path).contains([7, 0]).tolist() == [True, False]
+
+
+def test_bulk_writer_refuses_short_duplicated_or_excess_writes(tmp_path: Path) -> None:
+    x = unit_vectors(3, 4, 0)
+    short = ExactVectorWriter(tmp_path / "short", 4, 3)
+    short.append([0, 1], x[:2])
+    with pytest.raises(InputError, match="2 of the announced 3"):
+        short.commit()
+    assert not any((tmp_path / "short").iterdir())
+    twice = ExactVectorWriter(tmp_path / "twice", 4, 3)
+    twice.append([1, 0, 1], x)
+    with pytest.raises(InputError, match="id 1 was written twice"):
+        twice.commit()
+    with ExactVectorWriter(tmp_path / "excess", 4, 2) as writer:
+        with pytest.raises(InputError, match="exceed the announced 2"):
+            writer.append([0, 1, 2], x)
+        writer.append([0, 1], x[:2])
+    with pytest.raises(StoreError, match="already holds an index"):
+        ExactVectorWriter(tmp_path / "excess", 4, 2)
+
+
+def test_an_exception_aborts_the_bulk_write(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), ExactVectorWriter(tmp_path, 4, 2) as writer:
+        writer.append([0], unit_vectors(1, 4, 0))
+        raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StoreError, match="aborted"):
+        writer.append([1], unit_vectors(1, 4, 0))

@@ -49,6 +49,13 @@ def add_kg(sub: Any) -> None:
     imp.add_argument("--force", action="store_true", help="replace a graph already at --out")
     imp.add_argument("--vector-dtype", default="float32", choices=("float32", "float16"))
     imp.add_argument(
+        "--ann",
+        default="auto",
+        choices=("auto", "none", "ivf-sq8", "ivf-fp16", "ivf-pq"),
+        help="ANN index of the descriptions (extra 'ann'); auto: ivf-sq8 above 100k "
+        "entities when faiss is installed, none: exact search only",
+    )
+    imp.add_argument(
         "--max-bad-lines",
         type=int,
         default=10_000,
@@ -93,6 +100,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         max_bad_lines=None if args.max_bad_lines < 0 else args.max_bad_lines,
         embedder_name=args.embedder,
         vector_dtype=args.vector_dtype,
+        ann=args.ann,
     )
     embedder = make_embedder(args.embedder)
     common: dict[str, Any] = {"options": options, "progress": _progress}

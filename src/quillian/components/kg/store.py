@@ -15,6 +15,9 @@ Python objects):
   normalised name, for :meth:`ImportedGraph.lookup`;
 * ``vectors/`` - an :class:`~quillian.stores.embedded.vectors.ExactVectorIndex` of the
   descriptions (an entity without one is embedded by its name), ids = entity numbers;
+* ``ann/`` (optional, large graphs) - a :class:`~quillian.stores.embedded.faiss_ivf.FaissIVFIndex`
+  over ``vectors/``, recorded under ``ann`` in the manifest; description search uses it
+  when present (extra ``ann``), the exact index otherwise;
 * ``report.json`` - the import report; ``manifest.json`` - format, counts, embedder,
   and ``state``, which is ``"complete"`` only in a finished graph.
 """
@@ -24,10 +27,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -41,14 +45,22 @@ from quillian.errors import (
     IndexMissingError,
     IndexSchemaError,
     InputError,
+    MissingExtraError,
 )
 from quillian.stores.embedded.vectors import ExactVectorIndex
+
+if TYPE_CHECKING:
+    from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 
 __all__ = ["FORMAT", "MANIFEST", "ImportedGraph", "TextTable", "name_key", "normalize_name"]
 
 FORMAT = 1
 MANIFEST = "manifest.json"
 KIND = "quillian-kg"
+#: The description ANN index's directory in a graph directory.
+ANN_DIR = "ann"
+
+log = logging.getLogger(__name__)
 
 
 def normalize_name(name: str) -> str:
@@ -136,7 +148,15 @@ class ImportedGraph:
     source id (``"Q42"``) to one, :meth:`entity_id` back.
     """
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], embedder: Embedder | None):
+    def __init__(
+        self,
+        directory: Path,
+        manifest: dict[str, Any],
+        embedder: Embedder | None,
+        *,
+        exact: bool = False,
+        nprobe: int | None = None,
+    ):
         self.directory = directory
         self.manifest = manifest
         self.name: str = str(manifest.get("name") or directory.name)
@@ -157,21 +177,37 @@ class ImportedGraph:
         self._n = len(self._indptr) - 1
         self._embedder = embedder
         self._vectors: ExactVectorIndex | None = None
+        if nprobe is not None and nprobe <= 0:
+            raise ConfigError(f"nprobe must be greater than 0, got {nprobe}")
+        self._use_ann = not exact and isinstance(manifest.get("ann"), dict)
+        self._nprobe = nprobe
+        self._ann: FaissIVFIndex | None = None
 
     @classmethod
-    def open(cls, directory: str | Path, embedder: Embedder | None = None) -> ImportedGraph:
+    def open(
+        cls,
+        directory: str | Path,
+        embedder: Embedder | None = None,
+        *,
+        exact: bool = False,
+        nprobe: int | None = None,
+    ) -> ImportedGraph:
         """Open a graph written by an import.
 
         ``embedder`` must be the one the graph was built with (its ``model_id`` is in
         the manifest); when omitted, a registry embedder recorded by name (``minilm``,
         ``hash``) is made on the first :meth:`seed_entities` call.
+
+        Description search uses the graph's ANN index when it has one (see
+        :attr:`ann`), scanning ``nprobe`` lists per query (default: the one recorded at
+        build time; more is slower and closer to exact); ``exact=True`` ignores it.
         """
         path = Path(directory)
         manifest = read_manifest(path)
         if embedder is not None:
             _check_embedder(manifest, embedder, path)
         try:
-            return cls(path, manifest, embedder)
+            return cls(path, manifest, embedder, exact=exact, nprobe=nprobe)
         except (OSError, ValueError) as exc:
             raise IndexIncompleteError(f"{path}: cannot read the graph: {exc}") from exc
 
@@ -182,7 +218,10 @@ class ImportedGraph:
         self.close()
 
     def close(self) -> None:
-        """Release the vector index (the other arrays are plain memory maps)."""
+        """Release the vector indexes (the other arrays are plain memory maps)."""
+        if self._ann is not None:
+            self._ann.close()
+            self._ann = None
         if self._vectors is not None:
             self._vectors.close()
             self._vectors = None
@@ -196,6 +235,13 @@ class ImportedGraph:
     @property
     def n_triples(self) -> int:
         return len(self._tails)
+
+    @property
+    def ann(self) -> dict[str, Any] | None:
+        """What the manifest records of the description ANN index (``method``,
+        ``nlist``, ``nprobe``, ...), None when the graph has none."""
+        recorded = self.manifest.get("ann")
+        return dict(recorded) if isinstance(recorded, dict) else None
 
     @property
     def relation_names(self) -> list[str]:
@@ -244,10 +290,13 @@ class ImportedGraph:
     def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:
         """The ``k`` entities whose description embeddings have the highest inner product
         with the query's, best first (KG-Infused RAG eq. 3)."""
-        vectors = self._vector_index()
-        embedder = self._query_embedder()
-        ids, scores = vectors.search(embedder.embed([query]), k)
-        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True)]
+        query_vector = self._query_embedder().embed([query])
+        ann = self._ann_index()
+        if ann is not None:
+            ids, scores = ann.search(query_vector, k)
+        else:
+            ids, scores = self._vector_index().search(query_vector, k)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
     def neighbours(
         self, entities: Sequence[int] | npt.NDArray[np.integer], max_per_entity: int
@@ -317,6 +366,21 @@ class ImportedGraph:
         if self._vectors is None:
             self._vectors = ExactVectorIndex(self.directory / "vectors")
         return self._vectors
+
+    def _ann_index(self) -> FaissIVFIndex | None:
+        """The ANN index, opened on first use; None when absent, ignored, or when faiss
+        is missing (then the exact index answers, a warning says why)."""
+        if self._ann is None and self._use_ann:
+            try:
+                from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
+
+                self._ann = FaissIVFIndex(
+                    self.directory / ANN_DIR, exact=self._vector_index(), nprobe=self._nprobe
+                )
+            except MissingExtraError as exc:
+                log.warning("%s: %s; searching descriptions exactly (slower)", self.directory, exc)
+                self._use_ann = False
+        return self._ann
 
     def _query_embedder(self) -> Embedder:
         if self._embedder is None:

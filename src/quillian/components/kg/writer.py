@@ -2,8 +2,9 @@
 
 :func:`import_graph` runs a reader into a temporary sibling directory whose manifest
 says ``"state": "building"``, filters the graph (the paper's preprocessing), writes the
-CSR arrays, text tables and alias index, embeds the descriptions, marks the manifest
-``"complete"`` and only then renames the directory into place. An import that fails
+CSR arrays, text tables and alias index, embeds the descriptions (and, for a large
+graph, builds their ANN index), marks the manifest ``"complete"`` and only then renames
+the directory into place. An import that fails
 or is interrupted removes its temporary directory; one killed outright leaves a
 ``.NAME.importing-*`` directory that :meth:`ImportedGraph.open` refuses to open.
 """
@@ -29,18 +30,34 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.kg.report import DropReport, ImportReport, IssueLog, Progress, no_progress
 from quillian.components.kg.staging import StagedGraph
 from quillian.components.kg.store import (
+    ANN_DIR,
     FORMAT,
     KIND,
     MANIFEST,
     TextTable,
     name_key,
     normalize_name,
+    read_manifest,
 )
-from quillian.errors import ConfigError, InputError
+from quillian.errors import ConfigError, InputError, MissingExtraError
 from quillian.stores.embedded._files import fsync_path, write_json_atomic
-from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.stores.embedded.faiss_hnsw import import_faiss
+from quillian.stores.embedded.vectors import ExactVectorIndex, ExactVectorWriter
 
-__all__ = ["ImportOptions", "Stager", "build_rows", "import_graph", "preprocess"]
+__all__ = [
+    "ANN_CHOICES",
+    "ImportOptions",
+    "Stager",
+    "build_ann",
+    "build_rows",
+    "import_graph",
+    "preprocess",
+]
+
+#: Values of :attr:`ImportOptions.ann`: ``auto``, ``none`` or an IVF kind.
+ANN_CHOICES = ("auto", "none", "ivf-sq8", "ivf-fp16", "ivf-pq")
+#: The kind ``auto`` builds (chosen by measurement: see ``quillian.bench.kg_ann``).
+DEFAULT_ANN = "ivf-sq8"
 
 #: A reader: stages its input in a work directory, counting into the report.
 Stager = Callable[[Path, ImportReport, Progress], StagedGraph]
@@ -72,10 +89,17 @@ class ImportOptions:
     vector_dtype: str = "float32"
     """Storage of the description vectors: ``float32`` or ``float16``."""
     embed_batch: int = 1024
-    """Descriptions embedded per call."""
-    flush_rows: int = 1_000_000
-    """Vectors kept in memory before they are written to the index. Bounds memory; each
-    flush rewrites the index file, so small values cost time on large graphs."""
+    """Descriptions embedded per call (and written to the index per write)."""
+    ann: str = "auto"
+    """ANN index of the descriptions: ``auto`` builds the default kind (``ivf-sq8``)
+    when faiss is installed and the graph has more than ``ann_min_entities`` entities;
+    ``none`` never builds one; ``ivf-sq8``, ``ivf-fp16`` or ``ivf-pq`` always builds
+    that kind (needs the ``ann`` extra). Without one, search is exact."""
+    ann_min_entities: int = 100_000
+    """``auto`` builds an ANN index only above this many entities (exact search of
+    100k 384-d vectors takes a few milliseconds)."""
+    ann_nlist: int | None = None
+    """Lists of the ANN index; None: about ``sqrt(entities)``."""
 
     def __post_init__(self) -> None:
         if self.max_bad_lines is not None and self.max_bad_lines < 0:
@@ -84,8 +108,26 @@ class ImportOptions:
             raise ConfigError(f"examples must be >= 0, got {self.examples}")
         if self.vector_dtype not in ("float32", "float16"):
             raise ConfigError(f"vector_dtype must be float32 or float16, got {self.vector_dtype!r}")
-        if self.embed_batch <= 0 or self.flush_rows <= 0:
-            raise ConfigError("embed_batch and flush_rows must be greater than 0")
+        if self.embed_batch <= 0:
+            raise ConfigError(f"embed_batch must be greater than 0, got {self.embed_batch}")
+        if self.ann not in ANN_CHOICES:
+            raise ConfigError(f"ann must be one of {', '.join(ANN_CHOICES)}, got {self.ann!r}")
+        if self.ann_min_entities < 0:
+            raise ConfigError(f"ann_min_entities must be >= 0, got {self.ann_min_entities}")
+
+    def ann_kind(self, entities: int) -> str | None:
+        """The ANN kind to build for a graph of ``entities``, None for none."""
+        if self.ann == "none":
+            return None
+        if self.ann != "auto":
+            return self.ann
+        if entities <= self.ann_min_entities:
+            return None
+        try:
+            import_faiss()
+        except MissingExtraError:
+            return None
+        return DEFAULT_ANN
 
 
 def import_graph(
@@ -136,6 +178,12 @@ def import_graph(
         started = time.perf_counter()
         embed_descriptions(tmp, embedder, options, progress)
         report.seconds["embed"] = time.perf_counter() - started
+        report.peak_rss_mb["vectors"] = _peak_rss_mb()
+        kind = options.ann_kind(report.final["entities"])
+        if kind is not None:
+            started = time.perf_counter()
+            manifest["ann"] = _build_ann_dir(tmp, tmp / ANN_DIR, kind, options.ann_nlist, progress)
+            report.seconds["ann"] = time.perf_counter() - started
         report.peak_rss_mb["total"] = _peak_rss_mb()
         report.directory = str(out)
         write_json_atomic(tmp / "report.json", report.to_dict())
@@ -283,28 +331,70 @@ def _compact(values: Ints, size: int) -> tuple[I64, I64]:
 def embed_descriptions(
     directory: Path, embedder: Embedder, options: ImportOptions, progress: Progress
 ) -> None:
-    """Embed every entity's description (its name when it has none) into ``vectors/``."""
+    """Embed every entity's description (its name when it has none) into ``vectors/``,
+    written in one pass (:class:`ExactVectorWriter`: memory of one batch)."""
     names = TextTable.load(directory, "names")
     descriptions = TextTable.load(directory, "descriptions")
     n = len(names)
-    index = ExactVectorIndex(directory / "vectors", embedder.dim, dtype=options.vector_dtype)
-    pending = 0
     progress("embed", 0, n)
-    for start in range(0, n, options.embed_batch):
-        stop = min(n, start + options.embed_batch)
-        texts = [
-            text or name.partition("\t")[0]
-            for text, name in zip(
-                descriptions.range(start, stop), names.range(start, stop), strict=True
-            )
-        ]
-        index.add(np.arange(start, stop, dtype=np.int64), embedder.embed(texts))
-        pending += stop - start
-        if pending >= options.flush_rows:
-            index.flush()
-            pending = 0
-        progress("embed", stop, n)
-    index.close()
+    with ExactVectorWriter(
+        directory / "vectors", embedder.dim, n, dtype=options.vector_dtype
+    ) as index:
+        for start in range(0, n, options.embed_batch):
+            stop = min(n, start + options.embed_batch)
+            texts = [
+                text or name.partition("\t")[0]
+                for text, name in zip(
+                    descriptions.range(start, stop), names.range(start, stop), strict=True
+                )
+            ]
+            index.append(np.arange(start, stop, dtype=np.int64), embedder.embed(texts))
+            progress("embed", stop, n)
+
+
+def build_ann(
+    directory: str | Path,
+    kind: str = DEFAULT_ANN,
+    *,
+    nlist: int | None = None,
+    progress: Progress = no_progress,
+) -> dict[str, Any]:
+    """Build (or rebuild) the description ANN index of an imported graph; returns what
+    the manifest now records under ``ann``.
+
+    The index is built beside the graph's files and swapped in, then the manifest is
+    replaced atomically: a graph being searched meanwhile, or an interrupted build,
+    leaves the graph as it was (an ``ann/`` the manifest does not name is ignored).
+    """
+    if kind not in ANN_CHOICES[2:]:
+        raise ConfigError(f"kind must be one of {', '.join(ANN_CHOICES[2:])}, got {kind!r}")
+    root = Path(directory)
+    manifest = read_manifest(root)
+    tmp = root / f".{ANN_DIR}.building-{uuid.uuid4().hex[:8]}"
+    try:
+        info = _build_ann_dir(root, tmp, kind, nlist, progress)
+        old = root / f".{ANN_DIR}.replaced-{uuid.uuid4().hex[:8]}"
+        if (root / ANN_DIR).exists():
+            os.rename(root / ANN_DIR, old)
+        os.rename(tmp, root / ANN_DIR)
+        write_json_atomic(root / MANIFEST, {**manifest, "ann": info})
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return info
+
+
+def _build_ann_dir(
+    graph: Path, out: Path, kind: str, nlist: int | None, progress: Progress
+) -> dict[str, Any]:
+    """Build a ``kind`` index of ``graph``'s description vectors in ``out``."""
+    from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
+
+    with ExactVectorIndex(graph / "vectors") as vectors:
+        meta = FaissIVFIndex.build(out, vectors, IVFOptions(kind=kind, nlist=nlist), progress)
+    keys = ("method", "nlist", "nprobe", "rerank", "count", "bytes", "seconds")
+    return {"directory": ANN_DIR, **{key: meta[key] for key in keys}}
 
 
 def _save_ids(directory: Path, ids: npt.NDArray[np.bytes_]) -> None:

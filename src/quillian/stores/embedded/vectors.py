@@ -15,12 +15,16 @@ On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count
 current generation) and that generation's ``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy``
 (FAISS: ``hnsw-NNNNNN.faiss``). A flush writes a new generation and commits it by
 atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded._files`).
+
+:class:`ExactVectorWriter` writes a new exact index in one pass when the number of
+vectors is known up front (a bulk import), in memory of the order of one batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import BinaryIO, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +48,13 @@ from quillian.stores.embedded._vecutil import (
 )
 from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
 
-__all__ = ["ExactVectorIndex", "FaissHNSWIndex", "UnknownIdError", "exact_topk"]
+__all__ = [
+    "ExactVectorIndex",
+    "ExactVectorWriter",
+    "FaissHNSWIndex",
+    "UnknownIdError",
+    "exact_topk",
+]
 
 DTYPES = ("float32", "float16")
 
@@ -174,6 +184,36 @@ class ExactVectorIndex:
         self._check_open()
         return self._lookup.rows_of(as_ids(ids)) >= 0
 
+    def read_batches(
+        self, size: int = 65_536
+    ) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+        """Every indexed ``(ids, vectors)`` in row order, ``size`` rows at a time, float32.
+
+        Committed rows are read with plain file reads, not through the memory map, so a
+        pass over an index larger than memory costs one batch of memory (bulk builders).
+        """
+        self._check_open()
+        if size <= 0:
+            raise ConfigError(f"size must be greater than 0, got {size}")
+        if len(self._base_ids):
+            path = self._files.path("vectors", self._generation)
+            with path.open("rb") as handle:
+                if np.lib.format.read_magic(handle) == (1, 0):
+                    np.lib.format.read_array_header_1_0(handle)
+                else:
+                    np.lib.format.read_array_header_2_0(handle)
+                for start in range(0, len(self._base_ids), size):
+                    stop = min(start + size, len(self._base_ids))
+                    block = np.fromfile(handle, self._dtype, (stop - start) * self._dim)
+                    if len(block) != (stop - start) * self._dim:
+                        raise IndexIncompleteError(f"{path}: shorter than its header says")
+                    live = ~self._dead[start:stop]
+                    vectors = block.reshape(-1, self._dim)[live].astype(np.float32)
+                    yield np.asarray(self._base_ids[start:stop])[live], vectors
+        for start in range(0, len(self._tail), size):
+            block = self._tail.vectors[start : start + size]
+            yield self._tail.ids[start : start + size].copy(), block.astype(np.float32)
+
     def flush(self) -> None:
         """Persist every added vector: write a new generation, then commit it atomically."""
         self._check_open()
@@ -237,11 +277,7 @@ class ExactVectorIndex:
         if len(ids) != len(matrix):
             raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
         ids, matrix = keep_last(ids, matrix)
-        with np.errstate(over="ignore"):
-            stored = matrix.astype(self._dtype)
-        if not np.isfinite(stored).all():
-            raise InputError(f"vectors exceed the {self.dtype} range", field="vectors")
-        return ids, stored
+        return ids, _cast(matrix, self._dtype)
 
     def _live_ids(self) -> I64:
         base = np.asarray(self._base_ids)[~self._dead]
@@ -268,6 +304,153 @@ class ExactVectorIndex:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self.directory}: the vector index is closed")
+
+
+class ExactVectorWriter:
+    """Writes a new :class:`ExactVectorIndex` in one pass, for bulk builders.
+
+    Args:
+        directory: where the index goes; must not hold an index yet.
+        dim: vector dimension.
+        count: the number of vectors that will be appended, exactly.
+        dtype: storage type, ``"float32"`` or ``"float16"``.
+
+    The ``.npy`` header is written first; each :meth:`append` then adds its rows with
+    plain file writes (no memory map, so memory stays of the order of one batch), and
+    :meth:`commit` checks that ``count`` distinct ids arrived and commits the generation
+    at once, atomically. Until then the directory holds no committed index: an
+    interrupted write cannot be opened as a complete one, and its files are removed by
+    :meth:`abort` or by the next writer. Used as a context manager, it commits on a
+    normal exit and aborts on an exception.
+    """
+
+    GENERATION = 1
+
+    def __init__(
+        self, directory: str | Path, dim: int, count: int, *, dtype: str = "float32"
+    ) -> None:
+        self._files = Generations(Path(directory), "exact")
+        if self._files.read() is not None:
+            raise StoreError(f"{directory}: already holds an index; a bulk write needs a new one")
+        self._dim = check_dim(dim, directory)
+        self._dtype = np.dtype(_check_dtype(dtype))
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"count must be a non-negative integer, got {count!r}")
+        self._count = count
+        self._written = 0
+        self._files.directory.mkdir(parents=True, exist_ok=True)
+        self._files.remove_stale(0)  # files of an earlier, abandoned write
+        self._paths = [self._files.path(name, self.GENERATION) for name in ("vectors", "ids")]
+        self._handles: list[BinaryIO] = []
+        for path, dtype_, shape in zip(
+            self._paths, (self._dtype, np.dtype(np.int64)), ((count, dim), (count,)), strict=True
+        ):
+            handle = path.open("wb")
+            self._handles.append(handle)
+            np.lib.format.write_array_header_1_0(
+                handle,
+                {
+                    "descr": np.lib.format.dtype_to_descr(dtype_),
+                    "fortran_order": False,
+                    "shape": shape,
+                },
+            )
+        self._state = "open"
+
+    @property
+    def directory(self) -> Path:
+        """The index directory."""
+        return self._files.directory
+
+    @property
+    def written(self) -> int:
+        """Vectors appended so far."""
+        return self._written
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def append(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
+        """Write the next rows; ids must be distinct across the whole index."""
+        self._check_open()
+        ids = as_ids(ids)
+        matrix = as_matrix(vectors, self._dim)
+        if len(ids) != len(matrix):
+            raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
+        if self._written + len(ids) > self._count:
+            raise InputError(
+                f"{self._written + len(ids)} vectors exceed the announced {self._count}",
+                field="vectors",
+            )
+        stored = _cast(matrix, self._dtype)
+        self._handles[0].write(np.ascontiguousarray(stored).data)
+        self._handles[1].write(np.ascontiguousarray(ids).data)
+        self._written += len(ids)
+
+    def commit(self) -> None:
+        """Close the files and commit the index; refuses a short or duplicated write
+        (and then removes the files)."""
+        if self._state == "committed":
+            return
+        self._check_open()
+        self._close_files()
+        try:
+            self._check_complete()
+        except BaseException:
+            self.abort()
+            raise
+        meta = {
+            "generation": self.GENERATION,
+            "dim": self._dim,
+            "dtype": self._dtype.name,
+            "count": self._count,
+        }
+        self._files.commit(meta, self._paths)
+        self._state = "committed"
+
+    def abort(self) -> None:
+        """Close and remove the files written so far; nothing is committed."""
+        if self._state == "committed":
+            raise StoreError(f"{self.directory}: the bulk write is already committed")
+        self._close_files()
+        self._state = "aborted"
+        for path in self._paths:
+            path.unlink(missing_ok=True)
+
+    def _check_complete(self) -> None:
+        if self._written != self._count:
+            raise InputError(
+                f"{self.directory}: {self._written} of the announced {self._count} "
+                "vectors were written",
+                field="vectors",
+            )
+        ids = np.sort(np.load(self._paths[1]))
+        repeated = ids[1:][ids[1:] == ids[:-1]]
+        if len(repeated):
+            raise InputError(f"id {int(repeated[0])} was written twice", field="ids")
+
+    def _close_files(self) -> None:
+        for handle in self._handles:
+            handle.close()
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise StoreError(f"{self.directory}: the bulk write is {self._state}")
+
+
+def _cast(matrix: npt.NDArray[np.float32], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+    """``matrix`` in the storage ``dtype``, refusing values outside its range."""
+    with np.errstate(over="ignore"):
+        stored = matrix.astype(dtype)
+    if not np.isfinite(stored).all():
+        raise InputError(f"vectors exceed the {dtype.name} range", field="vectors")
+    return stored
 
 
 def _check_dtype(dtype: str) -> str:
