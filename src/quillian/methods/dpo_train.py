@@ -195,10 +195,14 @@ def _load(transformers: ModuleType, model: str) -> tuple[Any, Any]:
     if not path.is_file():
         raise InputError("no such GGUF file", path=model)
     kwargs = {"gguf_file": path.name}
-    return (
-        transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), **kwargs),
-        transformers.AutoTokenizer.from_pretrained(str(path.parent), **kwargs),
-    )
+    policy = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), **kwargs)
+    # The weights are dequantised to plain float tensors on load, but transformers keeps
+    # a GGUF "quantizer" marker that its Trainer refuses to train: drop the marker.
+    policy.hf_quantizer = None
+    policy.is_quantized = False
+    if hasattr(policy.config, "quantization_config"):
+        del policy.config.quantization_config
+    return policy, transformers.AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
