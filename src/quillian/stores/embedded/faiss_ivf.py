@@ -185,11 +185,7 @@ class FaissIVFIndex:
         index = _new_index(faiss, options, dim, nlist, sample)
         progress("ann-train", 1, 1)
         trained = time.perf_counter()
-        done = 0
-        for ids, vectors in source.read_batches(options.batch):
-            index.add_with_ids(vectors, ids)
-            done += len(ids)
-            progress("ann-add", done, n)
+        _add_sized(faiss, index, source, options.batch, progress)
         files.directory.mkdir(parents=True, exist_ok=True)
         path = files.path("ivf", 1, ".faiss")
         faiss.write_index(index, str(path))
@@ -298,6 +294,54 @@ def _training_sample(
         parts.append(vectors[rows[lo:hi] - offset])
         offset += len(vectors)
     return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _add_sized(
+    faiss: Any, index: Any, source: ExactVectorIndex, batch: int, progress: Progress
+) -> None:
+    """Add every vector of ``source``, each inverted list allocated once at its final size.
+
+    ``add_with_ids`` would grow the lists by doubling, so the build could hold up to
+    twice the codes' memory. Here a first pass assigns every vector to its list (8
+    bytes a vector), the lists are sized, and a second pass encodes and places them.
+    """
+    n = len(source)
+    lists = np.empty(n, dtype=np.int64)
+    done = 0
+    for _, vectors in source.read_batches(batch):
+        _, assigned = index.quantizer.search(vectors, 1)
+        lists[done : done + len(vectors)] = assigned[:, 0]
+        done += len(vectors)
+        progress("ann-assign", done, n)
+    invlists = index.invlists
+    counts = np.bincount(lists, minlength=index.nlist)
+    for number in np.flatnonzero(counts).tolist():
+        invlists.resize(number, int(counts[number]))
+    filled = np.zeros(index.nlist, dtype=np.int64)
+    done = 0
+    for ids, vectors in source.read_batches(batch):
+        assigned = lists[done : done + len(ids)]
+        codes = np.empty((len(ids), index.code_size), dtype=np.uint8)
+        index.encode_vectors(
+            len(ids), faiss.swig_ptr(vectors), faiss.swig_ptr(assigned), faiss.swig_ptr(codes)
+        )
+        order = np.argsort(assigned, kind="stable")
+        by_list = assigned[order]
+        ids, codes = np.ascontiguousarray(ids[order]), np.ascontiguousarray(codes[order])
+        starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]]).tolist()
+        for start, stop in zip(starts, [*starts[1:], len(ids)], strict=True):
+            number = int(by_list[start])
+            invlists.update_entries(
+                number,
+                int(filled[number]),
+                stop - start,
+                faiss.swig_ptr(ids[start:stop]),
+                faiss.swig_ptr(codes[start:stop]),
+            )
+            filled[number] += stop - start
+        done += len(ids)
+        progress("ann-add", done, n)
+    index.ntotal = n
 
 
 def _new_index(
