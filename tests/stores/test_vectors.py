@@ -252,3 +252,17 @@ def test_an_exception_aborts_the_bulk_write(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(StoreError, match="aborted"):
         writer.append([1], unit_vectors(1, 4, 0))
+
+
+def test_read_batches_streams_live_rows_then_unflushed_ones(tmp_path: Path) -> None:
+    x = unit_vectors(8, 4, 5)
+    with ExactVectorIndex(tmp_path, 4, dtype="float16") as index:
+        index.add(np.arange(5), x[:5])
+        index.flush()
+        index.add([1, 9], x[5:7])  # id 1 replaced: its committed row is dead
+        batches = list(index.read_batches(2))
+        ids = np.concatenate([b[0] for b in batches])
+        vectors = np.concatenate([b[1] for b in batches])
+        assert ids.tolist() == [0, 2, 3, 4, 1, 9]
+        assert vectors.dtype == np.float32 and max(len(b[0]) for b in batches) <= 2
+        np.testing.assert_allclose(vectors, x[[0, 2, 3, 4, 5, 6]], atol=1e-3)

@@ -4,9 +4,9 @@
 says ``"state": "building"``, filters the graph (the paper's preprocessing), writes the
 CSR arrays, text tables and alias index, embeds the descriptions (and, for a large
 graph, builds their ANN index), marks the manifest ``"complete"`` and only then renames
-the directory into place. An import that fails
-or is interrupted removes its temporary directory; one killed outright leaves a
-``.NAME.importing-*`` directory that :meth:`ImportedGraph.open` refuses to open.
+the directory into place. An import that fails or is interrupted removes its temporary
+directory; one killed outright leaves a ``.NAME.importing-*`` directory that
+:meth:`ImportedGraph.open` refuses to open.
 """
 
 from __future__ import annotations
