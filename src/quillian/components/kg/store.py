@@ -290,12 +290,7 @@ class ImportedGraph:
     def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:
         """The ``k`` entities whose description embeddings have the highest inner product
         with the query's, best first (KG-Infused RAG eq. 3)."""
-        query_vector = self._query_embedder().embed([query])
-        ann = self._ann_index()
-        if ann is not None:
-            ids, scores = ann.search(query_vector, k)
-        else:
-            ids, scores = self._vector_index().search(query_vector, k)
+        ids, scores = self.search_descriptions(self._query_embedder().embed([query]), k)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
     def neighbours(
@@ -353,7 +348,11 @@ class ImportedGraph:
         self, vectors: npt.ArrayLike, k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The ``k`` entities with the most similar descriptions for each query vector
-        (rows of ``vectors``): ``(entities, scores)``, best first."""
+        (rows of ``vectors``): ``(entities, scores)``, best first, through the ANN
+        index when the graph has one (``-1`` pads a short row)."""
+        ann = self._ann_index()
+        if ann is not None:
+            return ann.search(vectors, k)
         return self._vector_index().search(vectors, k)
 
     def _check(self, entity: int) -> int:
