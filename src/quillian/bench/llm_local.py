@@ -205,9 +205,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m quillian.bench.llm_local", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument(
-        "--dtypes", default="float32,bfloat16,int8", help="comma-separated dtypes"
-    )
+    parser.add_argument("--dtypes", default="float32,bfloat16,int8", help="comma-separated dtypes")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--prompt-tokens", type=int, default=1000, help="long prompt length")
     parser.add_argument("--new-tokens", type=int, default=100, help="tokens generated")
