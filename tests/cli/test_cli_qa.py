@@ -146,16 +146,27 @@ def test_index_with_llm_extraction_estimates_stops_on_budget_and_resumes(files, 
     assert "entities 2," in out and "relations 3," in out
 
 
-def test_ask_kg_infused_over_the_index_graph(files, capsys):
+#: Scripted replies for KG-Infused RAG's stages up to the passage note.
+KG_ROUTES = {
+    "kg-infused.triple-select": "<Charles Babbage | born in | London>",
+    "kg-infused.triple-update": "None",
+    "kg-infused.subgraph-summary": "Charles Babbage was born in London.",
+    "kg-infused.kg-query-expansion": "Charles Babbage birthplace",
+    "kg-infused.passage-note": "Babbage was born in London.",
+}
+
+
+def _hash_index(files) -> str:
     idx = str(files / "idx")
     assert main(["index", str(files / "corpus.json"), "--out", idx, "--embedder", "hash",
                  "--extractions", str(files / "ex.jsonl")]) == 0  # fmt: skip
+    return idx
+
+
+def test_ask_kg_infused_over_the_index_graph(files, capsys):
+    idx = _hash_index(files)
     routes = {
-        "kg-infused.triple-select": "<Charles Babbage | born in | London>",
-        "kg-infused.triple-update": "None",
-        "kg-infused.subgraph-summary": "Charles Babbage was born in London.",
-        "kg-infused.kg-query-expansion": "Charles Babbage birthplace",
-        "kg-infused.passage-note": "Babbage was born in London.",
+        **KG_ROUTES,
         "kg-infused.knowledge-augment": "Babbage, Lovelace's collaborator, was born in London.",
         "kg-infused.answer": "London",
     }
@@ -206,15 +217,9 @@ def test_a_prompt_override_missing_a_variable_is_refused_before_any_call(files, 
 
 
 def test_dpo_data_pools_rounds_and_writes_trl_rows_with_filter_counts(files, capsys):
-    idx = str(files / "idx")
-    assert main(["index", str(files / "corpus.json"), "--out", idx, "--embedder", "hash",
-                 "--extractions", str(files / "ex.jsonl")]) == 0  # fmt: skip
+    idx = _hash_index(files)
     routes = {
-        "kg-infused.triple-select": "<Charles Babbage | born in | London>",
-        "kg-infused.triple-update": "None",
-        "kg-infused.subgraph-summary": "Charles Babbage was born in London.",
-        "kg-infused.kg-query-expansion": "Charles Babbage birthplace",
-        "kg-infused.passage-note": "Babbage was born in London.",
+        **KG_ROUTES,
         # six outputs for the first input, then the last one repeats: the second
         # input's best and worst are the same text and are filtered
         "kg-infused.knowledge-augment": [f"out {i}" for i in range(6)],
