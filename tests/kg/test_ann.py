@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from tests.kg.test_import import release, run_cli
 
+from quillian.cli.main import main
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wikidata5m import import_wikidata5m
 from quillian.components.kg.writer import ImportOptions, build_ann
@@ -153,6 +154,36 @@ def test_build_ann_for_an_imported_graph(tmp_path):
         assert graph.ann is not None and graph.ann["method"] == "ivf-fp16"
         assert graph.seed_entities(graph.description(5), 1)[0][0] == 5
     assert sorted(p.name for p in out.iterdir() if "ann" in p.name) == ["ann"]
+
+
+def test_cli_kg_ann_builds_tunes_and_drops(tmp_path, capsys):
+    out, _ = synthetic_graph(tmp_path, ann="none")
+    assert main(["kg", "ann", str(out)]) == 0
+    assert "no ANN index" in capsys.readouterr().out
+    assert main(["kg", "ann", str(out), "--kind", "ivf-fp16", "--nlist", "8", "--nprobe", "2"]) == 0
+    assert "ivf-fp16" in capsys.readouterr().out
+    assert main(["kg", "ann", str(out), "--nprobe", "4", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["method"], info["nlist"], info["nprobe"]) == ("ivf-fp16", 8, 4)
+    with ImportedGraph.open(out, HashEmbedder(16)) as graph:
+        graph.seed_entities(graph.description(3), 1)
+        assert graph._ann is not None and graph._ann.nprobe == 4  # the recorded default
+    with ImportedGraph.open(out, HashEmbedder(16), nprobe=1) as graph:
+        graph.seed_entities(graph.description(3), 1)
+        assert graph._ann is not None and graph._ann.nprobe == 1  # the caller's
+    # bad values are refused and change nothing
+    assert main(["kg", "ann", str(out), "--nprobe", "9"]) == 2
+    assert "nprobe must be in 1..8" in capsys.readouterr().err
+    assert main(["kg", "ann", str(out), "--nlist", "4"]) == 2
+    assert json.loads((out / "manifest.json").read_text())["ann"]["nprobe"] == 4
+    assert main(["kg", "ann", str(out), "--kind", "none"]) == 0
+    assert "dropped" in capsys.readouterr().out
+    assert "ann" not in json.loads((out / "manifest.json").read_text())
+    assert not [p for p in out.iterdir() if "ann" in p.name]
+    with ImportedGraph.open(out, HashEmbedder(16)) as graph:  # exact search again
+        assert graph.seed_entities(graph.description(5), 1)[0][0] == 5
+    assert main(["kg", "ann", str(out), "--nprobe", "4"]) == 2
+    assert "has no ANN index" in capsys.readouterr().err
 
 
 def test_missing_faiss(tmp_path, monkeypatch, caplog):

@@ -6,6 +6,7 @@ quillian kg import rdf graph.nt more.ttl --out kg/mine
 quillian kg import wordnet [/usr/share/wordnet] --out kg/wordnet
 quillian kg show kg/wordnet dog
 quillian kg link kg/wordnet --documents indexes/sample
+quillian kg ann kg/wikidata5m --kind ivf-sq8 --nprobe 64
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def add_kg(sub: Any) -> None:
     show.add_argument("--limit", type=int, default=5, help="entities shown at most")
     show.set_defaults(func=_cmd_show)
     _add_link(kg)
+    _add_ann(kg)
 
 
 def _progress(stage: str, done: int, total: int) -> None:
@@ -216,6 +218,52 @@ def _cmd_link(args: argparse.Namespace) -> int:
             f"  {row['score']:.2f} {row['source']} -> {row['target']} "
             f"(name {row['name_score']:.2f}, description {row['description_score']:.2f}, "
             f"{row['kind']})"
+        )
+    return 0
+
+
+def _add_ann(kg: Any) -> None:
+    ann = kg.add_parser(
+        "ann",
+        help="build, tune or drop an imported graph's description ANN index",
+        description="With --kind, build (or rebuild) the ANN index of the graph's "
+        "description vectors, or drop it (none: exact search). With --nprobe alone, "
+        "record how many lists a search scans by default, without rebuilding. With "
+        "neither, show what the graph has.",
+    )
+    ann.add_argument("graph", type=Path, metavar="DIR")
+    ann.add_argument("--kind", choices=("ivf-sq8", "ivf-fp16", "ivf-pq", "none"))
+    ann.add_argument("--nlist", type=int, help="lists (default: about sqrt(entities))")
+    ann.add_argument("--nprobe", type=int, help="lists scanned per query by default")
+    ann.add_argument("--json", action="store_true", help="print the index's record as JSON")
+    ann.set_defaults(func=_cmd_ann)
+
+
+def _cmd_ann(args: argparse.Namespace) -> int:
+    from quillian.components.kg.store import read_manifest
+    from quillian.components.kg.writer import build_ann, drop_ann, set_ann_nprobe
+
+    if args.kind == "none":
+        if args.nlist is not None or args.nprobe is not None:
+            raise ConfigError("--kind none takes no --nlist or --nprobe")
+        dropped = drop_ann(args.graph)
+        print(f"{args.graph}: " + ("ANN index dropped" if dropped else "had no ANN index"))
+        return 0
+    if args.kind is not None:
+        build_ann(args.graph, args.kind, nlist=args.nlist, nprobe=args.nprobe, progress=_progress)
+    elif args.nlist is not None:
+        raise ConfigError("--nlist needs --kind (the lists are fixed when the index is built)")
+    elif args.nprobe is not None:
+        set_ann_nprobe(args.graph, args.nprobe)
+    info = read_manifest(args.graph).get("ann")
+    if args.json:
+        print(json.dumps(info))
+    elif info is None:
+        print(f"{args.graph}: no ANN index (descriptions are searched exactly)")
+    else:
+        print(
+            f"{args.graph}: {info['method']}, {info['count']} vectors in {info['nlist']} "
+            f"lists, {info['nprobe']} scanned per query, {info['bytes'] / 2**20:.1f} MB"
         )
     return 0
 

@@ -199,8 +199,9 @@ class ImportedGraph:
         ``hash``) is made on the first :meth:`seed_entities` call.
 
         Description search uses the graph's ANN index when it has one (see
-        :attr:`ann`), scanning ``nprobe`` lists per query (default: the one recorded at
-        build time; more is slower and closer to exact); ``exact=True`` ignores it.
+        :attr:`ann`), scanning ``nprobe`` lists per query (default: the one the
+        manifest records, set at build time or by ``quillian kg ann --nprobe``; more is
+        slower and closer to exact); ``exact=True`` ignores it.
         """
         path = Path(directory)
         manifest = read_manifest(path)
@@ -373,8 +374,11 @@ class ImportedGraph:
             try:
                 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 
+                recorded = (self.ann or {}).get("nprobe")  # `quillian kg ann --nprobe`
                 self._ann = FaissIVFIndex(
-                    self.directory / ANN_DIR, exact=self._vector_index(), nprobe=self._nprobe
+                    self.directory / ANN_DIR,
+                    exact=self._vector_index(),
+                    nprobe=self._nprobe if self._nprobe is not None else recorded,
                 )
             except MissingExtraError as exc:
                 log.warning("%s: %s; searching descriptions exactly (slower)", self.directory, exc)

@@ -50,8 +50,10 @@ __all__ = [
     "Stager",
     "build_ann",
     "build_rows",
+    "drop_ann",
     "import_graph",
     "preprocess",
+    "set_ann_nprobe",
 ]
 
 #: Values of :attr:`ImportOptions.ann`: ``auto``, ``none`` or an IVF kind.
@@ -357,10 +359,12 @@ def build_ann(
     kind: str = DEFAULT_ANN,
     *,
     nlist: int | None = None,
+    nprobe: int | None = None,
     progress: Progress = no_progress,
 ) -> dict[str, Any]:
     """Build (or rebuild) the description ANN index of an imported graph; returns what
-    the manifest now records under ``ann``.
+    the manifest now records under ``ann``. ``nprobe`` is the lists scanned per query
+    by default (None: :class:`IVFOptions`' default).
 
     The index is built beside the graph's files and swapped in, then the manifest is
     replaced atomically: a graph being searched meanwhile, or an interrupted build,
@@ -372,7 +376,7 @@ def build_ann(
     manifest = read_manifest(root)
     tmp = root / f".{ANN_DIR}.building-{uuid.uuid4().hex[:8]}"
     try:
-        info = _build_ann_dir(root, tmp, kind, nlist, progress)
+        info = _build_ann_dir(root, tmp, kind, nlist, progress, nprobe)
         old = root / f".{ANN_DIR}.replaced-{uuid.uuid4().hex[:8]}"
         if (root / ANN_DIR).exists():
             os.rename(root / ANN_DIR, old)
@@ -385,14 +389,54 @@ def build_ann(
     return info
 
 
+def drop_ann(directory: str | Path) -> bool:
+    """Remove an imported graph's ANN index (search becomes exact); False when it had
+    none. The manifest stops naming the index before its files go, so an interrupted
+    drop leaves a graph that opens and searches exactly."""
+    root = Path(directory)
+    manifest = read_manifest(root)
+    had = isinstance(manifest.get("ann"), dict)
+    if had:
+        write_json_atomic(root / MANIFEST, {k: v for k, v in manifest.items() if k != "ann"})
+    if (root / ANN_DIR).exists():
+        old = root / f".{ANN_DIR}.replaced-{uuid.uuid4().hex[:8]}"
+        os.rename(root / ANN_DIR, old)
+        shutil.rmtree(old, ignore_errors=True)
+    return had
+
+
+def set_ann_nprobe(directory: str | Path, nprobe: int) -> dict[str, Any]:
+    """Record ``nprobe`` (lists scanned per query, at most the index's lists) as the
+    graph's default without rebuilding its ANN index; returns the manifest's ``ann``."""
+    root = Path(directory)
+    manifest = read_manifest(root)
+    ann = manifest.get("ann")
+    if not isinstance(ann, dict):
+        raise ConfigError(
+            f"{root}: has no ANN index; build one with `quillian kg ann {root} --kind ivf-sq8`"
+        )
+    if not 0 < nprobe <= int(ann["nlist"]):
+        raise ConfigError(f"nprobe must be in 1..{ann['nlist']} (the index's lists), got {nprobe}")
+    info = {**ann, "nprobe": int(nprobe)}
+    write_json_atomic(root / MANIFEST, {**manifest, "ann": info})
+    return info
+
+
 def _build_ann_dir(
-    graph: Path, out: Path, kind: str, nlist: int | None, progress: Progress
+    graph: Path,
+    out: Path,
+    kind: str,
+    nlist: int | None,
+    progress: Progress,
+    nprobe: int | None = None,
 ) -> dict[str, Any]:
     """Build a ``kind`` index of ``graph``'s description vectors in ``out``."""
     from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
 
+    chosen = {} if nprobe is None else {"nprobe": nprobe}
+    options = IVFOptions(kind=kind, nlist=nlist, **chosen)
     with ExactVectorIndex(graph / "vectors") as vectors:
-        meta = FaissIVFIndex.build(out, vectors, IVFOptions(kind=kind, nlist=nlist), progress)
+        meta = FaissIVFIndex.build(out, vectors, options, progress)
     keys = ("method", "nlist", "nprobe", "rerank", "count", "bytes", "seconds")
     return {"directory": ANN_DIR, **{key: meta[key] for key in keys}}
 
