@@ -403,8 +403,11 @@ def render(
     parts = [
         "# Benchmarks",
         "",
-        "Regenerate everything on this page with "
-        "`python -m quillian.bench.report --bench ../shared/bench --fresh`.",
+        "`python -m quillian.bench.report --bench ../shared/bench --fresh` reruns the "
+        "retrieval, latency, index-build and graph-scale benchmarks; the question-answering "
+        "and knowledge-graph sections are long runs, shown from their saved results "
+        "(`--qa`, `--kg-*` and `--llm-local` add or replace one), each with the command "
+        "that reruns it.",
         f"Machine: {platform.machine()}, {platform.python_version()}, "
         f"2 cores, generated {time.strftime('%Y-%m-%d')}. Retrieval uses no LLM: graphs come "
         "from spaCy NER or from the recorded GPT-3.5 extractions; question answering uses "
