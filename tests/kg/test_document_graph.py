@@ -4,7 +4,7 @@ built with the title-link extractor (topic -related_to-> each title its chunk me
 import pytest
 
 from quillian.components.kg.base import ExternalGraph, KGTriple
-from quillian.components.kg.document_graph import INVERSE_SUFFIX, DocumentGraph
+from quillian.components.kg.document_graph import DocumentGraph
 from quillian.errors import InputError
 from quillian.testing.corpus import LOVELACE, tiny_index
 from quillian.testing.kg import MemoryGraph
@@ -79,5 +79,8 @@ def test_inverse_triples_let_activation_spread_both_ways(context):
     kg = DocumentGraph(context, inverse=True)
     e = ids(kg)
     found = kg.triples([e["London"]], 5)[e["London"]]
-    assert [t.text() for t in found] == [f"<London | related_to{INVERSE_SUFFIX} | Charles Babbage>"]
+    # read from London's side, the fact keeps its own order and leads to Babbage
+    assert [t.text() for t in found] == ["<Charles Babbage | related_to | London>"]
+    assert found[0].inverse and found[0].tail == e["Charles Babbage"]
+    assert found[0].fact == (e["Charles Babbage"], "related_to", e["London"])
     assert found[0].sentence == "Charles Babbage was born in London."

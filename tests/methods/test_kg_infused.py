@@ -437,3 +437,37 @@ def test_pipeline_over_an_index_document_graph(context):
     triples = result.as_dict()["evidence"]["kg_triples"]
     assert [t["tail"] for t in triples] == ["Charles Babbage", "London"]
     assert triples[1]["sentence"] == "Charles Babbage was born in London."
+
+
+def test_a_fact_read_from_its_object_keeps_its_order_and_is_shown_once(context):
+    """Walking the document graph both ways, London's side of "Charles Babbage was born
+    in London" reads as the fact itself (no invented predicate), leads to Babbage, and
+    is not offered again from Babbage's side."""
+    fact = "<Charles Babbage | related_to | London>"
+    model = ScriptedChatModel(
+        {
+            "kg-infused.triple-select": fact,
+            "kg-infused.triple-update": "None",
+            "kg-infused.subgraph-summary": "Charles Babbage was born in London.",
+            "kg-infused.kg-query-expansion": "Who was born in London?",
+            "kg-infused.passage-note": "Babbage was born in London.",
+            "kg-infused.knowledge-augment": "Charles Babbage was born in London.",
+            "kg-infused.answer": "Charles Babbage",
+        }
+    )
+    runner = TaskRunner(model, default_registry())
+    graph = DocumentGraph(context, inverse=True)
+    pipeline = KGInfusedRAG(
+        runner, make_retriever(context, "dense"), graph, KGInfusedConfig(k_e=1, k_p=2)
+    )
+    result = ask(pipeline, "Which capital of England was somebody born in?")
+    seeds = next(s for s in result.steps if "kg_seeds" in s)["kg_seeds"]
+    assert seeds[0]["entity"] == "London", seeds
+    first, second = (s for s in result.steps if "kg_round" in s)
+    assert first["selected"] == [fact] and first["next_entities"] == ["Charles Babbage"]
+    shown = [new_triples(c.messages) for c in model.calls if "triple" in c.prompt]
+    assert fact in shown[0] and "(inverse)" not in shown[0]
+    assert fact not in shown[1]  # the same fact, met again from Babbage's side
+    assert second["entities"] == ["Charles Babbage"]
+    (triple,) = result.as_dict()["evidence"]["kg_triples"]
+    assert (triple["head"], triple["tail"]) == ("Charles Babbage", "London")

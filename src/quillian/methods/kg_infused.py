@@ -175,7 +175,7 @@ class ActivationMemory:
 
 
 def _ident(t: KGTriple) -> tuple[int, str, int]:
-    return (t.head, t.relation, t.tail)
+    return t.fact  # a fact met from both of its ends is one triple
 
 
 def next_round_entities(

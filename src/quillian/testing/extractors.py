@@ -35,8 +35,11 @@ class TitleLinkExtractor:
     def _one(self, chunk: Chunk) -> Extraction:
         if chunk.title in self.fail_on:
             raise RuntimeError(f"extraction failed for {chunk.title!r}")
-        entities = [ExtractedEntity(chunk.title, "TITLE", description=chunk.text,
-                                    is_topic=True)] if chunk.title else []
+        entities = (
+            [ExtractedEntity(chunk.title, "TITLE", description=chunk.text, is_topic=True)]
+            if chunk.title
+            else []
+        )
         triples = []
         for match in _SENTENCE.finditer(chunk.text):
             sentence = match.group().strip()
@@ -44,7 +47,8 @@ class TitleLinkExtractor:
                 if title != chunk.title and title in sentence:
                     entities.append(ExtractedEntity(title, "TITLE"))
                     if chunk.title:
-                        prov = Provenance(chunk.doc_id, chunk.id, match.start(), match.end(),
-                                          sentence)
+                        prov = Provenance(
+                            chunk.doc_id, chunk.id, match.start(), match.end(), sentence
+                        )
                         triples.append(Triple(chunk.title, "related_to", title, sentence, prov))
         return Extraction(chunk.id, chunk.doc_id, tuple(entities), tuple(triples))

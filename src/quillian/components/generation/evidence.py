@@ -84,11 +84,11 @@ class Evidence:
         if self.kg_triples:
             out["kg_triples"] = [
                 {
-                    "head": t.head_name,
+                    "head": t.subject_name,
                     "relation": t.relation,
-                    "tail": t.tail_name,
-                    "head_id": t.head,
-                    "tail_id": t.tail,
+                    "tail": t.object_name,
+                    "head_id": t.fact[0],
+                    "tail_id": t.fact[2],
                     "sentence": t.sentence,
                 }
                 for t in self.kg_triples

@@ -60,7 +60,7 @@ def triple_key(head: str, relation: str, tail: str) -> TripleKey:
 
 
 def _key(t: KGTriple) -> TripleKey:
-    return triple_key(t.head_name, t.relation, t.tail_name)
+    return triple_key(t.subject_name, t.relation, t.object_name)
 
 
 @dataclass(frozen=True)

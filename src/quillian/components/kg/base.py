@@ -17,8 +17,14 @@ __all__ = ["ExternalGraph", "KGTriple"]
 
 @dataclass(frozen=True, slots=True)
 class KGTriple:
-    """One directed triple with its endpoints' names; ``sentence`` is the source
-    sentence when the graph was built from documents ("" for curated graphs)."""
+    """One triple met while expanding ``head``, leading to ``tail``, with the endpoints'
+    names; ``sentence`` is the source sentence when the graph was built from documents
+    ("" for curated graphs).
+
+    ``inverse`` marks a fact read from its object's side (a document graph walked both
+    ways): the fact is ``<tail | relation | head>``, and prompts, evidence and
+    de-duplication see it in that order, while activation still moves on to ``tail``.
+    """
 
     head: int
     relation: str
@@ -26,10 +32,26 @@ class KGTriple:
     head_name: str
     tail_name: str
     sentence: str = ""
+    inverse: bool = False
+
+    @property
+    def fact(self) -> tuple[int, str, int]:
+        """``(subject, relation, object)`` as the fact states it."""
+        if self.inverse:
+            return (self.tail, self.relation, self.head)
+        return (self.head, self.relation, self.tail)
+
+    @property
+    def subject_name(self) -> str:
+        return self.tail_name if self.inverse else self.head_name
+
+    @property
+    def object_name(self) -> str:
+        return self.head_name if self.inverse else self.tail_name
 
     def text(self) -> str:
-        """The form prompts show: ``<head | relation | tail>``."""
-        return f"<{self.head_name} | {self.relation} | {self.tail_name}>"
+        """The form prompts show: ``<subject | relation | object>``."""
+        return f"<{self.subject_name} | {self.relation} | {self.object_name}>"
 
 
 @runtime_checkable

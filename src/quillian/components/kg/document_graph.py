@@ -15,8 +15,9 @@ built from recorded GPT-3.5 triples). It reads the :class:`RetrievalContext` onl
 * an entity's triples are the relations whose subject it is, in extraction order,
   each ``(subject, predicate, object)`` once (the sentence of its first occurrence).
   Extracted relations have an arbitrary direction; ``inverse=True`` also yields
-  relations whose object the entity is, as ``<object | predicate (inverse) | subject>``,
-  so activation can spread both ways.
+  relations whose object the entity is (``KGTriple.inverse``: shown as the fact
+  ``<subject | predicate | object>``, leading to the subject), so activation can spread
+  both ways.
 """
 
 from __future__ import annotations
@@ -33,10 +34,7 @@ from quillian.components.kg.base import KGTriple
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import InputError
 
-__all__ = ["INVERSE_SUFFIX", "DocumentGraph"]
-
-#: Appended to the predicate of a relation read from its object's side.
-INVERSE_SUFFIX = " (inverse)"
+__all__ = ["DocumentGraph"]
 
 
 def _name_key(name: str) -> str:
@@ -154,28 +152,29 @@ class DocumentGraph:
     def _triples_of(self, entity: int, cap: int) -> list[KGTriple]:
         kg = self.context.kg
         _, _, rels = kg.snapshot.neighbors(entity, EdgeKind.RELATED_TO)
-        found: dict[tuple[str, int], KGTriple] = {}
+        found: dict[tuple[str, int, bool], KGTriple] = {}
         for rel in sorted(set(rels.tolist())):
             if len(found) >= cap:
                 break
             subject, obj = int(kg.relation_subject[rel]), int(kg.relation_object[rel])
             triple = kg.relations[rel]
             if subject == entity:
-                predicate, other = triple.predicate, obj
+                other, inverse = obj, False
             elif self.inverse:
-                predicate, other = triple.predicate + INVERSE_SUFFIX, subject
+                other, inverse = subject, True
             else:
                 continue
             sentence = triple.provenance.sentence if triple.provenance else ""
             found.setdefault(
-                (predicate, other),
+                (triple.predicate, other, inverse),
                 KGTriple(
                     entity,
-                    predicate,
+                    triple.predicate,
                     other,
                     kg.entities[entity].name,
                     kg.entities[other].name,
                     sentence,
+                    inverse,
                 ),
             )
         return list(found.values())

@@ -18,7 +18,7 @@ Two ways to cross:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -123,12 +123,9 @@ class LinkedGraph:
         out: dict[int, list[KGTriple]] = {}
         for e in unique:
             name = self.entity_name(e)
-            ours = [
-                KGTriple(e, t.relation, t.tail, name, t.tail_name, t.sentence)
-                for t in external.get(e, [])
-            ]
+            ours = [replace(t, head=e, head_name=name) for t in external.get(e, [])]
             theirs = [
-                KGTriple(e, t.relation, self.canonical(t.tail), name, t.tail_name, t.sentence)
+                replace(t, head=e, head_name=name, tail=self.canonical(t.tail))
                 for d in self._documents_of(e)
                 for t in from_docs.get(d, [])
             ]
@@ -137,13 +134,13 @@ class LinkedGraph:
 
 
 def _interleave(first: list[KGTriple], second: list[KGTriple], cap: int) -> list[KGTriple]:
-    """Alternate the two lists, each ``(relation, tail)`` once, at most ``cap``."""
-    seen: set[tuple[str, int]] = set()
+    """Alternate the two lists, each fact once, at most ``cap``."""
+    seen: set[tuple[int, str, int]] = set()
     out: list[KGTriple] = []
     for i in range(max(len(first), len(second))):
         for source in (first, second):
             if i < len(source) and len(out) < cap:
-                key = (source[i].relation, source[i].tail)
+                key = source[i].fact
                 if key not in seen:
                     seen.add(key)
                     out.append(source[i])
