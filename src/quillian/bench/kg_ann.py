@@ -33,7 +33,7 @@ from quillian.components.kg.writer import ImportOptions
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
 from quillian.stores.embedded.vectors import ExactVectorIndex
 
-__all__ = ["compare", "recall_at_10", "run", "time_search"]
+__all__ = ["compare", "directory_mb", "recall_at_10", "run", "time_search"]
 
 Search = Callable[[npt.NDArray[np.float32]], tuple[npt.NDArray[np.int64], Any]]
 
@@ -77,7 +77,7 @@ def compare(
     result: dict[str, Any] = {}
     with ExactVectorIndex(vectors) as exact:
         truth: dict[str, npt.NDArray[np.int64]] = {}
-        entry: dict[str, Any] = {"index_mb": _size_mb(vectors)}
+        entry: dict[str, Any] = {"index_mb": directory_mb(vectors)}
         for name, queries in query_sets.items():
             timed = time_search(lambda q: exact.search(q, 10), queries)
             truth[name] = timed.pop("ids")
@@ -148,7 +148,8 @@ def run(
     return result
 
 
-def _size_mb(path: Path) -> float:
+def directory_mb(path: Path) -> float:
+    """Size of the files under ``path``, in MB."""
     return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20, 1)
 
 

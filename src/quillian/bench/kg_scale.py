@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from quillian.bench.kg_ann import recall_at_10, time_search
+from quillian.bench.kg_ann import directory_mb, recall_at_10, time_search
 from quillian.bench.kg_synthetic import pseudo_words, write_wikidata5m_like
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wikidata5m import import_wikidata5m
@@ -101,10 +101,6 @@ def _p95(values: list[float]) -> float:
     return round(float(np.percentile(values, 95)), 3)
 
 
-def _size_mb(path: Path) -> float:
-    return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20, 1)
-
-
 def run(
     entities: int,
     triples: int,
@@ -132,7 +128,7 @@ def run(
         _child(_generate, str(files_dir), entities, triples, relations)
         stamp.write_text(json.dumps(params))
         result["generate_s"] = round(time.perf_counter() - started, 1)
-    result["files_mb"] = _size_mb(files_dir)
+    result["files_mb"] = directory_mb(files_dir)
 
     started = time.perf_counter()
     report = _child(_import, str(files_dir), str(out), dim, vector_dtype, ann)
@@ -143,9 +139,9 @@ def run(
     result["peak_rss_mb"] = report["peak_rss_mb"]["total"]
     result["graph"] = report["final"]
     result["dropped"] = {k: v for k, v in report["dropped"].items() if not k.startswith("examples")}
-    ann_mb = _size_mb(out / "ann") if (out / "ann").exists() else 0.0
-    result["graph_mb"] = round(_size_mb(out) - _size_mb(out / "vectors") - ann_mb, 1)
-    result["vectors_mb"] = _size_mb(out / "vectors")
+    ann_mb = directory_mb(out / "ann") if (out / "ann").exists() else 0.0
+    result["graph_mb"] = round(directory_mb(out) - directory_mb(out / "vectors") - ann_mb, 1)
+    result["vectors_mb"] = directory_mb(out / "vectors")
     result["ann_mb"] = ann_mb
     # built before this process maps anything: a child inherits its parent's peak RSS
     builds = {
@@ -200,7 +196,7 @@ def compare_search(
     result: dict[str, Any] = {
         "queries": n_queries,
         "exact": {
-            "index_mb": _size_mb(out / "vectors"),
+            "index_mb": directory_mb(out / "vectors"),
             **exact_result,
             "self_at_1": round(float(np.mean(found_self[:, 0] == own)), 3),
         },
