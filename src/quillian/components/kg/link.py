@@ -255,19 +255,30 @@ def _words(name: str) -> set[str]:
     return set(normalize_name(name).split())
 
 
-def _name_scores(source_names: list[str], target: LinkTarget, entity: int) -> float:
+@dataclass(frozen=True)
+class _Names:
+    """A source entity's names, normalised once for all its candidates."""
+
+    keys: list[str]
+    words: list[set[str]]
+
+    @classmethod
+    def of(cls, names: list[str]) -> _Names:
+        return cls([normalize_name(n) for n in names], [_words(n) for n in names])
+
+
+def _name_scores(source: _Names, target: LinkTarget, entity: int) -> float:
     """1 for the same name, 0.9 through an alias, else the best word overlap."""
     target_names = [target.entity_name(entity), *target.aliases(entity)]
     keys = [normalize_name(n) for n in target_names]
-    wanted = [normalize_name(n) for n in source_names]
-    if wanted[0] == keys[0]:
+    if source.keys[0] == keys[0]:
         return 1.0
-    if set(wanted) & set(keys):
+    if set(source.keys) & set(keys):
         return 0.9
     best = 0.0
-    for a in source_names:
+    for wa in source.words:
         for b in target_names:
-            wa, wb = _words(a), _words(b)
+            wb = _words(b)
             if wa and wb:
                 best = max(best, len(wa & wb) / len(wa | wb))
     return best
@@ -357,8 +368,9 @@ def _best_link(
     best: tuple[int, float, float, float, int] | None = None
     best_key: tuple[int, float] | None = None
     w = options.name_weight
+    source = _Names.of(names)
     for entity, description in zip(candidates, similarity.tolist(), strict=True):
-        name = _name_scores(names, target, entity)
+        name = _name_scores(source, target, entity)
         score = w * name + (1.0 - w) * max(description, 0.0)
         kind = 0 if name == 1.0 else 1 if name == 0.9 and entity in by_name else 2
         key = (-kind, score)  # the name's match first, then the score
