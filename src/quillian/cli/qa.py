@@ -146,6 +146,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from quillian.registry import (
         METHODS,
         SA_RETRIEVERS,
+        GraphSpec,
         make_bridges,
         make_graph,
         make_pipeline,
@@ -154,7 +155,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
     retriever_name = args.retriever or METHODS.get(args.method)
     retriever, context = None, None
-    if retriever_name or (args.kg and "index" in args.kg):
+    if retriever_name or (args.kg and GraphSpec.parse(args.kg).documents):
         context = open_index_dir(args.index).context
     if retriever_name:
         assert context is not None
