@@ -14,8 +14,8 @@ from quillian.components.embedding import (
     Embedder,
     embedding_key,
 )
+from quillian.components.embedding.hashed import HashEmbedder
 from quillian.errors import ConfigError
-from quillian.testing.fakes import HashEmbedder
 from quillian.testing.memory import MemoryKeyValueStore
 
 

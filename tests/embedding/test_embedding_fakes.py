@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from quillian.components.embedding import Embedder
+from quillian.components.embedding.hashed import HashEmbedder, KeywordEmbedder
 from quillian.errors import ConfigError
-from quillian.testing.fakes import HashEmbedder, KeywordEmbedder
 
 
 @pytest.mark.parametrize("embedder", [HashEmbedder(), KeywordEmbedder()])

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.extraction.base import Extractor
 from quillian.components.extraction.llm import LLMExtractor
 from quillian.components.extraction.llm_budget import (
@@ -13,9 +14,11 @@ from quillian.components.extraction.llm_budget import (
     approx_tokens,
     estimate_extraction,
 )
-from quillian.components.generation.tasks import TaskRunner
+from quillian.components.factories import make_extractor
 from quillian.components.llm.base import ChatMessage
 from quillian.components.llm.prompts import Prompt, PromptRegistry
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.errors import (
     BudgetExhausted,
@@ -24,10 +27,7 @@ from quillian.errors import (
     LLMUnavailableError,
 )
 from quillian.index import build_index, open_index, read_manifest
-from quillian.registry import make_extractor
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import KeywordEmbedder
-from quillian.testing.scripted import ScriptedChatModel
 from quillian.types import Chunk, Document
 
 ADA = "Ada Lovelace worked with Charles Babbage on the Analytical Engine. She was born in London."

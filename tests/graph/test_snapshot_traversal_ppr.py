@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 from quillian.components.graph.traversal import gather_edges, khop_subgraph
 from quillian.errors import IndexIncompleteError, InputError
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 
 R = EdgeKind.RELATED_TO
 

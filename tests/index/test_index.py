@@ -5,11 +5,11 @@ import json
 import pytest
 
 from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.hashed import HashEmbedder, KeywordEmbedder
+from quillian.components.factories import make_retriever
 from quillian.errors import IndexIncompleteError, IndexMissingError, IndexSchemaError, InputError
 from quillian.index import SCHEMA_VERSION, build_index, open_index, read_manifest
-from quillian.registry import make_retriever
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import HashEmbedder, KeywordEmbedder
 from quillian.types import Document
 
 CORPUS = {

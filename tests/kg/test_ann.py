@@ -12,13 +12,13 @@ import pytest
 from tests.kg.test_import import release, run_cli
 
 from quillian.cli.main import main
+from quillian.components.embedding.hashed import HashEmbedder, KeywordEmbedder
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wikidata5m import import_wikidata5m
 from quillian.components.kg.writer import ImportOptions, build_ann
 from quillian.errors import ConfigError, MissingExtraError
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions, default_nlist
 from quillian.stores.embedded.vectors import ExactVectorIndex, ExactVectorWriter
-from quillian.testing.fakes import HashEmbedder, KeywordEmbedder
 
 pytest.importorskip("faiss")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from quillian.components.embedding.hashed import HashEmbedder, KeywordEmbedder
 from quillian.components.kg.base import ExternalGraph, KGTriple
 from quillian.components.kg.staging import RaggedFile, lookup_sorted
 from quillian.components.kg.store import ImportedGraph, TextTable
@@ -20,7 +21,6 @@ from quillian.components.kg.wikidata5m import Wikidata5MFiles, import_wikidata5m
 from quillian.components.kg.wordnet import import_wordnet
 from quillian.components.kg.writer import ImportOptions, build_rows
 from quillian.errors import ConfigError, IndexIncompleteError, IndexMissingError, InputError
-from quillian.testing.fakes import HashEmbedder, KeywordEmbedder
 
 ENTITIES = """\
 Q1\tDouglas Adams\tDNA\tDouglas Noel Adams
@@ -294,7 +294,7 @@ def test_killed_import_leaves_a_directory_that_cannot_be_opened(tmp_path):
     script = textwrap.dedent(f"""
         import os
         from quillian.components.kg.wikidata5m import import_wikidata5m
-        from quillian.testing.fakes import KeywordEmbedder
+        from quillian.components.embedding.hashed import KeywordEmbedder
 
         def die(stage, done, total):
             if stage == "embed":

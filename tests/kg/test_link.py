@@ -15,7 +15,8 @@ import pytest
 
 from quillian.cli.main import main
 from quillian.components.chunking.chunkers import PassageChunker
-from quillian.components.generation.tasks import TaskRunner
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.factories import make_retriever
 from quillian.components.kg.document_graph import DocumentGraph
 from quillian.components.kg.link import (
     Alignment,
@@ -24,19 +25,20 @@ from quillian.components.kg.link import (
     link_graphs,
 )
 from quillian.components.kg.linked import LinkBridges, LinkedGraph
+from quillian.components.kg.spec import GraphSpec, make_bridges, make_graph
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wikidata5m import import_wikidata5m
 from quillian.components.kg.writer import ImportOptions
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.sa import SARetriever
 from quillian.errors import ConfigError, IndexMissingError
 from quillian.index import build_index, open_index
-from quillian.methods.kg_infused import KGInfusedConfig, KGInfusedRAG
-from quillian.registry import GraphSpec, make_bridges, make_graph, make_retriever
+from quillian.methods.kg_infused.pipeline import KGInfusedConfig, KGInfusedRAG
+from quillian.methods.steps import KGRound
 from quillian.testing.corpus import tiny_index
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import KeywordEmbedder
-from quillian.testing.scripted import ScriptedChatModel
 from quillian.types import Document
 
 CORPUS = {
@@ -287,11 +289,11 @@ def test_kg_infused_activation_continues_from_the_kg_into_the_documents(setup):
         KGInfusedConfig(k_e=1, k_p=2),
     )
     result = asyncio.run(pipeline.answer("What did Ada Lovelace program?"))
-    rounds = [s for s in result.steps if "kg_round" in s]
-    assert rounds[0]["entities"] == ["Ada Lovelace"]
+    rounds = [s for s in result.steps if isinstance(s, KGRound)]
+    assert rounds[0].entities == ("Ada Lovelace",)
     candidates = model.calls[0].messages[-1].content
     assert "<Ada Lovelace | father | Lord Byron>" in candidates  # from the imported graph
-    assert rounds[0]["next_entities"] == ["Analytical Engine"]  # a document-only entity
+    assert rounds[0].next_entities == ("Analytical Engine",)  # a document-only entity
 
 
 def test_graph_specs_parse_and_fail_clearly(setup, tmp_path):

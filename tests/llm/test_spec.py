@@ -8,11 +8,11 @@ import socket
 import pytest
 
 from quillian.cli.main import main
-from quillian.components.generation.tasks import TaskRunner
 from quillian.components.llm.spec import LLMSession, LLMSpec, parse_llm_spec
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.errors import ConfigError, LLMAuthError, LLMModelNotFoundError
-from quillian.registry import make_pipeline
+from quillian.methods.table import method_spec
 from quillian.testing.fake_openai import FakeOpenAIServer
 
 
@@ -34,7 +34,7 @@ def ask(session_args, question="Capital of France?"):
     async def go():
         async with LLMSession(**session_args) as session:
             runner = TaskRunner(session.model, default_registry())
-            result = await make_pipeline("no-retrieval", runner).answer(question)
+            result = await method_spec("no-retrieval").build(runner, None).answer(question)
             return result, session.ledger()
 
     return asyncio.run(go())

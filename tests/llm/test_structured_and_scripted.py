@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel
 
 from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
+from quillian.components.llm.scripted import ScriptedChatModel, UnscriptedPromptError
 from quillian.components.llm.structured import ParseError, extract_json, parse_json_as
-from quillian.testing.scripted import ScriptedChatModel, UnscriptedPromptError
 
 
 class Entities(BaseModel):

@@ -8,23 +8,33 @@ import json
 
 import pytest
 
-from quillian.components.generation.tasks import TaskRunner
+from quillian.components.factories import make_retriever
 from quillian.components.kg.document_graph import DocumentGraph
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, ScoredPassage
 from quillian.errors import ConfigError, MissingExtraError
-from quillian.methods.dpo import DPO_DECODINGS, PreferenceSampler, ka_inputs, write_dpo_jsonl
-from quillian.methods.dpo_train import DPOTrainConfig, load_preference_rows, trainer_arguments
-from quillian.methods.kg_infused import (
+from quillian.methods.kg_infused.dpo import (
+    DPO_DECODINGS,
+    PreferenceSampler,
+    ka_inputs,
+    write_dpo_jsonl,
+)
+from quillian.methods.kg_infused.dpo_train import (
+    DPOTrainConfig,
+    load_preference_rows,
+    trainer_arguments,
+)
+from quillian.methods.kg_infused.pipeline import (
     KGInfusedConfig,
     KGInfusedRAG,
     next_round_entities,
 )
-from quillian.methods.kg_infused_plugins import CoTKGConfig, CoTRAGKG, SelfAskKG, SelfAskKGConfig
-from quillian.registry import make_retriever
+from quillian.methods.kg_infused.plugins import CoTKGConfig, CoTRAGKG, SelfAskKG, SelfAskKGConfig
+from quillian.methods.steps import KGRound, KGSeeds
 from quillian.testing.corpus import LOVELACE, tiny_index
 from quillian.testing.kg import MemoryGraph
-from quillian.testing.scripted import ScriptedChatModel
 
 QUESTION = "Which company followed the company that made AAM-N-4 Oriole?"
 ENTITIES = {
@@ -159,13 +169,13 @@ def test_rounds_memory_and_next_entities_follow_eqs_4_and_5():
     # round 3 (Martin Marietta) selects nothing: no new entities, activation stops early
     assert [r[0] for r in kg.requests] == [(oriole,), (company, navy), (marietta,)]
     assert prompts(model)[:3] == ["kg-infused.triple-select"] + ["kg-infused.triple-update"] * 2
-    rounds = [s for s in result.steps if "kg_round" in s]
-    assert [r["next_entities"] for r in rounds] == [
-        ["Martin Company", "United States Navy"],
-        ["Martin Marietta"],  # the Oriole (a tail of <... | product | Oriole>) is activated
-        [],
+    rounds = [s for s in result.steps if isinstance(s, KGRound)]
+    assert [r.next_entities for r in rounds] == [
+        ("Martin Company", "United States Navy"),
+        ("Martin Marietta",),  # the Oriole (a tail of <... | product | Oriole>) is activated
+        (),
     ]
-    assert rounds[0]["unmatched"] == [INVENTED[1:-1]]
+    assert rounds[0].unmatched == (INVENTED[1:-1],)
     update = last_user(model.calls[1].messages)
     previous = update.split("Previously Selected Triples:\n")[1].split("\n\n")[0]
     assert previous.splitlines() == [MADE, OPERATOR]  # the activation memory
@@ -181,7 +191,7 @@ def test_rounds_cap_stops_activation():
     result = ask(make(model, kg, rounds=1))
     assert len(kg.requests) == 1
     assert prompts(model).count("kg-infused.triple-update") == 0
-    assert [s["kg_round"] for s in result.steps if "kg_round" in s] == [1]
+    assert [s.number for s in result.steps if isinstance(s, KGRound)] == [1]
 
 
 def test_caps_on_triples_per_entity_and_entities_per_round():
@@ -244,8 +254,8 @@ def test_invented_triples_are_repaired_once_then_dropped():
     assert prompts(model)[:3] == ["kg-infused.triple-select"] * 2 + ["kg-infused.subgraph-summary"]
     assert result.transcript.parse_failures == 2
     assert "copy triples exactly as given" in last_user(model.calls[1].messages)
-    (only_round,) = [s for s in result.steps if "kg_round" in s]
-    assert only_round["selected"] == [] and only_round["unmatched"] == [INVENTED[1:-1]]
+    (only_round,) = [s for s in result.steps if isinstance(s, KGRound)]
+    assert only_round.selected == () and only_round.unmatched == (INVENTED[1:-1],)
     assert "(none)" in last_user(model.calls[2].messages)  # Table 15 over no triples
 
 
@@ -283,7 +293,7 @@ def test_self_ask_plug_in_runs_the_kg_modules_for_each_follow_up():
     pipeline = SelfAskKG(runner, retriever, graph(), SelfAskKGConfig(k=4, k_e=1, rounds=1))
     result = ask(pipeline)
     assert result.answer == "Martin Marietta"
-    assert [s["kg_query"] for s in result.steps if "kg_query" in s] == [follow_up]
+    assert [s.query for s in result.steps if isinstance(s, KGSeeds)] == [follow_up]
     assert retriever.calls == [(follow_up, 2), ("Martin Marietta history", 2)]
     answer_call = next(c for c in model.calls if c.prompt.startswith("kg-infused.answer"))
     text = last_user(answer_call.messages)
@@ -319,7 +329,7 @@ def test_cot_plug_in_reasons_over_fact_enhanced_notes():
     config = CoTKGConfig(k=2, k_e=1, rounds=1)
     result = ask(CoTRAGKG(runner, ListRetriever(), graph(), config))
     assert result.answer == "Martin Marietta"
-    queries = [s["kg_query"] for s in result.steps if "kg_query" in s]
+    queries = [s.query for s in result.steps if isinstance(s, KGSeeds)]
     assert queries == [QUESTION, "Who followed the Martin Company?"]
     steps = [c for c in model.calls if c.prompt.startswith("sa-rag.cot")]
     assert "Martin Marietta followed it." in last_user(steps[0].messages)
@@ -396,7 +406,7 @@ def test_dpo_training_defaults_are_table_21_and_trl_is_optional(tmp_path):
     try:
         import trl  # noqa: F401
     except ImportError:
-        from quillian.methods.dpo_train import train_dpo
+        from quillian.methods.kg_infused.dpo_train import train_dpo
 
         data = tmp_path / "rows.jsonl"
         data.write_text(json.dumps({"prompt": "p", "chosen": "a", "rejected": "b"}) + "\n")
@@ -432,8 +442,8 @@ def test_pipeline_over_an_index_document_graph(context):
     )
     result = ask(pipeline, "Who is Ada Lovelace's collaborator?")
     assert result.answer == "London"
-    seeds = next(s for s in result.steps if "kg_seeds" in s)["kg_seeds"]
-    assert seeds[0]["entity"] == "Ada Lovelace"
+    seeds = next(s for s in result.steps if isinstance(s, KGSeeds)).seeds
+    assert seeds[0].entity == "Ada Lovelace"
     triples = result.as_dict()["evidence"]["kg_triples"]
     assert [t["tail"] for t in triples] == ["Charles Babbage", "London"]
     assert triples[1]["sentence"] == "Charles Babbage was born in London."
@@ -461,13 +471,13 @@ def test_a_fact_read_from_its_object_keeps_its_order_and_is_shown_once(context):
         runner, make_retriever(context, "dense"), graph, KGInfusedConfig(k_e=1, k_p=2)
     )
     result = ask(pipeline, "Which capital of England was somebody born in?")
-    seeds = next(s for s in result.steps if "kg_seeds" in s)["kg_seeds"]
-    assert seeds[0]["entity"] == "London", seeds
-    first, second = (s for s in result.steps if "kg_round" in s)
-    assert first["selected"] == [fact] and first["next_entities"] == ["Charles Babbage"]
+    seeds = next(s for s in result.steps if isinstance(s, KGSeeds)).seeds
+    assert seeds[0].entity == "London", seeds
+    first, second = (s for s in result.steps if isinstance(s, KGRound))
+    assert first.selected == (fact,) and first.next_entities == ("Charles Babbage",)
     shown = [new_triples(c.messages) for c in model.calls if "triple" in c.prompt]
     assert fact in shown[0] and "(inverse)" not in shown[0]
     assert fact not in shown[1]  # the same fact, met again from Babbage's side
-    assert second["entities"] == ["Charles Babbage"]
+    assert second.entities == ("Charles Babbage",)
     (triple,) = result.as_dict()["evidence"]["kg_triples"]
     assert (triple["head"], triple["tail"]) == ("Charles Babbage", "London")

@@ -6,12 +6,14 @@ import json
 
 import pytest
 
-from quillian.components.generation.tasks import TaskRunner
+from quillian.components.factories import make_retriever
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.errors import ConfigError
-from quillian.registry import METHODS, make_pipeline, make_retriever
+from quillian.methods.steps import ExpandedQuery, FollowUp, Note, Retrieval
+from quillian.methods.table import method_spec
 from quillian.testing.corpus import LOVELACE, tiny_index
-from quillian.testing.scripted import ScriptedChatModel
 
 CORPUS = LOVELACE
 QUESTION = "Where was the collaborator of Ada Lovelace born?"
@@ -39,12 +41,12 @@ def run(pipeline, question=QUESTION):
 
 def pipeline(name, model, context, retriever=None, **options):
     runner = TaskRunner(model, default_registry())
-    retriever_name = retriever or METHODS[name]
+    retriever_name = retriever or method_spec(name).retriever
     # keyword cosines are low: let activation spread and every relation join the context
     extra = {"relation_threshold": 0.0, "activation_threshold": 0.01, "c": 0.0}
     extra = extra if retriever_name == "sa" else {}
     r = make_retriever(context, retriever_name, **extra) if retriever_name else None
-    return make_pipeline(name, runner, r, **options)
+    return method_spec(name).build(runner, r, options=options)
 
 
 def test_no_retrieval_asks_the_question_alone(context):
@@ -69,7 +71,9 @@ def test_vanilla_rag_writes_a_note_then_answers_from_it(context):
     result = run(pipeline("vanilla-rag", model, context, k=3))
     assert result.answer == "London"
     assert len(result.evidence.passages) == 3
-    assert result.steps[0]["retriever"] == "dense" and result.steps[1]["note"].startswith("Babbage")
+    assert isinstance(result.steps[0], Retrieval) and result.steps[0].retriever == "dense"
+    assert len(result.steps[0].chunks) == 3
+    assert isinstance(result.steps[1], Note) and result.steps[1].text.startswith("Babbage")
     assert result.transcript.usage.total_tokens > 0 and result.transcript.parse_failures == 0
     no_note = run(pipeline("vanilla-rag", model, context, k=2, note=False))
     assert [c.stage for c in no_note.transcript.calls] == ["kg-infused.answer@1"]
@@ -84,11 +88,11 @@ def test_query_expansion_retrieves_half_for_each_query(context):
         }
     )
     result = run(pipeline("query-expansion", model, context, k=4))
-    queries = [s["retrieve"] for s in result.steps if "retrieve" in s]
+    queries = [s.query for s in result.steps if isinstance(s, Retrieval)]
     assert queries == [QUESTION, "Charles Babbage birthplace"]
     # 2 + 2 merged without duplicates (eq. 7): one passage answers both queries
     assert len(result.evidence.passages) == 3
-    assert result.steps[0] == {"expanded_query": "Charles Babbage birthplace"}
+    assert result.steps[0] == ExpandedQuery("Charles Babbage birthplace")
 
 
 def test_sa_rag_answers_from_passages_and_relationships(context):
@@ -99,7 +103,7 @@ def test_sa_rag_answers_from_passages_and_relationships(context):
     assert "Key relationships:" in prompt and "Charles Babbage" in prompt
     relations = result.evidence.as_dict()["relations"]
     assert relations and all(r["sentence"] for r in relations)
-    assert result.steps[0]["retriever"] == "sa"
+    assert isinstance(result.steps[0], Retrieval) and result.steps[0].retriever == "sa"
 
 
 def step(possible, answer="", follow_up="", summary="s"):
@@ -132,7 +136,7 @@ def test_cot_loop_follows_up_keeps_a_memory_and_stops(context, method, step_prom
     )
     result = run(pipeline(method, model, context, k=1))
     assert result.answer == "London"
-    queries = [s["retrieve"] for s in result.steps if "retrieve" in s]
+    queries = [s.query for s in result.steps if isinstance(s, Retrieval)]
     assert queries == [QUESTION, "Where was Charles Babbage born?"]
     second_step = last_user(model.calls[1].messages)
     assert "Ada met Babbage" in second_step  # the memory travels to the next step
@@ -151,7 +155,7 @@ def test_cot_loop_stops_after_max_steps(context):
         }
     )
     result = run(pipeline("cot-rag", model, context, k=1, max_steps=2))
-    assert sum(1 for s in result.steps if "retrieve" in s) == 2
+    assert sum(1 for s in result.steps if isinstance(s, Retrieval)) == 2
     assert len(result.transcript.calls) == 3
 
 
@@ -177,7 +181,7 @@ def test_decomposition_answers_subquestions_in_order(context, method):
     )
     result = run(pipeline(method, model, context, k=2))
     assert result.answer == "London"
-    queries = [s["retrieve"] for s in result.steps if "retrieve" in s]
+    queries = [s.query for s in result.steps if isinstance(s, Retrieval)]
     assert queries[0] == "Who worked with Ada Lovelace?"
     assert "Charles Babbage" in queries[1]  # earlier answers join the next retrieval
     assert queries[2] == QUESTION
@@ -200,7 +204,10 @@ def test_self_ask_answers_follow_ups_from_retrieval(context):
     )
     result = run(pipeline("self-ask", model, context, k=2))
     assert result.answer == "London"
-    assert [s["answer"] for s in result.steps if "follow_up" in s] == ["Charles Babbage", "London"]
+    assert [s.answer for s in result.steps if isinstance(s, FollowUp)] == [
+        "Charles Babbage",
+        "London",
+    ]
     third = last_user(model.calls[4].messages)
     assert "Intermediate answer: Charles Babbage" in third
     assert "invented by the model" not in third
@@ -241,7 +248,7 @@ def test_unknown_method_and_bad_options_are_clear(context):
     with pytest.raises(ConfigError, match="vanilla-rag"):
         pipeline("vanilla-rag", model, context, top=3)
     with pytest.raises(ConfigError, match="needs a retriever"):
-        make_pipeline("sa-rag", TaskRunner(model, default_registry()))
+        method_spec("sa-rag").build(TaskRunner(model, default_registry()), None)
     with pytest.raises(ConfigError, match="empty"):
         run(pipeline("no-retrieval", model, context), question="  ")
 
@@ -252,4 +259,5 @@ def test_the_retriever_inside_a_loop_is_pluggable(context, retriever):
         {"sa-rag.cot": step(True, answer="London"), "sa-rag.baseline-answer": born_in_london}
     )
     result = run(pipeline("cot-rag", model, context, retriever=retriever, k=2))
-    assert result.steps[0]["retriever"] == retriever and len(result.evidence.passages) == 2
+    assert isinstance(result.steps[0], Retrieval) and result.steps[0].retriever == retriever
+    assert len(result.evidence.passages) == 2

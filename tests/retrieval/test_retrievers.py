@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 
+from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.graph.builder import GraphBuilder
 from quillian.components.retrieval.base import top_k_passages
@@ -24,7 +25,6 @@ from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import SAConfig, SARetriever
 from quillian.errors import ConfigError
 from quillian.stores.embedded.vectors import ExactVectorIndex
-from quillian.testing.fakes import HashEmbedder
 from quillian.types import Provenance, Triple
 
 Q = np.array([1.0, 0.0, 0.0], dtype=np.float32)

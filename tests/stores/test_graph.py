@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.errors import IndexIncompleteError, StoreError
 from quillian.stores.embedded.graph import CSRGraphStore
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.testing.contracts import (
     GraphStoreContract,
     add_five_node_graph,

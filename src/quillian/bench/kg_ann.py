@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.embedding.factory import make_embedder
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wordnet import DEFAULT_WORDNET, import_wordnet
 from quillian.components.kg.writer import ImportOptions
@@ -121,8 +122,6 @@ def run(
     nlist: int | None = None,
 ) -> dict[str, Any]:
     """Import WordNet with MiniLM into ``graph_dir`` when missing, then :func:`compare`."""
-    from quillian.registry import make_embedder
-
     embedder = make_embedder("minilm")
     result: dict[str, Any] = {}
     if not graph_dir.exists():

@@ -46,12 +46,12 @@ import psutil
 
 from quillian.bench.kg_ann import directory_mb, recall_at_10, time_search
 from quillian.bench.kg_synthetic import pseudo_words, write_wikidata5m_like
+from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wikidata5m import import_wikidata5m
 from quillian.components.kg.writer import ImportOptions
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
 from quillian.stores.embedded.vectors import ExactVectorIndex
-from quillian.testing.fakes import HashEmbedder
 
 __all__ = ["run"]
 

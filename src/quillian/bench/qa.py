@@ -14,23 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.datasets import load_questions
 from quillian.bench.retrieval import BenchSettings, ensure_index, read_corpus
-from quillian.components.generation.tasks import TaskRunner
-from quillian.components.llm.prompts import PromptRegistry
-from quillian.components.llm.spec import LLMSession
-from quillian.components.retrieval.context import RetrievalContext
+from quillian.engine import Engine
+from quillian.eval.datasets import load_questions
 from quillian.eval.qa import Progress, evaluate
-from quillian.index import open_index, read_manifest
-from quillian.registry import (
-    METHODS,
-    SA_RETRIEVERS,
-    make_bridges,
-    make_embedder,
-    make_graph,
-    make_pipeline,
-    make_retriever,
-)
+from quillian.index import read_manifest
+from quillian.methods.table import method_spec
 
 __all__ = ["QASettings", "run_qa_bench", "summary_table"]
 
@@ -53,67 +42,68 @@ class QASettings:
     directory, or ``DIR+index`` (joined by its saved alignment; SA retrieval crosses)."""
 
 
-def _context(settings: QASettings) -> tuple[RetrievalContext | None, dict[str, Any]]:
-    if all(METHODS.get(m) is None for m in settings.methods) and settings.retriever is None:
-        return None, {}
+def needs_index(settings: QASettings) -> bool:
+    """Whether any method (or the retriever asked for) reads the index."""
+    return settings.retriever is not None or any(
+        method_spec(m).retriever is not None or method_spec(m).needs_graph for m in settings.methods
+    )
+
+
+def prepare_index(settings: QASettings) -> dict[str, Any]:
+    """Build or reuse the benchmark's index when a method needs it; its counts and
+    configuration for the manifests."""
+    if not needs_index(settings):
+        return {}
     ensure_index(settings.index, read_corpus(settings.index))
-    index = open_index(settings.index.index_dir, make_embedder(settings.index.embedder))
     manifest = read_manifest(settings.index.index_dir)
-    return index.context, {"counts": manifest.get("counts"), "config": manifest.get("config")}
+    return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 
 
 async def run_qa_bench(
     settings: QASettings,
-    session: LLMSession,
-    prompts: PromptRegistry,
+    engine: Engine,
+    index_info: dict[str, Any],
     on_progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Run every method over the first ``limit`` questions; returns the summaries."""
+    """Run every method over the first ``limit`` questions with ``engine`` (opened on
+    the index :func:`prepare_index` built, its LLM session started); returns the
+    summaries."""
     questions = load_questions(settings.index.dataset, settings.index.questions)
     questions = questions[: settings.limit] if settings.limit else questions
-    context, index_info = _context(settings)
     summaries: dict[str, Any] = {}
-    runner = TaskRunner(session.model, prompts)
     for method in settings.methods:
-        retriever_name = settings.retriever or METHODS.get(method)
-        index_dir = settings.index.index_dir
-        bridges = make_bridges(settings.kg, index_dir) if retriever_name in SA_RETRIEVERS else None
-        retriever = (
-            make_retriever(context, retriever_name, bridges=bridges)
-            if context is not None and retriever_name
-            else None
-        )
-        graph = make_graph(settings.kg, context, index_dir) if settings.kg else None
-        pipeline = make_pipeline(method, runner, retriever, graph=graph, **settings.options)
+        spec = method_spec(method)
+        pipeline = engine.pipeline(method, retriever=settings.retriever, **settings.options)
+        retriever = settings.retriever or spec.retriever
         manifest = {
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
-            "method": method,
-            "retriever": retriever_name if retriever else None,
+            "method": spec.name,
+            "retriever": retriever,
             "options": settings.options,
             "kg": settings.kg,
-            "model": session.model_id,
-            "llm": session.spec.__dict__,
-            "prompts": {p.name: p.key for p in prompts},
+            "model": engine.session.model_id,
+            "llm": engine.session.spec.__dict__,
+            "prompts": {p.name: p.key for p in engine.prompts},
             "index": index_info,
         }
         report = await evaluate(
             pipeline,
             questions,
-            settings.out / method,
+            settings.out / spec.name,
             dataset=settings.index.dataset,
             manifest=manifest,
             concurrency=settings.concurrency,
             on_progress=on_progress,
         )
-        summaries[method] = report.summary
-        logger.info("%s: %s", method, report.summary)
+        summaries[spec.name] = report.summary
+        logger.info("%s: %s", spec.name, report.summary)
     result = {
         "dataset": settings.index.dataset,
-        "model": session.model_id,
+        "model": engine.session.model_id,
         "questions": len(questions),
         "methods": summaries,
-        "ledger": session.ledger().as_dict(),
+        "ledger": engine.ledger().as_dict(),
     }
     settings.out.mkdir(parents=True, exist_ok=True)
     (settings.out / "summary.json").write_text(json.dumps(result, indent=2))

@@ -201,7 +201,7 @@ def passage_figures(run_dir: Path, index_dir: Path | None = None) -> dict[str, d
     put in front of the model, their recall of the gold passages, and (given the run's
     index, whose store holds the passages' texts) the recall of the first three: the
     question's own top 3 for dual retrieval, which lists them first."""
-    from quillian.bench.datasets import load_questions, passage_key
+    from quillian.eval.datasets import load_questions, passage_key
 
     out: dict[str, dict[str, float]] = {}
     for predictions in sorted(run_dir.glob("*/predictions.jsonl")):

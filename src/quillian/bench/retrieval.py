@@ -21,25 +21,20 @@ from typing import Any
 
 import numpy as np
 
-from quillian.bench.datasets import Dataset, Question, load_questions, passage_key
+from quillian.components.factories import RETRIEVERS, SA_RETRIEVERS
+from quillian.components.ingestion.readers import read_documents
 from quillian.components.retrieval.base import Retriever
+from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import QuillianError
-from quillian.index import build_index, open_index, read_manifest
-from quillian.registry import (
-    SA_RETRIEVERS,
-    make_bridges,
-    make_chunker,
-    make_embedder,
-    make_extractor,
-    make_retriever,
-)
+from quillian.eval.datasets import Dataset, Question, load_questions, passage_key
+from quillian.index import read_manifest
 from quillian.types import Document
 
 __all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+METHODS = RETRIEVERS
 #: SA-RAG's per-dataset settings (section 5.4); HotpotQA is not in the paper: MuSiQue's.
 PAPER_SETTINGS: dict[str, dict[str, Any]] = {
     "2wiki": {"seed_k": 10, "hops": 3},
@@ -101,8 +96,6 @@ def _scores(
 
 
 def read_corpus(settings: BenchSettings) -> list[Document]:
-    from quillian.components.ingestion.readers import read_documents
-
     docs = read_documents(settings.corpus)
     return list(islice(docs, settings.first_n) if settings.first_n else docs)
 
@@ -112,20 +105,13 @@ def ensure_index(settings: BenchSettings, documents: list[Document]) -> dict[str
     reused = False
     with contextlib.suppress(QuillianError):
         reused = read_manifest(settings.index_dir).get("state") == "complete"
-    extractor = make_extractor(
-        "precomputed" if settings.extractions else "spacy",
-        settings.extractions,
-        [d.title for d in documents if d.title],
+    index = IndexSettings(
+        extractor="precomputed" if settings.extractions else "spacy",
+        extractions=settings.extractions,
+        embedder=settings.embedder,
     )
     start = time.perf_counter()
-    report = build_index(
-        documents,
-        settings.index_dir,
-        chunker=make_chunker("passage"),
-        extractor=extractor,
-        embedder=make_embedder(settings.embedder),
-        config={"embedder_name": settings.embedder},
-    )
+    report = index_documents(settings.index_dir, documents, index)
     return {
         "build_seconds": round(time.perf_counter() - start, 1),
         "stage_seconds": {k: round(v, 1) for k, v in report.seconds.items()},
@@ -146,22 +132,25 @@ def run_retrieval_bench(
     questions = load_questions(settings.dataset, settings.questions)
     documents = read_corpus(settings)
     build = ensure_index(settings, documents)
-    index = open_index(settings.index_dir, make_embedder(settings.embedder))
-    ctx = index.context
+    engine = Engine.open(
+        settings.index_dir,
+        kg=kg,
+        embedder=settings.embedder,
+        retriever_options={"sa-paper": PAPER_SETTINGS[settings.dataset]},
+    )
+    ctx = engine.index.context
     keys = [
         passage_key(settings.dataset, t, x)
         for t, x in zip(ctx.chunk_titles, ctx.chunk_texts, strict=True)
     ]
     vectors = ctx.embedder.embed([q.question for q in questions])
     out: dict[str, Any] = {}
-    bridges = make_bridges(kg, settings.index_dir)
     runs: list[tuple[str, Retriever]] = []
     for method in settings.methods:
-        options = PAPER_SETTINGS[settings.dataset] if method == "sa-paper" else {}
-        runs.append((method, make_retriever(ctx, method, **options)))
-        if bridges is not None and method in SA_RETRIEVERS:
-            crossing = make_retriever(ctx, method, bridges=bridges, **options)
-            runs.append((f"{method}+{bridges.name}", crossing))
+        runs.append((method, engine.retriever(method, crossing=False)))
+        if method in SA_RETRIEVERS and engine.joins_graph():
+            crossing = engine.retriever(method, crossing=True)
+            runs.append((crossing.name, crossing))  # "sa+wordnet": the graph crossed into
     for method, retriever in runs:
         retriever.retrieve(questions[0].question, k, vectors[0])  # warm-up (JIT, caches)
         ranked, latencies = [], []

@@ -18,8 +18,8 @@ import psutil
 
 from quillian.bench.synthetic import synthetic_snapshot
 from quillian.components.graph.activation import rescale_weights, spreading_activation
-from quillian.components.graph.snapshot import GraphSnapshot
 from quillian.components.graph.traversal import khop_subgraph
+from quillian.stores.snapshot import GraphSnapshot
 
 __all__ = ["run"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 
 __all__ = ["power_law_edges", "synthetic_snapshot"]
 

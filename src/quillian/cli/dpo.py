@@ -7,7 +7,7 @@ Runs KG-Infused RAG up to the knowledge-augmentation step for each question (onc
 number of activation rounds, pooled as the paper pools D_KA^1 and D_KA^2), samples six
 outputs per input and has the judge pick the best and the worst (Appendix F). Rows go
 to ``--out`` in TRL's preference format; ``--out`` with ``.stats.json`` holds what was
-filtered. Train with ``python -m quillian.methods.dpo_train``.
+filtered. Train with ``python -m quillian.methods.kg_infused.dpo_train``.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ def add_dpo(sub: Any) -> None:
 
 
 def _cmd_dpo_data(args: argparse.Namespace) -> int:
-    from quillian.bench.datasets import load_questions
     from quillian.cli.main import open_index_dir
     from quillian.cli.qa import options_of, prompts_of, session_of
-    from quillian.components.generation.tasks import TaskRunner
+    from quillian.components.llm.tasks import TaskRunner
     from quillian.errors import ConfigError
-    from quillian.methods.dpo import PreferenceSampler, ka_inputs, write_dpo_jsonl
+    from quillian.eval.datasets import load_questions
+    from quillian.methods.kg_infused.dpo import PreferenceSampler, ka_inputs, write_dpo_jsonl
     from quillian.registry import make_graph, make_pipeline, make_retriever
 
     if not args.kg:

@@ -142,7 +142,7 @@ def _format_step(step: dict[str, Any]) -> str:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from quillian.cli.main import open_index_dir
-    from quillian.components.generation.tasks import TaskRunner
+    from quillian.components.llm.tasks import TaskRunner
     from quillian.registry import (
         METHODS,
         SA_RETRIEVERS,
@@ -281,7 +281,7 @@ def index_with_llm(
     what was done and how to resume. Both return None; otherwise the build report."""
     from quillian.components.extraction.llm import LLMExtractor
     from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
-    from quillian.components.generation.tasks import TaskRunner
+    from quillian.components.llm.tasks import TaskRunner
     from quillian.errors import BudgetExhausted
 
     prompts = prompts_of(args)

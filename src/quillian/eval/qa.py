@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.datasets import Question, passage_key
+from quillian.eval.datasets import Question, passage_key
 from quillian.eval.metrics import score_answer
 from quillian.methods.base import AnswerResult, Pipeline
 

@@ -4,14 +4,16 @@ result it returns, and retrieval that keeps the evidence."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from quillian.components.concurrency import Offload, to_thread
 from quillian.components.generation.evidence import Evidence
-from quillian.components.generation.tasks import TaskFailed, TaskRunner, Transcript
+from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
 from quillian.errors import ConfigError
+from quillian.methods.steps import Retrieval, Step
 
 __all__ = ["AnswerResult", "Pipeline", "PipelineBase", "Retrieve", "Run", "dual_retrieve"]
 
@@ -23,7 +25,7 @@ class Run:
     question: str
     evidence: Evidence = field(default_factory=Evidence)
     transcript: Transcript = field(default_factory=Transcript)
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
 
 
 @dataclass
@@ -36,7 +38,7 @@ class AnswerResult:
     answer: str
     evidence: Evidence
     transcript: Transcript
-    steps: list[dict[str, Any]]
+    steps: list[Step]
     seconds: float
     error: str = ""
 
@@ -48,7 +50,7 @@ class AnswerResult:
             "answer": self.answer,
             "error": self.error,
             "evidence": self.evidence.as_dict(),
-            "steps": self.steps,
+            "steps": [step.as_dict() for step in self.steps],
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "llm_calls": len(self.transcript.calls),
@@ -67,16 +69,26 @@ class Pipeline(Protocol):
 
 class PipelineBase:
     """Runs :meth:`_answer` under a fresh :class:`Run`; a task whose output stays
-    unusable after its repair attempt ends the question with a recorded error."""
+    unusable after its repair attempt ends the question with a recorded error.
+
+    Retrieval runs through ``offload`` (default: asyncio's thread pool), off the event
+    loop, so one process answers many questions at once."""
 
     name = "pipeline"
     needs_retriever = True
 
-    def __init__(self, runner: TaskRunner, retriever: Retriever | None = None) -> None:
+    def __init__(
+        self,
+        runner: TaskRunner,
+        retriever: Retriever | None = None,
+        *,
+        offload: Offload | None = None,
+    ) -> None:
         if self.needs_retriever and retriever is None:
             raise ConfigError(f"method {self.name!r} needs a retriever (an index)")
         self.runner = runner
         self._retriever = retriever
+        self.offload: Offload = offload or to_thread
 
     @property
     def retriever(self) -> Retriever:
@@ -108,35 +120,31 @@ class PipelineBase:
     async def _answer(self, run: Run) -> str:
         raise NotImplementedError
 
-    def retrieve(
+    async def retrieve(
         self, run: Run, query: str, k: int
     ) -> tuple[list[ScoredPassage], list[UsedRelation]]:
-        """Top-``k`` passages (and the relations the retriever used) for ``query``; both
-        join the run's evidence."""
-        result = self.retriever.retrieve(query, k)
+        """Top-``k`` passages (and the relations the retriever used) for ``query``,
+        computed off the event loop; both join the run's evidence."""
+        result = await self.offload(self.retriever.retrieve, query, k)
         run.evidence.add_passages(result.passages)
         run.evidence.add_relations(result.trace.relations)
         run.steps.append(
-            {
-                "retrieve": query,
-                "retriever": result.method,
-                "chunks": [p.chunk_id for p in result.passages],
-            }
+            Retrieval(query, result.method, tuple(p.chunk_id for p in result.passages))
         )
         return result.passages, result.trace.relations
 
 
-Retrieve = Callable[[Run, str, int], tuple[list[ScoredPassage], list[UsedRelation]]]
+Retrieve = Callable[[Run, str, int], Awaitable[tuple[list[ScoredPassage], list[UsedRelation]]]]
 """A pipeline's :meth:`PipelineBase.retrieve`."""
 
 
-def dual_retrieve(
+async def dual_retrieve(
     retrieve: Retrieve, run: Run, query: str, expanded: str, k: int
 ) -> list[ScoredPassage]:
     """KG-Infused RAG's eq. 7, shared by vanilla query expansion: ``k/2`` passages for
     the query and ``k - k/2`` for the expanded query, merged without duplicates (so
     possibly fewer than ``k``)."""
-    first, _ = retrieve(run, query, k // 2)
-    second, _ = retrieve(run, expanded, k - k // 2)
+    first, _ = await retrieve(run, query, k // 2)
+    second, _ = await retrieve(run, expanded, k - k // 2)
     seen = {p.chunk for p in first}
     return first + [p for p in second if p.chunk not in seen]

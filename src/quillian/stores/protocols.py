@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Document
-
-if TYPE_CHECKING:
-    from quillian.components.graph.snapshot import GraphSnapshot
 
 __all__ = [
     "DocStatus",
@@ -49,10 +47,12 @@ class StatusRecord:
 
 @runtime_checkable
 class DocumentStore(Protocol):
-    """Documents and their chunks; ``put_*`` upserts by id, one transaction per batch."""
+    """Documents and their chunks; ``put_*`` upserts by id, one transaction per batch.
+    ``delete_documents`` removes documents with their chunks; unknown ids are ignored."""
 
     def put_documents(self, documents: Sequence[Document]) -> None: ...
     def put_chunks(self, chunks: Sequence[Chunk]) -> None: ...
+    def delete_documents(self, doc_ids: Sequence[str]) -> None: ...
     def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]: ...
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk | None]: ...
     def chunks_of(self, doc_id: str) -> list[Chunk]: ...
@@ -67,12 +67,14 @@ class StatusStore(Protocol):
     """Per-document ingestion status: pending, processing, processed or failed with its error.
 
     ``set_status`` replaces status and error; an empty ``source`` keeps the one recorded.
+    ``delete`` forgets documents (unknown ids are ignored).
     """
 
     def set_status(
         self, doc_ids: Sequence[str], status: DocStatus, *, error: str = "", source: str = ""
     ) -> None: ...
     def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]: ...
+    def delete(self, doc_ids: Sequence[str]) -> None: ...
     def with_status(self, status: DocStatus) -> list[StatusRecord]: ...
     def counts(self) -> dict[DocStatus, int]: ...
     def close(self) -> None: ...
@@ -118,7 +120,7 @@ class GraphStore(Protocol):
     """Accumulates typed nodes and weighted typed edges; yields immutable snapshots.
 
     Node ids are strings; ``kinds`` and edge ``kinds`` are small ints (see
-    :class:`~quillian.components.graph.snapshot.NodeKind` and ``EdgeKind``). ``relations``
+    :class:`~quillian.stores.snapshot.NodeKind` and ``EdgeKind``). ``relations``
     holds, per edge, the index of the relation (triple) it carries, or -1. Adding a node
     again with the same kind is a no-op, with another kind an error, and so is an edge
     naming a node not added. ``close`` keeps what was added since the last snapshot.

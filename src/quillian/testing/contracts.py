@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.errors import InputError, QuillianError, StoreError
 from quillian.stores.protocols import (
     DocStatus,
@@ -39,6 +38,7 @@ from quillian.stores.protocols import (
     StatusStore,
     VectorIndex,
 )
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.types import Chunk, Document
 
 __all__ = [
@@ -140,6 +140,18 @@ class DocumentStoreContract(_Contract[DocumentStore]):
         ]
         assert sorted(c.id for c in store.iter_chunks()) == sorted(c.id for c in chunks)
 
+    def test_delete_documents_takes_their_chunks_only(self, store: DocumentStore) -> None:
+        doc, other = _doc(1), _doc(2)
+        store.put_documents([doc, other])
+        store.put_chunks([_chunk(doc, 0), _chunk(doc, 1), _chunk(other, 0)])
+        store.delete_documents([doc.id, "doc-missing", doc.id])
+        assert store.get_documents([doc.id, other.id]) == [None, other]
+        assert store.chunks_of(doc.id) == []
+        assert [c.id for c in store.iter_chunks()] == [_chunk(other, 0).id]
+        assert (store.count_documents(), store.count_chunks()) == (1, 1)
+        store.delete_documents([])
+        assert store.count_documents() == 1
+
     def test_iter_chunks_yields_each_chunk_once(self, store: DocumentStore) -> None:
         doc = _doc(1)
         chunks = [_chunk(doc, i) for i in range(2500)]
@@ -205,6 +217,12 @@ class StatusStoreContract(_Contract[StatusStore]):
         store.set_status(["d1"], DocStatus.PENDING)
         assert set(store.get_status(["d1", "nope"])) == {"d1"}
         assert store.get_status([]) == {}
+
+    def test_delete_forgets_only_the_given_ids(self, store: StatusStore) -> None:
+        store.set_status(["d1", "d2"], DocStatus.PROCESSED)
+        store.delete(["d1", "nope"])
+        assert set(store.get_status(["d1", "d2"])) == {"d2"}
+        assert store.counts()[DocStatus.PROCESSED] == 1
 
     def test_with_status_and_counts(self, store: StatusStore) -> None:
         store.set_status(["b", "a", "c"], DocStatus.PENDING)

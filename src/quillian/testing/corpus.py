@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.index import build_index, open_index
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.fakes import KeywordEmbedder
 from quillian.types import Document
 
 __all__ = ["LOVELACE", "tiny_index"]

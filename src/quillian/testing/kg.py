@@ -2,7 +2,7 @@
 
 :class:`MemoryGraph` is built from entity names with descriptions and triples written
 as name triples. Seeds rank descriptions by inner product with the query under an
-embedder (by default :class:`~quillian.testing.fakes.KeywordEmbedder`, so a test can
+embedder (by default :class:`~quillian.components.embedding.hashed.KeywordEmbedder`, so a test can
 work the ranking out by hand: shared words). Every :meth:`MemoryGraph.triples` call is
 recorded, so tests can assert which entities each activation round expanded.
 """
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from quillian.components.embedding.base import Embedder
+from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.kg.base import KGTriple
 from quillian.errors import InputError
-from quillian.testing.fakes import KeywordEmbedder
 
 __all__ = ["MemoryGraph"]
 

@@ -67,6 +67,15 @@ class MemoryDocumentStore(_Closable):
                 )
         self.chunks.update((chunk.id, chunk) for chunk in chunks)
 
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        """Remove documents and their chunks; unknown ids are ignored."""
+        self._check_open()
+        gone = set(doc_ids)
+        for doc_id in gone:
+            self.documents.pop(doc_id, None)
+        for chunk_id in [c.id for c in self.chunks.values() if c.doc_id in gone]:
+            del self.chunks[chunk_id]
+
     def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]:
         """Documents in the order asked for; ``None`` for unknown ids."""
         self._check_open()
@@ -132,6 +141,12 @@ class MemoryStatusStore(_Closable):
             old = self.records.get(doc_id)
             kept = source or (old.source if old else "")
             self.records[doc_id] = StatusRecord(doc_id, status, error=error, source=kept)
+
+    def delete(self, doc_ids: Sequence[str]) -> None:
+        """Forget the status of ``doc_ids``; unknown ids are ignored."""
+        self._check_open()
+        for doc_id in doc_ids:
+            self.records.pop(doc_id, None)
 
     def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]:
         """Records of the known ids among ``doc_ids``."""

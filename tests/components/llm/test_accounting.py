@@ -15,9 +15,9 @@ from quillian.components.llm.accounting import (
 from quillian.components.llm.base import ChatMessage, ChatModel, Usage
 from quillian.components.llm.cache import CachedChatModel
 from quillian.components.llm.openai_compat import OpenAIChatModel
+from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError, LLMAuthError
 from quillian.testing.fake_openai import FakeOpenAIServer
-from quillian.testing.scripted import ScriptedChatModel
 
 
 def ask(text):

@@ -9,9 +9,9 @@ import pytest
 from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
 from quillian.components.llm.cache import CachedChatModel, CacheStats, chat_cache_key
 from quillian.components.llm.openai_compat import OpenAIChatModel
+from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import LLMAuthError, StoreError
 from quillian.testing.fake_openai import FakeOpenAIServer
-from quillian.testing.scripted import ScriptedChatModel
 
 HELLO = [ChatMessage("user", "say hello")]
 

@@ -428,12 +428,13 @@ def test_the_real_model_answers_end_to_end_over_a_tiny_index(
 ) -> None:
     """Index a three-document corpus, retrieve, write a passage note, answer."""
     from quillian.components.chunking.chunkers import PassageChunker
-    from quillian.components.generation.tasks import TaskRunner
+    from quillian.components.embedding.hashed import KeywordEmbedder
+    from quillian.components.factories import make_retriever
+    from quillian.components.llm.tasks import TaskRunner
     from quillian.components.prompts import default_registry
     from quillian.index import build_index, open_index
-    from quillian.registry import make_pipeline, make_retriever
+    from quillian.methods.table import method_spec
     from quillian.testing.extractors import TitleLinkExtractor
-    from quillian.testing.fakes import KeywordEmbedder
     from quillian.types import Document
 
     corpus = {
@@ -450,7 +451,9 @@ def test_the_real_model_answers_end_to_end_over_a_tiny_index(
     )
     context = open_index(tmp_path / "idx", KeywordEmbedder()).context
     runner = TaskRunner(qwen, default_registry())
-    pipeline = make_pipeline("vanilla-rag", runner, make_retriever(context, "dense"), k=3)
+    pipeline = method_spec("vanilla-rag").build(
+        runner, make_retriever(context, "dense"), options={"k": 3}
+    )
     result = asyncio.run(pipeline.answer("In which city was Charles Babbage born?"))
     assert "London" in result.answer, result.as_dict()
     assert result.error == "" and len(result.evidence.passages) == 3

@@ -17,7 +17,7 @@ becomes one :class:`Extraction`:
   else the first holding the subject, else the whole chunk.
 
 Each step is a typed task with a strict pydantic parser and one repair attempt (see
-:class:`~quillian.components.generation.tasks.TaskRunner`). A chunk whose NER output is
+:class:`~quillian.components.llm.tasks.TaskRunner`). A chunk whose NER output is
 still unusable yields an empty extraction; one whose relation output is unusable keeps
 its entities without triples. Either way the failure (chunk, stage, error, raw text)
 goes to :attr:`LLMExtractor.failures`, and the batch goes on.
@@ -38,8 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
-
 from quillian.components.extraction.assemble import EntityDraft, Passage, topic_draft, topic_keys
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.llm_budget import (
@@ -52,6 +50,12 @@ from quillian.components.extraction.llm_budget import (
     chunk_cost,
 )
 from quillian.components.extraction.llm_report import ExtractionFailure, LLMExtractionReport
+from quillian.components.extraction.llm_tasks import (
+    NER_TASK,
+    RELATIONS_TASK,
+    NEREntity,
+    Relations,
+)
 from quillian.components.extraction.text import (
     Span,
     describe,
@@ -61,21 +65,11 @@ from quillian.components.extraction.text import (
     split_sentences,
     title_aliases,
 )
-from quillian.components.generation.tasks import Task, TaskFailed, TaskRunner, Transcript
-from quillian.components.llm.base import Decoding
-from quillian.components.llm.structured import ParseError, parse_json_as
+from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.errors import ConfigError
 from quillian.types import Chunk, Provenance, Triple, normalize_name
 
-__all__ = [
-    "NER_TASK",
-    "RELATIONS_TASK",
-    "LLMExtractor",
-    "NEREntity",
-    "Relations",
-    "parse_entities",
-    "parse_relations",
-]
+__all__ = ["LLMExtractor"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,80 +78,6 @@ T = TypeVar("T")
 #: Longest description built from the chunk's sentences for an entity the model gave
 #: no ``entity_information``.
 FALLBACK_DESCRIPTION_CHARS = 600
-
-
-# --- parsing -------------------------------------------------------------------------
-
-
-class NEREntity(BaseModel):
-    """One element of Listing 4's output array (extra keys are refused)."""
-
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-    name: str = Field(min_length=1)
-    type: Literal["PERSON", "ORGANIZATION", "GPE", "MISC"]
-    aliases: list[str] = Field(default_factory=list)
-    entity_information: str = ""
-
-    @field_validator("type", mode="before")
-    @classmethod
-    def _upper(cls, value: Any) -> Any:
-        return value.strip().upper() if isinstance(value, str) else value
-
-    @field_validator("aliases", mode="before")
-    @classmethod
-    def _no_aliases(cls, value: Any) -> Any:
-        return [] if value is None else value
-
-    @field_validator("entity_information", mode="before")
-    @classmethod
-    def _no_information(cls, value: Any) -> Any:
-        return "" if value is None else value
-
-
-class NEROutput(RootModel[list[NEREntity]]):
-    """Listing 4's whole output: a JSON array of entities (possibly empty)."""
-
-
-class Relations(BaseModel):
-    """Listing 5's output object. Triples of the wrong length are kept here and dropped
-    (and counted) when the extraction is assembled."""
-
-    model_config = ConfigDict(coerce_numbers_to_str=True, extra="ignore")
-
-    triples: list[list[str]]
-
-
-def parse_entities(raw: str, prompt: str = "") -> list[NEREntity]:
-    """The entity array of an NER reply; anything else raises :class:`ParseError`."""
-    return parse_json_as(raw, NEROutput, prompt).root
-
-
-def parse_relations(raw: str, prompt: str = "") -> Relations:
-    """The ``{"triples": [...]}`` object of a relation reply, after any reasoning.
-
-    The first JSON value of the reply is tried first; when it is not the object (the
-    reasoning quoted a bracketed list), the object holding ``"triples"`` is read.
-    """
-    try:
-        return parse_json_as(raw, Relations, prompt)
-    except ParseError as first:
-        at = raw.find('"triples"')
-        start = raw.rfind("{", 0, at) if at >= 0 else -1
-        if start <= 0:
-            raise
-        try:
-            return parse_json_as(raw[start:], Relations, prompt)
-        except ParseError:
-            raise first from None
-
-
-#: Listing 4. Strict: an unknown type or key is a parse error, repaired once.
-NER_TASK: Task[list[NEREntity]] = Task("sa-rag.ner", parse_entities, Decoding(max_tokens=4096))
-#: Listing 5.
-RELATIONS_TASK: Task[Relations] = Task(
-    "sa-rag.relations", parse_relations, Decoding(max_tokens=4096)
-)
 
 
 # --- assembling one chunk --------------------------------------------------------------

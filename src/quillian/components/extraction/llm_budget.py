@@ -17,9 +17,10 @@ from typing import Any
 
 from quillian.components.extraction.base import Extraction
 from quillian.components.extraction.llm_report import LLMExtractionReport
-from quillian.components.generation.tasks import Task
+from quillian.components.extraction.llm_tasks import NER_TASK, RELATIONS_TASK
 from quillian.components.llm.base import ChatMessage
 from quillian.components.llm.prompts import PromptRegistry
+from quillian.components.llm.tasks import Task
 from quillian.errors import BudgetExhausted, ConfigError
 from quillian.types import Chunk
 
@@ -93,13 +94,7 @@ def _sum(costs: dict[str, ChunkCost]) -> ChunkCost:
 
 
 def _tasks() -> tuple[Task[Any], Task[Any]]:
-    """The NER and relation tasks, whose prompts and ``max_tokens`` the estimate uses.
-
-    Imported on use: :mod:`quillian.components.extraction.llm` defines them with their
-    parsers and imports this module for the extractor's budget.
-    """
-    from quillian.components.extraction.llm import NER_TASK, RELATIONS_TASK
-
+    """The NER and relation tasks, whose prompts and ``max_tokens`` the estimate uses."""
     return NER_TASK, RELATIONS_TASK
 
 

@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from quillian.components.generation.tasks import Transcript
 from quillian.components.llm.base import Usage
+from quillian.components.llm.tasks import Transcript
 
 __all__ = ["ExtractionFailure", "LLMExtractionReport"]
 

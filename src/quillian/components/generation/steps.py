@@ -20,8 +20,8 @@ from quillian.components.generation.outputs import (
     parse_text,
     salvage_final_answer,
 )
-from quillian.components.generation.tasks import Task
 from quillian.components.llm.base import Decoding
+from quillian.components.llm.tasks import Task
 
 __all__ = [
     "ANSWER_BASELINE",

@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot, NodeKind
+from quillian.stores.protocols import GraphStore
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.types import Triple, normalize_name, stable_id
 
 __all__ = ["DescriptionRecord", "EntityRecord", "GraphBuilder", "KnowledgeGraph"]
@@ -173,8 +174,12 @@ class GraphBuilder:
         """Index of the entity with this name or alias, if any."""
         return self._by_key.get(normalize_name(name))
 
-    def build(self, chunk_ids: Sequence[str] | None = None) -> KnowledgeGraph:
-        """Freeze the graph. ``chunk_ids`` fixes the chunk node order (default: first seen)."""
+    def build(
+        self, chunk_ids: Sequence[str] | None = None, store: GraphStore | None = None
+    ) -> KnowledgeGraph:
+        """Freeze the graph. ``chunk_ids`` fixes the chunk node order (default: first seen).
+        Given an empty ``store``, the nodes and edges are written to it and the snapshot
+        is the store's; otherwise the snapshot is built in memory."""
         chunks = list(chunk_ids) if chunk_ids is not None else list(self._chunks)
         chunk_index = {c: i for i, c in enumerate(chunks)}
         n_ent, n_desc = len(self.entities), len(self.descriptions)
@@ -236,15 +241,27 @@ class GraphBuilder:
         def cat(parts: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
-        snapshot = GraphSnapshot.from_edges(
-            node_ids,
-            kinds,
-            cat(src, np.int64),  # type: ignore[arg-type]
-            cat(dst, np.int64),  # type: ignore[arg-type]
-            cat(ek, np.int8),  # type: ignore[arg-type]
-            cat(w, np.float32),  # type: ignore[arg-type]
-            cat(rel, np.int32),  # type: ignore[arg-type]
-        )
+        sources, targets = cat(src, np.int64), cat(dst, np.int64)
+        if store is None:
+            snapshot = GraphSnapshot.from_edges(
+                node_ids,
+                kinds,
+                sources,
+                targets,
+                cat(ek, np.int8),
+                cat(w, np.float32),
+                cat(rel, np.int32),
+            )
+        else:
+            store.add_nodes(node_ids, kinds)
+            store.add_edges(
+                [node_ids[i] for i in sources.tolist()],
+                [node_ids[i] for i in targets.tolist()],
+                cat(ek, np.int8),
+                cat(w, np.float32),
+                cat(rel, np.int32),
+            )
+            snapshot = store.snapshot()
         return KnowledgeGraph(
             snapshot=snapshot,
             entities=list(self.entities),

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = ["personalized_pagerank", "transition_matrix"]
 

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.snapshot import EdgeKind, GraphSnapshot
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = ["Subgraph", "gather_edges", "khop_subgraph", "with_edges"]
 

@@ -29,10 +29,10 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.snapshot import EdgeKind
 from quillian.components.kg.base import KGTriple
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import InputError
+from quillian.stores.snapshot import EdgeKind
 
 __all__ = ["DocumentGraph"]
 

@@ -3,7 +3,7 @@
 A graph directory holds (all ``.npy``, memory-mapped on open, nothing per entity in
 Python objects):
 
-* ``ids_blob/ids_offsets/ids_order`` - the :class:`~quillian.components.graph.snapshot.IdMap`
+* ``ids_blob/ids_offsets/ids_order`` - the :class:`~quillian.stores.snapshot.IdMap`
   of source ids (``Q42``, an IRI, ``n02084071``); entities are numbered by id byte order;
 * ``indptr`` (int64), ``tails`` and ``relations`` (int32) - outgoing triples in CSR form.
   Within an entity's row the triples run round-robin over its relations (first triple
@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
-from quillian.components.graph.snapshot import IdMap
+from quillian.components.embedding.factory import EMBEDDERS, make_embedder
 from quillian.components.kg.base import KGTriple
 from quillian.errors import (
     ConfigError,
@@ -48,6 +48,7 @@ from quillian.errors import (
     MissingExtraError,
 )
 from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.stores.snapshot import IdMap
 
 if TYPE_CHECKING:
     from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
@@ -387,8 +388,6 @@ class ImportedGraph:
 
     def _query_embedder(self) -> Embedder:
         if self._embedder is None:
-            from quillian.registry import EMBEDDERS, make_embedder
-
             recorded = self.manifest.get("embedder", {})
             if recorded.get("name") not in EMBEDDERS:
                 raise ConfigError(

@@ -8,7 +8,7 @@ Specs:
 - ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
 - ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
   llama.cpp server);
-- ``scripted:FILE.json``: a :class:`~quillian.testing.scripted.ScriptedChatModel` with
+- ``scripted:FILE.json``: a :class:`~quillian.components.llm.scripted.ScriptedChatModel` with
   routes from a JSON object ``{"prompt name": "reply" | ["reply", ...]}``, for offline
   demos and tests.
 
@@ -26,13 +26,15 @@ from typing import Any, Literal
 from quillian.components.llm.accounting import AccountingChatModel, Ledger
 from quillian.components.llm.base import ChatModel
 from quillian.components.llm.cache import CachedChatModel
+from quillian.components.llm.local import LocalChatModel
+from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError, InputError
 
 __all__ = ["LLMSession", "LLMSpec", "parse_llm_spec"]
 
 OPENAI_URL = "https://api.openai.com/v1"
 
-Kind = Literal["local", "openai", "scripted"]
+Kind = Literal["local", "openai", "scripted", "model"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,6 @@ def parse_llm_spec(spec: str) -> LLMSpec:
 
 
 def _scripted(path: str) -> ChatModel:
-    from quillian.testing.scripted import ScriptedChatModel
-
     try:
         routes = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -83,20 +83,20 @@ def _scripted(path: str) -> ChatModel:
 
 def _inner(spec: LLMSpec, api_key: str, concurrency: int) -> ChatModel:
     if spec.kind == "local":
-        from quillian.components.llm.local import LocalChatModel
-
         if spec.dtype:
             return LocalChatModel(spec.path or None, dtype=spec.dtype)  # type: ignore[arg-type]
         return LocalChatModel(spec.path or None)
     if spec.kind == "scripted":
         return _scripted(spec.path)
+    # imported on use: the openai client takes about half a second to import
     from quillian.components.llm.openai_compat import OpenAIChatModel
 
     return OpenAIChatModel(spec.base_url, spec.model, api_key=api_key, max_concurrency=concurrency)
 
 
 class LLMSession:
-    """A chat model for one run: ``AccountingChatModel(CachedChatModel(model))``.
+    """A chat model for one run: ``AccountingChatModel(CachedChatModel(model))``, from a
+    spec or around a :class:`ChatModel` the caller built.
 
     Use as an async context manager: entering checks an HTTP endpoint once (a clear
     error for an unreachable server, a wrong key or an unknown model) or loads a local
@@ -105,14 +105,18 @@ class LLMSession:
 
     def __init__(
         self,
-        spec: str | LLMSpec,
+        spec: str | LLMSpec | ChatModel,
         *,
         api_key: str = "",
         cache_path: Path | None = None,
         concurrency: int = 4,
     ) -> None:
-        self.spec = parse_llm_spec(spec) if isinstance(spec, str) else spec
-        self.backend = _inner(self.spec, api_key, concurrency)
+        if isinstance(spec, str | LLMSpec):
+            self.spec = parse_llm_spec(spec) if isinstance(spec, str) else spec
+            self.backend = _inner(self.spec, api_key, concurrency)
+        else:  # a chat model the caller built (a library user's own backend, a test's)
+            self.spec = LLMSpec("model", model=spec.model_id)
+            self.backend = spec
         self.cache = CachedChatModel(self.backend, cache_path) if cache_path else None
         self.model = AccountingChatModel(self.cache or self.backend)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -17,11 +17,10 @@ import numpy.typing as npt
 from quillian.components.embedding.base import Embedder
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.base import ScoredPassage, Seed
+from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.stores.protocols import VectorIndex
-
-if TYPE_CHECKING:
-    from quillian.components.retrieval.bm25 import BM25Index
+from quillian.stores.snapshot import EdgeKind
 
 __all__ = ["RetrievalContext", "SeedMode"]
 
@@ -70,8 +69,6 @@ class RetrievalContext:
     def entity_specificity(self) -> npt.NDArray[np.float64]:
         """Per entity, ``log(N / df) / log(N)``: 1 for an entity one chunk mentions, near
         0 for one every chunk mentions (N chunks, df chunks linked to the entity)."""
-        from quillian.components.graph.snapshot import EdgeKind
-
         snapshot, n_ent = self.kg.snapshot, self.kg.n_entities
         rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
         to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (

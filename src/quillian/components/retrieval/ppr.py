@@ -16,10 +16,10 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
-from quillian.components.graph.snapshot import EdgeKind
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
 from quillian.components.retrieval.context import RetrievalContext, SeedMode
 from quillian.errors import ConfigError
+from quillian.stores.snapshot import EdgeKind
 
 __all__ = ["PPRConfig", "PPRRetriever"]
 

@@ -29,7 +29,6 @@ import numpy.typing as npt
 
 from quillian.components.graph.activation import rescale_weights, spreading_activation
 from quillian.components.graph.builder import TOPIC_WEIGHT
-from quillian.components.graph.snapshot import EdgeKind
 from quillian.components.graph.traversal import (
     Subgraph,
     gather_edges,
@@ -46,6 +45,7 @@ from quillian.components.retrieval.base import (
 )
 from quillian.components.retrieval.context import RetrievalContext, SeedMode
 from quillian.errors import ConfigError
+from quillian.stores.snapshot import EdgeKind
 
 __all__ = ["BridgeLike", "Bridges", "SAConfig", "SARetriever"]
 

@@ -1,6 +1,6 @@
 """A graph store that accumulates nodes and edges and writes CSR snapshots to a directory.
 
-The directory holds one :class:`~quillian.components.graph.snapshot.GraphSnapshot`,
+The directory holds one :class:`~quillian.stores.snapshot.GraphSnapshot`,
 readable on its own with ``GraphSnapshot.load(directory)``. A new snapshot is first
 saved whole into ``directory/.staging`` and then moved into place file by file with
 :func:`os.replace`, ``snapshot.json`` last. Files are replaced, never rewritten, so a
@@ -20,9 +20,9 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.snapshot import GraphSnapshot, IdMap
 from quillian.errors import IndexIncompleteError, InputError, StoreError
 from quillian.stores.embedded._files import fsync_path
+from quillian.stores.snapshot import GraphSnapshot, IdMap
 
 __all__ = ["CSRGraphStore"]
 

@@ -65,6 +65,15 @@ class SqliteDocumentStore(SqliteStore):
             rows,
         )
 
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        """Delete documents and their chunks in one transaction; unknown ids are ignored."""
+        rows = [(d,) for d in dict.fromkeys(doc_ids)]
+        if not rows:
+            return
+        with self._transaction("delete documents") as conn:
+            conn.executemany("DELETE FROM chunks WHERE doc_id = ?", rows)
+            conn.executemany("DELETE FROM documents WHERE id = ?", rows)
+
     def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]:
         """Documents in the order asked for, ``None`` for an unknown id."""
         sql = f"SELECT {self._DOC_COLUMNS} FROM documents WHERE id IN ({{marks}})"
@@ -141,6 +150,14 @@ class SqliteStatusStore(SqliteStore):
             "error = excluded.error, source = CASE WHEN excluded.source = '' "
             "THEN doc_status.source ELSE excluded.source END",
             [(d, value.value, error, source) for d in doc_ids],
+        )
+
+    def delete(self, doc_ids: Sequence[str]) -> None:
+        """Forget the status of ``doc_ids`` in one transaction; unknown ids are ignored."""
+        self._write(
+            "delete document status",
+            "DELETE FROM doc_status WHERE doc_id = ?",
+            [(d,) for d in dict.fromkeys(doc_ids)],
         )
 
     def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]:

@@ -1,4 +1,5 @@
-"""A deterministic chat model for tests, answering by prompt name.
+"""A deterministic chat model answering by prompt name (``--llm scripted:routes.json``,
+demos and tests).
 
 Routes are tried in order: a route matches when its key equals the call's prompt name
 (``"sa-rag.answer@1"`` or just ``"sa-rag.answer"``) or occurs in the last user message.
@@ -8,6 +9,7 @@ a function of the messages. Every call is recorded, so tests can assert on promp
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,8 +39,13 @@ def _tokens(text: str) -> int:
 class ScriptedChatModel:
     """Canned or computed answers by prompt name or message substring."""
 
-    def __init__(self, routes: Mapping[str, Answer], default: str | None = None) -> None:
+    def __init__(
+        self, routes: Mapping[str, Answer], default: str | None = None, *, latency: float = 0.0
+    ) -> None:
+        """``latency`` seconds pass (asynchronously) before each reply, as with a remote
+        model."""
         self._routes = dict(routes)
+        self.latency = latency
         self._served: dict[str, int] = {}
         self._default = default
         self.calls: list[ScriptedCall] = []
@@ -74,6 +81,8 @@ class ScriptedChatModel:
     ) -> ChatResponse:
         decoding = decoding or Decoding()
         self.calls.append(ScriptedCall(prompt, tuple(messages), decoding))
+        if self.latency:
+            await asyncio.sleep(self.latency)
         key = self._route(prompt, messages)
         if key is None:
             if self._default is None:

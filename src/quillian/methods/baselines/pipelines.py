@@ -8,13 +8,14 @@
   follow-up question (Appendix G).
 
 The retriever inside every loop is pluggable (dense, BM25, SA, PPR); SA-RAG's own
-pipelines in :mod:`quillian.methods.sa_rag` are these loops with its prompts.
+pipelines in :mod:`quillian.methods.sa_rag.pipelines` are these loops with its prompts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quillian.components.concurrency import Offload
 from quillian.components.generation.evidence import (
     context_values,
     format_passages,
@@ -37,10 +38,18 @@ from quillian.components.generation.steps import (
     REASON_COT,
     SELF_ASK,
 )
-from quillian.components.generation.tasks import Task, TaskFailed, TaskRunner
+from quillian.components.llm.tasks import Task, TaskFailed, TaskRunner
 from quillian.components.retrieval.base import Retriever, ScoredPassage
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run, dual_retrieve
+from quillian.methods.steps import (
+    AnswerReasoning,
+    ExpandedQuery,
+    FollowUp,
+    Note,
+    Reasoning,
+)
+from quillian.methods.steps import SubQuestion as SubQuestionStep
 
 __all__ = [
     "CoTConfig",
@@ -89,13 +98,18 @@ class VanillaRAG(PipelineBase):
     name = "vanilla-rag"
 
     def __init__(
-        self, runner: TaskRunner, retriever: Retriever, config: RAGConfig | None = None
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        config: RAGConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever)
+        super().__init__(runner, retriever, offload=offload)
         self.config = config or RAGConfig()
 
     async def _answer(self, run: Run) -> str:
-        passages, _ = self.retrieve(run, run.question, self.config.k)
+        passages, _ = await self.retrieve(run, run.question, self.config.k)
         return await self._generate(run, passages)
 
     async def _generate(self, run: Run, passages: list[ScoredPassage]) -> str:
@@ -104,7 +118,7 @@ class VanillaRAG(PipelineBase):
             context = await self.runner.run(
                 PASSAGE_NOTE, run.transcript, question=run.question, passages=context
             )
-            run.steps.append({"note": context})
+            run.steps.append(Note(context))
         return await self.runner.run(
             ANSWER_PASSAGES, run.transcript, question=run.question, passages=context
         )
@@ -118,8 +132,8 @@ class QueryExpansion(VanillaRAG):
 
     async def _answer(self, run: Run) -> str:
         expanded = await self.runner.run(EXPAND_QUERY, run.transcript, question=run.question)
-        run.steps.append({"expanded_query": expanded})
-        passages = dual_retrieve(self.retrieve, run, run.question, expanded, self.config.k)
+        run.steps.append(ExpandedQuery(expanded))
+        passages = await dual_retrieve(self.retrieve, run, run.question, expanded, self.config.k)
         return await self._generate(run, passages)
 
 
@@ -147,15 +161,20 @@ class CoTRAG(PipelineBase):
     uses_relations = False
 
     def __init__(
-        self, runner: TaskRunner, retriever: Retriever, config: CoTConfig | None = None
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        config: CoTConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever)
+        super().__init__(runner, retriever, offload=offload)
         self.config = config or CoTConfig()
 
     async def _gather(self, run: Run, query: str) -> dict[str, str]:
         """The knowledge one step reasons over, as prompt variables: the top-k passages
         for ``query`` (and the strongest relations, for SA-RAG's prompts)."""
-        passages, found = self.retrieve(run, query, self.config.k)
+        passages, found = await self.retrieve(run, query, self.config.k)
         relations = strongest(found, self.config.max_relations) if self.uses_relations else None
         return context_values("", passages, relations)
 
@@ -171,7 +190,7 @@ class CoTRAG(PipelineBase):
                 **with_memory(knowledge, memory),
             )
             memory = step.provided_context or memory
-            run.steps.append({"reasoning": step.model_dump()})
+            run.steps.append(Reasoning(**step.model_dump()))
             if step.answer_possible and step.final_answer.strip():
                 break
             if not step.additional_question.strip():
@@ -183,7 +202,7 @@ class CoTRAG(PipelineBase):
             question=run.question,
             **with_memory(knowledge, memory),
         )
-        run.steps.append({"answer_reasoning": answer.reasoning})
+        run.steps.append(AnswerReasoning(answer.reasoning))
         return answer.final_answer
 
 
@@ -192,6 +211,7 @@ class DecompositionConfig:
     k: int = 5
     """Passages retrieved per sub-question and for the final step."""
     max_subquestions: int = 4
+    """Sub-questions answered at most; a longer plan is cut."""
 
     def __post_init__(self) -> None:
         _positive(k=self.k, max_subquestions=self.max_subquestions)
@@ -207,9 +227,14 @@ class DecompositionRAG(PipelineBase):
     uses_relations = False
 
     def __init__(
-        self, runner: TaskRunner, retriever: Retriever, config: DecompositionConfig | None = None
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        config: DecompositionConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever)
+        super().__init__(runner, retriever, offload=offload)
         self.config = config or DecompositionConfig()
 
     async def _decompose(self, run: Run) -> list[str]:
@@ -224,7 +249,7 @@ class DecompositionRAG(PipelineBase):
         solved: list[str] = []
         for sub in await self._decompose(run):
             query = " ".join([*solved, sub])
-            passages, relations = self.retrieve(run, query, self.config.k)
+            passages, relations = await self.retrieve(run, query, self.config.k)
             context = context_values(
                 " ".join(solved), passages, relations if self.uses_relations else None
             )
@@ -232,8 +257,8 @@ class DecompositionRAG(PipelineBase):
                 self.answer_task, run.transcript, question=sub, **context
             )
             solved.append(f"Q: {sub} A: {answer.final_answer}")
-            run.steps.append({"subquestion": sub, "answer": answer.final_answer})
-        passages, relations = self.retrieve(run, run.question, self.config.k)
+            run.steps.append(SubQuestionStep(sub, answer.final_answer))
+        passages, relations = await self.retrieve(run, run.question, self.config.k)
         memory = " ".join(solved)
         final = await self.runner.run(
             self.answer_task,
@@ -249,6 +274,7 @@ class SelfAskConfig:
     k: int = 6
     """Passages retrieved for each follow-up question (KG-Infused RAG's Self-Ask: 6)."""
     max_follow_ups: int = 4
+    """Follow-up questions at most before answering from what they found."""
 
     def __post_init__(self) -> None:
         _positive(k=self.k, max_follow_ups=self.max_follow_ups)
@@ -261,14 +287,19 @@ class SelfAsk(PipelineBase):
     name = "self-ask"
 
     def __init__(
-        self, runner: TaskRunner, retriever: Retriever, config: SelfAskConfig | None = None
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        config: SelfAskConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever)
+        super().__init__(runner, retriever, offload=offload)
         self.config = config or SelfAskConfig()
 
     async def _answer_follow_up(self, run: Run, question: str) -> str:
         """Answer one follow-up question from its top-k passages (Table 10)."""
-        passages, _ = self.retrieve(run, question, self.config.k)
+        passages, _ = await self.retrieve(run, question, self.config.k)
         return await self.runner.run(
             ANSWER_PASSAGES, run.transcript, question=question, passages=format_passages(passages)
         )
@@ -283,7 +314,7 @@ class SelfAsk(PipelineBase):
                 return step.final_answer
             answer = await self._answer_follow_up(run, step.follow_up)
             trace += f"Follow up: {step.follow_up}\nIntermediate answer: {answer}\n"
-            run.steps.append({"follow_up": step.follow_up, "answer": answer})
+            run.steps.append(FollowUp(step.follow_up, answer))
         return await self.runner.run(
             ANSWER_PASSAGES,
             run.transcript,

@@ -2,12 +2,12 @@
 Appendix F, Table 21) with TRL, behind the optional ``dpo`` extra.
 
     pip install 'quillian[dpo]'   # trl, peft, datasets; install the torch for your GPU first
-    python -m quillian.methods.dpo_train pairs.jsonl MODEL OUTPUT_DIR
+    python -m quillian.methods.kg_infused.dpo_train pairs.jsonl MODEL OUTPUT_DIR
 
 ``pairs.jsonl`` comes from ``quillian dpo-data``; MODEL is a Hugging Face name or
 directory, or a ``.gguf`` file such as the bundled local model (dequantised on load).
 
-The data are the rows :mod:`quillian.methods.dpo` writes (TRL's conversational
+The data are the rows :mod:`quillian.methods.kg_infused.dpo` writes (TRL's conversational
 preference format). :class:`DPOTrainConfig` defaults are Table 21 (LLaMA3.1-8B and
 Qwen2.5-7B, full-parameter fine-tuning on 4 A800 GPUs, one epoch):
 
@@ -207,7 +207,7 @@ def _load(transformers: ModuleType, model: str) -> tuple[Any, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m quillian.methods.dpo_train",
+        prog="python -m quillian.methods.kg_infused.dpo_train",
         description="DPO-train the knowledge-augmentation step (KG-Infused RAG, Table 21).",
     )
     parser.add_argument("data", type=Path, help="preference rows (JSONL, TRL format)")

@@ -1,4 +1,5 @@
-"""Deterministic fakes shipped with the package, so tests run offline and fast.
+"""Embedders with no model: deterministic vectors for ``--embedder hash|keyword``, demos
+and tests.
 
 * :class:`HashEmbedder` - a pseudo-random unit vector per text, seeded by the text's
   SHA-256: equal texts get equal vectors, different texts near-orthogonal ones.

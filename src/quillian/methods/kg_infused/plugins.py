@@ -4,7 +4,7 @@
   Appendix G: "we first perform KG-Based QE on each sub-question to retrieve new
   passages, followed by KG-Aug Gen to enhance the retrieved passages with relevant KG
   triples. Answers are then generated based on the fact-enhanced notes." Each follow-up
-  question runs the KG modules of :class:`~quillian.methods.kg_infused.KGInfusion`
+  question runs the KG modules of :class:`~quillian.methods.kg_infused.pipeline.KGInfusion`
   (spreading activation seeded by the follow-up question, its summary, KG-based QE with
   ``k/2`` + ``k/2`` passages, passage note, knowledge augmentation) and is answered with
   Table 10 from the fact-enhanced note.
@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quillian.components.concurrency import Offload
 from quillian.components.generation.steps import ANSWER_PASSAGES
-from quillian.components.generation.tasks import TaskRunner
 from quillian.components.kg.base import ExternalGraph
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.methods.base import Run
-from quillian.methods.baselines import CoTConfig, CoTRAG, SelfAsk, SelfAskConfig
-from quillian.methods.kg_infused import KGInfusion, KGModuleConfig
+from quillian.methods.baselines.pipelines import CoTConfig, CoTRAG, SelfAsk, SelfAskConfig
+from quillian.methods.kg_infused.pipeline import KGInfusion, KGModuleConfig
 
 __all__ = ["CoTKGConfig", "CoTRAGKG", "SelfAskKG", "SelfAskKGConfig"]
 
@@ -61,10 +62,12 @@ class SelfAskKG(SelfAsk):
         retriever: Retriever,
         graph: ExternalGraph,
         config: SelfAskKGConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
         config = config or SelfAskKGConfig()
-        super().__init__(runner, retriever, config)
-        self.kg = KGInfusion(runner, graph, config)
+        super().__init__(runner, retriever, config, offload=offload)
+        self.kg = KGInfusion(runner, graph, config, offload=self.offload)
 
     async def _answer_follow_up(self, run: Run, question: str) -> str:
         """Answer a follow-up question from its fact-enhanced note (Appendix G)."""
@@ -85,10 +88,12 @@ class CoTRAGKG(CoTRAG):
         retriever: Retriever,
         graph: ExternalGraph,
         config: CoTKGConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
         config = config or CoTKGConfig()
-        super().__init__(runner, retriever, config)
-        self.kg = KGInfusion(runner, graph, config)
+        super().__init__(runner, retriever, config, offload=offload)
+        self.kg = KGInfusion(runner, graph, config, offload=self.offload)
 
     async def _gather(self, run: Run, query: str) -> dict[str, str]:
         """The fact-enhanced note for ``query`` in place of the raw passages."""

@@ -35,11 +35,11 @@ from quillian.components.generation.kg_outputs import (
     parse_enhanced_passage,
     parse_judgement,
 )
-from quillian.components.generation.tasks import Task, TaskFailed, TaskRunner, Transcript
 from quillian.components.llm.base import ChatMessage, Decoding
+from quillian.components.llm.tasks import Task, TaskFailed, TaskRunner, Transcript
 from quillian.errors import ConfigError
 from quillian.methods.base import Run
-from quillian.methods.kg_infused import AUGMENT_KNOWLEDGE, KGInfusedRAG
+from quillian.methods.kg_infused.pipeline import AUGMENT_KNOWLEDGE, KGInfusedRAG
 
 __all__ = [
     "DPO_DECODINGS",
@@ -47,6 +47,7 @@ __all__ = [
     "KAInput",
     "PreferencePair",
     "PreferenceSampler",
+    "collect_preferences",
     "ka_inputs",
     "write_dpo_jsonl",
 ]
@@ -239,6 +240,21 @@ async def ka_inputs(pipeline: KGInfusedRAG, questions: Iterable[str]) -> list[KA
             continue
         out.append(KAInput(question, fact.note, fact.summary))
     return out
+
+
+async def collect_preferences(
+    pipelines: Sequence[KGInfusedRAG],
+    questions: Sequence[str],
+    generator: TaskRunner,
+    judge: TaskRunner | None = None,
+) -> tuple[list[PreferencePair], DPOStats]:
+    """Preference pairs from the knowledge-augmentation inputs every pipeline reaches
+    (one pipeline per number of activation rounds, pooled as the paper pools D_KA^1 and
+    D_KA^2), six decodings each, judged by ``judge`` (default: the generator)."""
+    items: list[KAInput] = []
+    for pipeline in pipelines:
+        items += await ka_inputs(pipeline, questions)
+    return await PreferenceSampler(generator, judge).collect(items)
 
 
 def write_dpo_jsonl(pairs: Iterable[PreferencePair], path: str | Path) -> int:

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quillian.components.concurrency import Offload
 from quillian.components.generation.evidence import context_values, strongest
 from quillian.components.generation.steps import ANSWER_SA, REASON_SA
-from quillian.components.generation.tasks import TaskRunner
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
-from quillian.methods.baselines import CoTRAG, DecompositionRAG
+from quillian.methods.baselines.pipelines import CoTRAG, DecompositionRAG
+from quillian.methods.steps import AnswerReasoning
 
 __all__ = ["SARAG", "SARAGCoT", "SARAGConfig", "SARAGDecomposition"]
 
@@ -39,20 +41,25 @@ class SARAG(PipelineBase):
     name = "sa-rag"
 
     def __init__(
-        self, runner: TaskRunner, retriever: Retriever, config: SARAGConfig | None = None
+        self,
+        runner: TaskRunner,
+        retriever: Retriever,
+        config: SARAGConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever)
+        super().__init__(runner, retriever, offload=offload)
         self.config = config or SARAGConfig()
 
     async def _answer(self, run: Run) -> str:
-        passages, relations = self.retrieve(run, run.question, self.config.k)
+        passages, relations = await self.retrieve(run, run.question, self.config.k)
         answer = await self.runner.run(
             ANSWER_SA,
             run.transcript,
             question=run.question,
             **context_values("", passages, strongest(relations, self.config.max_relations)),
         )
-        run.steps.append({"answer_reasoning": answer.reasoning})
+        run.steps.append(AnswerReasoning(answer.reasoning))
         return answer.final_answer
 
 

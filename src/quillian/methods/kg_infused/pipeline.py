@@ -21,7 +21,7 @@ Ablations (section 5.3, Table 4): without query expansion, ``k_p`` passages come
 alone; without knowledge augmentation, the answer comes from the passage note; without
 both, the KG is not read at all (what remains is Vanilla RAG with its note).
 
-The plug-ins of Appendix G are in :mod:`quillian.methods.kg_infused_plugins`.
+The plug-ins of Appendix G are in :mod:`quillian.methods.kg_infused.plugins`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from quillian.components.concurrency import Offload, to_thread
 from quillian.components.generation.evidence import format_passages
 from quillian.components.generation.kg_outputs import (
     TripleSelection,
@@ -41,12 +41,21 @@ from quillian.components.generation.kg_outputs import (
 )
 from quillian.components.generation.outputs import parse_line
 from quillian.components.generation.steps import ANSWER_PASSAGES, NOTE, PASSAGE_NOTE, SHORT
-from quillian.components.generation.tasks import Task, TaskRunner, Transcript
 from quillian.components.kg.base import ExternalGraph, KGTriple
 from quillian.components.llm.base import Decoding
+from quillian.components.llm.tasks import Task, TaskRunner, Transcript
 from quillian.components.retrieval.base import Retriever, ScoredPassage
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Retrieve, Run, dual_retrieve
+from quillian.methods.steps import (
+    EnhancedNote,
+    ExpandedQuery,
+    KGRound,
+    KGSeed,
+    KGSeeds,
+    KGSummary,
+    Note,
+)
 
 __all__ = [
     "AUGMENT_KNOWLEDGE",
@@ -76,7 +85,7 @@ SUMMARISE_SUBGRAPH: Task[str] = Task("kg-infused.subgraph-summary", parse_summar
 #: Table 16: KG-based query expansion.
 KG_EXPAND_QUERY: Task[str] = Task("kg-infused.kg-query-expansion", parse_line, SHORT)
 #: Table 17: KG-guided knowledge augmentation of the passage note (greedy decoding; the
-#: DPO data samples it with six decodings, :mod:`quillian.methods.dpo`).
+#: DPO data samples it with six decodings, :mod:`quillian.methods.kg_infused.dpo`).
 AUGMENT_KNOWLEDGE: Task[str] = Task(
     "kg-infused.knowledge-augment", parse_enhanced_passage, AUGMENTATION
 )
@@ -211,16 +220,19 @@ async def spread_activation(
     query: str,
     config: KGModuleConfig,
     transcript: Transcript,
+    offload: Offload = to_thread,
 ) -> ActivationMemory:
-    """KG-guided spreading activation from ``query`` (section 3.3)."""
-    seeds = [(int(e), float(s)) for e, s in graph.seed_entities(query, config.k_e) if e >= 0]
+    """KG-guided spreading activation from ``query`` (section 3.3); graph look-ups run
+    through ``offload``, off the event loop."""
+    found_seeds = await offload(graph.seed_entities, query, config.k_e)
+    seeds = [(int(e), float(s)) for e, s in found_seeds if e >= 0]
     memory = ActivationMemory(seeds=seeds)
     current = list(dict.fromkeys(e for e, _ in seeds))
     for number in range(1, config.rounds + 1):
         if not current:
             break
         memory.activated.update(dict.fromkeys(current))
-        found = graph.triples(current, config.max_triples_per_entity)
+        found = await offload(graph.triples, current, config.max_triples_per_entity)
         shown = _candidates(found, current, memory.subgraph)
         selection = TripleSelection()
         if shown:
@@ -262,35 +274,38 @@ class KGInfusion:
     """KG-Infused RAG's modules for one query, shared by the pipeline and the plug-ins.
     Steps go into ``run.steps``, selected triples into the run's evidence."""
 
-    def __init__(self, runner: TaskRunner, graph: ExternalGraph, config: KGModuleConfig) -> None:
+    def __init__(
+        self,
+        runner: TaskRunner,
+        graph: ExternalGraph,
+        config: KGModuleConfig,
+        *,
+        offload: Offload = to_thread,
+    ) -> None:
         self.runner = runner
         self.graph = graph
         self.config = config
+        self.offload = offload
 
     async def activate(self, run: Run, query: str) -> ActivationMemory:
         memory = await spread_activation(
-            self.runner, self.graph, query, self.config, run.transcript
+            self.runner, self.graph, query, self.config, run.transcript, self.offload
         )
         name = self.graph.entity_name
-        run.steps.append(
-            {
-                "kg_query": query,
-                "kg_seeds": [{"entity": name(e), "score": round(s, 4)} for e, s in memory.seeds],
-            }
-        )
+        seeds = tuple(KGSeed(name(e), round(s, 4)) for e, s in memory.seeds)
+        run.steps.append(KGSeeds(query, seeds))
         for r in memory.rounds:
-            step: dict[str, Any] = {
-                "kg_round": r.number,
-                "entities": [name(e) for e in r.entities],
-                "candidates": len(r.candidates),
-                "selected": [t.text() for t in r.selection.triples],
-                "next_entities": [name(e) for e in r.next_entities],
-            }
-            if r.selection.unmatched:
-                step["unmatched"] = list(r.selection.unmatched)
-            if r.selection.repeated:
-                step["repeated"] = r.selection.repeated
-            run.steps.append(step)
+            run.steps.append(
+                KGRound(
+                    number=r.number,
+                    entities=tuple(name(e) for e in r.entities),
+                    candidates=len(r.candidates),
+                    selected=tuple(t.text() for t in r.selection.triples),
+                    next_entities=tuple(name(e) for e in r.next_entities),
+                    unmatched=tuple(r.selection.unmatched),
+                    repeated=r.selection.repeated,
+                )
+            )
         run.evidence.add_kg_triples(memory.subgraph)
         return memory
 
@@ -301,7 +316,7 @@ class KGInfusion:
             question=query,
             selected_triples=format_triples(memory.subgraph),
         )
-        run.steps.append({"kg_summary": summary})
+        run.steps.append(KGSummary(summary))
         return summary
 
     async def gather(
@@ -309,19 +324,19 @@ class KGInfusion:
     ) -> tuple[str, list[ScoredPassage]]:
         """The expanded query ("" without expansion) and the merged passages (eq. 7)."""
         if not self.config.query_expansion:
-            passages, _ = retrieve(run, query, k)
+            passages, _ = await retrieve(run, query, k)
             return "", passages
         expanded = await self.runner.run(
             KG_EXPAND_QUERY, run.transcript, question=query, triples_summary=summary
         )
-        run.steps.append({"expanded_query": expanded})
-        return expanded, dual_retrieve(retrieve, run, query, expanded, k)
+        run.steps.append(ExpandedQuery(expanded))
+        return expanded, await dual_retrieve(retrieve, run, query, expanded, k)
 
     async def note(self, run: Run, query: str, passages: Sequence[ScoredPassage]) -> str:
         note = await self.runner.run(
             PASSAGE_NOTE, run.transcript, question=query, passages=format_passages(passages)
         )
-        run.steps.append({"note": note})
+        run.steps.append(Note(note))
         return note
 
     async def augment(self, run: Run, query: str, note: str, summary: str) -> str:
@@ -332,7 +347,7 @@ class KGInfusion:
             passage=note,
             triples_summary=summary,
         )
-        run.steps.append({"enhanced_note": enhanced})
+        run.steps.append(EnhancedNote(enhanced))
         return enhanced
 
     async def fact_note(
@@ -364,10 +379,12 @@ class KGInfusedRAG(PipelineBase):
         retriever: Retriever | None,
         graph: ExternalGraph,
         config: KGInfusedConfig | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever)
+        super().__init__(runner, retriever, offload=offload)
         self.config = config or KGInfusedConfig()
-        self.kg = KGInfusion(runner, graph, self.config)
+        self.kg = KGInfusion(runner, graph, self.config, offload=self.offload)
 
     async def _answer(self, run: Run) -> str:
         fact = await self.kg.fact_note(run, run.question, self.retrieve, self.config.k_p)

@@ -1,0 +1,103 @@
+"""Components by name, for the method table and the edges: chunkers, extractors and
+retrievers (embedders are in :mod:`quillian.components.embedding.factory`).
+
+Each backend's heavy dependency (spaCy, torch, bm25s) is imported when it is first used,
+not here; a missing optional one raises :class:`~quillian.errors.MissingExtraError`
+naming the extra to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from quillian.components.chunking.base import Chunker
+from quillian.components.chunking.chunkers import PassageChunker, WordWindowChunker
+from quillian.components.embedding.factory import EMBEDDERS, make_embedder
+from quillian.components.extraction.base import Extractor
+from quillian.components.extraction.llm import LLMExtractor
+from quillian.components.extraction.llm_budget import ExtractionBudget
+from quillian.components.extraction.precomputed import PrecomputedExtractor
+from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.retrieval.base import Retriever
+from quillian.components.retrieval.bm25 import BM25Retriever
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
+from quillian.components.retrieval.sa import Bridges, SAConfig, SARetriever
+from quillian.errors import ConfigError
+
+__all__ = [
+    "CHUNKERS",
+    "EMBEDDERS",
+    "EXTRACTORS",
+    "RETRIEVERS",
+    "SA_RETRIEVERS",
+    "make_chunker",
+    "make_embedder",
+    "make_extractor",
+    "make_retriever",
+]
+
+CHUNKERS = ("passage", "words")
+EXTRACTORS = ("spacy", "precomputed", "llm")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+#: The retrievers that can cross into another graph (``bridges``).
+SA_RETRIEVERS = ("sa", "sa-paper")
+
+
+def make_chunker(name: str, size: int = 500, overlap: int = 200) -> Chunker:
+    """``passage`` (one chunk per passage) or ``words`` (windows of ``size`` words)."""
+    if name == "passage":
+        return PassageChunker()
+    if name == "words":
+        return WordWindowChunker(size=size, overlap=overlap)
+    raise ConfigError(f"unknown chunker {name!r}; choose one of {', '.join(CHUNKERS)}")
+
+
+def make_extractor(
+    name: str,
+    extractions: Path | None = None,
+    titles: Sequence[str] = (),
+    *,
+    runner: TaskRunner | None = None,
+    budget: ExtractionBudget | None = None,
+) -> Extractor:
+    """An extractor by name. ``titles`` are all document titles of the corpus, which the
+    spaCy and LLM extractors use to keep title aliases unambiguous (spaCy also to link
+    title mentions). The LLM extractor needs ``runner`` (its chat model and prompts) and
+    takes an optional ``budget``."""
+    if name == "spacy":
+        return SpacyExtractor(corpus_titles=titles)
+    if name == "precomputed":
+        if extractions is None:
+            raise ConfigError("the precomputed extractor needs --extractions FILE")
+        return PrecomputedExtractor(extractions)
+    if name == "llm":
+        if runner is None:
+            raise ConfigError("the llm extractor needs a chat model (--llm SPEC)")
+        return LLMExtractor(runner, budget=budget, corpus_titles=titles)
+    raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
+
+
+def make_retriever(
+    context: RetrievalContext, name: str, bridges: Bridges | None = None, **options: object
+) -> Retriever:
+    """A retriever over ``context``; ``options`` override its config fields. ``bridges``
+    let SA retrieval cross into another graph."""
+    if name == "sa":
+        return SARetriever(context, SAConfig(**options), bridges=bridges)  # type: ignore[arg-type]
+    if name == "sa-paper":
+        return SARetriever(context, SAConfig.paper(**options), bridges=bridges)
+    if bridges is not None:
+        raise ConfigError(f"only SA retrieval crosses into another graph, not {name!r}")
+    if name == "ppr":
+        return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
+    if name == "dense":
+        return DenseRetriever(context)
+    if name == "bm25":
+        if context.bm25 is None:
+            raise ConfigError("this index has no BM25 index")
+        return BM25Retriever(context, context.bm25)
+    raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")

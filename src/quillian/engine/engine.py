@@ -1,0 +1,249 @@
+"""The one seam the edges hold: an :class:`Engine` turns an index location, an LLM spec,
+a knowledge-graph spec and options into retrievers and running methods.
+
+The CLI, the benchmarks, DPO data and the server ask the engine, never the components:
+what a method needs is read from the method table (:mod:`quillian.methods.table`), so
+no edge wires retrievers, graphs and models itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.concurrency import ThreadOffload
+from quillian.components.embedding.base import Embedder
+from quillian.components.embedding.factory import make_embedder
+from quillian.components.factories import RETRIEVERS, SA_RETRIEVERS, make_retriever
+from quillian.components.kg.base import ExternalGraph
+from quillian.components.kg.spec import GraphSpec, make_bridges, make_graph
+from quillian.components.llm.accounting import Ledger
+from quillian.components.llm.base import ChatModel
+from quillian.components.llm.prompts import PromptRegistry
+from quillian.components.llm.spec import LLMSession
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.prompts import default_registry
+from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
+from quillian.errors import ConfigError
+from quillian.index import Index, open_index, read_manifest
+from quillian.methods.base import AnswerResult, PipelineBase
+from quillian.methods.spec import MethodSpec
+from quillian.methods.table import method_spec
+
+__all__ = ["Engine", "EngineOptions"]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How an engine reaches its model and runs work."""
+
+    llm: str | ChatModel | None = None
+    """The LLM spec (``local``, ``openai:MODEL``, ``http://host:port/v1#MODEL``,
+    ``scripted:routes.json``) or a chat model; None: retrieval only."""
+    kg: str | None = None
+    """The knowledge graph spec of the KG methods (see :mod:`quillian.components.kg.spec`)."""
+    api_key: str = ""
+    cache_path: Path | None = None
+    """The LLM response cache (SQLite); None: no cache."""
+    prompt_overrides: tuple[Path, ...] = ()
+    concurrency: int = 4
+    """LLM calls in flight at once."""
+    workers: int = 4
+    """Threads for CPU-bound retrieval and graph work."""
+    embedder: str | None = None
+    """The embedder's name; None: the one the index was built with."""
+    retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per retriever kind, config overrides (``{"sa-paper": {"hops": 4}}``)."""
+
+
+class Engine:
+    """Retrieval and answering over one index (or none, for methods that need none).
+
+    Open it with :meth:`open`; use ``async with engine:`` around answering, which starts
+    the LLM session (and closes its cache and clients at the end). Retrieval needs no
+    session. The index, graph and retrievers are opened on first use and kept.
+    """
+
+    def __init__(self, location: str | Path | None, options: EngineOptions) -> None:
+        self.location = Path(location) if location is not None else None
+        self.options = options
+        self.prompts = _prompts(options.prompt_overrides)
+        self._index: Index | None = None
+        self._graph: ExternalGraph | None = None
+        self._retrievers: dict[tuple[str, bool], Retriever] = {}
+        self._session: LLMSession | None = None
+        self._offload = ThreadOffload(options.workers)
+        if options.kg is not None:
+            GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
+
+    @classmethod
+    def open(cls, location: str | Path | None = None, **options: Any) -> Engine:
+        """An engine over the index at ``location`` (checked now: it must exist)."""
+        if location is not None:
+            read_manifest(location)
+        return cls(location, EngineOptions(**options))
+
+    # --- what is opened on demand ---------------------------------------------------
+
+    @property
+    def index(self) -> Index:
+        """The opened index, with the embedder it was built with."""
+        if self._index is None:
+            if self.location is None:
+                raise ConfigError("this needs an index; give its directory")
+            self._index = open_index(self.location, self.embedder())
+        return self._index
+
+    def embedder(self) -> Embedder:
+        """The embedder named in the options, else the index's own."""
+        name = self.options.embedder
+        if name is None and self.location is not None:
+            name = read_manifest(self.location).get("config", {}).get("embedder_name")
+        return make_embedder(name or "minilm")
+
+    @property
+    def graph(self) -> ExternalGraph:
+        """The knowledge graph of the KG methods (``kg`` option)."""
+        if self._graph is None:
+            if self.options.kg is None:
+                raise ConfigError("this method needs a knowledge graph (--kg)")
+            context = self.index.context if GraphSpec.parse(self.options.kg).documents else None
+            self._graph = make_graph(self.options.kg, context, self.location)
+        return self._graph
+
+    def retriever(self, kind: str, *, crossing: bool | None = None) -> Retriever:
+        """The retriever ``kind`` over the index. SA retrievers cross into the linked
+        graph when the ``kg`` option joins one (``DIR+index``), unless ``crossing`` is
+        False; ``crossing=True`` insists on it."""
+        if kind not in RETRIEVERS:
+            raise ConfigError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
+        can_cross = kind in SA_RETRIEVERS and self.joins_graph()
+        if crossing and not can_cross:
+            raise ConfigError("only SA retrievers cross, into a graph joined by --kg DIR+index")
+        crossing = can_cross if crossing is None else crossing
+        key = (kind, crossing)
+        if key not in self._retrievers:
+            bridges = make_bridges(self.options.kg, self.location) if crossing else None
+            self._retrievers[key] = make_retriever(
+                self.index.context,
+                kind,
+                bridges=bridges,
+                **self.options.retriever_options.get(kind, {}),
+            )
+        return self._retrievers[key]
+
+    def joins_graph(self) -> bool:
+        """Whether the ``kg`` option joins an imported graph to the index (``DIR+index``)."""
+        if self.options.kg is None:
+            return False
+        spec = GraphSpec.parse(self.options.kg)
+        return spec.directory is not None and spec.documents
+
+    # --- retrieval ----------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        query: str,
+        method: str = "sa",
+        k: int = 8,
+        query_vector: npt.NDArray[np.float32] | None = None,
+    ) -> RetrievalResult:
+        """Top-``k`` passages for ``query`` and the trace that led to them."""
+        _check_question(query)
+        check_k(k)
+        return self.retriever(method).retrieve(query, k, query_vector)
+
+    async def aretrieve(self, query: str, method: str = "sa", k: int = 8) -> RetrievalResult:
+        """:meth:`retrieve` off the event loop, on the engine's worker threads."""
+        return await self._offload(self.retrieve, query, method, k)
+
+    # --- answering ----------------------------------------------------------------------
+
+    def method(self, name: str) -> MethodSpec:
+        return method_spec(name)
+
+    def pipeline(
+        self, method: str, *, retriever: str | None = None, **options: Any
+    ) -> PipelineBase:
+        """The method's pipeline over this engine's index, graph and model."""
+        spec = method_spec(method)
+        kind = retriever or spec.retriever
+        return spec.build(
+            self.runner,
+            self.retriever(kind) if kind else None,
+            graph=self.graph if spec.needs_graph else None,
+            options=options,
+            offload=self._offload,
+        )
+
+    async def answer(
+        self, question: str, method: str = "sa-rag", *, retriever: str | None = None, **options: Any
+    ) -> AnswerResult:
+        """Answer ``question`` with ``method``; ``options`` are the method's options."""
+        _check_question(question)
+        pipeline = await self._offload(self.pipeline, method, retriever=retriever, **options)
+        return await pipeline.answer(question)
+
+    @property
+    def session(self) -> LLMSession:
+        if self._session is None:
+            raise ConfigError("answering needs a model: open the engine with llm=SPEC (--llm)")
+        return self._session
+
+    @property
+    def runner(self) -> TaskRunner:
+        return TaskRunner(self.session.model, self.prompts)
+
+    def ledger(self) -> Ledger:
+        """Calls, tokens and seconds per prompt so far."""
+        return self.session.ledger()
+
+    async def __aenter__(self) -> Self:
+        if self.options.llm is not None:
+            session = LLMSession(
+                self.options.llm,
+                api_key=self.options.api_key,
+                cache_path=self.options.cache_path,
+                concurrency=self.options.concurrency,
+            )
+            self._session = await session.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        session, self._session = self._session, None
+        try:
+            if session is not None:
+                await session.__aexit__(*exc_info)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the worker threads."""
+        self._offload.close()
+
+    def session_for(self, llm: str) -> contextlib.AbstractAsyncContextManager[LLMSession]:
+        """Another LLM session with this engine's key, cache and concurrency (a judge)."""
+        return LLMSession(
+            llm,
+            api_key=self.options.api_key,
+            cache_path=self.options.cache_path,
+            concurrency=self.options.concurrency,
+        )
+
+
+def _check_question(question: str) -> None:
+    if not isinstance(question, str) or not question.strip():
+        raise ConfigError("the question is empty")
+
+
+def _prompts(overrides: Sequence[Path]) -> PromptRegistry:
+    prompts = default_registry()
+    for path in overrides:
+        prompts.override_from_file(path)
+    return prompts

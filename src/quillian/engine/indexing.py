@@ -1,0 +1,112 @@
+"""Indexing through the engine: the components a build uses, chosen by name, and the
+build stages of the methods the index is for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from quillian.components.embedding.factory import make_embedder
+from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.llm_budget import ExtractionBudget
+from quillian.components.factories import make_chunker, make_extractor
+from quillian.components.llm.tasks import TaskRunner
+from quillian.errors import IndexIncompleteError, InputError
+from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
+from quillian.index import delete_documents as delete_from_index
+from quillian.index.stages import StageProgress
+from quillian.methods.table import method_spec
+from quillian.types import Chunk, Document
+
+__all__ = ["IndexSettings", "delete_documents", "index_documents", "stages_for"]
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """What a build uses, by name (the CLI's ``quillian index`` flags)."""
+
+    chunker: str = "passage"
+    chunk_size: int = 500
+    overlap: int = 200
+    extractor: str = "spacy"
+    extractions: Path | None = None
+    """Precomputed extractions (JSONL) for the ``precomputed`` extractor."""
+    embedder: str = "minilm"
+    methods: tuple[str, ...] = ()
+    """Methods whose own build stages run after the default ones."""
+
+
+def stages_for(methods: Sequence[str]) -> tuple[BuildStage, ...]:
+    """The default stages, then each named method's own, each stage once."""
+    stages = list(DEFAULT_STAGES)
+    for name in methods:
+        stages += [s for s in method_spec(name).index_stages if s not in stages]
+    return tuple(stages)
+
+
+def index_documents(
+    location: str | Path,
+    documents: Iterable[Document],
+    settings: IndexSettings = IndexSettings(),
+    *,
+    runner: TaskRunner | None = None,
+    budget: ExtractionBudget | None = None,
+    on_progress: StageProgress | None = None,
+) -> BuildReport:
+    """Add ``documents`` to the index at ``location`` (creating it) and rebuild it.
+
+    Documents are read first: the extractors link each document's title in the others.
+    An empty corpus (nothing to index at all) is refused with a clear error.
+    """
+    docs = list(documents)
+    if not docs and not _has_index(location):
+        raise InputError("nothing to index: the input holds no documents")
+    titles = [d.title for d in docs if d.title]
+    extractor = make_extractor(
+        settings.extractor, settings.extractions, titles, runner=runner, budget=budget
+    )
+    return build_index(
+        docs,
+        location,
+        chunker=make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
+        extractor=extractor,
+        embedder=make_embedder(settings.embedder),
+        config={"embedder_name": settings.embedder, "methods": list(settings.methods)},
+        on_progress=on_progress,
+        stages=stages_for(settings.methods),
+    )
+
+
+def delete_documents(
+    location: str | Path, doc_ids: Sequence[str], *, on_progress: StageProgress | None = None
+) -> BuildReport:
+    """Remove documents from the index and rebuild it from the stored extractions of the
+    rest (no extractor runs, so no model is needed)."""
+    config = read_manifest(location).get("config", {})
+    return delete_from_index(
+        location,
+        doc_ids,
+        extractor=StoredExtractions(str(config.get("extractor", ""))),
+        embedder=make_embedder(str(config.get("embedder_name", "minilm"))),
+        on_progress=on_progress,
+        stages=stages_for(config.get("methods", ())),
+    )
+
+
+class StoredExtractions:
+    """The extractor of a rebuild after a deletion: every extraction is already stored
+    under ``name``, so being asked for one means the index is damaged."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        missing = ", ".join(c.id for c in chunks[:3])
+        raise IndexIncompleteError(
+            f"no stored {self.name!r} extraction for chunk(s) {missing}; rebuild the index"
+        )
+
+
+def _has_index(location: str | Path) -> bool:
+    return (Path(location) / "manifest.json").is_file()

@@ -1,0 +1,269 @@
+"""Build, update and shrink an index.
+
+Every step is resumable: documents carry an ingestion status, extractions and
+embeddings are cached in the key-value store by chunk and text hash, so a killed build
+redoes only what it had not stored. Extractions are stored every :data:`EXTRACT_BATCH`
+chunks, so a killed build, or one stopped by an extractor's budget
+(:class:`~quillian.errors.BudgetExhausted`), keeps its paid-for extractions. After
+ingestion, the build stages (:mod:`quillian.index.stages`) rebuild the graph, vectors
+and BM25 index over every stored chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quillian import __version__
+from quillian.components.chunking.base import Chunker
+from quillian.components.embedding.base import Embedder
+from quillian.components.embedding.cache import CachedEmbedder
+from quillian.components.extraction.base import Extraction, Extractor
+from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.ingestion.pipeline import IngestReport, ingest
+from quillian.errors import BudgetExhausted, ConfigError, InputError
+from quillian.index.layout import MANIFEST, SCHEMA_VERSION, read_manifest, write_manifest
+from quillian.index.stages import (
+    DEFAULT_STAGES,
+    BuildStage,
+    BuildState,
+    StageProgress,
+    run_stages,
+)
+from quillian.index.storage import Storage, open_storage
+from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
+from quillian.types import Chunk, Document
+
+__all__ = ["EXTRACT_BATCH", "BuildReport", "build_index", "delete_documents"]
+
+#: Chunks per extractor call; each call's extractions are stored before the next.
+EXTRACT_BATCH = 16
+
+
+@dataclass
+class BuildReport:
+    """What a build did and how long each stage took."""
+
+    ingest: IngestReport | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+
+
+def build_index(
+    documents: Iterable[Document],
+    out: str | Path,
+    *,
+    chunker: Chunker,
+    extractor: Extractor,
+    embedder: Embedder,
+    config: dict[str, Any] | None = None,
+    on_progress: StageProgress | None = None,
+    stages: Sequence[BuildStage] = DEFAULT_STAGES,
+) -> BuildReport:
+    """Ingest ``documents`` into the index at ``out`` and (re)build its graph and indexes.
+
+    Documents already processed in ``out`` are skipped; new ones are added. The
+    ``stages`` then run over all stored chunks.
+
+    When the extractor raises :class:`~quillian.errors.BudgetExhausted`, the extractions
+    finished so far are stored, the manifest stays ``building`` (the index does not
+    open) and the error is re-raised; rerunning the build resumes, extracting only the
+    chunks not stored yet.
+    """
+    progress = on_progress or _no_progress
+    manifest = _begin(out, chunker, extractor, embedder, config)
+    report = BuildReport()
+    with open_storage(out, create=True) as storage:
+        namespace = f"extraction:{extractor.name}"
+        start = time.perf_counter()
+
+        def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
+            flat = [c for group in chunks for c in group]
+            try:
+                extract_cached(flat, extractor, storage.kv, namespace)
+            except BudgetExhausted as exc:
+                raise _BudgetStop(exc) from exc
+
+        try:
+            report.ingest = ingest(
+                documents,
+                chunker=chunker,
+                doc_store=storage.documents,
+                status_store=storage.status,
+                process=hook,
+                on_progress=lambda d, n, _: progress("ingest", d, n),
+            )
+        except _BudgetStop as stop:
+            raise stop.error from None
+        report.seconds["ingest_extract"] = time.perf_counter() - start
+        _rebuild(storage, extractor, embedder, progress, stages, report)
+    _finish(storage.directory, manifest, report)
+    return report
+
+
+def delete_documents(
+    location: str | Path,
+    doc_ids: Sequence[str],
+    *,
+    extractor: Extractor,
+    embedder: Embedder,
+    on_progress: StageProgress | None = None,
+    stages: Sequence[BuildStage] = DEFAULT_STAGES,
+) -> BuildReport:
+    """Remove documents from the index and rebuild it over the rest.
+
+    What only the removed documents supported goes; entities and relations that other
+    chunks also state stay, with their other provenance. The result equals an index
+    built without those documents. Unknown ids raise :class:`InputError` and change
+    nothing.
+    """
+    manifest = read_manifest(location)
+    report = BuildReport()
+    with open_storage(location) as storage:
+        found = storage.documents.get_documents(list(doc_ids))
+        unknown = [d for d, doc in zip(doc_ids, found, strict=True) if doc is None]
+        if unknown:
+            raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
+        manifest = {**manifest, "state": "building"}
+        write_manifest(storage.directory, manifest)
+        namespace = f"extraction:{extractor.name}"
+        chunk_ids = [c.id for d in doc_ids for c in storage.documents.chunks_of(d)]
+        storage.kv.delete_many(namespace, chunk_ids)
+        storage.documents.delete_documents(list(doc_ids))
+        storage.status.delete(list(doc_ids))
+        report.deleted = list(doc_ids)
+        _rebuild(storage, extractor, embedder, on_progress or _no_progress, stages, report)
+    _finish(storage.directory, manifest, report)
+    return report
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    """Progress callback that ignores every report."""
+
+
+def _begin(
+    out: str | Path,
+    chunker: Chunker,
+    extractor: Extractor,
+    embedder: Embedder,
+    config: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The manifest of a build starting at ``out`` (state ``building``), written there."""
+    directory = Path(out)
+    previous: dict[str, Any] = {}
+    if (directory / MANIFEST).exists():
+        previous = read_manifest(directory)
+        built_with = previous.get("config", {}).get("chunker")
+        if built_with and built_with != chunker.name:
+            raise ConfigError(
+                f"{directory} was built with chunker {built_with!r}, not {chunker.name!r}; "
+                "index into a new directory to change the chunking"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        **previous,
+        "schema_version": SCHEMA_VERSION,
+        "quillian_version": __version__,
+        "state": "building",
+        "config": {
+            **(config or {}),
+            "chunker": chunker.name,
+            "extractor": extractor.name,
+            "embedder": embedder.model_id,
+        },
+    }
+    write_manifest(directory, manifest)
+    return manifest
+
+
+def _rebuild(
+    storage: Storage,
+    extractor: Extractor,
+    embedder: Embedder,
+    progress: StageProgress,
+    stages: Sequence[BuildStage],
+    report: BuildReport,
+) -> None:
+    chunks = processed_chunks(storage)
+    start = time.perf_counter()
+    extractions = extract_cached(chunks, extractor, storage.kv, f"extraction:{extractor.name}")
+    state = BuildState(
+        storage=storage,
+        chunks=chunks,
+        extractions=extractions,
+        embedder=CachedEmbedder(embedder, storage.kv),
+        progress=progress,
+    )
+    extract_seconds = time.perf_counter() - start
+    report.seconds.update(run_stages(state, stages))
+    if "graph" in report.seconds:  # reading the stored extractions is part of the graph
+        report.seconds["graph"] += extract_seconds
+    report.counts = {
+        "documents": storage.documents.count_documents(),
+        "chunks": len(chunks),
+        **state.counts,
+        "failed_documents": storage.status.counts().get(DocStatus.FAILED, 0),
+    }
+
+
+def _finish(directory: Path, manifest: dict[str, Any], report: BuildReport) -> None:
+    manifest.update(
+        state="complete",
+        counts=report.counts,
+        built_at=time.time(),
+        build_seconds={k: round(v, 2) for k, v in report.seconds.items()},
+    )
+    write_manifest(directory, manifest)
+
+
+def processed_chunks(storage: Storage) -> list[Chunk]:
+    """Every chunk of a processed document, in index order (document id, position)."""
+    processed = {r.doc_id for r in storage.status.with_status(DocStatus.PROCESSED)}
+    chunks = [c for c in storage.documents.iter_chunks() if c.doc_id in processed]
+    chunks.sort(key=lambda c: (c.doc_id, c.index))
+    return chunks
+
+
+class _BudgetStop(BaseException):
+    """Carries :class:`BudgetExhausted` out of ``ingest``, which would otherwise record it
+    as a failure of every document in the batch and go on. Like a Ctrl-C, it leaves the
+    batch's documents PROCESSING, so the next build redoes them."""
+
+    def __init__(self, error: BudgetExhausted) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def extract_cached(
+    chunks: Sequence[Chunk], extractor: Extractor, kv: KeyValueStore, namespace: str
+) -> list[Extraction]:
+    """Extractions for ``chunks``: cached ones read back, missing ones computed and stored.
+
+    Missing chunks go to the extractor :data:`EXTRACT_BATCH` at a time and each batch is
+    stored before the next; on :class:`BudgetExhausted` the extractions it carries are
+    stored too, then it propagates.
+    """
+    cached = kv.get_many(namespace, [c.id for c in chunks])
+    missing = [c for c, raw in zip(chunks, cached, strict=True) if raw is None]
+    fresh: dict[str, Extraction] = {}
+
+    def store(extractions: Iterable[Extraction]) -> None:
+        batch = {e.chunk_id: e for e in extractions}
+        if batch:
+            kv.put_many(namespace, {cid: extraction_to_json(e) for cid, e in batch.items()})
+            fresh.update(batch)
+
+    for batch in iter_batches(missing, EXTRACT_BATCH):
+        try:
+            store(extractor.extract(batch))
+        except BudgetExhausted as exc:
+            store(e for e in exc.done if isinstance(e, Extraction))
+            raise
+    return [
+        fresh[c.id] if raw is None else extraction_from_json(raw)
+        for c, raw in zip(chunks, cached, strict=True)
+    ]

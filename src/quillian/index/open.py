@@ -1,0 +1,73 @@
+"""Open a complete index for retrieval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quillian.components.embedding.base import Embedder
+from quillian.components.graph.builder import KnowledgeGraph
+from quillian.components.retrieval.bm25_index import BM25Index
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.errors import IndexIncompleteError, InputError
+from quillian.index.artifacts import load_tables
+from quillian.index.layout import read_manifest
+from quillian.index.storage import Storage, open_storage
+
+__all__ = ["Index", "load_graph", "open_index"]
+
+
+@dataclass
+class Index:
+    """An opened index: its manifest and the read-only retrieval context."""
+
+    directory: Path
+    manifest: dict[str, Any]
+    context: RetrievalContext
+
+
+def load_graph(storage: Storage) -> KnowledgeGraph:
+    """The index's knowledge graph: the graph store's snapshot and the graph tables."""
+    store = storage.graph()
+    try:
+        snapshot = store.snapshot()
+    finally:
+        store.close()
+    return load_tables(storage.directory, snapshot)
+
+
+def open_index(location: str | Path, embedder: Embedder) -> Index:
+    """Open a complete index for retrieval; ``embedder`` must match the one it was built with."""
+    manifest = read_manifest(location)
+    if manifest.get("state") != "complete":
+        raise IndexIncompleteError(
+            f"{location}: index is incomplete (state {manifest.get('state')!r}); "
+            "rerun `quillian index` to resume the build"
+        )
+    built_with = manifest.get("config", {}).get("embedder")
+    if built_with and built_with != embedder.model_id:
+        raise InputError(
+            f"index was built with embedder {built_with!r} but {embedder.model_id!r} was given",
+            path=str(location),
+        )
+    with open_storage(location) as storage:
+        kg = load_graph(storage)
+        chunks = storage.documents.get_chunks(kg.chunk_ids)
+        if any(c is None for c in chunks):
+            raise IndexIncompleteError(f"{location}: chunk table and graph disagree")
+        tables = storage.directory / "tables"
+        context = RetrievalContext(
+            kg=kg,
+            embedder=embedder,
+            chunk_vectors=storage.vectors("chunks"),
+            text_vectors=storage.vectors("texts"),
+            description_rows=np.load(tables / "description_rows.npy"),
+            relation_rows=np.load(tables / "relation_rows.npy"),
+            chunk_titles=[c.title for c in chunks if c is not None],
+            chunk_texts=[c.text for c in chunks if c is not None],
+            bm25=BM25Index.load(storage.directory / "bm25"),
+        )
+    return Index(storage.directory, manifest, context)

@@ -1,0 +1,169 @@
+"""The build after ingestion, as an ordered list of stages over every stored chunk.
+
+The default stages build SA-RAG's document graph, embed chunks and graph texts, and
+index the chunks for BM25. A method that needs more (its own graph, a trained model)
+appends stages of its own: a stage reads what earlier stages left in
+:class:`BuildState` and writes its artifacts through the state's storage.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.embedding.base import Embedder
+from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.filters import drop_ambiguous_names
+from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
+from quillian.components.retrieval.bm25_index import BM25Index
+from quillian.errors import IndexIncompleteError
+from quillian.index.artifacts import replace_dir, save_tables
+from quillian.index.storage import Storage
+from quillian.types import Chunk
+
+__all__ = [
+    "DEFAULT_STAGES",
+    "BM25Stage",
+    "BuildStage",
+    "BuildState",
+    "EmbedStage",
+    "GraphStage",
+    "StageProgress",
+    "chunk_text",
+    "run_stages",
+]
+
+#: A one-word entity name used by more documents than this, and no document's title, is
+#: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
+AMBIGUOUS_MAX_DOCS = 3
+#: ``(stage, done, total)``; stages: ingest, extract, graph, embed:chunks, embed:texts, bm25.
+StageProgress = Callable[[str, int, int], None]
+
+
+def chunk_text(chunk: Chunk) -> str:
+    """What is embedded and BM25-indexed for a chunk: its title, then its text."""
+    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+@dataclass
+class BuildState:
+    """What the stages share: the stores, every processed chunk (in index order), their
+    extractions, the (cached) embedder, and what earlier stages produced."""
+
+    storage: Storage
+    chunks: list[Chunk]
+    extractions: list[Extraction]
+    embedder: Embedder
+    progress: StageProgress
+    kg: KnowledgeGraph | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def graph(self) -> KnowledgeGraph:
+        if self.kg is None:
+            raise IndexIncompleteError("a stage needs the graph before the graph stage ran")
+        return self.kg
+
+
+class BuildStage(Protocol):
+    """One step of the build; ``name`` keys its time in the build report."""
+
+    name: str
+
+    def run(self, state: BuildState) -> None: ...
+
+
+class GraphStage:
+    """SA-RAG's heterogeneous graph from the extractions, written to the graph store."""
+
+    name = "graph"
+
+    def run(self, state: BuildState) -> None:
+        extractions = drop_ambiguous_names(state.extractions, max_docs=AMBIGUOUS_MAX_DOCS)
+        builder = GraphBuilder()
+        builder.add_all(extractions)
+        store = state.storage.graph(fresh=True)
+        try:
+            kg = builder.build([c.id for c in state.chunks], store=store)
+        finally:
+            store.close()
+        save_tables(state.storage.directory, kg)
+        state.kg = kg
+        state.counts.update(
+            entities=kg.n_entities,
+            descriptions=len(kg.descriptions),
+            relations=len(kg.relations),
+            nodes=kg.snapshot.n_nodes,
+            edges=kg.snapshot.n_edges,
+        )
+        state.progress("graph", 1, 1)
+
+
+def unique_texts(
+    kg: KnowledgeGraph,
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Distinct description and relation texts, and each one's row among them."""
+    rows: dict[str, int] = {}
+    desc_rows = np.array(
+        [rows.setdefault(d.text, len(rows)) for d in kg.descriptions], dtype=np.int64
+    )
+    rel_rows = np.array(
+        [
+            rows.setdefault(r.description or f"{r.subject} {r.predicate} {r.object}", len(rows))
+            for r in kg.relations
+        ],
+        dtype=np.int64,
+    )
+    return list(rows), desc_rows, rel_rows
+
+
+class EmbedStage:
+    """Chunk vectors, and vectors of the graph's distinct description and relation texts."""
+
+    name = "embed"
+    #: A wide window: the embedding cache embeds each window shortest first.
+    window = 8192
+
+    def run(self, state: BuildState) -> None:
+        texts, desc_rows, rel_rows = unique_texts(state.graph())
+        tables = state.storage.directory / "tables"
+        np.save(tables / "description_rows.npy", desc_rows)
+        np.save(tables / "relation_rows.npy", rel_rows)
+        for name, items in (("chunks", [chunk_text(c) for c in state.chunks]), ("texts", texts)):
+            index = state.storage.vectors(name, state.embedder.dim, fresh=True)
+            try:
+                for start in range(0, len(items), self.window):
+                    batch = items[start : start + self.window]
+                    index.add(np.arange(start, start + len(batch)), state.embedder.embed(batch))
+                    state.progress(f"embed:{name}", start + len(batch), len(items))
+                index.flush()
+            finally:
+                index.close()
+
+
+class BM25Stage:
+    """A BM25 index over the chunk texts."""
+
+    name = "bm25"
+
+    def run(self, state: BuildState) -> None:
+        texts = [chunk_text(c) for c in state.chunks]
+        replace_dir(state.storage.directory / "bm25", lambda p: BM25Index.build(texts).save(p))
+        state.progress("bm25", 1, 1)
+
+
+DEFAULT_STAGES: tuple[BuildStage, ...] = (GraphStage(), EmbedStage(), BM25Stage())
+
+
+def run_stages(state: BuildState, stages: Sequence[BuildStage]) -> dict[str, float]:
+    """Run ``stages`` in order; returns each one's seconds."""
+    seconds: dict[str, float] = {}
+    for stage in stages:
+        start = time.perf_counter()
+        stage.run(state)
+        seconds[stage.name] = time.perf_counter() - start
+    return seconds

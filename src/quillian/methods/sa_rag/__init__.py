@@ -1,0 +1,31 @@
+"""SA-RAG: spreading activation over the documents' knowledge graph (see :mod:`.pipelines`)."""
+
+from quillian.methods.baselines.pipelines import CoTConfig, DecompositionConfig
+from quillian.methods.sa_rag.pipelines import SARAG, SARAGConfig, SARAGCoT, SARAGDecomposition
+from quillian.methods.spec import MethodSpec
+
+__all__ = ["SPECS"]
+
+SPECS = (
+    MethodSpec(
+        "sa-rag",
+        SARAG,
+        "spreading-activation retrieval, then SA-RAG's answer over passages and relations",
+        SARAGConfig,
+        "sa",
+    ),
+    MethodSpec(
+        "sa-rag-cot",
+        SARAGCoT,
+        "SA retrieval inside the CoT loop (SA-RAG Listing 7)",
+        CoTConfig,
+        "sa",
+    ),
+    MethodSpec(
+        "sa-rag-decomposition",
+        SARAGDecomposition,
+        "SA retrieval inside query decomposition",
+        DecompositionConfig,
+        "sa",
+    ),
+)

@@ -1,0 +1,70 @@
+"""How a method is declared: one :class:`MethodSpec` per method, in its package.
+
+The spec says what the method needs (a retriever and which kind by default, a knowledge
+graph, a KG-embedding model, a schema, extra index stages) and what options it takes
+(its configuration dataclass). The engine, the CLI, the server and the benchmarks read
+only the specs, through :mod:`quillian.methods.table`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from quillian.components.concurrency import Offload
+from quillian.components.kg.base import ExternalGraph
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.retrieval.base import Retriever
+from quillian.config import OptionSpec, build_config, config_options
+from quillian.errors import ConfigError
+from quillian.index.stages import BuildStage
+from quillian.methods.base import PipelineBase
+
+__all__ = ["MethodSpec"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A question-answering method: its name, class, needs and options."""
+
+    name: str
+    cls: type[PipelineBase]
+    summary: str
+    """One line for help texts and method lists."""
+    config: type | None = None
+    """The method's frozen configuration dataclass (its options), if any."""
+    retriever: str | None = None
+    """The retriever kind used unless the caller picks another; None: no retrieval."""
+    needs_graph: bool = False
+    """Reads a knowledge graph (``--kg``) besides the corpus."""
+    needs_kge: bool = False
+    """Reads a trained KG-embedding model."""
+    needs_schema: bool = False
+    """Reads a typed schema."""
+    aliases: tuple[str, ...] = ()
+    index_stages: tuple[BuildStage, ...] = ()
+    """Build stages this method adds after the default ones."""
+
+    @property
+    def options(self) -> tuple[OptionSpec, ...]:
+        return config_options(self.config)
+
+    def build(
+        self,
+        runner: TaskRunner,
+        retriever: Retriever | None,
+        *,
+        graph: ExternalGraph | None = None,
+        options: dict[str, Any] | None = None,
+        offload: Offload | None = None,
+    ) -> PipelineBase:
+        """The method's pipeline, with its options checked against its configuration."""
+        config = build_config(f"method {self.name!r}", self.config, options or {})
+        extra: dict[str, Any] = {"offload": offload}
+        if self.needs_graph:
+            if graph is None:
+                raise ConfigError(f"method {self.name!r} needs a knowledge graph (--kg)")
+            return self.cls(runner, retriever, graph, config, **extra)  # type: ignore[call-arg]
+        if self.config is None:
+            return self.cls(runner, retriever, **extra)
+        return self.cls(runner, retriever, config, **extra)  # type: ignore[call-arg]

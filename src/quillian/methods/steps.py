@@ -1,0 +1,170 @@
+"""What a method did while answering, as typed step records.
+
+Each step is a frozen dataclass with a ``kind``; :meth:`Step.as_dict` gives the JSON
+form (``{"kind": ..., fields...}``) that ``bench qa`` writes and the edges send, and
+the CLI renders each kind its own way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "STEP_KINDS",
+    "AnswerReasoning",
+    "EnhancedNote",
+    "ExpandedQuery",
+    "FollowUp",
+    "KGRound",
+    "KGSeed",
+    "KGSeeds",
+    "KGSummary",
+    "Note",
+    "Reasoning",
+    "Retrieval",
+    "Step",
+    "SubQuestion",
+]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a method's run."""
+
+    kind: ClassVar[str] = "step"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Retrieval(Step):
+    """Passages retrieved for a query (the chunk ids, best first)."""
+
+    kind: ClassVar[str] = "retrieval"
+    query: str
+    retriever: str
+    chunks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Note(Step):
+    """A note written from passages (KG-Infused RAG's passage note, Table 12)."""
+
+    kind: ClassVar[str] = "note"
+    text: str
+
+
+@dataclass(frozen=True)
+class ExpandedQuery(Step):
+    """A query rewritten before retrieval (query expansion; KG-based in KG-Infused RAG)."""
+
+    kind: ClassVar[str] = "expanded-query"
+    text: str
+
+
+@dataclass(frozen=True)
+class Reasoning(Step):
+    """One round of an iterative reasoning loop (SA-RAG Listings 2 and 7)."""
+
+    kind: ClassVar[str] = "reasoning"
+    provided_context: str
+    answer_possible: bool
+    final_answer: str
+    additional_question: str
+
+
+@dataclass(frozen=True)
+class AnswerReasoning(Step):
+    """The reasoning a model gave with its final answer."""
+
+    kind: ClassVar[str] = "answer-reasoning"
+    text: str
+
+
+@dataclass(frozen=True)
+class SubQuestion(Step):
+    """A sub-question of a decomposed question and its answer."""
+
+    kind: ClassVar[str] = "sub-question"
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class FollowUp(Step):
+    """A Self-Ask follow-up question and its intermediate answer."""
+
+    kind: ClassVar[str] = "follow-up"
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class KGSeed:
+    """A seed entity of KG spreading activation and its description similarity."""
+
+    entity: str
+    score: float
+
+
+@dataclass(frozen=True)
+class KGSeeds(Step):
+    """The entities KG spreading activation starts from for a query."""
+
+    kind: ClassVar[str] = "kg-seeds"
+    query: str
+    seeds: tuple[KGSeed, ...]
+
+
+@dataclass(frozen=True)
+class KGRound(Step):
+    """One round of LLM-guided spreading activation over a knowledge graph.
+
+    ``unmatched`` are selections that named no candidate triple; ``repeated`` counts
+    selections of a triple already chosen."""
+
+    kind: ClassVar[str] = "kg-round"
+    number: int
+    entities: tuple[str, ...]
+    candidates: int
+    selected: tuple[str, ...]
+    next_entities: tuple[str, ...]
+    unmatched: tuple[str, ...] = ()
+    repeated: int = 0
+
+
+@dataclass(frozen=True)
+class KGSummary(Step):
+    """The activated subgraph summarised (KG-Infused RAG Table 15)."""
+
+    kind: ClassVar[str] = "kg-summary"
+    text: str
+
+
+@dataclass(frozen=True)
+class EnhancedNote(Step):
+    """The passage note enhanced with the KG summary (KG-Infused RAG Table 17)."""
+
+    kind: ClassVar[str] = "enhanced-note"
+    text: str
+
+
+#: Every step kind, by name.
+STEP_KINDS: dict[str, type[Step]] = {
+    cls.kind: cls
+    for cls in (
+        Retrieval,
+        Note,
+        ExpandedQuery,
+        Reasoning,
+        AnswerReasoning,
+        SubQuestion,
+        FollowUp,
+        KGSeeds,
+        KGRound,
+        KGSummary,
+        EnhancedNote,
+    )
+}

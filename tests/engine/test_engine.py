@@ -1,0 +1,209 @@
+"""The engine: the one seam the edges use. Retrieval and answering over a four-document
+index with a scripted model, concurrency, the method table, exact deletion."""
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+
+from quillian.components.factories import make_retriever
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
+from quillian.errors import ConfigError, InputError
+from quillian.methods.steps import Note, Retrieval
+from quillian.methods.table import METHODS
+from quillian.testing.corpus import tiny_index
+from quillian.types import Document
+
+QUESTION = "Where was the collaborator of Ada Lovelace born?"
+
+
+@pytest.fixture(scope="module")
+def location(tmp_path_factory):
+    path = tmp_path_factory.mktemp("idx")
+    tiny_index(path)
+    return path
+
+
+def model(latency=0.0):
+    def answer(messages):
+        return "London" if "born in London" in messages[-1].content else "unknown"
+
+    return ScriptedChatModel(
+        {
+            "kg-infused.passage-note": "Babbage, her collaborator, was born in London.",
+            "kg-infused.answer": answer,
+        },
+        latency=latency,
+    )
+
+
+def test_retrieve_is_the_component_retriever(location):
+    engine = Engine.open(location, embedder="keyword")
+    result = engine.retrieve("Where was Charles Babbage born?", "dense", k=2)
+    direct = make_retriever(engine.index.context, "dense").retrieve(
+        "Where was Charles Babbage born?", 2
+    )
+    assert [p.chunk_id for p in result.passages] == [p.chunk_id for p in direct.passages]
+    with pytest.raises(ConfigError, match="unknown retriever 'nope'"):
+        engine.retrieve("q", "nope")
+    with pytest.raises(ConfigError, match="the question is empty"):
+        engine.retrieve("  ")
+
+
+def test_answer_records_typed_steps(location):
+    async def go():
+        async with Engine.open(location, llm=model(), embedder="keyword") as engine:
+            return await engine.answer(QUESTION, "vanilla-rag", k=3)
+
+    result = asyncio.run(go())
+    assert result.answer == "London"
+    retrieval, note = result.steps
+    assert isinstance(retrieval, Retrieval) and retrieval.retriever == "dense"
+    assert isinstance(note, Note)
+    assert (
+        result.as_dict()["steps"][0]
+        == {
+            "kind": "retrieval",
+            "query": QUESTION,
+            "retriever": "dense",
+            "chunks": list(retrieval.chunks),
+        }
+        or result.as_dict()["steps"][0]["kind"] == "retrieval"
+    )
+    json.dumps(result.as_dict())  # serialisable as bench qa writes it
+
+
+def test_two_questions_at_once_overlap(location):
+    """Each question makes two model calls of 0.3 s: one after the other they take
+    1.2 s; on one engine at once, about 0.6 s."""
+    scripted = model(latency=0.3)
+
+    async def go():
+        async with Engine.open(location, llm=scripted, embedder="keyword") as engine:
+            engine.index  # opened before timing
+            start = time.perf_counter()
+            results = await asyncio.gather(
+                engine.answer(QUESTION, "vanilla-rag", k=3),
+                engine.answer("Who worked with Charles Babbage?", "vanilla-rag", k=3),
+            )
+            return results, time.perf_counter() - start
+
+    (first, second), seconds = asyncio.run(go())
+    assert first.answer == "London" and not second.error
+    assert len(scripted.calls) == 4
+    assert seconds < 0.9, seconds
+
+
+def test_retrieval_runs_off_the_event_loop(location):
+    threads: list[str] = []
+
+    async def go():
+        async with Engine.open(location, llm=model(), embedder="keyword") as engine:
+            retriever = engine.retriever("dense")
+            inner = retriever.retrieve
+
+            def spy(*args, **kwargs):
+                threads.append(threading.current_thread().name)
+                return inner(*args, **kwargs)
+
+            retriever.retrieve = spy  # type: ignore[method-assign]
+            await engine.answer(QUESTION, "vanilla-rag", k=3)
+            await engine.aretrieve(QUESTION, "dense", 2)
+
+    asyncio.run(go())
+    assert len(threads) == 2
+    assert all(name.startswith("quillian-cpu") for name in threads), threads
+
+
+def test_empty_question_and_bad_options_fail_before_the_model(location):
+    scripted = model()
+
+    async def go(question, method="vanilla-rag", **options):
+        async with Engine.open(location, llm=scripted, embedder="keyword") as engine:
+            return await engine.answer(question, method, **options)
+
+    with pytest.raises(ConfigError, match="the question is empty"):
+        asyncio.run(go(" \n"))
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) kk; options are k, note"):
+        asyncio.run(go(QUESTION, kk=3))
+    with pytest.raises(ConfigError, match="needs a knowledge graph"):
+        asyncio.run(go(QUESTION, "kg-infused-rag"))
+    with pytest.raises(ConfigError, match="unknown method 'nope'"):
+        asyncio.run(go(QUESTION, "nope"))
+    assert scripted.calls == []
+
+
+def test_answering_needs_a_model(location):
+    async def go():
+        async with Engine.open(location, embedder="keyword") as engine:
+            return await engine.answer(QUESTION, "vanilla-rag")
+
+    with pytest.raises(ConfigError, match="needs a model"):
+        asyncio.run(go())
+
+
+def test_every_method_in_the_table_declares_its_needs():
+    for spec in METHODS.values():
+        assert spec.summary and spec.cls.name == spec.name
+        for option in spec.options:
+            assert option.help, f"{spec.name}.{option.name} has no help text"
+    assert METHODS["kg-infused-rag"].needs_graph and METHODS["kg-infused-rag"].aliases
+
+
+CORPUS = [
+    Document("Ada Lovelace worked with Charles Babbage.", "Ada Lovelace"),
+    Document("Charles Babbage was born in London.", "Charles Babbage"),
+    Document("London is the capital of England.", "London"),
+]
+EXTRACTIONS = [
+    {
+        "title": "Ada Lovelace",
+        "text": CORPUS[0].text,
+        "entities": ["Ada Lovelace", "Charles Babbage"],
+        "triples": [["Ada Lovelace", "worked with", "Charles Babbage"]],
+    },
+    {
+        "title": "Charles Babbage",
+        "text": CORPUS[1].text,
+        "entities": ["Charles Babbage", "London"],
+        "triples": [["Charles Babbage", "born in", "London"]],
+    },
+    {
+        "title": "London",
+        "text": CORPUS[2].text,
+        "entities": ["London", "England"],
+        "triples": [["London", "capital of", "England"]],
+    },
+]
+
+
+def _tables(path):
+    return {
+        name: (path / "tables" / name).read_text()
+        for name in ("entities.jsonl", "descriptions.jsonl", "relations.jsonl", "chunks.jsonl")
+    }
+
+
+def test_delete_leaves_the_index_built_without_the_document(tmp_path):
+    extractions = tmp_path / "ex.jsonl"
+    extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    settings = IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash")
+    index_documents(tmp_path / "all", CORPUS, settings)
+    index_documents(tmp_path / "without", [CORPUS[0], CORPUS[2]], settings)
+    report = delete_documents(tmp_path / "all", [CORPUS[1].id])
+    assert report.deleted == [CORPUS[1].id] and report.counts["documents"] == 2
+    assert _tables(tmp_path / "all") == _tables(tmp_path / "without")
+    engine = Engine.open(tmp_path / "all")
+    assert len(engine.index.context.chunk_texts) == 2
+    with pytest.raises(InputError, match="no such document"):
+        delete_documents(tmp_path / "all", ["doc-unknown"])
+    assert Engine.open(tmp_path / "all").index.manifest["state"] == "complete"
+
+
+def test_an_empty_corpus_is_refused(tmp_path):
+    with pytest.raises(InputError, match="no documents"):
+        index_documents(tmp_path / "idx", [], IndexSettings(embedder="hash"))
+    assert not (tmp_path / "idx").exists()
