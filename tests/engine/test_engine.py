@@ -63,16 +63,12 @@ def test_answer_records_typed_steps(location):
     retrieval, note = result.steps
     assert isinstance(retrieval, Retrieval) and retrieval.retriever == "dense"
     assert isinstance(note, Note)
-    assert (
-        result.as_dict()["steps"][0]
-        == {
-            "kind": "retrieval",
-            "query": QUESTION,
-            "retriever": "dense",
-            "chunks": list(retrieval.chunks),
-        }
-        or result.as_dict()["steps"][0]["kind"] == "retrieval"
-    )
+    assert result.as_dict()["steps"][0] == {
+        "kind": "retrieval",
+        "query": QUESTION,
+        "retriever": "dense",
+        "chunks": retrieval.chunks,
+    }
     json.dumps(result.as_dict())  # serialisable as bench qa writes it
 
 
@@ -83,7 +79,7 @@ def test_two_questions_at_once_overlap(location):
 
     async def go():
         async with Engine.open(location, llm=scripted, embedder="keyword") as engine:
-            engine.index  # opened before timing
+            assert engine.index.context  # opened before timing
             start = time.perf_counter()
             results = await asyncio.gather(
                 engine.answer(QUESTION, "vanilla-rag", k=3),

@@ -20,6 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quillian.bench.qa import summary_table
+from quillian.bench.scale import run as run_scale
+from quillian.eval.datasets import load_questions, passage_key
+from quillian.index import open_storage
+
 __all__ = ["main"]
 
 NOTES = """
@@ -149,8 +154,6 @@ def _build_rows(results: dict[str, dict[str, Any]]) -> str:
 
 
 def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[str]:
-    from quillian.bench.qa import summary_table
-
     parts: list[str] = []
     for name, run in qa.items():
         parts += [
@@ -201,7 +204,6 @@ def passage_figures(run_dir: Path, index_dir: Path | None = None) -> dict[str, d
     put in front of the model, their recall of the gold passages, and (given the run's
     index, whose store holds the passages' texts) the recall of the first three: the
     question's own top 3 for dual retrieval, which lists them first."""
-    from quillian.eval.datasets import load_questions, passage_key
 
     out: dict[str, dict[str, float]] = {}
     for predictions in sorted(run_dir.glob("*/predictions.jsonl")):
@@ -230,18 +232,13 @@ def passage_figures(run_dir: Path, index_dir: Path | None = None) -> dict[str, d
 
 
 def _chunk_texts(index_dir: Path, chunk_ids: set[str]) -> dict[str, tuple[str, str]]:
-    from quillian.stores.embedded.sqlite import SqliteDocumentStore
-
-    store = SqliteDocumentStore(index_dir / "store.sqlite")
-    try:
+    with open_storage(index_dir) as storage:
         ids = sorted(chunk_ids)
         return {
             i: (c.title, c.text)
-            for i, c in zip(ids, store.get_chunks(ids), strict=True)
+            for i, c in zip(ids, storage.documents.get_chunks(ids), strict=True)
             if c is not None
         }
-    finally:
-        store.close()
 
 
 def _passage_rows(figures: dict[str, dict[str, float]]) -> list[str]:
@@ -492,8 +489,6 @@ def main(argv: list[str] | None = None) -> None:
     results = {name: results[name] for name, _, _ in RUNS if name in results}
     scale = previous.get("scale")
     if not args.skip_scale:
-        from quillian.bench.scale import run as run_scale
-
         scale = run_scale(5_000_000, 21_000_000, args.indexes / "synthetic")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     qa = dict(previous.get("qa", {}))

@@ -47,7 +47,7 @@ class ThreadOffload:
     async def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         call: Callable[[], Any] = functools.partial(fn, *args, **kwargs)
-        return await loop.run_in_executor(self._pool, call)  # type: ignore[no-any-return]
+        return await loop.run_in_executor(self._pool, call)
 
     def close(self) -> None:
         """Stop accepting work; running calls finish."""

@@ -64,7 +64,7 @@ class MethodSpec:
         if self.needs_graph:
             if graph is None:
                 raise ConfigError(f"method {self.name!r} needs a knowledge graph (--kg)")
-            return self.cls(runner, retriever, graph, config, **extra)  # type: ignore[call-arg]
+            return self.cls(runner, retriever, graph, config, **extra)  # type: ignore[call-arg,arg-type]
         if self.config is None:
             return self.cls(runner, retriever, **extra)
         return self.cls(runner, retriever, config, **extra)  # type: ignore[call-arg]

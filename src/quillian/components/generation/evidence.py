@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from quillian.components.kg.base import KGTriple
 from quillian.components.retrieval.base import ScoredPassage, UsedRelation
-
-if TYPE_CHECKING:
-    from quillian.components.kg.base import KGTriple
 
 __all__ = [
     "Evidence",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -238,7 +239,7 @@ class GraphBuilder:
             emit(ends[:, 0], ends[:, 1], EdgeKind.RELATED_TO, ones, ids)
             emit(ends[:, 1], ends[:, 0], EdgeKind.RELATED_TO, ones, ids)
 
-        def cat(parts: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
+        def cat(parts: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
         sources, targets = cat(src, np.int64), cat(dst, np.int64)

@@ -31,7 +31,7 @@ import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -47,11 +47,9 @@ from quillian.errors import (
     InputError,
     MissingExtraError,
 )
+from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.snapshot import IdMap
-
-if TYPE_CHECKING:
-    from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 
 __all__ = ["FORMAT", "MANIFEST", "ImportedGraph", "TextTable", "name_key", "normalize_name"]
 
@@ -373,8 +371,6 @@ class ImportedGraph:
         is missing (then the exact index answers, a warning says why)."""
         if self._ann is None and self._use_ann:
             try:
-                from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
-
                 recorded = (self.ann or {}).get("nprobe")  # `quillian kg ann --nprobe`
                 self._ann = FaissIVFIndex(
                     self.directory / ANN_DIR,

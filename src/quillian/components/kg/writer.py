@@ -42,6 +42,7 @@ from quillian.components.kg.store import (
 from quillian.errors import ConfigError, InputError, MissingExtraError
 from quillian.stores.embedded._files import fsync_path, write_json_atomic
 from quillian.stores.embedded.faiss_hnsw import import_faiss
+from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
 from quillian.stores.embedded.vectors import ExactVectorIndex, ExactVectorWriter
 
 __all__ = [
@@ -431,8 +432,6 @@ def _build_ann_dir(
     nprobe: int | None = None,
 ) -> dict[str, Any]:
     """Build a ``kind`` index of ``graph``'s description vectors in ``out``."""
-    from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
-
     chosen = {} if nprobe is None else {"nprobe": nprobe}
     options = IVFOptions(kind=kind, nlist=nlist, **chosen)
     with ExactVectorIndex(graph / "vectors") as vectors:

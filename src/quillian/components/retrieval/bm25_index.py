@@ -26,10 +26,16 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english").stemWords
 
 
-class BM25Index:
-    """A bm25s index over chunk texts, saved to and loaded from a directory."""
+#: Written instead of a bm25s index when no chunk has a single indexable word (only stop
+#: words or punctuation): bm25s cannot index an empty vocabulary, and nothing would match.
+EMPTY_MARKER = "empty-vocabulary"
 
-    def __init__(self, model: object) -> None:
+
+class BM25Index:
+    """A bm25s index over chunk texts, saved to and loaded from a directory. A corpus
+    without one indexable word gets an empty index that matches nothing."""
+
+    def __init__(self, model: object | None) -> None:
         self._model = model
         self._stem = _stemmer()
 
@@ -40,17 +46,24 @@ class BM25Index:
         tokens = bm25s.tokenize(
             list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False
         )
+        if not tokens.vocab:
+            return cls(None)
         model = bm25s.BM25()
         model.index(tokens, show_progress=False)
         return cls(model)
 
     def save(self, directory: Path) -> None:
+        if self._model is None:
+            (directory / EMPTY_MARKER).write_text("no indexable word in any chunk\n")
+            return
         self._model.save(str(directory), show_progress=False)  # type: ignore[attr-defined]
 
     @classmethod
     def load(cls, directory: Path) -> BM25Index:
         import bm25s
 
+        if (directory / EMPTY_MARKER).exists():
+            return cls(None)
         return cls(bm25s.BM25.load(str(directory), mmap=True, show_progress=False, verbosity=0))
 
     def search(self, query: str, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
@@ -58,6 +71,8 @@ class BM25Index:
         import bm25s
 
         model = self._model
+        if model is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
         n_docs = int(model.scores["num_docs"])  # type: ignore[attr-defined]
         tokens = bm25s.tokenize(
             [query], stopwords="en", stemmer=self._stem, show_progress=False, return_ids=False

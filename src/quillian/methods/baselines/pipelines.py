@@ -28,7 +28,7 @@ from quillian.components.generation.outputs import (
     ReasoningStep,
     SubQuestion,
 )
-from quillian.components.generation.steps import (
+from quillian.components.generation.tasks import (
     ANSWER_BASELINE,
     ANSWER_CLOSED,
     ANSWER_PASSAGES,

@@ -40,7 +40,7 @@ from quillian.components.generation.kg_outputs import (
     parse_triple_selection,
 )
 from quillian.components.generation.outputs import parse_line
-from quillian.components.generation.steps import ANSWER_PASSAGES, NOTE, PASSAGE_NOTE, SHORT
+from quillian.components.generation.tasks import ANSWER_PASSAGES, NOTE, PASSAGE_NOTE, SHORT
 from quillian.components.kg.base import ExternalGraph, KGTriple
 from quillian.components.llm.base import Decoding
 from quillian.components.llm.tasks import Task, TaskRunner, Transcript

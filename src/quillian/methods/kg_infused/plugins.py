@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quillian.components.concurrency import Offload
-from quillian.components.generation.steps import ANSWER_PASSAGES
+from quillian.components.generation.tasks import ANSWER_PASSAGES
 from quillian.components.kg.base import ExternalGraph
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from quillian.components.concurrency import Offload
 from quillian.components.generation.evidence import context_values, strongest
-from quillian.components.generation.steps import ANSWER_SA, REASON_SA
+from quillian.components.generation.tasks import ANSWER_SA, REASON_SA
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.errors import ConfigError

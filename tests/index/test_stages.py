@@ -1,0 +1,74 @@
+"""The build as stages: the graph goes through the graph store, methods add stages, and
+server locations are refused clearly."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.graph.builder import GraphBuilder
+from quillian.errors import ConfigError
+from quillian.index import DEFAULT_STAGES, BuildState, build_index, open_storage
+from quillian.testing.corpus import LOVELACE
+from quillian.testing.extractors import TitleLinkExtractor
+from quillian.types import Chunk, Document
+
+ARRAYS = ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations")
+
+
+def _extractions():
+    chunks = [
+        Chunk(doc_id=f"d{i}", index=0, text=text, start=0, end=len(text), title=title)
+        for i, (title, text) in enumerate(LOVELACE.items())
+    ]
+    return chunks, TitleLinkExtractor(list(LOVELACE)).extract(chunks)
+
+
+def test_the_graph_store_snapshot_equals_the_in_memory_one(tmp_path):
+    chunks, extractions = _extractions()
+    in_memory = GraphBuilder()
+    in_memory.add_all(extractions)
+    expected = in_memory.build([c.id for c in chunks]).snapshot
+    stored = GraphBuilder()
+    stored.add_all(extractions)
+    with open_storage(tmp_path, create=True) as storage:
+        store = storage.graph(fresh=True)
+        got = stored.build([c.id for c in chunks], store=store).snapshot
+        store.close()
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), name)
+    assert got.ids.ids_of(range(got.n_nodes)) == expected.ids.ids_of(range(expected.n_nodes))
+
+
+@dataclass
+class CountChunks:
+    """A method's own stage: here it records how many chunks it saw."""
+
+    name: str = "count"
+    seen: int = -1
+
+    def run(self, state: BuildState) -> None:
+        assert state.kg is not None  # the default stages ran first
+        self.seen = len(state.chunks)
+        state.counts["counted"] = self.seen
+
+
+def test_a_method_stage_runs_after_the_defaults_and_is_reported(tmp_path):
+    stage = CountChunks()
+    report = build_index(
+        [Document(text, title) for title, text in LOVELACE.items()],
+        tmp_path / "idx",
+        chunker=PassageChunker(),
+        extractor=TitleLinkExtractor(list(LOVELACE)),
+        embedder=KeywordEmbedder(),
+        stages=(*DEFAULT_STAGES, stage),
+    )
+    assert stage.seen == 4 and report.counts["counted"] == 4
+    assert set(report.seconds) == {"ingest_extract", "graph", "embed", "bm25", "count"}
+
+
+def test_a_server_location_is_refused_clearly(tmp_path):
+    with pytest.raises(ConfigError, match="PostgreSQL storage is not available"):
+        open_storage("postgresql://quillian@localhost:5432/kg?workspace=a")
