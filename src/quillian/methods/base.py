@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from quillian.components.concurrency import Offload, to_thread
 from quillian.components.generation.evidence import Evidence
@@ -76,18 +76,24 @@ class PipelineBase:
 
     name = "pipeline"
     needs_retriever = True
+    #: The method's configuration dataclass (its options); None: it takes none.
+    config_class: ClassVar[type[Any] | None] = None
 
     def __init__(
         self,
         runner: TaskRunner,
         retriever: Retriever | None = None,
+        config: Any = None,
         *,
         offload: Offload | None = None,
     ) -> None:
         if self.needs_retriever and retriever is None:
             raise ConfigError(f"method {self.name!r} needs a retriever (an index)")
+        if config is None and self.config_class is not None:
+            config = self.config_class()
         self.runner = runner
         self._retriever = retriever
+        self.config = config
         self.offload: Offload = offload or to_thread
 
     @property

@@ -31,8 +31,6 @@ class MethodSpec:
     cls: type[PipelineBase]
     summary: str
     """One line for help texts and method lists."""
-    config: type | None = None
-    """The method's frozen configuration dataclass (its options), if any."""
     retriever: str | None = None
     """The retriever kind used unless the caller picks another; None: no retrieval."""
     needs_graph: bool = False
@@ -44,6 +42,11 @@ class MethodSpec:
     aliases: tuple[str, ...] = ()
     index_stages: tuple[BuildStage, ...] = ()
     """Build stages this method adds after the default ones."""
+
+    @property
+    def config(self) -> type | None:
+        """The method's frozen configuration dataclass (its options), if any."""
+        return self.cls.config_class
 
     @property
     def options(self) -> tuple[OptionSpec, ...]:
@@ -60,11 +63,10 @@ class MethodSpec:
     ) -> PipelineBase:
         """The method's pipeline, with its options checked against its configuration."""
         config = build_config(f"method {self.name!r}", self.config, options or {})
-        extra: dict[str, Any] = {"offload": offload}
-        if self.needs_graph:
-            if graph is None:
-                raise ConfigError(f"method {self.name!r} needs a knowledge graph (--kg)")
-            return self.cls(runner, retriever, graph, config, **extra)  # type: ignore[call-arg,arg-type]
-        if self.config is None:
-            return self.cls(runner, retriever, **extra)
-        return self.cls(runner, retriever, config, **extra)  # type: ignore[call-arg]
+        if not self.needs_graph:
+            return self.cls(runner, retriever, config, offload=offload)
+        if graph is None:
+            raise ConfigError(f"method {self.name!r} needs a knowledge graph (--kg)")
+        kg_cls: Any = self.cls  # a KGModules pipeline: its constructor takes the graph
+        pipeline: PipelineBase = kg_cls(runner, retriever, graph, config, offload=offload)
+        return pipeline

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quillian.components.concurrency import Offload
 from quillian.components.generation.evidence import (
     context_values,
     format_passages,
@@ -38,8 +37,8 @@ from quillian.components.generation.tasks import (
     REASON_COT,
     SELF_ASK,
 )
-from quillian.components.llm.tasks import Task, TaskFailed, TaskRunner
-from quillian.components.retrieval.base import Retriever, ScoredPassage
+from quillian.components.llm.tasks import Task, TaskFailed
+from quillian.components.retrieval.base import ScoredPassage
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run, dual_retrieve
 from quillian.methods.steps import (
@@ -97,16 +96,8 @@ class VanillaRAG(PipelineBase):
 
     name = "vanilla-rag"
 
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        config: RAGConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        super().__init__(runner, retriever, offload=offload)
-        self.config = config or RAGConfig()
+    config_class = RAGConfig
+    config: RAGConfig
 
     async def _answer(self, run: Run) -> str:
         passages, _ = await self.retrieve(run, run.question, self.config.k)
@@ -160,16 +151,8 @@ class CoTRAG(PipelineBase):
     answer_task: Task[ReasonedAnswer] = ANSWER_BASELINE
     uses_relations = False
 
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        config: CoTConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        super().__init__(runner, retriever, offload=offload)
-        self.config = config or CoTConfig()
+    config_class = CoTConfig
+    config: CoTConfig
 
     async def _gather(self, run: Run, query: str) -> dict[str, str]:
         """The knowledge one step reasons over, as prompt variables: the top-k passages
@@ -226,16 +209,8 @@ class DecompositionRAG(PipelineBase):
     answer_task: Task[ReasonedAnswer] = ANSWER_BASELINE
     uses_relations = False
 
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        config: DecompositionConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        super().__init__(runner, retriever, offload=offload)
-        self.config = config or DecompositionConfig()
+    config_class = DecompositionConfig
+    config: DecompositionConfig
 
     async def _decompose(self, run: Run) -> list[str]:
         try:
@@ -286,16 +261,8 @@ class SelfAsk(PipelineBase):
 
     name = "self-ask"
 
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        config: SelfAskConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        super().__init__(runner, retriever, offload=offload)
-        self.config = config or SelfAskConfig()
+    config_class = SelfAskConfig
+    config: SelfAskConfig
 
     async def _answer_follow_up(self, run: Run, question: str) -> str:
         """Answer one follow-up question from its top-k passages (Table 10)."""

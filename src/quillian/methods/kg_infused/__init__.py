@@ -2,8 +2,8 @@
 :mod:`.pipeline`), its plug-ins for Self-Ask and CoT (:mod:`.plugins`) and DPO data
 (:mod:`.dpo`)."""
 
-from quillian.methods.kg_infused.pipeline import KGInfusedConfig, KGInfusedRAG
-from quillian.methods.kg_infused.plugins import CoTKGConfig, CoTRAGKG, SelfAskKG, SelfAskKGConfig
+from quillian.methods.kg_infused.pipeline import KGInfusedRAG
+from quillian.methods.kg_infused.plugins import CoTRAGKG, SelfAskKG
 from quillian.methods.spec import MethodSpec
 
 __all__ = ["SPECS"]
@@ -13,7 +13,6 @@ SPECS = (
         "kg-infused-rag",
         KGInfusedRAG,
         "KG spreading activation, KG query expansion and fact-enhanced notes",
-        KGInfusedConfig,
         "dense",
         needs_graph=True,
         aliases=("kg-infused",),
@@ -22,7 +21,6 @@ SPECS = (
         "self-ask-kg",
         SelfAskKG,
         "Self-Ask with each follow-up answered through the KG modules",
-        SelfAskKGConfig,
         "dense",
         needs_graph=True,
     ),
@@ -30,7 +28,6 @@ SPECS = (
         "cot-rag-kg",
         CoTRAGKG,
         "the CoT loop reasoning over a fact-enhanced note per query",
-        CoTKGConfig,
         "dense",
         needs_graph=True,
     ),

@@ -69,6 +69,7 @@ __all__ = [
     "KGInfusedRAG",
     "KGInfusion",
     "KGModuleConfig",
+    "KGModules",
     "next_round_entities",
     "selection_task",
     "spread_activation",
@@ -367,24 +368,32 @@ class KGInfusion:
         return FactNote(query, tuple(passages), note, summary, expanded, enhanced, memory)
 
 
-class KGInfusedRAG(PipelineBase):
-    """KG-Infused RAG: the KG modules for the question, then the answer (Table 10) from
-    the fact-enhanced note."""
+class KGModules(PipelineBase):
+    """A pipeline that also reads a knowledge graph, through KG-Infused RAG's modules
+    (``self.kg``); its configuration holds the modules' settings."""
 
-    name = "kg-infused-rag"
+    config: KGModuleConfig
 
     def __init__(
         self,
         runner: TaskRunner,
         retriever: Retriever | None,
         graph: ExternalGraph,
-        config: KGInfusedConfig | None = None,
+        config: KGModuleConfig | None = None,
         *,
         offload: Offload | None = None,
     ) -> None:
-        super().__init__(runner, retriever, offload=offload)
-        self.config = config or KGInfusedConfig()
+        super().__init__(runner, retriever, config, offload=offload)
         self.kg = KGInfusion(runner, graph, self.config, offload=self.offload)
+
+
+class KGInfusedRAG(KGModules):
+    """KG-Infused RAG: the KG modules for the question, then the answer (Table 10) from
+    the fact-enhanced note."""
+
+    name = "kg-infused-rag"
+    config_class = KGInfusedConfig
+    config: KGInfusedConfig
 
     async def _answer(self, run: Run) -> str:
         fact = await self.kg.fact_note(run, run.question, self.retrieve, self.config.k_p)

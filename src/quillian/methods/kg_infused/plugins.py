@@ -19,14 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quillian.components.concurrency import Offload
 from quillian.components.generation.tasks import ANSWER_PASSAGES
-from quillian.components.kg.base import ExternalGraph
-from quillian.components.llm.tasks import TaskRunner
-from quillian.components.retrieval.base import Retriever
 from quillian.methods.base import Run
 from quillian.methods.baselines.pipelines import CoTConfig, CoTRAG, SelfAsk, SelfAskConfig
-from quillian.methods.kg_infused.pipeline import KGInfusion, KGModuleConfig
+from quillian.methods.kg_infused.pipeline import KGModuleConfig, KGModules
 
 __all__ = ["CoTKGConfig", "CoTRAGKG", "SelfAskKG", "SelfAskKGConfig"]
 
@@ -51,23 +47,12 @@ class CoTKGConfig(CoTConfig, KGModuleConfig):
         self.check_passages(self.k)
 
 
-class SelfAskKG(SelfAsk):
+class SelfAskKG(KGModules, SelfAsk):
     """Self-Ask with each follow-up question answered through the KG modules."""
 
     name = "self-ask-kg"
-
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        graph: ExternalGraph,
-        config: SelfAskKGConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        config = config or SelfAskKGConfig()
-        super().__init__(runner, retriever, config, offload=offload)
-        self.kg = KGInfusion(runner, graph, config, offload=self.offload)
+    config_class = SelfAskKGConfig  # type: ignore[assignment]  # adds the KG modules' fields
+    config: SelfAskKGConfig
 
     async def _answer_follow_up(self, run: Run, question: str) -> str:
         """Answer a follow-up question from its fact-enhanced note (Appendix G)."""
@@ -77,23 +62,12 @@ class SelfAskKG(SelfAsk):
         )
 
 
-class CoTRAGKG(CoTRAG):
+class CoTRAGKG(KGModules, CoTRAG):
     """The CoT loop reasoning over a fact-enhanced note for each query."""
 
     name = "cot-rag-kg"
-
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        graph: ExternalGraph,
-        config: CoTKGConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        config = config or CoTKGConfig()
-        super().__init__(runner, retriever, config, offload=offload)
-        self.kg = KGInfusion(runner, graph, config, offload=self.offload)
+    config_class = CoTKGConfig  # type: ignore[assignment]  # adds the KG modules' fields
+    config: CoTKGConfig
 
     async def _gather(self, run: Run, query: str) -> dict[str, str]:
         """The fact-enhanced note for ``query`` in place of the raw passages."""

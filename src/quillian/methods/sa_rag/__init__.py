@@ -1,7 +1,6 @@
 """SA-RAG: spreading activation over the documents' knowledge graph (see :mod:`.pipelines`)."""
 
-from quillian.methods.baselines.pipelines import CoTConfig, DecompositionConfig
-from quillian.methods.sa_rag.pipelines import SARAG, SARAGConfig, SARAGCoT, SARAGDecomposition
+from quillian.methods.sa_rag.pipelines import SARAG, SARAGCoT, SARAGDecomposition
 from quillian.methods.spec import MethodSpec
 
 __all__ = ["SPECS"]
@@ -11,21 +10,18 @@ SPECS = (
         "sa-rag",
         SARAG,
         "spreading-activation retrieval, then SA-RAG's answer over passages and relations",
-        SARAGConfig,
         "sa",
     ),
     MethodSpec(
         "sa-rag-cot",
         SARAGCoT,
         "SA retrieval inside the CoT loop (SA-RAG Listing 7)",
-        CoTConfig,
         "sa",
     ),
     MethodSpec(
         "sa-rag-decomposition",
         SARAGDecomposition,
         "SA retrieval inside query decomposition",
-        DecompositionConfig,
         "sa",
     ),
 )

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quillian.components.concurrency import Offload
 from quillian.components.generation.evidence import context_values, strongest
 from quillian.components.generation.tasks import ANSWER_SA, REASON_SA
-from quillian.components.llm.tasks import TaskRunner
-from quillian.components.retrieval.base import Retriever
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.baselines.pipelines import CoTRAG, DecompositionRAG
@@ -40,16 +37,8 @@ class SARAG(PipelineBase):
 
     name = "sa-rag"
 
-    def __init__(
-        self,
-        runner: TaskRunner,
-        retriever: Retriever,
-        config: SARAGConfig | None = None,
-        *,
-        offload: Offload | None = None,
-    ) -> None:
-        super().__init__(runner, retriever, offload=offload)
-        self.config = config or SARAGConfig()
+    config_class = SARAGConfig
+    config: SARAGConfig
 
     async def _answer(self, run: Run) -> str:
         passages, relations = await self.retrieve(run, run.question, self.config.k)
