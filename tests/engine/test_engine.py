@@ -203,3 +203,31 @@ def test_an_empty_corpus_is_refused(tmp_path):
     with pytest.raises(InputError, match="no documents"):
         index_documents(tmp_path / "idx", [], IndexSettings(embedder="hash"))
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_method_declares_its_own_build_stages(tmp_path, monkeypatch):
+    """A method's stages run after the defaults when an index is built for it, and the
+    manifest remembers them, so a later rebuild (a deletion) runs them again."""
+    from quillian.methods.baselines.pipelines import VanillaRAG
+    from quillian.methods.spec import MethodSpec
+    from quillian.methods.table import METHODS
+
+    seen: list[int] = []
+
+    class CountChunks:
+        name = "count-chunks"
+
+        def run(self, state):
+            seen.append(len(state.chunks))
+
+    spec = MethodSpec("counting", VanillaRAG, "test", "dense", index_stages=(CountChunks(),))
+    monkeypatch.setitem(METHODS, "counting", spec)
+    extractions = tmp_path / "ex.jsonl"
+    extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    settings = IndexSettings(
+        extractor="precomputed", extractions=extractions, embedder="hash", methods=("counting",)
+    )
+    report = index_documents(tmp_path / "idx", CORPUS, settings)
+    assert seen == [3] and "count-chunks" in report.seconds
+    delete_documents(tmp_path / "idx", [CORPUS[0].id])
+    assert seen == [3, 2]

@@ -9,6 +9,7 @@ no edge wires retrievers, graphs and models itself.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,7 @@ class Engine:
         self._retrievers: dict[tuple[str, bool], Retriever] = {}
         self._session: LLMSession | None = None
         self._offload = ThreadOffload(options.workers)
+        self._opening = threading.RLock()  # two questions at once open things once
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
 
@@ -94,11 +96,12 @@ class Engine:
     @property
     def index(self) -> Index:
         """The opened index, with the embedder it was built with."""
-        if self._index is None:
-            if self.location is None:
-                raise ConfigError("this needs an index; give its directory")
-            self._index = open_index(self.location, self.embedder())
-        return self._index
+        with self._opening:
+            if self._index is None:
+                if self.location is None:
+                    raise ConfigError("this needs an index; give its directory")
+                self._index = open_index(self.location, self.embedder())
+            return self._index
 
     def embedder(self) -> Embedder:
         """The embedder named in the options, else the index's own."""
@@ -110,12 +113,14 @@ class Engine:
     @property
     def graph(self) -> ExternalGraph:
         """The knowledge graph of the KG methods (``kg`` option)."""
-        if self._graph is None:
-            if self.options.kg is None:
-                raise ConfigError("this method needs a knowledge graph (--kg)")
-            context = self.index.context if GraphSpec.parse(self.options.kg).documents else None
-            self._graph = make_graph(self.options.kg, context, self.location)
-        return self._graph
+        with self._opening:
+            if self._graph is None:
+                if self.options.kg is None:
+                    raise ConfigError("this method needs a knowledge graph (--kg)")
+                spec = GraphSpec.parse(self.options.kg)
+                context = self.index.context if spec.documents else None
+                self._graph = make_graph(self.options.kg, context, self.location)
+            return self._graph
 
     def retriever(self, kind: str, *, crossing: bool | None = None) -> Retriever:
         """The retriever ``kind`` over the index. SA retrievers cross into the linked
@@ -128,15 +133,16 @@ class Engine:
             raise ConfigError("only SA retrievers cross, into a graph joined by --kg DIR+index")
         crossing = can_cross if crossing is None else crossing
         key = (kind, crossing)
-        if key not in self._retrievers:
-            bridges = make_bridges(self.options.kg, self.location) if crossing else None
-            self._retrievers[key] = make_retriever(
-                self.index.context,
-                kind,
-                bridges=bridges,
-                **self.options.retriever_options.get(kind, {}),
-            )
-        return self._retrievers[key]
+        with self._opening:
+            if key not in self._retrievers:
+                bridges = make_bridges(self.options.kg, self.location) if crossing else None
+                self._retrievers[key] = make_retriever(
+                    self.index.context,
+                    kind,
+                    bridges=bridges,
+                    **self.options.retriever_options.get(kind, {}),
+                )
+            return self._retrievers[key]
 
     def joins_graph(self) -> bool:
         """Whether the ``kg`` option joins an imported graph to the index (``DIR+index``)."""
