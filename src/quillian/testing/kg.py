@@ -9,7 +9,6 @@ recorded, so tests can assert which entities each activation round expanded.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -18,12 +17,9 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.kg.base import KGTriple
 from quillian.errors import InputError
+from quillian.types import normalize_name
 
 __all__ = ["MemoryGraph"]
-
-
-def _key(name: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
 
 
 class MemoryGraph:
@@ -77,11 +73,15 @@ class MemoryGraph:
         return list(self._aliases.get(self._check(entity), []))
 
     def lookup(self, name: str) -> list[int]:
-        key = _key(name)
+        """Entities whose name or alias has the :func:`~quillian.types.normalize_name`
+        key of ``name``, as every graph compares names."""
+        key = normalize_name(name)
+        if not key:
+            return []
         return [
             i
             for i, n in enumerate(self._names)
-            if key in {_key(x) for x in (n, *self._aliases.get(i, []))}
+            if key in {normalize_name(x) for x in (n, *self._aliases.get(i, []))}
         ]
 
     def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:

@@ -22,7 +22,6 @@ built from recorded GPT-3.5 triples). It reads the :class:`RetrievalContext` onl
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -33,12 +32,9 @@ from quillian.components.kg.base import KGTriple
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import InputError
 from quillian.stores.snapshot import EdgeKind
+from quillian.types import normalize_name
 
 __all__ = ["DocumentGraph"]
-
-
-def _name_key(name: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
 
 
 class DocumentGraph:
@@ -115,14 +111,15 @@ class DocumentGraph:
     def _names(self) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}
         for i, record in enumerate(self.context.kg.entities):
-            for name in dict.fromkeys(_name_key(n) for n in (record.name, *record.aliases)):
+            for name in dict.fromkeys(normalize_name(n) for n in (record.name, *record.aliases)):
                 if name:
                     found.setdefault(name, []).append(i)
         return found
 
     def lookup(self, name: str) -> list[int]:
-        """Entities whose name or alias equals ``name`` (case- and space-insensitive)."""
-        return list(self._names.get(_name_key(name), []))
+        """Entities whose name or alias has the :func:`~quillian.types.normalize_name`
+        key of ``name`` (the key the index matched entities by), in index order."""
+        return list(self._names.get(normalize_name(name), []))
 
     def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:
         """The ``k`` entities with the descriptions most similar to ``query``, best first."""

@@ -5,6 +5,7 @@ documents with the imported entity it names, so that retrieval can cross from on
 to the other (:mod:`quillian.components.kg.linked`). For each document entity:
 
 * **candidates** are the imported entities whose name or alias equals one of its names
+  under :func:`~quillian.types.normalize_name`, the key the index matched entities by
   (:meth:`ImportedGraph.lookup`), plus the ``description_candidates`` imported entities
   whose description embeddings are nearest to its own description's;
 * each candidate gets a **name score** (1 for the same name, 0.9 when the match goes
@@ -47,8 +48,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.kg.store import normalize_name
 from quillian.errors import ConfigError, IndexIncompleteError, IndexMissingError
+from quillian.types import normalize_name
 
 __all__ = [
     "Alignment",

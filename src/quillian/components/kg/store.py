@@ -11,8 +11,8 @@ Python objects):
 * ``names_*`` - each entity's names, tab-separated, the first being its name;
   ``descriptions_*``; ``relation_names_*`` and ``relation_ids_*`` (text tables: one
   UTF-8 blob plus int64 offsets);
-* ``alias_keys`` (uint64, sorted) and ``alias_entities`` (int32) - a hash of every
-  normalised name, for :meth:`ImportedGraph.lookup`;
+* ``alias_keys`` (uint64, sorted) and ``alias_entities`` (int32) - a hash of the
+  :func:`quillian.types.normalize_name` key of every name, for :meth:`ImportedGraph.lookup`;
 * ``vectors/`` - an :class:`~quillian.stores.embedded.vectors.ExactVectorIndex` of the
   descriptions (an entity without one is embedded by its name), ids = entity numbers;
 * ``ann/`` (optional, large graphs) - a :class:`~quillian.stores.embedded.faiss_ivf.FaissIVFIndex`
@@ -20,15 +20,23 @@ Python objects):
   when present (extra ``ann``), the exact index otherwise;
 * ``report.json`` - the import report; ``manifest.json`` - format, counts, embedder,
   and ``state``, which is ``"complete"`` only in a finished graph.
+
+Formats: 1 keyed the alias index by its own folding (NFKC, case-folded, spaces
+collapsed), so ``"The Beatles"`` or ``"'Paris'"`` found nothing an index would match;
+2 keys it by :func:`~quillian.types.normalize_name`, as the rest of Quillian does. A
+format-1 graph is upgraded in place when opened (:func:`upgrade_graph`: the alias index
+is recomputed from the stored names, nothing else changes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import logging
-import unicodedata
+import os
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -47,13 +55,27 @@ from quillian.errors import (
     InputError,
     MissingExtraError,
 )
+from quillian.stores.embedded._files import fsync_path, write_json_atomic
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.snapshot import IdMap
+from quillian.types import normalize_name
 
-__all__ = ["FORMAT", "MANIFEST", "ImportedGraph", "TextTable", "name_key", "normalize_name"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "ImportedGraph",
+    "TextTable",
+    "build_alias_index",
+    "name_key",
+    "upgrade_graph",
+    "write_alias_index",
+]
 
-FORMAT = 1
+#: The format this Quillian writes (see the module docstring for the history).
+FORMAT = 2
+#: Older formats :func:`upgrade_graph` brings up to :data:`FORMAT`.
+UPGRADABLE = (1,)
 MANIFEST = "manifest.json"
 KIND = "quillian-kg"
 #: The description ANN index's directory in a graph directory.
@@ -62,14 +84,9 @@ ANN_DIR = "ann"
 log = logging.getLogger(__name__)
 
 
-def normalize_name(name: str) -> str:
-    """The form names are matched in: NFKC, case-folded, runs of spaces as one."""
-    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
-
-
 def name_key(normalized: str) -> int:
-    """64-bit key of a name already passed through :func:`normalize_name` (the alias
-    index stores these)."""
+    """64-bit key of a name already passed through
+    :func:`~quillian.types.normalize_name` (the alias index stores these)."""
     digest = hashlib.blake2b(normalized.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
@@ -114,8 +131,91 @@ class TextTable:
         return [chunk[a:b].decode("utf-8") for a, b in itertools.pairwise(local)]
 
 
+def build_alias_index(
+    names: TextTable, step: int = 1 << 16
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int32]]:
+    """``(keys, entities)`` sorted by key: one row per distinct
+    :func:`~quillian.types.normalize_name` key among each entity's names (``names[e]``,
+    tab-separated), read ``step`` entities at a time."""
+    keys: list[npt.NDArray[np.uint64]] = []
+    entities: list[npt.NDArray[np.int32]] = []
+    for start in range(0, len(names), step):
+        chunk_keys: list[int] = []
+        chunk_entities: list[int] = []
+        for entity, row in enumerate(names.range(start, start + step), start):
+            for key in dict.fromkeys(normalize_name(n) for n in row.split("\t")):
+                if key:
+                    chunk_keys.append(name_key(key))
+                    chunk_entities.append(entity)
+        keys.append(np.array(chunk_keys, dtype=np.uint64))
+        entities.append(np.array(chunk_entities, dtype=np.int32))
+    all_keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    all_entities = np.concatenate(entities) if entities else np.zeros(0, np.int32)
+    order = np.argsort(all_keys, kind="stable")
+    return all_keys[order], all_entities[order]
+
+
+def write_alias_index(directory: Path) -> None:
+    """(Re)write ``alias_keys.npy`` and ``alias_entities.npy`` from the names table.
+
+    Each file is written beside the old one and renamed over it, so arrays already
+    memory-mapped from the old files stay valid. Raises :class:`OSError` when the
+    directory cannot be written (leaving no temporary file behind).
+    """
+    keys, entities = build_alias_index(TextTable.load(directory, "names"))
+    _save_atomic(directory / "alias_keys.npy", keys)
+    _save_atomic(directory / "alias_entities.npy", entities)
+    fsync_path(directory)
+
+
+def _save_atomic(path: Path, array: npt.NDArray[Any]) -> None:
+    tmp = path.with_name(f".{path.stem}.writing-{uuid.uuid4().hex[:8]}.npy")
+    try:
+        with tmp.open("wb") as handle:
+            np.save(handle, array)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def upgrade_graph(directory: str | Path) -> dict[str, Any]:
+    """Bring a complete graph of an older format up to :data:`FORMAT`, in place;
+    returns its manifest (unchanged when it is current already).
+
+    From format 1: the alias index is recomputed from the stored names (a few seconds
+    per million names) and written next to the old one, then the manifest records the
+    new format. An upgrade interrupted before that leaves a format-1 graph, upgraded
+    again on the next open. A directory that cannot be written raises
+    :class:`~quillian.errors.IndexSchemaError` naming what to run.
+    """
+    path = Path(directory)
+    manifest = read_manifest(path)
+    found = manifest["format"]
+    if found == FORMAT:
+        return manifest
+    log.warning("%s: upgrading graph format %s to %s (alias index)", path, found, FORMAT)
+    try:
+        write_alias_index(path)
+        manifest = {**manifest, "format": FORMAT}
+        write_json_atomic(path / MANIFEST, manifest)
+    except OSError as exc:
+        raise IndexSchemaError(
+            f"{path}: graph format {found} needs its alias index rebuilt for this Quillian "
+            f"(format {FORMAT}), which is done in place on open, but the directory cannot "
+            f"be written ({exc.strerror or exc}). Run, as a user who can write it: "
+            f'python -c "from quillian.components.kg.store import upgrade_graph; '
+            f'upgrade_graph({str(path)!r})" (or import the graph again)'
+        ) from exc
+    return manifest
+
+
 def read_manifest(directory: Path) -> dict[str, Any]:
-    """The manifest of a complete graph directory; refuses anything else."""
+    """The manifest of a complete graph directory of this format or one
+    :func:`upgrade_graph` upgrades; refuses anything else."""
     if not directory.is_dir():
         raise IndexMissingError(f"{directory}: no knowledge graph directory")
     path = directory / MANIFEST
@@ -127,9 +227,10 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise IndexIncompleteError(f"{path}: unreadable manifest: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
         raise IndexIncompleteError(f"{path}: not a knowledge graph manifest")
-    if manifest.get("format") != FORMAT:
+    if manifest.get("format") not in (FORMAT, *UPGRADABLE):
         raise IndexSchemaError(
-            f"{path}: graph format {manifest.get('format')!r}, this Quillian reads {FORMAT}"
+            f"{path}: graph format {manifest.get('format')!r}, this Quillian reads "
+            f"{', '.join(map(str, (*UPGRADABLE, FORMAT)))}"
         )
     if manifest.get("state") != "complete":
         raise IndexIncompleteError(
@@ -201,9 +302,13 @@ class ImportedGraph:
         :attr:`ann`), scanning ``nprobe`` lists per query (default: the one the
         manifest records, set at build time or by ``quillian kg ann --nprobe``; more is
         slower and closer to exact); ``exact=True`` ignores it.
+
+        A graph of an older format is upgraded in place first (:func:`upgrade_graph`).
         """
         path = Path(directory)
         manifest = read_manifest(path)
+        if manifest["format"] != FORMAT:
+            manifest = upgrade_graph(path)
         if embedder is not None:
             _check_embedder(manifest, embedder, path)
         try:
@@ -276,7 +381,9 @@ class ImportedGraph:
         return self._names[self._check(entity)].split("\t")
 
     def lookup(self, name: str) -> list[int]:
-        """Entities whose name or alias equals ``name`` (case- and space-insensitive)."""
+        """Entities whose name or alias has the :func:`~quillian.types.normalize_name`
+        key of ``name`` (case, spacing, surrounding punctuation and a leading article
+        ignored), in entity order."""
         wanted = normalize_name(name)
         if not wanted:
             return []

@@ -15,7 +15,6 @@ import os
 import resource
 import shutil
 import time
-import unicodedata
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,9 +34,8 @@ from quillian.components.kg.store import (
     KIND,
     MANIFEST,
     TextTable,
-    name_key,
-    normalize_name,
     read_manifest,
+    write_alias_index,
 )
 from quillian.errors import ConfigError, InputError, MissingExtraError
 from quillian.stores.embedded._files import fsync_path, write_json_atomic
@@ -235,7 +233,7 @@ def build_graph(
     staged.aliases.discard()
     staged.descriptions.discard()
     progress("build", 2, 4)
-    _save_alias_index(directory)
+    write_alias_index(directory)
     progress("build", 4, 4)
     report.final = {"entities": n_final, "relations": len(used), "triples": len(row_tails)}
 
@@ -453,41 +451,6 @@ def _save_ids(directory: Path, ids: npt.NDArray[np.bytes_]) -> None:
     np.save(directory / "ids_blob.npy", blob)
     np.save(directory / "ids_offsets.npy", offsets)
     np.save(directory / "ids_order.npy", np.arange(n, dtype=np.int64))
-
-
-def _save_alias_index(directory: Path, step: int = 1 << 16) -> None:
-    """``alias_keys`` (sorted) and ``alias_entities``: one row per distinct normalised
-    name of each entity."""
-    table = TextTable.load(directory, "names")
-    keys: list[npt.NDArray[np.uint64]] = []
-    entities: list[npt.NDArray[np.int32]] = []
-    for start in range(0, len(table), step):
-        chunk_keys: list[int] = []
-        chunk_entities: list[int] = []
-        for entity, names in enumerate(_normalized_chunk(table.range(start, start + step)), start):
-            for norm in {" ".join(a.split()) for a in names.split("\t")} - {""}:
-                chunk_keys.append(name_key(norm))
-                chunk_entities.append(entity)
-        keys.append(np.array(chunk_keys, dtype=np.uint64))
-        entities.append(np.array(chunk_entities, dtype=np.int32))
-    all_keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-    all_entities = np.concatenate(entities) if entities else np.zeros(0, np.int32)
-    order = np.argsort(all_keys, kind="stable")
-    np.save(directory / "alias_keys.npy", all_keys[order])
-    np.save(directory / "alias_entities.npy", all_entities[order])
-
-
-def _normalized_chunk(names: list[str]) -> list[str]:
-    """``names`` (tab-separated per entity) NFKC-normalised and case-folded in one call.
-
-    Equal to folding each name (:func:`normalize_name` but for the spaces): tabs and
-    newlines compose with nothing, so normalisation never crosses them. Should a text
-    ever gain or lose a newline, each entity is folded on its own instead.
-    """
-    folded = unicodedata.normalize("NFKC", "\n".join(names)).casefold().split("\n")
-    if len(folded) == len(names):
-        return folded
-    return ["\t".join(normalize_name(a) for a in n.split("\t")) for n in names]
 
 
 def _check_target(out: Path, overwrite: bool) -> None:
