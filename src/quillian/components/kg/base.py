@@ -71,7 +71,8 @@ class ExternalGraph(Protocol):
     def aliases(self, entity: int) -> list[str]: ...
 
     def lookup(self, name: str) -> list[int]:
-        """Entities whose name or alias equals ``name`` (compared by :func:`quillian.types.normalize_name`)."""
+        """Entities whose name or alias equals ``name``, compared by
+        :func:`quillian.types.normalize_name`."""
         ...
 
     def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:

@@ -55,7 +55,7 @@ from quillian.errors import (
     InputError,
     MissingExtraError,
 )
-from quillian.stores.embedded._files import fsync_path, write_json_atomic
+from quillian.stores.embedded.files import fsync_path, write_json_atomic
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.snapshot import IdMap

@@ -21,7 +21,7 @@ from quillian.errors import (
     MissingExtraError,
     StoreError,
 )
-from quillian.stores.embedded._files import Generations
+from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded._vecutil import (
     GrowableIds,
     RowLookup,

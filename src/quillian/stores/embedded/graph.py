@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import IndexIncompleteError, InputError, StoreError
-from quillian.stores.embedded._files import fsync_path
+from quillian.stores.embedded.files import fsync_path
 from quillian.stores.snapshot import GraphSnapshot, IdMap
 
 __all__ = ["CSRGraphStore"]

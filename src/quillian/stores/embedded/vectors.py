@@ -14,7 +14,7 @@ Both implement :class:`~quillian.stores.protocols.VectorIndex` and share its sem
 On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count and the
 current generation) and that generation's ``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy``
 (FAISS: ``hnsw-NNNNNN.faiss``). A flush writes a new generation and commits it by
-atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded._files`).
+atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded.files`).
 
 :class:`ExactVectorWriter` writes a new exact index in one pass when the number of
 vectors is known up front (a bulk import), in memory of the order of one batch.
@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
-from quillian.stores.embedded._files import Generations
+from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded._vecutil import (
     BLOCK,
     I64,
