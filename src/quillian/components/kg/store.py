@@ -55,8 +55,8 @@ from quillian.errors import (
     InputError,
     MissingExtraError,
 )
-from quillian.stores.embedded.files import fsync_path, write_json_atomic
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
+from quillian.stores.embedded.files import fsync_path, write_json_atomic
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.snapshot import IdMap
 from quillian.types import normalize_name

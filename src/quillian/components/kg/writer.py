@@ -38,9 +38,9 @@ from quillian.components.kg.store import (
     write_alias_index,
 )
 from quillian.errors import ConfigError, InputError, MissingExtraError
-from quillian.stores.embedded.files import fsync_path, write_json_atomic
 from quillian.stores.embedded.faiss_hnsw import import_faiss
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
+from quillian.stores.embedded.files import fsync_path, write_json_atomic
 from quillian.stores.embedded.vectors import ExactVectorIndex, ExactVectorWriter
 
 __all__ = [

@@ -21,7 +21,6 @@ from quillian.errors import (
     MissingExtraError,
     StoreError,
 )
-from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded._vecutil import (
     GrowableIds,
     RowLookup,
@@ -33,6 +32,7 @@ from quillian.stores.embedded._vecutil import (
     keep_last,
     search_among,
 )
+from quillian.stores.embedded.files import Generations
 
 __all__ = ["FaissHNSWIndex"]
 

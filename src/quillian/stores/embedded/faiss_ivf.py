@@ -32,9 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
-from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded._vecutil import as_matrix, check_k, search_among
 from quillian.stores.embedded.faiss_hnsw import import_faiss
+from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded.vectors import ExactVectorIndex
 
 __all__ = ["IVF_KINDS", "FaissIVFIndex", "IVFOptions", "default_nlist"]

@@ -30,7 +30,6 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
-from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded._vecutil import (
     BLOCK,
     I64,
@@ -47,6 +46,7 @@ from quillian.stores.embedded._vecutil import (
     search_among,
 )
 from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
+from quillian.stores.embedded.files import Generations
 
 __all__ = [
     "ExactVectorIndex",
