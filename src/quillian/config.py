@@ -63,11 +63,15 @@ def parse_option_value(option: OptionSpec, text: str) -> Any:
     expected = float if option.type is float else option.type
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if isinstance(expected, type) and not isinstance(value, expected):
-        raise ConfigError(f"option {option.name}: {text!r} is not a {option.type_name}")
-    if expected is int and isinstance(value, bool):
-        raise ConfigError(f"option {option.name}: {text!r} is not an int")
+    if (isinstance(expected, type) and not isinstance(value, expected)) or (
+        expected is int and isinstance(value, bool)
+    ):
+        raise ConfigError(f"option {option.name}: {text!r} is not {_a(option.type_name)}")
     return value
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
 def build_config(owner: str, config_cls: type | None, options: dict[str, Any]) -> Any:

@@ -5,6 +5,9 @@ import json
 import pytest
 
 from quillian.cli.main import main
+from quillian.components.ingestion.readers import read_documents
+from quillian.engine import Engine
+from quillian.methods.table import METHODS
 
 CORPUS = [
     {"title": "Ada Lovelace", "text": "Ada Lovelace worked with Charles Babbage."},
@@ -127,3 +130,100 @@ def test_unknown_file_type_is_refused(tmp_path, capsys):
         == 2
     )
     assert "notes.pdf" in capsys.readouterr().err
+
+
+def test_index_is_quiet_on_stderr_when_it_is_not_a_terminal(corpus, capsys):
+    assert index(corpus) == 0
+    assert capsys.readouterr().err == ""  # no progress lines in logs
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "named"),
+    [
+        ("empty.txt", "", "empty.txt: empty document"),
+        ("blank.md", "  \n\n", "blank.md: empty document"),
+        ("empty.json", "[]", "empty.json: no documents"),
+    ],
+)
+def test_indexing_nothing_is_one_clear_line(tmp_path, capsys, name, content, named):
+    (tmp_path / name).write_text(content)
+    argv = ["index", str(tmp_path / name), "--out", str(tmp_path / "i"), "--embedder", "hash"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert error.startswith("error: nothing to index: ") and error.endswith(named)
+    assert "Traceback" not in err and not (tmp_path / "i").exists()
+
+
+def test_a_folder_of_empty_files_names_them(tmp_path, capsys):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt", "c.md", "d.txt"):
+        (folder / name).write_text("")
+    assert main(["index", str(folder), "--out", str(tmp_path / "i"), "--embedder", "hash"]) == 2
+    (error,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert "a.txt: empty document" in error and "and 1 more skipped" in error
+
+
+def test_delete_by_id_and_by_path(corpus, capsys):
+    index(corpus)
+    capsys.readouterr()
+    doc_id = next(read_documents(corpus / "corpus.json")).id
+    assert main(["delete", str(corpus / "idx"), doc_id]) == 0
+    out = capsys.readouterr().out
+    assert f"removed 1 documents: {doc_id}" in out and "index: documents 2, chunks 2" in out
+    assert main(["retrieve", str(corpus / "idx"), "Ada Lovelace", "--json"]) == 0
+    titles = [p["title"] for p in json.loads(capsys.readouterr().out)["passages"]]
+    assert "Ada Lovelace" not in titles and len(titles) == 2
+    assert main(["delete", str(corpus / "idx"), doc_id]) == 2  # already gone
+    assert "no such document" in capsys.readouterr().err
+    assert main(["delete", str(corpus / "idx"), "--path", str(corpus / "corpus.json")]) == 2
+    assert main(["delete", str(corpus / "idx")]) == 2
+    assert "DOC_ID... or --path" in capsys.readouterr().err
+
+
+def test_methods_lists_the_table(capsys):
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    for spec in METHODS.values():
+        assert f"{spec.name}" in out and spec.summary in out
+    assert "kg-infused-rag (alias kg-infused):" in out
+    assert "--option k=INT (default 6)" in out and "--kg: needed" in out
+    assert main(["methods", "--json"]) == 0
+    records = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert list(records) == list(METHODS)
+    vanilla = records["vanilla-rag"]
+    assert vanilla["retriever"] == "dense" and vanilla["needs_kg"] is False
+    assert {"name": "note", "type": "bool", "default": True} in [
+        {k: o[k] for k in ("name", "type", "default")} for o in vanilla["options"]
+    ]
+    assert records["kg-infused-rag"]["needs_kg"] and records["no-retrieval"]["options"] == []
+
+
+def test_help_lists_the_methods_with_summaries_and_options(capsys):
+    assert main(["ask", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines
+    for spec in METHODS.values():
+        assert f"{spec.name}" in out and " ".join(spec.summary.split()) in out
+    assert "max_subquestions=4" in out
+
+
+def test_usage_errors_exit_2_with_the_usage(corpus, capsys):
+    assert main(["retrieve", str(corpus), "q", "--no-such-flag"]) == 2
+    err = capsys.readouterr().err
+    assert "Usage: quillian retrieve" in err and "--no-such-flag" in err
+    assert main(["retrieve", str(corpus), "q", "--method", "nope"]) == 2
+    assert "'nope' is not one of sa, sa-paper" in capsys.readouterr().err
+    assert main([]) == 2  # no command: the help, as a usage error
+
+
+def test_ctrl_c_says_how_to_resume(corpus, capsys, monkeypatch):
+    index(corpus)
+    capsys.readouterr()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Engine, "retrieve", interrupted)
+    assert main(["retrieve", str(corpus / "idx"), "q"]) == 130
+    assert capsys.readouterr().err == "interrupted; rerun the same command to resume\n"

@@ -178,7 +178,7 @@ def test_ask_kg_infused_over_the_index_graph(files, capsys):
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] == "London"
-    assert any("expanded_query" in s for s in out["steps"])
+    assert any(s["kind"] == "expanded-query" for s in out["steps"])
     code = main(["ask", idx, QUESTIONS[0]["question"], "--method", "kg-infused",
                  "--kg", "index+inverse", "--llm", f"scripted:{files / 'kg.json'}",
                  "--no-cache", "--trace"])  # fmt: skip
@@ -187,6 +187,9 @@ def test_ask_kg_infused_over_the_index_graph(files, capsys):
     assert "kg round 1: " in trace and "selected <Charles Babbage | born in | London>" in trace
     assert "kg summary: Charles Babbage was born in London." in trace
     assert "expanded query: Charles Babbage birthplace" in trace
+    assert "  retrieved 3 passages for 'Charles Babbage birthplace' (dense)" in trace
+    assert "  enhanced note: Babbage, Lovelace's collaborator, was born in London." in trace
+    assert "{" not in trace  # every step by its type, no raw records
     assert main(["ask", idx, "q", "--method", "kg-infused-rag", "--llm",
                  f"scripted:{files / 'kg.json'}", "--no-cache"]) == 2  # fmt: skip
     assert "needs a knowledge graph (--kg)" in capsys.readouterr().err
@@ -244,3 +247,61 @@ def test_dpo_data_pools_rounds_and_writes_trl_rows_with_filter_counts(files, cap
                  str(files / "q.jsonl"), "--llm", "scripted:x", "--out", str(out)])  # fmt: skip
     assert code == 2
     assert "needs the knowledge graph" in capsys.readouterr().err
+
+
+def test_an_unknown_method_option_is_one_line_naming_the_options(files, capsys):
+    idx = _hash_index(files)
+    capsys.readouterr()
+    llm = f"scripted:{files / 'routes.json'}"
+    code = main(["ask", idx, "q", "--method", "vanilla-rag", "--llm", llm, "--no-cache",
+                 "--option", "kk=3"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == "error: vanilla-rag has no option 'kk'; its options are k, note\n"
+    code = main(["ask", idx, "q", "--method", "vanilla-rag", "--llm", llm,
+                 "--option", "k=many"])  # fmt: skip
+    assert code == 2 and "k: 'many' is not a" in capsys.readouterr().err
+    code = main(["ask", idx, "q", "--method", "no-retrieval", "--llm", llm,
+                 "--option", "k=3"])  # fmt: skip
+    assert code == 2 and "no-retrieval takes no options" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("question", ["", "   \n"])
+def test_an_empty_question_is_refused_before_any_model(files, capsys, monkeypatch, question):
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was constructed")
+
+    monkeypatch.setattr("quillian.engine.engine.LLMSession", no_model)
+    missing = files / "no-such-routes.json"  # would fail if read
+    code = main(["ask", str(files / "no-index"), question, "--method", "no-retrieval",
+                 "--llm", f"scripted:{missing}", "--no-cache"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "the question is empty" in err
+    assert "no-such-routes" not in err and "no-index" not in err
+
+
+def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch):
+    from quillian.cli.flags import MethodFlags
+
+    monkeypatch.delenv("QUILLIAN_LLM_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("QUILLIAN_LLM_CACHE", str(tmp_path / "c.sqlite"))
+    flags = MethodFlags(llm="openai:m", kg="index", prompts=[tmp_path / "p.json"])
+    assert flags.engine_options() == {
+        "llm": "openai:m",
+        "api_key": "sk-test",
+        "cache_path": tmp_path / "c.sqlite",
+        "prompt_overrides": (tmp_path / "p.json",),
+        "concurrency": 4,
+        "kg": "index",
+    }
+    monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "q-key")
+    assert MethodFlags().engine_options()["api_key"] == "q-key"
+    assert MethodFlags(cache=tmp_path / "x").cache_path() == tmp_path / "x"
+    assert MethodFlags(cache=tmp_path / "x", no_cache=True).cache_path() is None
+    monkeypatch.delenv("QUILLIAN_LLM_CACHE")
+    default = MethodFlags().cache_path()
+    assert default is not None
+    assert default.name == "llm-responses.sqlite" and default.parent.name == "quillian"
+    options = MethodFlags(option=["k=4", "note=false"]).method_options("vanilla-rag")
+    assert options == {"k": 4, "note": False}

@@ -19,6 +19,7 @@ from quillian.engine import Engine
 from quillian.eval.datasets import load_questions
 from quillian.eval.qa import Progress, evaluate
 from quillian.index import read_manifest
+from quillian.index.stages import StageProgress
 from quillian.methods.table import method_spec
 
 __all__ = ["QASettings", "run_qa_bench", "summary_table"]
@@ -49,12 +50,12 @@ def needs_index(settings: QASettings) -> bool:
     )
 
 
-def prepare_index(settings: QASettings) -> dict[str, Any]:
+def prepare_index(settings: QASettings, on_progress: StageProgress | None = None) -> dict[str, Any]:
     """Build or reuse the benchmark's index when a method needs it; its counts and
     configuration for the manifests."""
     if not needs_index(settings):
         return {}
-    ensure_index(settings.index, read_corpus(settings.index))
+    ensure_index(settings.index, read_corpus(settings.index), on_progress)
     manifest = read_manifest(settings.index.index_dir)
     return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 

@@ -28,6 +28,7 @@ from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import QuillianError
 from quillian.eval.datasets import Dataset, Question, load_questions, passage_key
 from quillian.index import read_manifest
+from quillian.index.stages import StageProgress
 from quillian.types import Document
 
 __all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
@@ -100,7 +101,11 @@ def read_corpus(settings: BenchSettings) -> list[Document]:
     return list(islice(docs, settings.first_n) if settings.first_n else docs)
 
 
-def ensure_index(settings: BenchSettings, documents: list[Document]) -> dict[str, Any]:
+def ensure_index(
+    settings: BenchSettings,
+    documents: list[Document],
+    on_progress: StageProgress | None = None,
+) -> dict[str, Any]:
     """Build or update the index; ``reused`` says whether a complete one was there."""
     reused = False
     with contextlib.suppress(QuillianError):
@@ -111,7 +116,7 @@ def ensure_index(settings: BenchSettings, documents: list[Document]) -> dict[str
         embedder=settings.embedder,
     )
     start = time.perf_counter()
-    report = index_documents(settings.index_dir, documents, index)
+    report = index_documents(settings.index_dir, documents, index, on_progress=on_progress)
     return {
         "build_seconds": round(time.perf_counter() - start, 1),
         "stage_seconds": {k: round(v, 1) for k, v in report.seconds.items()},
@@ -122,7 +127,10 @@ def ensure_index(settings: BenchSettings, documents: list[Document]) -> dict[str
 
 
 def run_retrieval_bench(
-    settings: BenchSettings, k: int = 8, kg: str | None = None
+    settings: BenchSettings,
+    k: int = 8,
+    kg: str | None = None,
+    on_progress: StageProgress | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) the index and score every method; returns one JSON-able dict.
 
@@ -131,7 +139,8 @@ def run_retrieval_bench(
     """
     questions = load_questions(settings.dataset, settings.questions)
     documents = read_corpus(settings)
-    build = ensure_index(settings, documents)
+    progress = on_progress or (lambda stage, done, total: None)
+    build = ensure_index(settings, documents, progress)
     engine = Engine.open(
         settings.index_dir,
         kg=kg,
@@ -159,6 +168,7 @@ def run_retrieval_bench(
             result = retriever.retrieve(q.question, k, v)
             latencies.append((time.perf_counter() - t) * 1000)
             ranked.append([keys[p.chunk] for p in result.passages])
+            progress(f"retrieve:{method}", len(ranked), len(questions))
         out[method] = {
             **_scores(settings.dataset, ranked, questions),
             "p50_ms": round(float(np.percentile(latencies, 50)), 2),

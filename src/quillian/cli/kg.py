@@ -1,4 +1,5 @@
-"""``quillian kg``: import a pre-existing knowledge graph, and look entities up in it.
+"""``quillian kg``: import a pre-existing knowledge graph, look entities up in it, link
+an index's entities to it, and tune its description ANN index.
 
 quillian kg import wikidata5m DIR --out kg/wikidata5m
 quillian kg import wikidata5m --entities E --triples T --descriptions D --out OUT
@@ -11,207 +12,252 @@ quillian kg ann kg/wikidata5m --kind ivf-sq8 --nprobe 64
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from quillian.cli.console import stage_bars
+from quillian.cli.flags import JsonFlag, choice, one_of
+from quillian.components.embedding.factory import EMBEDDERS, make_embedder
+from quillian.components.kg.document_graph import DocumentGraph
+from quillian.components.kg.link import LinkOptions, link_graphs
+from quillian.components.kg.rdf import import_rdf
+from quillian.components.kg.report import ImportReport
+from quillian.components.kg.store import ImportedGraph, read_manifest
+from quillian.components.kg.wikidata5m import Wikidata5MFiles, import_wikidata5m
+from quillian.components.kg.wordnet import DEFAULT_WORDNET, import_wordnet
+from quillian.components.kg.writer import (
+    ANN_CHOICES,
+    ImportOptions,
+    build_ann,
+    drop_ann,
+    set_ann_nprobe,
+)
+from quillian.engine import Engine
 from quillian.errors import ConfigError
+from quillian.stores.embedded.faiss_ivf import IVF_KINDS
 
-__all__ = ["add_kg"]
+__all__ = ["app"]
 
+app = typer.Typer(
+    help="Import and inspect pre-existing knowledge graphs.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+GraphDir = Annotated[Path, typer.Argument(metavar="DIR", help="a graph written by kg import")]
+W5M = "wikidata5m files (instead of a directory)"
+ANN_KINDS = (*IVF_KINDS, "none")
 FORMATS = ("wikidata5m", "rdf", "wordnet")
+VECTOR_DTYPES = ("float32", "float16")
 
 
-def add_kg(sub: Any) -> None:
-    """Register ``kg import``, ``kg show`` and ``kg link`` on an argparse subparsers object."""
-    p = sub.add_parser("kg", help="import and inspect pre-existing knowledge graphs")
-    kg = p.add_subparsers(dest="kg_command", required=True)
+@app.command("import")
+def import_(
+    format_: Annotated[str, typer.Argument(metavar="|".join(FORMATS), callback=one_of(FORMATS))],
+    out: Annotated[Path, typer.Option(metavar="DIR", help="the graph directory to write")],
+    paths: Annotated[list[Path] | None, typer.Argument(metavar="PATH...")] = None,
+    embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    no_preprocess: Annotated[
+        bool,
+        typer.Option(
+            "--no-preprocess",
+            help="keep entities without a description or outgoing triple (the paper drops them)",
+        ),
+    ] = False,
+    name: Annotated[str | None, typer.Option(help="graph name (default: the directory)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace a graph at --out")] = False,
+    vector_dtype: Annotated[str, choice(VECTOR_DTYPES)] = "float32",
+    ann: Annotated[
+        str,
+        choice(
+            ANN_CHOICES,
+            "ANN index of the descriptions (extra 'ann'); auto: ivf-sq8 above 100k "
+            "entities when faiss is installed, none: exact search only",
+        ),
+    ] = "auto",
+    max_bad_lines: Annotated[
+        int, typer.Option(help="stop when a file has more malformed lines (-1: never)")
+    ] = 10_000,
+    entities: Annotated[
+        Path | None, typer.Option(rich_help_panel=W5M, help="tab-separated: id, name, aliases")
+    ] = None,
+    relations: Annotated[
+        Path | None, typer.Option(rich_help_panel=W5M, help="tab-separated: id, name, aliases")
+    ] = None,
+    triples: Annotated[
+        list[Path] | None,
+        typer.Option(rich_help_panel=W5M, help="tab-separated: head, relation, tail (repeatable)"),
+    ] = None,
+    descriptions: Annotated[
+        Path | None, typer.Option(rich_help_panel=W5M, help="tab-separated: id, description")
+    ] = None,
+    rdf_format: Annotated[
+        str | None,
+        typer.Option(rich_help_panel="rdf", help="nt, turtle, xml, n3, ... (default: suffix)"),
+    ] = None,
+    language: Annotated[
+        str, typer.Option(rich_help_panel="rdf", help="label language to keep ('' for all)")
+    ] = "en",
+    json_out: JsonFlag = False,
+) -> None:
+    """Import Wikidata5M, RDF or WordNet into a graph directory.
 
-    imp = kg.add_parser(
-        "import",
-        help="import Wikidata5M, RDF or WordNet into a graph directory",
-        description="Import a knowledge graph. wikidata5m: PATH is the directory of the "
-        "release files (or name them with --entities/--triples/--descriptions/--relations); "
-        "rdf: PATH... are N-Triples (streamed), Turtle or other rdflib files; wordnet: PATH "
-        "is the WordNet database directory (default /usr/share/wordnet).",
-    )
-    imp.add_argument("format", choices=FORMATS)
-    imp.add_argument("paths", nargs="*", type=Path, metavar="PATH")
-    imp.add_argument("--out", type=Path, required=True, metavar="DIR")
-    imp.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
-    imp.add_argument(
-        "--no-preprocess",
-        action="store_true",
-        help="keep entities without a description or outgoing triple (the paper drops them)",
-    )
-    imp.add_argument("--name", help="graph name (default: the directory name)")
-    imp.add_argument("--force", action="store_true", help="replace a graph already at --out")
-    imp.add_argument("--vector-dtype", default="float32", choices=("float32", "float16"))
-    imp.add_argument(
-        "--ann",
-        default="auto",
-        choices=("auto", "none", "ivf-sq8", "ivf-fp16", "ivf-pq"),
-        help="ANN index of the descriptions (extra 'ann'); auto: ivf-sq8 above 100k "
-        "entities when faiss is installed, none: exact search only",
-    )
-    imp.add_argument(
-        "--max-bad-lines",
-        type=int,
-        default=10_000,
-        help="stop when a file has more malformed lines (-1: never)",
-    )
-    w5m = imp.add_argument_group("wikidata5m files (instead of a directory)")
-    w5m.add_argument("--entities", type=Path, help="entity aliases: id<TAB>name<TAB>alias...")
-    w5m.add_argument("--relations", type=Path, help="relation aliases: id<TAB>name<TAB>...")
-    w5m.add_argument("--triples", type=Path, action="append", help="head<TAB>rel<TAB>tail")
-    w5m.add_argument("--descriptions", type=Path, help="id<TAB>description")
-    rdf = imp.add_argument_group("rdf")
-    rdf.add_argument("--rdf-format", help="nt, turtle, xml, n3, ... (default: by suffix)")
-    rdf.add_argument("--language", default="en", help="label language to keep ('' for all)")
-    imp.add_argument("--json", action="store_true", help="print the report as JSON")
-    imp.set_defaults(func=_cmd_import)
-
-    show = kg.add_parser("show", help="look an entity up by name, alias or id")
-    show.add_argument("graph", type=Path, metavar="DIR")
-    show.add_argument("name", metavar="NAME")
-    show.add_argument("--triples", type=int, default=10, help="triples shown per entity")
-    show.add_argument("--limit", type=int, default=5, help="entities shown at most")
-    show.set_defaults(func=_cmd_show)
-    _add_link(kg)
-    _add_ann(kg)
-
-
-def _progress(stage: str, done: int, total: int) -> None:
-    if not sys.stderr.isatty():
-        return
-    share = f"{100 * done / total:5.1f}%" if total else ""
-    end = "\n" if total and done >= total else ""
-    print(f"\r{stage}: {share}", end=end, file=sys.stderr, flush=True)
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    from quillian.components.kg.writer import ImportOptions
-    from quillian.registry import make_embedder
-
+    wikidata5m: PATH is the directory of the release files (or name them with
+    --entities/--triples/--descriptions/--relations); rdf: PATH... are N-Triples
+    (streamed), Turtle or other rdflib files; wordnet: PATH is the WordNet database
+    directory (default /usr/share/wordnet).
+    """
     options = ImportOptions(
-        preprocess=not args.no_preprocess,
-        name=args.name,
-        overwrite=args.force,
-        max_bad_lines=None if args.max_bad_lines < 0 else args.max_bad_lines,
-        embedder_name=args.embedder,
-        vector_dtype=args.vector_dtype,
-        ann=args.ann,
+        preprocess=not no_preprocess,
+        name=name,
+        overwrite=force,
+        max_bad_lines=None if max_bad_lines < 0 else max_bad_lines,
+        embedder_name=embedder,
+        vector_dtype=vector_dtype,
+        ann=ann,
     )
-    embedder = make_embedder(args.embedder)
-    common: dict[str, Any] = {"options": options, "progress": _progress}
-    if args.format == "wikidata5m":
-        from quillian.components.kg.wikidata5m import import_wikidata5m
-
-        report = import_wikidata5m(_wikidata5m_files(args), args.out, embedder, **common)
-    elif args.format == "rdf":
-        from quillian.components.kg.rdf import import_rdf
-
-        if not args.paths:
-            raise ConfigError("rdf: give one or more RDF files")
-        report = import_rdf(
-            args.paths,
-            args.out,
-            embedder,
-            rdf_format_=args.rdf_format,
-            language=args.language or None,
-            **common,
-        )
-    else:
-        from quillian.components.kg.wordnet import DEFAULT_WORDNET, import_wordnet
-
-        if len(args.paths) > 1:
-            raise ConfigError("wordnet: give at most one directory")
-        directory = args.paths[0] if args.paths else DEFAULT_WORDNET
-        report = import_wordnet(args.out, embedder, directory, **common)
-    if args.json:
+    inputs = paths or []
+    common: dict[str, Any] = {"options": options}
+    with stage_bars() as progress:
+        common["progress"] = progress
+        if format_ == "wikidata5m":
+            files = _wikidata5m_files(inputs, entities, triples, descriptions, relations)
+            report = import_wikidata5m(files, out, make_embedder(embedder), **common)
+        elif format_ == "rdf":
+            report = _import_rdf(inputs, out, embedder, rdf_format, language, common)
+        else:
+            if len(inputs) > 1:
+                raise ConfigError("wordnet: give at most one directory")
+            directory = inputs[0] if inputs else DEFAULT_WORDNET
+            report = import_wordnet(out, make_embedder(embedder), directory, **common)
+    if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=1))
     else:
         print("\n".join(report.summary_lines()))
-        print(f"written to {args.out}")
-    return 0
+        print(f"written to {out}")
 
 
-def _wikidata5m_files(args: argparse.Namespace) -> Any:
-    from quillian.components.kg.wikidata5m import Wikidata5MFiles
+def _import_rdf(
+    paths: list[Path],
+    out: Path,
+    embedder: str,
+    rdf_format: str | None,
+    language: str,
+    common: dict[str, Any],
+) -> ImportReport:
+    if not paths:
+        raise ConfigError("rdf: give one or more RDF files")
+    return import_rdf(
+        paths,
+        out,
+        make_embedder(embedder),
+        rdf_format_=rdf_format,
+        language=language or None,
+        **common,
+    )
 
-    explicit = args.entities or args.triples or args.descriptions or args.relations
-    if explicit:
-        if args.paths:
+
+def _wikidata5m_files(
+    paths: list[Path],
+    entities: Path | None,
+    triples: list[Path] | None,
+    descriptions: Path | None,
+    relations: Path | None,
+) -> Wikidata5MFiles:
+    if entities or triples or descriptions or relations:
+        if paths:
             raise ConfigError("wikidata5m: give a directory or the file options, not both")
-        if not (args.entities and args.triples and args.descriptions):
+        if not (entities and triples and descriptions):
             raise ConfigError("wikidata5m: --entities, --triples and --descriptions are needed")
         return Wikidata5MFiles(
-            entities=args.entities,
-            triples=tuple(args.triples),
-            descriptions=args.descriptions,
-            relations=args.relations,
+            entities=entities,
+            triples=tuple(triples),
+            descriptions=descriptions,
+            relations=relations,
         )
-    if len(args.paths) != 1:
+    if len(paths) != 1:
         raise ConfigError("wikidata5m: give the directory of the release files")
-    return Wikidata5MFiles.from_directory(args.paths[0])
+    return Wikidata5MFiles.from_directory(paths[0])
 
 
-def _add_link(kg: Any) -> None:
-    link = kg.add_parser(
-        "link",
-        help="align an index's document-graph entities to an imported graph",
-        description="Pair each entity of the index's document graph with the imported "
-        "entity it names (alias match and description similarity, scores kept). The "
-        "alignment is saved in DIR/links/ for this build of the index; then --kg DIR+index "
-        "joins both graphs in `quillian ask`, `quillian retrieve` and `quillian bench qa`.",
-    )
-    link.add_argument("graph", type=Path, metavar="DIR")
-    link.add_argument("--documents", type=Path, required=True, metavar="INDEX")
-    link.add_argument("--min-score", type=float, default=0.6, help="keep links scoring this")
-    link.add_argument(
-        "--description-candidates",
-        type=int,
-        default=5,
-        help="nearest descriptions considered besides name matches (0: names only)",
-    )
-    link.add_argument("--show", type=int, default=10, help="links printed, best first")
-    link.add_argument("--json", action="store_true", help="print the summary as JSON")
-    link.set_defaults(func=_cmd_link)
+@app.command()
+def show(
+    graph_dir: GraphDir,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="a name, an alias or an id")],
+    triples: Annotated[int, typer.Option(help="triples shown per entity")] = 10,
+    limit: Annotated[int, typer.Option(help="entities shown at most")] = 5,
+) -> None:
+    """Look an entity up by name, alias or id: its names, description and triples."""
+    with ImportedGraph.open(graph_dir) as graph:
+        found = graph.lookup(name)
+        by_id = graph.index_of(name)
+        if by_id >= 0 and by_id not in found:
+            found.insert(0, by_id)
+        if not found:
+            print(f"no entity named {name!r} in {graph.name}", file=sys.stderr)
+            raise typer.Exit(1)
+        for entity in found[:limit]:
+            names = graph.names(entity)
+            print(f"{names[0]} [{graph.entity_id(entity)}]")
+            if len(names) > 1:
+                print("  also: " + "; ".join(names[1:]))
+            print(f"  {graph.description(entity) or '(no description)'}")
+            shown = graph.triples([entity], triples)[entity]
+            print(f"  {graph.degree(entity)} triples; first {len(shown)}:")
+            for triple in shown:
+                print(f"    {triple.text()}")
+        if len(found) > limit:
+            print(f"... and {len(found) - limit} more entities with that name")
 
 
-def _cmd_link(args: argparse.Namespace) -> int:
-    from quillian.cli.main import open_index_dir
-    from quillian.components.kg.document_graph import DocumentGraph
-    from quillian.components.kg.link import LinkOptions, link_graphs
-    from quillian.components.kg.store import ImportedGraph
+@app.command()
+def link(
+    graph_dir: GraphDir,
+    documents: Annotated[Path, typer.Option(metavar="INDEX", help="the index to align")],
+    min_score: Annotated[float, typer.Option(help="keep links scoring this")] = 0.6,
+    description_candidates: Annotated[
+        int,
+        typer.Option(help="nearest descriptions considered besides name matches (0: names only)"),
+    ] = 5,
+    show: Annotated[int, typer.Option(help="links printed, best first")] = 10,
+    json_out: JsonFlag = False,
+) -> None:
+    """Align an index's document-graph entities to an imported graph.
 
-    options = LinkOptions(
-        min_score=args.min_score, description_candidates=args.description_candidates
-    )
-    documents = DocumentGraph(open_index_dir(args.documents).context, name=args.documents.name)
-    with ImportedGraph.open(args.graph) as graph:
-        alignment = link_graphs(documents, graph, options, _progress)
-        path = alignment.save(args.graph, args.documents)
-        examples = [
-            {
-                **row,
-                "source": documents.entity_name(row["source"]),
-                "target": f"{graph.entity_name(row['target'])} [{graph.entity_id(row['target'])}]",
-            }
-            for row in alignment.rows(args.show)
-        ]
+    Each entity of the index's document graph is paired with the imported entity it
+    names (alias match and description similarity, scores kept). The alignment is saved
+    in DIR/links/ for this build of the index; then --kg DIR+index joins both graphs in
+    'quillian ask', 'quillian retrieve' and 'quillian bench qa'.
+    """
+    options = LinkOptions(min_score=min_score, description_candidates=description_candidates)
+    with closing(Engine.open(documents)) as engine:
+        source = DocumentGraph(engine.index.context, name=documents.name)
+        with ImportedGraph.open(graph_dir) as graph, stage_bars() as progress:
+            alignment = link_graphs(source, graph, options, progress)
+            path = alignment.save(graph_dir, documents)
+            examples = [
+                {
+                    **row,
+                    "source": source.entity_name(row["source"]),
+                    "target": f"{graph.entity_name(row['target'])} "
+                    f"[{graph.entity_id(row['target'])}]",
+                }
+                for row in alignment.rows(show)
+            ]
     saved = json.loads((path / "alignment.json").read_text(encoding="utf-8"))
     summary = {**saved, "path": str(path), "examples": examples}
-    if args.json:
+    if json_out:
         print(json.dumps(summary, ensure_ascii=False))
-        return 0
-    n = summary["source_entities"]
+        return
+    kinds = ", ".join(f"{k} {v}" for k, v in summary["by_kind"].items())
     print(
-        f"linked {len(alignment)} of {n} document entities "
-        f"({', '.join(f'{k} {v}' for k, v in summary['by_kind'].items())}) "
-        f"in {summary['seconds']} s; saved to {path}"
+        f"linked {len(alignment)} of {summary['source_entities']} document entities "
+        f"({kinds}) in {summary['seconds']} s; saved to {path}"
     )
     for row in examples:
         print(
@@ -219,76 +265,42 @@ def _cmd_link(args: argparse.Namespace) -> int:
             f"(name {row['name_score']:.2f}, description {row['description_score']:.2f}, "
             f"{row['kind']})"
         )
-    return 0
 
 
-def _add_ann(kg: Any) -> None:
-    ann = kg.add_parser(
-        "ann",
-        help="build, tune or drop an imported graph's description ANN index",
-        description="With --kind, build (or rebuild) the ANN index of the graph's "
-        "description vectors, or drop it (none: exact search). With --nprobe alone, "
-        "record how many lists a search scans by default, without rebuilding. With "
-        "neither, show what the graph has.",
-    )
-    ann.add_argument("graph", type=Path, metavar="DIR")
-    ann.add_argument("--kind", choices=("ivf-sq8", "ivf-fp16", "ivf-pq", "none"))
-    ann.add_argument("--nlist", type=int, help="lists (default: about sqrt(entities))")
-    ann.add_argument("--nprobe", type=int, help="lists scanned per query by default")
-    ann.add_argument("--json", action="store_true", help="print the index's record as JSON")
-    ann.set_defaults(func=_cmd_ann)
+@app.command()
+def ann(
+    graph_dir: GraphDir,
+    kind: Annotated[str | None, choice(ANN_KINDS)] = None,
+    nlist: Annotated[int | None, typer.Option(help="lists (default: about sqrt(entities))")] = None,
+    nprobe: Annotated[int | None, typer.Option(help="lists scanned per query by default")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Build, tune or drop an imported graph's description ANN index.
 
-
-def _cmd_ann(args: argparse.Namespace) -> int:
-    from quillian.components.kg.store import read_manifest
-    from quillian.components.kg.writer import build_ann, drop_ann, set_ann_nprobe
-
-    if args.kind == "none":
-        if args.nlist is not None or args.nprobe is not None:
+    With --kind, build (or rebuild) the ANN index of the graph's description vectors,
+    or drop it (none: exact search). With --nprobe alone, record how many lists a
+    search scans by default, without rebuilding. With neither, show what the graph has.
+    """
+    if kind == "none":
+        if nlist is not None or nprobe is not None:
             raise ConfigError("--kind none takes no --nlist or --nprobe")
-        dropped = drop_ann(args.graph)
-        print(f"{args.graph}: " + ("ANN index dropped" if dropped else "had no ANN index"))
-        return 0
-    if args.kind is not None:
-        build_ann(args.graph, args.kind, nlist=args.nlist, nprobe=args.nprobe, progress=_progress)
-    elif args.nlist is not None:
+        dropped = drop_ann(graph_dir)
+        print(f"{graph_dir}: " + ("ANN index dropped" if dropped else "had no ANN index"))
+        return
+    if kind is not None:
+        with stage_bars() as progress:
+            build_ann(graph_dir, kind, nlist=nlist, nprobe=nprobe, progress=progress)
+    elif nlist is not None:
         raise ConfigError("--nlist needs --kind (the lists are fixed when the index is built)")
-    elif args.nprobe is not None:
-        set_ann_nprobe(args.graph, args.nprobe)
-    info = read_manifest(args.graph).get("ann")
-    if args.json:
+    elif nprobe is not None:
+        set_ann_nprobe(graph_dir, nprobe)
+    info = read_manifest(graph_dir).get("ann")
+    if json_out:
         print(json.dumps(info))
     elif info is None:
-        print(f"{args.graph}: no ANN index (descriptions are searched exactly)")
+        print(f"{graph_dir}: no ANN index (descriptions are searched exactly)")
     else:
         print(
-            f"{args.graph}: {info['method']}, {info['count']} vectors in {info['nlist']} "
+            f"{graph_dir}: {info['method']}, {info['count']} vectors in {info['nlist']} "
             f"lists, {info['nprobe']} scanned per query, {info['bytes'] / 2**20:.1f} MB"
         )
-    return 0
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    from quillian.components.kg.store import ImportedGraph
-
-    with ImportedGraph.open(args.graph) as graph:
-        found = graph.lookup(args.name)
-        by_id = graph.index_of(args.name)
-        if by_id >= 0 and by_id not in found:
-            found.insert(0, by_id)
-        if not found:
-            print(f"no entity named {args.name!r} in {graph.name}", file=sys.stderr)
-            return 1
-        for entity in found[: args.limit]:
-            names = graph.names(entity)
-            print(f"{names[0]} [{graph.entity_id(entity)}]")
-            if len(names) > 1:
-                print("  also: " + "; ".join(names[1:]))
-            print(f"  {graph.description(entity) or '(no description)'}")
-            triples = graph.triples([entity], args.triples)[entity]
-            print(f"  {graph.degree(entity)} triples; first {len(triples)}:")
-            for triple in triples:
-                print(f"    {triple.text()}")
-        if len(found) > args.limit:
-            print(f"... and {len(found) - args.limit} more entities with that name")
-    return 0

@@ -52,6 +52,11 @@ class MethodSpec:
     def options(self) -> tuple[OptionSpec, ...]:
         return config_options(self.config)
 
+    def reads_index(self, retriever: str | None = None) -> bool:
+        """Whether answering (with ``retriever`` in place of the default, if given)
+        reads the index."""
+        return retriever is not None or self.retriever is not None or self.needs_graph
+
     def build(
         self,
         runner: TaskRunner,

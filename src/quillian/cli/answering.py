@@ -1,0 +1,135 @@
+"""``quillian retrieve``, ``quillian ask`` and ``quillian methods``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import closing
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import typer
+
+from quillian.cli.flags import IndexDir, JsonFlag, MethodFlags, choice, shares_flags
+from quillian.cli.render import (
+    method_line,
+    method_record,
+    print_answer,
+    print_methods,
+    print_retrieval,
+)
+from quillian.components.factories import RETRIEVERS
+from quillian.engine import Engine
+from quillian.errors import ConfigError
+from quillian.methods.base import AnswerResult
+from quillian.methods.table import METHODS, method_spec
+
+__all__ = ["ask", "methods", "register", "retrieve"]
+
+
+def _question(value: str) -> str:
+    if not value.strip():
+        raise typer.BadParameter("the question is empty")
+    return value
+
+
+def _method(value: str) -> str:
+    try:
+        return method_spec(value).name
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+Question = Annotated[str, typer.Argument(metavar="QUESTION", callback=_question)]
+Method = Annotated[
+    str, typer.Option(metavar="METHOD", callback=_method, help="the method (listed below)")
+]
+
+
+def retrieve(
+    index: IndexDir,
+    question: Question,
+    method: Annotated[str, choice(RETRIEVERS)] = "sa",
+    k: Annotated[int, typer.Option("-k", help="passages to return")] = 8,
+    kg: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIR+index",
+            help="let SA retrieval cross into the graph DIR, linked to this index by "
+            "'quillian kg link DIR --documents INDEX'",
+        ),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Retrieve passages for QUESTION from the index DIR (no LLM).
+
+    Prints the ranked passages and the trace that led to them: seeds, activated
+    entities and relations.
+    """
+    with closing(Engine.open(index, kg=kg)) as engine:
+        result = engine.retrieve(question, method, k)
+    if json_out:
+        print(json.dumps(asdict(result), ensure_ascii=False, indent=2))
+    else:
+        print_retrieval(result)
+
+
+@shares_flags
+def ask(
+    index: IndexDir,
+    question: Question,
+    model: MethodFlags,
+    method: Method = "sa-rag",
+    trace: Annotated[bool, typer.Option("--trace", help="show the method's steps")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Answer QUESTION over the index DIR with a method and an LLM.
+
+    Prints the answer, the passages and relations it rests on, and what it cost
+    (tokens, LLM calls, outputs that failed to parse, seconds). A method that needs no
+    index (no-retrieval) does not open DIR.
+    """
+    spec = method_spec(method)
+    options = model.method_options(spec.name)
+    engine = model.open_engine(index if spec.reads_index(model.retriever) else None)
+    result = asyncio.run(_answer(engine, question, spec.name, model.retriever, options))
+    if json_out:
+        print(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        print_answer(result, trace)
+    if result.error:
+        raise typer.Exit(1)
+
+
+async def _answer(
+    engine: Engine, question: str, method: str, retriever: str | None, options: dict[str, Any]
+) -> AnswerResult:
+    async with engine:
+        return await engine.answer(question, method, retriever=retriever, **options)
+
+
+def methods(json_out: JsonFlag = False) -> None:
+    """List the question-answering methods and their options.
+
+    For each method: what it does, the retriever it uses unless --retriever says
+    otherwise, whether it needs --kg, and its options (type, default and meaning) for
+    --option KEY=VALUE.
+    """
+    if json_out:
+        records = [method_record(spec) for spec in METHODS.values()]
+        print(json.dumps(records, ensure_ascii=False, indent=2, default=str))
+    else:
+        print_methods(METHODS.values())
+
+
+def _methods_epilog() -> str:
+    """The method list under ``ask --help``, one markdown paragraph a method."""
+    lines = ["Methods (--method) and their options (--option KEY=VALUE):"]
+    lines += [method_line(spec) for spec in METHODS.values()]
+    return "\n\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(retrieve)
+    app.command(epilog=_methods_epilog())(ask)
+    app.command()(methods)

@@ -1,0 +1,152 @@
+"""``quillian bench retrieval`` and ``quillian bench qa``: methods side by side on a
+multi-hop QA dataset."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+
+from quillian.bench.qa import QASettings, needs_index, prepare_index, run_qa_bench, summary_table
+from quillian.bench.retrieval import METHODS, BenchSettings, default_index_dir, run_retrieval_bench
+from quillian.cli.console import CountBar, count_bar, stage_bars
+from quillian.cli.flags import BenchFlags, DatasetOpt, Flags, JsonFlag, choice, shares_flags
+from quillian.components.factories import EMBEDDERS, RETRIEVERS
+from quillian.engine import Engine
+from quillian.errors import ConfigError
+from quillian.eval.datasets import Dataset
+from quillian.methods.table import method_spec
+
+__all__ = ["app", "qa", "retrieval"]
+
+app = typer.Typer(
+    help="Benchmarks on multi-hop QA datasets.", no_args_is_help=True, rich_markup_mode="markdown"
+)
+
+
+@dataclass(frozen=True)
+class BenchData(Flags):
+    """The dataset a benchmark runs on, and where its index is built or reused."""
+
+    dataset: DatasetOpt
+    corpus: Annotated[Path, typer.Option(metavar="FILE", help="the passages (JSON)")]
+    questions: Annotated[Path, typer.Option(metavar="FILE", help="the questions")]
+    extractions: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
+    ] = None
+    index_dir: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="where to build or reuse the index (default: indexes/)"),
+    ] = None
+
+    def settings(self, first_n: int | None = None, **fields: Any) -> BenchSettings:
+        """The benchmark's settings; ``fields`` are the other :class:`BenchSettings`."""
+        dataset = cast(Dataset, self.dataset)  # checked by DatasetOpt
+        return BenchSettings(
+            dataset=dataset,
+            corpus=self.corpus,
+            questions=self.questions,
+            index_dir=self.index_dir or default_index_dir(dataset, first_n, self.extractions),
+            first_n=first_n,
+            extractions=self.extractions,
+            **fields,
+        )
+
+
+@app.command()
+@shares_flags
+def retrieval(
+    data: BenchData,
+    first_n: Annotated[
+        int | None, typer.Option(metavar="N", help="index only the first N passages")
+    ] = None,
+    methods: Annotated[
+        str | None,
+        typer.Option(metavar="M1,M2", help=f"a subset of {', '.join(RETRIEVERS)}"),
+    ] = None,
+    kg: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIR+index",
+            help="also run the SA methods crossing into DIR (linked by 'quillian kg link')",
+        ),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Every retriever side by side on a QA dataset (no LLM).
+
+    The index is built (or reused), then each retriever ranks passages for every
+    question; prints each one's recall and latency.
+    """
+    settings = data.settings(first_n, methods=_retrievers(methods) if methods else METHODS)
+    with stage_bars() as progress:
+        result = run_retrieval_bench(settings, kg=kg, on_progress=progress)
+    if json_out:
+        print(json.dumps(result))
+        return
+    for method, figures in result.items():
+        if not method.startswith("_"):
+            print(f"{method:24s}", "  ".join(f"{k} {v}" for k, v in figures.items()))
+
+
+def _retrievers(text: str) -> list[str]:
+    names = text.split(",")
+    unknown = [n for n in names if n not in RETRIEVERS]
+    if unknown:
+        raise ConfigError(f"unknown retriever(s) {unknown}; choose from {', '.join(RETRIEVERS)}")
+    return names
+
+
+@app.command()
+@shares_flags
+def qa(
+    ctx: typer.Context,
+    data: BenchData,
+    method: Annotated[
+        str, typer.Option(metavar="M1,M2", help="a method or a comma-separated list")
+    ],
+    out: Annotated[Path, typer.Option(metavar="DIR", help="where results are written")],
+    model: BenchFlags,
+    limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
+    embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    json_out: JsonFlag = False,
+) -> None:
+    """Question answering: methods side by side with one LLM.
+
+    Each method is scored (EM, F1, accuracy, evidence recall) with its cost; the
+    per-question rows and manifests go to --out. See 'quillian methods' for the methods.
+    """
+    methods = [method_spec(name).name for name in method.split(",")]
+    settings = QASettings(
+        index=data.settings(embedder=embedder),
+        methods=methods,
+        out=out,
+        limit=limit,
+        retriever=model.retriever,
+        concurrency=model.concurrency,
+        options=model.method_options(*methods),
+        command=shlex.join(["quillian", *(ctx.find_root().obj or ())]),
+        kg=model.kg,
+    )
+    with stage_bars() as stages:
+        index_info = prepare_index(settings, stages)
+    engine = model.open_engine(settings.index.index_dir if needs_index(settings) else None)
+    with count_bar("questions answered", rounds=len(methods)) as progress:
+        result = asyncio.run(_run(settings, engine, index_info, progress))
+    if json_out:
+        print(json.dumps(result["methods"]))
+    else:
+        print(summary_table(result))
+        print(f"written to {out}")
+
+
+async def _run(
+    settings: QASettings, engine: Engine, index_info: dict[str, Any], progress: CountBar
+) -> dict[str, Any]:
+    async with engine:
+        return await run_qa_bench(settings, engine, index_info, progress)

@@ -1,0 +1,229 @@
+"""The flags several commands share, turned into the engine's options in one place.
+
+``ask``, ``bench qa`` and ``dpo-data`` take the model flags (:class:`MethodFlags`);
+``index --extractor llm`` takes their LLM part (:class:`LLMFlags`). A command declares
+one parameter of such a type and :func:`shares_flags` gives the command the group's
+options, so no command repeats them and every one opens its engine the same way.
+
+The environment is read here, at the edge: the API key from ``QUILLIAN_LLM_API_KEY``
+or ``OPENAI_API_KEY``, the LLM response cache from ``--cache``, else
+``QUILLIAN_LLM_CACHE``, else ``~/.cache/quillian/llm-responses.sqlite``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from quillian.components.factories import RETRIEVERS
+from quillian.config import OptionSpec, parse_option_value
+from quillian.engine import Engine
+from quillian.errors import ConfigError
+from quillian.eval.datasets import Dataset
+from quillian.methods.table import method_spec
+
+__all__ = [
+    "DATASETS",
+    "BenchFlags",
+    "DatasetOpt",
+    "Flags",
+    "IndexDir",
+    "JsonFlag",
+    "LLMFlags",
+    "MethodFlags",
+    "choice",
+    "one_of",
+    "shares_flags",
+]
+
+R = TypeVar("R")
+
+LLM_HELP = (
+    "local | local-int8 | local:/path.gguf | openai:MODEL | http://host:port/v1#MODEL "
+    "| scripted:routes.json"
+)
+KG_HELP = (
+    "knowledge graph of the KG methods: index, index+inverse, a directory written by "
+    "'quillian kg import', or DIR+index (both, joined by 'quillian kg link'; SA retrieval "
+    "then also crosses into DIR)"
+)
+
+#: An index directory written by ``quillian index``.
+IndexDir = Annotated[Path, typer.Argument(metavar="DIR", show_default=False)]
+#: ``--json``: machine-readable output.
+JsonFlag = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+
+
+def one_of(choices: Sequence[str]) -> Callable[[Any], Any]:
+    """A parameter callback refusing a value outside ``choices`` (None passes)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def choice(choices: Sequence[str], help: str | None = None) -> Any:
+    """A ``typer.Option`` taking one of ``choices``, which its help shows."""
+    return typer.Option(metavar="|".join(choices), callback=one_of(choices), help=help)
+
+
+#: The QA datasets whose formats the benchmarks and ``dpo-data`` read.
+DATASETS: tuple[str, ...] = typing.get_args(Dataset)
+#: ``--dataset``: checked against :data:`DATASETS` (then safe to cast to ``Dataset``).
+DatasetOpt = Annotated[str, choice(DATASETS, "the dataset's format")]
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Base of a dataclass of shared flags: each field, annotated with its
+    ``typer.Option``, becomes an option of every command that takes the group."""
+
+
+def shares_flags(command: Callable[..., R]) -> Callable[..., R]:
+    """Give ``command`` the options of each :class:`Flags` group it takes as a parameter.
+
+    Typer reads the signature this returns: the group's fields stand in for the group's
+    parameter. When the command runs, they are gathered back into one group object.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    groups = {
+        p.name: p.annotation
+        for p in signature.parameters.values()
+        if isinstance(p.annotation, type) and issubclass(p.annotation, Flags)
+    }
+    parameters: list[inspect.Parameter] = []
+    for p in signature.parameters.values():
+        if p.name in groups:
+            parameters += _flag_parameters(groups[p.name])
+        else:
+            parameters.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def run(**values: Any) -> R:
+        for name, group in groups.items():
+            fields = {f.name: values.pop(f.name) for f in dataclasses.fields(group)}
+            values[name] = group(**fields)
+        return command(**values)
+
+    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    return run
+
+
+def _flag_parameters(group: type[Flags]) -> list[inspect.Parameter]:
+    hints = typing.get_type_hints(group, include_extras=True)
+    return [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+            annotation=hints[f.name],
+        )
+        for f in dataclasses.fields(group)
+    ]
+
+
+@dataclass(frozen=True)
+class LLMFlags(Flags):
+    """The chat model, its prompts, its response cache and how many calls run at once."""
+
+    llm: Annotated[str, typer.Option(metavar="SPEC", help=LLM_HELP)] = "local"
+    prompts: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="prompt overrides (JSON; repeatable)"),
+    ] = None
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="LLM response cache (default: $QUILLIAN_LLM_CACHE, else "
+            "llm-responses.sqlite in ~/.cache/quillian)",
+        ),
+    ] = None
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="do not cache LLM responses")] = False
+    concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight")] = 4
+
+    def engine_options(self) -> dict[str, Any]:
+        """The keyword arguments of :meth:`Engine.open` these flags select."""
+        environ = os.environ
+        return {
+            "llm": self.llm,
+            "api_key": environ.get("QUILLIAN_LLM_API_KEY") or environ.get("OPENAI_API_KEY", ""),
+            "cache_path": self.cache_path(),
+            "prompt_overrides": tuple(self.prompts or ()),
+            "concurrency": self.concurrency,
+        }
+
+    def cache_path(self) -> Path | None:
+        if self.no_cache:
+            return None
+        if self.cache is not None:
+            return self.cache
+        default = Path.home() / ".cache" / "quillian" / "llm-responses.sqlite"
+        return Path(os.environ.get("QUILLIAN_LLM_CACHE") or default)
+
+    def open_engine(self, location: Path | None = None) -> Engine:
+        """The engine over the index at ``location`` (None: no index) with these flags."""
+        return Engine.open(location, **self.engine_options())
+
+
+@dataclass(frozen=True)
+class MethodFlags(LLMFlags):
+    """The LLM flags, and how a method retrieves: its retriever, graph and options."""
+
+    retriever: Annotated[
+        str | None,
+        choice(RETRIEVERS, "retriever instead of the method's own (see 'quillian methods')"),
+    ] = None
+    kg: Annotated[str | None, typer.Option(metavar="SPEC", help=KG_HELP)] = None
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE",
+            help="method option, e.g. k=10 (repeatable; see 'quillian methods')",
+        ),
+    ] = None
+
+    def engine_options(self) -> dict[str, Any]:
+        return {**super().engine_options(), "kg": self.kg}
+
+    def method_options(self, *methods: str) -> dict[str, Any]:
+        """The ``--option`` pairs, each value parsed as the type of the first of
+        ``methods`` that declares its key; an unknown key is one clear error."""
+        known: dict[str, OptionSpec] = {}
+        for method in methods:
+            for option in method_spec(method).options:
+                known.setdefault(option.name, option)
+        options: dict[str, Any] = {}
+        for pair in self.option or ():
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"method option {pair!r} must look like key=value")
+            if key not in known:
+                owner = ", ".join(methods)
+                raise ConfigError(
+                    f"{owner} has no option {key!r}; its options are {', '.join(known)}"
+                    if known
+                    else f"{owner} takes no options, got {key!r}"
+                )
+            options[key] = parse_option_value(known[key], value)
+        return options
+
+
+@dataclass(frozen=True)
+class BenchFlags(MethodFlags):
+    """The model flags of a benchmark: one question at a time unless told otherwise."""
+
+    concurrency: Annotated[int, typer.Option(min=1, help="questions (and LLM calls) in flight")] = 1

@@ -1,0 +1,186 @@
+"""``quillian index`` and ``quillian delete``: build, update and shrink an index."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from contextlib import closing
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from quillian.cli.console import stage_bars
+from quillian.cli.flags import IndexDir, LLMFlags, choice, shares_flags
+from quillian.cli.render import print_build
+from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
+from quillian.components.factories import CHUNKERS, EMBEDDERS, EXTRACTORS, make_chunker
+from quillian.components.ingestion.readers import read_documents
+from quillian.components.llm.accounting import Ledger
+from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
+from quillian.errors import BudgetExhausted, ConfigError, InputError
+from quillian.index import BuildReport
+from quillian.types import Document
+
+__all__ = ["delete", "index", "register", "sample_corpus"]
+
+#: Skipped inputs named in the error when nothing is left to index.
+SKIPS_SHOWN = 3
+
+
+def sample_corpus() -> Path:
+    """The small corpus bundled with Quillian, for the quick start."""
+    return Path(str(resources.files("quillian") / "data" / "sample"))
+
+
+@shares_flags
+def index(
+    out: Annotated[Path, typer.Option(metavar="DIR", help="the index (created or updated)")],
+    llm: LLMFlags,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="PATH...", help="text, markdown, folders, JSON(L) corpora"),
+    ] = None,
+    sample: Annotated[bool, typer.Option("--sample", help="the bundled sample corpus")] = False,
+    chunker: Annotated[str, choice(CHUNKERS)] = "passage",
+    chunk_size: Annotated[int, typer.Option(help="words per chunk (words chunker)")] = 500,
+    overlap: Annotated[int, typer.Option(help="overlapping words (words chunker)")] = 200,
+    extractor: Annotated[str, choice(EXTRACTORS)] = "spacy",
+    extractions: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
+    ] = None,
+    embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="--extractor llm: estimate calls and tokens only")
+    ] = False,
+    budget_tokens: Annotated[
+        int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N tokens")
+    ] = None,
+    budget_calls: Annotated[
+        int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N calls")
+    ] = None,
+) -> None:
+    """Index files, folders or JSON corpora into DIR (--out).
+
+    Rerunning on the same DIR skips documents already indexed and resumes an
+    interrupted build. With --extractor llm, the knowledge graph is extracted by the
+    model --llm names; --dry-run estimates what that costs, a budget stops it cleanly.
+    """
+    settings = IndexSettings(
+        chunker=chunker,
+        chunk_size=chunk_size,
+        overlap=overlap,
+        extractor="precomputed" if extractions else extractor,
+        extractions=extractions,
+        embedder=embedder,
+    )
+    documents = read_inputs([sample_corpus()] if sample else paths or [])
+    if settings.extractor != "llm":
+        with stage_bars() as progress:
+            report = index_documents(out, documents, settings, on_progress=progress)
+    elif dry_run:
+        with closing(llm.open_engine()) as engine:
+            _print_estimate(engine, documents, settings)
+        return
+    else:
+        budget = None
+        if budget_tokens or budget_calls:
+            budget = ExtractionBudget(max_calls=budget_calls, max_tokens=budget_tokens)
+        report = _index_with_llm(llm.open_engine(), out, documents, settings, budget)
+    print_build(report, out)
+    if report.ingest is not None and report.ingest.failed:
+        raise typer.Exit(1)
+
+
+def read_inputs(paths: list[Path]) -> list[Document]:
+    """Every document in ``paths``; input holding none (empty files, an empty list) is
+    refused, naming what was skipped."""
+    if not paths:
+        raise ConfigError("give a PATH to index, or --sample for the bundled corpus")
+    skipped: list[InputError] = []
+    documents = [doc for path in paths for doc in read_documents(path, on_skip=skipped.append)]
+    if not documents:
+        named = [str(s) for s in skipped[:SKIPS_SHOWN]]
+        if len(skipped) > SKIPS_SHOWN:
+            named.append(f"and {len(skipped) - SKIPS_SHOWN} more skipped")
+        why = "; ".join(named) or f"{', '.join(map(str, paths))}: no documents"
+        raise InputError(f"nothing to index: {why}")
+    return documents
+
+
+def _print_estimate(engine: Engine, documents: list[Document], settings: IndexSettings) -> None:
+    chunker = make_chunker(settings.chunker, settings.chunk_size, settings.overlap)
+    chunks = [chunk for doc in documents for chunk in chunker.chunk(doc)]
+    print(json.dumps(estimate_extraction(chunks, engine.prompts), indent=2))
+
+
+def _index_with_llm(
+    engine: Engine,
+    out: Path,
+    documents: list[Document],
+    settings: IndexSettings,
+    budget: ExtractionBudget | None,
+) -> BuildReport:
+    """Index with LLM extraction; a budget stop says how to resume and exits with 1."""
+
+    async def run() -> BuildReport:
+        async with engine:
+            try:
+                with stage_bars() as progress:
+                    return await asyncio.to_thread(
+                        index_documents,
+                        out,
+                        documents,
+                        settings,
+                        runner=engine.runner,
+                        budget=budget,
+                        on_progress=progress,
+                    )
+            finally:
+                print(_spent(engine.ledger()), file=sys.stderr)
+
+    try:
+        return asyncio.run(run())
+    except BudgetExhausted as exc:
+        print(f"{exc}\n{out} is incomplete; rerun to resume", file=sys.stderr)
+        raise typer.Exit(1) from None
+
+
+def _spent(ledger: Ledger) -> str:
+    total = ledger.total
+    return (
+        f"LLM extraction: {total.calls} calls ({total.cached_calls} cached, "
+        f"{total.failed_calls} failed), {total.prompt_tokens} prompt + "
+        f"{total.completion_tokens} completion tokens billed"
+    )
+
+
+def delete(
+    index: IndexDir,
+    doc_ids: Annotated[
+        list[str] | None, typer.Argument(metavar="DOC_ID...", help="ids of documents to remove")
+    ] = None,
+    path: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="PATH", help="remove the documents read from PATH (repeatable)"),
+    ] = None,
+) -> None:
+    """Remove documents from the index DIR and rebuild it (no model runs).
+
+    Name the documents by id, or by --path: the files they were indexed from. The rest
+    is rebuilt from its stored extractions.
+    """
+    read = [doc.id for p in path or () for doc in read_documents(p)]
+    ids = list(dict.fromkeys([*(doc_ids or ()), *read]))
+    if not ids:
+        raise ConfigError("name the documents to remove: DOC_ID... or --path PATH")
+    with stage_bars() as progress:
+        report = delete_documents(index, ids, on_progress=progress)
+    print_build(report, index)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(index)
+    app.command()(delete)

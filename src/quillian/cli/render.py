@@ -1,0 +1,122 @@
+"""What the commands print on stdout: plain lines, the same on a terminal and in a pipe."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from quillian.cli.steps import step_lines
+from quillian.components.retrieval.base import RetrievalResult
+from quillian.index import BuildReport
+from quillian.methods.base import AnswerResult
+from quillian.methods.spec import MethodSpec
+
+__all__ = [
+    "method_line",
+    "method_record",
+    "print_answer",
+    "print_build",
+    "print_methods",
+    "print_retrieval",
+]
+
+
+def _flat(text: str, limit: int) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def print_retrieval(result: RetrievalResult) -> None:
+    print(f"{result.method}: {len(result.passages)} passages for {result.query!r}")
+    for rank, p in enumerate(result.passages, start=1):
+        print(f"{rank:2d}. [{p.score:.3f}] {p.title}: {_flat(p.text, 160)}")
+    trace = result.trace
+    if trace.seeds:
+        print("seeds:", ", ".join(f"{s.name} ({s.source} {s.score:.2f})" for s in trace.seeds))
+    if trace.activated:
+        print("activated:", ", ".join(f"{a.name} {a.activation:.2f}" for a in trace.activated[:15]))
+    for r in trace.relations[:10]:
+        sentence = _flat(r.sentence or r.description, 140)
+        print(f"relation [{r.weight:.2f}] {r.subject} -{r.predicate}- {r.object}: {sentence}")
+
+
+def print_answer(result: AnswerResult, trace: bool = False) -> None:
+    """The answer, its evidence and cost; with ``trace``, the steps that led to it."""
+    print(f"answer: {result.answer or '(none)'}")
+    if result.error:
+        print(f"failed: {result.error}")
+    for i, p in enumerate(result.evidence.passages, start=1):
+        print(f"  [{i}] {p.title}: {_flat(p.text, 140)}")
+    for r in result.evidence.relations:
+        sentence = _flat(r.sentence or r.description, 140)
+        print(f"  relation: {r.subject} - {r.predicate} - {r.object}  ({sentence})")
+    usage = result.transcript.usage
+    print(
+        f"{len(result.transcript.calls)} LLM calls, {usage.prompt_tokens} prompt + "
+        f"{usage.completion_tokens} completion tokens, {result.transcript.parse_failures} "
+        f"parse failures, {result.seconds:.1f} s"
+    )
+    if trace:
+        print("steps:")
+        for step in result.steps:
+            for line in step_lines(step):
+                print(f"  {line}")
+
+
+def print_build(report: BuildReport, out: Path) -> None:
+    """What a build or a deletion did, and the index's counts."""
+    ingest = report.ingest
+    if ingest is not None:
+        print(
+            f"documents: {ingest.new} new, {ingest.skipped} already indexed, {ingest.failed} failed"
+        )
+        for failure in ingest.failures:
+            print(f"  failed: {failure.source or failure.doc_id}: {failure.error}")
+    if report.deleted:
+        print(f"removed {len(report.deleted)} documents: {', '.join(report.deleted)}")
+    print("index:", ", ".join(f"{k} {v}" for k, v in report.counts.items()))
+    print(f"written to {out}")
+
+
+def method_record(spec: MethodSpec) -> dict[str, Any]:
+    """A method as JSON: name, summary, default retriever, needs and options."""
+    return {
+        "name": spec.name,
+        "summary": spec.summary,
+        "aliases": list(spec.aliases),
+        "retriever": spec.retriever,
+        "needs_kg": spec.needs_graph,
+        "options": [
+            {"name": o.name, "type": o.type_name, "default": o.default, "help": o.help}
+            for o in spec.options
+        ],
+    }
+
+
+def method_line(spec: MethodSpec) -> str:
+    """One line for help texts: name, aliases, summary and options with defaults."""
+    aliases = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
+    options = ", ".join(f"{o.name}={_value(o.default)}" for o in spec.options)
+    needs = "; needs --kg" if spec.needs_graph else ""
+    return f"{spec.name}{aliases}: {spec.summary}{needs}; options: {options or 'none'}"
+
+
+def print_methods(specs: Iterable[MethodSpec]) -> None:
+    """The method table: per method its summary, retriever, graph and options."""
+    for spec in specs:
+        aliases = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
+        print(f"{spec.name}{aliases}: {spec.summary}")
+        retriever = spec.retriever or "none (no retrieval)"
+        print(f"  retriever: {retriever}; --kg: {'needed' if spec.needs_graph else 'not used'}")
+        if not spec.options:
+            print("  options: none")
+        for o in spec.options:
+            print(f"  --option {o.name}={o.type_name.upper()} (default {_value(o.default)})")
+            if o.help:
+                print(f"      {o.help}")
+
+
+def _value(value: Any) -> str:
+    """A default as typed after ``--option key=`` (JSON but for strings)."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)

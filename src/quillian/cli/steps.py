@@ -1,0 +1,95 @@
+"""``ask --trace``: each step a method took, rendered by its type as readable lines."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from functools import singledispatch
+
+from quillian.methods.steps import (
+    AnswerReasoning,
+    EnhancedNote,
+    ExpandedQuery,
+    FollowUp,
+    KGRound,
+    KGSeeds,
+    KGSummary,
+    Note,
+    Reasoning,
+    Retrieval,
+    Step,
+    SubQuestion,
+)
+
+__all__ = ["step_lines"]
+
+#: Characters of a context shown before it is cut.
+CONTEXT_CHARS = 300
+
+
+def _flat(text: str, limit: int | None = None) -> str:
+    flat = " ".join(text.split())
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+#: Steps that carry one text, shown as ``label: text``.
+TEXT_LABELS: dict[type[Step], str] = {
+    ExpandedQuery: "expanded query",
+    Note: "note",
+    EnhancedNote: "enhanced note",
+    AnswerReasoning: "answer reasoning",
+    KGSummary: "kg summary",
+}
+#: Steps that ask a question and get an answer, shown as ``label: question -> answer``.
+QA_LABELS: dict[type[Step], str] = {SubQuestion: "sub-question", FollowUp: "follow-up"}
+
+
+@singledispatch
+def step_lines(step: Step) -> list[str]:
+    """The lines of one step, unindented (a step type with no renderer of its own shows
+    its kind and fields)."""
+    values = ", ".join(f"{f.name} {getattr(step, f.name)!r}" for f in fields(step))
+    return [f"{step.kind}: {values}"]
+
+
+@step_lines.register
+def _(step: ExpandedQuery | Note | EnhancedNote | AnswerReasoning | KGSummary) -> list[str]:
+    return [f"{TEXT_LABELS[type(step)]}: {_flat(step.text)}"]
+
+
+@step_lines.register
+def _(step: SubQuestion | FollowUp) -> list[str]:
+    return [f"{QA_LABELS[type(step)]}: {_flat(step.question)} -> {_flat(step.answer)}"]
+
+
+@step_lines.register
+def _(step: Retrieval) -> list[str]:
+    return [f"retrieved {len(step.chunks)} passages for {step.query!r} ({step.retriever})"]
+
+
+@step_lines.register
+def _(step: Reasoning) -> list[str]:
+    if step.answer_possible:
+        outcome = f"answerable: {_flat(step.final_answer)}"
+    else:
+        outcome = f"needs more: {_flat(step.additional_question)}"
+    return [f"reasoning: {outcome}", f"  from: {_flat(step.provided_context, CONTEXT_CHARS)}"]
+
+
+@step_lines.register
+def _(step: KGSeeds) -> list[str]:
+    seeds = ", ".join(f"{s.entity} ({s.score:.2f})" for s in step.seeds)
+    return [f"kg seeds: {seeds or '(none)'}"]
+
+
+@step_lines.register
+def _(step: KGRound) -> list[str]:
+    lines = [
+        f"kg round {step.number}: {', '.join(step.entities)} ({step.candidates} candidate triples)"
+    ]
+    lines += [f"  selected {triple}" for triple in step.selected]
+    lines += [f"  unmatched {text}" for text in step.unmatched]
+    if step.repeated:
+        lines.append(f"  {step.repeated} selected again")
+    if step.next_entities:
+        lines.append(f"  next: {', '.join(step.next_entities)}")
+    return lines

@@ -1,0 +1,48 @@
+"""``ask --trace``: every step type rendered by its type, as readable lines."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from quillian.cli.steps import step_lines
+from quillian.methods import steps as st
+
+EXAMPLES = {
+    st.Retrieval("q", "dense", ("c1", "c2")): ["retrieved 2 passages for 'q' (dense)"],
+    st.Note("Babbage was\n born in London."): ["note: Babbage was born in London."],
+    st.ExpandedQuery("Babbage birthplace"): ["expanded query: Babbage birthplace"],
+    st.AnswerReasoning("because"): ["answer reasoning: because"],
+    st.EnhancedNote("more"): ["enhanced note: more"],
+    st.KGSummary("sum"): ["kg summary: sum"],
+    st.SubQuestion("Who?", "Babbage"): ["sub-question: Who? -> Babbage"],
+    st.FollowUp("Where?", "London"): ["follow-up: Where? -> London"],
+    st.KGSeeds("q", (st.KGSeed("A", 0.5), st.KGSeed("B", 0.25))): ["kg seeds: A (0.50), B (0.25)"],
+    st.Reasoning("ctx", True, "London", ""): ["reasoning: answerable: London", "  from: ctx"],
+    st.Reasoning("ctx", False, "", "Who?"): ["reasoning: needs more: Who?", "  from: ctx"],
+    st.KGRound(1, ("A", "B"), 12, ("<A | r | B>",), ("C",), ("<X | y | Z>",), 2): [
+        "kg round 1: A, B (12 candidate triples)",
+        "  selected <A | r | B>",
+        "  unmatched <X | y | Z>",
+        "  2 selected again",
+        "  next: C",
+    ],
+}
+
+
+def test_every_step_kind_has_its_own_lines():
+    assert {type(step) for step in EXAMPLES} == set(st.STEP_KINDS.values())
+    for step, lines in EXAMPLES.items():
+        assert step_lines(step) == lines
+
+
+def test_a_long_reasoning_context_is_cut():
+    (_, context) = step_lines(st.Reasoning("word " * 200, True, "x", ""))
+    assert len(context) < 320 and context.endswith("...")
+
+
+def test_an_unknown_step_type_shows_its_kind_and_fields():
+    @dataclass(frozen=True)
+    class Custom(st.Step):
+        kind: ClassVar[str] = "custom"
+        value: int
+
+    assert step_lines(Custom(3)) == ["custom: value 3"]
