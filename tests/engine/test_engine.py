@@ -231,3 +231,17 @@ def test_a_method_declares_its_own_build_stages(tmp_path, monkeypatch):
     assert seen == [3] and "count-chunks" in report.seconds
     delete_documents(tmp_path / "idx", [CORPUS[0].id])
     assert seen == [3, 2]
+
+
+def test_the_engine_adds_and_deletes_documents_and_sees_the_change(tmp_path):
+    extractions = tmp_path / "ex.jsonl"
+    extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    settings = IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash")
+    index_documents(tmp_path / "idx", CORPUS[:2], settings)
+    engine = Engine.open(tmp_path / "idx")
+    assert len(engine.retrieve("London", "bm25", 8).passages) == 1
+    engine.add_documents([CORPUS[2]], settings)
+    assert len(engine.retrieve("London", "bm25", 8).passages) == 2
+    engine.delete_documents([CORPUS[1].id])
+    titles = [p.title for p in engine.retrieve("London", "bm25", 8).passages]
+    assert titles == ["London"]

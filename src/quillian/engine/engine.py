@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -31,11 +31,14 @@ from quillian.components.llm.spec import LLMSession
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
+from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
 from quillian.errors import ConfigError
-from quillian.index import Index, open_index, read_manifest
+from quillian.index import BuildReport, Index, open_index, read_manifest
+from quillian.index.stages import StageProgress
 from quillian.methods.base import AnswerResult, PipelineBase
 from quillian.methods.spec import MethodSpec
 from quillian.methods.table import method_spec
+from quillian.types import Document
 
 __all__ = ["Engine", "EngineOptions"]
 
@@ -150,6 +153,40 @@ class Engine:
             return False
         spec = GraphSpec.parse(self.options.kg)
         return spec.directory is not None and spec.documents
+
+    # --- documents ------------------------------------------------------------------
+
+    def add_documents(
+        self,
+        documents: Iterable[Document],
+        settings: IndexSettings,
+        on_progress: StageProgress | None = None,
+    ) -> BuildReport:
+        """Index ``documents`` into this engine's index; later calls see them."""
+        location = self._location()
+        report = index_documents(location, documents, settings, on_progress=on_progress)
+        self._forget()
+        return report
+
+    def delete_documents(
+        self, doc_ids: Sequence[str], on_progress: StageProgress | None = None
+    ) -> BuildReport:
+        """Remove documents from this engine's index (see
+        :func:`quillian.engine.delete_documents`); later calls no longer see them."""
+        report = delete_documents(self._location(), doc_ids, on_progress=on_progress)
+        self._forget()
+        return report
+
+    def _location(self) -> Path:
+        if self.location is None:
+            raise ConfigError("this engine has no index location")
+        return self.location
+
+    def _forget(self) -> None:
+        """Drop what was opened from the index, so the next use reads it anew."""
+        with self._opening:
+            self._index, self._graph = None, None
+            self._retrievers.clear()
 
     # --- retrieval ----------------------------------------------------------------------
 
