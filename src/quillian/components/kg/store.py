@@ -295,7 +295,7 @@ class ImportedGraph:
         """Open a graph written by an import.
 
         ``embedder`` must be the one the graph was built with (its ``model_id`` is in
-        the manifest); when omitted, a registry embedder recorded by name (``minilm``,
+        the manifest); when omitted, the embedder recorded by name (``minilm``,
         ``hash``) is made on the first :meth:`seed_entities` call.
 
         Description search uses the graph's ANN index when it has one (see
