@@ -390,6 +390,34 @@ def _kg_sections(kg: dict[str, Any]) -> list[str]:
     return parts
 
 
+#: Published filtered MRR of ComplEx-N3 (Lacroix et al., 2018) on the link-prediction
+#: sets, as ../shared/bench/README.md gives them.
+PUBLISHED_COMPLEX_MRR = {"kinships": 0.823, "umls": 0.838}
+
+
+def _kge_section(kge: dict[str, Any]) -> list[str]:
+    """Link prediction with the ComplEx component, one row per data set."""
+    if not kge:
+        return []
+    rows = [
+        f"| {name} | {r['mrr']:.3f} | {r['hits@1']:.3f} | {r['hits@3']:.3f} | "
+        f"{r['hits@10']:.3f} | {r['train_s']:.1f} | "
+        f"{PUBLISHED_COMPLEX_MRR.get(name, '')} | `{r.get('_command', '')}` |"
+        for name, r in sorted(kge.items())
+    ]
+    return [
+        "",
+        "## Link prediction: ComplEx (N3, reciprocal relations), filtered, both directions",
+        "",
+        "Trained on train.txt with early stopping on valid.txt only, scored on test.txt; "
+        "the published column is ComplEx-N3's filtered MRR.",
+        "",
+        "| data set | MRR | Hits@1 | Hits@3 | Hits@10 | train s | published MRR | command |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
 def render(
     results: dict[str, dict[str, Any]],
     scale: dict[str, Any] | None,
@@ -442,6 +470,7 @@ def render(
         ]
     parts += _qa_sections(qa or {}, llm_local)
     parts += _kg_sections(kg or {})
+    parts += _kge_section((kg or {}).get("kge", {}))
     parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
@@ -473,6 +502,14 @@ def main(argv: list[str] | None = None) -> None:
             metavar="JSON",
             help=f"{source}; a FILE.cmd beside it holds the command",
         )
+    parser.add_argument(
+        "--kge",
+        type=Path,
+        action="append",
+        metavar="JSON",
+        help="JSON from quillian.bench.kge (repeatable, one per data set); a FILE.cmd "
+        "beside it holds the command",
+    )
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
     previous = json.loads(saved.read_text()) if saved.exists() else {}
@@ -505,6 +542,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.llm_local:
         llm_local = json.loads(args.llm_local.read_text())
     kg = dict(previous.get("kg", {}))
+    for path in args.kge or ():
+        result = _with_command(path)
+        kg["kge"] = {**kg.get("kge", {}), result.get("dataset", path.stem): result}
     for name in KG_INPUTS:
         path = getattr(args, f"kg_{name}")
         if path:

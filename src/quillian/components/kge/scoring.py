@@ -1,0 +1,132 @@
+"""ComplEx scoring with numpy (Trouillon et al. 2016), over trained or memory-mapped arrays.
+
+Each embedding holds ``dim`` reals: the real parts of its ``dim/2`` complex coordinates,
+then the imaginary parts. The score of a triple is
+
+    f(h, r, t) = Re(<h, r, conj(t)>)
+               = sum_k h_re r_re t_re + h_im r_re t_im + h_re r_im t_im - h_im r_im t_re
+
+Writing q = h * r (complex product per coordinate: q_re = h_re r_re - h_im r_im,
+q_im = h_re r_im + h_im r_re), f = q_re . t_re + q_im . t_im: the dot product of the
+query ``[q_re | q_im]`` with the tail's row, so scoring every tail is one product with
+the entity matrix.
+
+Relations are reciprocal (Lacroix et al. 2018): the relation table holds ``2 R`` rows,
+``r`` and then its inverse ``r + R``; heads of ``(?, r, t)`` are ranked as the tails
+of ``(t, r + R, ?)`` (:meth:`ComplEx.score_po`). Nothing here computes gradients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.errors import InputError
+
+__all__ = ["ComplEx", "complex_query"]
+
+Floats = npt.NDArray[np.float32]
+
+
+def complex_query(heads: Floats, relations: Floats) -> Floats:
+    """Rows ``[q_re | q_im]`` of the complex products ``h * r`` of paired rows."""
+    half = heads.shape[-1] // 2
+    h_re, h_im = heads[..., :half], heads[..., half:]
+    r_re, r_im = relations[..., :half], relations[..., half:]
+    return np.concatenate([h_re * r_re - h_im * r_im, h_re * r_im + h_im * r_re], axis=-1)
+
+
+class ComplEx:
+    """A trained ComplEx model: entity rows ``(n_entities, dim)`` and relation rows
+    ``(2 n_relations, dim)`` (each relation, then its reciprocal), float32.
+
+    Ids are the graph's numbers; relation ids run ``0..n_relations-1`` (the reciprocal
+    rows are reached through :meth:`score_po`). Inputs are ints or int arrays, outputs
+    numpy arrays (float32).
+    """
+
+    def __init__(self, entities: npt.ArrayLike, relations: npt.ArrayLike) -> None:
+        self.entities: Floats = np.asanyarray(entities, dtype=np.float32)
+        self.relations: Floats = np.asanyarray(relations, dtype=np.float32)
+        if self.entities.ndim != 2 or self.relations.ndim != 2:
+            raise InputError("entity and relation embeddings must be 2-d arrays")
+        if self.entities.shape[1] != self.relations.shape[1] or self.entities.shape[1] % 2:
+            raise InputError(
+                f"embedding widths differ or are odd: entities {self.entities.shape}, "
+                f"relations {self.relations.shape}"
+            )
+        if len(self.relations) % 2:
+            raise InputError(
+                f"{len(self.relations)} relation rows: expected each relation and its inverse"
+            )
+
+    @property
+    def dim(self) -> int:
+        return int(self.entities.shape[1])
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entities)
+
+    @property
+    def n_relations(self) -> int:
+        """Relations of the graph (the table holds twice as many rows)."""
+        return len(self.relations) // 2
+
+    def __repr__(self) -> str:
+        return f"ComplEx(entities={self.n_entities}, relations={self.n_relations}, dim={self.dim})"
+
+    def score_spo(self, head: int, relation: int, tail: int) -> float:
+        """f(head, relation, tail)."""
+        return float(self.score_spo_batch([head], [relation], [tail])[0])
+
+    def score_sp(self, head: int, relation: int) -> Floats:
+        """f(head, relation, t) for every entity t: shape ``(n_entities,)``."""
+        return self.score_sp_batch([head], [relation])[0]
+
+    def score_po(self, relation: int, tail: int) -> Floats:
+        """Scores of every entity as the head of ``(?, relation, tail)``, through the
+        reciprocal relation: f(tail, relation^-1, h) for every h."""
+        return self.score_po_batch([relation], [tail])[0]
+
+    def score_spo_batch(
+        self, heads: npt.ArrayLike, relations: npt.ArrayLike, tails: npt.ArrayLike
+    ) -> Floats:
+        """f(h_i, r_i, t_i) for paired arrays: shape ``(n,)``."""
+        h, r, t = self._ids(heads, "heads"), self._rels(relations), self._ids(tails, "tails")
+        if not len(h) == len(r) == len(t):
+            raise InputError("heads, relations and tails differ in length")
+        query = complex_query(self.entities[h], self.relations[r])
+        return np.einsum("ij,ij->i", query, self.entities[t]).astype(np.float32, copy=False)
+
+    def score_sp_batch(self, heads: npt.ArrayLike, relations: npt.ArrayLike) -> Floats:
+        """f(h_i, r_i, t) for every entity t: shape ``(n, n_entities)``."""
+        return self._score_all(self._ids(heads, "heads"), self._rels(relations))
+
+    def score_po_batch(self, relations: npt.ArrayLike, tails: npt.ArrayLike) -> Floats:
+        """Every entity scored as the head of each ``(?, r_i, t_i)``: ``(n, n_entities)``."""
+        inverse = self._rels(relations) + self.n_relations
+        return self._score_all(self._ids(tails, "tails"), inverse)
+
+    def _score_all(self, heads: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> Floats:
+        if len(heads) != len(rows):
+            raise InputError("the entity and relation arrays differ in length")
+        query = complex_query(self.entities[heads], self.relations[rows])
+        return np.asarray(query @ self.entities.T, dtype=np.float32)
+
+    def _ids(self, values: npt.ArrayLike, name: str) -> npt.NDArray[np.int64]:
+        return _checked(values, self.n_entities, name)
+
+    def _rels(self, values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        return _checked(values, self.n_relations, "relations")
+
+
+def _checked(values: npt.ArrayLike, bound: int, name: str) -> npt.NDArray[np.int64]:
+    array = np.asarray(values)
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise InputError(f"{name} must be integers, got {array.dtype}", field=name)
+    ids = array.astype(np.int64, copy=False).ravel()
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= bound):
+        bad = ids[(ids < 0) | (ids >= bound)][0]
+        raise InputError(f"{name}: {int(bad)} outside 0..{bound - 1}", field=name)
+    return ids

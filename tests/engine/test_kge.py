@@ -1,0 +1,43 @@
+"""Training the KG-embedding model through the engine and the CLI, on an index's
+document graph and on an imported graph; the model lands beside its graph."""
+
+import json
+
+from quillian.cli.main import main
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.kg.rdf import import_rdf
+from quillian.components.kge.config import ComplExConfig
+from quillian.components.kge.storage import load_model, model_directory
+from quillian.engine.kge import graph_triples, is_imported_graph, train_kge
+from quillian.testing.corpus import tiny_index
+
+TURTLE = """@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+ex:ada rdfs:label "Ada Lovelace" ; skos:definition "A mathematician" ; ex:worked_with ex:babbage .
+ex:babbage rdfs:label "Charles Babbage" ; skos:definition "An engineer" ; ex:born_in ex:london .
+ex:london rdfs:label "London" ; skos:definition "A city" ; ex:capital_of ex:england .
+ex:england rdfs:label "England" ; skos:definition "A country" ; ex:contains ex:london .
+"""
+
+
+def test_train_on_an_index_document_graph(tmp_path):
+    tiny_index(tmp_path / "idx")
+    assert not is_imported_graph(tmp_path / "idx")
+    triples = graph_triples(tmp_path / "idx")
+    assert len(triples) > 0
+    result = train_kge(tmp_path / "idx", ComplExConfig(dim=8, epochs=3, batch_size=8))
+    assert result.epochs == 3
+    model = load_model(model_directory(tmp_path / "idx"), triples)
+    assert model.epochs == 3
+
+
+def test_cli_trains_on_an_imported_graph(tmp_path, capsys):
+    (tmp_path / "g.ttl").write_text(TURTLE)
+    import_rdf([tmp_path / "g.ttl"], tmp_path / "kg", KeywordEmbedder())
+    assert is_imported_graph(tmp_path / "kg")
+    code = main(["kg", "train-kge", str(tmp_path / "kg"), "--dim", "8", "--epochs", "2", "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["epochs"] == 2 and summary["model"].endswith("kge")
+    assert (tmp_path / "kg" / "kge").is_dir()

@@ -1,0 +1,122 @@
+"""ComplEx scoring against a five-entity example worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from quillian.components.kge.scoring import ComplEx, complex_query
+from quillian.components.kge.train import complex_product
+from quillian.errors import InputError
+
+# Two complex coordinates per embedding; a row is [re_1, re_2, im_1, im_2].
+#   e0 = (1,    i   )   e1 = (i, 1)   e2 = (1 + i, 0)   e3 = (2, 1 - i)   e4 = (0, 2i)
+#   r0 = (1 + i, -i)    its reciprocal row r0^-1 = (1, i)
+ENTITIES = np.array(
+    [
+        [1, 0, 0, 1],
+        [0, 1, 1, 0],
+        [1, 0, 1, 0],
+        [2, 1, 0, -1],
+        [0, 0, 0, 2],
+    ],
+    dtype=np.float32,
+)
+RELATIONS = np.array([[1, 0, 1, -1], [1, 0, 0, 1]], dtype=np.float32)
+
+
+@pytest.fixture
+def model() -> ComplEx:
+    return ComplEx(ENTITIES, RELATIONS)
+
+
+def test_score_spo_by_hand(model):
+    # f(e0, r0, e3) = Re[ 1*(1+i)*conj(2) + i*(-i)*conj(1-i) ]
+    #              = Re[ 2 + 2i ] + Re[ 1 * (1+i) ] = 2 + 1 = 3
+    assert model.score_spo(0, 0, 3) == pytest.approx(3.0)
+
+
+def test_score_sp_by_hand(model):
+    # q = e0 * r0 = (1*(1+i), i*(-i)) = (1+i, 1); f(t) = Re[q1 conj(t1) + q2 conj(t2)]
+    #   t=e0 (1, i):    Re[(1+i)*1]      + Re[1*(-i)]    = 1 + 0 = 1
+    #   t=e1 (i, 1):    Re[(1+i)*(-i)]   + Re[1*1]       = Re[1-i] + 1 = 2
+    #   t=e2 (1+i, 0):  Re[(1+i)*(1-i)]  + 0             = 2
+    #   t=e3 (2, 1-i):  Re[(1+i)*2]      + Re[1*(1+i)]   = 2 + 1 = 3
+    #   t=e4 (0, 2i):   0                + Re[1*(-2i)]   = 0
+    assert model.score_sp(0, 0).tolist() == pytest.approx([1, 2, 2, 3, 0])
+
+
+def test_score_po_uses_the_reciprocal_relation_by_hand(model):
+    # heads of (?, r0, e3) are the tails of (e3, r0^-1, ?): q = e3 * r0^-1 = (2, (1-i)*i) = (2, 1+i)
+    #   h=e0 (1, i):    Re[2*1]       + Re[(1+i)*(-i)]   = 2 + 1 = 3
+    #   h=e1 (i, 1):    Re[2*(-i)]    + Re[(1+i)*1]      = 0 + 1 = 1
+    #   h=e2 (1+i, 0):  Re[2*(1-i)]   + 0                = 2
+    #   h=e3 (2, 1-i):  Re[2*2]       + Re[(1+i)*(1+i)]  = 4 + Re[2i] = 4
+    #   h=e4 (0, 2i):   0             + Re[(1+i)*(-2i)]  = Re[2 - 2i] = 2
+    assert model.score_po(0, 3).tolist() == pytest.approx([3, 1, 2, 4, 2])
+
+
+def test_the_four_term_formula_and_numpy_complex_agree(model):
+    h_re, h_im = ENTITIES[:, :2], ENTITIES[:, 2:]
+    r_re, r_im = RELATIONS[0, :2], RELATIONS[0, 2:]
+    for h in range(5):
+        for t in range(5):
+            t_re, t_im = ENTITIES[t, :2], ENTITIES[t, 2:]
+            four_terms = np.sum(
+                h_re[h] * r_re * t_re
+                + h_im[h] * r_re * t_im
+                + h_re[h] * r_im * t_im
+                - h_im[h] * r_im * t_re
+            )
+            z = (h_re[h] + 1j * h_im[h]) * (r_re + 1j * r_im) * np.conj(t_re + 1j * t_im)
+            assert model.score_spo(h, 0, t) == pytest.approx(four_terms) == np.sum(z).real
+
+
+def test_score_sp_equals_score_spo_over_all_tails():
+    rng = np.random.default_rng(0)
+    model = ComplEx(rng.normal(size=(7, 6)), rng.normal(size=(4, 6)))
+    for h in range(7):
+        for r in range(2):
+            each = [model.score_spo(h, r, t) for t in range(7)]
+            assert model.score_sp(h, r) == pytest.approx(each, rel=1e-5)
+    batch = model.score_sp_batch([0, 3, 6], [1, 0, 1])
+    assert batch.shape == (3, 7) and batch.dtype == np.float32
+    assert batch[1] == pytest.approx(model.score_sp(3, 0))
+    spo = model.score_spo_batch([0, 3, 6], [1, 0, 1], [2, 2, 5])
+    assert spo == pytest.approx([batch[0, 2], batch[1, 2], batch[2, 5]], rel=1e-5)
+
+
+def test_head_scores_come_from_the_reciprocal_rows():
+    rng = np.random.default_rng(2)
+    model = ComplEx(rng.normal(size=(7, 6)), rng.normal(size=(4, 6)))
+    assert model.n_relations == 2
+    for r in range(2):
+        for t in range(7):
+            inverse = complex_query(model.entities[t], model.relations[r + 2])
+            expected = [float(inverse @ model.entities[h]) for h in range(7)]
+            assert model.score_po(r, t) == pytest.approx(expected, rel=1e-5)
+            forward = [model.score_spo(h, r, t) for h in range(7)]
+            assert not np.allclose(model.score_po(r, t), forward)  # its own parameters
+    po = model.score_po_batch([1, 0], [4, 5])
+    assert po[1] == pytest.approx(model.score_po(0, 5))
+
+
+def test_torch_and_numpy_complex_products_agree():
+    rng = np.random.default_rng(1)
+    h, r = rng.normal(size=(5, 8)).astype(np.float32), rng.normal(size=(5, 8)).astype(np.float32)
+    torch_q = complex_product(torch.from_numpy(h), torch.from_numpy(r)).numpy()
+    assert torch_q == pytest.approx(complex_query(h, r), rel=1e-6)
+
+
+def test_bad_ids_and_shapes_are_refused(model):
+    with pytest.raises(InputError, match=r"outside 0\.\.4"):
+        model.score_sp(5, 0)
+    with pytest.raises(InputError, match=r"relations: 1 outside 0\.\.0"):
+        model.score_sp(0, 1)  # the reciprocal row is not a public relation id
+    with pytest.raises(InputError, match="differ in length"):
+        model.score_spo_batch([0, 1], [0], [1, 2])
+    with pytest.raises(InputError, match="inverse"):
+        ComplEx(ENTITIES, RELATIONS[:1])
+    with pytest.raises(InputError, match="odd"):
+        ComplEx(ENTITIES[:, :3], RELATIONS[:, :3])
