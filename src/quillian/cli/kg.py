@@ -310,17 +310,21 @@ def ann(
         )
 
 
+#: The defaults of ``kg train-kge``: the component's own.
+KGE = ComplExConfig()
+
+
 @app.command("train-kge")
 def train_kge_command(
     graph_dir: Annotated[Path, typer.Argument(metavar="KG|INDEX", show_default=False)],
-    dim: Annotated[int, typer.Option(help="reals per embedding (even)")] = 128,
-    epochs: Annotated[int, typer.Option(help="passes over the triples")] = 100,
-    learning_rate: Annotated[float, typer.Option(help="Adagrad learning rate")] = 0.1,
-    n3_weight: Annotated[float, typer.Option(help="N3 regularisation weight")] = 0.05,
-    batch_size: Annotated[int, typer.Option(help="training examples per step")] = 1024,
-    mode: Annotated[str, choice(KGE_MODES, "objective (auto: by graph size)")] = "auto",
-    negatives: Annotated[int, typer.Option(help="shared negatives per batch")] = 1024,
-    seed: Annotated[int, typer.Option(help="seed of initialisation and sampling")] = 0,
+    dim: Annotated[int, typer.Option(help="reals per embedding (even)")] = KGE.dim,
+    epochs: Annotated[int, typer.Option(help="passes over the triples")] = KGE.epochs,
+    learning_rate: Annotated[float, typer.Option(help="Adagrad learning rate")] = KGE.learning_rate,
+    n3_weight: Annotated[float, typer.Option(help="N3 regularisation weight")] = KGE.n3_weight,
+    batch_size: Annotated[int, typer.Option(help="training examples per step")] = KGE.batch_size,
+    mode: Annotated[str, choice(KGE_MODES, "objective (auto: by graph size)")] = KGE.mode,
+    negatives: Annotated[int, typer.Option(help="shared negatives per batch")] = KGE.negatives,
+    seed: Annotated[int, typer.Option(help="seed of initialisation and sampling")] = KGE.seed,
     restart: Annotated[
         bool, typer.Option("--restart", help="ignore an interrupted run's checkpoint")
     ] = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quillian.components.kg.report import Progress, no_progress
 from quillian.components.kg.store import KIND, MANIFEST, ImportedGraph
@@ -15,10 +16,12 @@ from quillian.components.kge.sources import (
     triples_from_knowledge_graph,
 )
 from quillian.components.kge.storage import model_directory
-from quillian.components.kge.train import TrainResult, train_and_save
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import IndexIncompleteError
 from quillian.index import load_graph, open_storage, read_manifest
+
+if TYPE_CHECKING:
+    from quillian.components.kge.train import TrainResult
 
 __all__ = ["graph_triples", "is_imported_graph", "train_kge"]
 
@@ -57,6 +60,10 @@ def train_kge(
 ) -> TrainResult:
     """Train ComplEx on the graph at ``location`` and save it in ``location/kge``; an
     interrupted run resumes from its last checkpoint unless ``resume`` is False."""
+    # imported on use: training needs torch (installed first, CPU build), scoring does not,
+    # and every other command would otherwise pay for importing it
+    from quillian.components.kge.train import train_and_save
+
     triples = graph_triples(location)
     return train_and_save(
         triples, model_directory(location), config, resume=resume, progress=on_progress

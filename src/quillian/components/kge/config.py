@@ -33,11 +33,13 @@ class ComplExConfig:
     learning_rate: float = 0.1
     """Adagrad learning rate (Lacroix et al.'s code: 0.1)."""
 
-    n3_weight: float = 0.05
+    n3_weight: float = 0.01
     """Weight of the N3 regulariser: the weight times the sum, over the head, relation and
     tail of each training example of a batch, of the cubed moduli of their complex
     coordinates, divided by the batch size (as in Lacroix et al.'s code, which folds the
-    paper's 1/3 into the weight). 0 turns it off."""
+    paper's 1/3 into the weight). 0 turns it off. Lacroix et al. tune it per data set
+    (1e-2 for FB15k at rank 500); 0.01 gave the best validation MRR at dim 128 on
+    Kinships, UMLS and Nations alike."""
 
     batch_size: int = 1024
     """Training examples per step; each triple gives two (tail and reciprocal head)."""
