@@ -30,13 +30,10 @@ is recomputed from the stored names, nothing else changes).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
 import logging
-import os
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -56,7 +53,7 @@ from quillian.errors import (
     MissingExtraError,
 )
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
-from quillian.stores.embedded.files import fsync_path, write_json_atomic
+from quillian.stores.embedded.files import fsync_path, write_atomic, write_json_atomic
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.snapshot import IdMap
 from quillian.types import normalize_name
@@ -169,17 +166,7 @@ def write_alias_index(directory: Path) -> None:
 
 
 def _save_atomic(path: Path, array: npt.NDArray[Any]) -> None:
-    tmp = path.with_name(f".{path.stem}.writing-{uuid.uuid4().hex[:8]}.npy")
-    try:
-        with tmp.open("wb") as handle:
-            np.save(handle, array)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_atomic(path, lambda handle: np.save(handle, array))
 
 
 def upgrade_graph(directory: str | Path) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from quillian.components.kg.store import (
 from quillian.errors import ConfigError, InputError, MissingExtraError
 from quillian.stores.embedded.faiss_hnsw import import_faiss
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
-from quillian.stores.embedded.files import fsync_path, write_json_atomic
+from quillian.stores.embedded.files import publish_directory, write_json_atomic
 from quillian.stores.embedded.vectors import ExactVectorIndex, ExactVectorWriter
 
 __all__ = [
@@ -190,7 +190,7 @@ def import_graph(
         write_json_atomic(tmp / "report.json", report.to_dict())
         manifest.update(state="complete", counts=report.final, created=_now())
         write_json_atomic(tmp / MANIFEST, manifest)
-        _publish(tmp, out)
+        publish_directory(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -461,18 +461,6 @@ def _check_target(out: Path, overwrite: bool) -> None:
     is_graph = out.is_dir() and ((out / MANIFEST).exists() or not any(out.iterdir()))
     if not is_graph:
         raise ConfigError(f"{out} exists and is not a knowledge graph directory; not replacing it")
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    """Rename the finished directory into place (replacing an old graph there)."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.replaced-{uuid.uuid4().hex[:8]}"
-        os.rename(out, old)
-    os.rename(tmp, out)
-    fsync_path(out.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _peak_rss_mb() -> float:

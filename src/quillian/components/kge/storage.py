@@ -18,7 +18,6 @@ differs from the graph's).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import numpy as np
 from quillian.components.kge.scoring import ComplEx
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import ModelLoadError
-from quillian.stores.embedded.files import fsync_path, write_json_atomic
+from quillian.stores.embedded.files import fsync_path, publish_directory, write_json_atomic
 
 __all__ = [
     "FORMAT",
@@ -122,22 +121,11 @@ def save_model(
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         write_json_atomic(tmp / MANIFEST, manifest)
-        _publish(tmp, out)
+        publish_directory(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.replaced-{uuid.uuid4().hex[:8]}"
-        os.rename(out, old)
-    os.rename(tmp, out)
-    fsync_path(out.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:

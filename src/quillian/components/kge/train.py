@@ -28,11 +28,8 @@ Progress: ``progress("batch", examples_done, examples_per_epoch)`` within an epo
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +44,7 @@ from quillian.components.kge.scoring import ComplEx
 from quillian.components.kge.storage import save_model
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import InputError
+from quillian.stores.embedded.files import write_atomic
 
 __all__ = [
     "TrainResult",
@@ -415,14 +413,4 @@ def _resume(run: _Run, path: Path, identity: dict[str, Any]) -> int:
 
 def _write_checkpoint(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.writing-{uuid.uuid4().hex[:8]}")
-    try:
-        with tmp.open("wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_atomic(path, lambda handle: torch.save(state, handle))

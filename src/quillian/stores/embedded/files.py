@@ -15,9 +15,11 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Sequence
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from quillian.errors import IndexIncompleteError, IndexSchemaError, StoreError
 
@@ -50,6 +52,34 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     fsync_path(path.parent)
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write ``path`` whole or not at all: ``write`` fills a synced temp file beside it,
+    which then replaces ``path``; on any error the temp file is removed."""
+    tmp = path.with_name(f".{path.name}.writing-{uuid.uuid4().hex[:8]}")
+    try:
+        with tmp.open("wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def publish_directory(tmp: Path, out: Path) -> None:
+    """Rename the finished directory ``tmp`` to ``out``, replacing what was there."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.replaced-{uuid.uuid4().hex[:8]}"
+        os.rename(out, old)
+    os.rename(tmp, out)
+    fsync_path(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class Generations:
