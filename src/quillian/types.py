@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,14 @@ def stable_id(prefix: str, *parts: str) -> str:
     """
     digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
     return f"{prefix}-{digest[:16]}"
+
+
+#: A long step's progress callback: ``(stage, done, total)``, ``total`` 0 when not known.
+Progress = Callable[[str, int, int], None]
+
+
+def no_progress(stage: str, done: int, total: int) -> None:
+    """A :data:`Progress` callback that ignores every report."""
 
 
 _EDGE_PUNCT = "\"'`“”‘’.,;:!?()[]{}"

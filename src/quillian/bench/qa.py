@@ -17,10 +17,11 @@ from typing import Any
 from quillian.bench.retrieval import BenchSettings, ensure_index, read_corpus
 from quillian.engine import Engine
 from quillian.eval.datasets import load_questions
-from quillian.eval.qa import Progress, evaluate
+from quillian.eval.qa import Progress as QuestionProgress
+from quillian.eval.qa import evaluate
 from quillian.index import read_manifest
-from quillian.index.stages import StageProgress
 from quillian.methods.table import method_spec
+from quillian.types import Progress
 
 __all__ = ["QASettings", "run_qa_bench", "summary_table"]
 
@@ -50,7 +51,7 @@ def needs_index(settings: QASettings) -> bool:
     )
 
 
-def prepare_index(settings: QASettings, on_progress: StageProgress | None = None) -> dict[str, Any]:
+def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> dict[str, Any]:
     """Build or reuse the benchmark's index when a method needs it; its counts and
     configuration for the manifests."""
     if not needs_index(settings):
@@ -64,7 +65,7 @@ async def run_qa_bench(
     settings: QASettings,
     engine: Engine,
     index_info: dict[str, Any],
-    on_progress: Progress | None = None,
+    on_progress: QuestionProgress | None = None,
 ) -> dict[str, Any]:
     """Run every method over the first ``limit`` questions with ``engine`` (opened on
     the index :func:`prepare_index` built, its LLM session started); returns the

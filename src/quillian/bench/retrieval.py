@@ -28,8 +28,7 @@ from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import QuillianError
 from quillian.eval.datasets import Dataset, Question, load_questions, passage_key
 from quillian.index import read_manifest
-from quillian.index.stages import StageProgress
-from quillian.types import Document
+from quillian.types import Document, Progress, no_progress
 
 __all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
 
@@ -104,7 +103,7 @@ def read_corpus(settings: BenchSettings) -> list[Document]:
 def ensure_index(
     settings: BenchSettings,
     documents: list[Document],
-    on_progress: StageProgress | None = None,
+    on_progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Build or update the index; ``reused`` says whether a complete one was there."""
     reused = False
@@ -130,7 +129,7 @@ def run_retrieval_bench(
     settings: BenchSettings,
     k: int = 8,
     kg: str | None = None,
-    on_progress: StageProgress | None = None,
+    on_progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) the index and score every method; returns one JSON-able dict.
 
@@ -139,7 +138,7 @@ def run_retrieval_bench(
     """
     questions = load_questions(settings.dataset, settings.questions)
     documents = read_corpus(settings)
-    progress = on_progress or (lambda stage, done, total: None)
+    progress = on_progress or no_progress
     build = ensure_index(settings, documents, progress)
     engine = Engine.open(
         settings.index_dir,

@@ -34,11 +34,10 @@ from quillian.components.retrieval.base import RetrievalResult, Retriever, check
 from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
 from quillian.errors import ConfigError
 from quillian.index import BuildReport, Index, open_index, read_manifest
-from quillian.index.stages import StageProgress
 from quillian.methods.base import AnswerResult, PipelineBase
 from quillian.methods.spec import MethodSpec
 from quillian.methods.table import method_spec
-from quillian.types import Document
+from quillian.types import Document, Progress
 
 __all__ = ["Engine", "EngineOptions"]
 
@@ -160,7 +159,7 @@ class Engine:
         self,
         documents: Iterable[Document],
         settings: IndexSettings,
-        on_progress: StageProgress | None = None,
+        on_progress: Progress | None = None,
     ) -> BuildReport:
         """Index ``documents`` into this engine's index; later calls see them."""
         location = self._location()
@@ -169,7 +168,7 @@ class Engine:
         return report
 
     def delete_documents(
-        self, doc_ids: Sequence[str], on_progress: StageProgress | None = None
+        self, doc_ids: Sequence[str], on_progress: Progress | None = None
     ) -> BuildReport:
         """Remove documents from this engine's index (see
         :func:`quillian.engine.delete_documents`); later calls no longer see them."""

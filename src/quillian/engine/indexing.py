@@ -16,9 +16,8 @@ from quillian.errors import IndexIncompleteError, InputError
 from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
 from quillian.index import delete_documents as delete_from_index
 from quillian.index.layout import MANIFEST
-from quillian.index.stages import StageProgress
 from quillian.methods.table import method_spec
-from quillian.types import Chunk, Document
+from quillian.types import Chunk, Document, Progress
 
 __all__ = ["IndexSettings", "delete_documents", "index_documents", "stages_for"]
 
@@ -53,7 +52,7 @@ def index_documents(
     *,
     runner: TaskRunner | None = None,
     budget: ExtractionBudget | None = None,
-    on_progress: StageProgress | None = None,
+    on_progress: Progress | None = None,
 ) -> BuildReport:
     """Add ``documents`` to the index at ``location`` (creating it) and rebuild it.
 
@@ -80,7 +79,7 @@ def index_documents(
 
 
 def delete_documents(
-    location: str | Path, doc_ids: Sequence[str], *, on_progress: StageProgress | None = None
+    location: str | Path, doc_ids: Sequence[str], *, on_progress: Progress | None = None
 ) -> BuildReport:
     """Remove documents from the index and rebuild it from the stored extractions of the
     rest (no extractor runs, so no model is needed)."""

@@ -30,12 +30,11 @@ from quillian.index.stages import (
     DEFAULT_STAGES,
     BuildStage,
     BuildState,
-    StageProgress,
     run_stages,
 )
 from quillian.index.storage import Storage, open_storage
 from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
-from quillian.types import Chunk, Document
+from quillian.types import Chunk, Document, Progress, no_progress
 
 __all__ = ["EXTRACT_BATCH", "BuildReport", "build_index", "delete_documents"]
 
@@ -61,7 +60,7 @@ def build_index(
     extractor: Extractor,
     embedder: Embedder,
     config: dict[str, Any] | None = None,
-    on_progress: StageProgress | None = None,
+    on_progress: Progress | None = None,
     stages: Sequence[BuildStage] = DEFAULT_STAGES,
 ) -> BuildReport:
     """Ingest ``documents`` into the index at ``out`` and (re)build its graph and indexes.
@@ -74,7 +73,7 @@ def build_index(
     open) and the error is re-raised; rerunning the build resumes, extracting only the
     chunks not stored yet.
     """
-    progress = on_progress or _no_progress
+    progress = on_progress or no_progress
     manifest = _begin(out, chunker, extractor, embedder, config)
     report = BuildReport()
     with open_storage(out, create=True) as storage:
@@ -111,7 +110,7 @@ def delete_documents(
     *,
     extractor: Extractor,
     embedder: Embedder,
-    on_progress: StageProgress | None = None,
+    on_progress: Progress | None = None,
     stages: Sequence[BuildStage] = DEFAULT_STAGES,
 ) -> BuildReport:
     """Remove documents from the index and rebuild it over the rest.
@@ -136,13 +135,9 @@ def delete_documents(
         storage.documents.delete_documents(list(doc_ids))
         storage.status.delete(list(doc_ids))
         report.deleted = list(doc_ids)
-        _rebuild(storage, extractor, embedder, on_progress or _no_progress, stages, report)
+        _rebuild(storage, extractor, embedder, on_progress or no_progress, stages, report)
     _finish(storage.directory, manifest, report)
     return report
-
-
-def _no_progress(stage: str, done: int, total: int) -> None:
-    """Progress callback that ignores every report."""
 
 
 def _begin(
@@ -184,7 +179,7 @@ def _rebuild(
     storage: Storage,
     extractor: Extractor,
     embedder: Embedder,
-    progress: StageProgress,
+    progress: Progress,
     stages: Sequence[BuildStage],
     report: BuildReport,
 ) -> None:

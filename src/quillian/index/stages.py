@@ -9,7 +9,7 @@ appends stages of its own: a stage reads what earlier stages left in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,7 +24,7 @@ from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.errors import IndexIncompleteError
 from quillian.index.artifacts import replace_dir, save_tables
 from quillian.index.storage import Storage
-from quillian.types import Chunk
+from quillian.types import Chunk, Progress
 
 __all__ = [
     "DEFAULT_STAGES",
@@ -33,7 +33,6 @@ __all__ = [
     "BuildState",
     "EmbedStage",
     "GraphStage",
-    "StageProgress",
     "chunk_text",
     "run_stages",
 ]
@@ -41,8 +40,6 @@ __all__ = [
 #: A one-word entity name used by more documents than this, and no document's title, is
 #: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
 AMBIGUOUS_MAX_DOCS = 3
-#: ``(stage, done, total)``; stages: ingest, extract, graph, embed:chunks, embed:texts, bm25.
-StageProgress = Callable[[str, int, int], None]
 
 
 def chunk_text(chunk: Chunk) -> str:
@@ -59,7 +56,7 @@ class BuildState:
     chunks: list[Chunk]
     extractions: list[Extraction]
     embedder: Embedder
-    progress: StageProgress
+    progress: Progress
     kg: KnowledgeGraph | None = None
     counts: dict[str, int] = field(default_factory=dict)
 

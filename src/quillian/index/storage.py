@@ -34,8 +34,6 @@ __all__ = ["Storage", "open_storage"]
 
 #: The SQLite database of an embedded index.
 STORE_DB = "store.sqlite"
-#: Vector collections of an index: chunk texts, and description and relation texts.
-VECTOR_NAMES = ("chunks", "texts")
 
 
 @dataclass
@@ -49,7 +47,8 @@ class Storage:
     kv: KeyValueStore
 
     def vectors(self, name: str, dim: int | None = None, *, fresh: bool = False) -> VectorIndex:
-        """The vector collection ``name`` (one of :data:`VECTOR_NAMES`)."""
+        """The vector collection ``name`` (the default stages write ``chunks``, and
+        ``texts`` for description and relation texts; a method's stage may add its own)."""
         path = self.directory / "vectors" / name
         if fresh:
             shutil.rmtree(path, ignore_errors=True)

@@ -39,7 +39,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, IndexMissingError
-from quillian.types import normalize_name
+from quillian.types import Progress, normalize_name
 
 __all__ = [
     "Alignment",
@@ -64,7 +64,6 @@ logger = logging.getLogger(__name__)
 
 LINKS = "links"
 KINDS = ("name", "alias", "description")
-Progress = Callable[[str, int, int], None]
 
 
 class LinkSource(Protocol):

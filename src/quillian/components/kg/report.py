@@ -9,22 +9,16 @@ same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from quillian.types import Progress, no_progress
+
 __all__ = ["DropReport", "ImportReport", "Issue", "IssueLog", "Progress", "no_progress"]
-
-#: ``progress(stage, done, total)``: bytes of a file read, entities embedded, ...
-Progress = Callable[[str, int, int], None]
-
-
-def no_progress(stage: str, done: int, total: int) -> None:
-    """The default progress callback: does nothing."""
-
 
 #: Issue kinds that only inform (the input is fine, a part of it is not imported).
 INFO_KINDS = frozenset(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -36,19 +35,13 @@ from quillian.stores.embedded._vecutil import as_matrix, check_k, search_among
 from quillian.stores.embedded.faiss_hnsw import import_faiss
 from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.types import Progress, no_progress
 
 __all__ = ["IVF_KINDS", "FaissIVFIndex", "IVFOptions", "default_nlist"]
 
 log = logging.getLogger(__name__)
 
 IVF_KINDS = ("ivf-sq8", "ivf-fp16", "ivf-pq")
-
-#: Progress callback: ``(stage, done, total)``.
-Progress = Callable[[str, int, int], None]
-
-
-def _no_progress(stage: str, done: int, total: int) -> None:
-    pass
 
 
 @dataclass(frozen=True)
@@ -164,7 +157,7 @@ class FaissIVFIndex:
         directory: str | Path,
         source: ExactVectorIndex,
         options: IVFOptions | None = None,
-        progress: Progress = _no_progress,
+        progress: Progress = no_progress,
     ) -> dict[str, Any]:
         """Build an index of every vector of ``source`` in the new ``directory``; returns
         what its manifest records (kind, nlist, nprobe, rerank, seconds, bytes)."""
