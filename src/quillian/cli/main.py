@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from quillian.cli import answering, bench, dpo, indexing, kg
+from quillian.cli import answering, bench, dpo, indexing, kg, serve
 from quillian.cli.console import configure_logging
 from quillian.errors import QuillianError
 
@@ -47,6 +47,7 @@ answering.register(app)
 app.add_typer(bench.app, name="bench")
 app.add_typer(kg.app, name="kg")
 dpo.register(app)
+serve.register(app)
 
 
 @app.callback()

@@ -31,10 +31,17 @@ from quillian.components.llm.spec import LLMSession
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
+from quillian.engine.documents import (
+    DocumentPage,
+    forget_unfinished,
+    known_documents,
+    list_documents,
+    settings_of,
+)
 from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
 from quillian.errors import ConfigError
 from quillian.index import BuildReport, Index, open_index, read_manifest
-from quillian.methods.base import AnswerResult, PipelineBase
+from quillian.methods.base import AnswerResult, PipelineBase, RunObserver
 from quillian.methods.spec import MethodSpec
 from quillian.methods.table import method_spec
 from quillian.types import Document, Progress
@@ -176,6 +183,23 @@ class Engine:
         self._forget()
         return report
 
+    def documents(self, offset: int = 0, limit: int = 50) -> DocumentPage:
+        """A page of this engine's documents with their ingestion status."""
+        return list_documents(self._location(), offset, limit)
+
+    def known_documents(self, doc_ids: Sequence[str]) -> list[str]:
+        """Those of ``doc_ids`` this engine's index holds or records as failed."""
+        return known_documents(self._location(), doc_ids)
+
+    def forget_unfinished(self, doc_ids: Sequence[str]) -> list[str]:
+        """Forget documents of a stopped ingestion that never got stored (see
+        :func:`quillian.engine.documents.forget_unfinished`)."""
+        return forget_unfinished(self._location(), doc_ids)
+
+    def index_settings(self) -> IndexSettings:
+        """The settings this engine's index was built with (to add documents alike)."""
+        return settings_of(self._location())
+
     def _location(self) -> Path:
         if self.location is None:
             raise ConfigError("this engine has no index location")
@@ -225,12 +249,19 @@ class Engine:
         )
 
     async def answer(
-        self, question: str, method: str = "sa-rag", *, retriever: str | None = None, **options: Any
+        self,
+        question: str,
+        method: str = "sa-rag",
+        *,
+        retriever: str | None = None,
+        observer: RunObserver | None = None,
+        **options: Any,
     ) -> AnswerResult:
-        """Answer ``question`` with ``method``; ``options`` are the method's options."""
+        """Answer ``question`` with ``method``; ``options`` are the method's options;
+        ``observer`` sees each retrieval (with its trace) and step as it happens."""
         _check_question(question)
         pipeline = await self._offload(self.pipeline, method, retriever=retriever, **options)
-        return await pipeline.answer(question)
+        return await pipeline.answer(question, observer)
 
     @property
     def session(self) -> LLMSession:
