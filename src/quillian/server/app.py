@@ -54,12 +54,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         status, message = describe(exc)
-        return JSONResponse({"detail": message}, status_code=status)
+        return _error(request, status, message)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         problems = "; ".join(_problem(e) for e in exc.errors())
-        return JSONResponse({"detail": f"invalid request: {problems}"}, status_code=422)
+        return _error(request, 422, f"invalid request: {problems}")
 
     app.add_exception_handler(RequestValidationError, invalid)
     for refused in (QuillianError, ValueError, TimeoutError, BodyTooLarge, Exception):
@@ -79,6 +79,16 @@ def create_app(settings: ServerSettings) -> FastAPI:
         max_body=settings.max_request_bytes,
     )
     return app
+
+
+def _error(request: Request, status: int, message: str) -> JSONResponse:
+    """``{"detail": message}``; on the OpenAI-compatible routes also OpenAI's
+    ``{"error": {"message", "type", "code"}}``, which its clients show."""
+    body: dict[str, object] = {"detail": message}
+    if request.url.path.startswith("/v1/"):
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        body["error"] = {"message": message, "type": kind, "code": status}
+    return JSONResponse(body, status_code=status)
 
 
 def _problem(error: dict[str, object]) -> str:

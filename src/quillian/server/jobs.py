@@ -7,7 +7,8 @@ workspace's index; a ``delete`` job removes documents exactly (see
 index opened before the job; the engine opens the new one when the job is done.
 
 Cancelling a queued job drops it. Cancelling a running ``add`` job takes effect at the
-next document: documents ingested so far stay (delete them if unwanted), the rest are
+next document (ingestion commits documents in batches of 64, so the batch in hand is
+finished first): documents ingested so far stay (delete them if unwanted), the rest are
 forgotten, and the index is rebuilt over what is stored. Once the rebuild stages run, a
 job can no longer be cancelled. A restarted server takes unfinished jobs up again;
 ingestion skips what was already stored, so a job resumes where it stopped.
@@ -188,6 +189,7 @@ class JobRunner:
     def _wind_up_cancel(self, job: Job) -> None:
         """Forget the documents not stored and rebuild the index over those that were."""
         forgotten = self.engine.forget_unfinished(job.doc_ids)
+        job.documents_done = job.documents_total - len(forgotten)
         job.stage, job.stage_done, job.stage_total = "rebuild", 0, 0
         self._changed(job, save=True)
         report = self.engine.add_documents([], self.engine.index_settings())

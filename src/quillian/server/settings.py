@@ -4,9 +4,11 @@ at the edge (flags and environment) into a frozen :class:`ServerSettings`."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from quillian.components.llm.base import ChatModel
 from quillian.errors import ConfigError
 
 __all__ = ["ServerSettings", "WorkspaceSpec"]
@@ -40,8 +42,8 @@ class ServerSettings:
     """Everything :func:`~quillian.server.app.create_app` needs."""
 
     workspaces: tuple[WorkspaceSpec, ...]
-    llm: str | None = None
-    """The chat model spec for answering (None: retrieval only)."""
+    llm: str | ChatModel | None = None
+    """The chat model spec (or a chat model) for answering; None: retrieval only."""
     kg: str | None = None
     """The knowledge graph spec of the KG methods."""
     llm_api_key: str = ""
@@ -51,6 +53,8 @@ class ServerSettings:
     """LLM calls in flight per workspace."""
     workers: int = 4
     """Threads for CPU-bound retrieval per workspace."""
+    retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per retriever kind, configuration overrides (``{"sa": {"hops": 4}}``)."""
     api_key: str = ""
     """When set, every route but ``/healthz`` needs it (``X-API-Key`` or a bearer token)."""
     cors_origins: tuple[str, ...] = ()

@@ -76,6 +76,7 @@ class Workspaces:
                 cache_path=s.cache_path,
                 concurrency=s.concurrency,
                 workers=s.workers,
+                retriever_options=s.retriever_options,
             )
             await self._stack.enter_async_context(engine)
             store = JobStore(s.state_for(spec))
