@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+import quillian
 from quillian.testing.server import free_port, sse_events, wait_for_job
 
 KEY = "e2e-key"
@@ -25,7 +27,8 @@ BABBAGE = (
 @pytest.fixture
 def served(index_copy, routes_file):
     port = free_port()
-    env = {**os.environ, "QUILLIAN_API_KEY": KEY}
+    here = str(Path(quillian.__file__).parents[1])  # run the quillian this test imported
+    env = {**os.environ, "QUILLIAN_API_KEY": KEY, "PYTHONPATH": here}
     command = [sys.executable, "-m", "quillian.cli.main", "serve", f"wiki={index_copy}",
                "--llm", f"scripted:{routes_file}", "--port", str(port)]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -9,10 +9,11 @@ from typing import Annotated
 import typer
 
 from quillian.cli.flags import KG_HELP, LLM_HELP
+from quillian.engine import Engine
 from quillian.errors import MissingExtraError
 from quillian.server import ServerSettings, WorkspaceSpec
 
-__all__ = ["register", "serve"]
+__all__ = ["mcp", "register", "serve"]
 
 
 def serve(
@@ -81,5 +82,34 @@ def serve(
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="info")
 
 
+def mcp(
+    index: Annotated[Path, typer.Argument(metavar="INDEX", help="the index directory")],
+    llm: Annotated[
+        str | None, typer.Option(metavar="SPEC", help=f"answering model: {LLM_HELP}")
+    ] = None,
+    kg: Annotated[str | None, typer.Option(metavar="SPEC", help=KG_HELP)] = None,
+    cache: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="LLM response cache (default: none)")
+    ] = None,
+    timeout: Annotated[float, typer.Option(min=0.1, help="seconds a tool call may take")] = 300.0,
+) -> None:
+    """Serve the tools retrieve, answer and entity over stdio (Model Context Protocol),
+    for assistants that speak MCP."""
+    try:
+        from quillian.server.mcp import create_mcp
+    except ImportError as exc:  # the optional MCP SDK
+        raise MissingExtraError(exc.name or "mcp", "mcp") from None
+    environ = os.environ
+    engine = Engine.open(
+        index,
+        llm=llm,
+        kg=kg,
+        api_key=environ.get("QUILLIAN_LLM_API_KEY") or environ.get("OPENAI_API_KEY", ""),
+        cache_path=cache,
+    )
+    create_mcp(engine, timeout_s=timeout).run("stdio")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(serve)
+    app.command()(mcp)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from quillian.components.retrieval.base import RetrievalResult
+from quillian.engine import Engine
 from quillian.methods.base import AnswerResult
 from quillian.methods.steps import Step
 from quillian.server import models as m
 from quillian.server.views import answer_view, retrieval_view
-from quillian.server.workspaces import Workspace
 
 __all__ = ["AnswerEvent", "EventObserver", "answer", "answer_events"]
 
@@ -58,10 +58,8 @@ class EventObserver:
         self._put(AnswerEvent("step", step.as_dict()))
 
 
-async def _run(
-    workspace: Workspace, request: m.AnswerRequest, observer: EventObserver
-) -> AnswerResult:
-    return await workspace.engine.answer(
+async def _run(engine: Engine, request: m.AnswerRequest, observer: EventObserver) -> AnswerResult:
+    return await engine.answer(
         request.question,
         request.method,
         retriever=request.retriever,
@@ -70,25 +68,23 @@ async def _run(
     )
 
 
-async def answer(
-    workspace: Workspace, request: m.AnswerRequest, timeout_s: float
-) -> m.AnswerResponse:
+async def answer(engine: Engine, request: m.AnswerRequest, timeout_s: float) -> m.AnswerResponse:
     """The answer as one response; a run past ``timeout_s`` raises TimeoutError."""
     observer = EventObserver()
     async with asyncio.timeout(timeout_s):
-        result = await _run(workspace, request, observer)
+        result = await _run(engine, request, observer)
     return answer_view(result, observer.retrievals)
 
 
 async def answer_events(
-    workspace: Workspace,
+    engine: Engine,
     request: m.AnswerRequest,
     timeout_s: float,
     describe: Any,
 ) -> AsyncIterator[AnswerEvent]:
     """The answer as events; ``describe(exc)`` gives an error's ``(status, message)``."""
     observer = EventObserver()
-    task = asyncio.create_task(_run(workspace, request, observer))
+    task = asyncio.create_task(_run(engine, request, observer))
     task.add_done_callback(lambda _: observer.queue.put_nowait(None))
     deadline = asyncio.get_running_loop().time() + timeout_s
     try:

@@ -81,8 +81,8 @@ class MethodList(BaseModel):
 
 class RetrieveRequest(_Body):
     query: str = Field(min_length=1, max_length=4000, description="the query text")
-    method: str = Field("sa", description="the retriever: sa, sa-paper, ppr, dense, bm25")
-    k: int = Field(8, ge=1, le=100, description="passages to return")
+    method: str = Field(default="sa", description="the retriever: sa, sa-paper, ppr, dense, bm25")
+    k: int = Field(default=8, ge=1, le=100, description="passages to return")
 
 
 class Passage(BaseModel):
@@ -138,10 +138,12 @@ class RetrieveResponse(BaseModel):
 
 class AnswerRequest(_Body):
     question: str = Field(min_length=1, max_length=4000)
-    method: str = Field("sa-rag", description="the method (GET /api/methods lists them)")
-    retriever: str | None = Field(None, description="a retriever instead of the method's own")
+    method: str = Field(default="sa-rag", description="the method (GET /api/methods lists them)")
+    retriever: str | None = Field(
+        default=None, description="a retriever instead of the method's own"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="the method's options")
-    stream: bool = Field(False, description="server-sent events instead of one JSON body")
+    stream: bool = Field(default=False, description="server-sent events instead of one JSON body")
 
 
 class PassageCitation(BaseModel):
@@ -186,7 +188,7 @@ class AnswerResponse(BaseModel):
     method: str
     question: str
     answer: str
-    error: str = Field("", description="set when the method could not finish")
+    error: str = Field(default="", description="set when the method could not finish")
     citations: Citations
     steps: list[dict[str, Any]] = Field(description="the method's typed steps ({kind, ...})")
     retrievals: list[RetrieveResponse] = Field(

@@ -139,7 +139,7 @@ async def chat_completions(body: ChatRequest, ctx: Ctx) -> ChatCompletion | Stre
     created = int(time.time())
     timeout = ctx.settings.request_timeout_s
     if not body.stream:
-        result = await answer(workspace, request, timeout)
+        result = await answer(workspace.engine, request, timeout)
         return ChatCompletion(
             id=completion_id,
             created=created,
@@ -164,7 +164,7 @@ async def chat_completions(body: ChatRequest, ctx: Ctx) -> ChatCompletion | Stre
 
     async def events() -> AsyncIterator[bytes]:
         yield chunk({"role": "assistant"})
-        async for event in answer_events(workspace, request, timeout, describe):
+        async for event in answer_events(workspace.engine, request, timeout, describe):
             if event.name == "final" and isinstance(event.data, m.AnswerResponse):
                 result = event.data
                 yield chunk({"content": result.answer})

@@ -49,10 +49,10 @@ async def answer_question(
     each retrieval's subgraph, tokens and seconds."""
     timeout = ctx.settings.request_timeout_s
     if not body.stream:
-        return await answer(workspace, body, timeout)
+        return await answer(workspace.engine, body, timeout)
 
     async def events() -> AsyncIterator[bytes]:
-        async for event in answer_events(workspace, body, timeout, describe):
+        async for event in answer_events(workspace.engine, body, timeout, describe):
             yield sse(event.name, event.data)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
