@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +21,7 @@ from quillian import __version__
 from quillian.errors import QuillianError
 from quillian.server.deps import Context
 from quillian.server.failures import describe
+from quillian.server.models import ErrorBody
 from quillian.server.observability import BodyTooLarge, Metrics, ServerMiddleware
 from quillian.server.routers import documents, graph, jobs, openai, retrieval, system, workspaces
 from quillian.server.settings import ServerSettings
@@ -49,8 +51,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     )
     metrics = Metrics()
     app.state.quillian = Context(settings, spaces, metrics)
+    errors: dict[int | str, dict[str, Any]] = {
+        "4XX": {"model": ErrorBody, "description": "Refused: the detail names the problem"},
+        "5XX": {"model": ErrorBody, "description": "The server or its model failed"},
+    }
     for router in (system, workspaces, retrieval, documents, jobs, graph, openai):
-        app.include_router(router.router)
+        app.include_router(router.router, responses=errors)
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         status, message = describe(exc)
