@@ -5,7 +5,6 @@ port (in a thread, stopped at the end), and a reader of server-sent events."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -18,6 +17,7 @@ import uvicorn
 
 from quillian.engine import IndexSettings, index_documents
 from quillian.server.app import create_app
+from quillian.server.load import free_port
 from quillian.server.settings import ServerSettings
 from quillian.types import Document
 
@@ -60,12 +60,6 @@ def build_index(path: Path, corpus: dict[str, str] = CORPUS) -> Path:
     documents = [Document(text, title, "test") for title, text in corpus.items()]
     index_documents(path, documents, SETTINGS)
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
