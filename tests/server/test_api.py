@@ -134,9 +134,12 @@ def test_streamed_answer_sends_typed_events_in_order(client):
         assert response.headers["content-type"].startswith("text/event-stream")
         events = sse_events(response.iter_lines())
     names = [name for name, _ in events]
-    assert names == ["retrieval", "step", "step", "final"]
+    tokens = [json.loads(data) for name, data in events if name == "token"]
+    assert names == ["retrieval", "step", *["token"] * len(tokens), "step", "final"]
     assert json.loads(events[0][1])["subgraph"]["seeds"]
     assert json.loads(events[1][1])["kind"] == "retrieval"
+    assert len(tokens) > 1 and {t["prompt"] for t in tokens} == {"sa-rag.answer@1"}
+    assert "".join(t["text"] for t in tokens) == ROUTES["sa-rag.answer"]
     final = json.loads(events[-1][1])
     assert final["answer"] == plain["answer"] == "London"
     assert final["citations"] == plain["citations"]

@@ -60,6 +60,11 @@ def test_upload_json_then_progress_stream_then_list(index_copy):
         ids = [d["id"] for d in first["documents"] + rest["documents"]]
         assert len(ids) == len(set(ids)) == len(CORPUS) + 1 and ids == sorted(ids)
         assert {d["status"] for d in first["documents"] + rest["documents"]} == {"processed"}
+        (hopper,) = done["doc_ids"]
+        detail = client.get(f"/api/workspaces/ws0/documents/{hopper}").json()
+        assert detail["text"] == HOPPER["text"] and detail["title"] == "Grace Hopper"
+        assert detail["status"] == "processed" and len(detail["chunk_ids"]) == detail["chunks"] == 1
+        assert client.get("/api/workspaces/ws0/documents/doc-nope").status_code == 404
         jobs = client.get("/api/workspaces/ws0/jobs").json()
         assert jobs["total"] == 1 and jobs["jobs"][0]["id"] == done["id"]
 
@@ -186,3 +191,23 @@ def test_workspaces_are_isolated(index_copy, tmp_path):
         assert client.get("/api/workspaces/ws0/jobs").json()["total"] == 0
         job_path = response.headers["location"].replace("/ws1/", "/ws0/")
         assert client.get(job_path).status_code == 404
+
+
+def test_a_server_stopped_mid_ingestion_leaves_the_job_to_the_next(index_copy):
+    with running(settings_for(index_copy)) as client:
+        response = client.post("/api/workspaces/ws0/documents", json={"documents": many(300)})
+        location = response.headers["location"]
+        while client.get(location).json()["stage"] != "ingest":
+            time.sleep(0.01)
+    store = JobStore(index_copy / "server")
+    left = store.get(response.json()["id"])
+    store.close()
+    assert left is not None and left.state in (JobState.RUNNING, JobState.SUCCEEDED)
+    with running(settings_for(index_copy)) as client:
+        done = wait_for_job(client, location)
+        assert done["state"] == "succeeded"
+        assert done["resumed"] == (1 if left.state == JobState.RUNNING else 0)
+        assert done["documents_done"] == 300
+        workspace = client.get("/api/workspaces/ws0").json()
+        assert workspace["state"] == "complete"
+        assert workspace["counts"]["documents"] == len(CORPUS) + 300

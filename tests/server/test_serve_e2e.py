@@ -80,7 +80,8 @@ def test_upload_answer_stream_delete(served):
         events = sse_events(r.iter_lines())
     names = [name for name, _ in events]
     assert names[0] == "retrieval" and names[-1] == "final"
-    assert set(names[1:-1]) == {"step"} and names.count("final") == 1
+    assert set(names[1:-1]) == {"step", "token"} and names.count("final") == 1
+    assert names.index("token") > names.index("step")  # the retrieval step, then the text
     assert json.loads(events[-1][1])["answer"] == "London"
 
     def retrieved_ids():

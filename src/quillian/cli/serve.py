@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -50,6 +52,9 @@ def serve(
     cache: Annotated[
         Path | None, typer.Option(metavar="FILE", help="LLM response cache (default: none)")
     ] = None,
+    access_log: Annotated[
+        bool, typer.Option(help="one JSON line per request on stderr (never the key)")
+    ] = True,
     state_dir: Annotated[
         Path | None,
         typer.Option(metavar="DIR", help="where jobs are kept (default: server/ in each index)"),
@@ -79,7 +84,21 @@ def serve(
         state_dir=state_dir,
     )
     app = create_app(settings)
+    _access_log(access_log)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="info")
+
+
+def _access_log(enabled: bool) -> None:
+    """The server's access log: JSON lines on stderr, or nothing."""
+    logger = logging.getLogger("quillian.server.access")
+    logger.propagate = False
+    if enabled:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    else:
+        logger.disabled = True
 
 
 def mcp(

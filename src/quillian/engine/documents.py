@@ -16,7 +16,9 @@ from quillian.stores.protocols import DocStatus, StatusRecord
 __all__ = [
     "DocumentInfo",
     "DocumentPage",
+    "DocumentText",
     "forget_unfinished",
+    "get_document",
     "known_documents",
     "list_documents",
     "settings_of",
@@ -34,6 +36,15 @@ class DocumentInfo:
     error: str = ""
     chunks: int = 0
     characters: int = 0
+
+
+@dataclass(frozen=True)
+class DocumentText:
+    """A stored document whole: its text and its chunks' ids, in order."""
+
+    info: DocumentInfo
+    text: str
+    chunk_ids: list[str]
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,26 @@ def list_documents(location: str | Path, offset: int = 0, limit: int = 50) -> Do
                 )
             )
     return DocumentPage(len(records), offset, documents)
+
+
+def get_document(location: str | Path, doc_id: str) -> DocumentText | None:
+    """The document ``doc_id`` with its status, text and chunks; None if unknown."""
+    with open_storage(location) as storage:
+        record = storage.status.get_status([doc_id]).get(doc_id)
+        if record is None:
+            return None
+        (doc,) = storage.documents.get_documents([doc_id])
+        chunks = storage.documents.chunks_of(doc_id) if doc is not None else []
+    info = DocumentInfo(
+        doc_id,
+        doc.title if doc is not None else "",
+        record.source or (doc.source if doc is not None else ""),
+        str(record.status),
+        record.error,
+        len(chunks),
+        len(doc.text) if doc is not None else 0,
+    )
+    return DocumentText(info, doc.text if doc is not None else "", [c.id for c in chunks])
 
 
 def settings_of(location: str | Path) -> IndexSettings:

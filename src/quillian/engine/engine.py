@@ -33,7 +33,9 @@ from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
 from quillian.engine.documents import (
     DocumentPage,
+    DocumentText,
     forget_unfinished,
+    get_document,
     known_documents,
     list_documents,
     settings_of,
@@ -186,6 +188,10 @@ class Engine:
     def documents(self, offset: int = 0, limit: int = 50) -> DocumentPage:
         """A page of this engine's documents with their ingestion status."""
         return list_documents(self._location(), offset, limit)
+
+    def document(self, doc_id: str) -> DocumentText | None:
+        """One document with its status, text and chunk ids (None: not in the index)."""
+        return get_document(self._location(), doc_id)
 
     def known_documents(self, doc_ids: Sequence[str]) -> list[str]:
         """Those of ``doc_ids`` this engine's index holds or records as failed."""

@@ -1,20 +1,23 @@
 """Answering a question for a request: plainly, or as a stream of typed events.
 
-The stream's events, in order: ``retrieval`` (passages and activated subgraph) for each
-retrieval the method makes, ``step`` for each step it records, then ``final`` (the
-answer, citations, usage) or ``error``. No chat backend streams its text yet, so no
-``token`` events are sent; a failure mid-stream becomes an ``error`` event, never a
-dropped connection.
+The stream's events, as they happen: ``retrieval`` (passages and activated subgraph)
+for each retrieval the method makes, ``step`` for each step it records, ``token``
+(``{"prompt", "text"}``) while the model writes, where its backend streams (the
+OpenAI-compatible backend and the scripted model do; a cached reply streams nothing),
+then ``final`` (the answer, citations, usage) or ``error``. A failure mid-stream
+becomes an ``error`` event, never a dropped connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from quillian.components.llm.base import streaming_tokens
 from quillian.components.retrieval.base import RetrievalResult
 from quillian.engine import Engine
 from quillian.methods.base import AnswerResult
@@ -57,15 +60,21 @@ class EventObserver:
     def step(self, step: Step) -> None:
         self._put(AnswerEvent("step", step.as_dict()))
 
+    def token(self, prompt: str, text: str) -> None:
+        self._put(AnswerEvent("token", {"prompt": prompt, "text": text}))
 
-async def _run(engine: Engine, request: m.AnswerRequest, observer: EventObserver) -> AnswerResult:
-    return await engine.answer(
-        request.question,
-        request.method,
-        retriever=request.retriever,
-        observer=observer,
-        **request.options,
-    )
+
+async def _run(
+    engine: Engine, request: m.AnswerRequest, observer: EventObserver, *, tokens: bool = False
+) -> AnswerResult:
+    with streaming_tokens(observer.token) if tokens else contextlib.nullcontext():
+        return await engine.answer(
+            request.question,
+            request.method,
+            retriever=request.retriever,
+            observer=observer,
+            **request.options,
+        )
 
 
 async def answer(engine: Engine, request: m.AnswerRequest, timeout_s: float) -> m.AnswerResponse:
@@ -84,7 +93,7 @@ async def answer_events(
 ) -> AsyncIterator[AnswerEvent]:
     """The answer as events; ``describe(exc)`` gives an error's ``(status, message)``."""
     observer = EventObserver()
-    task = asyncio.create_task(_run(engine, request, observer))
+    task = asyncio.create_task(_run(engine, request, observer, tokens=True))
     task.add_done_callback(lambda _: observer.queue.put_nowait(None))
     deadline = asyncio.get_running_loop().time() + timeout_s
     try:

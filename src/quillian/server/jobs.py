@@ -41,6 +41,11 @@ class JobCancelled(QuillianError):
     """Raised from the progress callback to stop an ingestion between documents."""
 
 
+class ServerStopping(JobCancelled):
+    """Raised from the progress callback when the server stops: the job stays
+    ``running`` on record, and the next server resumes it."""
+
+
 class JobConflict(ConfigError):
     """A job cannot do what was asked in its present state (cancel while rebuilding)."""
 
@@ -57,6 +62,7 @@ class JobRunner:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -75,8 +81,10 @@ class JobRunner:
         return resumed
 
     async def stop(self) -> None:
-        """Stop taking jobs. A job in flight finishes its thread; its record stays
+        """Stop taking jobs. An ingestion in flight stops at its next document (a
+        rebuild stage in flight runs to its end on its thread); its record stays
         ``running`` and the next start resumes it."""
+        self._stopping = True
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -179,6 +187,9 @@ class JobRunner:
                 report = self.engine.add_documents(
                     documents, self.engine.index_settings(), on_progress=self._progress(job)
                 )
+            except ServerStopping:
+                self.store.save(job)  # still running: the next server resumes it
+                return
             except JobCancelled:
                 self._wind_up_cancel(job)
                 return
@@ -210,6 +221,8 @@ class JobRunner:
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage == "ingest":
+                if self._stopping:
+                    raise ServerStopping(f"job {job.id} interrupted: the server stops")
                 if job.state == JobState.CANCELLING:
                     raise JobCancelled(f"job {job.id} cancelled")
                 # ``total`` counts the documents still to do: those stored by an earlier

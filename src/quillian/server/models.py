@@ -222,6 +222,11 @@ class DocumentOut(BaseModel):
     characters: int
 
 
+class DocumentDetail(DocumentOut):
+    text: str
+    chunk_ids: list[str]
+
+
 class DocumentPage(BaseModel):
     total: int
     offset: int

@@ -141,6 +141,7 @@ class ServerMiddleware:
             access_log.info(
                 json.dumps(
                     {
+                        "ts": round(time.time(), 3),
                         "method": scope["method"],
                         "path": scope["path"],
                         "route": route,

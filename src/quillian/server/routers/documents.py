@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Query, Response, UploadFile
 
 from quillian.components.ingestion.readers import SUFFIXES, read_documents
+from quillian.engine.documents import DocumentInfo
 from quillian.errors import InputError
 from quillian.server import models as m
 from quillian.server.deps import WorkspaceDep
@@ -46,19 +47,31 @@ async def list_documents(
         total=page.total,
         offset=offset,
         limit=limit,
-        documents=[
-            m.DocumentOut(
-                id=d.doc_id,
-                title=d.title,
-                source=d.source,
-                status=d.status,  # type: ignore[arg-type]
-                error=d.error,
-                chunks=d.chunks,
-                characters=d.characters,
-            )
-            for d in page.documents
-        ],
+        documents=[m.DocumentOut.model_validate(_fields(d)) for d in page.documents],
     )
+
+
+@router.get("/{doc_id}", response_model=m.DocumentDetail)
+async def get_document(doc_id: str, workspace: WorkspaceDep) -> m.DocumentDetail:
+    """One document: its status, its text and its chunks' ids."""
+    found = await asyncio.to_thread(workspace.engine.document, doc_id)
+    if found is None:
+        raise NotFound(f"no document {doc_id!r} in workspace {workspace.name!r}")
+    return m.DocumentDetail.model_validate(
+        {**_fields(found.info), "text": found.text, "chunk_ids": found.chunk_ids}
+    )
+
+
+def _fields(info: DocumentInfo) -> dict[str, Any]:
+    return {
+        "id": info.doc_id,
+        "title": info.title,
+        "source": info.source,
+        "status": info.status,
+        "error": info.error,
+        "chunks": info.chunks,
+        "characters": info.characters,
+    }
 
 
 @router.post("", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
