@@ -20,8 +20,14 @@ import numpy.typing as npt
 
 from quillian.components.concurrency import ThreadOffload
 from quillian.components.embedding.base import Embedder
+from quillian.components.embedding.batching import QueryBatcher
 from quillian.components.embedding.factory import make_embedder
-from quillian.components.factories import RETRIEVERS, SA_RETRIEVERS, make_retriever
+from quillian.components.factories import (
+    EMBEDS_QUERY,
+    RETRIEVERS,
+    SA_RETRIEVERS,
+    make_retriever,
+)
 from quillian.components.kg.base import ExternalGraph
 from quillian.components.kg.spec import GraphSpec, make_bridges, make_graph
 from quillian.components.llm.accounting import Ledger
@@ -91,6 +97,7 @@ class Engine:
         self._retrievers: dict[tuple[str, bool], Retriever] = {}
         self._session: LLMSession | None = None
         self._offload = ThreadOffload(options.workers)
+        self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
@@ -232,8 +239,17 @@ class Engine:
         return self.retriever(method).retrieve(query, k, query_vector)
 
     async def aretrieve(self, query: str, method: str = "sa", k: int = 8) -> RetrievalResult:
-        """:meth:`retrieve` off the event loop, on the engine's worker threads."""
-        return await self._offload(self.retrieve, query, method, k)
+        """:meth:`retrieve` off the event loop, on the engine's worker threads. Queries
+        retrieved at the same time are embedded together (:class:`QueryBatcher`)."""
+        _check_question(query)
+        check_k(k)
+        retriever = await self._offload(self.retriever, method)
+        vector = await self._batcher.embed(query) if method in EMBEDS_QUERY else None
+        return await self._offload(retriever.retrieve, query, k, vector)
+
+    def _embed_queries(self, queries: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Query vectors from the opened index's embedder (the retrievers' own)."""
+        return self.index.context.embedder.embed(list(queries))
 
     # --- answering ----------------------------------------------------------------------
 
