@@ -7,6 +7,7 @@ from functools import singledispatch
 
 from quillian.methods.steps import (
     AnswerReasoning,
+    ConfidenceCheck,
     EnhancedNote,
     ExpandedQuery,
     FollowUp,
@@ -15,9 +16,12 @@ from quillian.methods.steps import (
     KGSummary,
     Note,
     Reasoning,
+    ReferenceFilter,
+    RelatedEntities,
     Retrieval,
     Step,
     SubQuestion,
+    TurnAnswer,
 )
 
 __all__ = ["step_lines"]
@@ -92,4 +96,45 @@ def _(step: KGRound) -> list[str]:
         lines.append(f"  {step.repeated} selected again")
     if step.next_entities:
         lines.append(f"  next: {', '.join(step.next_entities)}")
+    return lines
+
+
+@step_lines.register
+def _(step: TurnAnswer) -> list[str]:
+    refs = f"{step.references} references" if step.references else "no references"
+    return [f"turn {step.turn} answer ({refs}): {_flat(step.answer)}"]
+
+
+@step_lines.register
+def _(step: ConfidenceCheck) -> list[str]:
+    score = "unscorable" if step.score is None else f"{step.score:.4g}"
+    verdict = "accepted" if step.accepted else "not accepted"
+    lines = [
+        f"kge check, turn {step.turn}: score {score} vs threshold {step.threshold:.4g}: {verdict}"
+    ]
+    for t in step.triples:
+        subject, predicate, obj = t["triple"]
+        reading = t["linked"] or t["note"]
+        shown = "-" if t["score"] is None else f"{t['score']:.4g}"
+        lines.append(f"  ({subject} | {predicate} | {obj}) as {reading}: {shown}")
+    return lines
+
+
+@step_lines.register
+def _(step: RelatedEntities) -> list[str]:
+    lines = [f"related entities for {step.query!r}: {', '.join(step.entities) or '(none)'}"]
+    lines += [f"  fact: {fact}" for fact in step.facts]
+    return lines
+
+
+@step_lines.register
+def _(step: ReferenceFilter) -> list[str]:
+    total = len(step.candidates)
+    lines = [f"references, turn {step.turn}: kept {step.kept} of {total} for {step.query!r}"]
+    for c in step.candidates:
+        mark = "kept" if c["kept"] else "relevant" if c["relevant"] else "irrelevant"
+        score = "-" if c["score"] is None else f"{c['score']:.4g}"
+        lines.append(
+            f"  [{mark}, score {score}] {c['source']} ({c['query']}): {_flat(c['text'], 120)}"
+        )
     return lines
