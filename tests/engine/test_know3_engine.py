@@ -8,10 +8,12 @@ import shutil
 
 import pytest
 
+from quillian.cli.main import main
 from quillian.components.kge.storage import model_directory
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import ModelLoadError
+from quillian.eval.qa import summarize
 from quillian.methods.steps import ConfidenceCheck, TurnAnswer
 from quillian.methods.table import method_spec
 from quillian.testing.corpus import LOVELACE
@@ -101,3 +103,108 @@ def test_missing_and_stale_models_are_refused(tmp_path, location):
     shutil.copytree(model_directory(other), model_directory(copy))
     with pytest.raises(ModelLoadError, match="another graph"):
         asyncio.run(ask(copy))
+
+
+def routes_file(tmp_path):
+    path = tmp_path / "routes.json"
+    path.write_text(
+        json.dumps(
+            {
+                "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
+                "know3.triples": TRIPLES,
+                "know3.reference": "Charles Babbage was born in London in 1791.",
+                "know3.relevance": "The reliability of the passage is yes.",
+                "know3.query": "Where was Babbage born?",
+                "kg-infused.passage-note": "Babbage was born in London.",
+                "kg-infused.answer": "London",
+            }
+        )
+    )
+    return f"scripted:{path}"
+
+
+def test_cli_ask_verify_and_calibrate(location, tmp_path, capsys):
+    llm = routes_file(tmp_path)
+    code = main(
+        [
+            "ask",
+            str(location),
+            QUESTION,
+            "--method",
+            "vanilla-rag",
+            "--llm",
+            llm,
+            "--verify",
+            "--verify-theta0",
+            "1000000",
+            "--json",
+        ]
+    )
+    assert code == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["answer"] == "London"
+    assert record["verification"]["verified"] is True
+    assert record["verification"]["triples"][0]["triple"] == [
+        "Charles Babbage",
+        "born in",
+        "London",
+    ]
+    questions = tmp_path / "questions.txt"
+    questions.write_text(f"{QUESTION}\nWho designed the Analytical Engine?\n")
+    code = main(
+        [
+            "know3",
+            "calibrate",
+            str(location),
+            "--questions",
+            str(questions),
+            "--llm",
+            llm,
+            "--target",
+            "0.5",
+            "--option",
+            "max_turns=1",
+            "--json",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions"] == 2
+    assert report["chosen"]["answered_at_turn"]["0"] in (0.0, 1.0)  # tied scores
+    assert set(report["chosen"]["answered_at_turn"]) == {"0", "1"}
+
+
+def test_summary_reports_turn_shares_and_verification():
+    rows = [
+        {
+            "em": 1.0,
+            "f1": 1.0,
+            "accuracy": 1.0,
+            "evidence_recall": None,
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "seconds": 1.0,
+            "calls": [],
+            "error": "",
+            "steps": [{"kind": "turn-answer", "turn": 0}],
+            "verification": {"verified": True, "score": 0.1},
+        },
+        {
+            "em": 0.0,
+            "f1": 0.5,
+            "accuracy": 0.0,
+            "evidence_recall": None,
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "seconds": 1.0,
+            "calls": [],
+            "error": "",
+            "steps": [{"kind": "turn-answer", "turn": 0}, {"kind": "turn-answer", "turn": 1}],
+            "verification": {"verified": False, "score": None},
+        },
+    ]
+    summary = summarize(rows)
+    assert summary["answered_at_turn"] == {"0": 0.5, "1": 0.5}
+    check = summary["verification"]
+    assert check["verified"]["em"] == 1.0 and check["not_verified"]["f1"] == 0.5
+    assert check["unscorable"] == 1

@@ -11,6 +11,7 @@ from quillian.cli.steps import step_lines
 from quillian.components.retrieval.base import RetrievalResult
 from quillian.index import BuildReport
 from quillian.methods.base import AnswerResult
+from quillian.methods.know3.check import Verification
 from quillian.methods.spec import MethodSpec
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "print_build",
     "print_methods",
     "print_retrieval",
+    "print_verification",
 ]
 
 
@@ -120,3 +122,12 @@ def print_methods(specs: Iterable[MethodSpec]) -> None:
 def _value(value: Any) -> str:
     """A default as typed after ``--option key=`` (JSON but for strings)."""
     return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def print_verification(verification: Verification) -> None:
+    """The KG-embedding verdict on an answer, with the triples behind it."""
+    check = verification.check
+    verdict = "verified" if verification.verified else "not verified"
+    print(f"\nKGE verification: {verdict}")
+    for line in step_lines(check):
+        print(f"  {line}")
