@@ -14,7 +14,7 @@ from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import ModelLoadError
 from quillian.eval.qa import summarize
-from quillian.methods.steps import ConfidenceCheck, TurnAnswer
+from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, TurnAnswer
 from quillian.methods.table import method_spec
 from quillian.testing.corpus import LOVELACE
 from quillian.types import Document
@@ -208,3 +208,23 @@ def test_summary_reports_turn_shares_and_verification():
     check = summary["verification"]
     assert check["verified"]["em"] == 1.0 and check["not_verified"]["f1"] == 0.5
     assert check["unscorable"] == 1
+
+
+def test_corpus_passages_join_the_candidates(location):
+    async def ask():
+        async with Engine.open(location, llm=model()) as engine:
+            return await engine.answer(
+                QUESTION,
+                "know3-rag",
+                retriever="dense",
+                theta0=0.0,
+                max_turns=1,
+                corpus_passages=2,
+                raw_query=False,
+            )
+
+    result = asyncio.run(ask())
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    sources = [c["source"] for c in filtered.candidates]
+    assert sum(s.startswith("passage:") for s in sources) == 2
+    assert result.evidence.passages  # the passages are evidence, as in every method

@@ -328,3 +328,44 @@ def test_verify_any_answer():
     check = KGECheck(TaskRunner(model, default_registry()), knowledge())
     none = asyncio.run(verify_answer(check, QUESTION, "Milwaukee", threshold=math.inf))
     assert not none.verified and none.as_dict()["score"] is None
+
+
+def test_a_failing_knowledge_model_is_recorded_and_skipped():
+    from quillian.errors import LLMUnavailableError
+
+    class Down:
+        model_id = "down"
+
+        async def chat(self, messages, *, prompt="", decoding=None):
+            raise LLMUnavailableError("http://127.0.0.1:9/v1 refused the connection")
+
+    model = scripted()
+    runners = {
+        "self": TaskRunner(model, default_registry()),
+        "down": TaskRunner(Down(), default_registry()),
+    }
+
+    async def open_model(spec):
+        return runners[spec]
+
+    config = Know3Config(theta0=0.0, max_turns=1, knowledge_models="self, down")
+    know3 = Know3RAG(runners["self"], None, knowledge(), config, knowledge_models=open_model)
+    result = asyncio.run(know3.answer(QUESTION))
+    assert [m.name for m in asyncio.run(know3.models())] == ["self", "down"]
+    assert result.answer == "Milwaukee" and not result.error
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    errors = [c for c in filtered.candidates if c.get("error")]
+    assert {c["source"] for c in errors} == {"down"} and len(errors) == 2
+    assert "refused the connection" in errors[0]["error"]
+    assert filtered.kept == 1
+
+
+def test_a_question_with_no_linkable_entity_still_gets_references():
+    model = scripted()
+    result = asyncio.run(
+        pipeline(model, theta0=0.0, max_turns=1).answer("What is the meaning of life?")
+    )
+    related = next(s for s in result.steps if isinstance(s, RelatedEntities))
+    assert related.entities == ()
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    assert [c["query"] for c in filtered.candidates] == ["raw"]  # no entities: no KG query

@@ -27,9 +27,9 @@ from typing import TypeVar
 
 from quillian.components.concurrency import Offload
 from quillian.components.generation.know3_outputs import ChainAnswer
-from quillian.components.llm.tasks import Task, TaskRunner, Transcript
+from quillian.components.llm.tasks import Task, TaskFailed, TaskRunner, Transcript
 from quillian.components.retrieval.base import Retriever
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, LLMError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.know3.check import KGECheck
 from quillian.methods.know3.config import Know3Config
@@ -70,8 +70,22 @@ class Candidate:
     relevant: bool = True
     scored: TextScore | None = None
     kept: bool = False
+    error: str = ""
+    """Why the knowledge model wrote nothing (its backend failed, or its reply was
+    unusable twice); such a candidate is recorded and skipped."""
 
     def as_dict(self) -> dict[str, object]:
+        if self.error:
+            return {
+                "source": self.source,
+                "query": self.query,
+                "text": "",
+                "error": self.error,
+                "relevant": False,
+                "score": None,
+                "triples": 0,
+                "kept": False,
+            }
         return {
             "source": self.source,
             "query": self.query,
@@ -180,8 +194,9 @@ class Know3RAG(PipelineBase):
                 )
             )
         candidates = await self._candidates(run, query, cards)
-        fresh = [c for c in candidates if c.text not in kept]
-        selected = (await self._filter(run, fresh, cards))[: config.k + turn]
+        fresh = [c for c in candidates if c.error or c.text not in kept]
+        usable = [c for c in fresh if not c.error]
+        selected = (await self._filter(run, usable, cards))[: config.k + turn]
         for candidate in selected:
             candidate.kept = True
         run.steps.append(
@@ -204,15 +219,15 @@ class Know3RAG(PipelineBase):
         transcripts = [Transcript() for _ in jobs]
         texts = await asyncio.gather(
             *(
-                model.runner.run(REFERENCE, transcript, question=query, **values)
+                _written(model.runner, transcript, question=query, **values)
                 for (model, _, values), transcript in zip(jobs, transcripts, strict=True)
             )
         )
         for transcript in transcripts:
             run.transcript.calls.extend(transcript.calls)
         candidates = [
-            Candidate(text, model.name, kind)
-            for (model, kind, _), text in zip(jobs, texts, strict=True)
+            Candidate(text, model.name, kind, error=error)
+            for (model, kind, _), (text, error) in zip(jobs, texts, strict=True)
         ]
         if config.corpus_passages:
             passages, _ = await self.retrieve(run, query, config.corpus_passages)
@@ -224,7 +239,7 @@ class Know3RAG(PipelineBase):
             ]
         unique: dict[str, Candidate] = {}
         for c in candidates:
-            unique.setdefault(c.text, c)
+            unique.setdefault(f"{c.source}/{c.query}" if c.error else c.text, c)
         return list(unique.values())
 
     async def _filter(
@@ -279,3 +294,12 @@ class Know3RAG(PipelineBase):
         for transcript in transcripts:
             run.transcript.calls.extend(transcript.calls)
         return list(values)
+
+
+async def _written(runner: TaskRunner, transcript: Transcript, **values: str) -> tuple[str, str]:
+    """One reference (P2) and "", or "" and why the knowledge model failed: one
+    failing model (an endpoint down, unusable replies) does not end the question."""
+    try:
+        return await runner.run(REFERENCE, transcript, **values), ""
+    except (LLMError, TaskFailed) as exc:
+        return "", f"{type(exc).__name__}: {exc}"
