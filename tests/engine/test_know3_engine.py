@@ -228,3 +228,20 @@ def test_corpus_passages_join_the_candidates(location):
     sources = [c["source"] for c in filtered.candidates]
     assert sum(s.startswith("passage:") for s in sources) == 2
     assert result.evidence.passages  # the passages are evidence, as in every method
+
+
+def test_cli_index_for_know3_trains_the_model(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for title, text in LOVELACE.items():
+        (corpus / f"{title}.txt").write_text(f"{title}\n\n{text}")
+    out = tmp_path / "idx"
+    assert (
+        main(["index", str(corpus), "--out", str(out), "--embedder", "keyword", "--for", "know3"])
+        == 0
+    )
+    manifest = json.loads((model_directory(out) / "manifest.json").read_text())
+    assert manifest["kind"] == "quillian-kge" and manifest["graph"]["triples"] > 0
+    capsys.readouterr()
+    assert main(["index", str(corpus), "--out", str(tmp_path / "x"), "--for", "nope"]) != 0
+    assert "unknown method 'nope'" in capsys.readouterr().err

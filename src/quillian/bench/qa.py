@@ -78,21 +78,24 @@ async def run_qa_bench(
     summaries: dict[str, Any] = {}
     verify = None
     if settings.verify is not None:
-        options = settings.verify
+        verify_options = settings.verify
 
         async def verify(question: str, answer: str) -> dict[str, Any]:
-            return (await engine.verify(question, answer, **options)).as_dict()
+            return (await engine.verify(question, answer, **verify_options)).as_dict()
 
     for method in settings.methods:
         spec = method_spec(method)
-        pipeline = engine.pipeline(method, retriever=settings.retriever, **settings.options)
+        # each method gets the options it declares (--option was checked against all)
+        declared = {o.name for o in spec.options}
+        options = {k: v for k, v in settings.options.items() if k in declared}
+        pipeline = engine.pipeline(method, retriever=settings.retriever, **options)
         retriever = settings.retriever or spec.retriever
         manifest = {
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
             "method": spec.name,
             "retriever": retriever,
-            "options": settings.options,
+            "options": options,
             "kg": settings.kg,
             "model": engine.session.model_id,
             "llm": engine.session.spec.__dict__,
