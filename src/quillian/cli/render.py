@@ -89,6 +89,8 @@ def method_record(spec: MethodSpec) -> dict[str, Any]:
         "aliases": list(spec.aliases),
         "retriever": spec.retriever,
         "needs_kg": spec.needs_graph,
+        "needs_kge": spec.needs_kge,
+        "build_stages": [stage.name for stage in spec.index_stages],
         "options": [
             {"name": o.name, "type": o.type_name, "default": o.default, "help": o.help}
             for o in spec.options
@@ -101,6 +103,8 @@ def method_line(spec: MethodSpec) -> str:
     aliases = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
     options = ", ".join(f"{o.name}={_value(o.default)}" for o in spec.options)
     needs = "; needs --kg" if spec.needs_graph else ""
+    if spec.needs_kge:
+        needs = "; needs a trained KG-embedding model (--kg KG, or the index's own graph)"
     return f"{spec.name}{aliases}: {spec.summary}{needs}; options: {options or 'none'}"
 
 
@@ -110,7 +114,10 @@ def print_methods(specs: Iterable[MethodSpec]) -> None:
         aliases = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
         print(f"{spec.name}{aliases}: {spec.summary}")
         retriever = spec.retriever or "none (no retrieval)"
-        print(f"  retriever: {retriever}; --kg: {'needed' if spec.needs_graph else 'not used'}")
+        graph = "needed" if spec.needs_graph else "not used"
+        if spec.needs_kge:
+            graph = "KG and its trained KG-embedding model (default: the index's graph)"
+        print(f"  retriever: {retriever}; --kg: {graph}")
         if not spec.options:
             print("  options: none")
         for o in spec.options:
