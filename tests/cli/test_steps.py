@@ -32,8 +32,24 @@ CHECKED = (
     {"triple": ["A", "r", "X"], "linked": "", "score": None, "note": "no KG entity"},
 )
 CANDIDATES = (
-    {"source": "m", "query": "kg", "text": "t", "relevant": True, "score": 1.0, "kept": True},
-    {"source": "m", "query": "raw", "text": "u", "relevant": False, "score": None, "kept": False},
+    {
+        "source": "m",
+        "query": "kg",
+        "text": "t",
+        "relevant": True,
+        "score": 1.0,
+        "kept": True,
+        "triples": (),
+    },
+    {
+        "source": "m",
+        "query": "raw",
+        "text": "u",
+        "relevant": False,
+        "score": None,
+        "kept": False,
+        "triples": (),
+    },
 )
 MORE = [
     (st.TurnAnswer(1, "London", "why", 2), ["turn 1 answer (2 references): London"]),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields
 from functools import singledispatch
+from typing import Any
 
 from quillian.methods.steps import (
     AnswerReasoning,
@@ -112,11 +114,7 @@ def _(step: ConfidenceCheck) -> list[str]:
     lines = [
         f"kge check, turn {step.turn}: score {score} vs threshold {step.threshold:.4g}: {verdict}"
     ]
-    for t in step.triples:
-        subject, predicate, obj = t["triple"]
-        reading = t["linked"] or t["note"]
-        shown = "-" if t["score"] is None else f"{t['score']:.4g}"
-        lines.append(f"  ({subject} | {predicate} | {obj}) as {reading}: {shown}")
+    lines += _triple_lines(step.triples, "  ")
     return lines
 
 
@@ -134,7 +132,18 @@ def _(step: ReferenceFilter) -> list[str]:
     for c in step.candidates:
         mark = "kept" if c["kept"] else "relevant" if c["relevant"] else "irrelevant"
         score = "-" if c["score"] is None else f"{c['score']:.4g}"
-        lines.append(
-            f"  [{mark}, score {score}] {c['source']} ({c['query']}): {_flat(c['text'], 120)}"
-        )
+        text = c.get("error") or _flat(c["text"], 120)
+        lines.append(f"  [{mark}, score {score}] {c['source']} ({c['query']}): {text}")
+        lines += _triple_lines(c["triples"], "    ")
+    return lines
+
+
+def _triple_lines(triples: Iterable[dict[str, Any]], indent: str) -> list[str]:
+    """Each extracted triple, the KG triple it was read as (or why none), its score."""
+    lines = []
+    for t in triples:
+        subject, predicate, obj = t["triple"]
+        reading = t["linked"] or t["note"]
+        shown = "-" if t["score"] is None else f"{t['score']:.4g}"
+        lines.append(f"{indent}({subject} | {predicate} | {obj}) as {reading}: {shown}")
     return lines

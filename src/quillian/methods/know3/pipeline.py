@@ -83,7 +83,7 @@ class Candidate:
                 "error": self.error,
                 "relevant": False,
                 "score": None,
-                "triples": 0,
+                "triples": [],
                 "kept": False,
             }
         return {
@@ -94,7 +94,7 @@ class Candidate:
             "score": None
             if self.scored is None or self.scored.score is None
             else round(self.scored.score, 4),
-            "triples": len(self.scored.triples) if self.scored else 0,
+            "triples": [t.as_dict() for t in self.scored.triples] if self.scored else [],
             "kept": self.kept,
         }
 
