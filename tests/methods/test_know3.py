@@ -246,6 +246,7 @@ def test_accepted_at_turn_zero_without_retrieval():
     assert prompts == ["know3.answer@1", "know3.triples@1"]
     check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
     assert check.accepted and check.turn == 0 and check.score is not None
+    assert check.entities == ("Pittsburgh",)  # linked in the answer's text
     assert check.threshold == pytest.approx(threshold(100.0, 0), abs=1e-3)
     assert check.triples[0]["linked"] == "<Herbert Simon | born in | Milwaukee>"
 

@@ -172,7 +172,8 @@ class ConfidenceCheck(Step):
 
     ``score`` is the aggregate relative score (None: no triple could be scored, which
     counts as unreliable); the answer is ``accepted`` when the score is below
-    ``threshold``. ``triples`` holds each extracted triple, its KG reading and score."""
+    ``threshold``. ``triples`` holds each extracted triple, its KG reading and score;
+    ``entities`` the text's spans linked to KG entities."""
 
     kind: ClassVar[str] = "confidence-check"
     turn: int

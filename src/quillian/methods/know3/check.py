@@ -46,6 +46,7 @@ class KGECheck:
             threshold=round(threshold, 4),
             accepted=accepted,
             triples=tuple(t.as_dict() for t in scored.triples),
+            entities=scored.mentions,
         )
 
 

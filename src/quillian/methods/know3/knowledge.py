@@ -84,6 +84,8 @@ class TextScore:
     score: float | None
     entities: int
     """Entities linked in the text (orders unscorable references)."""
+    mentions: tuple[str, ...] = ()
+    """The text's spans linked to KG entities."""
 
     @property
     def rank_key(self) -> float:
@@ -151,7 +153,8 @@ class Know3Knowledge:
         scored = tuple(self.score_triple(t, known) for t in triples)
         values = [s.score for s in scored if s.score is not None]
         entities = len({e for m in mentions for e in m.entities[:1]})
-        return TextScore(scored, aggregate(values, how), entities)
+        names = tuple(dict.fromkeys(m.text for m in mentions))
+        return TextScore(scored, aggregate(values, how), entities, names)
 
     def _link(self, name: str, known: dict[str, Mention]) -> Mention | None:
         return known.get(normalize_name(name)) or link_name(name, self.graph)
