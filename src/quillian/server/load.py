@@ -138,12 +138,13 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     port = free_port()
     command = [sys.executable, "-m", "quillian.cli.main", "serve", f"load={index}",
                "--llm", f"scripted:{routes}", "--port", str(port)]  # fmt: skip
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = (workdir / "server.log").open("wb")  # the access log too: a pipe would fill up
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
-            await _wait_up(client, server)
+            await _wait_up(client, server, workdir / "server.log")
 
             def retrieve(i: int) -> tuple[str, dict[str, Any]]:
                 q = questions[i % len(questions)]
@@ -167,6 +168,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     p50 = report["in_process"]["p50_ms"] or 1.0
     for row in report["retrieve"]:
@@ -174,11 +176,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return report
 
 
-async def _wait_up(client: httpx.AsyncClient, server: subprocess.Popen[bytes]) -> None:
+async def _wait_up(client: httpx.AsyncClient, server: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            why = server.stderr.read().decode(errors="replace") if server.stderr else ""
+            why = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"quillian serve exited: {why}")
         try:
             if (await client.get("/healthz")).status_code == 200:
