@@ -98,18 +98,23 @@ async def load(
 
 
 def in_process(index: Path, questions: list[str], method: str, n: int) -> dict[str, Any]:
-    """The same retrievals with no HTTP: the engine, one after another, ``n`` of them
-    cycling through the questions after one warm pass over them (as the HTTP clients
-    cycle through them)."""
-    engine = Engine.open(index)
-    try:
+    """The same retrievals with no HTTP: ``Engine.aretrieve`` (the server's call), one
+    after another, ``n`` of them cycling through the questions after one warm pass over
+    them (as the HTTP clients cycle through them)."""
+
+    async def measure(engine: Engine) -> list[float]:
         for question in questions:  # open the index, load the embedder, warm the caches
-            engine.retrieve(question, method, 8)
+            await engine.aretrieve(question, method, 8)
         latencies = []
         for i in range(n):
             start = time.perf_counter()
-            engine.retrieve(questions[i % len(questions)], method, 8)
+            await engine.aretrieve(questions[i % len(questions)], method, 8)
             latencies.append(time.perf_counter() - start)
+        return latencies
+
+    engine = Engine.open(index)
+    try:
+        latencies = asyncio.run(measure(engine))
     finally:
         engine.close()
     return {"requests": len(latencies), **percentiles(latencies)}
@@ -133,7 +138,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "method": args.method,
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "in_process": in_process(index, questions, args.method, args.in_process),
+        "in_process": await asyncio.to_thread(
+            in_process, index, questions, args.method, args.in_process
+        ),
     }
     port = free_port()
     command = [sys.executable, "-m", "quillian.cli.main", "serve", f"load={index}",
