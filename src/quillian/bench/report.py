@@ -431,7 +431,8 @@ def _serve_section(serve: dict[str, Any] | None) -> list[str]:
 
     inside = serve["in_process"]
     rows = [
-        f"| retrieve `{serve['method']}`, in process (no HTTP) | 1 |  | {inside['requests']} "
+        f"| retrieve `{serve['method']}` in process (Engine.aretrieve, no HTTP) | 1 |  "
+        f"| {inside['requests']} "
         f"|  | {inside['p50_ms']} | {inside['p95_ms']} | {inside['p99_ms']} |  | 1.0 |"
     ]
     rows += [
