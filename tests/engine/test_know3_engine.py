@@ -254,9 +254,12 @@ def test_cli_index_for_know3_trains_the_model(tmp_path, capsys):
 TURTLE = """@prefix ex: <http://example.org/> .
 @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
 @prefix skos: <http://www.w3.org/2004/02/skos/core#> .
-ex:babbage rdfs:label "Charles Babbage" ; skos:definition "An English engineer" ; ex:born_in ex:london .
-ex:lovelace rdfs:label "Ada Lovelace" ; skos:definition "A mathematician" ; ex:worked_with ex:babbage .
-ex:london rdfs:label "London" ; skos:definition "The capital of England" ; ex:capital_of ex:england .
+ex:babbage rdfs:label "Charles Babbage" ; skos:definition "An engineer" ;
+    ex:born_in ex:london .
+ex:lovelace rdfs:label "Ada Lovelace" ; skos:definition "A mathematician" ;
+    ex:worked_with ex:babbage .
+ex:london rdfs:label "London" ; skos:definition "The capital of England" ;
+    ex:capital_of ex:england .
 ex:england rdfs:label "England" ; skos:definition "A country" ; ex:contains ex:london .
 """
 
