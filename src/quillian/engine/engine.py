@@ -21,8 +21,14 @@ import numpy.typing as npt
 
 from quillian.components.concurrency import ThreadOffload
 from quillian.components.embedding.base import Embedder
+from quillian.components.embedding.batching import QueryBatcher
 from quillian.components.embedding.factory import make_embedder
-from quillian.components.factories import RETRIEVERS, SA_RETRIEVERS, make_retriever
+from quillian.components.factories import (
+    EMBEDS_QUERY,
+    RETRIEVERS,
+    SA_RETRIEVERS,
+    make_retriever,
+)
 from quillian.components.kg.base import ExternalGraph
 from quillian.components.kg.spec import GraphSpec, make_bridges, make_graph
 from quillian.components.llm.accounting import Ledger
@@ -33,11 +39,20 @@ from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
 from quillian.config import build_config
+from quillian.engine.documents import (
+    DocumentPage,
+    DocumentText,
+    forget_unfinished,
+    get_document,
+    known_documents,
+    list_documents,
+    settings_of,
+)
 from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
 from quillian.engine.kge import open_knowledge
 from quillian.errors import ConfigError
 from quillian.index import BuildReport, Index, open_index, read_manifest
-from quillian.methods.base import AnswerResult, PipelineBase
+from quillian.methods.base import AnswerResult, PipelineBase, RunObserver
 from quillian.methods.know3.check import KGECheck, Verification, verify_answer
 from quillian.methods.know3.config import Know3Config
 from quillian.methods.know3.knowledge import Know3Knowledge
@@ -92,6 +107,7 @@ class Engine:
         self._runners: dict[str, TaskRunner] = {}
         self._runners_lock = asyncio.Lock()
         self._offload = ThreadOffload(options.workers)
+        self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
@@ -200,6 +216,27 @@ class Engine:
         self._forget()
         return report
 
+    def documents(self, offset: int = 0, limit: int = 50) -> DocumentPage:
+        """A page of this engine's documents with their ingestion status."""
+        return list_documents(self._location(), offset, limit)
+
+    def document(self, doc_id: str) -> DocumentText | None:
+        """One document with its status, text and chunk ids (None: not in the index)."""
+        return get_document(self._location(), doc_id)
+
+    def known_documents(self, doc_ids: Sequence[str]) -> list[str]:
+        """Those of ``doc_ids`` this engine's index holds or records as failed."""
+        return known_documents(self._location(), doc_ids)
+
+    def forget_unfinished(self, doc_ids: Sequence[str]) -> list[str]:
+        """Forget documents of a stopped ingestion that never got stored (see
+        :func:`quillian.engine.documents.forget_unfinished`)."""
+        return forget_unfinished(self._location(), doc_ids)
+
+    def index_settings(self) -> IndexSettings:
+        """The settings this engine's index was built with (to add documents alike)."""
+        return settings_of(self._location())
+
     def _location(self) -> Path:
         if self.location is None:
             raise ConfigError("this engine has no index location")
@@ -226,8 +263,17 @@ class Engine:
         return self.retriever(method).retrieve(query, k, query_vector)
 
     async def aretrieve(self, query: str, method: str = "sa", k: int = 8) -> RetrievalResult:
-        """:meth:`retrieve` off the event loop, on the engine's worker threads."""
-        return await self._offload(self.retrieve, query, method, k)
+        """:meth:`retrieve` off the event loop, on the engine's worker threads. Queries
+        retrieved at the same time are embedded together (:class:`QueryBatcher`)."""
+        _check_question(query)
+        check_k(k)
+        retriever = await self._offload(self.retriever, method)
+        vector = await self._batcher.embed(query) if method in EMBEDS_QUERY else None
+        return await self._offload(retriever.retrieve, query, k, vector)
+
+    def _embed_queries(self, queries: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Query vectors from the opened index's embedder (the retrievers' own)."""
+        return self.index.context.embedder.embed(list(queries))
 
     # --- answering ----------------------------------------------------------------------
 
@@ -251,12 +297,19 @@ class Engine:
         )
 
     async def answer(
-        self, question: str, method: str = "sa-rag", *, retriever: str | None = None, **options: Any
+        self,
+        question: str,
+        method: str = "sa-rag",
+        *,
+        retriever: str | None = None,
+        observer: RunObserver | None = None,
+        **options: Any,
     ) -> AnswerResult:
-        """Answer ``question`` with ``method``; ``options`` are the method's options."""
+        """Answer ``question`` with ``method``; ``options`` are the method's options;
+        ``observer`` sees each retrieval (with its trace) and step as it happens."""
         _check_question(question)
         pipeline = await self._offload(self.pipeline, method, retriever=retriever, **options)
-        return await pipeline.answer(question)
+        return await pipeline.answer(question, observer)
 
     async def verify(self, question: str, answer: str, **options: Any) -> Verification:
         """The KG-embedding verdict on ``answer`` (any method's): its triples scored
