@@ -27,18 +27,19 @@ QUESTION = "Where was Charles Babbage born?"
 TRIPLES = '[{"subject": "Charles Babbage", "predicate": "born in", "object": "London"}]'
 
 
+ROUTES = {
+    "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
+    "know3.triples": TRIPLES,
+    "know3.reference": "Charles Babbage was born in London in 1791.",
+    "know3.relevance": "The reliability of the passage is yes.",
+    "know3.query": "Where was Babbage born?",
+    "kg-infused.passage-note": "Babbage was born in London.",
+    "kg-infused.answer": "London",
+}
+
+
 def model():
-    return ScriptedChatModel(
-        {
-            "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
-            "know3.triples": TRIPLES,
-            "know3.reference": "Charles Babbage was born in London in 1791.",
-            "know3.relevance": "The reliability of the passage is yes.",
-            "know3.query": "Where was Babbage born?",
-            "kg-infused.passage-note": "Babbage was born in London.",
-            "kg-infused.answer": "London",
-        }
-    )
+    return ScriptedChatModel(ROUTES)
 
 
 def build(path):
@@ -111,19 +112,7 @@ def test_missing_and_stale_models_are_refused(tmp_path, location):
 
 def routes_file(tmp_path):
     path = tmp_path / "routes.json"
-    path.write_text(
-        json.dumps(
-            {
-                "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
-                "know3.triples": TRIPLES,
-                "know3.reference": "Charles Babbage was born in London in 1791.",
-                "know3.relevance": "The reliability of the passage is yes.",
-                "know3.query": "Where was Babbage born?",
-                "kg-infused.passage-note": "Babbage was born in London.",
-                "kg-infused.answer": "London",
-            }
-        )
-    )
+    path.write_text(json.dumps(ROUTES))
     return f"scripted:{path}"
 
 
