@@ -18,6 +18,7 @@ from quillian.components.extraction.base import Extractor
 from quillian.components.extraction.llm import LLMExtractor
 from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.extraction.precomputed import PrecomputedExtractor
+from quillian.components.extraction.quads import QUAD_EXTRACTOR, QuadExtractor
 from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 CHUNKERS = ("passage", "words")
-EXTRACTORS = ("spacy", "precomputed", "llm")
+EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR)
 RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
@@ -78,6 +79,12 @@ def make_extractor(
         if runner is None:
             raise ConfigError("the llm extractor needs a chat model (--llm SPEC)")
         return LLMExtractor(runner, budget=budget, corpus_titles=titles)
+    if name == QUAD_EXTRACTOR:
+        if runner is None:
+            raise ConfigError(f"the {QUAD_EXTRACTOR} extractor needs a chat model (--llm SPEC)")
+        if budget is not None and budget != ExtractionBudget():
+            raise ConfigError(f"the {QUAD_EXTRACTOR} extractor takes no budget")
+        return QuadExtractor(runner)
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 
