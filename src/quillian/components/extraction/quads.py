@@ -218,9 +218,9 @@ def quads_to_extraction(
         provenance = Provenance(chunk.doc_id, chunk.id, start, end, sentence)
         triples[key] = Triple(head, relation, tail, f"{head} {relation} {tail}", provenance)
     entities = []
-    for key, name in names.items():
+    for name_key, name in names.items():
         first = find_name(chunk.text, name, ignore_case=True)
         start, end = first[0] if first else (-1, -1)
-        description = " ".join(sentences[key])[:DESCRIPTION_CHARS]
+        description = " ".join(sentences[name_key])[:DESCRIPTION_CHARS]
         entities.append(ExtractedEntity(name, description=description, start=start, end=end))
     return Extraction(chunk.id, chunk.doc_id, tuple(entities), tuple(triples.values()))
