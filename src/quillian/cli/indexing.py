@@ -16,6 +16,7 @@ from quillian.cli.console import stage_bars
 from quillian.cli.flags import IndexDir, LLMFlags, choice, shares_flags
 from quillian.cli.render import print_build
 from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
+from quillian.components.extraction.quads import QUAD_EXTRACTOR
 from quillian.components.factories import CHUNKERS, EMBEDDERS, EXTRACTORS, make_chunker
 from quillian.components.ingestion.readers import read_documents
 from quillian.components.llm.accounting import Ledger
@@ -61,6 +62,10 @@ def index(
     budget_calls: Annotated[
         int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N calls")
     ] = None,
+    method: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME", help="also run this method's own build stage (e.g. kags)"),
+    ] = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
 
@@ -75,12 +80,15 @@ def index(
         extractor="precomputed" if extractions else extractor,
         extractions=extractions,
         embedder=embedder,
+        methods=tuple(method or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
-    if settings.extractor != "llm":
+    if settings.extractor not in ("llm", QUAD_EXTRACTOR):
         with stage_bars() as progress:
             report = index_documents(out, documents, settings, on_progress=progress)
     elif dry_run:
+        if settings.extractor != "llm":
+            raise ConfigError("--dry-run estimates the llm extractor's cost only")
         with closing(llm.open_engine()) as engine:
             _print_estimate(engine, documents, settings)
         return

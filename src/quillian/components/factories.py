@@ -25,6 +25,7 @@ from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.kags import KAGSRetriever, KAGSSearch
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import Bridges, SAConfig, SARetriever
 from quillian.errors import ConfigError
@@ -43,7 +44,7 @@ __all__ = [
 
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR)
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -107,4 +108,6 @@ def make_retriever(
         if context.bm25 is None:
             raise ConfigError("this index has no BM25 index")
         return BM25Retriever(context, context.bm25)
+    if name == "kags":
+        return KAGSRetriever(context, KAGSSearch(**options))  # type: ignore[arg-type]
     raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")
