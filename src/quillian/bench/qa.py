@@ -17,8 +17,9 @@ from typing import Any
 from quillian.bench.retrieval import BenchSettings, ensure_index, read_corpus
 from quillian.engine import Engine
 from quillian.eval.datasets import load_questions
+from quillian.eval.judge import JUDGED_METRICS, Judge
+from quillian.eval.qa import DEFAULT_METRICS, check_metrics, evaluate
 from quillian.eval.qa import Progress as QuestionProgress
-from quillian.eval.qa import evaluate
 from quillian.index import read_manifest
 from quillian.methods.table import method_spec
 from quillian.types import Progress
@@ -42,6 +43,9 @@ class QASettings:
     kg: str | None = None
     """The KG-Infused methods' graph: ``index``, ``index+inverse``, an imported graph's
     directory, or ``DIR+index`` (joined by its saved alignment; SA retrieval crosses)."""
+    metrics: Sequence[str] = DEFAULT_METRICS
+    """Scored beside EM, F1 and accuracy (see :data:`quillian.eval.qa.METRICS`); the
+    judged ones use the benchmark's own model as the judge."""
 
 
 def needs_index(settings: QASettings) -> bool:
@@ -73,6 +77,9 @@ async def run_qa_bench(
     questions = load_questions(settings.index.dataset, settings.index.questions)
     questions = questions[: settings.limit] if settings.limit else questions
     summaries: dict[str, Any] = {}
+    metrics = check_metrics(settings.metrics)
+    judged = any(m in JUDGED_METRICS for m in metrics)
+    judge = Judge(engine.runner, engine.embedder()) if judged else None
     for method in settings.methods:
         spec = method_spec(method)
         pipeline = engine.pipeline(method, retriever=settings.retriever, **settings.options)
@@ -88,6 +95,10 @@ async def run_qa_bench(
             "llm": engine.session.spec.__dict__,
             "prompts": {p.name: p.key for p in engine.prompts},
             "index": index_info,
+            "metrics": list(metrics),
+            "judge": {"model": engine.session.model_id, "embedder": judge.embedder.model_id}
+            if judge
+            else None,
         }
         report = await evaluate(
             pipeline,
@@ -97,6 +108,8 @@ async def run_qa_bench(
             manifest=manifest,
             concurrency=settings.concurrency,
             on_progress=on_progress,
+            metrics=metrics,
+            judge=judge,
         )
         summaries[spec.name] = report.summary
         logger.info("%s: %s", spec.name, report.summary)

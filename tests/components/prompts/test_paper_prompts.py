@@ -162,6 +162,9 @@ EXPECTED: dict[str, tuple[set[str], list[str]]] = {
         ['["head", "relationship", "tail", "sentences"]', "Extract all valid triples from this"],
     ),
     "kags.answer": ({"context", "question"}, ["Context:", "Answer:"]),
+    "kags.judge-statements": ({"question", "answer"}, ["Statement:"]),
+    "kags.judge-verdicts": ({"context", "statements"}, ["Verdict: Yes", "Verdict: No"]),
+    "kags.judge-question": ({"answer"}, ["Question:"]),
 }
 
 BY_NAME = {p.name: p for p in ALL_PROMPTS}
@@ -212,7 +215,7 @@ def test_rendered_text_keeps_the_papers_wording(name):
 def test_description_names_source_variables_and_output(name):
     description = BY_NAME[name].description
     assert "Source:" in description and "Output" in description
-    assert any(where in description for where in ("Listing", "Table", "Fig."))
+    assert any(where in description for where in ("Listing", "Table", "Fig.", "eq."))
     for variable in EXPECTED[name][0]:
         assert variable in description
 

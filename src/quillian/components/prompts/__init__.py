@@ -34,6 +34,9 @@ ALL_PROMPTS: tuple[Prompt, ...] = (
     kg_infused.SELF_ASK,
     kags.EXTRACT,
     kags.ANSWER,
+    kags.JUDGE_STATEMENTS,
+    kags.JUDGE_VERDICTS,
+    kags.JUDGE_QUESTION,
 )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from quillian.components.llm.base import ChatMessage
 from quillian.components.llm.prompts import Prompt
 
-__all__ = ["ANSWER", "EXTRACT"]
+__all__ = ["ANSWER", "EXTRACT", "JUDGE_QUESTION", "JUDGE_STATEMENTS", "JUDGE_VERDICTS"]
 
 _EXAMPLE_TEXT = (
     "Stoke City F.C.\n"
@@ -93,5 +93,71 @@ ANSWER = Prompt(
         "and predicate, with their source sentences unless switched off; {question}: the "
         "question. Output: the answer; the text after the last 'Answer:', first line, "
         "quotes stripped."
+    ),
+)
+
+# --- judges of the answer metrics (supplement section 3; the authors' metrics.py) ---
+
+#: Faithfulness, step (a): the answer split into statements (eq. 8's sigma_q).
+JUDGE_STATEMENTS = Prompt(
+    name="kags.judge-statements",
+    version=1,
+    messages=(
+        ChatMessage(
+            "system",
+            "You break an answer into its factual statements. Write each statement on its "
+            "own line, starting with 'Statement:'. Each statement must stand alone (no "
+            "pronouns pointing outside it). Write nothing else.",
+        ),
+        ChatMessage("user", "Question: {question}\nAnswer: {answer}\n\nStatements:"),
+    ),
+    variables=frozenset({"question", "answer"}),
+    description=(
+        "Source: KAGS faithfulness (supplement section 3, eq. 8; the authors' metrics.py). "
+        "{question}: the question; {answer}: the "
+        "answer judged. Output: one 'Statement: ...' line per statement."
+    ),
+)
+
+#: Faithfulness, step (b): each statement judged against the evidence (eq. 8's nu_q).
+JUDGE_VERDICTS = Prompt(
+    name="kags.judge-verdicts",
+    version=1,
+    messages=(
+        ChatMessage(
+            "system",
+            "You check statements against a context. For each numbered statement, write "
+            "one line: 'Statement N: <a brief explanation> Verdict: Yes' when the context "
+            "supports the statement, or '... Verdict: No' when it does not. Judge only by "
+            "the context. Write one line per statement and nothing else.",
+        ),
+        ChatMessage("user", "Context:\n{context}\n\nStatements:\n{statements}"),
+    ),
+    variables=frozenset({"context", "statements"}),
+    description=(
+        "Source: KAGS faithfulness (supplement section 3, eq. 8; the authors' metrics.py). "
+        "{context}: the evidence the method retrieved; {statements}: the "
+        "numbered statements ('1. ...'). Output: per statement a line ending in "
+        "'Verdict: Yes' or 'Verdict: No'."
+    ),
+)
+
+#: Answer relevance (eq. 9): a question regenerated from the answer.
+JUDGE_QUESTION = Prompt(
+    name="kags.judge-question",
+    version=1,
+    messages=(
+        ChatMessage(
+            "system",
+            "Write the one question that the given answer answers. Write only the "
+            "question, nothing else.",
+        ),
+        ChatMessage("user", "Answer: {answer}\nQuestion:"),
+    ),
+    variables=frozenset({"answer"}),
+    description=(
+        "Source: KAGS answer relevance (supplement section 3, eq. 9; the authors' "
+        "metrics.py). {answer}: the answer judged. Output: one question, "
+        "whose embedding is compared with the original question's."
     ),
 )
