@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -155,7 +157,10 @@ def main(argv: list[str] | None = None) -> None:
         embedder=args.embedder,
         methods=args.methods.split(","),
     )
-    print(json.dumps(run_kags_bench(settings), indent=1))
+    result = run_kags_bench(settings)
+    given = sys.argv[1:] if argv is None else argv
+    result["_command"] = shlex.join(["python", "-m", "quillian.bench.kags", *given])
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

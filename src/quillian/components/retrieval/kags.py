@@ -113,8 +113,8 @@ class KAGSRetriever:
     """KAGS retrieval over an index built with the KAGS stage (see the module docs).
 
     ``retrieve`` returns up to ``k`` supporting passages; the trace holds the seeds
-    (hop 0), every node reached with its hop, and the kept relations with their hop,
-    similarity and source sentence.
+    (hop 0), every node reached with its hop (its ``activation`` is ``1 / (1 + hop)``),
+    and the kept relations with their hop, similarity to the query and source sentence.
     """
 
     name = "kags"
