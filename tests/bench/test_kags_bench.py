@@ -30,3 +30,24 @@ def test_kept_sentences_match_gold_ones_of_the_same_passage_either_way() -> None
     assert match_sentences(kept, gold) == (1, 1)
     assert match_sentences([], gold) == (0, 0)
     assert match_sentences([("beta", "only.")], gold) == (1, 1)
+
+
+def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
+    from quillian.bench.report import _kags_section
+
+    figures = {"sentence_precision": 0.1, "sentence_recall": 0.4, "sentences": 20.0}
+    run = {
+        "dense": {"R@2": 0.6, "R@5": 0.8, "p50_ms": 0.1},
+        "kags": {"R@2": 0.3, "R@5": 0.4, "p50_ms": 30.0},
+        "kags_sentences": figures,
+        "_run": {"kags": {"triples": 12}},
+        "_command": "python -m quillian.bench.kags --dataset hotpotqa",
+    }
+    text = "\n".join(_kags_section({"hotpotqa": run}))
+    assert "| dense MiniLM top-k | 0.6 | 0.8 | 0.1 |" in text
+    assert (
+        "| KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM) | 0.3 | 0.4 | 30 |" in text
+    )
+    assert "| with the metadata filter (tau 0.5) | 0.1 | 0.4 |  |  | 20.0 |" in text
+    assert "KAGS triples stored: 12" in text and "--dataset hotpotqa" in text
+    assert _kags_section({}) == []

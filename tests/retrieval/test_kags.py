@@ -105,8 +105,10 @@ def test_traversal_adds_relations_with_their_hop_and_returns_supporting_passages
     assert reached == {"Alpha": 0, "Gamma": 0, "Kappa": 1, "Lambda": 1, "Mu": 2}
     relation = next(r for r in result.trace.relations if r.hop == 2)
     assert relation.sentence == S_MU
-    # passages: the hop-0 relation's chunk first, then hop 1 by similarity
+    # passages by their best source-sentence cosine: 2/sqrt(8), 1/sqrt(8), 0
     assert [p.title for p in result.passages] == ["Alpha", "Kappa", "Lambda"]
+    scores = [p.score for p in result.passages]
+    assert scores == pytest.approx([cos(2, 4, 2), cos(2, 4, 1), 0.0], abs=1e-6)
     assert [p.title for p in retriever(location, top_k=2, hops=2).retrieve(QUERY, 1).passages] == [
         "Alpha"
     ]
