@@ -126,18 +126,32 @@ async def run_qa_bench(
     return result
 
 
+#: Extra metric columns of :func:`summary_table`, shown when a run scored them.
+EXTRA_COLUMNS = {
+    "token_containment": "token containment",
+    "fuzzy_containment": "fuzzy containment",
+    "faithfulness": "faithfulness",
+    "answer_relevance": "answer relevance",
+}
+
+
 def summary_table(result: dict[str, Any]) -> str:
-    """The methods' summaries as a markdown table."""
+    """The methods' summaries as a markdown table (with the extra metrics scored)."""
+    summaries = result["methods"].values()
+    extra = [m for m in EXTRA_COLUMNS if any(m in s for s in summaries)]
     head = (
-        "| method | EM | F1 | accuracy | evidence recall | tokens/q | s/q | parse failures |"
-        " unfinished |\n|---|---|---|---|---|---|---|---|---|"
+        "| method | EM | F1 | accuracy | "
+        + "".join(f"{EXTRA_COLUMNS[m]} | " for m in extra)
+        + "evidence recall | tokens/q | s/q | parse failures | unfinished |\n|"
+        + "---|" * (9 + len(extra))
     )
     rows = []
     for method, s in result["methods"].items():
         recall = "" if s["evidence_recall"] is None else f"{s['evidence_recall']:.3f}"
+        cells = "".join(f"{'' if s.get(m) is None else format(s[m], '.3f')} | " for m in extra)
         rows.append(
-            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {recall} | "
-            f"{s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
+            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {cells}"
+            f"{recall} | {s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
             f"{s['parse_failure_share']:.1%} | {s['unfinished']} |"
         )
     return "\n".join([head, *rows])
