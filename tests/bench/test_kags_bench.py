@@ -40,7 +40,7 @@ def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
         "dense": {"R@2": 0.6, "R@5": 0.8, "p50_ms": 0.1},
         "kags": {"R@2": 0.3, "R@5": 0.4, "p50_ms": 30.0},
         "kags_sentences": figures,
-        "_run": {"kags": {"triples": 12}},
+        "_run": {"index": {"kags_triples": 12}},
         "_command": "python -m quillian.bench.kags --dataset hotpotqa",
     }
     text = "\n".join(_kags_section({"hotpotqa": run}))

@@ -445,7 +445,10 @@ def _kags_section(kags: dict[str, Any]) -> list[str]:
         "",
         "Each run indexes once (spaCy extraction, MiniLM) with the KAGS stage and scores "
         "the retrievers on it side by side. KAGS returns only the passages holding its kept "
-        "relations' source sentences, so it may return fewer than k.",
+        "relations' source sentences (best sentence cosine first), so it may return fewer "
+        "than k. Its triples here are spaCy's: `related_to` links between entities named "
+        "in one sentence, kept when that sentence names both ends; the `kags-llm` "
+        "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures.",
     ]
     for name, run in kags.items():
         metric = ["perfect@8", "multihop_perfect@8"] if "2wiki" in name else ["R@2", "R@5"]
@@ -463,7 +466,7 @@ def _kags_section(kags: dict[str, Any]) -> list[str]:
             for key in rows:
                 cells = [f"{run[key].get(f, '')}" for f in KAGS_FIGURES]
                 parts.append(f"| {KAGS_SENTENCES[key]} | " + " | ".join(cells) + " |")
-        triples = run.get("_run", {}).get("kags", {}).get("triples")
+        triples = run.get("_run", {}).get("index", {}).get("kags_triples")
         parts += ["", f"KAGS triples stored: {triples}. Command: `{run.get('_command', '')}`"]
     return parts
 
