@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,9 @@ def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> 
     configuration for the manifests."""
     if not needs_index(settings):
         return {}
-    ensure_index(settings.index, read_corpus(settings.index), on_progress)
+    kinds = {settings.retriever or method_spec(m).retriever for m in settings.methods}
+    index = replace(settings.index, methods=[k for k in kinds if k])  # stages they need
+    ensure_index(index, read_corpus(index), on_progress)
     manifest = read_manifest(settings.index.index_dir)
     return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 
