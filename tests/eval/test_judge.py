@@ -17,14 +17,12 @@ from quillian.components.llm.tasks import TaskRunner, Transcript
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import ScoredPassage, UsedRelation
 from quillian.eval.datasets import Question
-from quillian.eval.judge import Judge, evidence_text, parse_statements, parse_verdicts
+from quillian.eval.judge import Judge, evidence_text, parse_statements, parse_verdict
 from quillian.eval.qa import evaluate
 from quillian.methods.base import AnswerResult
 
 STATEMENTS = "Statement: Babbage was born in London.\nStatement 2: Babbage was a poet."
-VERDICTS = (
-    "Statement 1: the context says so. Verdict: Yes\nStatement 2: nothing about poetry. Verdict: No"
-)
+VERDICTS = ["The context says so. Verdict: Yes", "Nothing about poetry.\nVerdict: No"]
 
 
 def judge(**routes: object) -> tuple[Judge, ScriptedChatModel]:
@@ -44,31 +42,33 @@ def evidence() -> Evidence:
 
 def test_parsers_read_statements_and_verdicts_strictly() -> None:
     assert parse_statements(STATEMENTS) == ["Babbage was born in London.", "Babbage was a poet."]
-    assert parse_verdicts(VERDICTS) == [True, False]
-    assert parse_verdicts("Verdict: Correct. Verdict: **Incorrect**") == [True, False]
-    for parse, raw in ((parse_statements, "London."), (parse_verdicts, "Yes, supported.")):
+    assert [parse_verdict(v) for v in VERDICTS] == [True, False]
+    assert parse_verdict("Verdict: **Incorrect**. Verdict: Yes") is False  # the first counts
+    assert parse_verdict("verdict: correct") is True
+    for parse, raw in ((parse_statements, "London."), (parse_verdict, "Yes, supported.")):
         with pytest.raises(ParseError):
             parse(raw)
 
 
 def test_faithfulness_is_the_share_of_supported_statements() -> None:
-    j, model = judge(kags_judge_statements=STATEMENTS, kags_judge_verdicts=VERDICTS)
+    j, model = judge(kags_judge_statements=STATEMENTS, kags_judge_verdict=VERDICTS)
     transcript = Transcript()
     score = asyncio.run(j.faithfulness("Who?", "London; a poet", evidence(), transcript))
     assert score == 0.5
-    verdict_prompt = model.calls[1].messages[-1].content
-    assert "1. Babbage was born in London.\n2. Babbage was a poet." in verdict_prompt
-    assert "Babbage born in London (Babbage was born in London.)" in verdict_prompt
-    assert len(transcript.calls) == 2 and transcript.parse_failures == 0
+    first, second = (call.messages[-1].content for call in model.calls[1:])
+    assert first.endswith("Statement: Babbage was born in London.")
+    assert second.endswith("Statement: Babbage was a poet.")
+    assert "Babbage born in London (Babbage was born in London.)" in first
+    assert len(transcript.calls) == 3 and transcript.parse_failures == 0
 
 
 def test_an_unusable_verdict_leaves_the_metric_unscored_and_recorded() -> None:
-    one_verdict = "Statement 1: yes. Verdict: Yes"  # two statements, one verdict
-    j, _ = judge(kags_judge_statements=STATEMENTS, kags_judge_verdicts=one_verdict)
+    j, _ = judge(kags_judge_statements=STATEMENTS, kags_judge_verdict="Verdicts for 2 statements.")
     transcript = Transcript()
     assert asyncio.run(j.faithfulness("Who?", "x", evidence(), transcript)) is None
     assert transcript.parse_failures == 2  # the reply and its repair
-    assert "1 verdicts for 2 statements" in transcript.calls[-1].error
+    assert "no 'Verdict: Yes'" in transcript.calls[-1].error
+    assert transcript.calls[-1].raw == "Verdicts for 2 statements."
 
 
 def test_answer_relevance_compares_the_regenerated_question() -> None:
@@ -99,7 +99,7 @@ class Fixed:
 def test_evaluate_scores_selected_metrics_and_records_the_judge(tmp_path: Path) -> None:
     j, _ = judge(
         kags_judge_statements=STATEMENTS,
-        kags_judge_verdicts=VERDICTS,
+        kags_judge_verdict=VERDICTS,
         kags_judge_question="Where was Babbage born?",
     )
     questions = [Question("1", "where was babbage born", frozenset(), ("London",))]
@@ -118,7 +118,7 @@ def test_evaluate_scores_selected_metrics_and_records_the_judge(tmp_path: Path) 
     [row] = [json.loads(line) for line in (tmp_path / "predictions.jsonl").open()]
     assert row["token_containment"] == 1.0 and row["fuzzy_containment"] == 1.0
     assert row["faithfulness"] == 0.5 and row["answer_relevance"] == 1.0
-    assert len(row["judge"]["calls"]) == 3 and row["llm_calls"] == 0
+    assert len(row["judge"]["calls"]) == 4 and row["llm_calls"] == 0
     summary = report.summary
     assert summary["faithfulness"] == 0.5 and summary["faithfulness_unscored"] == 0
     assert summary["answer_relevance"] == 1.0 and summary["judge_parse_failures"] == 0

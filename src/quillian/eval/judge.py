@@ -1,17 +1,17 @@
 """KAGS's LLM-judged answer metrics (supplement section 3), for any method's answers.
 
 * **faithfulness** (eq. 8): the judge splits the answer into statements
-  (``kags.judge-statements``), then judges each against the method's evidence
-  (``kags.judge-verdicts``); the score is the share judged supported. An empty answer,
-  or one with no statement, scores 0, as in the authors' code.
+  (``kags.judge-statements``), then judges each against the method's evidence, one
+  call per statement (``kags.judge-verdict``); the score is the share judged
+  supported. An empty answer scores 0, as in the authors' code.
 * **answer relevance** (eq. 9, which the code follows; the prose speaks of answers):
   the judge writes the question the answer answers (``kags.judge-question``); the
   score is the cosine of its embedding with the original question's. An empty answer
   scores 0.
 
-Parsing is strict: a verdict reply must hold exactly one ``Verdict: Yes|No`` (or
-``Correct|Incorrect``) per statement. A reply still unusable after the runner's repair
-attempt leaves that metric ``None`` for the question (left out of the mean, counted in
+Parsing is strict: a verdict reply must hold a ``Verdict: Yes|No`` (or
+``Correct|Incorrect``); the first one counts. A reply still unusable after the runner's
+repair attempt leaves that metric ``None`` for the question (left out of the mean, counted in
 the summary), never a guess; every judge call and its raw text is kept in the row.
 """
 
@@ -34,11 +34,11 @@ __all__ = [
     "JUDGED_METRICS",
     "QUESTION_TASK",
     "STATEMENTS_TASK",
-    "VERDICTS_TASK",
+    "VERDICT_TASK",
     "Judge",
     "evidence_text",
     "parse_statements",
-    "parse_verdicts",
+    "parse_verdict",
 ]
 
 #: The metrics a judge computes.
@@ -58,20 +58,18 @@ def parse_statements(raw: str, prompt: str = "") -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def parse_verdicts(raw: str, prompt: str = "") -> list[bool]:
-    """Every ``Verdict: Yes|No|Correct|Incorrect`` of a reply, in order; none raises."""
-    verdicts = [m.group(1).lower() in ("yes", "correct") for m in _VERDICT.finditer(raw)]
-    if not verdicts:
-        raise ParseError("no 'Verdict: Yes|No' found", raw, prompt)
-    return verdicts
+def parse_verdict(raw: str, prompt: str = "") -> bool:
+    """The first ``Verdict: Yes|No|Correct|Incorrect`` of a reply; none raises."""
+    found = _VERDICT.search(raw)
+    if found is None:
+        raise ParseError("no 'Verdict: Yes' or 'Verdict: No' found", raw, prompt)
+    return found.group(1).lower() in ("yes", "correct")
 
 
 STATEMENTS_TASK: Task[list[str]] = Task(
     "kags.judge-statements", parse_statements, Decoding(max_tokens=256)
 )
-VERDICTS_TASK: Task[list[bool]] = Task(
-    "kags.judge-verdicts", parse_verdicts, Decoding(max_tokens=512)
-)
+VERDICT_TASK: Task[bool] = Task("kags.judge-verdict", parse_verdict, Decoding(max_tokens=192))
 QUESTION_TASK: Task[str] = Task("kags.judge-question", parse_line, Decoding(max_tokens=64))
 
 
@@ -104,13 +102,11 @@ class Judge:
             statements = await self.runner.run(
                 STATEMENTS_TASK, transcript, question=question, answer=answer
             )
-            numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(statements, start=1))
-            verdicts = await self.runner.run(
-                _verdicts_for(len(statements)),
-                transcript,
-                context=evidence_text(evidence),
-                statements=numbered,
-            )
+            context = evidence_text(evidence)
+            verdicts = [
+                await self.runner.run(VERDICT_TASK, transcript, context=context, statement=s)
+                for s in statements
+            ]
         except TaskFailed:
             return None
         return sum(verdicts) / len(statements)
@@ -126,18 +122,6 @@ class Judge:
             return None
         vectors = self.embedder.embed([question, generated])
         return float(np.clip(vectors[0] @ vectors[1], -1.0, 1.0))
-
-
-def _verdicts_for(n: int) -> Task[list[bool]]:
-    """The verdict task requiring exactly ``n`` verdicts."""
-
-    def parse(raw: str, prompt: str = "") -> list[bool]:
-        verdicts = parse_verdicts(raw, prompt)
-        if len(verdicts) != n:
-            raise ParseError(f"{len(verdicts)} verdicts for {n} statements", raw, prompt)
-        return verdicts
-
-    return Task(VERDICTS_TASK.prompt, parse, VERDICTS_TASK.decoding)
 
 
 def judged_means(values: Sequence[float | None]) -> tuple[float | None, int]:

@@ -163,7 +163,7 @@ EXPECTED: dict[str, tuple[set[str], list[str]]] = {
     ),
     "kags.answer": ({"context", "question"}, ["Context:", "Answer:"]),
     "kags.judge-statements": ({"question", "answer"}, ["Statement:"]),
-    "kags.judge-verdicts": ({"context", "statements"}, ["Verdict: Yes", "Verdict: No"]),
+    "kags.judge-verdict": ({"context", "statement"}, ["Verdict: Yes", "Verdict: No"]),
     "kags.judge-question": ({"answer"}, ["Question:"]),
 }
 

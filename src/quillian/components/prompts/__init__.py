@@ -35,7 +35,7 @@ ALL_PROMPTS: tuple[Prompt, ...] = (
     kags.EXTRACT,
     kags.ANSWER,
     kags.JUDGE_STATEMENTS,
-    kags.JUDGE_VERDICTS,
+    kags.JUDGE_VERDICT,
     kags.JUDGE_QUESTION,
 )
 

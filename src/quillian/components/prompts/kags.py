@@ -16,7 +16,7 @@ from __future__ import annotations
 from quillian.components.llm.base import ChatMessage
 from quillian.components.llm.prompts import Prompt
 
-__all__ = ["ANSWER", "EXTRACT", "JUDGE_QUESTION", "JUDGE_STATEMENTS", "JUDGE_VERDICTS"]
+__all__ = ["ANSWER", "EXTRACT", "JUDGE_QUESTION", "JUDGE_STATEMENTS", "JUDGE_VERDICT"]
 
 _EXAMPLE_TEXT = (
     "Stoke City F.C.\n"
@@ -119,26 +119,26 @@ JUDGE_STATEMENTS = Prompt(
     ),
 )
 
-#: Faithfulness, step (b): each statement judged against the evidence (eq. 8's nu_q).
-JUDGE_VERDICTS = Prompt(
-    name="kags.judge-verdicts",
+#: Faithfulness, step (b): one statement judged against the evidence (eq. 8's nu_q).
+JUDGE_VERDICT = Prompt(
+    name="kags.judge-verdict",
     version=1,
     messages=(
         ChatMessage(
             "system",
-            "You check statements against a context. For each numbered statement, write "
-            "one line: 'Statement N: <a brief explanation> Verdict: Yes' when the context "
-            "supports the statement, or '... Verdict: No' when it does not. Judge only by "
-            "the context. Write one line per statement and nothing else.",
+            "You check a statement against a context. Write a brief explanation, then "
+            "'Verdict: Yes' if the context supports the statement or 'Verdict: No' if it "
+            "does not. Judge only by the context.",
         ),
-        ChatMessage("user", "Context:\n{context}\n\nStatements:\n{statements}"),
+        ChatMessage("user", "Context:\n{context}\n\nStatement: {statement}"),
     ),
-    variables=frozenset({"context", "statements"}),
+    variables=frozenset({"context", "statement"}),
     description=(
-        "Source: KAGS faithfulness (supplement section 3, eq. 8; the authors' metrics.py). "
-        "{context}: the evidence the method retrieved; {statements}: the "
-        "numbered statements ('1. ...'). Output: per statement a line ending in "
-        "'Verdict: Yes' or 'Verdict: No'."
+        "Source: KAGS faithfulness (supplement section 3, eq. 8; the authors' metrics.py, "
+        "which judged all statements in one reply; one call per statement here, which a "
+        "small judge model follows far more reliably). {context}: the evidence the method "
+        "retrieved; {statement}: one statement of the answer. Output: an explanation, "
+        "then 'Verdict: Yes' or 'Verdict: No'."
     ),
 )
 
