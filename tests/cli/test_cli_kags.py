@@ -33,7 +33,7 @@ def test_index_retrieve_and_ask_with_kags(
     llm = f"scripted:{tmp_path / 'routes.json'}"
     idx = str(tmp_path / "idx")
     build = ["index", str(tmp_path / "corpus.json"), "--out", idx, "--embedder", "keyword",
-             "--extractor", "kags-llm", "--llm", llm, "--no-cache", "--method", "kags"]  # fmt: skip
+             "--extractor", "kags-llm", "--llm", llm, "--no-cache", "--for", "kags"]  # fmt: skip
     assert main(build) == 0
     capsys.readouterr()
     assert main(["retrieve", idx, "Where was Charles Babbage born?", "--method", "kags",

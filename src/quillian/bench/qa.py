@@ -46,13 +46,16 @@ class QASettings:
     metrics: Sequence[str] = DEFAULT_METRICS
     """Scored beside EM, F1 and accuracy (see :data:`quillian.eval.qa.METRICS`); the
     judged ones use the benchmark's own model as the judge."""
+    verify: dict[str, Any] | None = None
+    """Verify every answer against the KG-embedding model (``--verify``), with these
+    Know3-RAG options (``theta0``, ``aggregation``, ...); None: no verification."""
 
 
 def needs_index(settings: QASettings) -> bool:
     """Whether any method (or the retriever asked for) reads the index."""
-    return settings.retriever is not None or any(
-        method_spec(m).retriever is not None or method_spec(m).needs_graph for m in settings.methods
-    )
+    if settings.retriever is not None or (settings.verify is not None and settings.kg is None):
+        return True
+    return any(method_spec(m).reads_index() for m in settings.methods)
 
 
 def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> dict[str, Any]:
@@ -82,16 +85,26 @@ async def run_qa_bench(
     metrics = check_metrics(settings.metrics)
     judged = any(m in JUDGED_METRICS for m in metrics)
     judge = Judge(engine.runner, engine.embedder()) if judged else None
+    verify = None
+    if settings.verify is not None:
+        verify_options = settings.verify
+
+        async def verify(question: str, answer: str) -> dict[str, Any]:
+            return (await engine.verify(question, answer, **verify_options)).as_dict()
+
     for method in settings.methods:
         spec = method_spec(method)
-        pipeline = engine.pipeline(method, retriever=settings.retriever, **settings.options)
+        # each method gets the options it declares (--option was checked against all)
+        declared = {o.name for o in spec.options}
+        options = {k: v for k, v in settings.options.items() if k in declared}
+        pipeline = engine.pipeline(method, retriever=settings.retriever, **options)
         retriever = settings.retriever or spec.retriever
         manifest = {
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
             "method": spec.name,
             "retriever": retriever,
-            "options": settings.options,
+            "options": options,
             "kg": settings.kg,
             "model": engine.session.model_id,
             "llm": engine.session.spec.__dict__,
@@ -101,6 +114,7 @@ async def run_qa_bench(
             "judge": {"model": engine.session.model_id, "embedder": judge.embedder.model_id}
             if judge
             else None,
+            "verify": settings.verify,
         }
         report = await evaluate(
             pipeline,
@@ -112,6 +126,7 @@ async def run_qa_bench(
             on_progress=on_progress,
             metrics=metrics,
             judge=judge,
+            verify=verify,
         )
         summaries[spec.name] = report.summary
         logger.info("%s: %s", spec.name, report.summary)

@@ -142,6 +142,7 @@ def qa(
         command=shlex.join(["quillian", *(ctx.find_root().obj or ())]),
         kg=model.kg,
         metrics=_metrics(metrics),
+        verify=model.verify_options(),
     )
     with stage_bars() as stages:
         index_info = prepare_index(settings, stages)

@@ -23,6 +23,7 @@ from quillian.components.llm.accounting import Ledger
 from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index import BuildReport
+from quillian.methods.table import method_spec
 from quillian.types import Document
 
 __all__ = ["delete", "index", "register", "sample_corpus"]
@@ -62,9 +63,14 @@ def index(
     budget_calls: Annotated[
         int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N calls")
     ] = None,
-    method: Annotated[
+    for_methods: Annotated[
         list[str] | None,
-        typer.Option(metavar="NAME", help="also run this method's own build stage (e.g. kags)"),
+        typer.Option(
+            "--for",
+            metavar="METHOD",
+            help="also run this method's build stages (know3-rag: train ComplEx on the "
+            "graph; kags: store its 4-tuples); repeatable",
+        ),
     ] = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
@@ -80,7 +86,7 @@ def index(
         extractor="precomputed" if extractions else extractor,
         extractions=extractions,
         embedder=embedder,
-        methods=tuple(method or ()),
+        methods=tuple(method_spec(m).name for m in for_methods or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
     if settings.extractor not in ("llm", QUAD_EXTRACTOR):

@@ -8,6 +8,7 @@ no edge wires retrievers, graphs and models itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Iterable, Sequence
@@ -31,10 +32,15 @@ from quillian.components.llm.spec import LLMSession
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
+from quillian.config import build_config
 from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
+from quillian.engine.kge import open_knowledge
 from quillian.errors import ConfigError
 from quillian.index import BuildReport, Index, open_index, read_manifest
 from quillian.methods.base import AnswerResult, PipelineBase
+from quillian.methods.know3.check import KGECheck, Verification, verify_answer
+from quillian.methods.know3.config import Know3Config
+from quillian.methods.know3.knowledge import Know3Knowledge
 from quillian.methods.spec import MethodSpec
 from quillian.methods.table import method_spec
 from quillian.types import Document, Progress
@@ -80,7 +86,11 @@ class Engine:
         self._index: Index | None = None
         self._graph: ExternalGraph | None = None
         self._retrievers: dict[tuple[str, bool], Retriever] = {}
+        self._knowledge: Know3Knowledge | None = None
         self._session: LLMSession | None = None
+        self._sessions = contextlib.AsyncExitStack()  # knowledge models' sessions
+        self._runners: dict[str, TaskRunner] = {}
+        self._runners_lock = asyncio.Lock()
         self._offload = ThreadOffload(options.workers)
         self._opening = threading.RLock()  # two questions at once open things once
         if options.kg is not None:
@@ -146,6 +156,20 @@ class Engine:
                 )
             return self._retrievers[key]
 
+    @property
+    def knowledge(self) -> Know3Knowledge:
+        """The graph a KG-embedding method reads with its trained model (see
+        :func:`quillian.engine.kge.open_knowledge`)."""
+        with self._opening:
+            if self._knowledge is None:
+                self._knowledge = open_knowledge(
+                    self.options.kg,
+                    lambda: self.index,
+                    self.location,
+                    self.embedder(),
+                )
+            return self._knowledge
+
     def joins_graph(self) -> bool:
         """Whether the ``kg`` option joins an imported graph to the index (``DIR+index``)."""
         if self.options.kg is None:
@@ -184,7 +208,7 @@ class Engine:
     def _forget(self) -> None:
         """Drop what was opened from the index, so the next use reads it anew."""
         with self._opening:
-            self._index, self._graph = None, None
+            self._index, self._graph, self._knowledge = None, None, None
             self._retrievers.clear()
 
     # --- retrieval ----------------------------------------------------------------------
@@ -222,6 +246,8 @@ class Engine:
             graph=self.graph if spec.needs_graph else None,
             options=options,
             offload=self._offload,
+            knowledge=self.knowledge if spec.needs_kge else None,
+            knowledge_models=self.runner_for,
         )
 
     async def answer(
@@ -231,6 +257,28 @@ class Engine:
         _check_question(question)
         pipeline = await self._offload(self.pipeline, method, retriever=retriever, **options)
         return await pipeline.answer(question)
+
+    async def verify(self, question: str, answer: str, **options: Any) -> Verification:
+        """The KG-embedding verdict on ``answer`` (any method's): its triples scored
+        against the KG and judged against θ at turn 0. ``options``: Know3-RAG's
+        ``theta0``, ``theta_c``, ``threshold``, ``aggregation``."""
+        config: Know3Config = build_config("--verify", Know3Config, options)
+        knowledge = await self._offload(lambda: self.knowledge)
+        check = KGECheck(self.runner, knowledge, offload=self._offload)
+        return await verify_answer(
+            check, question, answer, threshold=config.theta(0), how=config.how
+        )
+
+    async def runner_for(self, llm: str) -> TaskRunner:
+        """A task runner on another model (a Know3-RAG knowledge model), its session
+        opened once and kept until the engine's ``async with`` ends."""
+        if isinstance(self.options.llm, str) and llm == self.options.llm:
+            return self.runner
+        async with self._runners_lock:
+            if llm not in self._runners:
+                session = await self._sessions.enter_async_context(self.session_for(llm))
+                self._runners[llm] = TaskRunner(session.model, self.prompts)
+            return self._runners[llm]
 
     @property
     def session(self) -> LLMSession:
@@ -260,6 +308,8 @@ class Engine:
     async def __aexit__(self, *exc_info: object) -> None:
         session, self._session = self._session, None
         try:
+            await self._sessions.aclose()
+            self._runners.clear()
             if session is not None:
                 await session.__aexit__(*exc_info)
         finally:

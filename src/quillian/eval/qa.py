@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ __all__ = [
     "DEFAULT_METRICS",
     "METRICS",
     "QAReport",
+    "Verify",
+    "answered_turn",
     "check_metrics",
     "config_hash",
     "evaluate",
@@ -52,6 +54,8 @@ def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+Verify = Callable[[str, str], Awaitable[dict[str, Any]]]
+"""Judges an answer to a question (``--verify``): a record with a ``verified`` flag."""
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -116,6 +120,37 @@ def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
+def answered_turn(row: dict[str, Any]) -> int | None:
+    """The turn whose answer a turn-based method (Know3-RAG) output; None for others."""
+    turns = [s["turn"] for s in row.get("steps", ()) if s.get("kind") == "turn-answer"]
+    return max(turns) if turns else None
+
+
+def _turn_shares(rows: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    turns = [t for t in (answered_turn(r) for r in rows) if t is not None]
+    if not turns:
+        return None
+    return {str(t): round(turns.count(t) / len(turns), 4) for t in sorted(set(turns))}
+
+
+def _verification(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """How scores differ between answers the KGE check verified and the others."""
+    checked = [r for r in rows if r.get("verification")]
+    if not checked:
+        return None
+    out: dict[str, Any] = {"checked": len(checked)}
+    for name, verdict in (("verified", True), ("not_verified", False)):
+        group = [r for r in checked if r["verification"]["verified"] is verdict]
+        out[name] = {
+            "questions": len(group),
+            "em": _mean([r["em"] for r in group]),
+            "f1": _mean([r["f1"] for r in group]),
+            "accuracy": _mean([r["accuracy"] for r in group]),
+        }
+    out["unscorable"] = sum(1 for r in checked if r["verification"]["score"] is None)
+    return out
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Mean scores and costs over the rows of one method."""
     calls = [c for r in rows for c in r["calls"]]
@@ -137,6 +172,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         else 0.0,
         "unfinished": sum(1 for r in rows if r["error"]),
         **_metric_means(rows),
+        **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
+        **({"verification": check} if (check := _verification(rows)) else {}),
     }
 
 
@@ -171,12 +208,14 @@ async def evaluate(
     on_progress: Progress | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
     judge: Judge | None = None,
+    verify: Verify | None = None,
 ) -> QAReport:
     """Answer every question, score, and write the three files into ``out``.
 
     Unusable model output never stops the run: pipelines record it per question. An
     error of the model backend (unreachable endpoint, wrong key) stops the run; the
     lines already written stay, and with a response cache a rerun repeats no call.
+    ``verify`` judges each non-empty answer; its record joins the row.
     """
     if concurrency <= 0:
         raise ValueError(f"concurrency must be greater than 0, got {concurrency}")
@@ -196,10 +235,13 @@ async def evaluate(
             row = _row(dataset, question, result, metrics)
             if judge is not None and any(m in JUDGED_METRICS for m in metrics):
                 await _judge(judge, metrics, result, row)
+            checked = None
+            if verify is not None and result.answer:
+                checked = await verify(question.question, result.answer)
         done += 1
         if on_progress is not None:
             on_progress(done, len(questions))
-        return row
+        return {**row, "verification": checked} if verify is not None else row
 
     tasks = [asyncio.create_task(one(q)) for q in questions]
     rows: list[dict[str, Any]] = []

@@ -125,7 +125,7 @@ class KAGSRetriever:
         if context.triples is None:
             raise ConfigError(
                 "this index has no KAGS triples; build it with the kags method's stage "
-                "(quillian index ... --method kags)"
+                "(quillian index ... --for kags)"
             )
         self.context = context
         self.store: TripleStore = context.triples
