@@ -430,7 +430,10 @@ KAGS_PAPER = (
     "0.5B model as generator and judge and MiniLM for answer relevance, on the questions "
     "above: a like-for-like comparison with the paper is not possible. Faithfulness and "
     "answer relevance are judged per question; a judge reply that stays unusable leaves "
-    "the question unscored (counted in the run's summary.json), never guessed."
+    "the question unscored (counted in the run's summary.json), never guessed; judge "
+    "tokens are not in tokens/q. For kags, evidence recall and the passages below are the "
+    "supporting passages of its kept relations: its generator reads the relations and "
+    "their source sentences, not the passages."
 )
 KAGS_SENTENCES = {
     "kags_sentences": "with the metadata filter (tau 0.5)",
