@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from quillian.bench.retrieval import BenchSettings, ensure_index, read_corpus
 from quillian.engine import Engine
 from quillian.eval.datasets import load_questions
+from quillian.eval.judge import JUDGED_METRICS, Judge
+from quillian.eval.qa import DEFAULT_METRICS, check_metrics, evaluate
 from quillian.eval.qa import Progress as QuestionProgress
-from quillian.eval.qa import evaluate
 from quillian.index import read_manifest
 from quillian.methods.table import method_spec
 from quillian.types import Progress
@@ -42,6 +43,9 @@ class QASettings:
     kg: str | None = None
     """The KG-Infused methods' graph: ``index``, ``index+inverse``, an imported graph's
     directory, or ``DIR+index`` (joined by its saved alignment; SA retrieval crosses)."""
+    metrics: Sequence[str] = DEFAULT_METRICS
+    """Scored beside EM, F1 and accuracy (see :data:`quillian.eval.qa.METRICS`); the
+    judged ones use the benchmark's own model as the judge."""
     verify: dict[str, Any] | None = None
     """Verify every answer against the KG-embedding model (``--verify``), with these
     Know3-RAG options (``theta0``, ``aggregation``, ...); None: no verification."""
@@ -59,7 +63,9 @@ def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> 
     configuration for the manifests."""
     if not needs_index(settings):
         return {}
-    ensure_index(settings.index, read_corpus(settings.index), on_progress)
+    kinds = {settings.retriever or method_spec(m).retriever for m in settings.methods}
+    index = replace(settings.index, methods=[k for k in kinds if k])  # stages they need
+    ensure_index(index, read_corpus(index), on_progress)
     manifest = read_manifest(settings.index.index_dir)
     return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 
@@ -76,6 +82,9 @@ async def run_qa_bench(
     questions = load_questions(settings.index.dataset, settings.index.questions)
     questions = questions[: settings.limit] if settings.limit else questions
     summaries: dict[str, Any] = {}
+    metrics = check_metrics(settings.metrics)
+    judged = any(m in JUDGED_METRICS for m in metrics)
+    judge = Judge(engine.runner, engine.embedder()) if judged else None
     verify = None
     if settings.verify is not None:
         verify_options = settings.verify
@@ -101,6 +110,10 @@ async def run_qa_bench(
             "llm": engine.session.spec.__dict__,
             "prompts": {p.name: p.key for p in engine.prompts},
             "index": index_info,
+            "metrics": list(metrics),
+            "judge": {"model": engine.session.model_id, "embedder": judge.embedder.model_id}
+            if judge
+            else None,
             "verify": settings.verify,
         }
         report = await evaluate(
@@ -111,6 +124,8 @@ async def run_qa_bench(
             manifest=manifest,
             concurrency=settings.concurrency,
             on_progress=on_progress,
+            metrics=metrics,
+            judge=judge,
             verify=verify,
         )
         summaries[spec.name] = report.summary
@@ -128,18 +143,32 @@ async def run_qa_bench(
     return result
 
 
+#: Extra metric columns of :func:`summary_table`, shown when a run scored them.
+EXTRA_COLUMNS = {
+    "token_containment": "token containment",
+    "fuzzy_containment": "fuzzy containment",
+    "faithfulness": "faithfulness",
+    "answer_relevance": "answer relevance",
+}
+
+
 def summary_table(result: dict[str, Any]) -> str:
-    """The methods' summaries as a markdown table."""
+    """The methods' summaries as a markdown table (with the extra metrics scored)."""
+    summaries = result["methods"].values()
+    extra = [m for m in EXTRA_COLUMNS if any(m in s for s in summaries)]
     head = (
-        "| method | EM | F1 | accuracy | evidence recall | tokens/q | s/q | parse failures |"
-        " unfinished |\n|---|---|---|---|---|---|---|---|---|"
+        "| method | EM | F1 | accuracy | "
+        + "".join(f"{EXTRA_COLUMNS[m]} | " for m in extra)
+        + "evidence recall | tokens/q | s/q | parse failures | unfinished |\n|"
+        + "---|" * (9 + len(extra))
     )
     rows = []
     for method, s in result["methods"].items():
         recall = "" if s["evidence_recall"] is None else f"{s['evidence_recall']:.3f}"
+        cells = "".join(f"{'' if s.get(m) is None else format(s[m], '.3f')} | " for m in extra)
         rows.append(
-            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {recall} | "
-            f"{s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
+            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {cells}"
+            f"{recall} | {s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
             f"{s['parse_failure_share']:.1%} | {s['unfinished']} |"
         )
     return "\n".join([head, *rows])

@@ -80,6 +80,7 @@ METHOD_NOTES = {
     "ppr": "personalized PageRank, HippoRAG-style (no LLM)",
     "dense": "dense MiniLM top-k",
     "bm25": "BM25 (bm25s)",
+    "kags": "KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM)",
     "peer:fast_graphrag": "fast-graphrag (GPT-4o-mini graph)",
     "peer:nano_graphrag_local": "nano-GraphRAG local",
     "peer:lightrag_local": "LightRAG local",
@@ -171,6 +172,8 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "",
             f"Command: `{run.get('_command', '')}`",
         ]
+        if "kags" in run.get("methods", {}):
+            parts += ["", KAGS_PAPER]
         if run.get("_passages"):
             parts += ["", *_passage_rows(run["_passages"])]
     if llm_local:
@@ -418,12 +421,79 @@ def _kge_section(kge: dict[str, Any]) -> list[str]:
     ]
 
 
+#: Beside any QA run with KAGS: what the paper reports, and why it is not comparable.
+KAGS_PAPER = (
+    "The KAGS paper reports answer relevance 0.4701, token containment 28.29% and fuzzy "
+    "containment 51.56% (abstract; the supplement gives no table), with a generator, a "
+    "judge and a data set it does not name; the authors' run logs give token containment "
+    "0.23-0.30 and fuzzy 0.31-0.48 with FLAN-T5-XL and Mistral-7B. Ours use the bundled "
+    "0.5B model as generator and judge and MiniLM for answer relevance, on the questions "
+    "above: a like-for-like comparison with the paper is not possible. Faithfulness and "
+    "answer relevance are judged per question; a judge reply that stays unusable leaves "
+    "the question unscored (counted in the run's summary.json), never guessed; judge "
+    "tokens are not in tokens/q. For kags, evidence recall and the passages below are the "
+    "supporting passages of its kept relations: its generator reads the relations and "
+    "their source sentences, not the passages."
+)
+KAGS_SENTENCES = {
+    "kags_sentences": "with the metadata filter (tau 0.5)",
+    "kags_sentences_unfiltered": "without the filter (every top-7 hit kept)",
+}
+KAGS_FIGURES = [
+    "sentence_precision",
+    "sentence_recall",
+    "hop0_sentence_precision",
+    "hop0_sentence_recall",
+    "sentences",
+    "relations",
+    "empty",
+]
+
+
+def _kags_section(kags: dict[str, Any]) -> list[str]:
+    """The ``--kags`` runs (``python -m quillian.bench.kags``): KAGS beside the other
+    retrievers on one index, and on HotpotQA its source sentences against the gold ones."""
+    if not kags:
+        return []
+    parts = [
+        "",
+        "## KAGS without an LLM",
+        "",
+        "Each run indexes once (spaCy extraction, MiniLM) with the KAGS stage and scores "
+        "the retrievers on it side by side. KAGS returns only the passages holding its kept "
+        "relations' source sentences (best sentence cosine first), so it may return fewer "
+        "than k. Its triples here are spaCy's: `related_to` links between entities named "
+        "in one sentence, kept when that sentence names both ends; the `kags-llm` "
+        "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures.",
+    ]
+    for name, run in kags.items():
+        metric = ["perfect@8", "multihop_perfect@8"] if "2wiki" in name else ["R@2", "R@5"]
+        parts += ["", f"### {name}", "", _table({name: run}, [name], [*metric, "p50_ms"])]
+        rows = [k for k in KAGS_SENTENCES if k in run]
+        if rows:
+            parts += [
+                "",
+                "KAGS's kept source sentences (all hops; `hop0_`: the filtered top-k "
+                "triples only) against HotpotQA's gold supporting sentences:",
+                "",
+                "| setting | " + " | ".join(KAGS_FIGURES) + " |",
+                "|---|" + "---|" * len(KAGS_FIGURES),
+            ]
+            for key in rows:
+                cells = [f"{run[key].get(f, '')}" for f in KAGS_FIGURES]
+                parts.append(f"| {KAGS_SENTENCES[key]} | " + " | ".join(cells) + " |")
+        triples = run.get("_run", {}).get("index", {}).get("kags_triples")
+        parts += ["", f"KAGS triples stored: {triples}. Command: `{run.get('_command', '')}`"]
+    return parts
+
+
 def render(
     results: dict[str, dict[str, Any]],
     scale: dict[str, Any] | None,
     qa: dict[str, Any] | None = None,
     llm_local: dict[str, Any] | None = None,
     kg: dict[str, Any] | None = None,
+    kags: dict[str, Any] | None = None,
 ) -> str:
     parts = [
         "# Benchmarks",
@@ -468,6 +538,7 @@ def render(
             json.dumps(scale, indent=1),
             "```",
         ]
+    parts += _kags_section(kags or {})
     parts += _qa_sections(qa or {}, llm_local)
     parts += _kg_sections(kg or {})
     parts += _kge_section((kg or {}).get("kge", {}))
@@ -502,6 +573,14 @@ def main(argv: list[str] | None = None) -> None:
             metavar="JSON",
             help=f"{source}; a FILE.cmd beside it holds the command",
         )
+    parser.add_argument(
+        "--kags",
+        type=Path,
+        action="append",
+        metavar="JSON",
+        help="JSON from python -m quillian.bench.kags (repeatable, named by the file's "
+        "stem); a FILE.cmd beside it holds the command",
+    )
     parser.add_argument(
         "--kge",
         type=Path,
@@ -549,10 +628,20 @@ def main(argv: list[str] | None = None) -> None:
         path = getattr(args, f"kg_{name}")
         if path:
             kg[name] = _with_command(path)
-    args.out.write_text(render(results, scale, qa, llm_local, kg), encoding="utf-8")
+    kags = dict(previous.get("kags", {}))
+    for path in args.kags or ():
+        kags[path.stem] = _with_command(path)
+    args.out.write_text(render(results, scale, qa, llm_local, kg, kags), encoding="utf-8")
     saved.write_text(
         json.dumps(
-            {"runs": results, "scale": scale, "qa": qa, "llm_local": llm_local, "kg": kg},
+            {
+                "runs": results,
+                "scale": scale,
+                "qa": qa,
+                "llm_local": llm_local,
+                "kg": kg,
+                "kags": kags,
+            },
             indent=1,
         )
     )

@@ -113,6 +113,7 @@ def ensure_index(
         extractor="precomputed" if settings.extractions else "spacy",
         extractions=settings.extractions,
         embedder=settings.embedder,
+        methods=("kags",) if "kags" in settings.methods else (),
     )
     start = time.perf_counter()
     report = index_documents(settings.index_dir, documents, index, on_progress=on_progress)

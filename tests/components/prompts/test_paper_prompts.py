@@ -157,6 +157,14 @@ EXPECTED: dict[str, tuple[set[str], list[str]]] = {
             "So the final answer is: Joseph Ball",
         ],
     ),
+    "kags.extract": (
+        {"context"},
+        ['["head", "relationship", "tail", "sentences"]', "Extract all valid triples from this"],
+    ),
+    "kags.answer": ({"context", "question"}, ["Context:", "Answer:"]),
+    "kags.judge-statements": ({"question", "answer"}, ["Statement:"]),
+    "kags.judge-verdict": ({"context", "statement"}, ["Verdict: Yes", "Verdict: No"]),
+    "kags.judge-question": ({"answer"}, ["Question:"]),
 }
 
 BY_NAME = {p.name: p for p in ALL_PROMPTS}
@@ -207,7 +215,7 @@ def test_rendered_text_keeps_the_papers_wording(name):
 def test_description_names_source_variables_and_output(name):
     description = BY_NAME[name].description
     assert "Source:" in description and "Output" in description
-    assert ("Listing" in description) or ("Table" in description)
+    assert any(where in description for where in ("Listing", "Table", "Fig.", "eq."))
     for variable in EXPECTED[name][0]:
         assert variable in description
 
@@ -227,6 +235,7 @@ def test_json_demonstrations_are_valid_and_shaped_like_the_output_format():
         "sa-rag.decompose",
         "sa-rag.ner",
         "sa-rag.relations",
+        "kags.extract",
     ]
     (entities,) = _demonstrations("sa-rag.ner")
     assert isinstance(entities, list) and len(entities) == 8

@@ -19,6 +19,7 @@ from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.seeding import EntityLexicon
+from quillian.components.retrieval.triple_store import TripleStore
 from quillian.stores.protocols import VectorIndex
 from quillian.stores.snapshot import EdgeKind
 
@@ -45,6 +46,8 @@ class RetrievalContext:
     chunk_titles: Sequence[str]
     chunk_texts: Sequence[str]
     bm25: BM25Index | None = field(default=None)
+    triples: TripleStore | None = field(default=None)
+    """Triples with their source sentences (KAGS), when the index was built for them."""
 
     @cached_property
     def lexicon(self) -> EntityLexicon:
