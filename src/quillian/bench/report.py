@@ -80,6 +80,7 @@ METHOD_NOTES = {
     "ppr": "personalized PageRank, HippoRAG-style (no LLM)",
     "dense": "dense MiniLM top-k",
     "bm25": "BM25 (bm25s)",
+    "kag": "KAG chunk retriever: PPR fused 0.5/0.5 with dense, BM25 swap-in (no LLM)",
     "peer:fast_graphrag": "fast-graphrag (GPT-4o-mini graph)",
     "peer:nano_graphrag_local": "nano-GraphRAG local",
     "peer:lightrag_local": "LightRAG local",

@@ -24,6 +24,7 @@ from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.kag import KAGChunkConfig, KAGChunkRetriever
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import Bridges, SAConfig, SARetriever
 from quillian.errors import ConfigError
@@ -42,7 +43,7 @@ __all__ = [
 
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm")
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kag")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -96,6 +97,8 @@ def make_retriever(
         return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
     if name == "dense":
         return DenseRetriever(context)
+    if name == "kag":
+        return KAGChunkRetriever(context, KAGChunkConfig(**options))  # type: ignore[arg-type]
     if name == "bm25":
         if context.bm25 is None:
             raise ConfigError("this index has no BM25 index")
