@@ -69,5 +69,6 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             chunk_titles=[c.title for c in chunks if c is not None],
             chunk_texts=[c.text for c in chunks if c is not None],
             bm25=BM25Index.load(storage.directory / "bm25"),
+            directory=storage.directory,
         )
     return Index(storage.directory, manifest, context)

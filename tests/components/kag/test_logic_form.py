@@ -210,3 +210,11 @@ def test_reused_alias_across_steps_is_tolerated() -> None:
         "Step3: out\nAction3: Output(s1, s2)"
     )
     assert plan.ok
+
+
+def test_math_inputs_exclude_function_names() -> None:
+    plan = parse_plan(
+        "Step1: a\nAction1: Retrieval(s=s1:X[y], p=p1:r, o=o3)\n"
+        "Step2: count\nAction2: Count(o3)->nums\nStep3: sum\nAction3: total = Math(sum(o3) + nums)"
+    )
+    assert plan.ok, plan.error_text()

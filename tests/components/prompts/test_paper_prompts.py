@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from quillian.components.kag.logic_form import parse_plan
 from quillian.components.llm.prompts import Prompt
 from quillian.components.prompts import ALL_PROMPTS, default_registry
 from quillian.errors import ConfigError
@@ -157,6 +158,23 @@ EXPECTED: dict[str, tuple[set[str], list[str]]] = {
             "So the final answer is: Joseph Ball",
         ],
     ),
+    # KAG (components/prompts/kag.py): rewritten for strict parsing
+    "kag.ner": ({"schema", "passage"}, ['[{"name": "...", "category": "...", "type": "..."']),
+    "kag.triples": ({"entities", "passage"}, ['{"triples": [["subject", "predicate", "object"]']),
+    "kag.std": ({"entities", "passage"}, ['"official_name": "..."']),
+    "kag.concepts": ({"types"}, ['"Legislative Body" -> ["Legislative Body"']),
+    "kag.plan": ({"schema", "question"}, ["Action4: math4 = Math(2027-o3)"]),
+    "kag.spo_select": ({"question", "mention", "candidates"}, ["reply [] if none does"]),
+    "kag.sub_answer": (
+        {"history", "facts", "passages", "question"},
+        ["reply exactly: I don't know"],
+    ),
+    "kag.deduce": ({"op", "memory", "instruction"}, ["reply exactly: No relevant information"]),
+    "kag.output": ({"context", "question"}, ["reply exactly: I don't know"]),
+    "kag.memory": ({"instruction", "supporting_fact"}, ["End with [DONE]."]),
+    "kag.judge": ({"memory", "instruction"}, ["Reply with Yes or No first"]),
+    "kag.rewrite": ({"memory", "instruction"}, ["Reply with that question only"]),
+    "kag.answer": ({"content", "question"}, ['{"thought": "...", "answer": "..."}']),
 }
 
 BY_NAME = {p.name: p for p in ALL_PROMPTS}
@@ -223,7 +241,8 @@ def _demonstrations(name: str) -> list[object]:
 
 
 def test_json_demonstrations_are_valid_and_shaped_like_the_output_format():
-    assert [p.name for p in ALL_PROMPTS if any(m.role == "assistant" for m in p.messages)] == [
+    with_demos = [p.name for p in ALL_PROMPTS if any(m.role == "assistant" for m in p.messages)]
+    assert [n for n in with_demos if not n.startswith("kag.")] == [
         "sa-rag.decompose",
         "sa-rag.ner",
         "sa-rag.relations",
@@ -242,6 +261,12 @@ def test_json_demonstrations_are_valid_and_shaped_like_the_output_format():
     (decomposition,) = _demonstrations("sa-rag.decompose")
     assert [s["id"] for s in decomposition["subquestions"]] == [1, 2]
     assert decomposition["original_question"].startswith("The Argentine PGA Championship")
+
+
+def test_kag_plan_demonstration_is_a_valid_plan():
+    demo = next(m.content for m in BY_NAME["kag.plan"].messages if m.role == "assistant")
+    plan = parse_plan(demo)
+    assert plan.ok and len(plan.steps) == 6
 
 
 def test_registries_are_independent_and_accept_overrides(tmp_path):

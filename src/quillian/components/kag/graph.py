@@ -78,6 +78,8 @@ class KagNode:
     desc: str = ""
     semantic_type: str = ""
     synonyms: tuple[str, ...] = ()
+    props: tuple[tuple[str, str], ...] = ()
+    """Property values (``p^c``/``p^f``), e.g. ``(("location", "West Lake, Hangzhou"),)``."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -92,6 +94,8 @@ class KagEdge:
     predicate: str
     object: int
     chunk: str = ""
+    props: tuple[tuple[str, str], ...] = ()
+    """Edge properties, e.g. ``(("year", "2011"),)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +193,10 @@ class TypedGraph:
     def save(self, path: Path) -> None:
         data = {
             "nodes": [asdict(n) for n in self.nodes],
-            "edges": [[e.subject, e.predicate, e.object, e.chunk] for e in self.edges],
+            "edges": [
+                [e.subject, e.predicate, e.object, e.chunk, [list(p) for p in e.props]]
+                for e in self.edges
+            ],
             "issues": [asdict(i) for i in self.issues],
         }
         path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
@@ -199,10 +206,20 @@ class TypedGraph:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             nodes = [
-                KagNode(n["name"], n["label"], n["desc"], n["semantic_type"], tuple(n["synonyms"]))
+                KagNode(
+                    n["name"],
+                    n["label"],
+                    n["desc"],
+                    n["semantic_type"],
+                    tuple(n["synonyms"]),
+                    tuple((str(k), str(v)) for k, v in n.get("props", ())),
+                )
                 for n in data["nodes"]
             ]
-            edges = [KagEdge(int(s), str(p), int(o), str(c)) for s, p, o, c in data["edges"]]
+            edges = [
+                KagEdge(int(s), str(p), int(o), str(c), tuple((str(k), str(v)) for k, v in props))
+                for s, p, o, c, props in data["edges"]
+            ]
             issues = [BuildIssue(**i) for i in data.get("issues", [])]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"cannot read the KAG graph ({exc!r})", path=str(path)) from exc
@@ -250,14 +267,22 @@ class TypedGraphBuilder:
                 old.desc or node.desc,
                 old.semantic_type or node.semantic_type,
                 old.synonyms,
+                old.props or node.props,
             )
         return at
 
-    def add_edge(self, subject: int, predicate: str, obj: int, chunk: str = "") -> None:
+    def add_edge(
+        self,
+        subject: int,
+        predicate: str,
+        obj: int,
+        chunk: str = "",
+        props: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         key = (subject, predicate, obj)
         if key not in self._edge_seen:
             self._edge_seen.add(key)
-            self.edges.append(KagEdge(subject, predicate, obj, chunk))
+            self.edges.append(KagEdge(subject, predicate, obj, chunk, props))
 
     def add_extraction(self, extraction: Extraction) -> None:
         """One chunk's sub-graph (B1 step 6): entity nodes, official names, triples,

@@ -9,7 +9,7 @@ users override one through :meth:`PromptRegistry.override_from_file`.
 from __future__ import annotations
 
 from quillian.components.llm.prompts import Prompt, PromptRegistry
-from quillian.components.prompts import kg_infused, sa_rag
+from quillian.components.prompts import kag, kg_infused, sa_rag
 
 __all__ = ["ALL_PROMPTS", "default_registry"]
 
@@ -32,6 +32,7 @@ ALL_PROMPTS: tuple[Prompt, ...] = (
     kg_infused.KNOWLEDGE_AUGMENT,
     kg_infused.DPO_JUDGE,
     kg_infused.SELF_ASK,
+    *kag.PROMPTS,
 )
 
 

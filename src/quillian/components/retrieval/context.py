@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -45,6 +46,8 @@ class RetrievalContext:
     chunk_titles: Sequence[str]
     chunk_texts: Sequence[str]
     bm25: BM25Index | None = field(default=None)
+    directory: Path | None = field(default=None)
+    """The index directory, where a method's own build artifacts live (KAG's graph)."""
 
     @cached_property
     def lexicon(self) -> EntityLexicon:
