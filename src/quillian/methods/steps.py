@@ -183,6 +183,7 @@ class KAGStep(Step):
     answer: str
     graph_hit: bool = False
     error: str = ""
+    note: str = ""
 
     @property
     def from_graph(self) -> bool:

@@ -14,6 +14,7 @@ from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.kag.alignment import MappedConcepts
+from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import default_schema
 from quillian.components.llm.base import ChatMessage
 from quillian.components.llm.prompts import PromptRegistry
@@ -88,9 +89,13 @@ def build_world(
 
 
 def solver(
-    context: RetrievalContext, routes: Mapping[str, Any], **options: Any
+    context: RetrievalContext,
+    routes: Mapping[str, Any],
+    knowledge: KagKnowledge | None = None,
+    **options: Any,
 ) -> tuple[KAG, ScriptedChatModel]:
-    """KAG over ``context`` with a scripted model answering by ``routes``."""
+    """KAG over ``context`` (and ``knowledge`` instead of the index's own KAG graph)
+    with a scripted model answering by ``routes``."""
     model = ScriptedChatModel(routes)
     registry: PromptRegistry = default_registry()
     pipeline = KAG(
@@ -98,6 +103,7 @@ def solver(
         KAGChunkRetriever(context),
         KAGConfig(**options),
         schema=default_schema(),
+        knowledge=knowledge,
     )
     return pipeline, model
 

@@ -165,11 +165,32 @@ class KagKnowledge:
         keys = {_key(t) for t in types}
         return bool(n.semantic_type) and _key(n.semantic_type) in keys
 
-    def nodes_of_type(self, types: Sequence[str], limit: int = 500) -> list[int]:
-        """Entity nodes of a type-only reference (``s1:Image``)."""
+    def nodes_of_type(
+        self, types: Sequence[str], limit: int = 500, *, broaden: int = 0
+    ) -> list[int]:
+        """Entity nodes of a type-only reference (``s1:Image``). With ``broaden`` n, the
+        type's concept is replaced by its n-th isA ancestor (the semantic reasoning of
+        Algorithm A2: ``cataract patient`` isA ``visually impaired person``)."""
         target = self.standard_type(types)
+        if broaden:
+            if target.concept is None:
+                return []
+            concept: int | None = target.concept
+            for _ in range(broaden):
+                concept = self._parent_concept.get(concept) if concept is not None else None
+            if concept is None:
+                return []
+            target, types = TypeTarget(concept=concept), ()
         found = [int(i) for i in self.entities if self.has_type(int(i), target, types)]
         return found[:limit]
+
+    @cached_property
+    def _parent_concept(self) -> dict[int, int]:
+        return {
+            e.subject: e.object
+            for e in self.graph.edges
+            if e.predicate == ISA and self.graph.nodes[e.subject].label == CONCEPT
+        }
 
     # --- linking --------------------------------------------------------------------
 

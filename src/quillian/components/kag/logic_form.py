@@ -492,7 +492,8 @@ def inputs_of(form: LogicForm) -> list[str]:
         return [*form.sets, *([form.orderby] if form.orderby else [])]
     if isinstance(form, MathLF):
         if form.expression:
-            return re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*\()", form.expression)
+            unquoted = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", " ", form.expression)
+            return re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*\()", unquoted)
         return [c for c in form.content if _ALIAS.match(c)]
     if isinstance(form, OutputLF):
         return list(form.aliases)

@@ -49,7 +49,9 @@ class KAGChunkConfig:
     pagerank_threshold: float = 0.9
     """When every seed links above this score, PageRank alone ranks (the authors': 0.9)."""
     seed_k: int = 5
-    """Entities linked through their descriptions, besides those the query names."""
+    """Entities linked through their descriptions when the query names none (the
+    authors link the entities their NER finds; without a model, names in the query
+    stand in for NER, and descriptions for a query that names nothing)."""
     min_seed_score: float = 0.3
     """Description links below this cosine are not seeds."""
     candidates: int = 50
@@ -106,12 +108,13 @@ class KAGChunkRetriever:
         return out
 
     def link(self, query: str, q: npt.NDArray[np.float32]) -> list[Seed]:
-        """Entities the query names (score 1.0) and the ``seed_k`` nearest by
-        description (their cosine, when at least ``min_seed_score``)."""
-        cfg = self.context, self.config
-        ctx, conf = cfg
-        seeds = [s for s in ctx.seeds(query, q, "lexical", 0)]
-        have = {s.entity for s in seeds}
+        """Entities the query names (score 1.0); if it names none, the ``seed_k``
+        nearest by description (their cosine, when at least ``min_seed_score``)."""
+        ctx, conf = self.context, self.config
+        seeds = list(ctx.seeds(query, q, "lexical", 0))
+        if seeds:
+            return seeds
+        have: set[int] = set()
         for desc, score in ctx.top_descriptions(q, conf.seed_k):
             entity = int(ctx.description_entity[desc])
             if score >= conf.min_seed_score and entity not in have:

@@ -94,6 +94,7 @@ class Outcome:
     bound: tuple[str, ...] = ()
     graph_hit: bool = False
     error: str = ""
+    note: str = ""
 
 
 Retrieve = Callable[[str, int, list[Seed]], Awaitable[list[ScoredPassage]]]
@@ -120,8 +121,11 @@ class StepExecutor:
 
     async def run(self, step: PlanStep, frame: Frame) -> Outcome:
         form = step.form
-        if form is None:
-            return Outcome("none", "failed", IDK, error=step.error)
+        if form is None or step.error:
+            outcome = Outcome(form.operator if form else "none", "failed", IDK, error=step.error)
+            frame.history.append((step.question, IDK))
+            frame.all_exact = False
+            return outcome
         if isinstance(form, RetrievalLF):
             outcome = await self.retrieval(step.question, form, frame)
         elif isinstance(form, SortLF):
@@ -138,7 +142,7 @@ class StepExecutor:
     # --- Retrieval ----------------------------------------------------------------------
 
     def _resolve(
-        self, ref: EntityRef, question: str, frame: Frame
+        self, ref: EntityRef, question: str, frame: Frame, broaden: int = 0
     ) -> tuple[list[int], float] | None:
         """The nodes an entity reference stands for and their weakest link score; None
         for a free variable."""
@@ -151,13 +155,26 @@ class StepExecutor:
             )
             return [x.node for x in linked], min((x.score for x in linked), default=0.0)
         if ref.types and not any(t.casefold() == CHUNK.casefold() for t in ref.types):
-            return self.kn.nodes_of_type(ref.types), 1.0
+            nodes = self.kn.nodes_of_type(ref.types, broaden=broaden)
+            return (nodes, 1.0) if nodes or broaden else None
         return None
 
     async def retrieval(self, question: str, form: RetrievalLF, frame: Frame) -> Outcome:
         graph = self.settings.graph_enabled
         s_set = self._resolve(form.s, question, frame) if graph else None
         o_set = self._resolve(form.o, question, frame) if graph else None
+        reasoned = ""
+        if graph and not self._any_pair(s_set, o_set):
+            for level in (1, 2):  # Algorithm A2: start again from a broader concept
+                ref = form.o if _type_only(form.o) else form.s if _type_only(form.s) else None
+                if ref is None:
+                    break
+                wider = self._resolve(ref, question, frame, broaden=level)
+                trial = (s_set, wider) if ref is form.o else (wider, o_set)
+                if wider and wider[0] and self._any_pair(*trial):
+                    s_set, o_set = trial
+                    reasoned = f"{ref.alias}: type {ref.types[0]!r} broadened {level} isA level(s)"
+                    break
         is_chunk = any(_squash(t) in CHUNK_PREDICATES for t in form.p.types) or any(
             t.casefold() == CHUNK.casefold() for t in form.o.types
         )
@@ -189,7 +206,9 @@ class StepExecutor:
         if exact and not self.settings.force_chunk:
             ends = [b for _, b, _ in matches] if from_s else [a for a, _, _ in matches]
             answer = ", ".join(dict.fromkeys(self.kn.value(n) for n in ends))
-            return Outcome("retrieval", "graph-exact", answer, self._bound(form, frame), True)
+            return Outcome(
+                "retrieval", "graph-exact", answer, self._bound(form, frame), True, note=reasoned
+            )
         frame.all_exact = False
         if matches and not exact and not self.settings.force_chunk:
             answer = await self._sub_answer(question, frame, facts, [])
@@ -199,7 +218,19 @@ class StepExecutor:
         self._bind_answer(form, answer, frame)
         note = f"no fuzzy pick among {candidates} candidates" if candidates and not matches else ""
         layer = "hybrid" if facts else "chunks"
-        return Outcome("retrieval", layer, answer, self._bound(form, frame), bool(matches), note)
+        return Outcome(
+            "retrieval", layer, answer, self._bound(form, frame), bool(matches), note=note
+        )
+
+    def _any_pair(
+        self, s_set: tuple[list[int], float] | None, o_set: tuple[list[int], float] | None
+    ) -> bool:
+        """Whether a one-hop relation joins the two sides (either side may be free)."""
+        if s_set and s_set[0]:
+            return bool(self._expand(s_set[0], o_set, True, False))
+        if o_set and o_set[0]:
+            return bool(self._expand(o_set[0], s_set, False, False))
+        return False
 
     def _predicate_ok(self, form: RetrievalLF, edge: KagEdge, is_chunk: bool) -> bool:
         if is_chunk or not form.p.types:
@@ -465,6 +496,10 @@ class StepExecutor:
 
 def _failed(executor: str, error: str) -> Outcome:
     return Outcome(executor, "failed", IDK, error=error)
+
+
+def _type_only(ref: EntityRef) -> bool:
+    return bool(ref.types) and not ref.name
 
 
 def _squash(text: str) -> str:

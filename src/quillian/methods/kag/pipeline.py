@@ -214,6 +214,7 @@ class KAG(PipelineBase):
                     outcome.answer,
                     outcome.graph_hit,
                     outcome.error,
+                    outcome.note,
                 )
             )
         if any(s.error for s in plan.steps) or not plan.steps:
