@@ -56,7 +56,8 @@ def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> 
     configuration for the manifests."""
     if not needs_index(settings):
         return {}
-    ensure_index(settings.index, read_corpus(settings.index), on_progress)
+    staged = [m for m in settings.methods if method_spec(m).index_stages]
+    ensure_index(settings.index, read_corpus(settings.index), on_progress, staged)
     manifest = read_manifest(settings.index.index_dir)
     return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 
@@ -116,14 +117,21 @@ async def run_qa_bench(
 def summary_table(result: dict[str, Any]) -> str:
     """The methods' summaries as a markdown table."""
     head = (
-        "| method | EM | F1 | accuracy | evidence recall | tokens/q | s/q | parse failures |"
-        " unfinished |\n|---|---|---|---|---|---|---|---|---|"
+        "| method | EM | F1 | accuracy | evidence recall | R@2 | R@5 | answered from graph |"
+        " rounds | tokens/q | s/q | parse failures | unfinished |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
+
+    def show(value: float | None, spec: str = ".3f") -> str:
+        return "" if value is None else format(value, spec)
+
     rows = []
     for method, s in result["methods"].items():
-        recall = "" if s["evidence_recall"] is None else f"{s['evidence_recall']:.3f}"
         rows.append(
-            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {recall} | "
+            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | "
+            f"{show(s['evidence_recall'])} | {show(s.get('recall@2'))} | "
+            f"{show(s.get('recall@5'))} | {show(s.get('graph_answered_share'), '.1%')} | "
+            f"{show(s.get('rounds_per_question'), '.2f')} | "
             f"{s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
             f"{s['parse_failure_share']:.1%} | {s['unfinished']} |"
         )

@@ -104,8 +104,10 @@ def ensure_index(
     settings: BenchSettings,
     documents: list[Document],
     on_progress: Progress | None = None,
+    methods: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Build or update the index; ``reused`` says whether a complete one was there."""
+    """Build or update the index (with the build stages of ``methods``); ``reused``
+    says whether a complete one was there."""
     reused = False
     with contextlib.suppress(QuillianError):
         reused = read_manifest(settings.index_dir).get("state") == "complete"
@@ -113,6 +115,7 @@ def ensure_index(
         extractor="precomputed" if settings.extractions else "spacy",
         extractions=settings.extractions,
         embedder=settings.embedder,
+        methods=tuple(methods),
     )
     start = time.perf_counter()
     report = index_documents(settings.index_dir, documents, index, on_progress=on_progress)

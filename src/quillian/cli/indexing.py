@@ -52,6 +52,12 @@ def index(
         Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
     ] = None,
     embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    method: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--method", metavar="NAME", help="also run NAME's build stages (repeatable): kag"
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="--extractor llm: estimate calls and tokens only")
     ] = False,
@@ -75,6 +81,7 @@ def index(
         extractor="precomputed" if extractions else extractor,
         extractions=extractions,
         embedder=embedder,
+        methods=tuple(method or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
     if settings.extractor != "llm":

@@ -297,7 +297,9 @@ class TypedGraphBuilder:
                 )
                 continue
             label = guess_label(ent.name, ent.type, self.schema, self.label_map)
-            semantic = ent.type if ent.type and ent.type.upper() not in self.label_map else ""
+            # a fine-grained semantic type is words ("legislative body"), not an NER code
+            coded = ent.type.isupper() or ent.type.upper() in self.label_map
+            semantic = ent.type if ent.type and not coded else ""
             if semantic and self.schema.canonical(semantic):
                 semantic = ""
             at = self.add_node(KagNode(ent.name, label, ent.description, semantic.lower()))

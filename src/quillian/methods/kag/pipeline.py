@@ -28,7 +28,7 @@ from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
 from quillian.methods.kag.stages import open_knowledge
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
 
-__all__ = ["KAG", "KAGConfig"]
+__all__ = ["KAG", "KAGCR", "KAGLFS", "KAGCRConfig", "KAGConfig", "KAGLFSConfig"]
 
 Preset = Literal["LFSH", "LFS", "CR"]
 
@@ -264,6 +264,32 @@ class KAG(PipelineBase):
             for rank, i in enumerate(order):
                 score[ids[i]] += 1.0 / (1 + rank)
         return sorted(passages, key=lambda p: -score[p.chunk])
+
+
+@dataclass(frozen=True)
+class KAGLFSConfig(KAGConfig):
+    preset: Preset = "LFS"
+    """LFS: answer from the graph first, chunks only when it has no answer."""
+
+
+@dataclass(frozen=True)
+class KAGCRConfig(KAGConfig):
+    preset: Preset = "CR"
+    """CR: the chunk retriever only, with the memory, judge and rewrite loop."""
+
+
+class KAGLFS(KAG):
+    """KAG with the LFS preset by default (for side-by-side benchmarks)."""
+
+    name = "kag-lfs"
+    config_class = KAGLFSConfig
+
+
+class KAGCR(KAG):
+    """KAG with the CR preset by default (for side-by-side benchmarks)."""
+
+    name = "kag-cr"
+    config_class = KAGCRConfig
 
 
 def _format(passages: list[ScoredPassage]) -> str:
