@@ -92,11 +92,14 @@ def test_alignment_adds_concept_chains_and_can_be_removed() -> None:
     engine = aligned.node("Analytical Engine", OTHERS)
     ada = aligned.node("Ada Lovelace", "Person")
     assert engine is not None and ada is not None
-    names = lambda node, p: {
-        aligned.nodes[aligned.edges[e].object].name
-        for e in aligned.one_hop(node)
-        if aligned.edges[e].predicate == p and aligned.edges[e].subject == node
-    }  # noqa: E731
+
+    def names(node: int, predicate: str) -> set[str]:
+        return {
+            aligned.nodes[aligned.edges[e].object].name
+            for e in aligned.one_hop(node)
+            if aligned.edges[e].predicate == predicate and aligned.edges[e].subject == node
+        }
+
     assert names(engine, "belongTo") == {"machine"}
     machine = aligned.node("machine", CONCEPT)
     assert machine is not None and names(machine, "isA") == {"device"}
