@@ -84,9 +84,11 @@ def index(
         methods=tuple(method or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
-    if settings.extractor != "llm":
+    if settings.extractor not in ("llm", "kag-llm"):
         with stage_bars() as progress:
             report = index_documents(out, documents, settings, on_progress=progress)
+    elif dry_run and settings.extractor == "kag-llm":
+        raise ConfigError("--dry-run estimates the llm extractor only, not kag-llm")
     elif dry_run:
         with closing(llm.open_engine()) as engine:
             _print_estimate(engine, documents, settings)

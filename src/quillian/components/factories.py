@@ -19,6 +19,7 @@ from quillian.components.extraction.llm import LLMExtractor
 from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.extraction.precomputed import PrecomputedExtractor
 from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.kag.extraction import KAGExtractor
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 CHUNKERS = ("passage", "words")
-EXTRACTORS = ("spacy", "precomputed", "llm")
+EXTRACTORS = ("spacy", "precomputed", "llm", "kag-llm")
 RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kag")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
@@ -79,6 +80,10 @@ def make_extractor(
         if runner is None:
             raise ConfigError("the llm extractor needs a chat model (--llm SPEC)")
         return LLMExtractor(runner, budget=budget, corpus_titles=titles)
+    if name == "kag-llm":
+        if runner is None:
+            raise ConfigError("the kag-llm extractor needs a chat model (--llm SPEC)")
+        return KAGExtractor(runner)
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 

@@ -271,6 +271,19 @@ class TypedGraphBuilder:
             )
         return at
 
+    def _types(self, name: str, written: str) -> tuple[str, str]:
+        """An entity's class and semantic type from its extracted type: KAG's own
+        ``"Class/semantic type"``, an NER code (``PERSON``), a class, or a semantic type."""
+        if "/" in written:
+            label, _, semantic = written.partition("/")
+            return guess_label(name, label, self.schema, self.label_map), semantic.strip().lower()
+        label = guess_label(name, written, self.schema, self.label_map)
+        # a fine-grained semantic type is words ("legislative body"), not an NER code
+        coded = written.isupper() or written.upper() in self.label_map
+        if not written or coded or self.schema.canonical(written):
+            return label, ""
+        return label, written.lower()
+
     def add_edge(
         self,
         subject: int,
@@ -296,12 +309,7 @@ class TypedGraphBuilder:
                     BuildIssue(extraction.chunk_id, "entity without a name", "rejected")
                 )
                 continue
-            label = guess_label(ent.name, ent.type, self.schema, self.label_map)
-            # a fine-grained semantic type is words ("legislative body"), not an NER code
-            coded = ent.type.isupper() or ent.type.upper() in self.label_map
-            semantic = ent.type if ent.type and not coded else ""
-            if semantic and self.schema.canonical(semantic):
-                semantic = ""
+            label, semantic = self._types(ent.name, ent.type)
             at = self.add_node(KagNode(ent.name, label, ent.description, semantic.lower()))
             members.append(at)
             local.setdefault(normalize_name(ent.name), at)
