@@ -18,7 +18,7 @@ from quillian.components.kag import tasks
 from quillian.components.kag.alignment import without_alignment
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.logic_form import Plan
-from quillian.components.kag.schema import Schema, default_schema
+from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
 from quillian.components.retrieval.kag import KAGChunkRetriever
@@ -53,6 +53,9 @@ class KAGConfig:
     """Entity-link score the fuzzy (KG_fr) layer needs."""
     fuzzy_top_k: int = 15
     """SPO candidates by cosine offered to the model."""
+    schema: str = ""
+    """A schema file (YAML or JSON) whose classes the planner may use; empty: the
+    shipped open-domain schema."""
 
     def __post_init__(self) -> None:
         if self.preset not in ("LFSH", "LFS", "CR"):
@@ -89,7 +92,9 @@ class KAG(PipelineBase):
                 getattr(base, "context")  # noqa: B009 - every index retriever has one
             )
         )
-        self.schema = schema or default_schema()
+        self.schema = schema or (
+            load_schema(self.config.schema) if self.config.schema else default_schema()
+        )
         self._knowledge = knowledge
 
     @property
