@@ -10,6 +10,9 @@ from quillian.methods.steps import (
     EnhancedNote,
     ExpandedQuery,
     FollowUp,
+    KAGPlan,
+    KAGReflection,
+    KAGStep,
     KGRound,
     KGSeeds,
     KGSummary,
@@ -92,4 +95,35 @@ def _(step: KGRound) -> list[str]:
         lines.append(f"  {step.repeated} selected again")
     if step.next_entities:
         lines.append(f"  next: {', '.join(step.next_entities)}")
+    return lines
+
+
+@step_lines.register
+def _(step: KAGPlan) -> list[str]:
+    lines = [f"kag plan, round {step.round}: {_flat(step.query)}"]
+    lines += [f"  {_flat(q)} :: {lf}" for q, lf in step.steps]
+    if step.error:
+        lines.append(f"  plan errors: {step.error}")
+    return lines
+
+
+@step_lines.register
+def _(step: KAGStep) -> list[str]:
+    lines = [
+        f"step {step.round}.{step.index} [{step.executor}, {step.layer}]: {step.logical_form}",
+        f"  {_flat(step.question)} -> {_flat(step.answer, CONTEXT_CHARS)}",
+    ]
+    if step.bound:
+        lines.append(f"  bound: {', '.join(step.bound)}")
+    lines += [f"  error: {step.error}"] if step.error else []
+    lines += [f"  note: {step.note}"] if step.note else []
+    return lines
+
+
+@step_lines.register
+def _(step: KAGReflection) -> list[str]:
+    verdict = "memory answers the question" if step.can_answer else "memory does not answer"
+    lines = [f"kag round {step.round}: {verdict}"]
+    if step.next_query:
+        lines.append(f"  next query: {step.next_query}")
     return lines
