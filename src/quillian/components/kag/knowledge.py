@@ -99,6 +99,10 @@ class KagKnowledge:
             return np.zeros((0, self.embedder.dim), np.float32)
         return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
 
+    def chunk_text_of(self, chunk_id: str) -> str:
+        """The text of the chunk with id ``chunk_id``."""
+        return self._chunk_text(chunk_id)
+
     def chunk_text(self, node: int) -> str:
         """The text of a chunk node (its id is the node's name)."""
         return self._chunk_text(self.graph.nodes[node].name)
@@ -147,12 +151,18 @@ class KagKnowledge:
             if concept is not None:
                 return TypeTarget(concept=concept)
         if types and self._concepts:
-            names = list(self._concepts)
-            sims = self.embed(names) @ self.embed([types[0]])[0]
+            names, vectors = self._concept_vectors
+            sims = vectors @ self.embed([types[0]])[0]
             best = int(np.argmax(sims))
             if sims[best] >= 0.9:
                 return TypeTarget(concept=self._concepts[names[best]])
         return TypeTarget()
+
+    @cached_property
+    def _concept_vectors(self) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """Concept keys and the vectors of their names (embedded once)."""
+        names = list(self._concepts)
+        return names, self.embed([self.graph.nodes[self._concepts[n]].name for n in names])
 
     def has_type(self, node: int, target: TypeTarget, types: Sequence[str] = ()) -> bool:
         """Whether ``node`` is of the target class, belongs to the target concept (or

@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ class EntityClass:
     relations: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Schema:
     """A validated schema. Entity classes exclude the built-in ``Chunk`` and
     ``SemanticConcept``; ``Others`` is always one of them."""
@@ -225,6 +225,7 @@ def load_schema(path: str | Path) -> Schema:
     return parse_schema(data, str(path))
 
 
+@lru_cache(maxsize=1)
 def default_schema() -> Schema:
     """The shipped open-domain schema: 15 classes, ``Others``, ``SemanticConcept`` and
     ``Chunk`` (the authors' benchmark schema)."""

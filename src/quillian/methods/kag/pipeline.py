@@ -96,22 +96,26 @@ class KAG(PipelineBase):
             load_schema(self.config.schema) if self.config.schema else default_schema()
         )
         self._knowledge = knowledge
+        self._given_aligned = knowledge is not None
 
     @property
     def knowledge(self) -> KagKnowledge:
+        """The index's KAG graph (with its alignment unless ``alignment`` is off), or
+        the one given to the constructor."""
         if self._knowledge is None:
             ctx = self.chunks.context
-            self._knowledge = open_knowledge(ctx, self.schema, ctx.embedder)
-        if not self.config.alignment:
+            self._knowledge = open_knowledge(ctx, self.schema, alignment=self.config.alignment)
+        elif not self.config.alignment and self._given_aligned:
             kn = self._knowledge
-            return KagKnowledge(
+            self._knowledge = KagKnowledge(
                 without_alignment(kn.graph),
                 kn.schema,
                 kn.embedder,
-                chunk_text=kn._chunk_text,
-                name_vectors=kn._names,
-                desc_vectors=kn._descs,
+                chunk_text=kn.chunk_text_of,
+                name_vectors=kn.name_vectors,
+                desc_vectors=kn.desc_vectors,
             )
+            self._given_aligned = False
         return self._knowledge
 
     async def _answer(self, run: Run) -> str:

@@ -15,8 +15,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.embedding.base import Embedder
-from quillian.components.kag.alignment import Aligner, ConceptSource, WordNetHypernyms
+from quillian.components.kag.alignment import (
+    Aligner,
+    ConceptSource,
+    WordNetHypernyms,
+    without_alignment,
+)
 from quillian.components.kag.graph import TypedGraph, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import Schema, default_schema, load_schema
@@ -99,19 +103,31 @@ def _load(
     return graph, vectors[0], vectors[1]
 
 
-def open_knowledge(context: RetrievalContext, schema: Schema, embedder: Embedder) -> KagKnowledge:
-    """The KAG graph of the index ``context`` was opened from (cached per file)."""
+def open_knowledge(
+    context: RetrievalContext, schema: Schema, *, alignment: bool = True
+) -> KagKnowledge:
+    """The KAG graph of the index ``context`` was opened from (with the context's
+    embedder), with or without its alignment edges; kept while the file, the context and
+    the schema stay the same, so its caches (concept vectors) serve every question."""
     if context.directory is None or not (context.directory / GRAPH_FILE).is_file():
         raise IndexIncompleteError(
             "this index has no KAG graph; build it with `quillian index ... --method kag`"
         )
-    path = context.directory / GRAPH_FILE
-    graph, names, descs = _load(str(context.directory), path.stat().st_mtime)
+    stamp = (context.directory / GRAPH_FILE).stat().st_mtime
+    return _knowledge(context, stamp, schema, alignment)
+
+
+@lru_cache(maxsize=8)
+def _knowledge(
+    context: RetrievalContext, stamp: float, schema: Schema, alignment: bool
+) -> KagKnowledge:
+    assert context.directory is not None
+    graph, names, descs = _load(str(context.directory), stamp)
     texts = dict(zip(context.kg.chunk_ids, context.chunk_texts, strict=True))
     return KagKnowledge(
-        graph,
+        graph if alignment else without_alignment(graph),
         schema,
-        embedder,
+        context.embedder,
         chunk_text=lambda chunk_id: texts.get(chunk_id, ""),
         name_vectors=names,
         desc_vectors=descs,
