@@ -8,6 +8,7 @@ plan whose errors are recorded per step, so a bad step is reported, never execut
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "ANSWER",
     "CONCEPTS",
     "DEDUCE",
+    "IDK",
     "JUDGE",
     "MEMORY",
     "NER",
@@ -37,8 +39,10 @@ __all__ = [
     "NerEntity",
     "OfficialName",
     "is_unknown",
+    "salvage_answer",
 ]
 
+IDK = "I don't know"
 _IDK = re.compile(r"i don'?t know|unknown|no relevant information|insufficient", re.IGNORECASE)
 
 
@@ -166,6 +170,24 @@ def _fallback_plan(raw: str) -> Plan:
     return parse_plan(raw)
 
 
+_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def salvage_answer(raw: str) -> FinalAnswer:
+    """The ``answer`` string of a broken or cut-off JSON reply (the string literal
+    alone decoded with ``json.loads``, never evaluated); empty when there is none. The
+    failed parse stays in the transcript."""
+    match = _ANSWER_FIELD.search(raw)
+    if match is not None:
+        try:
+            value = json.loads(f'"{match.group(1)}"')
+        except json.JSONDecodeError:
+            value = ""
+        if isinstance(value, str):
+            return FinalAnswer(answer=value.strip() or "UNKNOWN")
+    return FinalAnswer(answer="UNKNOWN")
+
+
 _JSON = Decoding(max_tokens=1024)
 NER: Task[list[NerEntity]] = Task("kag.ner", parse_ner, _JSON)
 TRIPLES: Task[list[tuple[str, str, str]]] = Task("kag.triples", parse_triples, _JSON)
@@ -179,17 +201,39 @@ PLAN: Task[Plan] = Task(
     repair="Your plan could not be used: {error}. Write the plan again: 'StepN: "
     "sub-question' and 'ActionN: logical form' lines only, with the operators listed.",
 )
-SPO_SELECT: Task[list[int]] = Task("kag.spo_select", parse_selection, Decoding(max_tokens=64))
-SUB_ANSWER: Task[str] = Task("kag.sub_answer", parse_sub_answer, Decoding(max_tokens=128))
+# The solver's steps fall back to "no answer" when the output stays unusable after the
+# repair attempt (the failure stays in the transcript): one bad reply costs a step, not
+# the question.
+SPO_SELECT: Task[list[int]] = Task(
+    "kag.spo_select", parse_selection, Decoding(max_tokens=64), fallback=lambda raw: []
+)
+SUB_ANSWER: Task[str] = Task(
+    "kag.sub_answer", parse_sub_answer, Decoding(max_tokens=128), fallback=lambda raw: IDK
+)
 DEDUCE: Task[str] = Task(
-    "kag.deduce", lambda raw: parse_text(raw, "kag.deduce"), Decoding(max_tokens=192)
+    "kag.deduce",
+    lambda raw: parse_text(raw, "kag.deduce"),
+    Decoding(max_tokens=192),
+    fallback=lambda raw: "No relevant information",
 )
 OUTPUT: Task[str] = Task(
-    "kag.output", lambda raw: parse_line(raw, "kag.output"), Decoding(max_tokens=64)
+    "kag.output",
+    lambda raw: parse_line(raw, "kag.output"),
+    Decoding(max_tokens=64),
+    fallback=lambda raw: IDK,
 )
-MEMORY: Task[str] = Task("kag.memory", parse_memory, Decoding(max_tokens=256))
-JUDGE: Task[bool] = Task("kag.judge", parse_judge, Decoding(max_tokens=48))
+MEMORY: Task[str] = Task(
+    "kag.memory", parse_memory, Decoding(max_tokens=256), fallback=lambda raw: ""
+)
+JUDGE: Task[bool] = Task(
+    "kag.judge", parse_judge, Decoding(max_tokens=48), fallback=lambda raw: False
+)
 REWRITE: Task[str] = Task(
-    "kag.rewrite", lambda raw: parse_line(raw, "kag.rewrite"), Decoding(max_tokens=64)
+    "kag.rewrite",
+    lambda raw: parse_line(raw, "kag.rewrite"),
+    Decoding(max_tokens=64),
+    fallback=lambda raw: "",
 )
-ANSWER: Task[FinalAnswer] = Task("kag.answer", parse_final, Decoding(max_tokens=256))
+ANSWER: Task[FinalAnswer] = Task(
+    "kag.answer", parse_final, Decoding(max_tokens=256), fallback=salvage_answer
+)

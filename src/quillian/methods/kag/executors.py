@@ -40,7 +40,7 @@ from quillian.types import normalize_name
 
 __all__ = ["Binding", "Frame", "Outcome", "SolverSettings", "StepExecutor"]
 
-IDK = "I don't know"
+IDK = tasks.IDK
 
 
 @dataclass(frozen=True)

@@ -146,14 +146,14 @@ class KAG(PipelineBase):
             if passages:
                 supporting += "\nPassages:\n" + _format(passages)
             if supporting.strip():
-                memory.append(
-                    await self.runner.run(
-                        tasks.MEMORY,
-                        run.transcript,
-                        instruction=run.question,
-                        supporting_fact=supporting.strip(),
-                    )
+                note = await self.runner.run(
+                    tasks.MEMORY,
+                    run.transcript,
+                    instruction=run.question,
+                    supporting_fact=supporting.strip(),
                 )
+                if note:
+                    memory.append(note)
             text = _memory_text(memory)
             can = bool(memory) and await self.runner.run(
                 tasks.JUDGE, run.transcript, memory=text, instruction=run.question
@@ -166,7 +166,7 @@ class KAG(PipelineBase):
                     memory=text or "(empty)",
                     instruction=run.question,
                 )
-                present = next_query
+                present = next_query or present
             run.steps.append(KAGReflection(round_, text, bool(can), next_query))
             if can:
                 break
