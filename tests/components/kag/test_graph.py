@@ -4,9 +4,17 @@ constrained by the entity list, the mutual index), saving, and alignment."""
 from __future__ import annotations
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.kag.alignment import Aligner, MappedConcepts, without_alignment
+from quillian.components.kag.alignment import (
+    Aligner,
+    LLMConcepts,
+    MappedConcepts,
+    without_alignment,
+)
 from quillian.components.kag.graph import SOURCE, TypedGraph, TypedGraphBuilder, camel_case
 from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, default_schema
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.prompts import default_registry
 from quillian.types import Triple
 
 
@@ -110,3 +118,22 @@ def test_alignment_adds_concept_chains_and_can_be_removed() -> None:
     assert scientist is not None and names(scientist, "isA") == {"Person"}
     plain = without_alignment(aligned)
     assert not any(e.predicate in ("isA", "belongTo", "synonym") for e in plain.edges)
+
+
+def test_llm_concept_completion_in_batches() -> None:
+    model = ScriptedChatModel({"kag.concepts": '{"machine": ["machine", "device", "artifact"]}'})
+    source = LLMConcepts(TaskRunner(model, default_registry()), batch=1)
+    aligned = Aligner(default_schema(), source).align(build())
+    engine = aligned.node("Analytical Engine", OTHERS)
+    device = aligned.node("device", CONCEPT)
+    assert engine is not None and device is not None
+    assert any(
+        e.subject == aligned.node("machine", CONCEPT)
+        and e.predicate == "isA"
+        and e.object == device
+        for e in aligned.edges
+    )
+    # one batch per typed term (batch=1): "machine" and the names of untyped entities
+    asked = [c.messages[-1].content for c in model.calls]
+    assert any("machine (class Others)" in a for a in asked)
+    assert source.failures == []

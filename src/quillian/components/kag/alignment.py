@@ -14,14 +14,17 @@ K_Alignment ablation.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 from typing import Protocol
 
+from quillian.components.extraction.llm import _run_sync
 from quillian.components.kag.graph import KagNode, TypedGraph, TypedGraphBuilder
 from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, Schema
+from quillian.components.kag.tasks import CONCEPTS
+from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.errors import InputError
 from quillian.types import normalize_name
 
@@ -29,6 +32,7 @@ __all__ = [
     "ALIGNMENT_PREDICATES",
     "Aligner",
     "ConceptSource",
+    "LLMConcepts",
     "MappedConcepts",
     "WordNetHypernyms",
     "without_alignment",
@@ -40,6 +44,10 @@ DEFAULT_WORDNET = Path("/usr/share/wordnet")
 
 class ConceptSource(Protocol):
     """Hypernym chains: a term's concept first, then ever more general ones."""
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        """Look up every ``(term, class)`` at once before :meth:`chain` is asked."""
+        ...
 
     def chain(self, term: str) -> list[str]: ...
 
@@ -54,6 +62,9 @@ class MappedConcepts:
     def __init__(self, chains: Mapping[str, list[str]]) -> None:
         self._chains = {normalize_name(k): list(v) for k, v in chains.items()}
 
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        return None
+
     def chain(self, term: str) -> list[str]:
         return self._chains.get(normalize_name(term), [])
 
@@ -67,6 +78,9 @@ class WordNetHypernyms:
     def __init__(self, directory: Path = DEFAULT_WORDNET, depth: int = 4) -> None:
         self.directory = directory
         self.depth = depth
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        return None
 
     @cached_property
     def _index(self) -> dict[str, list[str]]:
@@ -137,6 +151,15 @@ class Aligner:
             for label in self.schema.entity_types
             if label != OTHERS
         }
+        self.source.prepare(
+            list(
+                dict.fromkeys(
+                    (n.semantic_type or n.name, n.label)
+                    for n in graph.nodes
+                    if n.label not in (CHUNK, CONCEPT)
+                )
+            )
+        )
         chains: dict[str, list[str]] = {}
         by_sense: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, node in enumerate(graph.nodes):
@@ -165,6 +188,44 @@ class Aligner:
             for other in members[1:]:
                 builder.add_edge(members[0], "synonym", other)
         return builder.build()
+
+
+class LLMConcepts:
+    """Concept completion by the model (Algorithm A1 step 3): the ``kag.concepts`` task
+    asked for the hypernym chain of each semantic type, in batches; a batch whose reply
+    stays unusable after its repair leaves its types without chains (recorded in
+    :attr:`failures`). Entities without a semantic type are not asked about."""
+
+    def __init__(self, runner: TaskRunner, batch: int = 20) -> None:
+        self.runner = runner
+        self.batch = batch
+        self.transcript = Transcript()
+        self.failures: list[str] = []
+        self._chains: dict[str, list[str]] = {}
+        self._typed: set[str] = set()
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        asked = [(t, c) for t, c in terms if t and normalize_name(t) not in self._chains]
+        if asked:
+            _run_sync(lambda: self._ask(asked))
+
+    async def _ask(self, terms: Sequence[tuple[str, str]]) -> None:
+        for start in range(0, len(terms), self.batch):
+            part = terms[start : start + self.batch]
+            lines = "\n".join(f"{t} (class {c})" for t, c in part)
+            try:
+                found = await self.runner.run(CONCEPTS, self.transcript, types=lines)
+            except TaskFailed as exc:
+                self.failures.append(str(exc))
+                continue
+            for term, chain in found.items():
+                self._chains[normalize_name(term)] = chain
+
+    def chain(self, term: str) -> list[str]:
+        return self._chains.get(normalize_name(term), [])
+
+    def sense(self, term: str) -> str | None:
+        return None
 
 
 def without_alignment(graph: TypedGraph) -> TypedGraph:
