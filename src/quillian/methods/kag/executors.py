@@ -401,7 +401,7 @@ class StepExecutor:
             "sort",
             "sort",
             ", ".join(top),
-            tuple(f"{form.output or 'sorted'}={'; '.join(top)}" for _ in [0]),
+            (f"{form.output or 'sorted'}={'; '.join(top)}",),
         )
 
     def math(self, form: MathLF, frame: Frame) -> Outcome:
