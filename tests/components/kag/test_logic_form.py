@@ -91,6 +91,8 @@ PARSES = [
         "o=o1:Chunk, s.location=West Lake, Hangzhou)",
         RetrievalLF,
     ),
+    # a subject written without its "s=" (small models do this)
+    ("Retrieval(s1:County[Johnnycake], p=p1:locatedIn, o=o1:County)", RetrievalLF),
     # full-width punctuation
     ("Retrieval（s=s1:Person[Ada]，p=p1:bornIn，o=o1:Place）", RetrievalLF),
 ]

@@ -84,6 +84,7 @@ _FULL_WIDTH = str.maketrans(
 _FORM = re.compile(r"^\s*(?:(\w+)\s*=\s*)?(\w+)\s*\((.*)\)\s*(?:->\s*(\w+))?\s*$", re.DOTALL)
 _KEY = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(!=|<=|>=|=|<|>)(.*)$", re.DOTALL)
 _ALIAS = re.compile(r"^[A-Za-z_]\w*$")
+_ENTITY_START = re.compile(r"^[A-Za-z_]\w*\s*:")
 _STEP = re.compile(r"^\s*(?:\*\*)?Step\s*(\d+)\s*(?:\*\*)?\s*:(.*)$", re.IGNORECASE)
 _ACTION = re.compile(r"^\s*(?:\*\*)?Action\s*(\d+)\s*(?:\*\*)?\s*:(.*)$", re.IGNORECASE)
 _INLINE_ACTION = re.compile(r"\s+(?=(?:\*\*)?Action\s*\d+\s*(?:\*\*)?\s*:)", re.IGNORECASE)
@@ -305,7 +306,9 @@ def _relation(text: str) -> RelationRef:
 def _retrieval(args: str, output: str, operator: str) -> RetrievalLF:
     spo: dict[str, str] = {}
     constraints: list[Constraint] = []
-    for key, op, value in _pairs(args):
+    for index, (key, op, value) in enumerate(_pairs(args)):
+        if not key and index == 0 and _ENTITY_START.match(value):
+            key, op = "s", "="  # Retrieval(s1:Type[name], p=..., o=...): the subject first
         if key in ("s", "p", "o"):
             if op != "=":
                 raise LogicFormError(f"{key}{op}{value}: s, p and o take '='")
