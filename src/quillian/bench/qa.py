@@ -64,8 +64,9 @@ def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> 
     if not needs_index(settings):
         return {}
     kinds = {settings.retriever or method_spec(m).retriever for m in settings.methods}
-    index = replace(settings.index, methods=[k for k in kinds if k])  # stages they need
-    ensure_index(index, read_corpus(index), on_progress)
+    index = replace(settings.index, methods=[k for k in kinds if k])  # retrievers' stages
+    staged = [m for m in settings.methods if method_spec(m).index_stages]  # methods' stages
+    ensure_index(index, read_corpus(index), on_progress, staged)
     manifest = read_manifest(settings.index.index_dir)
     return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 
@@ -152,23 +153,36 @@ EXTRA_COLUMNS = {
 }
 
 
+#: Columns a summary has only for some methods or runs: (key, header, format).
+OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    *((key, header, ".3f") for key, header in EXTRA_COLUMNS.items()),
+    ("evidence_recall", "evidence recall", ".3f"),
+    ("recall@2", "R@2", ".3f"),
+    ("recall@5", "R@5", ".3f"),
+    ("graph_answered_share", "answered from graph", ".1%"),
+    ("graph_hit_share", "graph matched", ".1%"),
+    ("failed_step_share", "failed steps", ".1%"),
+    ("rounds_per_question", "rounds", ".2f"),
+)
+
+
 def summary_table(result: dict[str, Any]) -> str:
-    """The methods' summaries as a markdown table (with the extra metrics scored)."""
-    summaries = result["methods"].values()
-    extra = [m for m in EXTRA_COLUMNS if any(m in s for s in summaries)]
-    head = (
-        "| method | EM | F1 | accuracy | "
-        + "".join(f"{EXTRA_COLUMNS[m]} | " for m in extra)
-        + "evidence recall | tokens/q | s/q | parse failures | unfinished |\n|"
-        + "---|" * (9 + len(extra))
-    )
+    """The methods' summaries as a markdown table; a column some summaries lack (an
+    extra metric, KAG's graph shares) appears when any summary has it."""
+    summaries = list(result["methods"].values())
+    shown = [c for c in OPTIONAL_COLUMNS if any(s.get(c[0]) is not None for s in summaries)]
+    headers = ["method", "EM", "F1", "accuracy", *(c[1] for c in shown)]
+    headers += ["tokens/q", "s/q", "parse failures", "unfinished"]
+    head = "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers)
     rows = []
     for method, s in result["methods"].items():
-        recall = "" if s["evidence_recall"] is None else f"{s['evidence_recall']:.3f}"
-        cells = "".join(f"{'' if s.get(m) is None else format(s[m], '.3f')} | " for m in extra)
-        rows.append(
-            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {cells}"
-            f"{recall} | {s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
-            f"{s['parse_failure_share']:.1%} | {s['unfinished']} |"
-        )
+        cells = [method, f"{s['em']:.3f}", f"{s['f1']:.3f}", f"{s['accuracy']:.3f}"]
+        cells += ["" if s.get(key) is None else format(s[key], spec) for key, _, spec in shown]
+        cells += [
+            f"{s['tokens_per_question']:.0f}",
+            f"{s['seconds_per_question']:.1f}",
+            f"{s['parse_failure_share']:.1%}",
+            str(s["unfinished"]),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([head, *rows])

@@ -47,6 +47,11 @@ NOTES = """
 - **ppr** is HippoRAG-style personalized PageRank (damping 0.5) over entities and
   chunks, seeded like **sa** plus description seeds, with 5% of the reset mass on the
   dense top-50 chunks (HippoRAG 2).
+- **kag** is KAG's chunk retriever (spec 4.5 step 5): personalized PageRank (the
+  authors' damping 0.1) over entities and chunks, reset on the entities the question
+  names (exact name links, score 1.0; description seeds only when it names none); when
+  every seed links above 0.9 PageRank ranks alone, otherwise min-max fusion 0.5/0.5 with
+  dense; then the BM25 top-1 replaces the last chunk when missing.
 - Peers' lists were retrieved by other systems with OpenAI models; ours use no LLM.
 """
 
@@ -81,6 +86,7 @@ METHOD_NOTES = {
     "dense": "dense MiniLM top-k",
     "bm25": "BM25 (bm25s)",
     "kags": "KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM)",
+    "kag": "KAG chunk retriever: PPR fused 0.5/0.5 with dense, BM25 swap-in (no LLM)",
     "peer:fast_graphrag": "fast-graphrag (GPT-4o-mini graph)",
     "peer:nano_graphrag_local": "nano-GraphRAG local",
     "peer:lightrag_local": "LightRAG local",

@@ -67,9 +67,10 @@ def index(
         list[str] | None,
         typer.Option(
             "--for",
+            "--method",
             metavar="METHOD",
             help="also run this method's build stages (know3-rag: train ComplEx on the "
-            "graph; kags: store its 4-tuples); repeatable",
+            "graph; kags: store its 4-tuples; kag: its typed graph); repeatable",
         ),
     ] = None,
 ) -> None:
@@ -89,9 +90,11 @@ def index(
         methods=tuple(method_spec(m).name for m in for_methods or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
-    if settings.extractor not in ("llm", QUAD_EXTRACTOR):
+    if settings.extractor not in ("llm", QUAD_EXTRACTOR, "kag-llm"):
         with stage_bars() as progress:
             report = index_documents(out, documents, settings, on_progress=progress)
+    elif dry_run and settings.extractor == "kag-llm":
+        raise ConfigError("--dry-run estimates the llm extractor only, not kag-llm")
     elif dry_run:
         if settings.extractor != "llm":
             raise ConfigError("--dry-run estimates the llm extractor's cost only")

@@ -20,11 +20,13 @@ from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.extraction.precomputed import PrecomputedExtractor
 from quillian.components.extraction.quads import QUAD_EXTRACTOR, QuadExtractor
 from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.kag.extraction import KAGExtractor
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.kag import KAGChunkConfig, KAGChunkRetriever
 from quillian.components.retrieval.kags import KAGSRetriever, KAGSSearch
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import Bridges, SAConfig, SARetriever
@@ -44,10 +46,10 @@ __all__ = [
 ]
 
 CHUNKERS = ("passage", "words")
-EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR)
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags")
+EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR, "kag-llm")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag")
 #: The retrievers that embed the query (the others ignore a query vector).
-EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags")
+EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -89,6 +91,10 @@ def make_extractor(
         if budget is not None and budget != ExtractionBudget():
             raise ConfigError(f"the {QUAD_EXTRACTOR} extractor takes no budget")
         return QuadExtractor(runner)
+    if name == "kag-llm":
+        if runner is None:
+            raise ConfigError("the kag-llm extractor needs a chat model (--llm SPEC)")
+        return KAGExtractor(runner)
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 
@@ -107,6 +113,8 @@ def make_retriever(
         return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
     if name == "dense":
         return DenseRetriever(context)
+    if name == "kag":
+        return KAGChunkRetriever(context, KAGChunkConfig(**options))  # type: ignore[arg-type]
     if name == "bm25":
         if context.bm25 is None:
             raise ConfigError("this index has no BM25 index")

@@ -87,6 +87,14 @@ def _row(
             if question.gold
             else None
         ),
+        **{
+            f"recall@{k}": (
+                round(len(question.gold & set(retrieved[:k])) / len(question.gold), 4)
+                if question.gold
+                else None
+            )
+            for k in (2, 5)
+        },
     }
     measures = {"token_containment": token_containment, "fuzzy_containment": fuzzy_containment}
     for name in metrics:
@@ -113,6 +121,33 @@ async def _judge(
         "completion_tokens": usage.completion_tokens,
         "parse_failures": transcript.parse_failures,
         "calls": [c.as_dict() for c in transcript.calls],
+    }
+
+
+def _recall(rows: Sequence[dict[str, Any]], k: int) -> float | None:
+    """Mean share of gold passages among the first ``k`` of the final ranking."""
+    values = [r[f"recall@{k}"] for r in rows if r.get(f"recall@{k}") is not None]
+    return _mean(values) if values else None
+
+
+def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """For methods that record KAG steps: the share of retrieval steps answered from
+    the graph alone, the share where the graph matched at all, and rounds used."""
+    steps = [s for r in rows for s in r["steps"] if s.get("kind") == "kag-step"]
+    retrievals = [s for s in steps if s["executor"] == "retrieval"]
+    rounds = [
+        max((s["round"] for s in r["steps"] if s.get("kind") == "kag-reflection"), default=1)
+        for r in rows
+    ]
+    if not steps and not any(s.get("kind") == "kag-reflection" for r in rows for s in r["steps"]):
+        return {}
+    return {
+        "graph_answered_share": _mean(
+            [1.0 if s["layer"] in ("graph-exact", "graph-fuzzy") else 0.0 for s in retrievals]
+        ),
+        "graph_hit_share": _mean([1.0 if s["graph_hit"] else 0.0 for s in retrievals]),
+        "failed_step_share": _mean([1.0 if s["layer"] == "failed" else 0.0 for s in steps]),
+        "rounds_per_question": _mean([float(r) for r in rounds]),
     }
 
 
@@ -161,6 +196,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "f1": _mean([r["f1"] for r in rows]),
         "accuracy": _mean([r["accuracy"] for r in rows]),
         "evidence_recall": _mean(recalls) if recalls else None,
+        "recall@2": _recall(rows, 2),
+        "recall@5": _recall(rows, 5),
         "tokens_per_question": round(
             _mean([r["prompt_tokens"] + r["completion_tokens"] for r in rows]), 1
         ),
@@ -174,6 +211,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         **_metric_means(rows),
         **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
         **({"verification": check} if (check := _verification(rows)) else {}),
+        **_graph_shares(rows),
     }
 
 

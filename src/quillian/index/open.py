@@ -71,5 +71,6 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             chunk_texts=[c.text for c in chunks if c is not None],
             bm25=BM25Index.load(storage.directory / "bm25"),
             triples=read_triples(storage.kv, storage.vectors, kg.chunk_ids),
+            directory=storage.directory,
         )
     return Index(storage.directory, manifest, context)

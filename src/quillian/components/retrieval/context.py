@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -48,6 +49,8 @@ class RetrievalContext:
     bm25: BM25Index | None = field(default=None)
     triples: TripleStore | None = field(default=None)
     """Triples with their source sentences (KAGS), when the index was built for them."""
+    directory: Path | None = field(default=None)
+    """The index directory, where a method's own build artifacts live (KAG's graph)."""
 
     @cached_property
     def lexicon(self) -> EntityLexicon:
