@@ -52,11 +52,60 @@ EXAMPLES = {
         "  next query: Where?",
     ],
 }
+#: Steps holding dicts (unhashable), as (step, lines) pairs.
+CHECKED = (
+    {"triple": ["A", "r", "B"], "linked": "<A | r | B>", "score": 0.5, "note": ""},
+    {"triple": ["A", "r", "X"], "linked": "", "score": None, "note": "no KG entity"},
+)
+CANDIDATES = (
+    {
+        "source": "m",
+        "query": "kg",
+        "text": "t",
+        "relevant": True,
+        "score": 1.0,
+        "kept": True,
+        "triples": (),
+    },
+    {
+        "source": "m",
+        "query": "raw",
+        "text": "u",
+        "relevant": False,
+        "score": None,
+        "kept": False,
+        "triples": (),
+    },
+)
+MORE = [
+    (st.TurnAnswer(1, "London", "why", 2), ["turn 1 answer (2 references): London"]),
+    (
+        st.ConfidenceCheck(0, 0.5, 34.4, True, CHECKED),
+        [
+            "kge check, turn 0: score 0.5 vs threshold 34.4: accepted",
+            "  (A | r | B) as <A | r | B>: 0.5",
+            "  (A | r | X) as no KG entity: -",
+        ],
+    ),
+    (
+        st.RelatedEntities("q", ("A (question)",), ("A r B.",)),
+        ["related entities for 'q': A (question)", "  fact: A r B."],
+    ),
+    (
+        st.ReferenceFilter(0, "q", CANDIDATES, 1),
+        [
+            "references, turn 0: kept 1 of 2 for 'q'",
+            "  [kept, score 1] m (kg): t",
+            "  [irrelevant, score -] m (raw): u",
+        ],
+    ),
+]
 
 
 def test_every_step_kind_has_its_own_lines():
-    assert {type(step) for step in EXAMPLES} == set(st.STEP_KINDS.values())
-    for step, lines in EXAMPLES.items():
+    pairs = [*EXAMPLES.items(), *MORE]
+    assert {type(step) for step, _ in pairs} == set(st.STEP_KINDS.values())
+    for step, lines in pairs:
         assert step_lines(step) == lines
 
 

@@ -42,13 +42,16 @@ class QASettings:
     kg: str | None = None
     """The KG-Infused methods' graph: ``index``, ``index+inverse``, an imported graph's
     directory, or ``DIR+index`` (joined by its saved alignment; SA retrieval crosses)."""
+    verify: dict[str, Any] | None = None
+    """Verify every answer against the KG-embedding model (``--verify``), with these
+    Know3-RAG options (``theta0``, ``aggregation``, ...); None: no verification."""
 
 
 def needs_index(settings: QASettings) -> bool:
     """Whether any method (or the retriever asked for) reads the index."""
-    return settings.retriever is not None or any(
-        method_spec(m).retriever is not None or method_spec(m).needs_graph for m in settings.methods
-    )
+    if settings.retriever is not None or (settings.verify is not None and settings.kg is None):
+        return True
+    return any(method_spec(m).reads_index() for m in settings.methods)
 
 
 def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> dict[str, Any]:
@@ -74,21 +77,32 @@ async def run_qa_bench(
     questions = load_questions(settings.index.dataset, settings.index.questions)
     questions = questions[: settings.limit] if settings.limit else questions
     summaries: dict[str, Any] = {}
+    verify = None
+    if settings.verify is not None:
+        verify_options = settings.verify
+
+        async def verify(question: str, answer: str) -> dict[str, Any]:
+            return (await engine.verify(question, answer, **verify_options)).as_dict()
+
     for method in settings.methods:
         spec = method_spec(method)
-        pipeline = engine.pipeline(method, retriever=settings.retriever, **settings.options)
+        # each method gets the options it declares (--option was checked against all)
+        declared = {o.name for o in spec.options}
+        options = {k: v for k, v in settings.options.items() if k in declared}
+        pipeline = engine.pipeline(method, retriever=settings.retriever, **options)
         retriever = settings.retriever or spec.retriever
         manifest = {
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
             "method": spec.name,
             "retriever": retriever,
-            "options": settings.options,
+            "options": options,
             "kg": settings.kg,
             "model": engine.session.model_id,
             "llm": engine.session.spec.__dict__,
             "prompts": {p.name: p.key for p in engine.prompts},
             "index": index_info,
+            "verify": settings.verify,
         }
         report = await evaluate(
             pipeline,
@@ -98,6 +112,7 @@ async def run_qa_bench(
             manifest=manifest,
             concurrency=settings.concurrency,
             on_progress=on_progress,
+            verify=verify,
         )
         summaries[spec.name] = report.summary
         logger.info("%s: %s", spec.name, report.summary)

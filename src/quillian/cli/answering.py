@@ -17,11 +17,13 @@ from quillian.cli.render import (
     print_answer,
     print_methods,
     print_retrieval,
+    print_verification,
 )
 from quillian.components.factories import RETRIEVERS
 from quillian.engine import Engine
 from quillian.errors import ConfigError
 from quillian.methods.base import AnswerResult
+from quillian.methods.know3.check import Verification
 from quillian.methods.table import METHODS, method_spec
 
 __all__ = ["ask", "methods", "register", "retrieve"]
@@ -91,21 +93,38 @@ def ask(
     """
     spec = method_spec(method)
     options = model.method_options(spec.name)
-    engine = model.open_engine(index if spec.reads_index(model.retriever) else None)
-    result = asyncio.run(_answer(engine, question, spec.name, model.retriever, options))
+    verify = model.verify_options()
+    reads = spec.reads_index(model.retriever) or (verify is not None and model.kg is None)
+    engine = model.open_engine(index if reads else None)
+    result, verification = asyncio.run(
+        _answer(engine, question, spec.name, model.retriever, options, verify)
+    )
     if json_out:
-        print(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+        record = result.as_dict()
+        if verification is not None:
+            record["verification"] = verification.as_dict()
+        print(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print_answer(result, trace)
+        if verification is not None:
+            print_verification(verification)
     if result.error:
         raise typer.Exit(1)
 
 
 async def _answer(
-    engine: Engine, question: str, method: str, retriever: str | None, options: dict[str, Any]
-) -> AnswerResult:
+    engine: Engine,
+    question: str,
+    method: str,
+    retriever: str | None,
+    options: dict[str, Any],
+    verify: dict[str, Any] | None,
+) -> tuple[AnswerResult, Verification | None]:
     async with engine:
-        return await engine.answer(question, method, retriever=retriever, **options)
+        result = await engine.answer(question, method, retriever=retriever, **options)
+        if verify is None or not result.answer:
+            return result, None
+        return result, await engine.verify(question, result.answer, **verify)
 
 
 def methods(json_out: JsonFlag = False) -> None:

@@ -132,6 +132,7 @@ def qa(
         options=model.method_options(*methods),
         command=shlex.join(["quillian", *(ctx.find_root().obj or ())]),
         kg=model.kg,
+        verify=model.verify_options(),
     )
     with stage_bars() as stages:
         index_info = prepare_index(settings, stages)

@@ -195,9 +195,29 @@ class MethodFlags(LLMFlags):
             help="method option, e.g. k=10 (repeatable; see 'quillian methods')",
         ),
     ] = None
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="also judge each answer with the KG-embedding model of --kg (default: "
+            "the index's own graph; train it with 'quillian kg train-kge')",
+        ),
+    ] = False
+    verify_theta0: Annotated[
+        float,
+        typer.Option(
+            metavar="THETA0",
+            help="--verify accepts an answer whose score is below θ0·128/(1+e) (Know3-RAG's "
+            "turn-0 threshold; pick θ0 with 'quillian know3 calibrate')",
+        ),
+    ] = 1.0
 
     def engine_options(self) -> dict[str, Any]:
         return {**super().engine_options(), "kg": self.kg}
+
+    def verify_options(self) -> dict[str, Any] | None:
+        """Know3-RAG's options for ``--verify`` (None: no verification)."""
+        return {"theta0": self.verify_theta0} if self.verify else None
 
     def method_options(self, *methods: str) -> dict[str, Any]:
         """The ``--option`` pairs, each value parsed as the type of the first of

@@ -22,6 +22,7 @@ from quillian.components.llm.accounting import Ledger
 from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index import BuildReport
+from quillian.methods.table import method_spec
 from quillian.types import Document
 
 __all__ = ["delete", "index", "register", "sample_corpus"]
@@ -52,12 +53,6 @@ def index(
         Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
     ] = None,
     embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
-    method: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--method", metavar="NAME", help="also run NAME's build stages (repeatable): kag"
-        ),
-    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="--extractor llm: estimate calls and tokens only")
     ] = False,
@@ -66,6 +61,15 @@ def index(
     ] = None,
     budget_calls: Annotated[
         int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N calls")
+    ] = None,
+    for_methods: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--for",
+            metavar="METHOD",
+            help="also run this method's build stages (know3-rag: train ComplEx on the "
+            "graph; kag: the typed, aligned graph); repeatable",
+        ),
     ] = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
@@ -81,7 +85,7 @@ def index(
         extractor="precomputed" if extractions else extractor,
         extractions=extractions,
         embedder=embedder,
-        methods=tuple(method or ()),
+        methods=tuple(method_spec(m).name for m in for_methods or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
     if settings.extractor not in ("llm", "kag-llm"):

@@ -11,6 +11,7 @@ from quillian.cli.steps import step_lines
 from quillian.components.retrieval.base import RetrievalResult
 from quillian.index import BuildReport
 from quillian.methods.base import AnswerResult
+from quillian.methods.know3.check import Verification
 from quillian.methods.spec import MethodSpec
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "print_build",
     "print_methods",
     "print_retrieval",
+    "print_verification",
 ]
 
 
@@ -87,6 +89,8 @@ def method_record(spec: MethodSpec) -> dict[str, Any]:
         "aliases": list(spec.aliases),
         "retriever": spec.retriever,
         "needs_kg": spec.needs_graph,
+        "needs_kge": spec.needs_kge,
+        "build_stages": [stage.name for stage in spec.index_stages],
         "options": [
             {"name": o.name, "type": o.type_name, "default": o.default, "help": o.help}
             for o in spec.options
@@ -99,6 +103,8 @@ def method_line(spec: MethodSpec) -> str:
     aliases = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
     options = ", ".join(f"{o.name}={_value(o.default)}" for o in spec.options)
     needs = "; needs --kg" if spec.needs_graph else ""
+    if spec.needs_kge:
+        needs = "; needs a trained KG-embedding model (--kg KG, or the index's own graph)"
     return f"{spec.name}{aliases}: {spec.summary}{needs}; options: {options or 'none'}"
 
 
@@ -108,7 +114,10 @@ def print_methods(specs: Iterable[MethodSpec]) -> None:
         aliases = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
         print(f"{spec.name}{aliases}: {spec.summary}")
         retriever = spec.retriever or "none (no retrieval)"
-        print(f"  retriever: {retriever}; --kg: {'needed' if spec.needs_graph else 'not used'}")
+        graph = "needed" if spec.needs_graph else "not used"
+        if spec.needs_kge:
+            graph = "KG and its trained KG-embedding model (default: the index's graph)"
+        print(f"  retriever: {retriever}; --kg: {graph}")
         if not spec.options:
             print("  options: none")
         for o in spec.options:
@@ -120,3 +129,12 @@ def print_methods(specs: Iterable[MethodSpec]) -> None:
 def _value(value: Any) -> str:
     """A default as typed after ``--option key=`` (JSON but for strings)."""
     return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def print_verification(verification: Verification) -> None:
+    """The KG-embedding verdict on an answer, with the triples behind it."""
+    check = verification.check
+    verdict = "verified" if verification.verified else "not verified"
+    print(f"\nKGE verification: {verdict}")
+    for line in step_lines(check):
+        print(f"  {line}")

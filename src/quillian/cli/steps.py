@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields
 from functools import singledispatch
+from typing import Any
 
 from quillian.methods.steps import (
     AnswerReasoning,
+    ConfidenceCheck,
     EnhancedNote,
     ExpandedQuery,
     FollowUp,
@@ -18,9 +21,12 @@ from quillian.methods.steps import (
     KGSummary,
     Note,
     Reasoning,
+    ReferenceFilter,
+    RelatedEntities,
     Retrieval,
     Step,
     SubQuestion,
+    TurnAnswer,
 )
 
 __all__ = ["step_lines"]
@@ -99,6 +105,23 @@ def _(step: KGRound) -> list[str]:
 
 
 @step_lines.register
+def _(step: TurnAnswer) -> list[str]:
+    refs = f"{step.references} references" if step.references else "no references"
+    return [f"turn {step.turn} answer ({refs}): {_flat(step.answer)}"]
+
+
+@step_lines.register
+def _(step: ConfidenceCheck) -> list[str]:
+    score = "unscorable" if step.score is None else f"{step.score:.4g}"
+    verdict = "accepted" if step.accepted else "not accepted"
+    lines = [
+        f"kge check, turn {step.turn}: score {score} vs threshold {step.threshold:.4g}: {verdict}"
+    ]
+    lines += _triple_lines(step.triples, "  ")
+    return lines
+
+
+@step_lines.register
 def _(step: KAGPlan) -> list[str]:
     lines = [f"kag plan, round {step.round}: {_flat(step.query)}"]
     lines += [f"  {_flat(q)} :: {lf}" for q, lf in step.steps]
@@ -117,6 +140,37 @@ def _(step: KAGStep) -> list[str]:
         lines.append(f"  bound: {', '.join(step.bound)}")
     lines += [f"  error: {step.error}"] if step.error else []
     lines += [f"  note: {step.note}"] if step.note else []
+    return lines
+
+
+@step_lines.register
+def _(step: RelatedEntities) -> list[str]:
+    lines = [f"related entities for {step.query!r}: {', '.join(step.entities) or '(none)'}"]
+    lines += [f"  fact: {fact}" for fact in step.facts]
+    return lines
+
+
+@step_lines.register
+def _(step: ReferenceFilter) -> list[str]:
+    total = len(step.candidates)
+    lines = [f"references, turn {step.turn}: kept {step.kept} of {total} for {step.query!r}"]
+    for c in step.candidates:
+        mark = "kept" if c["kept"] else "relevant" if c["relevant"] else "irrelevant"
+        score = "-" if c["score"] is None else f"{c['score']:.4g}"
+        text = c.get("error") or _flat(c["text"], 120)
+        lines.append(f"  [{mark}, score {score}] {c['source']} ({c['query']}): {text}")
+        lines += _triple_lines(c["triples"], "    ")
+    return lines
+
+
+def _triple_lines(triples: Iterable[dict[str, Any]], indent: str) -> list[str]:
+    """Each extracted triple, the KG triple it was read as (or why none), its score."""
+    lines = []
+    for t in triples:
+        subject, predicate, obj = t["triple"]
+        reading = t["linked"] or t["note"]
+        shown = "-" if t["score"] is None else f"{t['score']:.4g}"
+        lines.append(f"{indent}({subject} | {predicate} | {obj}) as {reading}: {shown}")
     return lines
 
 

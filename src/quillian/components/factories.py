@@ -33,6 +33,7 @@ from quillian.errors import ConfigError
 __all__ = [
     "CHUNKERS",
     "EMBEDDERS",
+    "EMBEDS_QUERY",
     "EXTRACTORS",
     "RETRIEVERS",
     "SA_RETRIEVERS",
@@ -45,6 +46,8 @@ __all__ = [
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm", "kag-llm")
 RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kag")
+#: The retrievers that embed the query (the others ignore a query vector).
+EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kag")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 

@@ -8,6 +8,7 @@ no edge wires retrievers, graphs and models itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Iterable, Sequence
@@ -20,8 +21,14 @@ import numpy.typing as npt
 
 from quillian.components.concurrency import ThreadOffload
 from quillian.components.embedding.base import Embedder
+from quillian.components.embedding.batching import QueryBatcher
 from quillian.components.embedding.factory import make_embedder
-from quillian.components.factories import RETRIEVERS, SA_RETRIEVERS, make_retriever
+from quillian.components.factories import (
+    EMBEDS_QUERY,
+    RETRIEVERS,
+    SA_RETRIEVERS,
+    make_retriever,
+)
 from quillian.components.kg.base import ExternalGraph
 from quillian.components.kg.spec import GraphSpec, make_bridges, make_graph
 from quillian.components.llm.accounting import Ledger
@@ -31,10 +38,24 @@ from quillian.components.llm.spec import LLMSession
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
 from quillian.components.retrieval.base import RetrievalResult, Retriever, check_k
+from quillian.config import build_config
+from quillian.engine.documents import (
+    DocumentPage,
+    DocumentText,
+    forget_unfinished,
+    get_document,
+    known_documents,
+    list_documents,
+    settings_of,
+)
 from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
+from quillian.engine.kge import open_knowledge
 from quillian.errors import ConfigError
 from quillian.index import BuildReport, Index, open_index, read_manifest
-from quillian.methods.base import AnswerResult, PipelineBase
+from quillian.methods.base import AnswerResult, PipelineBase, RunObserver
+from quillian.methods.know3.check import KGECheck, Verification, verify_answer
+from quillian.methods.know3.config import Know3Config
+from quillian.methods.know3.knowledge import Know3Knowledge
 from quillian.methods.spec import MethodSpec
 from quillian.methods.table import method_spec
 from quillian.types import Document, Progress
@@ -80,8 +101,13 @@ class Engine:
         self._index: Index | None = None
         self._graph: ExternalGraph | None = None
         self._retrievers: dict[tuple[str, bool], Retriever] = {}
+        self._knowledge: Know3Knowledge | None = None
         self._session: LLMSession | None = None
+        self._sessions = contextlib.AsyncExitStack()  # knowledge models' sessions
+        self._runners: dict[str, TaskRunner] = {}
+        self._runners_lock = asyncio.Lock()
         self._offload = ThreadOffload(options.workers)
+        self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
@@ -146,6 +172,20 @@ class Engine:
                 )
             return self._retrievers[key]
 
+    @property
+    def knowledge(self) -> Know3Knowledge:
+        """The graph a KG-embedding method reads with its trained model (see
+        :func:`quillian.engine.kge.open_knowledge`)."""
+        with self._opening:
+            if self._knowledge is None:
+                self._knowledge = open_knowledge(
+                    self.options.kg,
+                    lambda: self.index,
+                    self.location,
+                    self.embedder(),
+                )
+            return self._knowledge
+
     def joins_graph(self) -> bool:
         """Whether the ``kg`` option joins an imported graph to the index (``DIR+index``)."""
         if self.options.kg is None:
@@ -176,6 +216,27 @@ class Engine:
         self._forget()
         return report
 
+    def documents(self, offset: int = 0, limit: int = 50) -> DocumentPage:
+        """A page of this engine's documents with their ingestion status."""
+        return list_documents(self._location(), offset, limit)
+
+    def document(self, doc_id: str) -> DocumentText | None:
+        """One document with its status, text and chunk ids (None: not in the index)."""
+        return get_document(self._location(), doc_id)
+
+    def known_documents(self, doc_ids: Sequence[str]) -> list[str]:
+        """Those of ``doc_ids`` this engine's index holds or records as failed."""
+        return known_documents(self._location(), doc_ids)
+
+    def forget_unfinished(self, doc_ids: Sequence[str]) -> list[str]:
+        """Forget documents of a stopped ingestion that never got stored (see
+        :func:`quillian.engine.documents.forget_unfinished`)."""
+        return forget_unfinished(self._location(), doc_ids)
+
+    def index_settings(self) -> IndexSettings:
+        """The settings this engine's index was built with (to add documents alike)."""
+        return settings_of(self._location())
+
     def _location(self) -> Path:
         if self.location is None:
             raise ConfigError("this engine has no index location")
@@ -184,7 +245,7 @@ class Engine:
     def _forget(self) -> None:
         """Drop what was opened from the index, so the next use reads it anew."""
         with self._opening:
-            self._index, self._graph = None, None
+            self._index, self._graph, self._knowledge = None, None, None
             self._retrievers.clear()
 
     # --- retrieval ----------------------------------------------------------------------
@@ -202,8 +263,17 @@ class Engine:
         return self.retriever(method).retrieve(query, k, query_vector)
 
     async def aretrieve(self, query: str, method: str = "sa", k: int = 8) -> RetrievalResult:
-        """:meth:`retrieve` off the event loop, on the engine's worker threads."""
-        return await self._offload(self.retrieve, query, method, k)
+        """:meth:`retrieve` off the event loop, on the engine's worker threads. Queries
+        retrieved at the same time are embedded together (:class:`QueryBatcher`)."""
+        _check_question(query)
+        check_k(k)
+        retriever = await self._offload(self.retriever, method)
+        vector = await self._batcher.embed(query) if method in EMBEDS_QUERY else None
+        return await self._offload(retriever.retrieve, query, k, vector)
+
+    def _embed_queries(self, queries: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Query vectors from the opened index's embedder (the retrievers' own)."""
+        return self.index.context.embedder.embed(list(queries))
 
     # --- answering ----------------------------------------------------------------------
 
@@ -222,15 +292,46 @@ class Engine:
             graph=self.graph if spec.needs_graph else None,
             options=options,
             offload=self._offload,
+            knowledge=self.knowledge if spec.needs_kge else None,
+            knowledge_models=self.runner_for,
         )
 
     async def answer(
-        self, question: str, method: str = "sa-rag", *, retriever: str | None = None, **options: Any
+        self,
+        question: str,
+        method: str = "sa-rag",
+        *,
+        retriever: str | None = None,
+        observer: RunObserver | None = None,
+        **options: Any,
     ) -> AnswerResult:
-        """Answer ``question`` with ``method``; ``options`` are the method's options."""
+        """Answer ``question`` with ``method``; ``options`` are the method's options;
+        ``observer`` sees each retrieval (with its trace) and step as it happens."""
         _check_question(question)
         pipeline = await self._offload(self.pipeline, method, retriever=retriever, **options)
-        return await pipeline.answer(question)
+        return await pipeline.answer(question, observer)
+
+    async def verify(self, question: str, answer: str, **options: Any) -> Verification:
+        """The KG-embedding verdict on ``answer`` (any method's): its triples scored
+        against the KG and judged against θ at turn 0. ``options``: Know3-RAG's
+        ``theta0``, ``theta_c``, ``threshold``, ``aggregation``."""
+        config: Know3Config = build_config("--verify", Know3Config, options)
+        knowledge = await self._offload(lambda: self.knowledge)
+        check = KGECheck(self.runner, knowledge, offload=self._offload)
+        return await verify_answer(
+            check, question, answer, threshold=config.theta(0), how=config.how
+        )
+
+    async def runner_for(self, llm: str) -> TaskRunner:
+        """A task runner on another model (a Know3-RAG knowledge model), its session
+        opened once and kept until the engine's ``async with`` ends."""
+        if isinstance(self.options.llm, str) and llm == self.options.llm:
+            return self.runner
+        async with self._runners_lock:
+            if llm not in self._runners:
+                session = await self._sessions.enter_async_context(self.session_for(llm))
+                self._runners[llm] = TaskRunner(session.model, self.prompts)
+            return self._runners[llm]
 
     @property
     def session(self) -> LLMSession:
@@ -260,6 +361,8 @@ class Engine:
     async def __aexit__(self, *exc_info: object) -> None:
         session, self._session = self._session, None
         try:
+            await self._sessions.aclose()
+            self._runners.clear()
             if session is not None:
                 await session.__aexit__(*exc_info)
         finally:

@@ -72,7 +72,12 @@ def index_documents(
         chunker=make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
         extractor=extractor,
         embedder=make_embedder(settings.embedder),
-        config={"embedder_name": settings.embedder, "methods": list(settings.methods)},
+        config={
+            "embedder_name": settings.embedder,
+            "methods": list(settings.methods),
+            "chunk_size": settings.chunk_size,
+            "overlap": settings.overlap,
+        },
         on_progress=on_progress,
         stages=stages_for(settings.methods),
     )

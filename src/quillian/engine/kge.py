@@ -5,25 +5,35 @@ written beside the graph (``DIR/kge/``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.embedding.base import Embedder
+from quillian.components.kg.document_graph import DocumentGraph
+from quillian.components.kg.mentions import RelationIndex
 from quillian.components.kg.report import Progress, no_progress
+from quillian.components.kg.spec import GraphSpec
 from quillian.components.kg.store import KIND, MANIFEST, ImportedGraph
+from quillian.components.kge.confidence import TripleConfidence
 from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.sources import (
     triples_from_imported_graph,
     triples_from_knowledge_graph,
 )
-from quillian.components.kge.storage import model_directory
+from quillian.components.kge.storage import load_model, model_directory
 from quillian.components.kge.triples import TripleSet
-from quillian.errors import IndexIncompleteError
-from quillian.index import load_graph, open_storage, read_manifest
+from quillian.errors import ConfigError, IndexIncompleteError
+from quillian.index import Index, load_graph, open_storage, read_manifest
+from quillian.methods.know3.knowledge import Know3Knowledge
 
 if TYPE_CHECKING:
     from quillian.components.kge.train import TrainResult
 
-__all__ = ["graph_triples", "is_imported_graph", "train_kge"]
+__all__ = ["graph_triples", "is_imported_graph", "open_knowledge", "train_kge"]
 
 
 def is_imported_graph(location: str | Path) -> bool:
@@ -68,3 +78,58 @@ def train_kge(
     return train_and_save(
         triples, model_directory(location), config, resume=resume, progress=on_progress
     )
+
+
+def open_knowledge(
+    kg: str | None, index: Callable[[], Index], location: Path | None, embedder: Embedder
+) -> Know3Knowledge:
+    """The graph a KG-embedding method reads, with its trained model: the imported graph
+    of ``--kg DIR`` (model in ``DIR/kge``), else the index's document graph (``--kg
+    index`` or none; model in ``INDEX/kge``). ``index`` opens the index on demand. A
+    missing model, or one trained on another graph, is refused with the command that
+    trains it."""
+    spec = GraphSpec.parse(kg) if kg is not None else GraphSpec(None, True, False)
+    if spec.directory is not None and spec.documents:
+        raise ConfigError(
+            f"--kg {kg}: a KG-embedding model is trained on one graph; give --kg DIR "
+            "(an imported graph) or --kg index"
+        )
+    if spec.directory is not None:
+        graph = ImportedGraph.open(spec.directory)
+        triples = triples_from_imported_graph(graph)
+        directory = spec.directory
+        relation_embedder: Embedder = _GraphEmbedder(graph)
+        source: Any = graph
+    else:
+        if location is None:
+            raise ConfigError(
+                "a KG-embedding method needs an index, or an imported graph (--kg DIR)"
+            )
+        opened = index()
+        source = DocumentGraph(opened.context, inverse=spec.inverse)
+        triples = triples_from_knowledge_graph(opened.context.kg)
+        directory = location
+        relation_embedder = embedder
+    stored = load_model(model_directory(directory), triples)
+    confidence = TripleConfidence(stored.model, triples)
+    relations = RelationIndex(triples.relation_names, relation_embedder)
+    return Know3Knowledge(source, confidence, relations, relation_embedder)
+
+
+class _GraphEmbedder:
+    """An imported graph's query embedder (the model its descriptions were embedded with)
+    behind the Embedder protocol."""
+
+    def __init__(self, graph: ImportedGraph) -> None:
+        self.graph = graph
+
+    @property
+    def model_id(self) -> str:
+        return self.graph.embedder_id
+
+    @property
+    def dim(self) -> int:
+        return int(self.embed(["x"]).shape[1])
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self.graph.embed_texts(texts)

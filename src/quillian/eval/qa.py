@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,13 @@ from quillian.eval.datasets import Question, passage_key
 from quillian.eval.metrics import score_answer
 from quillian.methods.base import AnswerResult, Pipeline
 
-__all__ = ["QAReport", "config_hash", "evaluate", "summarize"]
+__all__ = ["QAReport", "Verify", "answered_turn", "config_hash", "evaluate", "summarize"]
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+Verify = Callable[[str, str], Awaitable[dict[str, Any]]]
+"""Judges an answer to a question (``--verify``): a record with a ``verified`` flag."""
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -100,6 +102,37 @@ def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
+def answered_turn(row: dict[str, Any]) -> int | None:
+    """The turn whose answer a turn-based method (Know3-RAG) output; None for others."""
+    turns = [s["turn"] for s in row.get("steps", ()) if s.get("kind") == "turn-answer"]
+    return max(turns) if turns else None
+
+
+def _turn_shares(rows: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    turns = [t for t in (answered_turn(r) for r in rows) if t is not None]
+    if not turns:
+        return None
+    return {str(t): round(turns.count(t) / len(turns), 4) for t in sorted(set(turns))}
+
+
+def _verification(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """How scores differ between answers the KGE check verified and the others."""
+    checked = [r for r in rows if r.get("verification")]
+    if not checked:
+        return None
+    out: dict[str, Any] = {"checked": len(checked)}
+    for name, verdict in (("verified", True), ("not_verified", False)):
+        group = [r for r in checked if r["verification"]["verified"] is verdict]
+        out[name] = {
+            "questions": len(group),
+            "em": _mean([r["em"] for r in group]),
+            "f1": _mean([r["f1"] for r in group]),
+            "accuracy": _mean([r["accuracy"] for r in group]),
+        }
+    out["unscorable"] = sum(1 for r in checked if r["verification"]["score"] is None)
+    return out
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Mean scores and costs over the rows of one method."""
     calls = [c for r in rows for c in r["calls"]]
@@ -122,6 +155,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if calls
         else 0.0,
         "unfinished": sum(1 for r in rows if r["error"]),
+        **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
+        **({"verification": check} if (check := _verification(rows)) else {}),
         **_graph_shares(rows),
     }
 
@@ -135,12 +170,14 @@ async def evaluate(
     manifest: dict[str, Any],
     concurrency: int = 1,
     on_progress: Progress | None = None,
+    verify: Verify | None = None,
 ) -> QAReport:
     """Answer every question, score, and write the three files into ``out``.
 
     Unusable model output never stops the run: pipelines record it per question. An
     error of the model backend (unreachable endpoint, wrong key) stops the run; the
     lines already written stay, and with a response cache a rerun repeats no call.
+    ``verify`` judges each non-empty answer; its record joins the row.
     """
     if concurrency <= 0:
         raise ValueError(f"concurrency must be greater than 0, got {concurrency}")
@@ -154,10 +191,14 @@ async def evaluate(
         nonlocal done
         async with gate:
             result = await pipeline.answer(question.question)
+            checked = None
+            if verify is not None and result.answer:
+                checked = await verify(question.question, result.answer)
         done += 1
         if on_progress is not None:
             on_progress(done, len(questions))
-        return _row(dataset, question, result)
+        row = _row(dataset, question, result)
+        return {**row, "verification": checked} if verify is not None else row
 
     tasks = [asyncio.create_task(one(q)) for q in questions]
     rows: list[dict[str, Any]] = []

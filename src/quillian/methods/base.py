@@ -11,11 +11,47 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from quillian.components.concurrency import Offload, to_thread
 from quillian.components.generation.evidence import Evidence
 from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
-from quillian.components.retrieval.base import Retriever, ScoredPassage, UsedRelation
+from quillian.components.retrieval.base import (
+    RetrievalResult,
+    Retriever,
+    ScoredPassage,
+    UsedRelation,
+)
 from quillian.errors import ConfigError
 from quillian.methods.steps import Retrieval, Step
 
-__all__ = ["AnswerResult", "Pipeline", "PipelineBase", "Retrieve", "Run", "dual_retrieve"]
+__all__ = [
+    "AnswerResult",
+    "Pipeline",
+    "PipelineBase",
+    "Retrieve",
+    "Run",
+    "RunObserver",
+    "StepLog",
+    "dual_retrieve",
+]
+
+
+class RunObserver(Protocol):
+    """Watches a question being answered (the server streams what it sees): each
+    retrieval with its full trace, and each step as the method records it."""
+
+    def retrieved(self, result: RetrievalResult) -> None: ...
+
+    def step(self, step: Step) -> None: ...
+
+
+class StepLog(list[Step]):
+    """The steps of a run; tells the run's observer, if any, about each one appended."""
+
+    def __init__(self, observer: RunObserver | None = None) -> None:
+        super().__init__()
+        self.observer = observer
+
+    def append(self, step: Step) -> None:
+        super().append(step)
+        if self.observer is not None:
+            self.observer.step(step)
 
 
 @dataclass
@@ -25,7 +61,8 @@ class Run:
     question: str
     evidence: Evidence = field(default_factory=Evidence)
     transcript: Transcript = field(default_factory=Transcript)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=StepLog)
+    observer: RunObserver | None = None
 
 
 @dataclass
@@ -64,7 +101,7 @@ class AnswerResult:
 class Pipeline(Protocol):
     name: str
 
-    async def answer(self, question: str) -> AnswerResult: ...
+    async def answer(self, question: str, observer: RunObserver | None = None) -> AnswerResult: ...
 
 
 class PipelineBase:
@@ -102,10 +139,11 @@ class PipelineBase:
             raise ConfigError(f"method {self.name!r} has no retriever")
         return self._retriever
 
-    async def answer(self, question: str) -> AnswerResult:
+    async def answer(self, question: str, observer: RunObserver | None = None) -> AnswerResult:
+        """Answer ``question``; ``observer`` sees retrievals and steps as they happen."""
         if not question.strip():
             raise ConfigError("the question is empty")
-        run = Run(question)
+        run = Run(question, steps=StepLog(observer), observer=observer)
         start = time.perf_counter()
         answer, error = "", ""
         try:
@@ -132,6 +170,8 @@ class PipelineBase:
         """Top-``k`` passages (and the relations the retriever used) for ``query``,
         computed off the event loop; both join the run's evidence."""
         result = await self.offload(self.retriever.retrieve, query, k)
+        if run.observer is not None:
+            run.observer.retrieved(result)
         run.evidence.add_passages(result.passages)
         run.evidence.add_relations(result.trace.relations)
         run.steps.append(

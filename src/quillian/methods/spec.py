@@ -8,6 +8,7 @@ only the specs, through :mod:`quillian.methods.table`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,12 @@ class MethodSpec:
     def reads_index(self, retriever: str | None = None) -> bool:
         """Whether answering (with ``retriever`` in place of the default, if given)
         reads the index."""
-        return retriever is not None or self.retriever is not None or self.needs_graph
+        return (
+            retriever is not None
+            or self.retriever is not None
+            or self.needs_graph
+            or self.needs_kge
+        )
 
     def build(
         self,
@@ -65,9 +71,28 @@ class MethodSpec:
         graph: ExternalGraph | None = None,
         options: dict[str, Any] | None = None,
         offload: Offload | None = None,
+        knowledge: Any = None,
+        knowledge_models: Callable[[str], Awaitable[TaskRunner]] | None = None,
     ) -> PipelineBase:
-        """The method's pipeline, with its options checked against its configuration."""
+        """The method's pipeline, with its options checked against its configuration.
+
+        ``knowledge`` is what a KG-embedding method reads (a graph with its trained
+        model); ``knowledge_models`` opens a task runner on another LLM spec (the models
+        that write Know3-RAG's references)."""
         config = build_config(f"method {self.name!r}", self.config, options or {})
+        if self.needs_kge:
+            if knowledge is None:
+                raise ConfigError(f"method {self.name!r} needs a trained KG-embedding model")
+            kge_cls: Any = self.cls  # its constructor takes the knowledge and models
+            built: PipelineBase = kge_cls(
+                runner,
+                retriever,
+                knowledge,
+                config,
+                offload=offload,
+                knowledge_models=knowledge_models,
+            )
+            return built
         if not self.needs_graph:
             return self.cls(runner, retriever, config, offload=offload)
         if graph is None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 __all__ = [
     "STEP_KINDS",
     "AnswerReasoning",
+    "ConfidenceCheck",
     "EnhancedNote",
     "ExpandedQuery",
     "FollowUp",
@@ -25,9 +26,12 @@ __all__ = [
     "KGSummary",
     "Note",
     "Reasoning",
+    "ReferenceFilter",
+    "RelatedEntities",
     "Retrieval",
     "Step",
     "SubQuestion",
+    "TurnAnswer",
 ]
 
 
@@ -155,6 +159,58 @@ class EnhancedNote(Step):
 
 
 @dataclass(frozen=True)
+class TurnAnswer(Step):
+    """Know3-RAG: the answer of one turn (turn 0 has no references) and its reasoning."""
+
+    kind: ClassVar[str] = "turn-answer"
+    turn: int
+    answer: str
+    reasoning: str
+    references: int
+
+
+@dataclass(frozen=True)
+class ConfidenceCheck(Step):
+    """A text's triples scored against a KG-embedding model, and the verdict.
+
+    ``score`` is the aggregate relative score (None: no triple could be scored, which
+    counts as unreliable); the answer is ``accepted`` when the score is below
+    ``threshold``. ``triples`` holds each extracted triple, its KG reading and score;
+    ``entities`` the text's spans linked to KG entities."""
+
+    kind: ClassVar[str] = "confidence-check"
+    turn: int
+    score: float | None
+    threshold: float
+    accepted: bool
+    triples: tuple[dict[str, Any], ...] = ()
+    entities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RelatedEntities(Step):
+    """Know3-RAG's related-entity search (Algorithm 1) for a query: each entity as
+    ``label (source)`` and the KG facts verbalised into the descriptions."""
+
+    kind: ClassVar[str] = "related-entities"
+    query: str
+    entities: tuple[str, ...]
+    facts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReferenceFilter(Step):
+    """One retrieval round of Know3-RAG: each candidate reference (who wrote it, for
+    which query), its relevance verdict, its relative score, and whether it was kept."""
+
+    kind: ClassVar[str] = "reference-filter"
+    turn: int
+    query: str
+    candidates: tuple[dict[str, Any], ...]
+    kept: int
+
+
+@dataclass(frozen=True)
 class KAGPlan(Step):
     """KAG's plan for one round: the query planned, and each step's sub-question and
     logical form (``error`` set when the plan could not be read)."""
@@ -217,6 +273,10 @@ STEP_KINDS: dict[str, type[Step]] = {
         KGRound,
         KGSummary,
         EnhancedNote,
+        TurnAnswer,
+        ConfidenceCheck,
+        RelatedEntities,
+        ReferenceFilter,
         KAGPlan,
         KAGStep,
         KAGReflection,

@@ -17,6 +17,7 @@ is ``"length"``; usage counts whitespace tokens.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -194,6 +195,29 @@ class FakeOpenAIServer:
         return completion
 
 
+_SSE = {"Content-Type": "text/event-stream"}
+
+
+def _stream_events(completion: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """``completion`` as OpenAI's stream: a chunk per word, the finish, the usage when
+    ``stream_options.include_usage`` asks for it, then ``[DONE]``."""
+    choice = completion["choices"][0]
+    text = choice["message"]["content"] or ""
+    base = {k: completion[k] for k in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events = [chunk({"role": "assistant", "content": ""}, None)]
+    events += [chunk({"content": piece}, None) for piece in re.findall(r"\S+\s*|\s+", text)]
+    events.append(chunk({}, choice["finish_reason"]))
+    if (body.get("stream_options") or {}).get("include_usage") and "usage" in completion:
+        events.append({**base, "choices": [], "usage": completion["usage"]})
+    lines = [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
 def _error(message: str, kind: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
@@ -228,10 +252,11 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             headers: dict[str, str] | None = None,
         ) -> None:
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            headers = dict(headers or {})
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
             self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
+            for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
@@ -298,6 +323,8 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, _error(message, "invalid_request_error", "model_not_found"))
             elif fake.malformed:
                 self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"mess')
+            elif body.get("stream"):
+                self._send(200, _stream_events(fake._completion(body), body), _SSE)
             else:
                 self._send(200, fake._completion(body))
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
+from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage, streaming_tokens
 from quillian.components.llm.openai_compat import OpenAIChatModel, _retry_after
 from quillian.errors import (
     ConfigError,
@@ -227,3 +227,23 @@ def test_arguments_are_validated(kwargs, match):
     options = {"base_url": "http://localhost:8000/v1", "model": "m", **kwargs}
     with pytest.raises(ConfigError, match=match):
         OpenAIChatModel(options.pop("base_url"), options.pop("model"), **options)
+
+
+def test_a_token_sink_gets_the_reply_as_it_streams(server):
+    """Within streaming_tokens, the reply is streamed: each piece reaches the sink, the
+    returned reply and its usage are the same as without streaming."""
+    model = make(server)
+    pieces: list[tuple[str, str]] = []
+
+    async def go():
+        with streaming_tokens(lambda prompt, text: pieces.append((prompt, text))):
+            return await model.chat(HELLO, prompt="demo@1")
+
+    reply = asyncio.run(go())
+    assert reply.text == "echo: say hello world"
+    assert reply.usage == Usage(prompt_tokens=5, completion_tokens=4)
+    assert [text for _, text in pieces] == ["echo: ", "say ", "hello ", "world"]
+    assert {prompt for prompt, _ in pieces} == {"demo@1"}
+    assert server.bodies[0]["stream"] is True
+    assert chat(model).text == reply.text and len(pieces) == 4  # no sink: no stream
+    assert "stream" not in server.bodies[1]

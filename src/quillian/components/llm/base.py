@@ -3,15 +3,53 @@
 Wrappers (caching, retries, accounting) keep the same protocol. ``prompt`` names the
 prompt and its version (``"sa-rag.answer@1"``) so caches, scripted models and
 evaluation manifests can tell calls apart.
+
+A backend that can stream its reply also hands each piece of text, as it arrives, to
+the token sink of the running task (:func:`streaming_tokens`), if one is set; the
+reply it returns is the same either way. Wrappers need not know: a cached reply
+streams nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-__all__ = ["ChatMessage", "ChatModel", "ChatResponse", "Decoding", "Usage"]
+__all__ = [
+    "ChatMessage",
+    "ChatModel",
+    "ChatResponse",
+    "Decoding",
+    "TokenSink",
+    "Usage",
+    "streaming_tokens",
+    "token_sink",
+]
+
+TokenSink = Callable[[str, str], None]
+"""Receives ``(prompt, text)`` for each piece of a reply a backend streams."""
+
+_TOKEN_SINK: ContextVar[TokenSink | None] = ContextVar("quillian_token_sink", default=None)
+
+
+@contextmanager
+def streaming_tokens(sink: TokenSink) -> Iterator[None]:
+    """Within the block (and tasks started in it), streaming backends send ``sink``
+    the text of their replies as it arrives."""
+    reset = _TOKEN_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _TOKEN_SINK.reset(reset)
+
+
+def token_sink() -> TokenSink | None:
+    """The running task's token sink, if any (for backends)."""
+    return _TOKEN_SINK.get()
+
 
 Role = Literal["system", "user", "assistant"]
 

@@ -26,7 +26,14 @@ from typing import Any, TypeVar
 import openai
 import pydantic
 
-from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding, Usage
+from quillian.components.llm.base import (
+    ChatMessage,
+    ChatResponse,
+    Decoding,
+    TokenSink,
+    Usage,
+    token_sink,
+)
 from quillian.errors import (
     ConfigError,
     LLMAuthError,
@@ -131,6 +138,13 @@ class OpenAIChatModel:
         """One chat completion; retries transient failures, raises :class:`LLMError`."""
         decoding = decoding or Decoding()
         payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
+        sink = token_sink()
+        if sink is not None:
+
+            def stream(client: openai.AsyncOpenAI) -> Awaitable[ChatResponse]:
+                return self._stream(client, payload, decoding, prompt, sink)
+
+            return await self._with_retries(stream, prompt, self.max_retries)
 
         def create(client: openai.AsyncOpenAI) -> Awaitable[Any]:
             return client.chat.completions.create(
@@ -266,6 +280,45 @@ class OpenAIChatModel:
             return ()
 
     # -- responses -----------------------------------------------------------------
+
+    async def _stream(
+        self,
+        client: openai.AsyncOpenAI,
+        payload: list[Any],
+        decoding: Decoding,
+        prompt: str,
+        sink: TokenSink,
+    ) -> ChatResponse:
+        """One streamed completion: each piece of text goes to ``sink`` as it arrives
+        (a retried attempt streams again from its start)."""
+        stream = await client.chat.completions.create(
+            model=self.model,
+            messages=payload,
+            temperature=decoding.temperature,
+            top_p=decoding.top_p,
+            max_tokens=decoding.max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        parts: list[str] = []
+        usage: Any = None
+        finish: str | None = None
+        model = ""
+        async for chunk in stream:
+            model = getattr(chunk, "model", None) or model
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in (getattr(chunk, "choices", None) or [])[:1]:
+                text = getattr(choice.delta, "content", None)
+                if text:
+                    parts.append(text)
+                    sink(prompt, text)
+                finish = choice.finish_reason or finish
+        return ChatResponse(
+            "".join(parts),
+            self._usage(usage, prompt),
+            truncated=finish == "length",
+            model=model or self.model,
+        )
 
     def _response(self, completion: Any, prompt: str) -> ChatResponse:
         choices = getattr(completion, "choices", None)

@@ -5,15 +5,24 @@ Routes are tried in order: a route matches when its key equals the call's prompt
 (``"sa-rag.answer@1"`` or just ``"sa-rag.answer"``) or occurs in the last user message.
 A route's answer is a string, a list of strings served in turn (the last repeats), or
 a function of the messages. Every call is recorded, so tests can assert on prompts.
+Within :func:`~quillian.components.llm.base.streaming_tokens`, replies stream a word
+at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding, Usage
+from quillian.components.llm.base import (
+    ChatMessage,
+    ChatResponse,
+    Decoding,
+    Usage,
+    token_sink,
+)
 from quillian.errors import QuillianError
 
 __all__ = ["ScriptedCall", "ScriptedChatModel", "UnscriptedPromptError"]
@@ -90,5 +99,10 @@ class ScriptedChatModel:
             text = self._default
         else:
             text = self._answer(key, messages)
+        sink = token_sink()
+        if sink is not None:  # stream the reply a word at a time, as a remote model would
+            for piece in re.findall(r"\S+\s*|\s+", text):
+                sink(prompt, piece)
+                await asyncio.sleep(0)
         usage = Usage(sum(_tokens(m.content) for m in messages), _tokens(text))
         return ChatResponse(text, usage, model=self.model_id)

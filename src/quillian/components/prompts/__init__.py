@@ -9,7 +9,7 @@ users override one through :meth:`PromptRegistry.override_from_file`.
 from __future__ import annotations
 
 from quillian.components.llm.prompts import Prompt, PromptRegistry
-from quillian.components.prompts import kag, kg_infused, sa_rag
+from quillian.components.prompts import kag, kg_infused, know3, sa_rag
 
 __all__ = ["ALL_PROMPTS", "default_registry"]
 
@@ -32,6 +32,11 @@ ALL_PROMPTS: tuple[Prompt, ...] = (
     kg_infused.KNOWLEDGE_AUGMENT,
     kg_infused.DPO_JUDGE,
     kg_infused.SELF_ASK,
+    know3.ANSWER,
+    know3.REFERENCE,
+    know3.QUERY,
+    know3.TRIPLES,
+    know3.RELEVANCE,
     *kag.PROMPTS,
 )
 

@@ -1,0 +1,271 @@
+"""Pure parsers for the Know3-RAG prompts (:mod:`quillian.components.prompts.know3`).
+
+Each raises :class:`~quillian.components.llm.structured.ParseError` on output it cannot
+read; the tasks in :mod:`quillian.methods.know3.tasks` decide what a failure after the
+repair attempt means (no triples, a "no" verdict), and the transcript records it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from quillian.components.llm.structured import ParseError, extract_json
+from quillian.types import normalize_name
+
+__all__ = [
+    "GENERIC_WORDS",
+    "ChainAnswer",
+    "ExtractedTriple",
+    "TripleList",
+    "parse_chain_answer",
+    "parse_reference",
+    "parse_triple_list",
+    "parse_verdict",
+    "salvage_chain_answer",
+]
+
+#: Subjects and objects that name nothing a KG holds: pronouns and generic nouns (the
+#: authors' forbidden list, spec section 8).
+GENERIC_WORDS = frozenset(
+    [
+        "i",
+        "me",
+        "my",
+        "mine",
+        "you",
+        "your",
+        "yours",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "hers",
+        "it",
+        "its",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "the",
+        "a",
+        "an",
+        "one",
+        "ones",
+        "someone",
+        "somebody",
+        "something",
+        "anyone",
+        "anything",
+        "everyone",
+        "everything",
+        "nobody",
+        "nothing",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "what",
+        "book",
+        "song",
+        "album",
+        "country",
+        "city",
+        "town",
+        "company",
+        "film",
+        "movie",
+        "people",
+        "person",
+        "man",
+        "woman",
+        "men",
+        "women",
+        "child",
+        "children",
+        "group",
+        "team",
+        "place",
+        "thing",
+        "things",
+        "organization",
+        "band",
+        "show",
+        "series",
+        "work",
+        "year",
+        "years",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ExtractedTriple:
+    """A ``(subject, predicate, object)`` as the model wrote it."""
+
+    subject: str
+    predicate: str
+    object: str
+
+    def sentence(self) -> str:
+        return f"{self.subject} {self.predicate} {self.object}."
+
+
+@dataclass(frozen=True)
+class TripleList:
+    """The triples read from one reply, and why any item was dropped."""
+
+    triples: tuple[ExtractedTriple, ...] = ()
+    dropped: tuple[str, ...] = field(default=())
+
+
+_NONE = re.compile(r"^\W*none\W*$", re.IGNORECASE)
+_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
+
+
+def parse_triple_list(raw: str, prompt: str = "") -> TripleList:
+    """Prompt P4's reply: ``None``, or a JSON list of objects with ``subject``,
+    ``predicate`` and ``object``. A reply that is neither, but holds ``{...}`` objects,
+    is read object by object (the authors' code does the same). Items missing a field,
+    naming a pronoun or generic noun, or relating a thing to itself are dropped and
+    listed in :attr:`TripleList.dropped`; a list-valued subject or object gives one
+    triple per value."""
+    text = raw.strip()
+    if not text or _NONE.match(text):
+        return TripleList()
+    items = _items(raw, prompt)
+    triples: dict[ExtractedTriple, None] = {}
+    dropped: list[str] = []
+    for item in items:
+        for triple in _expand(item, dropped):
+            reason = _rejection(triple)
+            if reason:
+                dropped.append(f"{reason}: {triple.sentence()}")
+            else:
+                triples.setdefault(triple)
+    return TripleList(tuple(triples), tuple(dropped))
+
+
+def _items(raw: str, prompt: str) -> list[Any]:
+    try:
+        data = extract_json(raw, prompt)
+    except ParseError:
+        data = None
+    if isinstance(data, list):
+        return data
+    found: list[Any] = []
+    for match in _OBJECT.findall(raw):
+        try:
+            found.append(json.loads(match))
+        except json.JSONDecodeError:
+            continue
+    if not found and isinstance(data, dict):
+        found = [data]
+    if not found:
+        raise ParseError("neither None nor a JSON list of triples", raw, prompt)
+    return found
+
+
+def _strings(value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    return [str(v).strip() for v in values if isinstance(v, str | int | float) and str(v).strip()]
+
+
+def _expand(item: Any, dropped: list[str]) -> list[ExtractedTriple]:
+    if not isinstance(item, dict):
+        dropped.append(f"not an object: {str(item)[:60]}")
+        return []
+    subjects, objects = _strings(item.get("subject")), _strings(item.get("object"))
+    predicates = _strings(item.get("predicate"))
+    if not subjects or not objects or not predicates:
+        dropped.append(f"missing subject, predicate or object: {json.dumps(item)[:80]}")
+        return []
+    return [ExtractedTriple(s, predicates[0], o) for s in subjects for o in objects]
+
+
+def _rejection(triple: ExtractedTriple) -> str:
+    for end in (triple.subject, triple.object):
+        if normalize_name(end) in GENERIC_WORDS or not normalize_name(end):
+            return f"generic or pronoun {end!r}"
+    if normalize_name(triple.subject) == normalize_name(triple.object):
+        return "subject equals object"
+    return ""
+
+
+_VERDICT = re.compile(r"reliability of the passage is\W*(yes|no)\b", re.IGNORECASE)
+
+
+def parse_verdict(raw: str, prompt: str = "") -> bool:
+    """Prompt P5's reply: True for "The reliability of the passage is yes", False for
+    "... no"; the last such sentence counts. Anything else is a parse error (the
+    authors' code reads it as "no" silently; here it is recorded first)."""
+    found = _VERDICT.findall(raw)
+    if not found:
+        raise ParseError('no "The reliability of the passage is yes/no" verdict', raw, prompt)
+    return bool(found[-1].lower() == "yes")
+
+
+@dataclass(frozen=True)
+class ChainAnswer:
+    """Prompt P1's reply: the whole reasoning and the answer after "The answer is"."""
+
+    reasoning: str
+    answer: str
+
+
+_ANSWER_IS = re.compile(r"answer is\s*:?\s*", re.IGNORECASE)
+
+
+def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
+    """The text after the last "answer is", without brackets, quotes, bold marks and a
+    final period (the authors' parse)."""
+    matches = list(_ANSWER_IS.finditer(raw))
+    if not matches:
+        raise ParseError('no "The answer is ..." sentence', raw, prompt)
+    tail = raw[matches[-1].end() :].strip().splitlines()
+    answer = _clean(tail[0]) if tail else ""
+    if not answer:
+        raise ParseError('nothing after "The answer is"', raw, prompt)
+    return ChainAnswer(raw.strip(), answer)
+
+
+def salvage_chain_answer(raw: str) -> ChainAnswer:
+    """After two unusable replies: the last non-empty line as the answer ("" if none)."""
+    lines = [line for line in raw.splitlines() if line.strip()]
+    return ChainAnswer(raw.strip(), _clean(lines[-1]) if lines else "")
+
+
+def _clean(text: str) -> str:
+    text = text.strip().strip("*").strip()
+    if len(text) >= 2 and text[0] + text[-1] in ("[]", '""', "''"):
+        text = text[1:-1].strip()
+    text = text.rstrip(".").strip().strip("*").strip()
+    if len(text) >= 2 and text[0] + text[-1] in ("[]", '""', "''"):
+        text = text[1:-1].strip()
+    return text
+
+
+def parse_reference(raw: str, prompt: str = "") -> str:
+    """Prompt P2's reply: the paragraph, without the brackets or quotes the prompt's
+    ``"[reference_paragraph]"`` invites; non-empty."""
+    text = raw.strip()
+    if len(text) >= 2 and text[0] + text[-1] in ('""', "[]"):
+        text = text[1:-1].strip()
+    if len(text) >= 2 and text[0] + text[-1] in ('""', "[]"):
+        text = text[1:-1].strip()
+    if not text:
+        raise ParseError("empty reference", raw, prompt)
+    return text

@@ -1,0 +1,239 @@
+"""Linking free text to a knowledge graph: entity mentions, names, and relations.
+
+Know3-RAG links a question, an answer and a reference to KG entities, and each
+extracted triple's ends and predicate to KG ids (spec section 8). Offline, with the
+linking Quillian already has:
+
+* :func:`find_mentions`: the longest word spans of a text (up to ``max_words`` words,
+  left to right, not overlapping) whose :func:`~quillian.types.normalize_name` key is
+  an entity's name or alias (:meth:`ExternalGraph.lookup`); a trailing possessive
+  ("Quillian's") is tried without its "'s". Single stop words never link.
+* :func:`link_name`: one name (a triple's subject or object): its exact name or alias,
+  else the longest mention inside it ("the director Steven Spielberg"), else the
+  entities whose descriptions are nearest to it *and* whose names share at least half
+  their words with it (description similarity alone links namesakes and strangers).
+* :class:`RelationIndex`: a predicate to a KG relation: its exact name (by the same
+  key), else the relation whose sentence ``"{s} {relation} {o}."`` is most similar to
+  the triple's ``"{s} {predicate} {o}."``, among the ``shortlist`` relations whose names
+  are nearest the predicate (spec section 8.5, with a shortlist so a graph with
+  thousands of predicates costs one small embedding batch per triple). It also ranks
+  relations against a query for the related-entity search.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.embedding.base import Embedder
+from quillian.components.kg.base import ExternalGraph
+from quillian.errors import ConfigError
+from quillian.types import normalize_name
+
+__all__ = ["Mention", "RelationIndex", "RelationMatch", "find_mentions", "link_name"]
+
+_WORD = re.compile(r"[^\s,;:!?()\[\]{}\"]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "that",
+        "the",
+        "their",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "with",
+        "you",
+    ]
+)
+#: Least share of words a name must have in common with an entity found by its
+#: description alone (as :mod:`quillian.components.kg.link` asks of such candidates).
+MIN_WORD_OVERLAP = 0.5
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A span of text and the entities it names; ``how`` is ``name`` (an exact name or
+    alias), ``inner`` (a name inside it) or ``description``."""
+
+    text: str
+    entities: tuple[int, ...]
+    how: str = "name"
+
+
+def _variants(span: str) -> list[str]:
+    for suffix in ("'s", "\u2019s"):
+        if span.endswith(suffix):
+            return [span, span[: -len(suffix)]]
+    return [span]
+
+
+def find_mentions(
+    text: str, graph: ExternalGraph, *, max_words: int = 6, max_candidates: int = 3
+) -> list[Mention]:
+    """The entity mentions of ``text``, in text order, longest spans first; at most
+    ``max_candidates`` entities per mention (the graph's order)."""
+    words = [m.group(0) for m in _WORD.finditer(text)]
+    taken = [False] * len(words)
+    found: list[tuple[int, Mention]] = []
+    for size in range(min(max_words, len(words)), 0, -1):
+        for start in range(len(words) - size + 1):
+            if any(taken[start : start + size]):
+                continue
+            span = " ".join(words[start : start + size])
+            key = normalize_name(span)
+            if not key or (size == 1 and key in _STOP):
+                continue
+            for variant in _variants(span):
+                entities = graph.lookup(variant)
+                if entities:
+                    mention = Mention(variant.strip(".?!"), tuple(entities[:max_candidates]))
+                    found.append((start, mention))
+                    taken[start : start + size] = [True] * size
+                    break
+    return [m for _, m in sorted(found, key=lambda pair: pair[0])]
+
+
+def _overlap(a: str, b: str) -> float:
+    wa, wb = set(normalize_name(a).split()), set(normalize_name(b).split())
+    return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
+
+
+def link_name(
+    name: str, graph: ExternalGraph, *, max_candidates: int = 3, description_candidates: int = 5
+) -> Mention | None:
+    """The entities ``name`` refers to (see the module docstring), or None."""
+    exact = graph.lookup(name)
+    if exact:
+        return Mention(name, tuple(exact[:max_candidates]), "name")
+    inner = find_mentions(name, graph, max_candidates=max_candidates)
+    if inner:
+        best = max(inner, key=lambda m: len(m.text))
+        return Mention(name, best.entities, "inner")
+    if description_candidates <= 0:
+        return None
+    near = graph.seed_entities(name, description_candidates)
+    kept = [
+        e
+        for e, _ in near
+        if max(_overlap(name, n) for n in (graph.entity_name(e), *graph.aliases(e)))
+        >= MIN_WORD_OVERLAP
+    ]
+    return Mention(name, tuple(kept[:max_candidates]), "description") if kept else None
+
+
+@dataclass(frozen=True)
+class RelationMatch:
+    """A predicate mapped to relation ``relation``: ``how`` is ``exact`` or
+    ``embedding`` (then ``similarity`` is the sentences' cosine)."""
+
+    relation: int
+    how: str
+    similarity: float = 1.0
+
+
+class RelationIndex:
+    """The KG's relation names, matched to predicates and ranked against queries."""
+
+    def __init__(self, names: Sequence[str], embedder: Embedder, *, shortlist: int = 8) -> None:
+        if not names:
+            raise ConfigError("the knowledge graph has no relations")
+        if shortlist <= 0:
+            raise ConfigError(f"shortlist must be greater than 0, got {shortlist}")
+        self.names = tuple(names)
+        self.embedder = embedder
+        self.shortlist = shortlist
+        self._keys: dict[str, int] = {}
+        for i, name in enumerate(self.names):
+            self._keys.setdefault(_relation_key(name), i)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @cached_property
+    def vectors(self) -> npt.NDArray[np.float32]:
+        """The relation names embedded (``_`` read as a space), one row per relation."""
+        with self._lock:
+            return self.embedder.embed([_readable(n) for n in self.names])
+
+    def match(self, subject: str, predicate: str, obj: str) -> RelationMatch:
+        exact = self._keys.get(_relation_key(predicate))
+        if exact is not None:
+            return RelationMatch(exact, "exact")
+        near = self.rank(self.embedder.embed([_readable(predicate)])[0], self.shortlist)
+        sentences = [f"{subject} {predicate} {obj}."] + [
+            f"{subject} {_readable(self.names[r])} {obj}." for r, _ in near
+        ]
+        vectors = self.embedder.embed(sentences)
+        similarity = vectors[1:] @ vectors[0]
+        best = int(np.argmax(similarity))
+        return RelationMatch(near[best][0], "embedding", float(similarity[best]))
+
+    def rank(
+        self, query: npt.NDArray[np.float32], k: int, among: npt.ArrayLike | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` relations (of ``among``, else all) whose names are most similar to
+        the query vector, best first."""
+        candidates = (
+            np.arange(len(self.names))
+            if among is None
+            else np.unique(np.asarray(among, dtype=np.int64))
+        )
+        if not len(candidates) or k <= 0:
+            return []
+        scores = self.vectors[candidates] @ np.asarray(query, dtype=np.float32)
+        best = np.argsort(-scores, kind="stable")[:k]
+        return [(int(candidates[i]), float(scores[i])) for i in best]
+
+
+def _readable(name: str) -> str:
+    return " ".join(name.replace("_", " ").split())
+
+
+def _relation_key(name: str) -> str:
+    return normalize_name(_readable(name))

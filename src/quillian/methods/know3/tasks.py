@@ -1,0 +1,88 @@
+"""Know3-RAG's LLM steps as typed tasks over its five prompts
+(:mod:`quillian.components.prompts.know3`), and how each shows its input.
+
+What a failure means after the repair attempt, always recorded in the transcript: a
+triple list that cannot be read is no triples (the text is then unscorable); a verdict
+that cannot be read is "no" (the authors' reading); an answer with no "The answer is"
+sentence gives its last line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quillian.components.generation.know3_outputs import (
+    ChainAnswer,
+    TripleList,
+    parse_chain_answer,
+    parse_reference,
+    parse_triple_list,
+    parse_verdict,
+    salvage_chain_answer,
+)
+from quillian.components.generation.outputs import parse_line
+from quillian.components.llm.base import Decoding
+from quillian.components.llm.tasks import Task
+
+__all__ = [
+    "ANSWER",
+    "ENTITY_NOTE",
+    "QUERY",
+    "REFERENCE",
+    "RELEVANCE",
+    "TRIPLES",
+    "format_references",
+    "numbered_entities",
+]
+
+#: P1, 3-shot chain of thought (the code allows 1024 tokens; 512 holds a few steps).
+ANSWER: Task[ChainAnswer] = Task(
+    "know3.answer",
+    parse_chain_answer,
+    Decoding(max_tokens=512),
+    salvage_chain_answer,
+    "Your reply could not be used: {error}. Reply again: explain briefly, then end with "
+    '"The answer is X."',
+)
+#: P2, one reference paragraph (the Knowledge Card models decode 128 tokens).
+REFERENCE: Task[str] = Task("know3.reference", parse_reference, Decoding(max_tokens=256))
+#: P3, one new question.
+QUERY: Task[str] = Task("know3.query", parse_line, Decoding(max_tokens=64))
+#: P4, a JSON list of triples or None.
+TRIPLES: Task[TripleList] = Task(
+    "know3.triples",
+    parse_triple_list,
+    Decoding(max_tokens=384),
+    lambda raw: TripleList(dropped=("unreadable triple list",)),
+    "Your reply could not be used: {error}. Reply with only a JSON list of "
+    '{"subject": "...", "predicate": "...", "object": "..."} objects, or None.',
+)
+#: P5, reasoning ending in "The reliability of the passage is yes/no."
+RELEVANCE: Task[bool] = Task(
+    "know3.relevance",
+    parse_verdict,
+    Decoding(max_tokens=256),
+    lambda raw: False,
+    'Your reply could not be used: {error}. End your reply with "The reliability of '
+    'the passage is yes." or "The reliability of the passage is no."',
+)
+
+#: P2's entity sentence, present only with entities (the authors' code omits it).
+ENTITY_NOTE = (
+    "\nTo make your reference passages more accurate, I'm going to provide you with some "
+    "entities inside the question that you can refer to them, but they're not "
+    "necessarily accurate."
+)
+
+
+def format_references(references: Sequence[str]) -> str:
+    """P1 and P3's reference block: ``Reference {i}: {text}`` lines, or the code's
+    ``Reference: No reference available.``"""
+    if not references:
+        return "Reference: No reference available."
+    return "\n".join(f"Reference {i}: {text}" for i, text in enumerate(references, 1))
+
+
+def numbered_entities(lines: Sequence[str]) -> str:
+    """``\\n{i}. {line}`` per entity (P2's "Related Entities" lines)."""
+    return "".join(f"\n{i}. {line}" for i, line in enumerate(lines, 1))

@@ -1,0 +1,180 @@
+"""Ingestion jobs on disk, so a restarted server knows them and resumes the unfinished.
+
+A workspace's jobs live in ``jobs.sqlite`` in its state directory; the documents a job
+ingests are written next to it (``payloads/JOB.jsonl``) before the job is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from quillian.stores.embedded.files import write_atomic
+from quillian.types import Document
+
+__all__ = ["Job", "JobFailure", "JobKind", "JobState", "JobStore"]
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class JobKind(StrEnum):
+    ADD = "add"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """A document (or an uploaded file) the job could not ingest, and why."""
+
+    source: str
+    error: str
+    doc_id: str = ""
+    title: str = ""
+
+
+@dataclass
+class Job:
+    """One ingestion or deletion and where it stands."""
+
+    id: str
+    kind: JobKind
+    state: JobState = JobState.QUEUED
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    documents_total: int = 0
+    documents_done: int = 0
+    stage: str = ""
+    stage_done: int = 0
+    stage_total: int = 0
+    failures: list[JobFailure] = field(default_factory=list)
+    error: str = ""
+    doc_ids: list[str] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    resumed: int = 0
+    """Times a restarted server took the job up again."""
+
+    @classmethod
+    def new(cls, kind: JobKind, doc_ids: list[str]) -> Job:
+        return cls(uuid.uuid4().hex, kind, doc_ids=doc_ids, documents_total=len(doc_ids))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "kind": str(self.kind), "state": str(self.state)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        return cls(
+            **{
+                **data,
+                "kind": JobKind(data["kind"]),
+                "state": JobState(data["state"]),
+                "failures": [JobFailure(**f) for f in data.get("failures", [])],
+            }
+        )
+
+
+class JobStore:
+    """Jobs by id in SQLite (one row of JSON each) and their documents as JSONL."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        (directory / "payloads").mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(directory / "jobs.sqlite", check_same_thread=False)
+        with self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, created REAL, "
+                "state TEXT, body TEXT)"
+            )
+
+    def create(self, job: Job, documents: list[Document]) -> None:
+        """Store ``documents`` first, then the job: a job on record can always run."""
+        lines = [
+            json.dumps(
+                {"text": d.text, "title": d.title, "source": d.source, "metadata": d.metadata},
+                ensure_ascii=False,
+            )
+            for d in documents
+        ]
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+
+        def write(handle: BinaryIO) -> None:
+            handle.write(data)
+
+        write_atomic(self._payload(job.id), write)
+        self.save(job)
+
+    def save(self, job: Job) -> None:
+        job.updated = time.time()
+        body = json.dumps(job.as_dict(), ensure_ascii=False)
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO jobs (id, created, state, body) VALUES (?, ?, ?, ?)",
+                (job.id, job.created, str(job.state), body),
+            )
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            row = self._db.execute("SELECT body FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return Job.from_dict(json.loads(row[0])) if row else None
+
+    def page(self, offset: int, limit: int) -> tuple[int, list[Job]]:
+        """Jobs newest first, ``limit`` from ``offset``, and how many there are."""
+        with self._lock:
+            total = self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+            rows = self._db.execute(
+                "SELECT body FROM jobs ORDER BY created DESC, id LIMIT ? OFFSET ?",
+                (limit, offset),
+            ).fetchall()
+        return total, [Job.from_dict(json.loads(r[0])) for r in rows]
+
+    def unfinished(self) -> list[Job]:
+        """Jobs a stopped server left queued, running or cancelling, oldest first."""
+        states = [str(s) for s in JobState if not s.finished]
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT body FROM jobs WHERE state IN ({','.join('?' * len(states))}) "
+                "ORDER BY created, id",
+                states,
+            ).fetchall()
+        return [Job.from_dict(json.loads(r[0])) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        return {str(state): int(n) for state, n in rows}
+
+    def documents(self, job_id: str) -> list[Document]:
+        path = self._payload(job_id)
+        if not path.is_file():
+            return []
+        return [
+            Document(**json.loads(line))
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _payload(self, job_id: str) -> Path:
+        return self.directory / "payloads" / f"{job_id}.jsonl"

@@ -1,0 +1,251 @@
+"""A load benchmark of ``quillian serve`` on loopback, bounded in time.
+
+It serves a copy of an index with ``quillian serve`` (a subprocess, scripted model),
+then measures, each for a fixed time: retrieval at several numbers of concurrent
+clients, answering with the scripted model (the server's own overhead), and retrieval
+while an upload of new passages is ingested. Beside the HTTP figures it measures the
+same retrievals in-process, so the server's overhead shows as a ratio. Prints one JSON
+object::
+
+    python -m quillian.server.load INDEX --corpus CORPUS.json --questions Q.jsonl \\
+        [--seconds 60] [--clients 1 8 32] [--upload-from 800 --upload 800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from quillian.engine import Engine
+
+__all__ = ["free_port", "main"]
+
+ROUTES = {"sa-rag.answer": json.dumps({"reasoning": "load test", "final_answer": "yes"})}
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    if len(latencies) < 2:
+        only = round(latencies[0] * 1000, 2) if latencies else 0.0
+        return {"p50_ms": only, "p95_ms": only, "p99_ms": only}
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "p50_ms": round(cuts[49] * 1000, 2),
+        "p95_ms": round(cuts[94] * 1000, 2),
+        "p99_ms": round(cuts[98] * 1000, 2),
+    }
+
+
+async def load(
+    client: httpx.AsyncClient,
+    clients: int,
+    seconds: float,
+    request: Callable[[int], tuple[str, dict[str, Any]]],
+    until: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """``clients`` loops sending ``request(i)`` for ``seconds`` (or until ``until``)."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    stop = time.perf_counter() + seconds
+    counter = iter(range(10**9))
+
+    async def one_client() -> None:
+        while time.perf_counter() < stop and not (until is not None and until.is_set()):
+            path, body = request(next(counter))
+            start = time.perf_counter()
+            try:
+                response = await client.post(path, json=body)
+                if response.status_code != 200:
+                    errors.append(f"{response.status_code}: {response.text[:200]}")
+                    continue
+            except httpx.HTTPError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            latencies.append(time.perf_counter() - start)
+
+    begin = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(clients)))
+    elapsed = time.perf_counter() - begin
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "requests": len(latencies),
+        "rps": round(len(latencies) / elapsed, 1),
+        **percentiles(latencies),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+    }
+
+
+def in_process(index: Path, questions: list[str], method: str, n: int) -> dict[str, Any]:
+    """The same retrievals with no HTTP: the engine, one after another, ``n`` of them
+    cycling through the questions after one warm pass over them (as the HTTP clients
+    cycle through them)."""
+    engine = Engine.open(index)
+    try:
+        for question in questions:  # open the index, load the embedder, warm the caches
+            engine.retrieve(question, method, 8)
+        latencies = []
+        for i in range(n):
+            start = time.perf_counter()
+            engine.retrieve(questions[i % len(questions)], method, 8)
+            latencies.append(time.perf_counter() - start)
+    finally:
+        engine.close()
+    return {"requests": len(latencies), **percentiles(latencies)}
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    index = workdir / "index"
+    shutil.copytree(args.index, index)
+    shutil.rmtree(index / "server", ignore_errors=True)
+    routes = workdir / "routes.json"
+    routes.write_text(json.dumps(ROUTES))
+    questions = [
+        json.loads(line)["question"]
+        for line in Path(args.questions).read_text().splitlines()
+        if line.strip()
+    ]
+    corpus = json.loads(Path(args.corpus).read_text())
+    upload = corpus[args.upload_from : args.upload_from + args.upload]
+    report: dict[str, Any] = {
+        "index": str(args.index),
+        "method": args.method,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "in_process": in_process(index, questions, args.method, args.in_process),
+    }
+    port = free_port()
+    command = [sys.executable, "-m", "quillian.cli.main", "serve", f"load={index}",
+               "--llm", f"scripted:{routes}", "--port", str(port)]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+            await _wait_up(client, server)
+
+            def retrieve(i: int) -> tuple[str, dict[str, Any]]:
+                q = questions[i % len(questions)]
+                return "/api/workspaces/load/retrieve", {"query": q, "method": args.method, "k": 8}
+
+            def answer(i: int) -> tuple[str, dict[str, Any]]:
+                q = questions[i % len(questions)]
+                return "/api/workspaces/load/answer", {"question": q, "method": "sa-rag"}
+
+            for i in range(5):  # warm up: the query embedder loads on first use
+                path, body = retrieve(i)
+                (await client.post(path, json=body)).raise_for_status()
+            report["retrieve"] = [
+                await load(client, n, args.seconds, retrieve) for n in args.clients
+            ]
+            report["answer"] = await load(client, args.answer_clients, args.seconds, answer)
+            report["during_ingestion"] = await _during_ingestion(client, upload, retrieve, args)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    p50 = report["in_process"]["p50_ms"] or 1.0
+    for row in report["retrieve"]:
+        row["p50_over_in_process"] = round(row["p50_ms"] / p50, 2)
+    return report
+
+
+async def _wait_up(client: httpx.AsyncClient, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            why = server.stderr.read().decode(errors="replace") if server.stderr else ""
+            raise RuntimeError(f"quillian serve exited: {why}")
+        try:
+            if (await client.get("/healthz")).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.2)
+    raise TimeoutError("quillian serve did not start in 300 s")
+
+
+async def _during_ingestion(
+    client: httpx.AsyncClient,
+    upload: list[dict[str, str]],
+    retrieve: Callable[[int], tuple[str, dict[str, Any]]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Retrieval at ``--ingest-clients`` while ``upload`` is ingested, until it is done."""
+    start = time.perf_counter()
+    response = await client.post(
+        "/api/workspaces/load/documents",
+        json={"documents": [{"title": d["title"], "text": d["text"]} for d in upload]},
+    )
+    response.raise_for_status()
+    location = response.headers["location"]
+    done = asyncio.Event()
+    job: dict[str, Any] = {}
+
+    async def watch() -> None:
+        while True:
+            job.update((await client.get(location)).json())
+            if job["state"] in ("succeeded", "failed", "cancelled"):
+                done.set()
+                return
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch())
+    figures = await load(client, args.ingest_clients, args.ingest_limit, retrieve, until=done)
+    await watcher
+    return {
+        "passages": len(upload),
+        "job_state": job["state"],
+        "job_seconds": round(time.perf_counter() - start, 1),
+        "job_stage_seconds": {k: round(v, 1) for k, v in job["report"].get("seconds", {}).items()},
+        "retrieval": figures,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("index", type=Path)
+    parser.add_argument("--corpus", type=Path, required=True, help="the corpus JSON (uploads)")
+    parser.add_argument("--questions", type=Path, required=True, help="questions JSONL")
+    parser.add_argument("--method", default="sa")
+    parser.add_argument("--seconds", type=float, default=60.0, help="per measurement")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--answer-clients", type=int, default=32)
+    parser.add_argument("--in-process", type=int, default=500, help="in-process retrievals")
+    parser.add_argument("--upload-from", type=int, default=800)
+    parser.add_argument("--upload", type=int, default=800, help="passages uploaded")
+    parser.add_argument("--ingest-clients", type=int, default=8)
+    parser.add_argument("--ingest-limit", type=float, default=900.0, help="longest wait, s")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="quillian-load-") as tmp:
+        report = asyncio.run(run(args, Path(tmp)))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Graph browsing for the UI: entity search by name and an entity's neighbourhood."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from quillian.server import models as m
+from quillian.server.deps import WorkspaceDep
+from quillian.server.graph import neighbourhood, search_entities
+
+router = APIRouter(prefix="/api/workspaces/{ws}/entities", tags=["graph"])
+
+
+@router.get("", response_model=m.EntityPage)
+async def find_entities(
+    workspace: WorkspaceDep,
+    q: Annotated[str, Query(min_length=1, max_length=200, description="part of a name")],
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> m.EntityPage:
+    """Entities whose name or alias contains ``q``: exact, then prefix matches first."""
+    context = (await asyncio.to_thread(lambda: workspace.engine.index)).context
+    total, hits = await asyncio.to_thread(search_entities, context, q, offset, limit)
+    return m.EntityPage(total=total, offset=offset, limit=limit, entities=hits)
+
+
+@router.get("/{entity}", response_model=m.Neighbourhood)
+async def entity_neighbourhood(
+    entity: int,
+    workspace: WorkspaceDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> m.Neighbourhood:
+    """An entity with its descriptions, related entities, relations (with source
+    sentences) and their passages; relations paginated."""
+    context = (await asyncio.to_thread(lambda: workspace.engine.index)).context
+    return await asyncio.to_thread(neighbourhood, context, entity, offset, limit)

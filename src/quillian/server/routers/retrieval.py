@@ -1,0 +1,58 @@
+"""Retrieval and answers: ``POST /api/workspaces/{ws}/retrieve`` and ``.../answer``
+(one JSON body, or server-sent events with ``stream: true``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from quillian.server import models as m
+from quillian.server.answering import answer, answer_events
+from quillian.server.deps import Ctx, WorkspaceDep
+from quillian.server.failures import describe
+from quillian.server.sse import SSE_HEADERS, sse
+from quillian.server.views import retrieval_view
+
+router = APIRouter(prefix="/api/workspaces/{ws}", tags=["retrieval and answers"])
+
+EVENT_STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The answer (JSON), or with ``stream: true`` server-sent events: "
+        "``retrieval``, ``step``, then ``final`` (an AnswerResponse) or ``error``.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.post("/retrieve", response_model=m.RetrieveResponse)
+async def retrieve(
+    body: m.RetrieveRequest, workspace: WorkspaceDep, ctx: Ctx
+) -> m.RetrieveResponse:
+    """Top-k passages with scores and the activated subgraph (nodes with their
+    activation, edges used with their relation text and source sentence)."""
+    start = time.perf_counter()
+    async with asyncio.timeout(ctx.settings.request_timeout_s):
+        result = await workspace.engine.aretrieve(body.query, body.method, body.k)
+    return retrieval_view(result, time.perf_counter() - start)
+
+
+@router.post("/answer", response_model=m.AnswerResponse, responses=EVENT_STREAM)
+async def answer_question(
+    body: m.AnswerRequest, workspace: WorkspaceDep, ctx: Ctx
+) -> m.AnswerResponse | StreamingResponse:
+    """Answer a question with a method: the answer, its citations, the method's steps,
+    each retrieval's subgraph, tokens and seconds."""
+    timeout = ctx.settings.request_timeout_s
+    if not body.stream:
+        return await answer(workspace.engine, body, timeout)
+
+    async def events() -> AsyncIterator[bytes]:
+        async for event in answer_events(workspace.engine, body, timeout, describe):
+            yield sse(event.name, event.data)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -1,0 +1,131 @@
+"""Engine results turned into the API's response models (no logic beyond the mapping)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quillian.components.retrieval.base import RetrievalResult
+from quillian.methods.base import AnswerResult
+from quillian.methods.spec import MethodSpec
+from quillian.server import models as m
+from quillian.server.jobstore import Job
+
+__all__ = ["answer_view", "job_view", "method_view", "model_id", "retrieval_view"]
+
+#: Model ids on the OpenAI-compatible endpoints are this prefix and the method's name.
+MODEL_PREFIX = "quillian-"
+
+
+def model_id(method: str, workspace: str | None = None) -> str:
+    """``quillian-METHOD``, with ``@WORKSPACE`` for any workspace but the first."""
+    return f"{MODEL_PREFIX}{method}" + (f"@{workspace}" if workspace else "")
+
+
+def retrieval_view(result: RetrievalResult, seconds: float) -> m.RetrieveResponse:
+    trace = result.trace
+    return m.RetrieveResponse(
+        method=result.method,
+        query=result.query,
+        passages=[
+            m.Passage(rank=i, chunk_id=p.chunk_id, title=p.title, text=p.text, score=p.score)
+            for i, p in enumerate(result.passages, start=1)
+        ],
+        subgraph=m.Subgraph(
+            seeds=[
+                m.SeedNode(entity=s.entity, name=s.name, score=s.score, source=s.source)
+                for s in trace.seeds
+            ],
+            nodes=[
+                m.ActivatedNode(entity=a.entity, name=a.name, activation=a.activation, hop=a.hop)
+                for a in trace.activated
+            ],
+            edges=[
+                m.UsedEdge(
+                    relation=r.relation,
+                    subject=r.subject,
+                    predicate=r.predicate,
+                    object=r.object,
+                    description=r.description,
+                    sentence=r.sentence or r.description,
+                    weight=r.weight,
+                )
+                for r in trace.relations
+            ],
+            subgraph_nodes=trace.subgraph_nodes,
+            subgraph_edges=trace.subgraph_edges,
+            timings_ms=dict(trace.timings_ms),
+        ),
+        seconds=round(seconds, 6),
+    )
+
+
+def citations_view(result: AnswerResult) -> m.Citations:
+    evidence = result.evidence
+    return m.Citations(
+        passages=[
+            m.PassageCitation(chunk_id=p.chunk_id, title=p.title, text=p.text, score=p.score)
+            for p in evidence.passages
+        ],
+        relations=[
+            m.RelationCitation(
+                subject=r.subject,
+                predicate=r.predicate,
+                object=r.object,
+                sentence=r.sentence or r.description,
+                weight=r.weight,
+            )
+            for r in evidence.relations
+        ],
+        kg_triples=[
+            m.KGTripleCitation(
+                head=t.subject_name, relation=t.relation, tail=t.object_name, sentence=t.sentence
+            )
+            for t in evidence.kg_triples
+        ],
+    )
+
+
+def usage_view(result: AnswerResult) -> m.Usage:
+    usage = result.transcript.usage
+    return m.Usage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        llm_calls=len(result.transcript.calls),
+        parse_failures=result.transcript.parse_failures,
+    )
+
+
+def answer_view(result: AnswerResult, retrievals: list[m.RetrieveResponse]) -> m.AnswerResponse:
+    return m.AnswerResponse(
+        method=result.method,
+        question=result.question,
+        answer=result.answer,
+        error=result.error,
+        citations=citations_view(result),
+        steps=[step.as_dict() for step in result.steps],
+        retrievals=retrievals,
+        usage=usage_view(result),
+        seconds=round(result.seconds, 6),
+    )
+
+
+def method_view(spec: MethodSpec) -> m.MethodInfo:
+    return m.MethodInfo(
+        name=spec.name,
+        summary=spec.summary,
+        retriever=spec.retriever,
+        needs_graph=spec.needs_graph,
+        options=[
+            m.OptionInfo(name=o.name, type=o.type_name, default=_plain(o.default), help=o.help)
+            for o in spec.options
+        ],
+        model=model_id(spec.name),
+    )
+
+
+def job_view(job: Job, workspace: str) -> m.JobOut:
+    return m.JobOut.model_validate({**job.as_dict(), "workspace": workspace})
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | type(None)) else str(value)

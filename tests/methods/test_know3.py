@@ -1,0 +1,372 @@
+"""Know3-RAG on a five-entity graph with a hand-made ComplEx model and a scripted model:
+the threshold table, relative scores worked out by hand, linking, Algorithm 1, and each
+path of the loop (accepted at t = 0, one retrieval round, T reached), the ablations,
+and malformed model output recorded rather than crashing."""
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.generation.know3_outputs import ExtractedTriple
+from quillian.components.kg.mentions import RelationIndex, find_mentions, link_name
+from quillian.components.kge.confidence import MAX_SCORE, TripleConfidence, aggregate
+from quillian.components.kge.scoring import ComplEx
+from quillian.components.kge.triples import TripleSet
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.prompts import default_registry
+from quillian.errors import ConfigError, ModelLoadError
+from quillian.methods.know3.check import KGECheck, verify_answer
+from quillian.methods.know3.config import Know3Config, threshold
+from quillian.methods.know3.knowledge import Know3Knowledge
+from quillian.methods.know3.pipeline import Know3RAG
+from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, RelatedEntities, TurnAnswer
+from quillian.testing.kg import MemoryGraph
+
+# --- the threshold (spec section 4's table) ----------------------------------------------
+
+THETA_TABLE = {
+    10: (344.245, 1279.842, 1280.000),
+    1: (34.425, 64.000, 93.575),
+    13: (447.519, 1663.990, 1664.000),
+    2: (68.849, 187.151, 243.859),
+    0.2: (6.885, 7.937, 9.071),
+    0.1: (3.442, 3.700, 3.968),
+    0.02: (0.688, 0.699, 0.709),
+    0.01: (0.344, 0.347, 0.349),
+}
+
+
+@pytest.mark.parametrize("theta0", sorted(THETA_TABLE))
+def test_threshold_matches_the_spec_table(theta0):
+    for turn, expected in enumerate(THETA_TABLE[theta0]):
+        assert threshold(theta0, turn) == pytest.approx(expected, abs=1e-3)
+
+
+def test_threshold_alternative_agrees_at_turn_zero_and_unknown_kind_is_refused():
+    assert threshold(2, 0, kind="turn") == pytest.approx(threshold(2, 0))
+    assert threshold(2, 1, kind="turn") == pytest.approx(2 * 128 / 2)
+    with pytest.raises(ConfigError, match="unknown threshold 'nope'"):
+        threshold(1, 0, kind="nope")
+    with pytest.raises(ConfigError, match="aggregation must be one of"):
+        Know3Config(aggregation="max")
+    with pytest.raises(ConfigError, match="no references"):
+        Know3Config(raw_query=False, kg_query=False)
+
+
+# --- a five-entity graph and a hand-made ComplEx model -----------------------------------
+
+ENTITIES = {
+    "Ross Quillian": "M. Ross Quillian, a cognitive scientist who invented semantic networks.",
+    "Herbert Simon": "Herbert A. Simon, an economist and computer scientist.",
+    "Milwaukee": "Milwaukee, a city in Wisconsin.",
+    "Carnegie Mellon": "Carnegie Mellon University, a university in Pittsburgh.",
+    "Pittsburgh": "Pittsburgh, a city in Pennsylvania.",
+}
+TRIPLES = [
+    ("Ross Quillian", "advisor", "Herbert Simon"),
+    ("Herbert Simon", "born in", "Milwaukee"),
+    ("Herbert Simon", "worked at", "Carnegie Mellon"),
+    ("Carnegie Mellon", "located in", "Pittsburgh"),
+]
+RELATIONS = ["advisor", "born in", "worked at", "located in"]
+NAMES = list(ENTITIES)
+
+# one complex coordinate per embedding: rows [re, im]
+E = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.5, -1.0]], np.float32)
+R = np.array(
+    [
+        *([1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, -1.0]),  # relations 0-3
+        *([1.0, 0.0], [0.0, -1.0], [1.0, -1.0], [0.0, 1.0]),  # their reciprocals
+    ],
+    np.float32,
+)
+
+
+def triple_set():
+    rows = [(NAMES.index(h), RELATIONS.index(r), NAMES.index(t)) for h, r, t in TRIPLES]
+    array = np.array(rows)
+    return TripleSet(
+        array[:, 0],
+        array[:, 1],
+        array[:, 2],
+        len(NAMES),
+        len(RELATIONS),
+        relation_names=tuple(RELATIONS),
+    )
+
+
+def knowledge():
+    graph = MemoryGraph(ENTITIES, TRIPLES)
+    model = ComplEx(E, R)
+    embedder = KeywordEmbedder()
+    return Know3Knowledge(
+        graph, TripleConfidence(model, triple_set()), RelationIndex(RELATIONS, embedder), embedder
+    )
+
+
+def f(h, r, t):
+    """ComplEx by its definition: Re(<h, r, conj(t)>)."""
+    hc, rc, tc = (complex(*E[h]), complex(*R[r]), complex(*E[t]))
+    return (hc * rc * tc.conjugate()).real
+
+
+def test_complex_scores_by_hand():
+    model = ComplEx(E, R)
+    # f(e2, r1, e1): h=(1,1), r=(0,1), t=(0,1): h_re r_im t_im = 1
+    assert model.score_spo(2, 1, 1) == pytest.approx(1.0)
+    # f(e2, r1, e3): t=(2,0): -h_im r_im t_re = -2
+    assert model.score_spo(2, 1, 3) == pytest.approx(-2.0)
+    # f(e0, r0, e3) = 1 * 1 * 2
+    assert model.score_spo(0, 0, 3) == pytest.approx(2.0)
+    all_tails = model.score_sp(2, 1)
+    assert all_tails == pytest.approx([f(2, 1, t) for t in range(5)])
+
+
+def test_relative_score_is_the_distance_from_the_heads_mean():
+    confidence = TripleConfidence(ComplEx(E, R), triple_set())
+    # Herbert Simon (1) heads (1, born in, 2) and (1, worked at, 3)
+    mean = (f(1, 1, 2) + f(1, 2, 3)) / 2
+    assert confidence.reference_mean(1) == pytest.approx(mean)
+    assert confidence.relative(1, 1, 4) == pytest.approx(abs(f(1, 1, 4) - mean))
+    assert confidence.relative(4, 0, 1) is None  # Pittsburgh heads no triple
+    assert aggregate([1.0, 3.0], "mean") == 2.0 and aggregate([1.0, 3.0], "sum") == 4.0
+    assert aggregate([], "mean") is None
+
+
+def test_a_model_of_another_graph_is_refused():
+    with pytest.raises(ModelLoadError, match="trained on another graph"):
+        TripleConfidence(ComplEx(E[:4], R), triple_set())
+
+
+def test_linking_names_mentions_and_relations():
+    graph = MemoryGraph(ENTITIES, TRIPLES)
+    found = find_mentions("Where was Ross Quillian's advisor Herbert Simon born?", graph)
+    assert [(m.text, m.entities) for m in found] == [
+        ("Ross Quillian", (0,)),
+        ("Herbert Simon", (1,)),
+    ]
+    assert link_name("the economist Herbert Simon", graph).entities == (1,)
+    assert link_name("Nobody Known", graph, description_candidates=0) is None
+    relations = RelationIndex(RELATIONS, KeywordEmbedder())
+    assert relations.match("Herbert Simon", "Born In", "Milwaukee").how == "exact"
+    fuzzy = relations.match("Herbert Simon", "was born in the city of", "Milwaukee")
+    assert (fuzzy.relation, fuzzy.how) == (1, "embedding")
+
+
+def test_scoring_a_text_links_and_scores_each_triple():
+    kb = knowledge()
+    mentions = kb.mentions("Herbert Simon was born in Milwaukee.")
+    scored = kb.score_text(
+        [
+            ExtractedTriple("Herbert Simon", "born in", "Milwaukee"),
+            ExtractedTriple("Herbert Simon", "met", "Nobody Known"),
+        ],
+        mentions,
+        "mean",
+    )
+    first, second = scored.triples
+    assert first.linked == "<Herbert Simon | born in | Milwaukee>"
+    mean = (f(1, 1, 2) + f(1, 2, 3)) / 2
+    assert first.score == pytest.approx(abs(f(1, 1, 2) - mean))
+    assert second.score is None and "Nobody Known" in second.note
+    assert scored.score == pytest.approx(first.score)
+    unscorable = kb.score_text([], mentions, "mean")
+    assert unscorable.score is None and unscorable.rank_key == MAX_SCORE - 2
+
+
+def test_related_entity_search_follows_algorithm_one():
+    kb = knowledge()
+    cards = kb.related_entities("Where was Herbert Simon born?", local_tails=3)
+    by_label = {c.label: c for c in cards}
+    # local: Simon's relation most similar to the query is "born in"; its tail joins
+    assert "Herbert Simon born in Milwaukee." in by_label["Herbert Simon"].facts
+    assert by_label["Milwaukee"].source == "local"
+    # "born in" is among the 3 most query-similar relations: no global prediction
+    assert all(c.source != "global" for c in cards)
+    cards = kb.related_entities("Where was Herbert Simon born?", global_relations=1)
+    assert [c.source for c in cards].count("global") == 0
+    cards = kb.related_entities("Which city is Carnegie Mellon in?", global_relations=1)
+    sources = {c.source for c in cards}
+    assert "question" in sources
+
+
+# --- the loop -------------------------------------------------------------------------
+
+QUESTION = "Where was Herbert Simon born?"
+GOOD = '[{"subject": "Herbert Simon", "predicate": "born in", "object": "Milwaukee"}]'
+
+
+def scripted(**overrides):
+    def reference(messages):
+        if "Related Entities" in messages[-1].content:
+            return "Herbert Simon was born in Milwaukee, Wisconsin, in 1916."
+        return "Herbert Simon was a Nobel laureate in economics."
+
+    def relevance(messages):
+        return (
+            "It states where he was born. The reliability of the passage is yes."
+            if "born in Milwaukee" in messages[-1].content.split("Passage:")[1]
+            else "It is about his prize. The reliability of the passage is no."
+        )
+
+    def answer(messages):
+        if "Reference 1:" in messages[-1].content:
+            return "Reference 1 says Milwaukee.\n\nThe answer is Milwaukee."
+        return "I am not sure.\n\nThe answer is Pittsburgh."
+
+    routes = {
+        "know3.answer": answer,
+        "know3.triples": GOOD,
+        "know3.reference": reference,
+        "know3.relevance": relevance,
+        "know3.query": "In which city was Herbert Simon born?",
+    }
+    routes.update(overrides)
+    return ScriptedChatModel(routes)
+
+
+def pipeline(model, **options):
+    runner = TaskRunner(model, default_registry())
+    return Know3RAG(runner, None, knowledge(), Know3Config(**options))
+
+
+def run(model, **options):
+    return asyncio.run(pipeline(model, **options).answer(QUESTION))
+
+
+def test_accepted_at_turn_zero_without_retrieval():
+    model = scripted()
+    result = run(model, theta0=100.0)
+    assert result.answer == "Pittsburgh" and not result.error
+    prompts = [c.prompt for c in model.calls]
+    assert prompts == ["know3.answer@1", "know3.triples@1"]
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.accepted and check.turn == 0 and check.score is not None
+    assert check.entities == ("Pittsburgh",)  # linked in the answer's text
+    assert check.threshold == pytest.approx(threshold(100.0, 0), abs=1e-3)
+    assert check.triples[0]["linked"] == "<Herbert Simon | born in | Milwaukee>"
+
+
+def test_retrieval_at_turn_one_filters_and_reranks():
+    model = scripted()
+    result = run(model, theta0=0.0, max_turns=1)
+    assert result.answer == "Milwaukee"
+    turns = [s for s in result.steps if isinstance(s, TurnAnswer)]
+    assert [(t.turn, t.references) for t in turns] == [(0, 0), (1, 1)]
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert not check.accepted  # θ0 = 0 accepts nothing
+    related = next(s for s in result.steps if isinstance(s, RelatedEntities))
+    assert "Herbert Simon (question)" in related.entities
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    verdicts = {c["query"]: (c["relevant"], c["kept"]) for c in filtered.candidates}
+    assert verdicts == {"raw": (False, False), "kg": (True, True)}
+    assert filtered.kept == 1
+    kg_prompt = next(c for c in model.calls if "Related Entities" in c.messages[-1].content)
+    assert "Herbert Simon born in Milwaukee." in kg_prompt.messages[-1].content
+    final = [c for c in model.calls if c.prompt == "know3.answer@1"][-1]
+    assert "Reference 1: Herbert Simon was born in Milwaukee" in final.messages[-1].content
+
+
+def test_turn_limit_reached_rewrites_the_query_and_keeps_k_plus_t():
+    many = [f"Passage {i}: Herbert Simon was born in Milwaukee." for i in range(20)]
+
+    texts = iter(many)
+
+    def reference(messages):
+        return next(texts)
+
+    model = scripted(**{"know3.reference": reference})
+    result = run(model, theta0=0.0, max_turns=2, k=1)
+    filters = [s for s in result.steps if isinstance(s, ReferenceFilter)]
+    assert [f.kept for f in filters] == [1, 2]  # k + t at t = 0, 1
+    assert filters[1].query == "In which city was Herbert Simon born?"
+    turns = [s.turn for s in result.steps if isinstance(s, TurnAnswer)]
+    assert turns == [0, 1, 2]
+    assert sum(c.prompt == "know3.query@1" for c in model.calls) == 1
+
+
+def test_ablations_switch_parts_off():
+    model = scripted()
+    result = run(model, theta0=0.0, max_turns=1, relevance_check=False, triple_check=False)
+    assert not any(c.prompt == "know3.relevance@1" for c in model.calls)
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    assert filtered.kept == 2
+    model = scripted()
+    run(model, reference=False)
+    assert [c.prompt for c in model.calls] == ["know3.answer@1"]  # chain of thought
+    model = scripted()
+    result = run(model, adaptive=False, max_turns=1, kg_query=False)
+    assert not any(isinstance(s, ConfidenceCheck) for s in result.steps)
+    assert not any("Related Entities" in c.messages[-1].content for c in model.calls)
+
+
+def test_malformed_triples_and_verdicts_are_recorded_not_fatal():
+    model = scripted(
+        **{"know3.triples": "subject: Simon, object: ???", "know3.relevance": "Maybe."}
+    )
+    result = run(model, theta0=1000.0, max_turns=1)
+    assert not result.error
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.score is None and not check.accepted  # unscorable: retrieve
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    assert all(not c["relevant"] for c in filtered.candidates)
+    failures = [c for c in result.transcript.calls if c.error]
+    assert {c.stage for c in failures} == {"know3.triples@1", "know3.relevance@1"}
+    assert result.transcript.parse_failures == len(failures) >= 4
+
+
+def test_verify_any_answer():
+    model = scripted()
+    check = KGECheck(TaskRunner(model, default_registry()), knowledge())
+    good = asyncio.run(verify_answer(check, QUESTION, "Milwaukee", threshold=math.inf))
+    assert good.verified and good.check.score is not None
+    assert "Answer: Milwaukee" in model.calls[-1].messages[-1].content
+    model = scripted(**{"know3.triples": "None"})
+    check = KGECheck(TaskRunner(model, default_registry()), knowledge())
+    none = asyncio.run(verify_answer(check, QUESTION, "Milwaukee", threshold=math.inf))
+    assert not none.verified and none.as_dict()["score"] is None
+
+
+def test_a_failing_knowledge_model_is_recorded_and_skipped():
+    from quillian.errors import LLMUnavailableError
+
+    class Down:
+        model_id = "down"
+
+        async def chat(self, messages, *, prompt="", decoding=None):
+            raise LLMUnavailableError("http://127.0.0.1:9/v1 refused the connection")
+
+    model = scripted()
+    runners = {
+        "self": TaskRunner(model, default_registry()),
+        "down": TaskRunner(Down(), default_registry()),
+    }
+
+    async def open_model(spec):
+        return runners[spec]
+
+    config = Know3Config(theta0=0.0, max_turns=1, knowledge_models="self, down")
+    know3 = Know3RAG(runners["self"], None, knowledge(), config, knowledge_models=open_model)
+    result = asyncio.run(know3.answer(QUESTION))
+    assert [m.name for m in asyncio.run(know3.models())] == ["self", "down"]
+    assert result.answer == "Milwaukee" and not result.error
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    errors = [c for c in filtered.candidates if c.get("error")]
+    assert {c["source"] for c in errors} == {"down"} and len(errors) == 2
+    assert "refused the connection" in errors[0]["error"]
+    assert filtered.kept == 1
+
+
+def test_a_question_with_no_linkable_entity_still_gets_references():
+    model = scripted()
+    result = asyncio.run(
+        pipeline(model, theta0=0.0, max_turns=1).answer("What is the meaning of life?")
+    )
+    related = next(s for s in result.steps if isinstance(s, RelatedEntities))
+    assert related.entities == ()
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    assert [c["query"] for c in filtered.candidates] == ["raw"]  # no entities: no KG query

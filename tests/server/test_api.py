@@ -1,0 +1,236 @@
+"""The HTTP API on a real uvicorn server: retrieval with the activated subgraph, answers
+plain and streamed, workspaces, graph browsing, bad input, limits, metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.server.settings import ServerSettings, WorkspaceSpec
+from quillian.testing.server import QUESTION, ROUTES, running, sse_events
+
+
+@pytest.fixture(scope="module")
+def client(built_index):
+    settings = ServerSettings(
+        workspaces=(WorkspaceSpec("main", built_index),),
+        llm=ScriptedChatModel(ROUTES),
+        # low thresholds, so the tiny graph's activated entities and relations show
+        retriever_options={"sa": {"activation_threshold": 0.01, "relation_threshold": 0.0}},
+    )
+    with running(settings) as client:
+        yield client
+
+
+def test_openapi_publishes_every_resource(client):
+    schema = client.get("/openapi.json").json()
+    paths = schema["paths"]
+    for path in (
+        "/healthz",
+        "/metrics",
+        "/api/workspaces",
+        "/api/methods",
+        "/api/workspaces/{ws}/retrieve",
+        "/api/workspaces/{ws}/answer",
+        "/api/workspaces/{ws}/documents",
+        "/api/workspaces/{ws}/documents/files",
+        "/api/workspaces/{ws}/documents/{doc_id}",
+        "/api/workspaces/{ws}/jobs/{job_id}/events",
+        "/api/workspaces/{ws}/jobs/{job_id}/cancel",
+        "/api/workspaces/{ws}/entities/{entity}",
+        "/v1/models",
+        "/v1/chat/completions",
+    ):
+        assert path in paths, path
+    assert "RetrieveResponse" in schema["components"]["schemas"]
+    assert client.get("/healthz").json() == {"status": "ok", "workspaces": ["main"]}
+
+
+def test_methods_come_from_the_method_table(client):
+    body = client.get("/api/methods").json()
+    by_name = {m["name"]: m for m in body["methods"]}
+    assert by_name["sa-rag"]["retriever"] == "sa"
+    assert by_name["sa-rag"]["model"] == "quillian-sa-rag"
+    assert {o["name"] for o in by_name["sa-rag"]["options"]} == {"k", "max_relations"}
+    assert body["answering"] is True and "ppr" in body["retrievers"]
+
+
+def test_retrieve_returns_passages_and_the_activated_subgraph(client):
+    body = client.post(
+        "/api/workspaces/main/retrieve",
+        json={"query": "Where was Charles Babbage born?", "method": "sa", "k": 2},
+    ).json()
+    assert [p["rank"] for p in body["passages"]] == [1, 2]
+    assert body["passages"][0]["title"] == "Charles Babbage"
+    scores = [p["score"] for p in body["passages"]]
+    assert scores == sorted(scores, reverse=True)
+    graph = body["subgraph"]
+    assert {s["name"] for s in graph["seeds"]} == {"Charles Babbage"}
+    assert graph["subgraph_nodes"] > 0 and set(graph["timings_ms"]) >= {"seed", "activate"}
+    activation = {n["name"]: n["activation"] for n in graph["nodes"]}
+    assert "Charles Babbage" in activation and len(activation) > 1
+    assert all(a > 0.01 for a in activation.values())
+    assert graph["edges"]
+    for edge in graph["edges"]:
+        assert edge["subject"] in activation and edge["object"] in activation
+        assert edge["sentence"] and edge["predicate"]
+    dense = client.post(
+        "/api/workspaces/main/retrieve", json={"query": "Babbage", "method": "dense", "k": 1}
+    ).json()
+    assert len(dense["passages"]) == 1 and dense["subgraph"]["seeds"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "words"),
+    [
+        ("/api/workspaces/main/retrieve", {"query": "x", "method": "nope"}, 400, "nope"),
+        ("/api/workspaces/main/retrieve", {"query": ""}, 422, "query"),
+        ("/api/workspaces/main/retrieve", {"query": "   "}, 400, "empty"),
+        ("/api/workspaces/main/retrieve", {"query": "x", "k": 0}, 422, "k"),
+        ("/api/workspaces/other/retrieve", {"query": "x"}, 404, "other"),
+        ("/api/workspaces/main/answer", {"question": "x", "method": "magic"}, 400, "magic"),
+        ("/api/workspaces/main/answer", {"question": ""}, 422, "question"),
+        ("/api/workspaces/main/answer", {"question": "x", "options": {"z": 1}}, 400, "option(s) z"),
+        ("/api/workspaces/main/answer", {"question": "x", "colour": 1}, 422, "colour"),
+    ],
+)
+def test_bad_requests_are_4xx_naming_the_problem(client, path, body, status, words):
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert words in response.json()["detail"]
+
+
+def test_malformed_json_is_422(client):
+    response = client.post(
+        "/api/workspaces/main/retrieve",
+        content=b'{"query": ',
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert "JSON" in response.json()["detail"]
+
+
+def test_answer_has_citations_steps_subgraph_and_usage(client):
+    body = client.post(
+        "/api/workspaces/main/answer", json={"question": QUESTION, "options": {"k": 3}}
+    ).json()
+    assert body["answer"] == "London" and body["error"] == ""
+    assert len(body["citations"]["passages"]) == 3
+    assert "Charles Babbage" in [p["title"] for p in body["citations"]["passages"]]
+    assert [s["kind"] for s in body["steps"]] == ["retrieval", "answer-reasoning"]
+    (retrieval,) = body["retrievals"]
+    assert retrieval["query"] == QUESTION and retrieval["subgraph"]["seeds"]
+    assert body["usage"]["llm_calls"] == 1 and body["usage"]["completion_tokens"] > 0
+    assert body["seconds"] > 0
+
+
+def test_streamed_answer_sends_typed_events_in_order(client):
+    plain = client.post("/api/workspaces/main/answer", json={"question": QUESTION}).json()
+    with client.stream(
+        "POST", "/api/workspaces/main/answer", json={"question": QUESTION, "stream": True}
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(response.iter_lines())
+    names = [name for name, _ in events]
+    tokens = [json.loads(data) for name, data in events if name == "token"]
+    assert names == ["retrieval", "step", *["token"] * len(tokens), "step", "final"]
+    assert json.loads(events[0][1])["subgraph"]["seeds"]
+    assert json.loads(events[1][1])["kind"] == "retrieval"
+    assert len(tokens) > 1 and {t["prompt"] for t in tokens} == {"sa-rag.answer@1"}
+    assert "".join(t["text"] for t in tokens) == ROUTES["sa-rag.answer"]
+    final = json.loads(events[-1][1])
+    assert final["answer"] == plain["answer"] == "London"
+    assert final["citations"] == plain["citations"]
+
+
+def test_an_error_mid_stream_is_an_error_event(client):
+    """cot-rag's reasoning prompt has no scripted route: it fails after retrieving."""
+    with client.stream(
+        "POST",
+        "/api/workspaces/main/answer",
+        json={"question": QUESTION, "method": "cot-rag", "stream": True},
+    ) as response:
+        assert response.status_code == 200
+        events = sse_events(response.iter_lines())
+    assert events[0][0] == "retrieval"
+    name, data = events[-1]
+    assert name == "error"
+    error = json.loads(data)
+    assert error["status"] == 400 and "sa-rag.cot" in error["detail"]
+
+
+def test_graph_browsing(client):
+    found = client.get("/api/workspaces/main/entities", params={"q": "babbage"}).json()
+    assert found["total"] >= 1
+    babbage = found["entities"][0]
+    assert babbage["name"] == "Charles Babbage" and babbage["degree"] > 0
+    near = client.get(f"/api/workspaces/main/entities/{babbage['id']}", params={"limit": 2}).json()
+    assert near["entity"]["name"] == "Charles Babbage"
+    assert near["total_edges"] == babbage["degree"] and len(near["edges"]) <= 2
+    for edge in near["edges"]:
+        assert babbage["id"] in (edge["source"], edge["target"]) and edge["sentence"]
+    assert {p["chunk_id"] for p in near["passages"]} >= {e["chunk_id"] for e in near["edges"]}
+    assert near["descriptions"] and near["nodes"]
+    assert client.get("/api/workspaces/main/entities/99999").status_code == 404
+    assert client.get("/api/workspaces/main/entities", params={"q": ""}).status_code == 422
+
+
+def test_unknown_job_and_document_are_404(client):
+    assert client.get("/api/workspaces/main/jobs/nope").status_code == 404
+    assert client.get("/api/workspaces/main/jobs/nope/events").status_code == 404
+    assert client.post("/api/workspaces/main/jobs/nope/cancel").status_code == 404
+    response = client.delete("/api/workspaces/main/documents/doc-unknown")
+    assert response.status_code == 404 and "doc-unknown" in response.json()["detail"]
+
+
+def test_metrics_in_prometheus_text(client):
+    client.post("/api/workspaces/main/retrieve", json={"query": "London"})
+    text = client.get("/metrics").text
+    assert (
+        'quillian_http_requests_total{route="/api/workspaces/{ws}/retrieve",'
+        'method="POST",status="200"}' in text
+    )
+    assert "quillian_http_request_seconds_bucket" in text
+    assert 'quillian_llm_tokens_total{workspace="main",kind="prompt"}' in text
+
+
+def test_cors_is_off_unless_configured(client, built_index):
+    asked = {"Origin": "http://ui.example", "Access-Control-Request-Method": "POST"}
+    response = client.options("/api/workspaces/main/retrieve", headers=asked)
+    assert "access-control-allow-origin" not in response.headers
+    settings = ServerSettings(
+        workspaces=(WorkspaceSpec("main", built_index),), cors_origins=("http://ui.example",)
+    )
+    with running(settings) as other:
+        response = other.options("/api/workspaces/main/retrieve", headers=asked)
+        assert response.headers["access-control-allow-origin"] == "http://ui.example"
+
+
+def test_size_limit_and_timeout(built_index):
+    settings = ServerSettings(
+        workspaces=(WorkspaceSpec("main", built_index),),
+        llm=ScriptedChatModel(ROUTES, latency=2.0),
+        max_request_bytes=2000,
+        request_timeout_s=0.3,
+    )
+    with running(settings) as client:
+        big = {"documents": [{"text": "word " * 1000}]}
+        response = client.post("/api/workspaces/main/documents", json=big)
+        assert response.status_code == 413 and "limit" in response.json()["detail"]
+        response = client.post("/api/workspaces/main/answer", json={"question": QUESTION})
+        assert response.status_code == 504
+        with client.stream(
+            "POST", "/api/workspaces/main/answer", json={"question": QUESTION, "stream": True}
+        ) as stream:
+            events = sse_events(stream.iter_lines())
+        assert events[-1][0] == "error" and json.loads(events[-1][1])["status"] == 504
+
+
+def test_without_a_model_answering_is_refused_retrieval_works(built_index):
+    settings = ServerSettings(workspaces=(WorkspaceSpec("main", built_index),))
+    with running(settings) as client:
+        response = client.post("/api/workspaces/main/answer", json={"question": QUESTION})
+        assert response.status_code == 400 and "model" in response.json()["detail"]
+        assert client.post("/api/workspaces/main/retrieve", json={"query": "x"}).is_success

@@ -1,0 +1,213 @@
+"""Documents and ingestion jobs on a real server: 202 with Location, progress as
+server-sent events, pagination, uploads with bad files, exact deletion, cancel, resume
+after a restart, isolation between workspaces, queries served during ingestion."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.server.jobstore import Job, JobKind, JobState, JobStore
+from quillian.server.settings import ServerSettings, WorkspaceSpec
+from quillian.testing.server import CORPUS, ROUTES, build_index, running, sse_events, wait_for_job
+from quillian.types import Document
+
+HOPPER = {"title": "Grace Hopper", "text": "Grace Hopper was born in New York City."}
+
+
+def settings_for(*indexes, **extra) -> ServerSettings:
+    spaces = tuple(WorkspaceSpec(f"ws{i}", path) for i, path in enumerate(indexes))
+    return ServerSettings(workspaces=spaces, llm=ScriptedChatModel(ROUTES), **extra)
+
+
+def titles(client, query, ws="ws0", k=8):
+    body = client.post(
+        f"/api/workspaces/{ws}/retrieve", json={"query": query, "method": "bm25", "k": k}
+    )
+    return [p["title"] for p in body.json()["passages"]]
+
+
+def many(n):
+    return [{"title": f"Person {i}", "text": f"Person {i} was born in Town {i}."} for i in range(n)]
+
+
+def test_upload_json_then_progress_stream_then_list(index_copy):
+    with running(settings_for(index_copy)) as client:
+        response = client.post("/api/workspaces/ws0/documents", json={"documents": [HOPPER]})
+        assert response.status_code == 202
+        location = response.headers["location"]
+        assert location == f"/api/workspaces/ws0/jobs/{response.json()['id']}"
+        with client.stream("GET", f"{location}/events") as stream:
+            events = sse_events(stream.iter_lines())
+        names = [name for name, _ in events]
+        assert names[-1] == "done" and set(names[:-1]) <= {"progress"}
+        done = json.loads(events[-1][1])
+        assert (
+            done["state"] == "succeeded" and done["documents_done"] == done["documents_total"] == 1
+        )
+        assert done["report"]["counts"]["documents"] == len(CORPUS) + 1
+        assert (
+            "New York City"
+            in client.post(
+                "/api/workspaces/ws0/retrieve",
+                json={"query": "Grace Hopper", "method": "bm25", "k": 1},
+            ).json()["passages"][0]["text"]
+        )
+        first = client.get("/api/workspaces/ws0/documents", params={"limit": 2}).json()
+        rest = client.get("/api/workspaces/ws0/documents", params={"offset": 2, "limit": 10}).json()
+        assert first["total"] == rest["total"] == len(CORPUS) + 1
+        ids = [d["id"] for d in first["documents"] + rest["documents"]]
+        assert len(ids) == len(set(ids)) == len(CORPUS) + 1 and ids == sorted(ids)
+        assert {d["status"] for d in first["documents"] + rest["documents"]} == {"processed"}
+        (hopper,) = done["doc_ids"]
+        detail = client.get(f"/api/workspaces/ws0/documents/{hopper}").json()
+        assert detail["text"] == HOPPER["text"] and detail["title"] == "Grace Hopper"
+        assert detail["status"] == "processed" and len(detail["chunk_ids"]) == detail["chunks"] == 1
+        assert client.get("/api/workspaces/ws0/documents/doc-nope").status_code == 404
+        jobs = client.get("/api/workspaces/ws0/jobs").json()
+        assert jobs["total"] == 1 and jobs["jobs"][0]["id"] == done["id"]
+
+
+def test_uploaded_files_bad_ones_fail_with_their_error_others_are_ingested(index_copy):
+    with running(settings_for(index_copy)) as client:
+        before = client.get("/api/workspaces/ws0/documents").json()["total"]
+        files = [
+            (
+                "files",
+                (
+                    "hopper.md",
+                    b"# Grace Hopper\n\nGrace Hopper was born in New York City.",
+                    "text/markdown",
+                ),
+            ),
+            ("files", ("paper.pdf", b"%PDF-1.4 binary", "application/pdf")),
+            ("files", ("latin1.txt", "caf\u00e9 cr\u00e8me".encode("latin-1"), "text/plain")),
+            ("files", ("blob.txt", bytes(range(256)), "application/octet-stream")),
+        ]
+        response = client.post("/api/workspaces/ws0/documents/files", files=files)
+        assert response.status_code == 202, response.text
+        job = wait_for_job(client, response.headers["location"])
+        assert job["state"] == "succeeded"
+        errors = {f["source"]: f["error"] for f in job["failures"]}
+        assert set(errors) == {"paper.pdf", "latin1.txt", "blob.txt"}
+        assert "unsupported file type '.pdf'" in errors["paper.pdf"]
+        assert "invalid UTF-8" in errors["latin1.txt"] and "latin1.txt" in errors["latin1.txt"]
+        assert "/tmp" not in errors["blob.txt"]
+        assert job["documents_total"] == 4 and job["documents_done"] == 4
+        assert titles(client, "Grace Hopper New York")[0] == "Grace Hopper"
+
+        only_bad = [("files", ("paper.pdf", b"%PDF-1.4", "application/pdf"))]
+        refused = client.post("/api/workspaces/ws0/documents/files", files=only_bad)
+        assert refused.status_code == 400 and "paper.pdf" in refused.json()["detail"]
+        empty = client.post("/api/workspaces/ws0/documents", json={"documents": []})
+        assert empty.status_code == 422
+        blank = client.post("/api/workspaces/ws0/documents", json={"documents": [{"text": "  "}]})
+        assert blank.status_code == 400 and "blank" in blank.json()["detail"]
+        after = client.get("/api/workspaces/ws0/documents").json()["total"]
+        assert after == before + 1  # nothing lost, the good file added
+
+
+def _tables(path):
+    return {
+        name: (path / "tables" / name).read_text()
+        for name in ("entities.jsonl", "descriptions.jsonl", "relations.jsonl")
+    }
+
+
+def test_delete_is_exact_and_the_passages_are_gone(index_copy, tmp_path):
+    without = {t: text for t, text in CORPUS.items() if t != "Charles Babbage"}
+    expected = build_index(tmp_path / "without", without)
+    with running(settings_for(index_copy)) as client:
+        docs = client.get("/api/workspaces/ws0/documents").json()["documents"]
+        (babbage,) = [d["id"] for d in docs if d["title"] == "Charles Babbage"]
+        assert "Charles Babbage" in titles(client, "Charles Babbage born London")
+        response = client.delete(f"/api/workspaces/ws0/documents/{babbage}")
+        assert response.status_code == 202
+        job = wait_for_job(client, response.headers["location"])
+        assert job["state"] == "succeeded" and job["kind"] == "delete"
+        assert "Charles Babbage" not in titles(client, "Charles Babbage born London")
+        left = client.get("/api/workspaces/ws0/documents").json()
+        assert left["total"] == len(CORPUS) - 1 and babbage not in [
+            d["id"] for d in left["documents"]
+        ]
+        assert client.delete(f"/api/workspaces/ws0/documents/{babbage}").status_code == 404
+    assert _tables(index_copy) == _tables(expected)
+
+
+def test_cancel_keeps_the_index_whole_and_queries_are_served_during_ingestion(index_copy):
+    with running(settings_for(index_copy)) as client:
+        big = client.post("/api/workspaces/ws0/documents", json={"documents": many(150)})
+        queued = client.post("/api/workspaces/ws0/documents", json={"documents": many(160)[150:]})
+        served = 0
+        while client.get(big.headers["location"]).json()["state"] in ("queued",):
+            time.sleep(0.01)
+        for _ in range(5):  # while the first job runs
+            assert client.post("/api/workspaces/ws0/retrieve", json={"query": "Babbage"}).is_success
+            served += 1
+        cancelled = client.post(f"{queued.headers['location']}/cancel").json()
+        assert cancelled["state"] == "cancelled"
+        stopping = client.post(f"{big.headers['location']}/cancel")
+        assert stopping.status_code in (200, 409)
+        first = wait_for_job(client, big.headers["location"])
+        assert first["state"] in ("cancelled", "succeeded")
+        stored = len(CORPUS) + first["documents_done"]
+        assert wait_for_job(client, queued.headers["location"])["state"] == "cancelled"
+        docs = client.get("/api/workspaces/ws0/documents", params={"limit": 500}).json()
+        assert {d["status"] for d in docs["documents"]} == {"processed"}
+        workspace = client.get("/api/workspaces/ws0").json()
+        assert workspace["state"] == "complete"
+        assert workspace["counts"]["documents"] == docs["total"] == stored < len(CORPUS) + 160
+        assert served == 5 and titles(client, "Charles Babbage")
+
+
+def test_a_restarted_server_resumes_unfinished_jobs(index_copy):
+    """A server stopped mid-job left the job running and the index building: the next
+    one takes the job up and finishes the index."""
+    store = JobStore(index_copy / "server")
+    docs = [Document(d["text"], d["title"], "api") for d in [HOPPER, *many(3)]]
+    job = Job.new(JobKind.ADD, [d.id for d in docs])
+    job.state = JobState.RUNNING
+    store.create(job, docs)
+    store.close()
+    manifest = json.loads((index_copy / "manifest.json").read_text())
+    (index_copy / "manifest.json").write_text(json.dumps({**manifest, "state": "building"}))
+    with running(settings_for(index_copy)) as client:
+        done = wait_for_job(client, f"/api/workspaces/ws0/jobs/{job.id}")
+        assert done["state"] == "succeeded" and done["resumed"] == 1
+        assert client.get("/api/workspaces/ws0").json()["state"] == "complete"
+        assert "Grace Hopper" in titles(client, "Grace Hopper")
+
+
+def test_workspaces_are_isolated(index_copy, tmp_path):
+    other = build_index(tmp_path / "other", {"Grace Hopper": HOPPER["text"]})
+    with running(settings_for(index_copy, other)) as client:
+        assert titles(client, "Grace Hopper", "ws1") == ["Grace Hopper"]
+        assert "Grace Hopper" not in titles(client, "Grace Hopper", "ws0")
+        response = client.post("/api/workspaces/ws1/documents", json={"documents": many(1)})
+        wait_for_job(client, response.headers["location"])
+        assert client.get("/api/workspaces/ws1").json()["counts"]["documents"] == 2
+        assert client.get("/api/workspaces/ws0").json()["counts"]["documents"] == len(CORPUS)
+        assert client.get("/api/workspaces/ws0/jobs").json()["total"] == 0
+        job_path = response.headers["location"].replace("/ws1/", "/ws0/")
+        assert client.get(job_path).status_code == 404
+
+
+def test_a_server_stopped_mid_ingestion_leaves_the_job_to_the_next(index_copy):
+    with running(settings_for(index_copy)) as client:
+        response = client.post("/api/workspaces/ws0/documents", json={"documents": many(300)})
+        location = response.headers["location"]
+        while client.get(location).json()["stage"] != "ingest":
+            time.sleep(0.01)
+    store = JobStore(index_copy / "server")
+    left = store.get(response.json()["id"])
+    store.close()
+    assert left is not None and left.state in (JobState.RUNNING, JobState.SUCCEEDED)
+    with running(settings_for(index_copy)) as client:
+        done = wait_for_job(client, location)
+        assert done["state"] == "succeeded"
+        assert done["resumed"] == (1 if left.state == JobState.RUNNING else 0)
+        assert done["documents_done"] == 300
+        workspace = client.get("/api/workspaces/ws0").json()
+        assert workspace["state"] == "complete"
+        assert workspace["counts"]["documents"] == len(CORPUS) + 300

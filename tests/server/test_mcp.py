@@ -1,0 +1,56 @@
+"""``quillian mcp INDEX`` over stdio, driven by the official MCP SDK's client."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+import quillian
+from quillian.testing.server import QUESTION
+
+
+def test_tools_over_stdio(built_index, routes_file):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "quillian.cli.main",
+            "mcp",
+            str(built_index),
+            "--llm",
+            f"scripted:{routes_file}",
+        ],
+        # the SDK passes few variables on: run the quillian this test imported
+        env={"PYTHONPATH": str(Path(quillian.__file__).parents[1])},
+    )
+
+    async def go():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            retrieved = await session.call_tool(
+                "retrieve", {"query": "Where was Charles Babbage born?", "k": 2}
+            )
+            answered = await session.call_tool("answer", {"question": QUESTION})
+            entity = await session.call_tool("entity", {"name": "babbage"})
+            missing = await session.call_tool("entity", {"name": "Nobody At All"})
+            bad = await session.call_tool("retrieve", {"query": "x", "method": "nope"})
+            return tools, retrieved, answered, entity, missing, bad
+
+    tools, retrieved, answered, entity, missing, bad = asyncio.run(asyncio.wait_for(go(), 120))
+    assert set(tools) == {"retrieve", "answer", "entity"}
+    assert "question" in tools["answer"].input_schema["properties"]
+    assert not retrieved.is_error
+    passages = retrieved.structured_content["passages"]
+    assert len(passages) == 2 and passages[0]["title"] == "Charles Babbage"
+    assert retrieved.structured_content["subgraph"]["seeds"]
+    assert answered.structured_content["answer"] == "London"
+    assert answered.structured_content["citations"]["passages"]
+    assert entity.structured_content["entity"]["name"] == "Charles Babbage"
+    assert entity.structured_content["edges"]
+    assert missing.is_error and "Nobody At All" in missing.content[0].text
+    assert bad.is_error and "nope" in bad.content[0].text
