@@ -67,10 +67,9 @@ def index(
         list[str] | None,
         typer.Option(
             "--for",
-            "--method",
             metavar="METHOD",
             help="also run this method's build stages (know3-rag: train ComplEx on the "
-            "graph; kags: store its 4-tuples; kag: its typed graph); repeatable",
+            "graph; kags: store its 4-tuples; kag: the typed, aligned graph); repeatable",
         ),
     ] = None,
 ) -> None:

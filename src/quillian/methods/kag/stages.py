@@ -111,7 +111,7 @@ def open_knowledge(
     the schema stay the same, so its caches (concept vectors) serve every question."""
     if context.directory is None or not (context.directory / GRAPH_FILE).is_file():
         raise IndexIncompleteError(
-            "this index has no KAG graph; build it with `quillian index ... --method kag`"
+            "this index has no KAG graph; build it with `quillian index ... --for kag`"
         )
     stamp = (context.directory / GRAPH_FILE).stat().st_mtime
     return _knowledge(context, stamp, schema, alignment)
