@@ -178,6 +178,17 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "",
             f"Command: `{run.get('_command', '')}`",
         ]
+        cached = [
+            f"{m} {s['cached_calls']} of {s['llm_calls']}"
+            for m, s in run.get("methods", {}).items()
+            if s.get("cached_calls")
+        ]
+        if cached:
+            parts += [
+                "",
+                "LLM calls answered from the response cache (their seconds are near 0, so "
+                f"s/q understates the model's time): {', '.join(cached)}.",
+            ]
         if "kags" in run.get("methods", {}):
             parts += ["", KAGS_PAPER]
         if run.get("_passages"):
