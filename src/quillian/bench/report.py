@@ -191,6 +191,7 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             ]
         if "kags" in run.get("methods", {}):
             parts += ["", KAGS_PAPER]
+        parts += _turns_and_verification(run.get("methods", {}))
         if run.get("_passages"):
             parts += ["", *_passage_rows(run["_passages"])]
     if llm_local:
@@ -215,6 +216,75 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "llama-cpp-python was not built (a 14-22 minute source build here); the figures "
             "measured for it on this kind of machine (../shared/DEPENDENCIES.md) are a 0.6 s "
             "load, 11-13 generated tokens/s and about 1.3 s for a 100-token prompt.",
+        ]
+    return parts
+
+
+def _turns_and_verification(methods: dict[str, Any]) -> list[str]:
+    """The share answered at each turn (Know3-RAG) and, with ``--verify``, the scores of
+    answers the KG-embedding check verified beside the others."""
+    parts: list[str] = []
+    for method, s in methods.items():
+        if s.get("answered_at_turn"):
+            shares = ", ".join(f"t={t}: {v:.0%}" for t, v in s["answered_at_turn"].items())
+            parts += ["", f"{method}: answers output at each turn: {shares}."]
+    checked = {m: s["verification"] for m, s in methods.items() if s.get("verification")}
+    if not checked:
+        return parts
+    rows = []
+    for method, v in checked.items():
+        yes, no = v["verified"], v["not_verified"]
+        rows.append(
+            f"| {method} | {yes['questions']} | {yes['f1']:.3f} | {yes['accuracy']:.3f} | "
+            f"{no['questions']} | {no['f1']:.3f} | {no['accuracy']:.3f} | {v['unscorable']} |"
+        )
+    return [
+        *parts,
+        "",
+        "`--verify`: each answer's triples scored against the KG-embedding model and judged "
+        "against θ at turn 0; unscorable: no triple of the answer could be scored (counted "
+        "as not verified).",
+        "",
+        "| method | verified | F1 | accuracy | not verified | F1 | accuracy | unscorable |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def _know3_section(kg: dict[str, Any]) -> list[str]:
+    """Know3-RAG's θ0 calibration and ComplEx scoring latency, when recorded."""
+    parts: list[str] = []
+    calibration = kg.get("know3_calibration")
+    if calibration:
+        chosen = calibration["chosen"]
+        shares = ", ".join(f"t={t}: {v:.0%}" for t, v in chosen["answered_at_turn"].items())
+        parts += [
+            "",
+            "## Know3-RAG: θ0 calibration",
+            "",
+            f"{calibration['questions']} questions run to the last turn once, then every θ0 "
+            "evaluated offline (θ only decides where the loop stops). Target: "
+            f"{calibration['target_share_at_turn_0']:.0%} answered at turn 0; chosen θ0 = "
+            f"{chosen['theta0']:.4g} (θ_t = {', '.join(str(t) for t in chosen['thresholds'])}):"
+            f" {shares}; turn-0 answers with no scorable triple: "
+            f"{calibration['unscorable_at_turn_0']}.",
+            "",
+            f"Command: `{calibration.get('_command', '')}`",
+        ]
+    scoring = kg.get("kge_scoring")
+    if scoring:
+        sp, scan = scoring["score_sp_ms"], scoring["matrix_vector_ms"]
+        parts += [
+            "",
+            "## ComplEx scoring: every tail of one query",
+            "",
+            f"{scoring['entities']:,} entities, dim {scoring['dim']}, float32, memory-mapped; "
+            f"{scoring['queries']} queries. score_sp p50 {sp['p50']} ms (p95 {sp['p95']}), a "
+            f"plain matrix-vector pass over the same rows p50 {scan['p50']} ms (p95 "
+            f"{scan['p95']}): ratio {scoring['ratio_p50']}. The scan is the floor at float32; "
+            "a faster score_sp needs narrower rows.",
+            "",
+            f"Command: `{scoring.get('_command', '')}`",
         ]
     return parts
 
@@ -559,6 +629,7 @@ def render(
     parts += _qa_sections(qa or {}, llm_local)
     parts += _kg_sections(kg or {})
     parts += _kge_section((kg or {}).get("kge", {}))
+    parts += _know3_section(kg or {})
     parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
@@ -606,6 +677,18 @@ def main(argv: list[str] | None = None) -> None:
         help="JSON from quillian.bench.kge (repeatable, one per data set); a FILE.cmd "
         "beside it holds the command",
     )
+    parser.add_argument(
+        "--know3-calibration",
+        type=Path,
+        metavar="JSON",
+        help="JSON from quillian know3 calibrate --json; a FILE.cmd beside it holds the command",
+    )
+    parser.add_argument(
+        "--kge-scoring",
+        type=Path,
+        metavar="JSON",
+        help="JSON from python -m quillian.bench.kge --scoring N; a FILE.cmd beside it",
+    )
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
     previous = json.loads(saved.read_text()) if saved.exists() else {}
@@ -641,6 +724,10 @@ def main(argv: list[str] | None = None) -> None:
     for path in args.kge or ():
         result = _with_command(path)
         kg["kge"] = {**kg.get("kge", {}), result.get("dataset", path.stem): result}
+    if args.know3_calibration:
+        kg["know3_calibration"] = _with_command(args.know3_calibration)
+    if args.kge_scoring:
+        kg["kge_scoring"] = _with_command(args.kge_scoring)
     for name in KG_INPUTS:
         path = getattr(args, f"kg_{name}")
         if path:
