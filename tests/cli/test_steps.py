@@ -25,6 +25,32 @@ EXAMPLES = {
         "  2 selected again",
         "  next: C",
     ],
+    st.KAGPlan(
+        1, "Who?", (("Who composed it?", "Retrieval(s=s1:Work[X], p=p1:composer, o=o1)"),)
+    ): [
+        "kag plan, round 1: Who?",
+        "  Who composed it? :: Retrieval(s=s1:Work[X], p=p1:composer, o=o1)",
+    ],
+    st.KAGStep(
+        1,
+        2,
+        "How old?",
+        "m = Math(2027-o3)",
+        "math",
+        "failed",
+        (),
+        "I don't know",
+        False,
+        "alias 'o3' holds no value",
+    ): [
+        "step 1.2 [math, failed]: m = Math(2027-o3)",
+        "  How old? -> I don't know",
+        "  error: alias 'o3' holds no value",
+    ],
+    st.KAGReflection(1, "memory", False, "Where?"): [
+        "kag round 1: memory does not answer",
+        "  next query: Where?",
+    ],
 }
 #: Steps holding dicts (unhashable), as (step, lines) pairs.
 CHECKED = (

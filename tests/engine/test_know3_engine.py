@@ -9,9 +9,13 @@ import shutil
 import pytest
 
 from quillian.cli.main import main
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.kg.rdf import import_rdf
+from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.storage import model_directory
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.engine import Engine, IndexSettings, index_documents
+from quillian.engine.kge import train_kge
 from quillian.errors import ModelLoadError
 from quillian.eval.qa import summarize
 from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, TurnAnswer
@@ -23,18 +27,19 @@ QUESTION = "Where was Charles Babbage born?"
 TRIPLES = '[{"subject": "Charles Babbage", "predicate": "born in", "object": "London"}]'
 
 
+ROUTES = {
+    "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
+    "know3.triples": TRIPLES,
+    "know3.reference": "Charles Babbage was born in London in 1791.",
+    "know3.relevance": "The reliability of the passage is yes.",
+    "know3.query": "Where was Babbage born?",
+    "kg-infused.passage-note": "Babbage was born in London.",
+    "kg-infused.answer": "London",
+}
+
+
 def model():
-    return ScriptedChatModel(
-        {
-            "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
-            "know3.triples": TRIPLES,
-            "know3.reference": "Charles Babbage was born in London in 1791.",
-            "know3.relevance": "The reliability of the passage is yes.",
-            "know3.query": "Where was Babbage born?",
-            "kg-infused.passage-note": "Babbage was born in London.",
-            "kg-infused.answer": "London",
-        }
-    )
+    return ScriptedChatModel(ROUTES)
 
 
 def build(path):
@@ -107,19 +112,7 @@ def test_missing_and_stale_models_are_refused(tmp_path, location):
 
 def routes_file(tmp_path):
     path = tmp_path / "routes.json"
-    path.write_text(
-        json.dumps(
-            {
-                "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
-                "know3.triples": TRIPLES,
-                "know3.reference": "Charles Babbage was born in London in 1791.",
-                "know3.relevance": "The reliability of the passage is yes.",
-                "know3.query": "Where was Babbage born?",
-                "kg-infused.passage-note": "Babbage was born in London.",
-                "kg-infused.answer": "London",
-            }
-        )
-    )
+    path.write_text(json.dumps(ROUTES))
     return f"scripted:{path}"
 
 
@@ -245,3 +238,38 @@ def test_cli_index_for_know3_trains_the_model(tmp_path, capsys):
     capsys.readouterr()
     assert main(["index", str(corpus), "--out", str(tmp_path / "x"), "--for", "nope"]) != 0
     assert "unknown method 'nope'" in capsys.readouterr().err
+
+
+TURTLE = """@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+ex:babbage rdfs:label "Charles Babbage" ; skos:definition "An engineer" ;
+    ex:born_in ex:london .
+ex:lovelace rdfs:label "Ada Lovelace" ; skos:definition "A mathematician" ;
+    ex:worked_with ex:babbage .
+ex:london rdfs:label "London" ; skos:definition "The capital of England" ;
+    ex:capital_of ex:england .
+ex:england rdfs:label "England" ; skos:definition "A country" ; ex:contains ex:london .
+"""
+
+
+def test_know3_over_an_imported_graph_with_no_index(tmp_path):
+    (tmp_path / "g.ttl").write_text(TURTLE)
+    import_rdf([tmp_path / "g.ttl"], tmp_path / "kg", KeywordEmbedder())
+    train_kge(tmp_path / "kg", ComplExConfig(dim=8, epochs=5, batch_size=4))
+    scripted = ScriptedChatModel(
+        {
+            "know3.answer": "Babbage was born in London.\n\nThe answer is London.",
+            "know3.triples": TRIPLES,
+        }
+    )
+
+    async def ask():
+        async with Engine.open(None, llm=scripted, kg=str(tmp_path / "kg")) as engine:
+            return await engine.answer(QUESTION, "know3-rag", theta0=1e6)
+
+    result = asyncio.run(ask())
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.accepted, check
+    assert check.triples[0]["linked"] == "<Charles Babbage | born_in | London>"
+    assert check.entities == ("London",)  # "Babbage" alone names no entity

@@ -31,17 +31,20 @@ import itertools
 import json
 import resource
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from quillian.bench.kg_synthetic import synthetic_triples
 from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.evaluate import KnownAnswers, evaluate
+from quillian.components.kge.scoring import ComplEx
 from quillian.components.kge.train import train_complex
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import InputError
@@ -197,6 +200,47 @@ def run_synthetic(entities: int, triples: int, config: ComplExConfig) -> dict[st
     }
 
 
+def run_scoring(entities: int, dim: int = 128, queries: int = 30) -> dict[str, Any]:
+    """Latency of ``score_sp`` (every tail of one query) on a random model of
+    ``entities`` entities, memory-mapped from disk as a trained one is, beside one plain
+    pass over the same matrix (a matrix-vector product: the floor a scan can reach)."""
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "entities.npy"
+        rows = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(entities, dim))
+        for start in range(0, entities, 1 << 20):
+            stop = min(entities, start + (1 << 20))
+            rows[start:stop] = rng.standard_normal((stop - start, dim), dtype=np.float32) * 0.1
+        rows.flush()
+        del rows
+        matrix = np.load(path, mmap_mode="r")
+        model = ComplEx(matrix, rng.standard_normal((2 * 810, dim), dtype=np.float32))
+        heads = rng.integers(0, entities, queries)
+        relations = rng.integers(0, 810, queries)
+        vector = rng.standard_normal(dim, dtype=np.float32)
+        model.score_sp(int(heads[0]), int(relations[0]))  # pages in the matrix once
+        sp = _times(lambda i: model.score_sp(int(heads[i]), int(relations[i])), queries)
+        scan = _times(lambda i: matrix @ vector, queries)
+    return {
+        "entities": entities,
+        "dim": dim,
+        "queries": queries,
+        "score_sp_ms": sp,
+        "matrix_vector_ms": scan,
+        "ratio_p50": round(sp["p50"] / scan["p50"], 2),
+    }
+
+
+def _times(call: Callable[[int], object], n: int) -> dict[str, float]:
+    seconds = []
+    for i in range(n):
+        start = time.perf_counter()
+        call(i)
+        seconds.append(time.perf_counter() - start)
+    values = np.asarray(seconds) * 1000
+    return {q: round(float(np.percentile(values, int(q[1:]))), 1) for q in ("p50", "p95")}
+
+
 def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
@@ -225,15 +269,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grid-batch-sizes", default="100,1000")
     parser.add_argument("--grid-learning-rates", default="0.1")
     parser.add_argument("--synthetic", help="ENTITIES,TRIPLES: time one shared-negatives epoch")
+    parser.add_argument(
+        "--scoring", type=int, metavar="ENTITIES", help="time score_sp over ENTITIES entities"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     names = ("dim", "learning_rate", "n3_weight", "batch_size", "epochs", "eval_every")
     overrides = {n: getattr(args, n) for n in (*names, "patience", "seed")}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    if args.synthetic:
+    if args.scoring:
+        result: Any = run_scoring(args.scoring, args.dim or 128)
+    elif args.synthetic:
         entities, triples = (int(x) for x in args.synthetic.split(","))
-        result: Any = run_synthetic(entities, triples, ComplExConfig(**overrides))
+        result = run_synthetic(entities, triples, ComplExConfig(**overrides))
     elif args.data is None:
         parser.error("--data is required (or --synthetic)")
     elif args.grid:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from quillian.bench.retrieval import BenchSettings, ensure_index, read_corpus
 from quillian.engine import Engine
 from quillian.eval.datasets import load_questions
+from quillian.eval.judge import JUDGED_METRICS, Judge
+from quillian.eval.qa import DEFAULT_METRICS, check_metrics, evaluate
 from quillian.eval.qa import Progress as QuestionProgress
-from quillian.eval.qa import evaluate
 from quillian.index import read_manifest
 from quillian.methods.table import method_spec
 from quillian.types import Progress
@@ -42,6 +43,9 @@ class QASettings:
     kg: str | None = None
     """The KG-Infused methods' graph: ``index``, ``index+inverse``, an imported graph's
     directory, or ``DIR+index`` (joined by its saved alignment; SA retrieval crosses)."""
+    metrics: Sequence[str] = DEFAULT_METRICS
+    """Scored beside EM, F1 and accuracy (see :data:`quillian.eval.qa.METRICS`); the
+    judged ones use the benchmark's own model as the judge."""
     verify: dict[str, Any] | None = None
     """Verify every answer against the KG-embedding model (``--verify``), with these
     Know3-RAG options (``theta0``, ``aggregation``, ...); None: no verification."""
@@ -59,7 +63,10 @@ def prepare_index(settings: QASettings, on_progress: Progress | None = None) -> 
     configuration for the manifests."""
     if not needs_index(settings):
         return {}
-    ensure_index(settings.index, read_corpus(settings.index), on_progress)
+    kinds = {settings.retriever or method_spec(m).retriever for m in settings.methods}
+    index = replace(settings.index, methods=[k for k in kinds if k])  # retrievers' stages
+    staged = [m for m in settings.methods if method_spec(m).index_stages]  # methods' stages
+    ensure_index(index, read_corpus(index), on_progress, staged)
     manifest = read_manifest(settings.index.index_dir)
     return {"counts": manifest.get("counts"), "config": manifest.get("config")}
 
@@ -76,6 +83,9 @@ async def run_qa_bench(
     questions = load_questions(settings.index.dataset, settings.index.questions)
     questions = questions[: settings.limit] if settings.limit else questions
     summaries: dict[str, Any] = {}
+    metrics = check_metrics(settings.metrics)
+    judged = any(m in JUDGED_METRICS for m in metrics)
+    judge = Judge(engine.runner, engine.embedder()) if judged else None
     verify = None
     if settings.verify is not None:
         verify_options = settings.verify
@@ -101,6 +111,10 @@ async def run_qa_bench(
             "llm": engine.session.spec.__dict__,
             "prompts": {p.name: p.key for p in engine.prompts},
             "index": index_info,
+            "metrics": list(metrics),
+            "judge": {"model": engine.session.model_id, "embedder": judge.embedder.model_id}
+            if judge
+            else None,
             "verify": settings.verify,
         }
         report = await evaluate(
@@ -111,6 +125,8 @@ async def run_qa_bench(
             manifest=manifest,
             concurrency=settings.concurrency,
             on_progress=on_progress,
+            metrics=metrics,
+            judge=judge,
             verify=verify,
         )
         summaries[spec.name] = report.summary
@@ -128,18 +144,45 @@ async def run_qa_bench(
     return result
 
 
+#: Extra metric columns of :func:`summary_table`, shown when a run scored them.
+EXTRA_COLUMNS = {
+    "token_containment": "token containment",
+    "fuzzy_containment": "fuzzy containment",
+    "faithfulness": "faithfulness",
+    "answer_relevance": "answer relevance",
+}
+
+
+#: Columns a summary has only for some methods or runs: (key, header, format).
+OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    *((key, header, ".3f") for key, header in EXTRA_COLUMNS.items()),
+    ("evidence_recall", "evidence recall", ".3f"),
+    ("recall@2", "R@2", ".3f"),
+    ("recall@5", "R@5", ".3f"),
+    ("graph_answered_share", "answered from graph", ".1%"),
+    ("graph_hit_share", "graph matched", ".1%"),
+    ("failed_step_share", "failed steps", ".1%"),
+    ("rounds_per_question", "rounds", ".2f"),
+)
+
+
 def summary_table(result: dict[str, Any]) -> str:
-    """The methods' summaries as a markdown table."""
-    head = (
-        "| method | EM | F1 | accuracy | evidence recall | tokens/q | s/q | parse failures |"
-        " unfinished |\n|---|---|---|---|---|---|---|---|---|"
-    )
+    """The methods' summaries as a markdown table; a column some summaries lack (an
+    extra metric, KAG's graph shares) appears when any summary has it."""
+    summaries = list(result["methods"].values())
+    shown = [c for c in OPTIONAL_COLUMNS if any(s.get(c[0]) is not None for s in summaries)]
+    headers = ["method", "EM", "F1", "accuracy", *(c[1] for c in shown)]
+    headers += ["tokens/q", "s/q", "parse failures", "unfinished"]
+    head = "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers)
     rows = []
     for method, s in result["methods"].items():
-        recall = "" if s["evidence_recall"] is None else f"{s['evidence_recall']:.3f}"
-        rows.append(
-            f"| {method} | {s['em']:.3f} | {s['f1']:.3f} | {s['accuracy']:.3f} | {recall} | "
-            f"{s['tokens_per_question']:.0f} | {s['seconds_per_question']:.1f} | "
-            f"{s['parse_failure_share']:.1%} | {s['unfinished']} |"
-        )
+        cells = [method, f"{s['em']:.3f}", f"{s['f1']:.3f}", f"{s['accuracy']:.3f}"]
+        cells += ["" if s.get(key) is None else format(s[key], spec) for key, _, spec in shown]
+        cells += [
+            f"{s['tokens_per_question']:.0f}",
+            f"{s['seconds_per_question']:.1f}",
+            f"{s['parse_failure_share']:.1%}",
+            str(s["unfinished"]),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([head, *rows])

@@ -47,6 +47,11 @@ NOTES = """
 - **ppr** is HippoRAG-style personalized PageRank (damping 0.5) over entities and
   chunks, seeded like **sa** plus description seeds, with 5% of the reset mass on the
   dense top-50 chunks (HippoRAG 2).
+- **kag** is KAG's chunk retriever (spec 4.5 step 5): personalized PageRank (the
+  authors' damping 0.1) over entities and chunks, reset on the entities the question
+  names (exact name links, score 1.0; description seeds only when it names none); when
+  every seed links above 0.9 PageRank ranks alone, otherwise min-max fusion 0.5/0.5 with
+  dense; then the BM25 top-1 replaces the last chunk when missing.
 - Peers' lists were retrieved by other systems with OpenAI models; ours use no LLM.
 """
 
@@ -80,6 +85,8 @@ METHOD_NOTES = {
     "ppr": "personalized PageRank, HippoRAG-style (no LLM)",
     "dense": "dense MiniLM top-k",
     "bm25": "BM25 (bm25s)",
+    "kags": "KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM)",
+    "kag": "KAG chunk retriever: PPR fused 0.5/0.5 with dense, BM25 swap-in (no LLM)",
     "peer:fast_graphrag": "fast-graphrag (GPT-4o-mini graph)",
     "peer:nano_graphrag_local": "nano-GraphRAG local",
     "peer:lightrag_local": "LightRAG local",
@@ -171,6 +178,20 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "",
             f"Command: `{run.get('_command', '')}`",
         ]
+        cached = [
+            f"{m} {s['cached_calls']} of {s['llm_calls']}"
+            for m, s in run.get("methods", {}).items()
+            if s.get("cached_calls")
+        ]
+        if cached:
+            parts += [
+                "",
+                "LLM calls answered from the response cache (their seconds are near 0, so "
+                f"s/q understates the model's time): {', '.join(cached)}.",
+            ]
+        if "kags" in run.get("methods", {}):
+            parts += ["", KAGS_PAPER]
+        parts += _turns_and_verification(run.get("methods", {}))
         if run.get("_passages"):
             parts += ["", *_passage_rows(run["_passages"])]
     if llm_local:
@@ -195,6 +216,75 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "llama-cpp-python was not built (a 14-22 minute source build here); the figures "
             "measured for it on this kind of machine (../shared/DEPENDENCIES.md) are a 0.6 s "
             "load, 11-13 generated tokens/s and about 1.3 s for a 100-token prompt.",
+        ]
+    return parts
+
+
+def _turns_and_verification(methods: dict[str, Any]) -> list[str]:
+    """The share answered at each turn (Know3-RAG) and, with ``--verify``, the scores of
+    answers the KG-embedding check verified beside the others."""
+    parts: list[str] = []
+    for method, s in methods.items():
+        if s.get("answered_at_turn"):
+            shares = ", ".join(f"t={t}: {v:.0%}" for t, v in s["answered_at_turn"].items())
+            parts += ["", f"{method}: answers output at each turn: {shares}."]
+    checked = {m: s["verification"] for m, s in methods.items() if s.get("verification")}
+    if not checked:
+        return parts
+    rows = []
+    for method, v in checked.items():
+        yes, no = v["verified"], v["not_verified"]
+        rows.append(
+            f"| {method} | {yes['questions']} | {yes['f1']:.3f} | {yes['accuracy']:.3f} | "
+            f"{no['questions']} | {no['f1']:.3f} | {no['accuracy']:.3f} | {v['unscorable']} |"
+        )
+    return [
+        *parts,
+        "",
+        "`--verify`: each answer's triples scored against the KG-embedding model and judged "
+        "against θ at turn 0; unscorable: no triple of the answer could be scored (counted "
+        "as not verified).",
+        "",
+        "| method | verified | F1 | accuracy | not verified | F1 | accuracy | unscorable |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def _know3_section(kg: dict[str, Any]) -> list[str]:
+    """Know3-RAG's θ0 calibration and ComplEx scoring latency, when recorded."""
+    parts: list[str] = []
+    calibration = kg.get("know3_calibration")
+    if calibration:
+        chosen = calibration["chosen"]
+        shares = ", ".join(f"t={t}: {v:.0%}" for t, v in chosen["answered_at_turn"].items())
+        parts += [
+            "",
+            "## Know3-RAG: θ0 calibration",
+            "",
+            f"{calibration['questions']} questions run to the last turn once, then every θ0 "
+            "evaluated offline (θ only decides where the loop stops). Target: "
+            f"{calibration['target_share_at_turn_0']:.0%} answered at turn 0; chosen θ0 = "
+            f"{chosen['theta0']:.4g} (θ_t = {', '.join(str(t) for t in chosen['thresholds'])}):"
+            f" {shares}; turn-0 answers with no scorable triple: "
+            f"{calibration['unscorable_at_turn_0']}.",
+            "",
+            f"Command: `{calibration.get('_command', '')}`",
+        ]
+    scoring = kg.get("kge_scoring")
+    if scoring:
+        sp, scan = scoring["score_sp_ms"], scoring["matrix_vector_ms"]
+        parts += [
+            "",
+            "## ComplEx scoring: every tail of one query",
+            "",
+            f"{scoring['entities']:,} entities, dim {scoring['dim']}, float32, memory-mapped; "
+            f"{scoring['queries']} queries. score_sp p50 {sp['p50']} ms (p95 {sp['p95']}), a "
+            f"plain matrix-vector pass over the same rows p50 {scan['p50']} ms (p95 "
+            f"{scan['p95']}): ratio {scoring['ratio_p50']}. The scan is the floor at float32; "
+            "a faster score_sp needs narrower rows.",
+            "",
+            f"Command: `{scoring.get('_command', '')}`",
         ]
     return parts
 
@@ -469,12 +559,79 @@ def _serve_section(serve: dict[str, Any] | None) -> list[str]:
     ]
 
 
+#: Beside any QA run with KAGS: what the paper reports, and why it is not comparable.
+KAGS_PAPER = (
+    "The KAGS paper reports answer relevance 0.4701, token containment 28.29% and fuzzy "
+    "containment 51.56% (abstract; the supplement gives no table), with a generator, a "
+    "judge and a data set it does not name; the authors' run logs give token containment "
+    "0.23-0.30 and fuzzy 0.31-0.48 with FLAN-T5-XL and Mistral-7B. Ours use the bundled "
+    "0.5B model as generator and judge and MiniLM for answer relevance, on the questions "
+    "above: a like-for-like comparison with the paper is not possible. Faithfulness and "
+    "answer relevance are judged per question; a judge reply that stays unusable leaves "
+    "the question unscored (counted in the run's summary.json), never guessed; judge "
+    "tokens are not in tokens/q. For kags, evidence recall and the passages below are the "
+    "supporting passages of its kept relations: its generator reads the relations and "
+    "their source sentences, not the passages."
+)
+KAGS_SENTENCES = {
+    "kags_sentences": "with the metadata filter (tau 0.5)",
+    "kags_sentences_unfiltered": "without the filter (every top-7 hit kept)",
+}
+KAGS_FIGURES = [
+    "sentence_precision",
+    "sentence_recall",
+    "hop0_sentence_precision",
+    "hop0_sentence_recall",
+    "sentences",
+    "relations",
+    "empty",
+]
+
+
+def _kags_section(kags: dict[str, Any]) -> list[str]:
+    """The ``--kags`` runs (``python -m quillian.bench.kags``): KAGS beside the other
+    retrievers on one index, and on HotpotQA its source sentences against the gold ones."""
+    if not kags:
+        return []
+    parts = [
+        "",
+        "## KAGS without an LLM",
+        "",
+        "Each run indexes once (spaCy extraction, MiniLM) with the KAGS stage and scores "
+        "the retrievers on it side by side. KAGS returns only the passages holding its kept "
+        "relations' source sentences (best sentence cosine first), so it may return fewer "
+        "than k. Its triples here are spaCy's: `related_to` links between entities named "
+        "in one sentence, kept when that sentence names both ends; the `kags-llm` "
+        "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures.",
+    ]
+    for name, run in kags.items():
+        metric = ["perfect@8", "multihop_perfect@8"] if "2wiki" in name else ["R@2", "R@5"]
+        parts += ["", f"### {name}", "", _table({name: run}, [name], [*metric, "p50_ms"])]
+        rows = [k for k in KAGS_SENTENCES if k in run]
+        if rows:
+            parts += [
+                "",
+                "KAGS's kept source sentences (all hops; `hop0_`: the filtered top-k "
+                "triples only) against HotpotQA's gold supporting sentences:",
+                "",
+                "| setting | " + " | ".join(KAGS_FIGURES) + " |",
+                "|---|" + "---|" * len(KAGS_FIGURES),
+            ]
+            for key in rows:
+                cells = [f"{run[key].get(f, '')}" for f in KAGS_FIGURES]
+                parts.append(f"| {KAGS_SENTENCES[key]} | " + " | ".join(cells) + " |")
+        triples = run.get("_run", {}).get("index", {}).get("kags_triples")
+        parts += ["", f"KAGS triples stored: {triples}. Command: `{run.get('_command', '')}`"]
+    return parts
+
+
 def render(
     results: dict[str, dict[str, Any]],
     scale: dict[str, Any] | None,
     qa: dict[str, Any] | None = None,
     llm_local: dict[str, Any] | None = None,
     kg: dict[str, Any] | None = None,
+    kags: dict[str, Any] | None = None,
     serve: dict[str, Any] | None = None,
 ) -> str:
     parts = [
@@ -520,9 +677,11 @@ def render(
             json.dumps(scale, indent=1),
             "```",
         ]
+    parts += _kags_section(kags or {})
     parts += _qa_sections(qa or {}, llm_local)
     parts += _kg_sections(kg or {})
     parts += _kge_section((kg or {}).get("kge", {}))
+    parts += _know3_section(kg or {})
     parts += _serve_section(serve)
     parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
@@ -556,6 +715,14 @@ def main(argv: list[str] | None = None) -> None:
             help=f"{source}; a FILE.cmd beside it holds the command",
         )
     parser.add_argument(
+        "--kags",
+        type=Path,
+        action="append",
+        metavar="JSON",
+        help="JSON from python -m quillian.bench.kags (repeatable, named by the file's "
+        "stem); a FILE.cmd beside it holds the command",
+    )
+    parser.add_argument(
         "--kge",
         type=Path,
         action="append",
@@ -568,6 +735,18 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         metavar="JSON",
         help="JSON from python -m quillian.server.load; a FILE.cmd beside it holds the command",
+    )
+    parser.add_argument(
+        "--know3-calibration",
+        type=Path,
+        metavar="JSON",
+        help="JSON from quillian know3 calibrate --json; a FILE.cmd beside it holds the command",
+    )
+    parser.add_argument(
+        "--kge-scoring",
+        type=Path,
+        metavar="JSON",
+        help="JSON from python -m quillian.bench.kge --scoring N; a FILE.cmd beside it",
     )
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
@@ -604,6 +783,10 @@ def main(argv: list[str] | None = None) -> None:
     for path in args.kge or ():
         result = _with_command(path)
         kg["kge"] = {**kg.get("kge", {}), result.get("dataset", path.stem): result}
+    if args.know3_calibration:
+        kg["know3_calibration"] = _with_command(args.know3_calibration)
+    if args.kge_scoring:
+        kg["kge_scoring"] = _with_command(args.kge_scoring)
     for name in KG_INPUTS:
         path = getattr(args, f"kg_{name}")
         if path:
@@ -611,7 +794,10 @@ def main(argv: list[str] | None = None) -> None:
     serve = previous.get("serve")
     if args.serve_load:
         serve = _with_command(args.serve_load)
-    args.out.write_text(render(results, scale, qa, llm_local, kg, serve), encoding="utf-8")
+    kags = dict(previous.get("kags", {}))
+    for path in args.kags or ():
+        kags[path.stem] = _with_command(path)
+    args.out.write_text(render(results, scale, qa, llm_local, kg, kags, serve), encoding="utf-8")
     saved.write_text(
         json.dumps(
             {
@@ -620,6 +806,7 @@ def main(argv: list[str] | None = None) -> None:
                 "qa": qa,
                 "llm_local": llm_local,
                 "kg": kg,
+                "kags": kags,
                 "serve": serve,
             },
             indent=1,

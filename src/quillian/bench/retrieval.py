@@ -28,6 +28,7 @@ from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import QuillianError
 from quillian.eval.datasets import Dataset, Question, load_questions, passage_key
 from quillian.index import read_manifest
+from quillian.methods.table import method_names, method_spec
 from quillian.types import Document, Progress, no_progress
 
 __all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
@@ -100,12 +101,21 @@ def read_corpus(settings: BenchSettings) -> list[Document]:
     return list(islice(docs, settings.first_n) if settings.first_n else docs)
 
 
+def _staged(names: Sequence[str]) -> list[str]:
+    """The retrievers compared that are also methods with build stages of their own
+    (``kags``, ``kag``): the index needs those stages."""
+    known = set(method_names())
+    return [n for n in names if n in known and method_spec(n).index_stages]
+
+
 def ensure_index(
     settings: BenchSettings,
     documents: list[Document],
     on_progress: Progress | None = None,
+    methods: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Build or update the index; ``reused`` says whether a complete one was there."""
+    """Build or update the index (with the build stages of ``methods``); ``reused``
+    says whether a complete one was there."""
     reused = False
     with contextlib.suppress(QuillianError):
         reused = read_manifest(settings.index_dir).get("state") == "complete"
@@ -113,6 +123,7 @@ def ensure_index(
         extractor="precomputed" if settings.extractions else "spacy",
         extractions=settings.extractions,
         embedder=settings.embedder,
+        methods=tuple(dict.fromkeys([*methods, *_staged(settings.methods)])),
     )
     start = time.perf_counter()
     report = index_documents(settings.index_dir, documents, index, on_progress=on_progress)

@@ -20,6 +20,7 @@ from quillian.components.factories import EMBEDDERS, RETRIEVERS
 from quillian.engine import Engine
 from quillian.errors import ConfigError
 from quillian.eval.datasets import Dataset
+from quillian.eval.qa import DEFAULT_METRICS, METRICS, check_metrics
 from quillian.methods.table import method_spec
 
 __all__ = ["app", "qa", "retrieval"]
@@ -114,6 +115,14 @@ def qa(
     model: BenchFlags,
     limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
     embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    metrics: Annotated[
+        str,
+        typer.Option(
+            metavar="M1,M2",
+            help=f"scored beside EM, F1 and accuracy: a subset of {', '.join(METRICS)} "
+            "(the last two are judged by the --llm model)",
+        ),
+    ] = ",".join(DEFAULT_METRICS),
     json_out: JsonFlag = False,
 ) -> None:
     """Question answering: methods side by side with one LLM.
@@ -132,6 +141,7 @@ def qa(
         options=model.method_options(*methods),
         command=shlex.join(["quillian", *(ctx.find_root().obj or ())]),
         kg=model.kg,
+        metrics=_metrics(metrics),
         verify=model.verify_options(),
     )
     with stage_bars() as stages:
@@ -144,6 +154,13 @@ def qa(
     else:
         print(summary_table(result))
         print(f"written to {out}")
+
+
+def _metrics(text: str) -> tuple[str, ...]:
+    try:
+        return check_metrics([m for m in text.split(",") if m])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 async def _run(

@@ -16,6 +16,7 @@ from quillian.cli.console import stage_bars
 from quillian.cli.flags import IndexDir, LLMFlags, choice, shares_flags
 from quillian.cli.render import print_build
 from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
+from quillian.components.extraction.quads import QUAD_EXTRACTOR
 from quillian.components.factories import CHUNKERS, EMBEDDERS, EXTRACTORS, make_chunker
 from quillian.components.ingestion.readers import read_documents
 from quillian.components.llm.accounting import Ledger
@@ -68,7 +69,7 @@ def index(
             "--for",
             metavar="METHOD",
             help="also run this method's build stages (know3-rag: train ComplEx on the "
-            "graph); repeatable",
+            "graph; kags: store its 4-tuples; kag: the typed, aligned graph); repeatable",
         ),
     ] = None,
 ) -> None:
@@ -88,10 +89,14 @@ def index(
         methods=tuple(method_spec(m).name for m in for_methods or ()),
     )
     documents = read_inputs([sample_corpus()] if sample else paths or [])
-    if settings.extractor != "llm":
+    if settings.extractor not in ("llm", QUAD_EXTRACTOR, "kag-llm"):
         with stage_bars() as progress:
             report = index_documents(out, documents, settings, on_progress=progress)
+    elif dry_run and settings.extractor == "kag-llm":
+        raise ConfigError("--dry-run estimates the llm extractor only, not kag-llm")
     elif dry_run:
+        if settings.extractor != "llm":
+            raise ConfigError("--dry-run estimates the llm extractor's cost only")
         with closing(llm.open_engine()) as engine:
             _print_estimate(engine, documents, settings)
         return

@@ -40,7 +40,8 @@ def print_retrieval(result: RetrievalResult) -> None:
         print("activated:", ", ".join(f"{a.name} {a.activation:.2f}" for a in trace.activated[:15]))
     for r in trace.relations[:10]:
         sentence = _flat(r.sentence or r.description, 140)
-        print(f"relation [{r.weight:.2f}] {r.subject} -{r.predicate}- {r.object}: {sentence}")
+        hop = f" hop {r.hop}" if r.hop else ""
+        print(f"relation [{r.weight:.2f}]{hop} {r.subject} -{r.predicate}- {r.object}: {sentence}")
 
 
 def print_answer(result: AnswerResult, trace: bool = False) -> None:

@@ -13,6 +13,9 @@ from quillian.methods.steps import (
     EnhancedNote,
     ExpandedQuery,
     FollowUp,
+    KAGPlan,
+    KAGReflection,
+    KAGStep,
     KGRound,
     KGSeeds,
     KGSummary,
@@ -119,6 +122,28 @@ def _(step: ConfidenceCheck) -> list[str]:
 
 
 @step_lines.register
+def _(step: KAGPlan) -> list[str]:
+    lines = [f"kag plan, round {step.round}: {_flat(step.query)}"]
+    lines += [f"  {_flat(q)} :: {lf}" for q, lf in step.steps]
+    if step.error:
+        lines.append(f"  plan errors: {step.error}")
+    return lines
+
+
+@step_lines.register
+def _(step: KAGStep) -> list[str]:
+    lines = [
+        f"step {step.round}.{step.index} [{step.executor}, {step.layer}]: {step.logical_form}",
+        f"  {_flat(step.question)} -> {_flat(step.answer, CONTEXT_CHARS)}",
+    ]
+    if step.bound:
+        lines.append(f"  bound: {', '.join(step.bound)}")
+    lines += [f"  error: {step.error}"] if step.error else []
+    lines += [f"  note: {step.note}"] if step.note else []
+    return lines
+
+
+@step_lines.register
 def _(step: RelatedEntities) -> list[str]:
     lines = [f"related entities for {step.query!r}: {', '.join(step.entities) or '(none)'}"]
     lines += [f"  fact: {fact}" for fact in step.facts]
@@ -146,4 +171,13 @@ def _triple_lines(triples: Iterable[dict[str, Any]], indent: str) -> list[str]:
         reading = t["linked"] or t["note"]
         shown = "-" if t["score"] is None else f"{t['score']:.4g}"
         lines.append(f"{indent}({subject} | {predicate} | {obj}) as {reading}: {shown}")
+    return lines
+
+
+@step_lines.register
+def _(step: KAGReflection) -> list[str]:
+    verdict = "memory answers the question" if step.can_answer else "memory does not answer"
+    lines = [f"kag round {step.round}: {verdict}"]
+    if step.next_query:
+        lines.append(f"  next query: {step.next_query}")
     return lines

@@ -18,12 +18,16 @@ from quillian.components.extraction.base import Extractor
 from quillian.components.extraction.llm import LLMExtractor
 from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.extraction.precomputed import PrecomputedExtractor
+from quillian.components.extraction.quads import QUAD_EXTRACTOR, QuadExtractor
 from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.kag.extraction import KAGExtractor
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.kag import KAGChunkConfig, KAGChunkRetriever
+from quillian.components.retrieval.kags import KAGSRetriever, KAGSSearch
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import Bridges, SAConfig, SARetriever
 from quillian.errors import ConfigError
@@ -42,10 +46,10 @@ __all__ = [
 ]
 
 CHUNKERS = ("passage", "words")
-EXTRACTORS = ("spacy", "precomputed", "llm")
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25")
+EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR, "kag-llm")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag")
 #: The retrievers that embed the query (the others ignore a query vector).
-EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense")
+EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -81,6 +85,16 @@ def make_extractor(
         if runner is None:
             raise ConfigError("the llm extractor needs a chat model (--llm SPEC)")
         return LLMExtractor(runner, budget=budget, corpus_titles=titles)
+    if name == QUAD_EXTRACTOR:
+        if runner is None:
+            raise ConfigError(f"the {QUAD_EXTRACTOR} extractor needs a chat model (--llm SPEC)")
+        if budget is not None and budget != ExtractionBudget():
+            raise ConfigError(f"the {QUAD_EXTRACTOR} extractor takes no budget")
+        return QuadExtractor(runner)
+    if name == "kag-llm":
+        if runner is None:
+            raise ConfigError("the kag-llm extractor needs a chat model (--llm SPEC)")
+        return KAGExtractor(runner)
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 
@@ -99,8 +113,12 @@ def make_retriever(
         return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
     if name == "dense":
         return DenseRetriever(context)
+    if name == "kag":
+        return KAGChunkRetriever(context, KAGChunkConfig(**options))  # type: ignore[arg-type]
     if name == "bm25":
         if context.bm25 is None:
             raise ConfigError("this index has no BM25 index")
         return BM25Retriever(context, context.bm25)
+    if name == "kags":
+        return KAGSRetriever(context, KAGSSearch(**options))  # type: ignore[arg-type]
     raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")

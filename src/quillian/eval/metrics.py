@@ -4,7 +4,11 @@
   articles a/an/the removed, white space collapsed), as in the official SQuAD v1.1
   evaluation script that MuSiQue, HotpotQA and 2WikiMultihopQA reuse;
 * accuracy: the normalised gold answer is contained in the normalised prediction, the
-  lenient measure KG-Infused RAG and SA-RAG report beside EM.
+  lenient measure KG-Infused RAG and SA-RAG report beside EM;
+* token and fuzzy containment, KAGS's measures (the authors' ``metrics.py``): the share
+  of the gold answer's word tokens found in the prediction, and the best
+  ``difflib`` similarity between the gold answer and any window of as many words of
+  the prediction (1 when it occurs whole).
 
 Each metric takes the best score over the gold answer and its aliases (MuSiQue's
 ``answer_aliases``).
@@ -12,13 +16,23 @@ Each metric takes the best score over the gold answer and its aliases (MuSiQue's
 
 from __future__ import annotations
 
+import difflib
 import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["AnswerScores", "accuracy", "exact_match", "f1", "normalize_answer", "score_answer"]
+__all__ = [
+    "AnswerScores",
+    "accuracy",
+    "exact_match",
+    "f1",
+    "fuzzy_containment",
+    "normalize_answer",
+    "score_answer",
+    "token_containment",
+]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -70,6 +84,46 @@ def accuracy(prediction: str, gold: str | Iterable[str]) -> float:
     return float(
         any((g := normalize_answer(answer)) and f" {g} " in pred for answer in _golds(gold))
     )
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _token_containment(prediction: str, gold: str) -> float:
+    wanted = set(_WORD.findall(gold.lower()))
+    found = set(_WORD.findall(prediction.lower()))
+    if not wanted:
+        return float(not found)
+    return len(wanted & found) / len(wanted)
+
+
+def token_containment(prediction: str, gold: str | Iterable[str]) -> float:
+    """Share of the gold answer's ``\\w+`` tokens (lower-cased, as a set) that occur in
+    the prediction; a gold answer without tokens scores 1 only against a prediction
+    without tokens. Best over the gold aliases."""
+    return max(_token_containment(prediction, g) for g in _golds(gold))
+
+
+def _fuzzy_containment(prediction: str, gold: str) -> float:
+    wanted, pred = gold.lower(), prediction.lower()
+    if wanted in pred:
+        return 1.0
+    width = len(wanted.split())
+    words = pred.split()
+    if len(words) < width:
+        return 0.0
+    return max(
+        difflib.SequenceMatcher(None, wanted, " ".join(words[i : i + width])).ratio()
+        for i in range(len(words) - width + 1)
+    )
+
+
+def fuzzy_containment(prediction: str, gold: str | Iterable[str]) -> float:
+    """1 when the lower-cased gold answer occurs in the lower-cased prediction; else the
+    best ``difflib.SequenceMatcher`` ratio between the gold answer and a window of as
+    many words of the prediction (0 when the prediction is shorter). Best over the
+    gold aliases."""
+    return max(_fuzzy_containment(prediction, g) for g in _golds(gold))
 
 
 @dataclass(frozen=True, slots=True)

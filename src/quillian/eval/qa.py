@@ -19,11 +19,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quillian.components.llm.tasks import Transcript
 from quillian.eval.datasets import Question, passage_key
-from quillian.eval.metrics import score_answer
+from quillian.eval.judge import JUDGED_METRICS, Judge, judged_means
+from quillian.eval.metrics import fuzzy_containment, score_answer, token_containment
 from quillian.methods.base import AnswerResult, Pipeline
 
-__all__ = ["QAReport", "Verify", "answered_turn", "config_hash", "evaluate", "summarize"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "METRICS",
+    "QAReport",
+    "Verify",
+    "answered_turn",
+    "check_metrics",
+    "config_hash",
+    "evaluate",
+    "summarize",
+]
+
+#: Scored beside EM, F1 and accuracy (always computed) when selected.
+CONTAINMENT_METRICS = ("token_containment", "fuzzy_containment")
+METRICS = (*CONTAINMENT_METRICS, *JUDGED_METRICS)
+DEFAULT_METRICS = CONTAINMENT_METRICS
+
+
+def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
+    """``metrics`` if every one is known (see :data:`METRICS`), else a ValueError."""
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
+    return tuple(metrics)
+
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +70,9 @@ class QAReport:
     rows: list[dict[str, Any]]
 
 
-def _row(dataset: str, question: Question, result: AnswerResult) -> dict[str, Any]:
+def _row(
+    dataset: str, question: Question, result: AnswerResult, metrics: Sequence[str] = ()
+) -> dict[str, Any]:
     scores = score_answer(result.answer, list(question.answers))
     retrieved = [passage_key(dataset, p.title, p.text) for p in result.evidence.passages]
     row = {
@@ -59,8 +87,68 @@ def _row(dataset: str, question: Question, result: AnswerResult) -> dict[str, An
             if question.gold
             else None
         ),
+        **{
+            f"recall@{k}": (
+                round(len(question.gold & set(retrieved[:k])) / len(question.gold), 4)
+                if question.gold
+                else None
+            )
+            for k in (2, 5)
+        },
     }
+    measures = {"token_containment": token_containment, "fuzzy_containment": fuzzy_containment}
+    for name in metrics:
+        if name in measures:
+            row[name] = round(measures[name](result.answer, list(question.answers)), 4)
     return {**row, **result.as_dict()}
+
+
+async def _judge(
+    judge: Judge, metrics: Sequence[str], result: AnswerResult, row: dict[str, Any]
+) -> None:
+    """Add the judged metrics to ``row``, with the judge's calls."""
+    transcript = Transcript()
+    if "faithfulness" in metrics:
+        row["faithfulness"] = await judge.faithfulness(
+            result.question, result.answer, result.evidence, transcript
+        )
+    if "answer_relevance" in metrics:
+        relevance = await judge.answer_relevance(result.question, result.answer, transcript)
+        row["answer_relevance"] = None if relevance is None else round(relevance, 4)
+    usage = transcript.usage
+    row["judge"] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "parse_failures": transcript.parse_failures,
+        "calls": [c.as_dict() for c in transcript.calls],
+    }
+
+
+def _recall(rows: Sequence[dict[str, Any]], k: int) -> float | None:
+    """Mean share of gold passages among the first ``k`` of the final ranking."""
+    values = [r[f"recall@{k}"] for r in rows if r.get(f"recall@{k}") is not None]
+    return _mean(values) if values else None
+
+
+def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """For methods that record KAG steps: the share of retrieval steps answered from
+    the graph alone, the share where the graph matched at all, and rounds used."""
+    steps = [s for r in rows for s in r["steps"] if s.get("kind") == "kag-step"]
+    retrievals = [s for s in steps if s["executor"] == "retrieval"]
+    rounds = [
+        max((s["round"] for s in r["steps"] if s.get("kind") == "kag-reflection"), default=1)
+        for r in rows
+    ]
+    if not steps and not any(s.get("kind") == "kag-reflection" for r in rows for s in r["steps"]):
+        return {}
+    return {
+        "graph_answered_share": _mean(
+            [1.0 if s["layer"] in ("graph-exact", "graph-fuzzy") else 0.0 for s in retrievals]
+        ),
+        "graph_hit_share": _mean([1.0 if s["graph_hit"] else 0.0 for s in retrievals]),
+        "failed_step_share": _mean([1.0 if s["layer"] == "failed" else 0.0 for s in steps]),
+        "rounds_per_question": _mean([float(r) for r in rounds]),
+    }
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -108,6 +196,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "f1": _mean([r["f1"] for r in rows]),
         "accuracy": _mean([r["accuracy"] for r in rows]),
         "evidence_recall": _mean(recalls) if recalls else None,
+        "recall@2": _recall(rows, 2),
+        "recall@5": _recall(rows, 5),
         "tokens_per_question": round(
             _mean([r["prompt_tokens"] + r["completion_tokens"] for r in rows]), 1
         ),
@@ -118,9 +208,31 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if calls
         else 0.0,
         "unfinished": sum(1 for r in rows if r["error"]),
+        **_metric_means(rows),
         **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
         **({"verification": check} if (check := _verification(rows)) else {}),
+        **_graph_shares(rows),
     }
+
+
+def _metric_means(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means of the selected metrics; a judged one also counts questions it could not
+    score and the judge's parse failures."""
+    out: dict[str, Any] = {}
+    for name in METRICS:
+        values = [r[name] for r in rows if name in r]
+        if not values:
+            continue
+        out[name], unscored = judged_means(values)
+        if name in JUDGED_METRICS:
+            out[f"{name}_unscored"] = unscored
+    judged = [r["judge"] for r in rows if "judge" in r]
+    if judged:
+        out["judge_parse_failures"] = sum(j["parse_failures"] for j in judged)
+        out["judge_tokens_per_question"] = round(
+            _mean([j["prompt_tokens"] + j["completion_tokens"] for j in judged]), 1
+        )
+    return out
 
 
 async def evaluate(
@@ -132,6 +244,8 @@ async def evaluate(
     manifest: dict[str, Any],
     concurrency: int = 1,
     on_progress: Progress | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    judge: Judge | None = None,
     verify: Verify | None = None,
 ) -> QAReport:
     """Answer every question, score, and write the three files into ``out``.
@@ -143,6 +257,9 @@ async def evaluate(
     """
     if concurrency <= 0:
         raise ValueError(f"concurrency must be greater than 0, got {concurrency}")
+    metrics = check_metrics(metrics)
+    if judge is None and any(m in JUDGED_METRICS for m in metrics):
+        raise ValueError(f"the metrics {', '.join(JUDGED_METRICS)} need a judge")
     out.mkdir(parents=True, exist_ok=True)
     manifest = {**manifest, "config_hash": config_hash(manifest), "questions": len(questions)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
@@ -153,13 +270,15 @@ async def evaluate(
         nonlocal done
         async with gate:
             result = await pipeline.answer(question.question)
+            row = _row(dataset, question, result, metrics)
+            if judge is not None and any(m in JUDGED_METRICS for m in metrics):
+                await _judge(judge, metrics, result, row)
             checked = None
             if verify is not None and result.answer:
                 checked = await verify(question.question, result.answer)
         done += 1
         if on_progress is not None:
             on_progress(done, len(questions))
-        row = _row(dataset, question, result)
         return {**row, "verification": checked} if verify is not None else row
 
     tasks = [asyncio.create_task(one(q)) for q in questions]

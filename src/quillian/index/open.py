@@ -12,6 +12,7 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
 from quillian.index.layout import read_manifest
@@ -69,5 +70,7 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             chunk_titles=[c.title for c in chunks if c is not None],
             chunk_texts=[c.text for c in chunks if c is not None],
             bm25=BM25Index.load(storage.directory / "bm25"),
+            triples=read_triples(storage.kv, storage.vectors, kg.chunk_ids),
+            directory=storage.directory,
         )
     return Index(storage.directory, manifest, context)

@@ -17,6 +17,9 @@ __all__ = [
     "EnhancedNote",
     "ExpandedQuery",
     "FollowUp",
+    "KAGPlan",
+    "KAGReflection",
+    "KAGStep",
     "KGRound",
     "KGSeed",
     "KGSeeds",
@@ -207,6 +210,54 @@ class ReferenceFilter(Step):
     kept: int
 
 
+@dataclass(frozen=True)
+class KAGPlan(Step):
+    """KAG's plan for one round: the query planned, and each step's sub-question and
+    logical form (``error`` set when the plan could not be read)."""
+
+    kind: ClassVar[str] = "kag-plan"
+    round: int
+    query: str
+    steps: tuple[tuple[str, str], ...]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class KAGStep(Step):
+    """One executed logical form: which executor and layer answered it (``graph-exact``,
+    ``graph-fuzzy``, ``chunks``, ``hybrid``, ``math``, ``sort``, ``deduce``, ``output``,
+    ``failed``), the aliases it bound, its answer, and the error that stopped it."""
+
+    kind: ClassVar[str] = "kag-step"
+    round: int
+    index: int
+    question: str
+    logical_form: str
+    executor: str
+    layer: str
+    bound: tuple[str, ...]
+    answer: str
+    graph_hit: bool = False
+    error: str = ""
+    note: str = ""
+
+    @property
+    def from_graph(self) -> bool:
+        """Answered from the graph alone (no passages)."""
+        return self.layer in ("graph-exact", "graph-fuzzy")
+
+
+@dataclass(frozen=True)
+class KAGReflection(Step):
+    """The end of a round: the memory, the judge's verdict and the rewritten query."""
+
+    kind: ClassVar[str] = "kag-reflection"
+    round: int
+    memory: str
+    can_answer: bool
+    next_query: str = ""
+
+
 #: Every step kind, by name.
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
@@ -226,5 +277,8 @@ STEP_KINDS: dict[str, type[Step]] = {
         ConfidenceCheck,
         RelatedEntities,
         ReferenceFilter,
+        KAGPlan,
+        KAGStep,
+        KAGReflection,
     )
 }

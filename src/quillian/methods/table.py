@@ -4,14 +4,22 @@ server and the benchmarks read."""
 from __future__ import annotations
 
 from quillian.errors import ConfigError
-from quillian.methods import baselines, kg_infused, know3, sa_rag
+from quillian.methods import baselines, kag, kags, kg_infused, know3, sa_rag
 from quillian.methods.spec import MethodSpec
 
 __all__ = ["METHODS", "method_names", "method_spec"]
 
 #: The methods by name, in the order help texts list them.
 METHODS: dict[str, MethodSpec] = {
-    spec.name: spec for spec in (*baselines.SPECS, *sa_rag.SPECS, *kg_infused.SPECS, *know3.SPECS)
+    spec.name: spec
+    for spec in (
+        *baselines.SPECS,
+        *sa_rag.SPECS,
+        *kg_infused.SPECS,
+        *know3.SPECS,
+        *kag.SPECS,
+        *kags.SPECS,
+    )
 }
 _ALIASES: dict[str, str] = {alias: s.name for s in METHODS.values() for alias in s.aliases}
 

@@ -20,7 +20,7 @@ class ExtractionFailure:
 
     chunk_id: str
     doc_id: str
-    stage: Literal["ner", "relations"]
+    stage: Literal["ner", "relations", "quads"]
     error: str
     raw: str
 

@@ -75,6 +75,7 @@ class Evidence:
                     "object": r.object,
                     "sentence": r.sentence or r.description,
                     "weight": round(r.weight, 4),
+                    **({"hop": r.hop} if r.hop else {}),
                 }
                 for r in self.relations
             ],

@@ -4,10 +4,10 @@ Know3-RAG links a question, an answer and a reference to KG entities, and each
 extracted triple's ends and predicate to KG ids (spec section 8). Offline, with the
 linking Quillian already has:
 
-* :func:`find_mentions`: the longest word spans of a text (up to ``max_words`` words,
-  left to right, not overlapping) whose :func:`~quillian.types.normalize_name` key is
-  an entity's name or alias (:meth:`ExternalGraph.lookup`); a trailing possessive
-  ("Quillian's") is tried without its "'s". Single stop words never link.
+* :func:`find_mentions`: the longest word spans of a text (left to right, not
+  overlapping, holding a capital or a digit) whose :func:`~quillian.types.normalize_name`
+  key is an entity's name or alias (:meth:`ExternalGraph.lookup`), found as the index's
+  seeding finds them; a trailing possessive ("Quillian's") is tried without it.
 * :func:`link_name`: one name (a triple's subject or object): its exact name or alias,
   else the longest mention inside it ("the director Steven Spielberg"), else the
   entities whose descriptions are nearest to it *and* whose names share at least half
@@ -22,7 +22,6 @@ linking Quillian already has:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,63 +32,12 @@ import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
 from quillian.components.kg.base import ExternalGraph
+from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.errors import ConfigError
 from quillian.types import normalize_name
 
 __all__ = ["Mention", "RelationIndex", "RelationMatch", "find_mentions", "link_name"]
 
-_WORD = re.compile(r"[^\s,;:!?()\[\]{}\"]+")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "she",
-        "that",
-        "the",
-        "their",
-        "they",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "why",
-        "with",
-        "you",
-    ]
-)
 #: Least share of words a name must have in common with an entity found by its
 #: description alone (as :mod:`quillian.components.kg.link` asks of such candidates).
 MIN_WORD_OVERLAP = 0.5
@@ -105,37 +53,13 @@ class Mention:
     how: str = "name"
 
 
-def _variants(span: str) -> list[str]:
-    for suffix in ("'s", "\u2019s"):
-        if span.endswith(suffix):
-            return [span, span[: -len(suffix)]]
-    return [span]
-
-
-def find_mentions(
-    text: str, graph: ExternalGraph, *, max_words: int = 6, max_candidates: int = 3
-) -> list[Mention]:
-    """The entity mentions of ``text``, in text order, longest spans first; at most
-    ``max_candidates`` entities per mention (the graph's order)."""
-    words = [m.group(0) for m in _WORD.finditer(text)]
-    taken = [False] * len(words)
-    found: list[tuple[int, Mention]] = []
-    for size in range(min(max_words, len(words)), 0, -1):
-        for start in range(len(words) - size + 1):
-            if any(taken[start : start + size]):
-                continue
-            span = " ".join(words[start : start + size])
-            key = normalize_name(span)
-            if not key or (size == 1 and key in _STOP):
-                continue
-            for variant in _variants(span):
-                entities = graph.lookup(variant)
-                if entities:
-                    mention = Mention(variant.strip(".?!"), tuple(entities[:max_candidates]))
-                    found.append((start, mention))
-                    taken[start : start + size] = [True] * size
-                    break
-    return [m for _, m in sorted(found, key=lambda pair: pair[0])]
+def find_mentions(text: str, graph: ExternalGraph, *, max_candidates: int = 3) -> list[Mention]:
+    """The entity mentions of ``text``, left to right, longest spans first, as the
+    index's seeding finds them (:class:`~quillian.components.retrieval.seeding.EntityLexicon`:
+    proper-name spans, no stop words, a trailing possessive dropped), resolved by the
+    graph's own look-up; at most ``max_candidates`` entities per mention."""
+    lexicon = EntityLexicon.over(graph.lookup)
+    return [Mention(m.surface, m.candidates[:max_candidates]) for m in lexicon.match(text)]
 
 
 def _overlap(a: str, b: str) -> float:

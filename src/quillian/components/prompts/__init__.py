@@ -9,7 +9,7 @@ users override one through :meth:`PromptRegistry.override_from_file`.
 from __future__ import annotations
 
 from quillian.components.llm.prompts import Prompt, PromptRegistry
-from quillian.components.prompts import kg_infused, know3, sa_rag
+from quillian.components.prompts import kag, kags, kg_infused, know3, sa_rag
 
 __all__ = ["ALL_PROMPTS", "default_registry"]
 
@@ -37,6 +37,12 @@ ALL_PROMPTS: tuple[Prompt, ...] = (
     know3.QUERY,
     know3.TRIPLES,
     know3.RELEVANCE,
+    kags.EXTRACT,
+    kags.ANSWER,
+    kags.JUDGE_STATEMENTS,
+    kags.JUDGE_VERDICT,
+    kags.JUDGE_QUESTION,
+    *kag.PROMPTS,
 )
 
 

@@ -63,14 +63,22 @@ _ANSWER_EXEMPLARS = (
 )
 
 
-def _answer_messages() -> tuple[ChatMessage, ...]:
+def _shots(template: str, shots: list[tuple[dict[str, str], str]]) -> list[ChatMessage]:
+    """Few-shot turns: ``template`` filled with each shot's values (braces escaped, so
+    only the final turn's placeholders remain), its reply, then ``template`` itself."""
     messages: list[ChatMessage] = []
-    for references, question, reasoning, answer in _ANSWER_EXEMPLARS:
-        user = _ANSWER_INSTRUCTION.format(references=references, question=question)
-        messages.append(ChatMessage("user", user.replace("{", "{{").replace("}", "}}")))
-        messages.append(ChatMessage("assistant", f"{reasoning}\n\nThe answer is {answer}."))
-    messages.append(ChatMessage("user", _ANSWER_INSTRUCTION))
-    return tuple(messages)
+    for values, reply in shots:
+        user = template.format(**values).replace("{", "{{").replace("}", "}}")
+        messages += [ChatMessage("user", user), ChatMessage("assistant", reply)]
+    return [*messages, ChatMessage("user", template)]
+
+
+def _answer_messages() -> tuple[ChatMessage, ...]:
+    shots = [
+        ({"references": r, "question": q}, f"{reasoning}\n\nThe answer is {answer}.")
+        for r, q, reasoning, answer in _ANSWER_EXEMPLARS
+    ]
+    return tuple(_shots(_ANSWER_INSTRUCTION, shots))
 
 
 ANSWER = Prompt(
@@ -229,12 +237,11 @@ def _relevance_messages() -> tuple[ChatMessage, ...]:
 3. Overall Reliability: Based on the relevance of the passage to the question and the accuracy of the entities, assess whether the passage is reliable for answering the question. If there are doubts or inconsistencies, provide a clear explanation.""",
         )
     ]
-    for question, entities, passage, verdict in _RELEVANCE_EXEMPLARS:
-        user = _RELEVANCE_ASK.format(question=question, entities=entities, passage=passage)
-        messages.append(ChatMessage("user", user.replace("{", "{{").replace("}", "}}")))
-        messages.append(ChatMessage("assistant", verdict))
-    messages.append(ChatMessage("user", _RELEVANCE_ASK))
-    return tuple(messages)
+    shots = [
+        ({"question": q, "entities": e, "passage": p}, verdict)
+        for q, e, p, verdict in _RELEVANCE_EXEMPLARS
+    ]
+    return tuple(messages + _shots(_RELEVANCE_ASK, shots))
 
 
 RELEVANCE = Prompt(

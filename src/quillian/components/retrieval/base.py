@@ -62,6 +62,8 @@ class UsedRelation:
     description: str
     weight: float
     sentence: str = ""
+    hop: int = 0
+    """The hop at which a traversal reached the relation (0: matched directly)."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -19,6 +20,7 @@ from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.seeding import EntityLexicon
+from quillian.components.retrieval.triple_store import TripleStore
 from quillian.stores.protocols import VectorIndex
 from quillian.stores.snapshot import EdgeKind
 
@@ -45,6 +47,10 @@ class RetrievalContext:
     chunk_titles: Sequence[str]
     chunk_texts: Sequence[str]
     bm25: BM25Index | None = field(default=None)
+    triples: TripleStore | None = field(default=None)
+    """Triples with their source sentences (KAGS), when the index was built for them."""
+    directory: Path | None = field(default=None)
+    """The index directory, where a method's own build artifacts live (KAG's graph)."""
 
     @cached_property
     def lexicon(self) -> EntityLexicon:

@@ -13,7 +13,7 @@ Two ways to find where activation starts:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quillian.types import normalize_name
@@ -100,6 +100,8 @@ class LexicalMatch:
     surface: str
     start: int
     end: int
+    candidates: tuple[int, ...] = ()
+    """Every entity the surface names, ``entity`` first (a resolver may find several)."""
 
 
 def _namelike(surface: str) -> bool:
@@ -111,7 +113,9 @@ class EntityLexicon:
     """Normalised entity names and aliases mapped to entity indices.
 
     ``max_words`` bounds the n-gram length tried; keys shorter than ``min_chars`` and
-    common question words never match, so "the" or "film" cannot seed a query.
+    common question words never match, so "the" or "film" cannot seed a query. The
+    names are a mapping held here, or (:meth:`over`) a resolver such as a large
+    imported graph's :meth:`~quillian.components.kg.base.ExternalGraph.lookup`.
     """
 
     def __init__(
@@ -122,9 +126,22 @@ class EntityLexicon:
         require_capital: bool = True,
     ) -> None:
         self._keys = dict(keys)
+        self._resolve: Callable[[str], Sequence[int]] = self._from_keys
         self._max_words = max_words
         self._min_chars = min_chars
         self._require_capital = require_capital
+
+    @classmethod
+    def over(cls, resolve: Callable[[str], Sequence[int]], max_words: int = 6) -> EntityLexicon:
+        """A lexicon whose names ``resolve`` maps (a normalised key to the entities it
+        names, best first) instead of a mapping held in memory."""
+        lexicon = cls({}, max_words=max_words)
+        lexicon._resolve = resolve
+        return lexicon
+
+    def _from_keys(self, key: str) -> Sequence[int]:
+        found = self._keys.get(key)
+        return () if found is None else (found,)
 
     @classmethod
     def from_names(cls, names: Iterable[tuple[int, Iterable[str]]]) -> EntityLexicon:
@@ -144,12 +161,17 @@ class EntityLexicon:
         return len(key) >= self._min_chars and key not in _STOP_KEYS
 
     def lookup(self, surface: str) -> int | None:
+        found = self.candidates(surface)
+        return found[0] if found else None
+
+    def candidates(self, surface: str) -> tuple[int, ...]:
+        """Every entity ``surface`` names (a trailing possessive dropped if need be)."""
         key = normalize_name(surface)
         if not self._usable(key):
-            return None
-        found = self._keys.get(key)
-        if found is None and _POSSESSIVE.search(surface):
-            found = self._keys.get(normalize_name(_POSSESSIVE.sub("", surface)))
+            return ()
+        found = tuple(self._resolve(key))
+        if not found and _POSSESSIVE.search(surface):
+            found = tuple(self._resolve(normalize_name(_POSSESSIVE.sub("", surface))))
         return found
 
     def match(self, text: str) -> list[LexicalMatch]:
@@ -169,9 +191,9 @@ class EntityLexicon:
                 start, end = tokens[i][0], tokens[j][1]
                 if cased and not _namelike(text[start:end]):
                     continue
-                entity = self.lookup(text[start:end])
-                if entity is not None:
-                    found = LexicalMatch(entity, text[start:end], start, end)
+                entities = self.candidates(text[start:end])
+                if entities:
+                    found = LexicalMatch(entities[0], text[start:end], start, end, entities)
                     i = j + 1
                     break
             if found is None:

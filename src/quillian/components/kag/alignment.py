@@ -1,0 +1,234 @@
+"""Knowledge alignment (paper section 2.4.1, Table 2; spec section 3.2): semantic types
+become ``SemanticConcept`` nodes joined by ``isA`` chains up to the entity's schema
+class, instances link to their concept by ``belongTo``, and entities that share a
+meaning get ``synonym`` edges.
+
+Concept chains come from a :class:`ConceptSource`: offline, WordNet's hypernyms (the
+first noun sense of the semantic type, or of the entity's own name when it has none:
+``Venice`` belongTo ``city`` isA ``municipality`` ...); or any mapping of type to
+chain, such as the one the LLM's ``kag.concepts`` task returns. :func:`without_alignment`
+strips the result again, so one index serves both sides of the paper's M_Indexing /
+K_Alignment ablation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from itertools import pairwise
+from pathlib import Path
+from typing import Protocol
+
+from quillian.components.extraction.llm import _run_sync
+from quillian.components.kag.graph import KagNode, TypedGraph, TypedGraphBuilder
+from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, Schema
+from quillian.components.kag.tasks import CONCEPTS
+from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
+from quillian.errors import InputError
+from quillian.types import normalize_name
+
+__all__ = [
+    "ALIGNMENT_PREDICATES",
+    "Aligner",
+    "ConceptSource",
+    "LLMConcepts",
+    "MappedConcepts",
+    "WordNetHypernyms",
+    "without_alignment",
+]
+
+ALIGNMENT_PREDICATES = frozenset({"isA", "belongTo", "synonym"})
+DEFAULT_WORDNET = Path("/usr/share/wordnet")
+
+
+class ConceptSource(Protocol):
+    """Hypernym chains: a term's concept first, then ever more general ones."""
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        """Look up every ``(term, class)`` at once before :meth:`chain` is asked."""
+        ...
+
+    def chain(self, term: str) -> list[str]: ...
+
+    def sense(self, term: str) -> str | None:
+        """An id shared by terms of the same meaning (None when unknown)."""
+        ...
+
+
+class MappedConcepts:
+    """Chains given as data (for example the LLM's concept-completion answer)."""
+
+    def __init__(self, chains: Mapping[str, list[str]]) -> None:
+        self._chains = {normalize_name(k): list(v) for k, v in chains.items()}
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        return None
+
+    def chain(self, term: str) -> list[str]:
+        return self._chains.get(normalize_name(term), [])
+
+    def sense(self, term: str) -> str | None:
+        return None
+
+
+class WordNetHypernyms:
+    """Noun hypernym chains from WordNet's database files (most frequent sense)."""
+
+    def __init__(self, directory: Path = DEFAULT_WORDNET, depth: int = 4) -> None:
+        self.directory = directory
+        self.depth = depth
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        return None
+
+    @cached_property
+    def _index(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for line in self._lines("index.noun"):
+            tokens = line.split()
+            n_senses, n_pointers = int(tokens[2]), int(tokens[3])
+            out[tokens[0]] = tokens[6 + n_pointers : 6 + n_pointers + n_senses]
+        return out
+
+    @cached_property
+    def _synsets(self) -> dict[str, tuple[str, list[str]]]:
+        """offset -> (first lemma, hypernym offsets)."""
+        out: dict[str, tuple[str, list[str]]] = {}
+        for line in self._lines("data.noun"):
+            tokens = line.partition(" | ")[0].split()
+            n_words = int(tokens[3], 16)
+            at = 4 + 2 * n_words
+            pointers = tokens[at + 1 : at + 1 + 4 * int(tokens[at])]
+            parents = [
+                pointers[j + 1] for j in range(0, len(pointers), 4) if pointers[j] in ("@", "@i")
+            ]
+            out[tokens[0]] = (tokens[4].replace("_", " "), parents)
+        return out
+
+    def _lines(self, name: str) -> list[str]:
+        path = self.directory / name
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(
+                f"cannot read WordNet ({exc}); install wordnet-base", path=str(path)
+            ) from exc
+        return [line for line in text.splitlines() if line and not line.startswith("  ")]
+
+    def sense(self, term: str) -> str | None:
+        senses = self._index.get(normalize_name(term).replace(" ", "_"))
+        return senses[0] if senses else None
+
+    def chain(self, term: str) -> list[str]:
+        offset = self.sense(term)
+        out: list[str] = []
+        while offset is not None and len(out) < self.depth:
+            lemma, parents = self._synsets.get(offset, ("", []))
+            if not lemma:
+                break
+            out.append(lemma)
+            offset = parents[0] if parents else None
+        return out
+
+
+class Aligner:
+    """Adds concepts, ``belongTo``/``isA`` chains and ``synonym`` edges to a graph."""
+
+    def __init__(self, schema: Schema, source: ConceptSource) -> None:
+        self.schema = schema
+        self.source = source
+
+    def align(self, graph: TypedGraph) -> TypedGraph:
+        builder = TypedGraphBuilder(self.schema)
+        for node in graph.nodes:
+            builder.add_node(node)
+        for e in graph.edges:
+            builder.add_edge(e.subject, e.predicate, e.object, e.chunk, e.props)
+        builder.issues.extend(graph.issues)
+        classes = {
+            label: builder.add_node(KagNode(label, CONCEPT, self.schema.classes[label].description))
+            for label in self.schema.entity_types
+            if label != OTHERS
+        }
+        self.source.prepare(
+            list(
+                dict.fromkeys(
+                    (n.semantic_type or n.name, n.label)
+                    for n in graph.nodes
+                    if n.label not in (CHUNK, CONCEPT)
+                )
+            )
+        )
+        chains: dict[str, list[str]] = {}
+        by_sense: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, node in enumerate(graph.nodes):
+            if node.label in (CHUNK, CONCEPT):
+                continue
+            term = node.semantic_type or node.name
+            if term not in chains:
+                chains[term] = self.source.chain(term)
+            chain = chains[term]
+            if not chain:
+                continue
+            if not node.semantic_type and normalize_name(chain[0]) == normalize_name(node.name):
+                chain = chain[1:]  # the entity's own name: its concept is the hypernym
+            if not chain:
+                continue
+            concepts = [builder.add_node(KagNode(c, CONCEPT)) for c in chain]
+            builder.add_edge(i, "belongTo", concepts[0])
+            for child, parent in pairwise(concepts):
+                builder.add_edge(child, "isA", parent)
+            if node.label in classes:
+                builder.add_edge(concepts[-1], "isA", classes[node.label])
+            sense = self.source.sense(node.name)
+            if sense is not None:
+                by_sense[(sense, node.label)].append(i)
+        for members in by_sense.values():
+            for other in members[1:]:
+                builder.add_edge(members[0], "synonym", other)
+        return builder.build()
+
+
+class LLMConcepts:
+    """Concept completion by the model (Algorithm A1 step 3): the ``kag.concepts`` task
+    asked for the hypernym chain of each semantic type, in batches; a batch whose reply
+    stays unusable after its repair leaves its types without chains (recorded in
+    :attr:`failures`). Entities without a semantic type are not asked about."""
+
+    def __init__(self, runner: TaskRunner, batch: int = 20) -> None:
+        self.runner = runner
+        self.batch = batch
+        self.transcript = Transcript()
+        self.failures: list[str] = []
+        self._chains: dict[str, list[str]] = {}
+        self._typed: set[str] = set()
+
+    def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
+        asked = [(t, c) for t, c in terms if t and normalize_name(t) not in self._chains]
+        if asked:
+            _run_sync(lambda: self._ask(asked))
+
+    async def _ask(self, terms: Sequence[tuple[str, str]]) -> None:
+        for start in range(0, len(terms), self.batch):
+            part = terms[start : start + self.batch]
+            lines = "\n".join(f"{t} (class {c})" for t, c in part)
+            try:
+                found = await self.runner.run(CONCEPTS, self.transcript, types=lines)
+            except TaskFailed as exc:
+                self.failures.append(str(exc))
+                continue
+            for term, chain in found.items():
+                self._chains[normalize_name(term)] = chain
+
+    def chain(self, term: str) -> list[str]:
+        return self._chains.get(normalize_name(term), [])
+
+    def sense(self, term: str) -> str | None:
+        return None
+
+
+def without_alignment(graph: TypedGraph) -> TypedGraph:
+    """The graph as M_Indexing sees it: no concept nodes' edges, no synonym edges."""
+    edges = [e for e in graph.edges if e.predicate not in ALIGNMENT_PREDICATES]
+    return TypedGraph(graph.nodes, edges, graph.issues)

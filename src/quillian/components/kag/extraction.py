@@ -1,0 +1,178 @@
+"""KAG's extraction with an LLM (spec section 2.2, Algorithm B1): per chunk, typed
+entities with a description and a semantic type (``kag.ner``), triples constrained by
+the entity list (``kag.triples``), and official names (``kag.std``), each a typed task
+with a strict JSON parser, one repair attempt and recorded failures.
+
+Entities come out as :class:`ExtractedEntity` with ``type`` written
+``"<Class>/<semantic type>"`` (the typed graph builder splits it) and the official name
+as an alias. A category outside the schema becomes ``Others`` (recorded); a triple
+naming no entity of the list is dropped (recorded); a chunk whose NER stays unusable
+is indexed without entities, and the failure is kept in :attr:`KAGExtractor.failures`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.llm import _run_sync
+from quillian.components.kag import tasks
+from quillian.components.kag.schema import OTHERS, Schema, default_schema
+from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
+from quillian.errors import ConfigError
+from quillian.types import Chunk, Provenance, Triple, normalize_name
+
+__all__ = ["KAGExtractionIssue", "KAGExtractor"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KAGExtractionIssue:
+    """A problem in one chunk's extraction: which stage, what, and what was done."""
+
+    chunk_id: str
+    stage: str
+    message: str
+    action: str
+
+
+class KAGExtractor:
+    """NER, then triples over the entity list, then official names, per chunk."""
+
+    def __init__(
+        self, runner: TaskRunner, schema: Schema | None = None, *, concurrency: int = 4
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        self.runner = runner
+        self.schema = schema or default_schema()
+        self.concurrency = concurrency
+        self.issues: list[KAGExtractionIssue] = []
+        keys = "+".join(runner.prompt_key(t.prompt) for t in (tasks.NER, tasks.TRIPLES, tasks.STD))
+        self.name = f"kag-llm:{runner.model.model_id}:{self.schema.namespace}:{keys}"
+
+    @property
+    def failures(self) -> list[KAGExtractionIssue]:
+        return [i for i in self.issues if i.action == "failed"]
+
+    def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        if not chunks:
+            return []
+        return _run_sync(lambda: self.aextract(chunks))
+
+    async def aextract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(chunk: Chunk) -> Extraction:
+            async with gate:
+                return await self.extract_one(chunk)
+
+        return list(await asyncio.gather(*(one(c) for c in chunks)))
+
+    def _issue(self, chunk: Chunk, stage: str, message: str, action: str) -> None:
+        self.issues.append(KAGExtractionIssue(chunk.id, stage, message, action))
+        if action == "failed":
+            logger.warning("KAG extraction of %s, %s: %s", chunk.id, stage, message)
+
+    async def extract_one(self, chunk: Chunk) -> Extraction:
+        passage = f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+        transcript = Transcript()
+        try:
+            found = await self.runner.run(
+                tasks.NER, transcript, schema=self.schema.prompt_types(), passage=passage
+            )
+        except TaskFailed as exc:
+            self._issue(chunk, "ner", str(exc), "failed")
+            return Extraction(chunk.id, chunk.doc_id)
+        entities: dict[str, tasks.NerEntity] = {}
+        for ent in found:
+            if self.schema.entity_type(ent.category) == OTHERS and ent.category != OTHERS:
+                self._issue(
+                    chunk,
+                    "ner",
+                    f"{ent.name!r}: category {ent.category!r} is not in the schema; using Others",
+                    "repaired",
+                )
+            entities.setdefault(normalize_name(ent.name), ent)
+        listed = [{"name": e.name, "category": e.category} for e in entities.values()]
+        triples = await self._triples(chunk, transcript, passage, listed, set(entities))
+        official = await self._official(chunk, transcript, passage, listed)
+        return Extraction(
+            chunk.id,
+            chunk.doc_id,
+            tuple(
+                ExtractedEntity(
+                    e.name,
+                    f"{self.schema.entity_type(e.category)}/{e.type}".rstrip("/"),
+                    aliases=tuple(
+                        a for a in [official.get(key, "")] if a and normalize_name(a) != key
+                    ),
+                    description=e.description,
+                    is_topic=key == normalize_name(chunk.title),
+                )
+                for key, e in entities.items()
+            ),
+            tuple(
+                Triple(
+                    s,
+                    p,
+                    o,
+                    f"{s} {p} {o}",
+                    Provenance(chunk.doc_id, chunk.id, 0, len(chunk.text), chunk.text),
+                )
+                for s, p, o in triples
+            ),
+        )
+
+    async def _triples(
+        self,
+        chunk: Chunk,
+        transcript: Transcript,
+        passage: str,
+        listed: list[dict[str, str]],
+        names: set[str],
+    ) -> list[tuple[str, str, str]]:
+        try:
+            triples = await self.runner.run(
+                tasks.TRIPLES,
+                transcript,
+                entities=json.dumps(listed, ensure_ascii=False),
+                passage=passage,
+            )
+        except TaskFailed as exc:
+            self._issue(chunk, "triples", str(exc), "failed")
+            return []
+        kept = []
+        for s, p, o in triples:
+            if normalize_name(s) not in names and normalize_name(o) not in names:
+                self._issue(
+                    chunk,
+                    "triples",
+                    f"({s}, {p}, {o}) names no entity of the entity list",
+                    "rejected",
+                )
+            else:
+                kept.append((s, p, o))
+        return kept
+
+    async def _official(
+        self, chunk: Chunk, transcript: Transcript, passage: str, listed: list[dict[str, str]]
+    ) -> dict[str, str]:
+        if not listed:
+            return {}
+        try:
+            names = await self.runner.run(
+                tasks.STD,
+                transcript,
+                entities=json.dumps(listed, ensure_ascii=False),
+                passage=passage,
+            )
+        except TaskFailed as exc:
+            self._issue(chunk, "std", str(exc), "failed")
+            return {}
+        return {normalize_name(n.name): n.official_name for n in names}

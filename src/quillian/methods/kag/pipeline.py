@@ -1,0 +1,309 @@
+"""KAG's solver (paper section 2.3, Algorithm 1): plan logical forms, execute them over
+the typed graph and the chunks, keep a memory, judge it, rewrite the question and plan
+again (at most ``rounds`` times), then generate the answer.
+
+Presets (the paper's ablations): ``LFS`` answers a step from the graph when it can and
+falls back to chunks; ``LFSH`` runs the graph retrieval but answers every step from
+chunks and facts together (hybrid); ``CR`` skips the planner and the graph: chunk
+retrieval, memory, judge and rewrite only. ``rounds`` is the paper's ``ref_n``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from quillian.components.concurrency import Offload
+from quillian.components.kag import tasks
+from quillian.components.kag.alignment import without_alignment
+from quillian.components.kag.knowledge import KagKnowledge
+from quillian.components.kag.logic_form import Plan
+from quillian.components.kag.schema import Schema, default_schema, load_schema
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
+from quillian.components.retrieval.kag import KAGChunkRetriever
+from quillian.errors import ConfigError
+from quillian.methods.base import PipelineBase, Run
+from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
+from quillian.methods.kag.stages import open_knowledge
+from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
+
+__all__ = ["KAG", "KAGCR", "KAGLFS", "KAGCRConfig", "KAGConfig", "KAGLFSConfig"]
+
+Preset = Literal["LFSH", "LFS", "CR"]
+
+
+@dataclass(frozen=True)
+class KAGConfig:
+    preset: Preset = "LFSH"
+    """LFSH (graph retrieval, hybrid answers), LFS (graph answers first) or CR (chunks
+    only); the paper's best is LFSH."""
+    rounds: int = 3
+    """Planning rounds with reflection (the paper's ref_n; 1 = no reflection)."""
+    k: int = 10
+    """Chunks retrieved per step (the authors' top_k)."""
+    final_k: int = 10
+    """Passages kept after the final rerank, for the answer."""
+    alignment: bool = True
+    """Use the knowledge-alignment edges (K_Alignment); False reads the graph as
+    M_Indexing."""
+    exact_threshold: float = 0.9
+    """Entity-link score the exact (KG_cs) layer needs."""
+    fuzzy_threshold: float = 0.8
+    """Entity-link score the fuzzy (KG_fr) layer needs."""
+    fuzzy_top_k: int = 15
+    """SPO candidates by cosine offered to the model."""
+    schema: str = ""
+    """A schema file (YAML or JSON) whose classes the planner may use; empty: the
+    shipped open-domain schema."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in ("LFSH", "LFS", "CR"):
+            raise ConfigError(f"preset must be LFSH, LFS or CR, got {self.preset!r}")
+        if self.rounds < 1 or self.k < 1 or self.final_k < 1 or self.fuzzy_top_k < 1:
+            raise ConfigError("rounds, k, final_k and fuzzy_top_k must be at least 1")
+        if not 0 < self.fuzzy_threshold <= self.exact_threshold <= 1:
+            raise ConfigError("need 0 < fuzzy_threshold <= exact_threshold <= 1")
+
+
+class KAG(PipelineBase):
+    """The logical-form solver with reflection."""
+
+    name = "kag"
+    config_class = KAGConfig
+    config: KAGConfig
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        retriever: Retriever | None = None,
+        config: Any = None,
+        *,
+        offload: Offload | None = None,
+        knowledge: KagKnowledge | None = None,
+        schema: Schema | None = None,
+    ) -> None:
+        super().__init__(runner, retriever, config, offload=offload)
+        base = self.retriever
+        self.chunks = (
+            base
+            if isinstance(base, KAGChunkRetriever)
+            else KAGChunkRetriever(
+                getattr(base, "context")  # noqa: B009 - every index retriever has one
+            )
+        )
+        self.schema = schema or (
+            load_schema(self.config.schema) if self.config.schema else default_schema()
+        )
+        self._knowledge = knowledge
+        self._given_aligned = knowledge is not None
+
+    @property
+    def knowledge(self) -> KagKnowledge:
+        """The index's KAG graph (with its alignment unless ``alignment`` is off), or
+        the one given to the constructor."""
+        if self._knowledge is None:
+            ctx = self.chunks.context
+            self._knowledge = open_knowledge(ctx, self.schema, alignment=self.config.alignment)
+        elif not self.config.alignment and self._given_aligned:
+            kn = self._knowledge
+            self._knowledge = KagKnowledge(
+                without_alignment(kn.graph),
+                kn.schema,
+                kn.embedder,
+                chunk_text=kn.chunk_text_of,
+                name_vectors=kn.name_vectors,
+                desc_vectors=kn.desc_vectors,
+            )
+            self._given_aligned = False
+        return self._knowledge
+
+    async def _answer(self, run: Run) -> str:
+        cfg = self.config
+        memory: list[str] = []
+        solved: list[str] = []
+        sub_questions: list[str] = []
+        ranked: list[ScoredPassage] = []
+        present = run.question
+        knowledge = self.knowledge if cfg.preset != "CR" else None
+        for round_ in range(1, cfg.rounds + 1):
+            frame = Frame()
+            if knowledge is None:
+                frame.passages = await self._retrieve(run, present, cfg.k, None)
+                frame.all_exact = False
+            else:
+                await self._plan_and_execute(run, round_, present, frame, knowledge)
+            sub_questions += [q for q, _ in frame.history]
+            ranked = self._merge(ranked, frame.passages)
+            if frame.solved and frame.all_exact and frame.history:
+                solved = frame.solved
+                run.steps.append(
+                    KAGReflection(round_, "[Solved Answer] " + ", ".join(solved), True)
+                )
+                break
+            supporting = frame.history_text()
+            passages = self._rerank([run.question, *sub_questions], ranked)[: cfg.final_k]
+            if passages:
+                supporting += "\nPassages:\n" + _format(passages)
+            if supporting.strip():
+                note = await self.runner.run(
+                    tasks.MEMORY,
+                    run.transcript,
+                    instruction=run.question,
+                    supporting_fact=supporting.strip(),
+                )
+                if note:
+                    memory.append(note)
+            text = _memory_text(memory)
+            can = bool(memory) and await self.runner.run(
+                tasks.JUDGE, run.transcript, memory=text, instruction=run.question
+            )
+            next_query = ""
+            if not can and round_ < cfg.rounds:
+                next_query = await self.runner.run(
+                    tasks.REWRITE,
+                    run.transcript,
+                    memory=text or "(empty)",
+                    instruction=run.question,
+                )
+                present = next_query or present
+            run.steps.append(KAGReflection(round_, text, bool(can), next_query))
+            if can:
+                break
+        final = self._rerank([run.question, *sub_questions], ranked)[: cfg.final_k]
+        run.evidence.passages = final + [p for p in run.evidence.passages if p not in final]
+        if solved:
+            return ", ".join(solved)
+        content = "Docs:\n" + _format(final) + "\n\nStep by Step Analysis:\n" + _memory_text(memory)
+        answer = await self.runner.run(
+            tasks.ANSWER, run.transcript, content=content, question=run.question
+        )
+        return "" if tasks.is_unknown(answer.answer) else answer.answer
+
+    async def _plan_and_execute(
+        self, run: Run, round_: int, present: str, frame: Frame, knowledge: KagKnowledge
+    ) -> None:
+        cfg = self.config
+        plan: Plan = await self.runner.run(
+            tasks.PLAN, run.transcript, schema=self.schema.prompt_types(), question=present
+        )
+        run.steps.append(
+            KAGPlan(
+                round_,
+                present,
+                tuple((s.question, s.text) for s in plan.steps),
+                plan.error_text(),
+            )
+        )
+        settings = SolverSettings(
+            force_chunk=cfg.preset == "LFSH",
+            exact_threshold=cfg.exact_threshold,
+            fuzzy_threshold=cfg.fuzzy_threshold,
+            fuzzy_top_k=cfg.fuzzy_top_k,
+            chunk_k=cfg.k,
+        )
+
+        async def retrieve(query: str, k: int, seeds: list[Seed]) -> list[ScoredPassage]:
+            return await self._retrieve(run, query, k, seeds)
+
+        executor = StepExecutor(
+            knowledge, self.chunks, retrieve, self.runner, run.transcript, settings
+        )
+        for step in plan.steps:
+            outcome = await executor.run(step, frame)
+            run.steps.append(
+                KAGStep(
+                    round_,
+                    step.index,
+                    step.question,
+                    step.text,
+                    outcome.executor,
+                    outcome.layer,
+                    outcome.bound,
+                    outcome.answer,
+                    outcome.graph_hit,
+                    outcome.error,
+                    outcome.note,
+                )
+            )
+        if any(s.error for s in plan.steps) or not plan.steps:
+            frame.all_exact = False
+
+    async def _retrieve(
+        self, run: Run, query: str, k: int, seeds: list[Seed] | None
+    ) -> list[ScoredPassage]:
+        """Chunks for ``query``: seeded with ``seeds`` plus the query's own links, or
+        linked from the query alone (``None``)."""
+        chunks = self.chunks
+
+        def search() -> Any:
+            q = chunks.context.embed_query(query)
+            found = chunks.link(query, q)
+            extra = [s for s in found if s.entity not in {x.entity for x in seeds or []}]
+            return chunks.retrieve_seeded(query, k, [*(seeds or []), *extra], q)
+
+        result = await self.offload(search)
+        run.evidence.add_passages(result.passages)
+        run.steps.append(
+            Retrieval(query, result.method, tuple(p.chunk_id for p in result.passages))
+        )
+        return list(result.passages)
+
+    @staticmethod
+    def _merge(ranked: list[ScoredPassage], more: list[ScoredPassage]) -> list[ScoredPassage]:
+        seen = {p.chunk for p in ranked}
+        out = list(ranked)
+        for p in more:
+            if p.chunk not in seen:
+                seen.add(p.chunk)
+                out.append(p)
+        return out
+
+    def _rerank(self, queries: list[str], passages: list[ScoredPassage]) -> list[ScoredPassage]:
+        """Spec 4.5 step 7: ``1/(1 + fused rank) + sum over queries of 1/(1 + rank by
+        cosine)``."""
+        if not passages:
+            return []
+        ctx = self.chunks.context
+        score = {p.chunk: 1.0 / (1 + i) for i, p in enumerate(passages)}
+        ids = [p.chunk for p in passages]
+        for q in dict.fromkeys(queries):
+            sims = ctx.chunk_similarity(ctx.embed_query(q), ids)
+            order = sorted(range(len(ids)), key=lambda i: -float(sims[i]))
+            for rank, i in enumerate(order):
+                score[ids[i]] += 1.0 / (1 + rank)
+        return sorted(passages, key=lambda p: -score[p.chunk])
+
+
+@dataclass(frozen=True)
+class KAGLFSConfig(KAGConfig):
+    preset: Preset = "LFS"
+    """LFS: answer from the graph first, chunks only when it has no answer."""
+
+
+@dataclass(frozen=True)
+class KAGCRConfig(KAGConfig):
+    preset: Preset = "CR"
+    """CR: the chunk retriever only, with the memory, judge and rewrite loop."""
+
+
+class KAGLFS(KAG):
+    """KAG with the LFS preset by default (for side-by-side benchmarks)."""
+
+    name = "kag-lfs"
+    config_class = KAGLFSConfig
+
+
+class KAGCR(KAG):
+    """KAG with the CR preset by default (for side-by-side benchmarks)."""
+
+    name = "kag-cr"
+    config_class = KAGCRConfig
+
+
+def _format(passages: list[ScoredPassage]) -> str:
+    return "\n".join(f"Title:{p.title}\n{p.text}" for p in passages) or "(none)"
+
+
+def _memory_text(memory: list[str]) -> str:
+    return "\n".join(f"[Evidence {i}] {m}" for i, m in enumerate(memory, 1))

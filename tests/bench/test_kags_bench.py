@@ -1,0 +1,53 @@
+"""The KAGS benchmark's sentence scoring: gold sentences from HotpotQA's context, and
+kept source sentences matched to them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from quillian.bench.kags import gold_sentences, match_sentences
+
+
+def test_gold_sentences_come_from_the_questions_context(tmp_path: Path) -> None:
+    record = {
+        "question": "q",
+        "supporting_facts": [["Alpha", 1], ["Beta", 0], ["Beta", 7]],  # 7: out of range
+        "context": [["Alpha", ["First.", " Second  one."]], ["Beta", ["Only."]]],
+    }
+    path = tmp_path / "questions.json"
+    path.write_text(json.dumps([record]))
+    assert gold_sentences(path) == [[("alpha", "second one."), ("beta", "only.")]]
+
+
+def test_kept_sentences_match_gold_ones_of_the_same_passage_either_way() -> None:
+    gold = [("alpha", "second one."), ("beta", "only.")]
+    kept = [
+        ("alpha", "first. second one."),  # our splitter joined two gold-side sentences
+        ("beta", "something else."),
+        ("gamma", "only."),  # same words, another passage
+    ]
+    assert match_sentences(kept, gold) == (1, 1)
+    assert match_sentences([], gold) == (0, 0)
+    assert match_sentences([("beta", "only.")], gold) == (1, 1)
+
+
+def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
+    from quillian.bench.report import _kags_section
+
+    figures = {"sentence_precision": 0.1, "sentence_recall": 0.4, "sentences": 20.0}
+    run = {
+        "dense": {"R@2": 0.6, "R@5": 0.8, "p50_ms": 0.1},
+        "kags": {"R@2": 0.3, "R@5": 0.4, "p50_ms": 30.0},
+        "kags_sentences": figures,
+        "_run": {"index": {"kags_triples": 12}},
+        "_command": "python -m quillian.bench.kags --dataset hotpotqa",
+    }
+    text = "\n".join(_kags_section({"hotpotqa": run}))
+    assert "| dense MiniLM top-k | 0.6 | 0.8 | 0.1 |" in text
+    assert (
+        "| KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM) | 0.3 | 0.4 | 30 |" in text
+    )
+    assert "| with the metadata filter (tau 0.5) | 0.1 | 0.4 |  |  | 20.0 |" in text
+    assert "KAGS triples stored: 12" in text and "--dataset hotpotqa" in text
+    assert _kags_section({}) == []

@@ -1,0 +1,49 @@
+"""The benchmark page's Know3-RAG parts: turn shares, --verify, calibration, scoring."""
+
+from quillian.bench.report import _know3_section, _turns_and_verification
+
+
+def test_turn_shares_and_verification_rows():
+    methods = {
+        "know3-rag": {
+            "answered_at_turn": {"0": 0.25, "1": 0.75},
+            "verification": {
+                "verified": {"questions": 1, "em": 0.0, "f1": 0.5, "accuracy": 0.0},
+                "not_verified": {"questions": 3, "em": 0.0, "f1": 0.0, "accuracy": 0.0},
+                "unscorable": 2,
+            },
+        },
+        "no-retrieval": {},
+    }
+    lines = _turns_and_verification(methods)
+    assert "know3-rag: answers output at each turn: t=0: 25%, t=1: 75%." in lines
+    assert "| know3-rag | 1 | 0.500 | 0.000 | 3 | 0.000 | 0.000 | 2 |" in lines
+    assert _turns_and_verification({"no-retrieval": {}}) == []
+
+
+def test_calibration_and_scoring_sections():
+    kg = {
+        "know3_calibration": {
+            "questions": 4,
+            "target_share_at_turn_0": 0.3,
+            "unscorable_at_turn_0": 2,
+            "chosen": {
+                "theta0": 0.3277,
+                "thresholds": [11.28, 14.18],
+                "answered_at_turn": {"0": 0.25, "1": 0.75},
+            },
+            "_command": "quillian know3 calibrate ...",
+        },
+        "kge_scoring": {
+            "entities": 4300000,
+            "dim": 128,
+            "queries": 30,
+            "score_sp_ms": {"p50": 75.0, "p95": 80.0},
+            "matrix_vector_ms": {"p50": 74.0, "p95": 79.0},
+            "ratio_p50": 1.01,
+        },
+    }
+    text = "\n".join(_know3_section(kg))
+    assert "chosen θ0 = 0.3277" in text and "t=0: 25%, t=1: 75%" in text
+    assert "4,300,000 entities" in text and "ratio 1.01" in text
+    assert _know3_section({}) == []

@@ -1,0 +1,222 @@
+# Logical forms are quoted verbatim from the spec: long lines stay.
+# ruff: noqa: E501
+"""Every logical form the KAG spec quotes (sections 4.3 and 4.7, T1 to T9) either parses
+to the expected form or fails with a clear error; plans pair steps with actions and
+check alias binding."""
+
+from __future__ import annotations
+
+import pytest
+
+from quillian.components.kag.logic_form import (
+    DeduceLF,
+    LogicFormError,
+    MathLF,
+    OutputLF,
+    RetrievalLF,
+    SortLF,
+    parse_logic_form,
+    parse_plan,
+    parse_plan_strict,
+)
+from quillian.components.llm.structured import ParseError
+
+PARSES = [
+    # section 4.3, v0.5/v0.6 English cases
+    (
+        "get_spo(s=s1:Player[Cristiano Ronaldo],p=p1:PlayedForIn2011Year,o=o1:SportsTeam)",
+        RetrievalLF,
+    ),
+    ("get_spo(s=o1,p=p2:FoundationYear,o=o2:Year)", RetrievalLF),
+    ("sort(set=o1, orderby=o2, direction=max, limit=1)", SortLF),
+    ("get_spo(s=s1:HistoricalSite[Pocahontas Mounds], p=p1:LocatedIn, o=o1:State)", RetrievalLF),
+    ("get_spo(s=o1, p=p2:YearOfBecamingPartofTheUnitedStates, o=o2:Date)", RetrievalLF),
+    ("compare(set=[o3,o4], op=max)", SortLF),
+    ("get_spo(s=s1:公众人物[吴京], p=p1, o=o1)", RetrievalLF),
+    ("get(s1)", OutputLF),
+    ("sum(30,6)->sum1", MathLF),
+    ("sum(2024,-o3)->sum4", MathLF),
+    ("sum(sum1,sum4)->sum5", MathLF),
+    ("get(sum5)", OutputLF),
+    ("count_alias=count(alias)", MathLF),  # the zh prompt's form, unreadable by v0.5
+    # section 4.3, v0.7+ cases
+    (
+        "Retrieval(s=s1:Player[`Cristiano Ronaldo`],p=p1:PlayedForIn2011Year,o=o1:SportsTeam)",
+        RetrievalLF,
+    ),
+    ("Retrieval(s=o1,p=p2:FoundationYear,o=o2:Year)", RetrievalLF),
+    ("Math(content=[`o2`], target=`Which team was founded last?`)->math3", MathLF),
+    (
+        "Deduce(op=entailment,content=[`John is Mike's father`, `James is John's father`],"
+        "target=`What is the relationship between James and Mike?`)->res",
+        DeduceLF,
+    ),
+    ("output(res)", OutputLF),
+    (
+        "Retrieval(s=s1:Journal[`Journal of Psychotherapy Integration`],p=p1:Publish,o=o1:Association)",
+        RetrievalLF,
+    ),
+    ("Retrieval(s=o1,p=p2:FirstPresident,o=o2:Person)", RetrievalLF),
+    ("Math(content=[`o1`,`o2`], target=`Which was released first?`)->math5", MathLF),
+    # T1 (Table 13)
+    ("Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)", RetrievalLF),
+    ("Retrieval(s=o1,p=p2:brithPlace,o=o2:Place)", RetrievalLF),
+    ("Retrieval(s=o2,p=p3:plagueOccurrence,o=o3:Plague)", RetrievalLF),
+    ("Count(o3)->nums", MathLF),
+    ("Retrieval(s=s1:City[Venice],p=p3:plagueOccurrencesInMid14thCentury,o=o1:Times)", RetrievalLF),
+    # T2
+    (
+        "Retrieval(s=s1:Player[Cristiano Ronaldo], p=p1:playedFor, o=o1:SportsTeam, p.PlayedForInYear=2011)",
+        RetrievalLF,
+    ),
+    ("Retrieval(s=o1, p=p2:foundationYear, o=o2:Year)", RetrievalLF),
+    ("Sort(set=o1, orderby=o2, direction=max, limit=1)", SortLF),
+    # T3
+    ("math1 = Math(30+6)", MathLF),
+    ("Retrieval(s=s2:Company[Tesla], p=p2:founder, o=o2)", RetrievalLF),
+    ("Retrieval(s=o2, p=p3:yearOfBirth, o=o3)", RetrievalLF),
+    ("math4 = Math(2027-o3)", MathLF),
+    ("math5 = Math(math1+math4)", MathLF),
+    # T4, T5
+    ("Retrieval(s=s1:Image, p=p2:contains, o=o1:Vegetables)", RetrievalLF),
+    ("Retrieval(s=s2:Image, p=p2:contains, o=o2:Fruits)", RetrievalLF),
+    ("Output(s1, s2)", OutputLF),
+    ("Retrieval(s=s1, p=p2:contains, o=o2:Fruits)", RetrievalLF),
+    ("Output(s1)", OutputLF),
+    # T6, T7
+    ("Retrieval(s=s1:Event[apply for a passport], p=p1:support_chunks, o=o1:Chunk)", RetrievalLF),
+    ("Deduce(left=o1, right=the original identity card, op=entailment)", DeduceLF),
+    (
+        "Retrieval(s=s1:Event[applying for a disability certificate], p=p1:support_chunks, "
+        "o=o1:Chunk, s.location=West Lake, Hangzhou)",
+        RetrievalLF,
+    ),
+    # a subject written without its "s=" (small models do this)
+    ("Retrieval(s1:County[Johnnycake], p=p1:locatedIn, o=o1:County)", RetrievalLF),
+    # full-width punctuation
+    ("Retrieval（s=s1:Person[Ada]，p=p1:bornIn，o=o1:Place）", RetrievalLF),
+]
+
+FAILS = [
+    (
+        "Journal(s=s1:Player[Psychotherapy Integration],p=p1:Publish,o=o1:Association)",
+        "unknown operator 'Journal'",
+    ),
+    ("Math(content[`o3`,`o4`], target=`Which one happened later?`)->math5", "missing '='"),
+    ("Retrieval(s=s1:Person[Ada], p=p1:bornIn)", "missing o"),
+    ("Retrieval(s=s1:Person[Ada], s=s2, p=p1, o=o1)", "s is given twice"),
+    ("Retrieval(s=s1:Person[Ada], p=p1, o=o1, colour=red)", "unexpected argument 'colour=red'"),
+    ("Retrieval(s=o1, p=p1, o=o1)", "both the subject and the object"),
+    ("Deduce(op=guess, content=[`a`], target=`b`)", "unknown op 'guess'"),
+    ("Deduce(content=[`a`], target=`b`)", "needs op="),
+    ("Sort(set=o1, direction=sideways)", "direction must be min or max"),
+    ("filter(left_expr=a, right_expr=b, op=equal)", "not supported"),
+    ("Output()", "at least one alias"),
+    ("just some words", "not a logical form"),
+    ("Retrieval(s=s1:Person[Ada, p=p1, o=o1)", "missing p, o"),
+    ("x = Math(1)->y", "two output aliases"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), PARSES)
+def test_quoted_logical_forms_parse(text: str, kind: type) -> None:
+    assert isinstance(parse_logic_form(text), kind)
+
+
+@pytest.mark.parametrize(("text", "message"), FAILS)
+def test_broken_logical_forms_fail_clearly(text: str, message: str) -> None:
+    with pytest.raises(LogicFormError) as err:
+        parse_logic_form(text)
+    assert message in str(err.value)
+
+
+def test_retrieval_fields() -> None:
+    form = parse_logic_form(
+        "Retrieval(s=s1:`Work|Song`[`Concerto, in C`], p=p1:composer, o=o1:Person, "
+        "p.year>=1700, s.location=`West Lake, Hangzhou`)"
+    )
+    assert isinstance(form, RetrievalLF)
+    assert form.s.types == ("Work|Song",) and form.s.name == "Concerto, in C"
+    assert [(c.target, c.prop, c.op, c.value) for c in form.constraints] == [
+        ("p", "year", ">=", "1700"),
+        ("s", "location", "=", "West Lake, Hangzhou"),
+    ]
+    t7 = parse_logic_form(
+        "Retrieval(s=s1:Event[x], p=p1:support_chunks, o=o1:Chunk, s.location=West Lake, Hangzhou)"
+    )
+    assert isinstance(t7, RetrievalLF) and t7.constraints[0].value == "West Lake, Hangzhou"
+
+
+def test_math_and_deduce_fields() -> None:
+    count = parse_logic_form("Count(o3)->nums")
+    assert isinstance(count, MathLF) and (count.expression, count.output) == ("count(o3)", "nums")
+    v07 = parse_logic_form("Math(content=[`o1`,`o2`], target=`Which first?`)->math5")
+    assert isinstance(v07, MathLF) and v07.content == ("o1", "o2") and v07.target == "Which first?"
+    deduce = parse_logic_form("Deduce(left=o1, right=the original identity card, op=entailment)")
+    assert isinstance(deduce, DeduceLF)
+    assert (deduce.left, deduce.right, deduce.ops) == (
+        "o1",
+        "the original identity card",
+        ("entailment",),
+    )
+
+
+def test_plan_dialects_thoughts_and_one_line_steps() -> None:
+    text = (
+        "First find the composer, then the birthplace.\n"
+        "```\nStep1：Who is the composer? Action1：Retrieval(s=s1:Work[C Major Op 3 6],"
+        "p=p1:composer,o=o1:Person)\n"
+        "Step2: Where was he born?\nAction2: get_spo(s=o1, p=p2:birthPlace, o=o2:Place)\n"
+        "Step3: Output\nAction3: get(o2)\n```"
+    )
+    plan = parse_plan(text)
+    assert plan.ok
+    assert [s.question for s in plan.steps] == [
+        "Who is the composer?",
+        "Where was he born?",
+        "Output",
+    ]
+    assert [type(s.form) for s in plan.steps] == [RetrievalLF, RetrievalLF, OutputLF]
+
+
+def test_plan_errors_are_recorded_per_step_and_strict_raises() -> None:
+    text = (
+        "Step1: a\nAction1: Journal(s=s1:X[y], p=p1, o=o1)\n"
+        "Step2: b\nAction2: math2 = Math(math2 + 1)\n"
+        "Step3: c\nAction3: Output(o9)\n"
+        "Step4: d\nAction4: x = Math(y + 1)\nStep5: e\nAction5: y = Math(2)\n"
+        "Step6: dangling"
+    )
+    plan = parse_plan(text)
+    errors = [s.error for s in plan.steps]
+    assert "unknown operator 'Journal'" in errors[0]
+    assert "a cycle" in errors[1]
+    assert "not bound by any earlier step" in errors[2]
+    assert "read before step 5 binds it" in errors[3]
+    assert errors[4] == ""
+    assert plan.errors == ("Step 'dangling' has no Action",)
+    with pytest.raises(ParseError) as err:
+        parse_plan_strict(text)
+    assert "Journal" in str(err.value) and err.value.raw == text
+
+
+def test_plan_without_actions() -> None:
+    plan = parse_plan("I think the answer is 42.")
+    assert not plan.ok and plan.errors == ("no ActionN: lines found",)
+
+
+def test_reused_alias_across_steps_is_tolerated() -> None:
+    plan = parse_plan(
+        "Step1: veg\nAction1: Retrieval(s=s1:Image, p=p2:contains, o=o1:Vegetables)\n"
+        "Step2: fruit\nAction2: Retrieval(s=s2:Image, p=p2:contains, o=o2:Fruits)\n"
+        "Step3: out\nAction3: Output(s1, s2)"
+    )
+    assert plan.ok
+
+
+def test_math_inputs_exclude_function_names() -> None:
+    plan = parse_plan(
+        "Step1: a\nAction1: Retrieval(s=s1:X[y], p=p1:r, o=o3)\n"
+        "Step2: count\nAction2: Count(o3)->nums\nStep3: sum\nAction3: total = Math(sum(o3) + nums)"
+    )
+    assert plan.ok, plan.error_text()

@@ -1,0 +1,452 @@
+# Logical forms and corpora are test data: long lines stay.
+# ruff: noqa: E501
+"""KAG's solver on the spec's worked examples (section 4.7, T1 to T9) with a scripted
+model over small typed graphs built in the test: each checks the parsed plan, the
+executor path (which layer answered each step) and the final answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from quillian.components.kag.graph import KagNode, TypedGraphBuilder
+from quillian.components.kag.knowledge import KagKnowledge
+from quillian.components.kag.schema import CHUNK, default_schema
+from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep
+from quillian.testing.kag import build_world, last_user, solver
+
+VIVALDI = {
+    "Concerto in C Major Op 3 6": "Concerto in C Major, Op. 3 No. 6 is a violin concerto.",
+    "Antonio Vivaldi": "Antonio Lucio Vivaldi was a Baroque composer. Born in Venice, he "
+    "became a priest.",
+    "Black Death": "The Black Death struck Venice in the mid-14th century, from 1347 to 1351.",
+    "Plague in Venice": "Plague occurred in Venice 22 times between 1361 and 1528.",
+}
+VIVALDI_GRAPH = {
+    "Concerto in C Major Op 3 6": (
+        [("C Major Op 3 6", "Works"), ("Antonio Vivaldi", "Person")],
+        [("C Major Op 3 6", "composer", "Antonio Vivaldi")],
+    ),
+    "Antonio Vivaldi": (
+        [("Antonio Vivaldi", "Person"), ("Venice", "GeographicLocation")],
+        [("Antonio Vivaldi", "born in", "Venice")],
+    ),
+    "Black Death": ([("Black Death", "Event"), ("Venice", "GeographicLocation")], []),
+    "Plague in Venice": ([("Venice", "GeographicLocation")], []),
+}
+ROUND_1 = """Step1: Who is the composer of Concerto in C Major Op 3 6?
+Action1: Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)
+Step2: What is the birthplace of this composer?
+Action2: Retrieval(s=o1,p=p2:brithPlace,o=o2:Place)
+Step3: How many times did the plague occur in this birthplace?
+Action3: Retrieval(s=o2,p=p3:plagueOccurrence,o=o3:Plague)
+Step4: Count the number of plague occurrences.
+Action4: Count(o3)->nums"""
+ROUND_2 = """Step1: How many times did plague occur in Venice in the mid-14th century?
+Action1: Retrieval(s=s1:City[Venice],p=p3:plagueOccurrencesInMid14thCentury,o=o1:Times)"""
+REWRITTEN = (
+    "What specific records or historical accounts detail the number of plague "
+    "occurrences in Venice during the mid-14th century?"
+)
+
+
+def sub_answers(messages) -> str:  # type: ignore[no-untyped-def]
+    text = last_user(messages).rsplit("Question:", 1)[-1]
+    if "birthplace of this composer" in text:
+        return "Venice"
+    if "Venice in the mid-14th century" in text:
+        return "The plague occurred in Venice 22 times between 1361 and 1528."
+    return "I don't know"
+
+
+@pytest.fixture
+def vivaldi(tmp_path):
+    return build_world(tmp_path, VIVALDI, VIVALDI_GRAPH)
+
+
+def test_t1_two_rounds_with_reflection(vivaldi) -> None:
+    pipeline, model = solver(
+        vivaldi,
+        {
+            "kag.plan": [ROUND_1, ROUND_2],
+            "kag.sub_answer": sub_answers,
+            "kag.memory": [
+                "Venice was hit by the Black Death in the mid-14th century; no count is given.",
+                "Plague occurred in Venice 22 times between 1361 and 1528. [DONE]",
+            ],
+            "kag.judge": ["No, the number of occurrences is missing.", "Yes."],
+            "kag.rewrite": REWRITTEN,
+            "kag.answer": json.dumps({"thought": "the records say 22", "answer": "22 times"}),
+        },
+        preset="LFS",
+    )
+    result = asyncio.run(
+        pipeline.answer(
+            "How many times did the plague occur in the birth place of Concerto in C Major "
+            "Op 3 6's composer?"
+        )
+    )
+    assert result.error == ""
+    assert result.answer == "22 times"
+    plans = [s for s in result.steps if isinstance(s, KAGPlan)]
+    assert [p.round for p in plans] == [1, 2]
+    assert plans[1].query == REWRITTEN  # the rewrite replaced the query
+    assert [len(p.steps) for p in plans] == [4, 1] and not plans[0].error
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.round, s.index, s.layer) for s in steps] == [
+        (1, 1, "graph-exact"),  # exact predicate: no chunks, no model call
+        (1, 2, "chunks"),  # brithPlace matches nothing: chunks answer "Venice"
+        (1, 3, "chunks"),
+        (1, 4, "failed"),  # Count over nothing
+        (2, 1, "chunks"),
+    ]
+    assert steps[0].answer == "Antonio Vivaldi"
+    assert steps[1].answer == "Venice" and "o2=Venice" in steps[1].bound
+    assert steps[2].answer == "I don't know"
+    assert "holds no value" in steps[3].error
+    reflections = [s for s in result.steps if isinstance(s, KAGReflection)]
+    assert [(r.can_answer, r.next_query) for r in reflections] == [
+        (False, REWRITTEN),
+        (True, ""),
+    ]
+    prompts = [c.prompt for c in model.calls]
+    assert prompts.count("kag.rewrite@1") == 1  # the reflector fired exactly once
+    sub_questions = [
+        last_user(c.messages).rsplit("Question:", 1)[-1]
+        for c in model.calls
+        if c.prompt == "kag.sub_answer@1"
+    ]
+    assert not any("composer of Concerto" in q for q in sub_questions)  # step 1: no LLM
+    assert any(p.title == "Plague in Venice" for p in result.evidence.passages)
+
+
+# --- T2 to T8: small typed graphs built by hand ------------------------------------------
+
+SPORT = {
+    "Cristiano Ronaldo": "Cristiano Ronaldo played for Real Madrid and Portugal in 2011.",
+    "Real Madrid": "Real Madrid was founded in 1902.",
+    "Portugal national football team": "The Portugal national team was founded in 1921.",
+}
+
+
+def sport_graph(context) -> KagKnowledge:
+    b = TypedGraphBuilder(default_schema())
+    ronaldo = b.add_node(KagNode("Cristiano Ronaldo", "Person", semantic_type="footballer"))
+    teams = {
+        name: b.add_node(KagNode(name, "Organization", semantic_type="sports team"))
+        for name in ("Real Madrid", "Portugal national football team", "Manchester United")
+    }
+    for team, year in (
+        ("Real Madrid", "2011"),
+        ("Portugal national football team", "2011"),
+        ("Manchester United", "2003"),
+    ):
+        b.add_edge(ronaldo, "playedFor", teams[team], props=(("PlayedForInYear", year),))
+    for team, year in (
+        ("Real Madrid", "1902"),
+        ("Portugal national football team", "1921"),
+        ("Manchester United", "1878"),
+    ):
+        b.add_edge(teams[team], "foundationYear", b.add_node(KagNode(year, "Date")))
+    return KagKnowledge(b.build(), default_schema(), context.embedder)
+
+
+def test_t2_sort_over_a_constrained_set(tmp_path) -> None:
+    context = build_world(tmp_path, SPORT, {})
+    plan = (
+        "Step1: Which teams did Cristiano Ronaldo play for in 2011?\n"
+        "Action1: Retrieval(s=s1:Player[Cristiano Ronaldo], p=p1:playedFor, o=o1:SportsTeam, "
+        "p.PlayedForInYear=2011)\n"
+        "Step2: When was each team founded?\n"
+        "Action2: Retrieval(s=o1, p=p2:foundationYear, o=o2:Year)\n"
+        "Step3: Which team was founded last?\n"
+        "Action3: Sort(set=o1, orderby=o2, direction=max, limit=1)"
+    )
+    pipeline, model = solver(context, {"kag.plan": plan}, sport_graph(context), preset="LFS")
+    result = asyncio.run(
+        pipeline.answer(
+            "Which sports team for which Cristiano Ronaldo played in 2011 was founded last?"
+        )
+    )
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [s.layer for s in steps] == ["graph-exact", "graph-exact", "sort"]
+    assert set(steps[0].answer.split(", ")) == {"Real Madrid", "Portugal national football team"}
+    assert result.answer == "Portugal national football team"
+    assert [c.prompt for c in model.calls] == ["kag.plan@1"]  # answered without another call
+
+
+TESLA = {
+    "Tesla": "Tesla, Inc. was founded by Elon Musk.",
+    "Elon Musk": "Elon Musk was born in 1971.",
+}
+TESLA_GRAPH = {
+    "Tesla": (
+        [("Tesla", "Organization"), ("Elon Musk", "Person")],
+        [("Tesla", "founder", "Elon Musk")],
+    ),
+    "Elon Musk": (
+        [("Elon Musk", "Person"), ("1971", "Date")],
+        [("Elon Musk", "year of birth", "1971")],
+    ),
+}
+
+
+def test_t3_arithmetic_over_retrieved_values(tmp_path) -> None:
+    context = build_world(tmp_path, TESLA, TESLA_GRAPH)
+    plan = (
+        "Step1: What is 30 + 6?\nAction1: math1 = Math(30+6)\n"
+        "Step2: Who founded Tesla?\nAction2: Retrieval(s=s2:Company[Tesla], p=p2:founder, o=o2)\n"
+        "Step3: When was the founder born?\nAction3: Retrieval(s=o2, p=p3:yearOfBirth, o=o3)\n"
+        "Step4: How old is the founder in 2027?\nAction4: math4 = Math(2027-o3)\n"
+        "Step5: What is the sum?\nAction5: math5 = Math(math1+math4)"
+    )
+    pipeline, _ = solver(context, {"kag.plan": plan}, preset="LFS")
+    result = asyncio.run(
+        pipeline.answer("What is the sum of 30 + 6 and the age of the founder of Tesla in 2027?")
+    )
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.executor, s.layer, s.answer) for s in steps] == [
+        ("math", "math", "36"),
+        ("retrieval", "graph-exact", "Elon Musk"),
+        ("retrieval", "graph-exact", "1971"),
+        ("math", "math", "56"),
+        ("math", "math", "92"),
+    ]
+    assert result.answer == "92"
+
+
+IMAGES = {f"img{i}": f"Picture {i}." for i in range(1, 5)}
+IMAGE_GRAPH = {
+    "img1": ([("img1", "image"), ("carrot", "vegetable")], [("img1", "contains", "carrot")]),
+    "img2": ([("img2", "image"), ("apple", "fruit")], [("img2", "contains", "apple")]),
+    "img3": (
+        [("img3", "image"), ("carrot", "vegetable"), ("apple", "fruit")],
+        [("img3", "contains", "carrot"), ("img3", "contains", "apple")],
+    ),
+    "img4": ([("img4", "image"), ("stone", "mineral")], [("img4", "contains", "stone")]),
+}
+
+
+@pytest.mark.parametrize(
+    ("second", "output", "expected"),
+    [
+        (
+            "Retrieval(s=s2:Image, p=p2:contains, o=o2:Fruits)",
+            "Output(s1, s2)",
+            {"img1", "img2", "img3"},
+        ),
+        ("Retrieval(s=s1, p=p2:contains, o=o2:Fruits)", "Output(s1)", {"img3"}),
+    ],
+    ids=["t4-or-union", "t5-and-intersection"],
+)
+def test_t4_t5_set_semantics(tmp_path, second: str, output: str, expected: set[str]) -> None:
+    context = build_world(tmp_path, IMAGES, IMAGE_GRAPH)
+    plan = (
+        "Step1: pictures with vegetables\n"
+        "Action1: Retrieval(s=s1:Image, p=p2:contains, o=o1:Vegetables)\n"
+        f"Step2: pictures with fruits\nAction2: {second}\nStep3: output\nAction3: {output}"
+    )
+    pipeline, _ = solver(context, {"kag.plan": plan}, preset="LFS")
+    result = asyncio.run(pipeline.answer("Find a picture containing vegetables and/or fruits."))
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [s.layer for s in steps] == ["graph-exact", "graph-exact", "output"]
+    assert set(result.answer.split(", ")) == expected
+
+
+PASSPORT = {
+    "Passport application": "To apply for a passport, bring your original identity card "
+    "and a recent photo to the exit-entry office.",
+    "Visa": "Visas are issued by the embassy.",
+}
+PASSPORT_GRAPH = {
+    "Passport application": (
+        [("apply for a passport", "Event"), ("identity card", "ArtificialObject")],
+        [],
+    ),
+    "Visa": ([("visa", "ArtificialObject")], []),
+}
+
+
+def test_t6_chunk_through_the_mutual_index_then_entailment(tmp_path) -> None:
+    context = build_world(tmp_path, PASSPORT, PASSPORT_GRAPH)
+    plan = (
+        "Step1: What does applying for a passport require?\n"
+        "Action1: Retrieval(s=s1:Event[apply for a passport], p=p1:support_chunks, o=o1:Chunk)\n"
+        "Step2: Does it require the original ID card?\n"
+        "Action2: Deduce(left=o1, right=the original identity card, op=entailment)"
+    )
+    pipeline, model = solver(
+        context,
+        {
+            "kag.plan": plan,
+            "kag.deduce": "Yes: the passage requires the original identity card.",
+            "kag.memory": "Applying for a passport needs the original identity card. [DONE]",
+            "kag.judge": "Yes",
+            "kag.answer": json.dumps({"thought": "entailed", "answer": "yes"}),
+        },
+        preset="LFS",
+    )
+    result = asyncio.run(
+        pipeline.answer("Do I need to present the original ID card when applying for a passport?")
+    )
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.executor, s.layer) for s in steps] == [
+        ("retrieval", "graph-exact"),
+        ("deduce", "deduce"),
+    ]
+    assert "original identity card and a recent photo" in steps[0].answer  # the chunk's text
+    deduce = next(c for c in model.calls if c.prompt == "kag.deduce@1")
+    assert "Operation: entailment" in deduce.messages[0].content
+    assert "original identity card and a recent photo" in last_user(deduce.messages)
+    assert "the original identity card" in last_user(deduce.messages)
+    assert result.answer == "yes"
+
+
+def certificate_graph(context) -> KagKnowledge:
+    b = TypedGraphBuilder(default_schema())
+    event = b.add_node(
+        KagNode(
+            "applying for a disability certificate",
+            "Event",
+            props=(("location", "West Lake, Hangzhou"),),
+        )
+    )
+    chunk = b.add_node(KagNode(context.kg.chunk_ids[0], CHUNK))
+    b.add_edge(event, "source", chunk)
+    return KagKnowledge(
+        b.build(),
+        default_schema(),
+        context.embedder,
+        chunk_text=lambda cid: dict(
+            zip(context.kg.chunk_ids, context.chunk_texts, strict=True)
+        ).get(cid, ""),
+    )
+
+
+@pytest.mark.parametrize(
+    ("place", "layer"), [("West Lake, Hangzhou", "graph-exact"), ("Binjiang, Hangzhou", "chunks")]
+)
+def test_t7_constraint_value_with_a_comma(tmp_path, place: str, layer: str) -> None:
+    corpus = {
+        "Disability certificate": "Bring your ID card and a medical report to the West Lake office."
+    }
+    context = build_world(tmp_path, corpus, {})
+    plan = (
+        "Step1: What documents are required?\n"
+        "Action1: Retrieval(s=s1:Event[applying for a disability certificate], "
+        f"p=p1:support_chunks, o=o1:Chunk, s.location={place})"
+    )
+    routes = {
+        "kag.plan": plan,
+        "kag.sub_answer": "I don't know",
+        "kag.memory": "Bring your ID card and a medical report. [DONE]",
+        "kag.judge": "Yes",
+        "kag.answer": json.dumps({"answer": "ID card and medical report"}),
+    }
+    pipeline, _ = solver(context, routes, certificate_graph(context), preset="LFS")
+    result = asyncio.run(
+        pipeline.answer(
+            "What documents are required to apply for a disability certificate at West Lake, Hangzhou?"
+        )
+    )
+    (step,) = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert step.layer == layer
+    if layer == "graph-exact":  # the chunk, reached through the mutual index
+        assert (
+            step.answer.startswith("Bring your ID card")
+            and "o1=Bring your ID card" in step.bound[1]
+        )
+
+
+LEISURE = {
+    "Zhejiang Museum": "The Zhejiang Museum offers tactile tours for blind visitors.",
+    "Li Si": "Li Si had a cataract operation last year.",
+}
+LEISURE_GRAPH = {
+    "Zhejiang Museum": (
+        [("Zhejiang Museum", "museum"), ("blind visitors", "visually impaired person")],
+        [("Zhejiang Museum", "welcomes", "blind visitors")],
+    ),
+    "Li Si": ([("Li Si", "cataract patient")], []),
+}
+LEISURE_CHAINS = {
+    "visually impaired person": ["visually impaired person", "person"],
+    "cataract patient": ["cataract patient", "visually impaired person", "person"],
+    "museum": ["museum", "public place"],
+}
+
+
+@pytest.mark.parametrize("alignment", [True, False])
+def test_t8_alignment_reaches_the_museum_through_isa(tmp_path, alignment: bool) -> None:
+    context = build_world(tmp_path, LEISURE, LEISURE_GRAPH, LEISURE_CHAINS)
+    plan = (
+        "Step1: Which public places welcome cataract patients?\n"
+        "Action1: Retrieval(s=s1:PublicPlace, p=p1:welcomes, o=o1:CataractPatient)\n"
+        "Step2: output\nAction2: Output(s1)"
+    )
+    routes = {
+        "kag.plan": plan,
+        "kag.sub_answer": "I don't know",
+        "kag.memory": "Nothing found. [DONE]",
+        "kag.judge": "No",
+        "kag.rewrite": "Which places welcome visually impaired people?",
+        "kag.output": "I don't know",
+        "kag.answer": json.dumps({"answer": "UNKNOWN"}),
+    }
+    pipeline, _ = solver(context, routes, preset="LFS", rounds=1, alignment=alignment)
+    result = asyncio.run(
+        pipeline.answer("Which public places can cataract patients go for leisure?")
+    )
+    step, _ = [s for s in result.steps if isinstance(s, KAGStep)]
+    if alignment:
+        assert step.layer == "graph-exact" and "s1=Zhejiang Museum" in step.bound
+        assert "broadened 1 isA level" in step.note
+        assert result.answer == "Zhejiang Museum"
+    else:  # M_Indexing: no concept graph, so the graph path cannot fire
+        assert step.layer == "chunks" and result.answer == ""
+
+
+# --- T9 and bad input: recorded, never raised, never executed ---------------------------
+
+
+def test_t9_a_broken_plan_is_retried_once_with_the_error(vivaldi) -> None:
+    bad = "Step1: journal\nAction1: Journal(s=s1:Player[Psychotherapy Integration],p=p1:Publish,o=o1:Association)"
+    good = (
+        "Step1：Who composed it? Action1：Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)\n"
+        "Step2: Output the composer.\nAction2: Output(o1)"
+    )
+    pipeline, model = solver(vivaldi, {"kag.plan": [bad, good]}, preset="LFS")
+    result = asyncio.run(pipeline.answer("Who composed Concerto in C Major Op 3 6?"))
+    plan_calls = [c for c in model.calls if c.prompt == "kag.plan@1"]
+    assert len(plan_calls) == 2
+    assert "unknown operator 'Journal'" in plan_calls[1].messages[-1].content  # the repair
+    assert result.transcript.parse_failures == 1
+    assert result.answer == "Antonio Vivaldi"
+
+
+def test_t9_a_plan_broken_twice_is_recorded_and_not_executed(vivaldi) -> None:
+    bad = (
+        "Step1: a\nAction1: Journal(s=s1:X[y],p=p1:r,o=o1)\n"
+        "Step2: b\nAction2: x = Math(__import__('os').system('echo hacked'))\n"
+        "Step3: c\nAction3: a = Math(b + 1)\nStep4: d\nAction4: b = Math(a + 1)\n"
+        "Step5: e\nAction5: Math(content[`o3`], target=`later?`)"
+    )
+    routes = {
+        "kag.plan": bad,
+        "kag.judge": "No",
+        "kag.rewrite": "again?",
+        "kag.answer": json.dumps({"answer": "UNKNOWN"}),
+    }
+    pipeline, _ = solver(vivaldi, routes, preset="LFS", rounds=1)
+    result = asyncio.run(pipeline.answer("Anything?"))
+    assert result.error == "" and result.answer == ""
+    assert result.transcript.parse_failures == 2
+    (plan,) = [s for s in result.steps if isinstance(s, KAGPlan)]
+    assert "unknown operator 'Journal'" in plan.error
+    errors = [s.error for s in result.steps if isinstance(s, KAGStep)]
+    assert all(s.layer == "failed" for s in result.steps if isinstance(s, KAGStep))
+    assert "call to '__import__' is not allowed" in errors[1] or "not allowed" in errors[1]
+    assert "read before step 4 binds it" in errors[2]
+    assert "missing '='" in errors[4]
