@@ -508,6 +508,57 @@ def _kge_section(kge: dict[str, Any]) -> list[str]:
     ]
 
 
+def _serve_section(serve: dict[str, Any] | None) -> list[str]:
+    """``quillian serve`` under load (saved JSON of ``python -m quillian.server.load``)."""
+    if not serve:
+        return []
+
+    def row(name: str, r: dict[str, Any], ratio: str = "") -> str:
+        return (
+            f"| {name} | {r['clients']} | {r['seconds']} | {r['requests']} | {r['rps']} | "
+            f"{r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} | {r['errors']} | {ratio} |"
+        )
+
+    inside = serve["in_process"]
+    rows = [
+        f"| retrieve `{serve['method']}` in process (Engine.aretrieve, no HTTP) | 1 |  "
+        f"| {inside['requests']} "
+        f"|  | {inside['p50_ms']} | {inside['p95_ms']} | {inside['p99_ms']} |  | 1.0 |"
+    ]
+    rows += [
+        row(f"retrieve `{serve['method']}`", r, str(r["p50_over_in_process"]))
+        for r in serve["retrieve"]
+    ]
+    rows.append(row("answer `sa-rag`, scripted model", serve["answer"]))
+    ingest = serve["during_ingestion"]
+    rows.append(
+        row(
+            f"retrieve `{serve['method']}` while {ingest['passages']} passages are ingested",
+            ingest["retrieval"],
+        )
+    )
+    stages = ", ".join(f"{k} {v}" for k, v in ingest["job_stage_seconds"].items())
+    command = serve.get("_command", "python -m quillian.server.load")
+    return [
+        "",
+        "## Serving: `quillian serve` under load",
+        "",
+        f"`{command}`: a copy of {serve['index']} served on loopback by a "
+        "`quillian serve` subprocess; the clients (httpx, asyncio) run on the same "
+        f"{serve['cpus']} cores. Load average {serve['load_average_at_start']} at the start, "
+        f"{serve['load_average_at_end']} at the end (other work shared the machine). "
+        "Latencies in ms; the last column is the p50 over the in-process p50.",
+        "",
+        "| workload | clients | s | requests | req/s | p50 | p95 | p99 | errors "
+        "| p50 / in-process |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"The upload of {ingest['passages']} passages was job `{ingest['job_state']}` after "
+        f"{ingest['job_seconds']} s ({stages}); queries were answered throughout.",
+    ]
+
+
 #: Beside any QA run with KAGS: what the paper reports, and why it is not comparable.
 KAGS_PAPER = (
     "The KAGS paper reports answer relevance 0.4701, token containment 28.29% and fuzzy "
@@ -581,6 +632,7 @@ def render(
     llm_local: dict[str, Any] | None = None,
     kg: dict[str, Any] | None = None,
     kags: dict[str, Any] | None = None,
+    serve: dict[str, Any] | None = None,
 ) -> str:
     parts = [
         "# Benchmarks",
@@ -630,6 +682,7 @@ def render(
     parts += _kg_sections(kg or {})
     parts += _kge_section((kg or {}).get("kge", {}))
     parts += _know3_section(kg or {})
+    parts += _serve_section(serve)
     parts += ["", NOTES.strip(), "", "## Commands", ""]
     parts += [f"- {name}: `{r['_command']}`" for name, r in results.items()]
     return "\n".join(parts) + "\n"
@@ -676,6 +729,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="JSON",
         help="JSON from quillian.bench.kge (repeatable, one per data set); a FILE.cmd "
         "beside it holds the command",
+    )
+    parser.add_argument(
+        "--serve-load",
+        type=Path,
+        metavar="JSON",
+        help="JSON from python -m quillian.server.load; a FILE.cmd beside it holds the command",
     )
     parser.add_argument(
         "--know3-calibration",
@@ -732,10 +791,13 @@ def main(argv: list[str] | None = None) -> None:
         path = getattr(args, f"kg_{name}")
         if path:
             kg[name] = _with_command(path)
+    serve = previous.get("serve")
+    if args.serve_load:
+        serve = _with_command(args.serve_load)
     kags = dict(previous.get("kags", {}))
     for path in args.kags or ():
         kags[path.stem] = _with_command(path)
-    args.out.write_text(render(results, scale, qa, llm_local, kg, kags), encoding="utf-8")
+    args.out.write_text(render(results, scale, qa, llm_local, kg, kags, serve), encoding="utf-8")
     saved.write_text(
         json.dumps(
             {
@@ -745,6 +807,7 @@ def main(argv: list[str] | None = None) -> None:
                 "llm_local": llm_local,
                 "kg": kg,
                 "kags": kags,
+                "serve": serve,
             },
             indent=1,
         )

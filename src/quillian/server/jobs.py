@@ -105,7 +105,10 @@ class JobRunner:
     def _submit(self, job: Job, documents: list[Document]) -> Job:
         self.store.create(job, documents)
         self._live[job.id] = job
-        self._queue.put_nowait(job.id)
+        if self._loop is not None:  # callers may be on a worker thread
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, job.id)
+        else:
+            self._queue.put_nowait(job.id)
         return replace(job)
 
     def get(self, job_id: str) -> Job | None:
@@ -173,6 +176,8 @@ class JobRunner:
 
     def _run(self, job: Job) -> None:
         """Run ``job`` (on a worker thread)."""
+        if job.state.finished:  # cancelled while it was being taken up
+            return
         if job.state == JobState.CANCELLING:  # a restart found it stopping
             self._wind_up_cancel(job)
             return

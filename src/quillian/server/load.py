@@ -98,18 +98,23 @@ async def load(
 
 
 def in_process(index: Path, questions: list[str], method: str, n: int) -> dict[str, Any]:
-    """The same retrievals with no HTTP: the engine, one after another, ``n`` of them
-    cycling through the questions after one warm pass over them (as the HTTP clients
-    cycle through them)."""
-    engine = Engine.open(index)
-    try:
+    """The same retrievals with no HTTP: ``Engine.aretrieve`` (the server's call), one
+    after another, ``n`` of them cycling through the questions after one warm pass over
+    them (as the HTTP clients cycle through them)."""
+
+    async def measure(engine: Engine) -> list[float]:
         for question in questions:  # open the index, load the embedder, warm the caches
-            engine.retrieve(question, method, 8)
+            await engine.aretrieve(question, method, 8)
         latencies = []
         for i in range(n):
             start = time.perf_counter()
-            engine.retrieve(questions[i % len(questions)], method, 8)
+            await engine.aretrieve(questions[i % len(questions)], method, 8)
             latencies.append(time.perf_counter() - start)
+        return latencies
+
+    engine = Engine.open(index)
+    try:
+        latencies = asyncio.run(measure(engine))
     finally:
         engine.close()
     return {"requests": len(latencies), **percentiles(latencies)}
@@ -133,17 +138,20 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "method": args.method,
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "in_process": in_process(index, questions, args.method, args.in_process),
+        "in_process": await asyncio.to_thread(
+            in_process, index, questions, args.method, args.in_process
+        ),
     }
     port = free_port()
     command = [sys.executable, "-m", "quillian.cli.main", "serve", f"load={index}",
                "--llm", f"scripted:{routes}", "--port", str(port)]  # fmt: skip
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = (workdir / "server.log").open("wb")  # the access log too: a pipe would fill up
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
-            await _wait_up(client, server)
+            await _wait_up(client, server, workdir / "server.log")
 
             def retrieve(i: int) -> tuple[str, dict[str, Any]]:
                 q = questions[i % len(questions)]
@@ -167,6 +175,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     p50 = report["in_process"]["p50_ms"] or 1.0
     for row in report["retrieve"]:
@@ -174,11 +183,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return report
 
 
-async def _wait_up(client: httpx.AsyncClient, server: subprocess.Popen[bytes]) -> None:
+async def _wait_up(client: httpx.AsyncClient, server: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            why = server.stderr.read().decode(errors="replace") if server.stderr else ""
+            why = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"quillian serve exited: {why}")
         try:
             if (await client.get("/healthz")).status_code == 200:
