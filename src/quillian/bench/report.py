@@ -633,6 +633,7 @@ def render(
     kg: dict[str, Any] | None = None,
     kags: dict[str, Any] | None = None,
     serve: dict[str, Any] | None = None,
+    sections: dict[str, str] | None = None,
 ) -> str:
     parts = [
         "# Benchmarks",
@@ -679,6 +680,8 @@ def render(
         ]
     parts += _kags_section(kags or {})
     parts += _qa_sections(qa or {}, llm_local)
+    for text in (sections or {}).values():
+        parts += ["", text.strip()]
     parts += _kg_sections(kg or {})
     parts += _kge_section((kg or {}).get("kge", {}))
     parts += _know3_section(kg or {})
@@ -748,6 +751,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="JSON",
         help="JSON from python -m quillian.bench.kge --scoring N; a FILE.cmd beside it",
     )
+    parser.add_argument(
+        "--section",
+        type=Path,
+        action="append",
+        metavar="MD",
+        help="a written section (markdown starting with its '## ' title, its figures and "
+        "the commands that produced them), kept verbatim; replaces one of the same title",
+    )
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
     previous = json.loads(saved.read_text()) if saved.exists() else {}
@@ -797,7 +808,15 @@ def main(argv: list[str] | None = None) -> None:
     kags = dict(previous.get("kags", {}))
     for path in args.kags or ():
         kags[path.stem] = _with_command(path)
-    args.out.write_text(render(results, scale, qa, llm_local, kg, kags, serve), encoding="utf-8")
+    sections = dict(previous.get("sections", {}))
+    for path in args.section or ():
+        text = path.read_text(encoding="utf-8").strip()
+        if not text.startswith("## "):
+            parser.error(f"{path}: a section starts with its '## ' title")
+        sections[text.splitlines()[0][3:].strip()] = text
+    args.out.write_text(
+        render(results, scale, qa, llm_local, kg, kags, serve, sections), encoding="utf-8"
+    )
     saved.write_text(
         json.dumps(
             {
@@ -808,6 +827,7 @@ def main(argv: list[str] | None = None) -> None:
                 "kg": kg,
                 "kags": kags,
                 "serve": serve,
+                "sections": sections,
             },
             indent=1,
         )
