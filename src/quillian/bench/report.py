@@ -282,7 +282,7 @@ def _know3_section(kg: dict[str, Any]) -> list[str]:
             f"{scoring['queries']} queries. score_sp p50 {sp['p50']} ms (p95 {sp['p95']}), a "
             f"plain matrix-vector pass over the same rows p50 {scan['p50']} ms (p95 "
             f"{scan['p95']}): ratio {scoring['ratio_p50']}. The scan is the floor at float32; "
-            "a faster score_sp needs narrower rows.",
+            "a faster score_sp needs narrower rows. Measured while other jobs loaded the machine.",
             "",
             f"Command: `{scoring.get('_command', '')}`",
         ]
