@@ -42,8 +42,20 @@ def test_calibration_and_scoring_sections():
             "matrix_vector_ms": {"p50": 74.0, "p95": 79.0},
             "ratio_p50": 1.01,
         },
+        "kge_synthetic": {
+            "entities": 4300000,
+            "triples": 21000000,
+            "examples": 42000000,
+            "epoch_s": 678.9,
+            "examples_per_s": 61869,
+            "peak_rss_mb": 4961.8,
+            "parameters_mb": 2100.4,
+            "threads": 2,
+            "settings": {"dim": 128, "negatives": 1024, "batch_size": 1024},
+        },
     }
     text = "\n".join(_know3_section(kg))
     assert "chosen θ0 = 0.3277" in text and "t=0: 25%, t=1: 75%" in text
     assert "4,300,000 entities" in text and "ratio 1.01" in text
+    assert "one epoch 678.9 s (61,869 examples/s), peak RSS 4,962 MB" in text
     assert _know3_section({}) == []

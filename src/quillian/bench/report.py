@@ -271,6 +271,23 @@ def _know3_section(kg: dict[str, Any]) -> list[str]:
             "",
             f"Command: `{calibration.get('_command', '')}`",
         ]
+    synthetic = kg.get("kge_synthetic")
+    if synthetic:
+        parts += [
+            "",
+            "## ComplEx training at Wikidata5M scale: one epoch of shared negatives",
+            "",
+            f"A synthetic power-law graph of {synthetic['entities']:,} entities and "
+            f"{synthetic['triples']:,} triples ({synthetic['examples']:,} examples with the "
+            f"reciprocals), dim {synthetic['settings']['dim']}, "
+            f"{synthetic['settings']['negatives']} shared negatives a batch of "
+            f"{synthetic['settings']['batch_size']}, {synthetic['threads']} threads: one "
+            f"epoch {synthetic['epoch_s']} s ({synthetic['examples_per_s']:,} examples/s), "
+            f"peak RSS {synthetic['peak_rss_mb']:,.0f} MB for {synthetic['parameters_mb']:,.0f} "
+            "MB of parameters. Measured while other jobs loaded the machine.",
+            "",
+            f"Command: `{synthetic.get('_command', '')}`",
+        ]
     scoring = kg.get("kge_scoring")
     if scoring:
         sp, scan = scoring["score_sp_ms"], scoring["matrix_vector_ms"]
@@ -746,6 +763,12 @@ def main(argv: list[str] | None = None) -> None:
         help="JSON from quillian know3 calibrate --json; a FILE.cmd beside it holds the command",
     )
     parser.add_argument(
+        "--kge-synthetic",
+        type=Path,
+        metavar="JSON",
+        help="JSON from python -m quillian.bench.kge --synthetic E,T; a FILE.cmd beside it",
+    )
+    parser.add_argument(
         "--kge-scoring",
         type=Path,
         metavar="JSON",
@@ -798,6 +821,8 @@ def main(argv: list[str] | None = None) -> None:
         kg["know3_calibration"] = _with_command(args.know3_calibration)
     if args.kge_scoring:
         kg["kge_scoring"] = _with_command(args.kge_scoring)
+    if args.kge_synthetic:
+        kg["kge_synthetic"] = _with_command(args.kge_synthetic)
     for name in KG_INPUTS:
         path = getattr(args, f"kg_{name}")
         if path:
