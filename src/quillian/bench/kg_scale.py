@@ -186,7 +186,7 @@ def compare_search(
         for _ in range(n_queries)
     ]
     own = rng.choice(len(graph), n_queries, replace=False)
-    embedder = graph._query_embedder()
+    embedder = graph.query_embedder()
     random_q = embedder.embed(texts)
     self_q = embedder.embed([graph.description(int(e)) or graph.entity_name(int(e)) for e in own])
     exact = ExactVectorIndex(out / "vectors")

@@ -98,7 +98,7 @@ def open_knowledge(
         graph = ImportedGraph.open(spec.directory)
         triples = triples_from_imported_graph(graph)
         directory = spec.directory
-        relation_embedder: Embedder = _GraphEmbedder(graph)
+        relation_embedder: Embedder = _LazyEmbedder(graph)
         source: Any = graph
     else:
         if location is None:
@@ -116,9 +116,9 @@ def open_knowledge(
     return Know3Knowledge(source, confidence, relations, relation_embedder)
 
 
-class _GraphEmbedder:
-    """An imported graph's query embedder (the model its descriptions were embedded with)
-    behind the Embedder protocol."""
+class _LazyEmbedder:
+    """An imported graph's query embedder, opened only when a text must be embedded: a
+    question whose relations all match by name never needs it."""
 
     def __init__(self, graph: ImportedGraph) -> None:
         self.graph = graph
@@ -129,7 +129,7 @@ class _GraphEmbedder:
 
     @property
     def dim(self) -> int:
-        return int(self.embed(["x"]).shape[1])
+        return self.graph.query_embedder().dim
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self.graph.embed_texts(texts)
+        return self.graph.query_embedder().embed(list(texts))

@@ -384,7 +384,7 @@ class ImportedGraph:
     def seed_entities(self, query: str, k: int) -> list[tuple[int, float]]:
         """The ``k`` entities whose description embeddings have the highest inner product
         with the query's, best first (KG-Infused RAG eq. 3)."""
-        ids, scores = self.search_descriptions(self._query_embedder().embed([query]), k)
+        ids, scores = self.search_descriptions(self.query_embedder().embed([query]), k)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
     def neighbours(
@@ -432,7 +432,7 @@ class ImportedGraph:
 
     def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """``texts`` embedded with the embedder the descriptions were embedded with."""
-        return self._query_embedder().embed(list(texts))
+        return self.query_embedder().embed(list(texts))
 
     def description_vectors(self, entities: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """The description vectors of ``entities`` (float32, one row each)."""
@@ -476,7 +476,7 @@ class ImportedGraph:
                 self._use_ann = False
         return self._ann
 
-    def _query_embedder(self) -> Embedder:
+    def query_embedder(self) -> Embedder:
         if self._embedder is None:
             recorded = self.manifest.get("embedder", {})
             if recorded.get("name") not in EMBEDDERS:
