@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from quillian.components.concurrency import Offload
 from quillian.components.generation.know3_outputs import ChainAnswer
-from quillian.components.llm.tasks import Task, TaskFailed, TaskRunner, Transcript
+from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.components.retrieval.base import Retriever
 from quillian.errors import ConfigError, LLMError
 from quillian.methods.base import PipelineBase, Run
@@ -209,25 +210,22 @@ class Know3RAG(PipelineBase):
     ) -> list[Candidate]:
         config = self.config
         entities = numbered_entities(format_entities(cards, config.description_chars))
-        jobs: list[tuple[KnowledgeModel, str, dict[str, str]]] = []
+        jobs: list[tuple[KnowledgeModel, str, str, str]] = []  # model, query kind, P2 blocks
         for model in await self.models():
             if config.raw_query:
-                jobs.append((model, "raw", {"entity_note": "", "entities": ""}))
+                jobs.append((model, "raw", "", ""))
             if config.kg_query and cards:
-                kg = {"entity_note": ENTITY_NOTE, "entities": "\nRelated Entities:" + entities}
-                jobs.append((model, "kg", kg))
-        transcripts = [Transcript() for _ in jobs]
-        texts = await asyncio.gather(
-            *(
-                _written(model.runner, transcript, question=query, **values)
-                for (model, _, values), transcript in zip(jobs, transcripts, strict=True)
-            )
+                jobs.append((model, "kg", ENTITY_NOTE, "\nRelated Entities:" + entities))
+        texts = await _in_order(
+            run,
+            [
+                partial(_written, model.runner, question=query, entity_note=note, entities=block)
+                for model, _, note, block in jobs
+            ],
         )
-        for transcript in transcripts:
-            run.transcript.calls.extend(transcript.calls)
         candidates = [
             Candidate(text, model.name, kind, error=error)
-            for (model, kind, _), (text, error) in zip(jobs, texts, strict=True)
+            for (model, kind, _, _), (text, error) in zip(jobs, texts, strict=True)
         ]
         if config.corpus_passages:
             passages, _ = await self.retrieve(run, query, config.corpus_passages)
@@ -252,48 +250,32 @@ class Know3RAG(PipelineBase):
             question_cards = [c for c in cards if c.source == "question"]
             lines = format_entities(question_cards, config.description_chars)
             entities = "".join(f"{i}. {line}\n" for i, line in enumerate(lines, 1))
-            values = {
-                "question": run.question,
-                "entities": f"Entities:\n{entities}" if lines else "",
-            }
-            verdicts = await self._gather(
-                run, [(RELEVANCE, {**values, "passage": c.text}) for c in candidates]
-            )
+            block = f"Entities:\n{entities}" if lines else ""
+            check = partial(self.runner.run, RELEVANCE, question=run.question, entities=block)
+            verdicts = await _in_order(run, [partial(check, passage=c.text) for c in candidates])
             for candidate, verdict in zip(candidates, verdicts, strict=True):
                 candidate.relevant = verdict
         relevant = [c for c in candidates if c.relevant]
         if config.triple_check and relevant:
-            transcripts = [Transcript() for _ in relevant]
-            scores = await asyncio.gather(
-                *(
-                    self.check.score(c.text, transcript, config.how)
-                    for c, transcript in zip(relevant, transcripts, strict=True)
-                )
+            scores = await _in_order(
+                run, [partial(self.check.score, c.text, how=config.how) for c in relevant]
             )
-            for candidate, scored, transcript in zip(relevant, scores, transcripts, strict=True):
+            for candidate, scored in zip(relevant, scores, strict=True):
                 candidate.scored = scored
-                run.transcript.calls.extend(transcript.calls)
             relevant.sort(key=lambda c: c.scored.rank_key if c.scored else float("inf"))
         return relevant
 
-    async def _gather(
-        self,
-        run: Run,
-        calls: Sequence[tuple[Task[T], dict[str, str]]],
-        runner: TaskRunner | None = None,
-    ) -> list[T]:
-        """Run tasks at once, each into its own transcript, then record the calls in
-        order (the transcript stays readable whatever order the calls finish in)."""
-        transcripts = [Transcript() for _ in calls]
-        values = await asyncio.gather(
-            *(
-                self.runner.run(task, transcript, **variables)
-                for (task, variables), transcript in zip(calls, transcripts, strict=True)
-            )
-        )
-        for transcript in transcripts:
-            run.transcript.calls.extend(transcript.calls)
-        return list(values)
+
+async def _in_order(run: Run, calls: Sequence[Callable[[Transcript], Awaitable[T]]]) -> list[T]:
+    """Run the calls at once, each into its own transcript, then record their calls in
+    the run's transcript in order (readable whatever order the calls finish in)."""
+    transcripts = [Transcript() for _ in calls]
+    values = await asyncio.gather(
+        *(call(transcript) for call, transcript in zip(calls, transcripts, strict=True))
+    )
+    for transcript in transcripts:
+        run.transcript.calls.extend(transcript.calls)
+    return list(values)
 
 
 async def _written(runner: TaskRunner, transcript: Transcript, **values: str) -> tuple[str, str]:
