@@ -7,14 +7,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
+import pytest
+
+from quillian.cli.main import main
 from quillian.components.kag.graph import SOURCE, TypedGraph
-from quillian.components.kag.schema import CHUNK, CONCEPT
+from quillian.components.kag.schema import CHUNK, CONCEPT, SchemaError
 from quillian.components.llm.scripted import ScriptedChatModel
-from quillian.engine import Engine, IndexSettings, index_documents
+from quillian.components.llm.tasks import TaskRunner
+from quillian.components.prompts import default_registry
+from quillian.engine import (
+    Engine,
+    IndexSettings,
+    delete_documents,
+    index_documents,
+)
+from quillian.engine.documents import list_documents
+from quillian.errors import ConfigError
 from quillian.index import read_manifest
-from quillian.methods.kag.stages import GRAPH_FILE
+from quillian.methods.kag.pipeline import KAG
+from quillian.methods.kag.stages import GRAPH_FILE, stored_schema
 from quillian.methods.steps import KAGStep
+from quillian.testing.kag import last_user
 from quillian.types import Document
 
 CORPUS = {
@@ -102,3 +117,116 @@ def test_kag_retriever_and_method_through_the_engine(tmp_path) -> None:
     assert answer.error == "" and answer.answer == "Venice"
     steps = [s for s in answer.steps if isinstance(s, KAGStep)]
     assert steps[0].layer == "graph-exact"  # o1 untyped by the OpenIE route: Others, free
+
+
+MUSIC_SCHEMA = """\
+namespace: Music
+types:
+  Composer:
+    description: A person who writes music.
+    relations: {bornIn: City}
+  City:
+    description: A town or city.
+"""
+
+
+def test_a_schema_given_at_index_time_is_kept_and_read_by_the_solver(tmp_path) -> None:
+    schema = tmp_path / "music.yaml"
+    schema.write_text(MUSIC_SCHEMA, encoding="utf-8")
+    extractions = tmp_path / "openie.jsonl"
+    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
+    location = tmp_path / "index"
+    settings = IndexSettings(
+        extractor="precomputed",
+        extractions=extractions,
+        embedder="hash",
+        methods=("kag",),
+        kag_schema=schema,
+    )
+    docs = [Document(t, title) for title, t in CORPUS.items()]
+    index_documents(location, docs[:2], settings)
+    stored = stored_schema(location)
+    assert stored is not None and stored.read_text(encoding="utf-8") == MUSIC_SCHEMA
+    assert read_manifest(location)["config"]["kag_schema"] == str(schema)
+    # a later build without --schema, and a deletion, keep the index's schema even
+    # when the original file is gone
+    schema.unlink()
+    index_documents(location, docs[2:], replace(settings, kag_schema=None))
+    delete_documents(location, [list_documents(location).documents[0].doc_id])
+    stored = stored_schema(location)
+    assert stored is not None and stored.read_text(encoding="utf-8") == MUSIC_SCHEMA
+
+    async def solver() -> object:
+        async with Engine.open(location, llm=ScriptedChatModel({}), embedder="hash") as engine:
+            return engine.pipeline("kag")
+
+    pipeline = asyncio.run(solver())
+    assert isinstance(pipeline, KAG)
+    assert pipeline.schema.namespace == "Music"
+    assert pipeline.schema.entity_types == ["Composer", "City", "Others"]
+
+
+def test_a_bad_schema_fails_before_anything_is_written(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("namespace: X\ntypes:\n  Person:\n    relations: {knows: Robot}\n")
+    settings = IndexSettings(embedder="hash", methods=("kag",), kag_schema=bad)
+    with pytest.raises(SchemaError, match="Robot"):
+        index_documents(tmp_path / "index", [Document("Ada wrote notes.", "Ada")], settings)
+    assert not (tmp_path / "index").exists()
+
+
+def test_llm_concepts_are_stored_and_reused_by_a_rebuild_with_no_model(tmp_path) -> None:
+    extractions = tmp_path / "openie.jsonl"
+    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
+    location = tmp_path / "index"
+    settings = IndexSettings(
+        extractor="precomputed",
+        extractions=extractions,
+        embedder="hash",
+        methods=("kag",),
+        kag_concepts="llm",
+    )
+    docs = [Document(t, title) for title, t in CORPUS.items()]
+    with pytest.raises(ConfigError, match="needs a chat model"):
+        index_documents(location, docs, settings)
+    chains = {"venice": ["port city", "city"], "italy": ["country", "state"]}
+
+    def concepts(messages) -> str:
+        asked = last_user(messages)
+        return json.dumps({t: c for t, c in chains.items() if f"{t} (class" in asked.lower()})
+
+    model = ScriptedChatModel({"kag.concepts": concepts})
+    index_documents(location, docs, settings, runner=TaskRunner(model, default_registry()))
+    asked = len(model.calls)
+    assert asked >= 1
+
+    def concept_names(graph: TypedGraph, name: str) -> set[str]:
+        node = graph.node(name, "Others")
+        assert node is not None
+        return {
+            graph.nodes[graph.edges[e].object].name
+            for e in graph.one_hop(node, with_source=False)
+            if graph.edges[e].predicate == "belongTo"
+        }
+
+    graph = TypedGraph.load(location / GRAPH_FILE)
+    assert concept_names(graph, "Venice") == {"port city"}
+    # the model's chains, not WordNet's: "port city" isA "city"
+    port = graph.node("port city", CONCEPT)
+    assert port is not None
+    # a deletion rebuilds with no model: the stored chains give the same concepts
+    seasons = next(
+        d.doc_id for d in list_documents(location).documents if d.title == "The Four Seasons"
+    )
+    delete_documents(location, [seasons])
+    rebuilt = TypedGraph.load(location / GRAPH_FILE)
+    assert concept_names(rebuilt, "Venice") == {"port city"}
+    assert len(model.calls) == asked
+    assert not [i for i in rebuilt.issues if "concept completion" in i.message]
+
+
+def test_schema_and_concepts_need_kag(tmp_path, capsys) -> None:
+    argv = ["index", "--out", str(tmp_path / "i"), "--sample", "--embedder", "hash"]
+    assert main([*argv, "--concepts", "llm"]) == 2
+    assert "--for kag" in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()

@@ -23,6 +23,7 @@ from quillian.components.llm.accounting import Ledger
 from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index import BuildReport
+from quillian.methods.kag.stages import CONCEPT_SOURCES
 from quillian.methods.table import method_spec
 from quillian.types import Document
 
@@ -72,6 +73,22 @@ def index(
             "graph; kags: store its 4-tuples; kag: the typed, aligned graph); repeatable",
         ),
     ] = None,
+    schema: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="KAG: the typed schema (YAML or JSON), kept with the index; default: the "
+            "index's own, else the shipped open-domain schema",
+        ),
+    ] = None,
+    concepts: Annotated[
+        str,
+        choice(
+            CONCEPT_SOURCES,
+            "KAG's alignment: concept chains from WordNet's hypernyms (offline) or from "
+            "the model (--llm; stored, so rebuilds ask only about new types)",
+        ),
+    ] = "wordnet",
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
 
@@ -87,9 +104,16 @@ def index(
         extractions=extractions,
         embedder=embedder,
         methods=tuple(method_spec(m).name for m in for_methods or ()),
+        kag_schema=schema,
+        kag_concepts=concepts,
     )
+    if (schema or concepts != "wordnet") and not any(
+        method_spec(m).needs_schema for m in settings.methods
+    ):
+        raise ConfigError("--schema and --concepts shape KAG's graph: add --for kag")
     documents = read_inputs([sample_corpus()] if sample else paths or [])
-    if settings.extractor not in ("llm", QUAD_EXTRACTOR, "kag-llm"):
+    uses_model = settings.extractor in ("llm", QUAD_EXTRACTOR, "kag-llm") or concepts == "llm"
+    if not uses_model:
         with stage_bars() as progress:
             report = index_documents(out, documents, settings, on_progress=progress)
     elif dry_run and settings.extractor == "kag-llm":

@@ -21,6 +21,7 @@ from quillian.components.extraction.precomputed import PrecomputedExtractor
 from quillian.components.extraction.quads import QUAD_EXTRACTOR, QuadExtractor
 from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.kag.extraction import KAGExtractor
+from quillian.components.kag.schema import load_schema
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
@@ -70,11 +71,13 @@ def make_extractor(
     *,
     runner: TaskRunner | None = None,
     budget: ExtractionBudget | None = None,
+    schema: Path | None = None,
 ) -> Extractor:
     """An extractor by name. ``titles`` are all document titles of the corpus, which the
     spaCy and LLM extractors use to keep title aliases unambiguous (spaCy also to link
     title mentions). The LLM extractor needs ``runner`` (its chat model and prompts) and
-    takes an optional ``budget``."""
+    takes an optional ``budget``; KAG's extractor types entities by ``schema`` (a file;
+    None: the shipped open-domain schema)."""
     if name == "spacy":
         return SpacyExtractor(corpus_titles=titles)
     if name == "precomputed":
@@ -94,7 +97,7 @@ def make_extractor(
     if name == "kag-llm":
         if runner is None:
             raise ConfigError("the kag-llm extractor needs a chat model (--llm SPEC)")
-        return KAGExtractor(runner)
+        return KAGExtractor(runner, load_schema(schema) if schema else None)
     raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
 
 

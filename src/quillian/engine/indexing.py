@@ -3,19 +3,22 @@ build stages of the methods the index is for."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from quillian.components.embedding.factory import make_embedder
 from quillian.components.extraction.base import Extraction
 from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.factories import make_chunker, make_extractor
+from quillian.components.kag.schema import load_schema
 from quillian.components.llm.tasks import TaskRunner
-from quillian.errors import IndexIncompleteError, InputError
+from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
 from quillian.index import delete_documents as delete_from_index
 from quillian.index.layout import MANIFEST
+from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
 from quillian.types import Chunk, Document, Progress
 
@@ -35,13 +38,33 @@ class IndexSettings:
     embedder: str = "minilm"
     methods: tuple[str, ...] = ()
     """Methods whose own build stages run after the default ones."""
+    kag_schema: Path | None = None
+    """KAG's typed schema (YAML or JSON); None: the index's own, else the shipped one."""
+    kag_concepts: str = "wordnet"
+    """Where KAG's alignment takes concept chains from: ``wordnet`` or ``llm``."""
+
+    def stage_options(self) -> dict[str, Any]:
+        """What the methods' stages read, as recorded in the manifest."""
+        return {
+            "kag_schema": str(self.kag_schema) if self.kag_schema else None,
+            "kag_concepts": self.kag_concepts,
+        }
 
 
-def stages_for(methods: Sequence[str]) -> tuple[BuildStage, ...]:
-    """The default stages, then each named method's own, each stage once."""
+def stages_for(
+    methods: Sequence[str],
+    options: Mapping[str, Any] | None = None,
+    runner: TaskRunner | None = None,
+) -> tuple[BuildStage, ...]:
+    """The default stages, then each named method's own, each stage once; a stage that
+    takes build options (:class:`ConfigurableStage`) gets ``options`` and ``runner``."""
     stages = list(DEFAULT_STAGES)
     for name in methods:
-        stages += [s for s in method_spec(name).index_stages if s not in stages]
+        for stage in method_spec(name).index_stages:
+            if isinstance(stage, ConfigurableStage):
+                stage = stage.configured(options or {}, runner)
+            if stage.name not in {s.name for s in stages}:
+                stages.append(stage)
     return tuple(stages)
 
 
@@ -62,9 +85,18 @@ def index_documents(
     docs = list(documents)
     if not docs and not _has_index(location):
         raise InputError("nothing to index: the input holds no documents")
+    if settings.kag_schema is not None:
+        load_schema(settings.kag_schema)  # a bad schema fails before anything is written
+    if settings.kag_concepts == "llm" and runner is None:
+        raise ConfigError("KAG's llm concept completion needs a chat model (--llm SPEC)")
     titles = [d.title for d in docs if d.title]
     extractor = make_extractor(
-        settings.extractor, settings.extractions, titles, runner=runner, budget=budget
+        settings.extractor,
+        settings.extractions,
+        titles,
+        runner=runner,
+        budget=budget,
+        schema=settings.kag_schema,
     )
     return build_index(
         docs,
@@ -77,9 +109,10 @@ def index_documents(
             "methods": list(settings.methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
+            **settings.stage_options(),
         },
         on_progress=on_progress,
-        stages=stages_for(settings.methods),
+        stages=stages_for(settings.methods, settings.stage_options(), runner),
     )
 
 
@@ -95,7 +128,8 @@ def delete_documents(
         extractor=StoredExtractions(str(config.get("extractor", ""))),
         embedder=make_embedder(str(config.get("embedder_name", "minilm"))),
         on_progress=on_progress,
-        stages=stages_for(config.get("methods", ())),
+        # the schema the index stored (kag/schema.*), not the file it was copied from
+        stages=stages_for(config.get("methods", ()), {**config, "kag_schema": None}),
     )
 
 

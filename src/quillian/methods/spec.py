@@ -8,9 +8,9 @@ only the specs, through :mod:`quillian.methods.table`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from quillian.components.concurrency import Offload
 from quillian.components.kg.base import ExternalGraph
@@ -21,7 +21,20 @@ from quillian.errors import ConfigError
 from quillian.index.stages import BuildStage
 from quillian.methods.base import PipelineBase
 
-__all__ = ["MethodSpec"]
+__all__ = ["ConfigurableStage", "MethodSpec"]
+
+
+@runtime_checkable
+class ConfigurableStage(Protocol):
+    """A method's build stage that reads the build's options (recorded in the index's
+    manifest, so a rebuild after a deletion uses the same ones) and, where it asks a
+    model, the build's task runner (None on a rebuild with no model)."""
+
+    name: str
+
+    def configured(self, options: Mapping[str, Any], runner: TaskRunner | None) -> BuildStage:
+        """The stage to run for this build."""
+        ...
 
 
 @dataclass(frozen=True)

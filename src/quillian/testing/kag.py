@@ -26,6 +26,7 @@ from quillian.components.retrieval.kag import KAGChunkRetriever
 from quillian.index import DEFAULT_STAGES, build_index, open_index
 from quillian.methods.kag.pipeline import KAG, KAGConfig
 from quillian.methods.kag.stages import KAGGraphStage
+from quillian.stores.protocols import KeyValueStore
 from quillian.types import Chunk, Document, Provenance, Triple
 
 Entity = tuple[str, str]  # (name, class or semantic type)
@@ -65,7 +66,7 @@ class ConceptStage(KAGGraphStage):
         super().__init__(align=bool(chains))
         self.chains = MappedConcepts(chains)
 
-    def concept_source(self) -> MappedConcepts:
+    def concept_source(self, kv: KeyValueStore) -> MappedConcepts:
         return self.chains
 
 

@@ -15,6 +15,7 @@ from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, default_schem
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
+from quillian.stores.embedded.sqlite import SqliteKeyValueStore
 from quillian.types import Triple
 
 
@@ -137,3 +138,23 @@ def test_llm_concept_completion_in_batches() -> None:
     asked = [c.messages[-1].content for c in model.calls]
     assert any("machine (class Others)" in a for a in asked)
     assert source.failures == []
+
+
+def test_llm_concepts_kept_in_a_store_are_read_back_and_new_types_need_a_model(
+    tmp_path,
+) -> None:
+    model = ScriptedChatModel({"kag.concepts": '{"machine": ["machine", "device"]}'})
+    kv = SqliteKeyValueStore(tmp_path / "kv.sqlite")
+    first = LLMConcepts(TaskRunner(model, default_registry()), store=kv)
+    first.prepare([("machine", "Others"), ("gadget", "Others")])
+    assert first.chain("Machine") == ["machine", "device"] and len(model.calls) == 1
+    # no model: stored chains (and the stored "no chain" of gadget) are read back
+    again = LLMConcepts(None, store=kv)
+    again.prepare([("machine", "Others"), ("gadget", "Others")])
+    assert again.chain("machine") == ["machine", "device"] and again.chain("gadget") == []
+    assert again.failures == []
+    # a type never asked about cannot be completed without a model: recorded
+    again.prepare([("widget", "Others")])
+    assert again.chain("widget") == []
+    assert len(again.failures) == 1 and "'widget'" in again.failures[0]
+    kv.close()

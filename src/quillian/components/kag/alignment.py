@@ -13,6 +13,7 @@ K_Alignment ablation.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -26,6 +27,7 @@ from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, Schema
 from quillian.components.kag.tasks import CONCEPTS
 from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.errors import InputError
+from quillian.stores.protocols import KeyValueStore
 from quillian.types import normalize_name
 
 __all__ = [
@@ -194,32 +196,70 @@ class LLMConcepts:
     """Concept completion by the model (Algorithm A1 step 3): the ``kag.concepts`` task
     asked for the hypernym chain of each semantic type, in batches; a batch whose reply
     stays unusable after its repair leaves its types without chains (recorded in
-    :attr:`failures`). Entities without a semantic type are not asked about."""
+    :attr:`failures`). Entities without a semantic type are not asked about.
 
-    def __init__(self, runner: TaskRunner, batch: int = 20) -> None:
+    With a ``store``, chains are kept under ``namespace`` and read back first, so a
+    rebuild (after a deletion, or an incremental build) asks only about new types, and
+    one with no model (``runner=None``) reuses every chain already paid for; the types
+    it cannot complete are listed in :attr:`failures`."""
+
+    def __init__(
+        self,
+        runner: TaskRunner | None,
+        batch: int = 20,
+        *,
+        store: KeyValueStore | None = None,
+        namespace: str = "kag-concepts",
+    ) -> None:
         self.runner = runner
         self.batch = batch
+        self.store = store
+        self.namespace = namespace
         self.transcript = Transcript()
         self.failures: list[str] = []
         self._chains: dict[str, list[str]] = {}
-        self._typed: set[str] = set()
 
     def prepare(self, terms: Sequence[tuple[str, str]]) -> None:
-        asked = [(t, c) for t, c in terms if t and normalize_name(t) not in self._chains]
-        if asked:
-            _run_sync(lambda: self._ask(asked))
+        asked = list(
+            {
+                normalize_name(t): (t, c)
+                for t, c in terms
+                if t and normalize_name(t) not in self._chains
+            }.values()
+        )
+        if asked and self.store is not None:
+            keys = [normalize_name(t) for t, _ in asked]
+            for key, raw in zip(keys, self.store.get_many(self.namespace, keys), strict=True):
+                if raw is not None:
+                    self._chains[key] = json.loads(raw)
+            asked = [(t, c) for t, c in asked if normalize_name(t) not in self._chains]
+        if not asked:
+            return
+        if self.runner is None:
+            self.failures.append(
+                f"no model to complete the concepts of {len(asked)} new type(s), "
+                f"e.g. {asked[0][0]!r}; rebuild with --llm to add them"
+            )
+            return
+        _run_sync(lambda: self._ask(self.runner, asked))  # type: ignore[arg-type]
 
-    async def _ask(self, terms: Sequence[tuple[str, str]]) -> None:
+    async def _ask(self, runner: TaskRunner, terms: Sequence[tuple[str, str]]) -> None:
         for start in range(0, len(terms), self.batch):
             part = terms[start : start + self.batch]
             lines = "\n".join(f"{t} (class {c})" for t, c in part)
             try:
-                found = await self.runner.run(CONCEPTS, self.transcript, types=lines)
+                found = await runner.run(CONCEPTS, self.transcript, types=lines)
             except TaskFailed as exc:
                 self.failures.append(str(exc))
                 continue
-            for term, chain in found.items():
-                self._chains[normalize_name(term)] = chain
+            # a term the model gave no chain for was asked all the same: "none" is kept
+            chains = {normalize_name(t): list[str]() for t, _ in part}
+            chains.update({normalize_name(term): chain for term, chain in found.items()})
+            self._chains.update(chains)
+            if self.store is not None and chains:
+                self.store.put_many(
+                    self.namespace, {k: json.dumps(v).encode() for k, v in chains.items()}
+                )
 
     def chain(self, term: str) -> list[str]:
         return self._chains.get(normalize_name(term), [])

@@ -13,6 +13,7 @@ is indexed without entities, and the failure is kept in :attr:`KAGExtractor.fail
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -54,7 +55,9 @@ class KAGExtractor:
         self.concurrency = concurrency
         self.issues: list[KAGExtractionIssue] = []
         keys = "+".join(runner.prompt_key(t.prompt) for t in (tasks.NER, tasks.TRIPLES, tasks.STD))
-        self.name = f"kag-llm:{runner.model.model_id}:{self.schema.namespace}:{keys}"
+        # the schema's classes are in the prompts: a changed schema is a new extractor
+        digest = hashlib.sha256(self.schema.prompt_types().encode()).hexdigest()[:8]
+        self.name = f"kag-llm:{runner.model.model_id}:{self.schema.namespace}-{digest}:{keys}"
 
     @property
     def failures(self) -> list[KAGExtractionIssue]:

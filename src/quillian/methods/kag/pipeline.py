@@ -25,7 +25,7 @@ from quillian.components.retrieval.kag import KAGChunkRetriever
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
-from quillian.methods.kag.stages import open_knowledge
+from quillian.methods.kag.stages import open_knowledge, stored_schema
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
 
 __all__ = ["KAG", "KAGCR", "KAGLFS", "KAGCRConfig", "KAGConfig", "KAGLFSConfig"]
@@ -54,7 +54,8 @@ class KAGConfig:
     fuzzy_top_k: int = 15
     """SPO candidates by cosine offered to the model."""
     schema: str = ""
-    """A schema file (YAML or JSON) whose classes the planner may use; empty: the
+    """A schema file (YAML or JSON) whose classes the planner may use; empty: the one
+    the index was built with (``quillian index --for kag --schema FILE``), else the
     shipped open-domain schema."""
 
     def __post_init__(self) -> None:
@@ -92,11 +93,16 @@ class KAG(PipelineBase):
                 getattr(base, "context")  # noqa: B009 - every index retriever has one
             )
         )
-        self.schema = schema or (
-            load_schema(self.config.schema) if self.config.schema else default_schema()
-        )
+        self.schema = schema or self._schema()
         self._knowledge = knowledge
         self._given_aligned = knowledge is not None
+
+    def _schema(self) -> Schema:
+        """The ``schema`` option's file, else the one the index was built with, else the
+        shipped open-domain schema."""
+        directory = self.chunks.context.directory
+        source = self.config.schema or (stored_schema(directory) if directory else None)
+        return load_schema(source) if source else default_schema()
 
     @property
     def knowledge(self) -> KagKnowledge:

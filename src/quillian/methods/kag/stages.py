@@ -9,8 +9,10 @@ own (the default stages).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,56 +20,116 @@ import numpy.typing as npt
 from quillian.components.kag.alignment import (
     Aligner,
     ConceptSource,
+    LLMConcepts,
     WordNetHypernyms,
     without_alignment,
 )
-from quillian.components.kag.graph import TypedGraph, TypedGraphBuilder
+from quillian.components.kag.graph import BuildIssue, TypedGraph, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import Schema, default_schema, load_schema
+from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.context import RetrievalContext
-from quillian.errors import IndexIncompleteError
+from quillian.errors import ConfigError, IndexIncompleteError
 from quillian.index.artifacts import replace_dir
 from quillian.index.stages import BuildState
 from quillian.index.storage import open_storage
+from quillian.stores.protocols import KeyValueStore
 
-__all__ = ["GRAPH_FILE", "KAGGraphStage", "open_knowledge"]
+__all__ = ["CONCEPT_SOURCES", "GRAPH_FILE", "KAGGraphStage", "open_knowledge", "stored_schema"]
 
 GRAPH_FILE = Path("kag") / "graph.json"
+#: The schema a build was given, copied beside the graph as ``kag/schema.yaml|json``.
+SCHEMA_STEM = "schema"
+#: Where the alignment's concept chains come from.
+CONCEPT_SOURCES = ("wordnet", "llm")
 NAMES, DESCS = "kag-names", "kag-descs"
 
 
 class KAGGraphStage:
     """Build KAG's typed graph from the index's extractions (whatever extractor made
-    them), align it, and store it with its name and description vectors.
+    them), align it, and store it with its schema and its name and description vectors.
 
-    ``schema_file``: a schema (YAML or JSON), else the shipped open-domain one;
-    ``align``: add concept nodes with isA chains (WordNet hypernyms) and synonym edges.
+    ``schema_file``: a schema (YAML or JSON); without one, the schema the index was
+    built with before (kept as ``kag/schema.*``), else the shipped open-domain one.
+    ``align``: add concept nodes with isA chains and synonym edges; ``concepts``: where
+    the chains come from, ``wordnet`` (offline hypernyms) or ``llm`` (the model's
+    concept completion, cached in the index's key-value store so a rebuild asks only
+    about new types; with no ``runner``, only the stored chains are used and the types
+    left without one are recorded as build issues).
     """
 
     name = "kag-graph"
 
-    def __init__(self, schema_file: str | None = None, *, align: bool = True) -> None:
-        self.schema_file = schema_file
+    def __init__(
+        self,
+        schema_file: str | Path | None = None,
+        *,
+        align: bool = True,
+        concepts: str = "wordnet",
+        runner: TaskRunner | None = None,
+    ) -> None:
+        if concepts not in CONCEPT_SOURCES:
+            raise ConfigError(
+                f"unknown concept source {concepts!r}; choose one of {', '.join(CONCEPT_SOURCES)}"
+            )
+        self.schema_file = Path(schema_file) if schema_file else None
         self.align = align
+        self.concepts = concepts
+        self.runner = runner
 
-    def concept_source(self) -> ConceptSource:
-        """Where concept chains come from (WordNet's hypernyms)."""
+    def configured(self, options: Mapping[str, Any], runner: TaskRunner | None) -> KAGGraphStage:
+        """This stage with a build's options: ``kag_schema`` (a schema file) and
+        ``kag_concepts`` (``wordnet`` or ``llm``). A rebuild with no model (after a
+        deletion) keeps ``llm`` concepts from the stored chains."""
+        return KAGGraphStage(
+            options.get("kag_schema") or self.schema_file,
+            align=self.align,
+            concepts=str(options.get("kag_concepts") or self.concepts),
+            runner=runner,
+        )
+
+    def concept_source(self, kv: KeyValueStore) -> ConceptSource:
+        """Where concept chains come from: WordNet's hypernyms, or the model's
+        completions stored in ``kv``."""
+        if self.concepts == "llm":
+            return LLMConcepts(self.runner, store=kv)
         return WordNetHypernyms()
 
-    def schema(self) -> Schema:
-        return load_schema(self.schema_file) if self.schema_file else default_schema()
+    def schema_source(self, directory: Path) -> Path | None:
+        """The schema file this build uses: the one given, else the index's own."""
+        if self.schema_file is not None:
+            return self.schema_file
+        return stored_schema(directory)
+
+    def schema(self, directory: Path | None = None) -> Schema:
+        source = self.schema_source(directory) if directory is not None else self.schema_file
+        return load_schema(source) if source else default_schema()
 
     def run(self, state: BuildState) -> None:
-        schema = self.schema()
+        directory = state.storage.directory
+        source = self.schema_source(directory)
+        schema = load_schema(source) if source else default_schema()
+        schema_text = source.read_bytes() if source else None
         builder = TypedGraphBuilder(schema)
         builder.add_all(state.extractions)
         graph = builder.build()
         state.progress("kag-graph", 1, 3)
         if self.align:
-            graph = Aligner(schema, self.concept_source()).align(graph)
+            concepts = self.concept_source(state.storage.kv)
+            graph = Aligner(schema, concepts).align(graph)
+            failures = getattr(concepts, "failures", [])
+            graph.issues.extend(
+                BuildIssue("", f"concept completion: {f}", "types left without concepts")
+                for f in failures
+            )
         state.progress("kag-graph", 2, 3)
-        directory = state.storage.directory
-        replace_dir(directory / GRAPH_FILE.parent, lambda p: graph.save(p / GRAPH_FILE.name))
+
+        def write(path: Path) -> None:
+            graph.save(path / GRAPH_FILE.name)
+            if source is not None and schema_text is not None:
+                (path / f"{SCHEMA_STEM}{source.suffix or '.yaml'}").write_bytes(schema_text)
+
+        replace_dir(directory / GRAPH_FILE.parent, write)
         entities = graph.entity_nodes()
         names = [graph.nodes[i].name for i in entities]
         descs = [graph.nodes[i].desc or graph.nodes[i].name for i in entities]
@@ -81,6 +143,12 @@ class KAGGraphStage:
                 index.close()
         state.counts.update(graph.counts())
         state.progress("kag-graph", 3, 3)
+
+
+def stored_schema(directory: Path) -> Path | None:
+    """The schema file an index's KAG graph was built with, if one was given."""
+    found = sorted((directory / GRAPH_FILE.parent).glob(f"{SCHEMA_STEM}.*"))
+    return found[0] if found else None
 
 
 @lru_cache(maxsize=4)
