@@ -3,8 +3,9 @@
 Metrics: perfect retrieval@8 (all gold passages in the top 8) and its share among
 multi-hop questions for 2WikiMultihopQA, with the four peers' figures computed from
 ``peer_top8``; Recall@2 and Recall@5 (mean share of gold passages retrieved) for MuSiQue
-and HotpotQA. Latency excludes the query embedding (queries are embedded first, in one
-batch), so it measures the retriever itself.
+and HotpotQA. Every figure carries its bootstrap 95% interval, and methods are compared
+question by question (:mod:`quillian.eval.stats`). Latency excludes the query embedding
+(queries are embedded first, in one batch), so it measures the retriever itself.
 """
 
 from __future__ import annotations
@@ -25,13 +26,23 @@ from quillian.components.factories import RETRIEVERS, SA_RETRIEVERS
 from quillian.components.ingestion.readers import read_documents
 from quillian.components.retrieval.base import Retriever
 from quillian.engine import Engine, IndexSettings, index_documents
-from quillian.errors import QuillianError
+from quillian.errors import ConfigError, QuillianError
 from quillian.eval.datasets import Dataset, Question, load_questions, passage_key
+from quillian.eval.stats import interval, paired
 from quillian.index import read_manifest
 from quillian.methods.table import method_names, method_spec
 from quillian.types import Document, Progress, no_progress
 
-__all__ = ["BenchSettings", "default_index_dir", "recall_at", "run_retrieval_bench"]
+__all__ = [
+    "BenchSettings",
+    "compare",
+    "default_index_dir",
+    "default_pairs",
+    "per_question",
+    "recall_at",
+    "run_retrieval_bench",
+    "summarize",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -75,25 +86,49 @@ def _perfect(retrieved: Sequence[str], gold: Iterable[str], k: int = 8) -> bool:
     return set(gold) <= set(retrieved[:k])
 
 
-def _scores(
+def per_question(
     dataset: str, ranked: list[list[str]], questions: Sequence[Question]
-) -> dict[str, float]:
+) -> dict[str, list[float]]:
+    """Each metric's score per question: perfect@8 for 2Wiki (and over its multi-hop
+    questions alone), Recall@2 and @5 for the others."""
     if dataset == "2wiki":
-        perfect = [_perfect(r, q.gold) for r, q in zip(ranked, questions, strict=True)]
+        perfect = [float(_perfect(r, q.gold)) for r, q in zip(ranked, questions, strict=True)]
         multi = [p for p, q in zip(perfect, questions, strict=True) if q.multihop]
-        return {
-            "perfect@8": round(float(np.mean(perfect)), 4),
-            "multihop_perfect@8": round(float(np.mean(multi)) if multi else 0.0, 4),
-        }
+        return {"perfect@8": perfect, "multihop_perfect@8": multi}
     return {
-        f"R@{k}": round(
-            float(
-                np.mean([recall_at(r, q.gold, k) for r, q in zip(ranked, questions, strict=True)])
-            ),
-            4,
-        )
+        f"R@{k}": [recall_at(r, q.gold, k) for r, q in zip(ranked, questions, strict=True)]
         for k in (2, 5)
     }
+
+
+def summarize(scores: dict[str, list[float]]) -> dict[str, Any]:
+    """Each metric's mean and its bootstrap 95% interval (``<metric>_ci``)."""
+    out: dict[str, Any] = {}
+    for metric, values in scores.items():
+        out[metric] = round(float(np.mean(values)), 4) if values else 0.0
+        low, high = interval(values)
+        out[f"{metric}_ci"] = [round(low, 4), round(high, 4)] if values else None
+    return out
+
+
+def compare(
+    scores: dict[str, dict[str, list[float]]], pairs: Sequence[tuple[str, str]]
+) -> dict[str, dict[str, Any]]:
+    """Paired comparisons ``a vs b`` on every metric, over the same questions."""
+    out: dict[str, dict[str, Any]] = {}
+    for a, b in pairs:
+        if a not in scores or b not in scores:
+            missing = a if a not in scores else b
+            raise ConfigError(f"cannot compare {a} with {b}: {missing} was not run")
+        out[f"{a} vs {b}"] = {
+            metric: paired(scores[a][metric], scores[b][metric]).as_dict() for metric in scores[a]
+        }
+    return out
+
+
+def default_pairs(methods: Sequence[str], baseline: str = "dense") -> list[tuple[str, str]]:
+    """Every method against the dense baseline, when it ran."""
+    return [(m, baseline) for m in methods if baseline in methods and m != baseline]
 
 
 def read_corpus(settings: BenchSettings) -> list[Document]:
@@ -141,11 +176,16 @@ def run_retrieval_bench(
     k: int = 8,
     kg: str | None = None,
     on_progress: Progress | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) the index and score every method; returns one JSON-able dict.
 
-    With ``kg`` (``DIR+index``), each SA method also runs crossing into that graph
-    through its alignment with the index, reported as ``<method>+<graph name>``.
+    Every figure comes with its bootstrap 95% interval (``<metric>_ci``); ``_paired``
+    compares methods question by question (``pairs``; default: each against ``dense``)
+    and ``_per_question`` keeps each method's per-question scores, so any two runs on
+    the same questions can be compared later. With ``kg`` (``DIR+index``), each SA
+    method also runs crossing into that graph through its alignment with the index,
+    reported as ``<method>+<graph name>``.
     """
     questions = load_questions(settings.dataset, settings.questions)
     documents = read_corpus(settings)
@@ -164,6 +204,7 @@ def run_retrieval_bench(
     ]
     vectors = ctx.embedder.embed([q.question for q in questions])
     out: dict[str, Any] = {}
+    scores: dict[str, dict[str, list[float]]] = {}
     runs: list[tuple[str, Retriever]] = []
     for method in settings.methods:
         runs.append((method, engine.retriever(method, crossing=False)))
@@ -179,8 +220,9 @@ def run_retrieval_bench(
             latencies.append((time.perf_counter() - t) * 1000)
             ranked.append([keys[p.chunk] for p in result.passages])
             progress(f"retrieve:{method}", len(ranked), len(questions))
+        scores[method] = per_question(settings.dataset, ranked, questions)
         out[method] = {
-            **_scores(settings.dataset, ranked, questions),
+            **summarize(scores[method]),
             "p50_ms": round(float(np.percentile(latencies, 50)), 2),
             "p95_ms": round(float(np.percentile(latencies, 95)), 2),
         }
@@ -188,7 +230,16 @@ def run_retrieval_bench(
         peers = sorted({name for q in questions for name in q.peers})
         for name in peers:
             ranked = [q.peers.get(name, []) for q in questions]
-            out[f"peer:{name}"] = _scores("2wiki", ranked, questions)
+            scores[f"peer:{name}"] = per_question("2wiki", ranked, questions)
+            out[f"peer:{name}"] = summarize(scores[f"peer:{name}"])
+    out["_paired"] = compare(scores, default_pairs(list(scores)) if pairs is None else pairs)
+    out["_per_question"] = {
+        "ids": [q.id for q in questions],
+        **{
+            m: {metric: [round(v, 4) for v in vs] for metric, vs in by.items()}
+            for m, by in scores.items()
+        },
+    }
     out["_run"] = {
         "dataset": settings.dataset,
         "questions": len(questions),

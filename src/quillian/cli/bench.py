@@ -77,22 +77,52 @@ def retrieval(
             help="also run the SA methods crossing into DIR (linked by 'quillian kg link')",
         ),
     ] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="A:B",
+            help="compare two of the methods question by question (repeatable; default: "
+            "each against dense)",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Every retriever side by side on a QA dataset (no LLM).
 
     The index is built (or reused), then each retriever ranks passages for every
-    question; prints each one's recall and latency.
+    question; prints each one's recall with its bootstrap 95% interval, its latency,
+    and paired comparisons (mean difference, interval, permutation p-value, questions
+    won and lost).
     """
     settings = data.settings(first_n, methods=_retrievers(methods) if methods else METHODS)
+    pairs = [_pair(c) for c in compare] if compare else None
     with stage_bars() as progress:
-        result = run_retrieval_bench(settings, kg=kg, on_progress=progress)
+        result = run_retrieval_bench(settings, kg=kg, on_progress=progress, pairs=pairs)
     if json_out:
         print(json.dumps(result))
         return
     for method, figures in result.items():
         if not method.startswith("_"):
-            print(f"{method:24s}", "  ".join(f"{k} {v}" for k, v in figures.items()))
+            cells = [
+                f"{k} {v}" + (f" [{ci[0]}, {ci[1]}]" if (ci := figures.get(f"{k}_ci")) else "")
+                for k, v in figures.items()
+                if not k.endswith("_ci")
+            ]
+            print(f"{method:24s}", "  ".join(cells))
+    for pair, metrics in result["_paired"].items():
+        for metric, c in metrics.items():
+            print(
+                f"{pair:28s} {metric:20s} diff {c['diff']:+.3f} [{c['ci'][0]:+.3f}, "
+                f"{c['ci'][1]:+.3f}]  p={c['p']:.3f}  wins {c['wins']} losses {c['losses']} "
+                f"ties {c['ties']}"
+            )
+
+
+def _pair(text: str) -> tuple[str, str]:
+    a, sep, b = text.partition(":")
+    if not sep or not a or not b:
+        raise ConfigError(f"--compare takes two methods as A:B, got {text!r}")
+    return (a, b)
 
 
 def _retrievers(text: str) -> list[str]:
