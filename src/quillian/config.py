@@ -59,7 +59,7 @@ def parse_option_value(option: OptionSpec, text: str) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
-        raise ConfigError(f"option {option.name}: {text!r} is not a {option.type_name}") from None
+        raise ConfigError(f"option {option.name}: {text!r} is not {_a(option.type_name)}") from None
     expected = float if option.type is float else option.type
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)

@@ -39,6 +39,7 @@ __all__ = [
     "EMBEDS_QUERY",
     "EXTRACTORS",
     "RETRIEVERS",
+    "RETRIEVER_CONFIGS",
     "SA_RETRIEVERS",
     "make_chunker",
     "make_embedder",
@@ -49,6 +50,16 @@ __all__ = [
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR, "kag-llm")
 RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag")
+#: Each retriever's configuration dataclass (its options), None for those with none.
+RETRIEVER_CONFIGS: dict[str, type | None] = {
+    "sa": SAConfig,
+    "sa-paper": SAConfig,
+    "ppr": PPRConfig,
+    "dense": None,
+    "bm25": None,
+    "kags": KAGSSearch,
+    "kag": KAGChunkConfig,
+}
 #: The retrievers that embed the query (the others ignore a query vector).
 EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag")
 #: The retrievers that can cross into another graph (``bridges``).
