@@ -171,6 +171,43 @@ def _paired_rows(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+def _tune_section(tune: dict[str, Any]) -> list[str]:
+    """Options chosen by cross-validation (``quillian bench tune``) beside the defaults."""
+    if not tune:
+        return []
+    lines = [
+        "",
+        "## Tuning by cross-validation",
+        "",
+        "Each row tries every combination of the grid on the dev questions. *Cross-validated* "
+        "scores every question with the combination best on the other folds: what tuning "
+        "would give on questions it has not seen. *Best in-sample* is the combination best "
+        "on all the questions, scored on those same questions: a tuning figure, optimistic. "
+        "Intervals are bootstrap 95%; the comparison with the defaults is paired.",
+        "",
+        "| run | method | grid | metric | defaults | cross-validated | vs defaults (p) "
+        "| best in-sample |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in tune.items():
+        grid = "; ".join(
+            f"{k} " + ", ".join(str(v) for v in dict.fromkeys(r["options"][k] for r in t["grid"]))
+            for k in t["grid"][0]["options"]
+        )
+        d, cv, best = t["default"], t["cv"], t["chosen_on_all"]
+        c = cv["vs_default"]
+        lines.append(
+            f"| {name} | {t['method']} | {grid} | {t['metric']} | {d['score']:g} "
+            f"[{d['ci'][0]:g}, {d['ci'][1]:g}] | {cv['score']:g} [{cv['ci'][0]:g}, "
+            f"{cv['ci'][1]:g}] | {c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
+            f"({c['p']:.2f}) | {best['in_sample']['score']:g} "
+            f"({', '.join(f'{k}={v}' for k, v in best['options'].items())}) |"
+        )
+    lines += ["", "Commands:", ""]
+    lines += [f"- {name}: `{t['_command']}`" for name, t in tune.items() if "_command" in t]
+    return lines
+
+
 def _paired_section(results: dict[str, dict[str, Any]]) -> list[str]:
     rows = _paired_rows(results)
     if not rows:
@@ -694,6 +731,7 @@ def render(
     kags: dict[str, Any] | None = None,
     serve: dict[str, Any] | None = None,
     sections: dict[str, str] | None = None,
+    tune: dict[str, Any] | None = None,
 ) -> str:
     parts = [
         "# Benchmarks",
@@ -731,6 +769,7 @@ def render(
         "",
         _build_rows(results),
     ]
+    parts += _tune_section(tune or {})
     if scale:
         parts += [
             "",
@@ -788,6 +827,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="JSON",
         help="JSON from python -m quillian.bench.kags (repeatable, named by the file's "
         "stem); a FILE.cmd beside it holds the command",
+    )
+    parser.add_argument(
+        "--tune",
+        type=Path,
+        action="append",
+        metavar="JSON",
+        help="JSON from quillian bench tune --json (repeatable, named by the file's stem); "
+        "a FILE.cmd beside it holds the command",
     )
     parser.add_argument(
         "--kge",
@@ -880,6 +927,9 @@ def main(argv: list[str] | None = None) -> None:
     kags = dict(previous.get("kags", {}))
     for path in args.kags or ():
         kags[path.stem] = _with_command(path)
+    tune = dict(previous.get("tune", {}))
+    for path in args.tune or ():
+        tune[path.stem] = _with_command(path)
     sections = dict(previous.get("sections", {}))
     for path in args.section or ():
         text = path.read_text(encoding="utf-8").strip()
@@ -887,7 +937,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"{path}: a section starts with its '## ' title")
         sections[text.splitlines()[0][3:].strip()] = text
     args.out.write_text(
-        render(results, scale, qa, llm_local, kg, kags, serve, sections), encoding="utf-8"
+        render(results, scale, qa, llm_local, kg, kags, serve, sections, tune), encoding="utf-8"
     )
     saved.write_text(
         json.dumps(
@@ -900,6 +950,7 @@ def main(argv: list[str] | None = None) -> None:
                 "kags": kags,
                 "serve": serve,
                 "sections": sections,
+                "tune": tune,
             },
             indent=1,
         )
