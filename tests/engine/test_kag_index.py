@@ -107,7 +107,7 @@ def test_kag_retriever_and_method_through_the_engine(tmp_path) -> None:
         "Action1: Retrieval(s=s1:Person[Antonio Vivaldi], p=p1:bornIn, o=o1:GeographicLocation)\n"
         "Step2: Output the place.\nAction2: Output(o1)"
     )
-    model = ScriptedChatModel({"kag.plan": plan})
+    model = ScriptedChatModel({"kag.plan": plan, "kag.query_ner": "[]"})
 
     async def ask():
         async with Engine.open(location, llm=model, embedder="hash") as engine:

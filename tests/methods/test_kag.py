@@ -450,3 +450,55 @@ def test_t9_a_plan_broken_twice_is_recorded_and_not_executed(vivaldi) -> None:
     assert "call to '__import__' is not allowed" in errors[1] or "not allowed" in errors[1]
     assert "read before step 4 binds it" in errors[2]
     assert "missing '='" in errors[4]
+
+
+# --- question NER: entities the model names seed the chunk retriever ---------------------
+
+CR_ROUTES = {
+    "kag.memory": "Antonio Vivaldi was born in Venice. [DONE]",
+    "kag.judge": "Yes.",
+    "kag.answer": json.dumps({"thought": "born in Venice", "answer": "Venice"}),
+}
+UNNAMED = "Which city was the Baroque priest who wrote violin concertos born in?"
+
+
+def cr_retrieval(result):  # type: ignore[no-untyped-def]
+    return next(s for s in result.steps if type(s).__name__ == "Retrieval")
+
+
+def test_entities_the_model_names_seed_the_chunk_retriever(vivaldi) -> None:
+    ner = json.dumps([{"name": "Antonio Vivaldi", "category": "Person"}])
+    pipeline, model = solver(vivaldi, {**CR_ROUTES, "kag.query_ner": ner}, preset="CR")
+    result = asyncio.run(pipeline.answer(UNNAMED))
+    assert result.answer == "Venice"
+    # the question names no entity; the model's mention links exactly (score 1.0), so
+    # PageRank alone ranks, from Vivaldi: his passage first
+    step = cr_retrieval(result)
+    assert step.retriever == "kag:ppr"
+    assert result.evidence.passages[0].title == "Antonio Vivaldi"
+    asked = [c for c in model.calls if c.prompt == "kag.query_ner@1"]
+    assert len(asked) == 1 and UNNAMED in last_user(asked[0].messages)
+    # without the question NER, the same question has only description seeds
+    plain, model = solver(vivaldi, CR_ROUTES, preset="CR", query_ner=False)
+    result = asyncio.run(plain.answer(UNNAMED))
+    assert cr_retrieval(result).retriever != "kag:ppr"
+    assert not any(c.prompt == "kag.query_ner@1" for c in model.calls)
+
+
+def test_an_unusable_ner_reply_is_recorded_and_retrieval_goes_on(vivaldi) -> None:
+    pipeline, _ = solver(vivaldi, {**CR_ROUTES, "kag.query_ner": "Vivaldi, probably"}, preset="CR")
+    result = asyncio.run(pipeline.answer(UNNAMED))
+    assert result.error == "" and result.answer == "Venice"
+    assert result.transcript.parse_failures >= 1
+    assert result.evidence.passages  # dense and description seeds still retrieve
+
+
+def test_a_mention_links_by_name_or_by_its_nearest_description(vivaldi) -> None:
+    from quillian.components.retrieval.kag import KAGChunkRetriever
+
+    chunks = KAGChunkRetriever(vivaldi)
+    exact = chunks.mention_seeds(["antonio vivaldi", "Antonio Vivaldi", " "])
+    assert [(s.name, s.score, s.source) for s in exact] == [("Antonio Vivaldi", 1.0, "mention")]
+    # no entity of that name: its description's nearest entity, when close enough
+    fuzzy = chunks.mention_seeds(["Venice: GeographicLocation"])
+    assert [(s.name, s.source) for s in fuzzy] == [("Venice", "mention")]

@@ -121,3 +121,16 @@ def test_config_is_checked() -> None:
         KAGChunkConfig(damping=1.0)
     with pytest.raises(ConfigError):
         KAGChunkConfig(pagerank_weight=2.0)
+
+
+def test_the_dense_half_takes_each_chunks_best_cosine_over_the_queries(context) -> None:
+    kag = KAGChunkRetriever(context, KAGChunkConfig(bm25_swap=False))
+    # a second query vector (the solver's original question beside a sub-question):
+    # c1, 0.5 to Q, lies along it and ranks first; the others keep their cosine to Q
+    other = np.array(unit(0.5), dtype=np.float32)
+    assert titles(kag.retrieve_seeded("q", 4, [], Q)) == ["D", "A", "C", "B"]
+    both = kag.retrieve_seeded("q", 4, [], Q, also=[other])
+    scores = {p.title: p.score for p in both.passages}
+    assert scores["B"] == pytest.approx(1.0, abs=1e-5)  # c1 is `other` itself
+    assert scores["D"] == pytest.approx(0.9, abs=1e-5)  # its cosine to Q is the best
+    assert titles(both)[0] == "B"

@@ -96,8 +96,10 @@ def solver(
     **options: Any,
 ) -> tuple[KAG, ScriptedChatModel]:
     """KAG over ``context`` (and ``knowledge`` instead of the index's own KAG graph)
-    with a scripted model answering by ``routes``."""
-    model = ScriptedChatModel(routes)
+    with a scripted model answering by ``routes`` (the question NER, ``kag.query_ner``,
+    names nothing unless ``routes`` script it)."""
+    # the question NER finds nothing unless a test scripts it
+    model = ScriptedChatModel({"kag.query_ner": "[]", **routes})
     registry: PromptRegistry = default_registry()
     pipeline = KAG(
         TaskRunner(model, registry),

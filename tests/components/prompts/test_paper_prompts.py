@@ -188,6 +188,7 @@ EXPECTED: dict[str, tuple[set[str], list[str]]] = {
     "kag.triples": ({"entities", "passage"}, ['{"triples": [["subject", "predicate", "object"]']),
     "kag.std": ({"entities", "passage"}, ['"official_name": "..."']),
     "kag.concepts": ({"types"}, ['"Legislative Body" -> ["Legislative Body"']),
+    "kag.query_ner": ({"schema", "question"}, ['[{"name": "...", "category": "..."}]; []']),
     "kag.plan": ({"schema", "question"}, ["Action4: math4 = Math(2027-o3)"]),
     "kag.spo_select": ({"question", "mention", "candidates"}, ["reply [] if none does"]),
     "kag.sub_answer": (

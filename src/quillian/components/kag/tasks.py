@@ -30,6 +30,7 @@ __all__ = [
     "NER",
     "OUTPUT",
     "PLAN",
+    "QUERY_NER",
     "REWRITE",
     "SPO_SELECT",
     "STD",
@@ -90,6 +91,16 @@ def _list_of(model: type[BaseModel], raw: str, prompt: str) -> list[Any]:
 
 def parse_ner(raw: str) -> list[NerEntity]:
     return _list_of(NerEntity, raw, "kag.ner")
+
+
+class Mention(BaseModel):
+    name: str = Field(min_length=1)
+    category: str = ""
+
+
+def parse_query_ner(raw: str) -> list[str]:
+    """The names of a question's entities (a JSON list of ``{name, category}``)."""
+    return [m.name.strip() for m in _list_of(Mention, raw, "kag.query_ner")]
 
 
 def parse_std(raw: str) -> list[OfficialName]:
@@ -190,6 +201,10 @@ def salvage_answer(raw: str) -> FinalAnswer:
 
 _JSON = Decoding(max_tokens=1024)
 NER: Task[list[NerEntity]] = Task("kag.ner", parse_ner, _JSON)
+# An unusable reply leaves the question's own name links (the failure stays recorded).
+QUERY_NER: Task[list[str]] = Task(
+    "kag.query_ner", parse_query_ner, Decoding(max_tokens=256), fallback=lambda raw: []
+)
 TRIPLES: Task[list[tuple[str, str, str]]] = Task("kag.triples", parse_triples, _JSON)
 STD: Task[list[OfficialName]] = Task("kag.std", parse_std, _JSON)
 CONCEPTS: Task[dict[str, list[str]]] = Task("kag.concepts", parse_concepts, _JSON)

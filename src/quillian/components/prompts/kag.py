@@ -25,6 +25,7 @@ __all__ = [
     "OUTPUT",
     "PLAN",
     "PROMPTS",
+    "QUERY_NER",
     "REWRITE",
     "SPO_SELECT",
     "STD",
@@ -98,6 +99,20 @@ CONCEPTS = _prompt(
     {"types"},
     "Knowledge alignment, concept completion (paper section 2.4.1, Algorithm A1 step 3). "
     "types: one '<semantic type> (class <Class>)' per line. Output: JSON {type: [chain]}.",
+)
+
+QUERY_NER = _prompt(
+    "kag.query_ner",
+    "You are an expert in named entity recognition. List the entities the question "
+    "mentions (people, organisations, places, works, events, dates and other named "
+    "things), each with its name as written and its category (exactly one of the schema "
+    'classes). Reply with only a JSON list: [{{"name": "...", "category": "..."}}]; [] '
+    "when it names none.",
+    "Schema classes: {schema}\n\nQuestion: {question}",
+    {"schema", "question"},
+    "P20 (solver question_ner): the entities of a question or sub-question, which seed "
+    "the chunk retriever's PageRank. schema: the entity classes, comma-separated. "
+    "Output: a JSON list of {name, category}.",
 )
 
 PLAN = Prompt(
@@ -237,6 +252,7 @@ PROMPTS: tuple[Prompt, ...] = (
     TRIPLES,
     STD,
     CONCEPTS,
+    QUERY_NER,
     PLAN,
     SPO_SELECT,
     SUB_ANSWER,

@@ -35,7 +35,8 @@ class ScoredPassage:
 
 @dataclass(frozen=True, slots=True)
 class Seed:
-    """An initially activated entity and why: ``"description"`` or ``"lexical"`` match."""
+    """An initially activated entity and why: ``"description"`` or ``"lexical"`` match,
+    or a ``"mention"`` a model found, or ``"bound"`` by a solver step."""
 
     entity: int
     name: str

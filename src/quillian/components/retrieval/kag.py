@@ -122,6 +122,29 @@ class KAGChunkRetriever:
                 seeds.append(Seed(entity, ctx.entity_name(entity), score, "description"))
         return seeds
 
+    def mention_seeds(self, names: Sequence[str]) -> list[Seed]:
+        """Seeds for entity mentions a model found in a question: an entity of that
+        name (score 1.0), else the entity whose description is nearest the mention
+        (its cosine, when at least ``min_seed_score``)."""
+        out: dict[int, Seed] = {}
+        unmatched = []
+        for name in dict.fromkeys(n for n in names if n.strip()):
+            entity = self._entity_by_name.get(normalize_name(name))
+            if entity is None:
+                unmatched.append(name)
+            else:
+                out[entity] = Seed(entity, self.context.entity_name(entity), 1.0, "mention")
+        if unmatched:
+            for vector in self.context.embedder.embed(unmatched):
+                for desc, score in self.context.top_descriptions(vector, 1):
+                    entity = int(self.context.description_entity[desc])
+                    if score >= self.config.min_seed_score and (
+                        entity not in out or out[entity].score < score
+                    ):
+                        name = self.context.entity_name(entity)
+                        out[entity] = Seed(entity, name, score, "mention")
+        return list(out.values())
+
     def seeds_for(self, names: Sequence[tuple[str, float]]) -> list[Seed]:
         """Seeds for entities bound elsewhere (by name, with their link scores)."""
         out: dict[int, Seed] = {}
@@ -144,12 +167,18 @@ class KAGChunkRetriever:
         k: int,
         seeds: Sequence[Seed],
         query_vector: npt.NDArray[np.float32] | None = None,
+        also: Sequence[npt.NDArray[np.float32]] = (),
     ) -> RetrievalResult:
-        """The top ``k`` chunks for ``query`` with PageRank reset on ``seeds``."""
+        """The top ``k`` chunks for ``query`` with PageRank reset on ``seeds``; the
+        dense half scores each chunk by its best cosine to the query and to the vectors
+        ``also`` (the solver passes the original question beside a sub-question)."""
         check_k(k)
         ctx, cfg = self.context, self.config
         q = ctx.embed_query(query) if query_vector is None else query_vector
-        dense = dict(ctx.dense_ranking(q, max(cfg.candidates, k)))
+        dense: dict[int, float] = {}
+        for vector in (q, *also):
+            for chunk, score in ctx.dense_ranking(vector, max(cfg.candidates, k)):
+                dense[chunk] = max(score, dense.get(chunk, score))
         mode = "dense"
         scores = dense
         if seeds:

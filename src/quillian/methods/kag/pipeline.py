@@ -10,6 +10,7 @@ retrieval, memory, judge and rewrite only. ``rounds`` is the paper's ``ref_n``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,6 +54,10 @@ class KAGConfig:
     """Entity-link score the fuzzy (KG_fr) layer needs."""
     fuzzy_top_k: int = 15
     """SPO candidates by cosine offered to the model."""
+    query_ner: bool = True
+    """Seed chunk retrieval also with the entities the model names in the question and
+    in each sub-question (the authors' question NER), not only with the names the
+    question spells out; False saves those calls."""
     schema: str = ""
     """A schema file (YAML or JSON) whose classes the planner may use; empty: the one
     the index was built with (``quillian index --for kag --schema FILE``), else the
@@ -132,13 +137,22 @@ class KAG(PipelineBase):
         ranked: list[ScoredPassage] = []
         present = run.question
         knowledge = self.knowledge if cfg.preset != "CR" else None
+        found: list[list[Seed]] = []
+
+        async def named() -> list[Seed]:
+            """The original question's model-named entities, asked once, when a chunk
+            retrieval first needs them (a step the graph answers needs none)."""
+            if not found:
+                found.append(await self._mentioned(run, run.question))
+            return found[0]
+
         for round_ in range(1, cfg.rounds + 1):
             frame = Frame()
             if knowledge is None:
-                frame.passages = await self._retrieve(run, present, cfg.k, None)
+                frame.passages = await self._retrieve(run, present, cfg.k, None, named)
                 frame.all_exact = False
             else:
-                await self._plan_and_execute(run, round_, present, frame, knowledge)
+                await self._plan_and_execute(run, round_, present, frame, knowledge, named)
             sub_questions += [q for q, _ in frame.history]
             ranked = self._merge(ranked, frame.passages)
             if frame.solved and frame.all_exact and frame.history:
@@ -187,7 +201,13 @@ class KAG(PipelineBase):
         return "" if tasks.is_unknown(answer.answer) else answer.answer
 
     async def _plan_and_execute(
-        self, run: Run, round_: int, present: str, frame: Frame, knowledge: KagKnowledge
+        self,
+        run: Run,
+        round_: int,
+        present: str,
+        frame: Frame,
+        knowledge: KagKnowledge,
+        named: Callable[[], Awaitable[list[Seed]]],
     ) -> None:
         cfg = self.config
         plan: Plan = await self.runner.run(
@@ -210,7 +230,7 @@ class KAG(PipelineBase):
         )
 
         async def retrieve(query: str, k: int, seeds: list[Seed]) -> list[ScoredPassage]:
-            return await self._retrieve(run, query, k, seeds)
+            return await self._retrieve(run, query, k, seeds, named)
 
         executor = StepExecutor(
             knowledge, self.chunks, retrieve, self.runner, run.transcript, settings
@@ -235,18 +255,42 @@ class KAG(PipelineBase):
         if any(s.error for s in plan.steps) or not plan.steps:
             frame.all_exact = False
 
+    async def _mentioned(self, run: Run, text: str) -> list[Seed]:
+        """Seeds for the entities the model names in ``text`` (none when ``query_ner``
+        is off; an unusable reply names none, recorded in the transcript)."""
+        if not self.config.query_ner:
+            return []
+        names = await self.runner.run(
+            tasks.QUERY_NER, run.transcript, schema=self.schema.prompt_types(), question=text
+        )
+        return await self.offload(lambda: self.chunks.mention_seeds(names)) if names else []
+
     async def _retrieve(
-        self, run: Run, query: str, k: int, seeds: list[Seed] | None
+        self,
+        run: Run,
+        query: str,
+        k: int,
+        seeds: list[Seed] | None,
+        named: Callable[[], Awaitable[list[Seed]]],
     ) -> list[ScoredPassage]:
-        """Chunks for ``query``: seeded with ``seeds`` plus the query's own links, or
-        linked from the query alone (``None``)."""
+        """Chunks for ``query`` (spec 4.5 step 5): PageRank seeded with ``seeds`` (the
+        step's bound entities), the entities the query names or the model finds in it,
+        and ``named()`` (those of the original question); the dense half takes each
+        chunk's best cosine to the query and to the original question."""
         chunks = self.chunks
+        own = [
+            *await named(),
+            *(await self._mentioned(run, query) if query != run.question else []),
+        ]
 
         def search() -> Any:
             q = chunks.context.embed_query(query)
-            found = chunks.link(query, q)
-            extra = [s for s in found if s.entity not in {x.entity for x in seeds or []}]
-            return chunks.retrieve_seeded(query, k, [*(seeds or []), *extra], q)
+            also = [] if query == run.question else [chunks.context.embed_query(run.question)]
+            best: dict[int, Seed] = {}
+            for seed in [*(seeds or []), *chunks.link(query, q), *own]:
+                if seed.entity not in best or best[seed.entity].score < seed.score:
+                    best[seed.entity] = seed
+            return chunks.retrieve_seeded(query, k, list(best.values()), q, also)
 
         result = await self.offload(search)
         run.evidence.add_passages(result.passages)
