@@ -229,4 +229,6 @@ def test_schema_and_concepts_need_kag(tmp_path, capsys) -> None:
     argv = ["index", "--out", str(tmp_path / "i"), "--sample", "--embedder", "hash"]
     assert main([*argv, "--concepts", "llm"]) == 2
     assert "--for kag" in capsys.readouterr().err
+    assert main([*argv, "--for", "kag", "--similar", "1.5"]) == 2
+    assert "must be in (0, 1]" in capsys.readouterr().err
     assert not (tmp_path / "i").exists()

@@ -19,6 +19,7 @@ from quillian.components.extraction.llm_budget import ExtractionBudget, estimate
 from quillian.components.extraction.quads import QUAD_EXTRACTOR
 from quillian.components.factories import CHUNKERS, EMBEDDERS, EXTRACTORS, make_chunker
 from quillian.components.ingestion.readers import read_documents
+from quillian.components.kag.alignment import SIMILAR_THRESHOLD
 from quillian.components.llm.accounting import Ledger
 from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
 from quillian.errors import BudgetExhausted, ConfigError, InputError
@@ -89,6 +90,14 @@ def index(
             "the model (--llm; stored, so rebuilds ask only about new types)",
         ),
     ] = "wordnet",
+    similar: Annotated[
+        float | None,
+        typer.Option(
+            metavar="T",
+            help="KAG's alignment: link entities of one class whose names embed with "
+            f"cosine >= T (similar edges; default {SIMILAR_THRESHOLD})",
+        ),
+    ] = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
 
@@ -106,11 +115,12 @@ def index(
         methods=tuple(method_spec(m).name for m in for_methods or ()),
         kag_schema=schema,
         kag_concepts=concepts,
+        kag_similar=similar,
     )
-    if (schema or concepts != "wordnet") and not any(
+    if (schema or concepts != "wordnet" or similar is not None) and not any(
         method_spec(m).needs_schema for m in settings.methods
     ):
-        raise ConfigError("--schema and --concepts shape KAG's graph: add --for kag")
+        raise ConfigError("--schema, --concepts and --similar shape KAG's graph: add --for kag")
     documents = read_inputs([sample_corpus()] if sample else paths or [])
     uses_model = settings.extractor in ("llm", QUAD_EXTRACTOR, "kag-llm") or concepts == "llm"
     if not uses_model:

@@ -42,12 +42,16 @@ class IndexSettings:
     """KAG's typed schema (YAML or JSON); None: the index's own, else the shipped one."""
     kag_concepts: str = "wordnet"
     """Where KAG's alignment takes concept chains from: ``wordnet`` or ``llm``."""
+    kag_similar: float | None = None
+    """The name cosine at which KAG links two entities ``similar``; None: the stage's
+    default."""
 
     def stage_options(self) -> dict[str, Any]:
         """What the methods' stages read, as recorded in the manifest."""
         return {
             "kag_schema": str(self.kag_schema) if self.kag_schema else None,
             "kag_concepts": self.kag_concepts,
+            "kag_similar": self.kag_similar,
         }
 
 

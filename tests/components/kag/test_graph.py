@@ -3,14 +3,24 @@ constrained by the entity list, the mutual index), saving, and alignment."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.kag.alignment import (
     Aligner,
     LLMConcepts,
     MappedConcepts,
+    link_similar,
     without_alignment,
 )
-from quillian.components.kag.graph import SOURCE, TypedGraph, TypedGraphBuilder, camel_case
+from quillian.components.kag.graph import (
+    SOURCE,
+    KagNode,
+    TypedGraph,
+    TypedGraphBuilder,
+    camel_case,
+)
 from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, default_schema
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.components.llm.tasks import TaskRunner
@@ -158,3 +168,34 @@ def test_llm_concepts_kept_in_a_store_are_read_back_and_new_types_need_a_model(
     assert again.chain("widget") == []
     assert len(again.failures) == 1 and "'widget'" in again.failures[0]
     kv.close()
+
+
+def test_similar_edges_link_each_entity_to_its_nearest_namesake_of_its_class() -> None:
+    builder = TypedGraphBuilder(default_schema())
+    for name, label in [
+        ("Antonio Vivaldi", "Person"),
+        ("Vivaldi", "Person"),
+        ("Vivaldi", "Others"),  # another class: never linked across
+        ("Harvard University", "Organization"),
+        ("Yale University", "Organization"),
+    ]:
+        builder.add_node(KagNode(name, label))
+    graph = builder.build()
+
+    def unit(*xs: float) -> list[float]:
+        v = np.array(xs, dtype=np.float32)
+        return list(v / np.linalg.norm(v))
+
+    names = np.array(
+        [unit(1, 0.1, 0), unit(1, 0, 0), unit(1, 0, 0), unit(0, 1, 0.6), unit(0, 1, -0.6)],
+        dtype=np.float32,
+    )
+    linked = link_similar(graph, names, threshold=0.8)
+    similar = [(linked.nodes[e.subject].key, linked.nodes[e.object].key) for e in linked.edges]
+    # the two Vivaldis of class Person (cosine 0.995), once; the universities (0.47) not
+    assert similar == [(("antonio vivaldi", "Person"), ("vivaldi", "Person"))]
+    assert linked.counts()["kag_similar_edges"] == 1
+    assert not without_alignment(linked).edges  # part of K_Alignment
+    assert link_similar(graph, names, threshold=0.999).edges == []
+    with pytest.raises(ValueError, match="5 name vectors for 4"):
+        link_similar(TypedGraph(graph.nodes[:4], []), names)

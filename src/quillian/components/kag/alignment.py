@@ -1,7 +1,8 @@
 """Knowledge alignment (paper section 2.4.1, Table 2; spec section 3.2): semantic types
 become ``SemanticConcept`` nodes joined by ``isA`` chains up to the entity's schema
-class, instances link to their concept by ``belongTo``, and entities that share a
-meaning get ``synonym`` edges.
+class, instances link to their concept by ``belongTo``, entities that share a meaning
+get ``synonym`` edges, and entities of one class whose names embed close together get
+``similar`` edges (:func:`link_similar`, the authors' post-processor).
 
 Concept chains come from a :class:`ConceptSource`: offline, WordNet's hypernyms (the
 first noun sense of the semantic type, or of the entity's own name when it has none:
@@ -21,8 +22,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from quillian.components.extraction.llm import _run_sync
-from quillian.components.kag.graph import KagNode, TypedGraph, TypedGraphBuilder
+from quillian.components.kag.graph import KagEdge, KagNode, TypedGraph, TypedGraphBuilder
 from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, Schema
 from quillian.components.kag.tasks import CONCEPTS
 from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
@@ -32,15 +36,24 @@ from quillian.types import normalize_name
 
 __all__ = [
     "ALIGNMENT_PREDICATES",
+    "SIMILAR",
+    "SIMILAR_THRESHOLD",
     "Aligner",
     "ConceptSource",
     "LLMConcepts",
     "MappedConcepts",
     "WordNetHypernyms",
+    "link_similar",
     "without_alignment",
 ]
 
-ALIGNMENT_PREDICATES = frozenset({"isA", "belongTo", "synonym"})
+SIMILAR = "similar"
+ALIGNMENT_PREDICATES = frozenset({"isA", "belongTo", "synonym", SIMILAR})
+#: Name cosine at which two entities of one class are linked ``similar``: HippoRAG's
+#: synonymy threshold; with MiniLM, name variants score above it ("Antonio Vivaldi" /
+#: "Vivaldi" 0.84, "USA" / "United States" 0.89) and distinct names below ("Harvard
+#: University" / "Yale University" 0.74, "John Smith" / "John Adams" 0.54).
+SIMILAR_THRESHOLD = 0.8
 DEFAULT_WORDNET = Path("/usr/share/wordnet")
 
 
@@ -266,6 +279,43 @@ class LLMConcepts:
 
     def sense(self, term: str) -> str | None:
         return None
+
+
+def link_similar(
+    graph: TypedGraph, names: npt.NDArray[np.float32], threshold: float = SIMILAR_THRESHOLD
+) -> TypedGraph:
+    """The post-processor's similarity linking (spec 2.2 step 7): each entity's nearest
+    other entity of the same class by name vector (``names``: unit rows, one per
+    :meth:`~TypedGraph.entity_nodes` entry), linked ``similar`` when their cosine is at
+    least ``threshold``; each pair once."""
+    entities = graph.entity_nodes()
+    if len(entities) != len(names):
+        raise ValueError(f"{len(names)} name vectors for {len(entities)} entities")
+    by_label: dict[str, list[int]] = defaultdict(list)
+    for row, node in enumerate(entities):
+        by_label[graph.nodes[node].label].append(row)
+    pairs: set[tuple[int, int]] = set()
+    for rows in by_label.values():
+        if len(rows) < 2:
+            continue
+        members = names[rows]
+        for start in range(0, len(rows), SIMILAR_BLOCK):
+            sims = members[start : start + SIMILAR_BLOCK] @ members.T
+            block = np.arange(sims.shape[0])
+            sims[block, start + block] = -np.inf
+            best = np.argmax(sims, axis=1)
+            for i, j in zip(block.tolist(), best.tolist(), strict=True):
+                if sims[i, j] >= threshold:
+                    a, b = entities[rows[start + i]], entities[rows[j]]
+                    pairs.add((min(a, b), max(a, b)))
+    if not pairs:
+        return graph
+    edges = [*graph.edges, *(KagEdge(a, SIMILAR, b) for a, b in sorted(pairs))]
+    return TypedGraph(graph.nodes, edges, graph.issues)
+
+
+#: Rows of name vectors compared at once in :func:`link_similar`.
+SIMILAR_BLOCK = 1024
 
 
 def without_alignment(graph: TypedGraph) -> TypedGraph:

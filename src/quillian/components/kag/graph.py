@@ -177,7 +177,9 @@ class TypedGraph:
         preds: dict[str, int] = defaultdict(int)
         for e in self.edges:
             preds[
-                e.predicate if e.predicate in (SOURCE, "isA", "belongTo", "synonym") else "spo"
+                e.predicate
+                if e.predicate in (SOURCE, "isA", "belongTo", "synonym", "similar")
+                else "spo"
             ] += 1
         return {
             "kag_nodes": len(self.nodes),
@@ -187,6 +189,7 @@ class TypedGraph:
             "kag_source_edges": preds[SOURCE],
             "kag_spo_edges": preds["spo"],
             "kag_isa_edges": preds["isA"],
+            "kag_similar_edges": preds["similar"],
             "kag_issues": len(self.issues),
         }
 

@@ -18,10 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.kag.alignment import (
+    SIMILAR_THRESHOLD,
     Aligner,
     ConceptSource,
     LLMConcepts,
     WordNetHypernyms,
+    link_similar,
     without_alignment,
 )
 from quillian.components.kag.graph import BuildIssue, TypedGraph, TypedGraphBuilder
@@ -55,7 +57,9 @@ class KAGGraphStage:
     the chains come from, ``wordnet`` (offline hypernyms) or ``llm`` (the model's
     concept completion, cached in the index's key-value store so a rebuild asks only
     about new types; with no ``runner``, only the stored chains are used and the types
-    left without one are recorded as build issues).
+    left without one are recorded as build issues); ``similar``: the name cosine at
+    which two entities of one class are linked ``similar`` (1 links only identical
+    vectors).
     """
 
     name = "kag-graph"
@@ -67,6 +71,7 @@ class KAGGraphStage:
         align: bool = True,
         concepts: str = "wordnet",
         runner: TaskRunner | None = None,
+        similar: float = SIMILAR_THRESHOLD,
     ) -> None:
         if concepts not in CONCEPT_SOURCES:
             raise ConfigError(
@@ -76,6 +81,9 @@ class KAGGraphStage:
         self.align = align
         self.concepts = concepts
         self.runner = runner
+        if not 0.0 < similar <= 1.0:
+            raise ConfigError(f"the similar-edge threshold must be in (0, 1], got {similar}")
+        self.similar = similar
 
     def configured(self, options: Mapping[str, Any], runner: TaskRunner | None) -> KAGGraphStage:
         """This stage with a build's options: ``kag_schema`` (a schema file) and
@@ -86,6 +94,7 @@ class KAGGraphStage:
             align=self.align,
             concepts=str(options.get("kag_concepts") or self.concepts),
             runner=runner,
+            similar=float(options.get("kag_similar") or self.similar),
         )
 
     def concept_source(self, kv: KeyValueStore) -> ConceptSource:
@@ -114,7 +123,9 @@ class KAGGraphStage:
         builder.add_all(state.extractions)
         graph = builder.build()
         state.progress("kag-graph", 1, 3)
+        names = state.embedder.embed([graph.nodes[i].name for i in graph.entity_nodes()])
         if self.align:
+            graph = link_similar(graph, names, self.similar)
             concepts = self.concept_source(state.storage.kv)
             graph = Aligner(schema, concepts).align(graph)
             failures = getattr(concepts, "failures", [])
@@ -130,14 +141,16 @@ class KAGGraphStage:
                 (path / f"{SCHEMA_STEM}{source.suffix or '.yaml'}").write_bytes(schema_text)
 
         replace_dir(directory / GRAPH_FILE.parent, write)
+        # alignment adds concept nodes only: the entities keep their order and vectors
         entities = graph.entity_nodes()
-        names = [graph.nodes[i].name for i in entities]
+        if len(entities) != len(names):
+            names = state.embedder.embed([graph.nodes[i].name for i in entities])
         descs = [graph.nodes[i].desc or graph.nodes[i].name for i in entities]
-        for collection, texts in ((NAMES, names), (DESCS, descs)):
+        for collection, vectors in ((NAMES, names), (DESCS, state.embedder.embed(descs))):
             index = state.storage.vectors(collection, state.embedder.dim, fresh=True)
             try:
-                if texts:
-                    index.add(np.arange(len(texts)), state.embedder.embed(texts))
+                if len(vectors):
+                    index.add(np.arange(len(vectors)), vectors)
                 index.flush()
             finally:
                 index.close()
