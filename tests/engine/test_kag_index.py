@@ -70,13 +70,17 @@ def build(tmp_path):
     return location
 
 
+@pytest.mark.model
 def test_index_with_kag_builds_the_typed_aligned_graph(tmp_path) -> None:
     location = build(tmp_path)
     counts = read_manifest(location)["counts"]
     assert counts["kag_chunks"] == 3 and counts["kag_source_edges"] > 0
     graph = TypedGraph.load(location / GRAPH_FILE)
-    venice = graph.node("Venice", "Others")
-    assert venice is not None
+    # the recorded extractions carry no types: spaCy's NER gives Venice (GPE) its class,
+    # in its own chunk; "1678" is typed Date by its form
+    venice = graph.node("Venice", "GeographicLocation")
+    assert venice is not None and graph.node("Antonio Vivaldi", "Person") is not None
+    assert counts["kag_typed_in_chunk"] >= 4 and counts["kag_untyped"] >= 1
     # the mutual index: Venice points to the two chunks it was extracted from
     assert len(graph.chunks_of(venice)) == 2
     assert all(
@@ -92,10 +96,28 @@ def test_index_with_kag_builds_the_typed_aligned_graph(tmp_path) -> None:
     }
     assert concepts == {"city"}
     assert any(n.label == CONCEPT and n.name == "municipality" for n in graph.nodes)
-    # "1678" is typed Date by its form (the recorded extractions carry no types)
     assert graph.node("1678", "Date") is not None
 
 
+def test_without_typing_recorded_entities_stay_in_others(tmp_path) -> None:
+    extractions = tmp_path / "openie.jsonl"
+    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
+    location = tmp_path / "index"
+    settings = IndexSettings(
+        extractor="precomputed",
+        extractions=extractions,
+        embedder="hash",
+        methods=("kag",),
+        kag_typing="none",
+    )
+    index_documents(location, [Document(t, title) for title, t in CORPUS.items()], settings)
+    graph = TypedGraph.load(location / GRAPH_FILE)
+    assert graph.node("Venice", "Others") is not None
+    assert graph.node("Venice", "GeographicLocation") is None
+    assert "kag_typed_in_chunk" not in read_manifest(location)["counts"]
+
+
+@pytest.mark.model
 def test_kag_retriever_and_method_through_the_engine(tmp_path) -> None:
     location = build(tmp_path)
     engine = Engine.open(location, embedder="hash")
@@ -116,7 +138,7 @@ def test_kag_retriever_and_method_through_the_engine(tmp_path) -> None:
     answer = asyncio.run(ask())
     assert answer.error == "" and answer.answer == "Venice"
     steps = [s for s in answer.steps if isinstance(s, KAGStep)]
-    assert steps[0].layer == "graph-exact"  # o1 untyped by the OpenIE route: Others, free
+    assert steps[0].layer == "graph-exact"  # Venice typed GeographicLocation by the NER
 
 
 MUSIC_SCHEMA = """\
@@ -130,6 +152,7 @@ types:
 """
 
 
+@pytest.mark.model
 def test_a_schema_given_at_index_time_is_kept_and_read_by_the_solver(tmp_path) -> None:
     schema = tmp_path / "music.yaml"
     schema.write_text(MUSIC_SCHEMA, encoding="utf-8")
@@ -175,6 +198,7 @@ def test_a_bad_schema_fails_before_anything_is_written(tmp_path) -> None:
     assert not (tmp_path / "index").exists()
 
 
+@pytest.mark.model
 def test_llm_concepts_are_stored_and_reused_by_a_rebuild_with_no_model(tmp_path) -> None:
     extractions = tmp_path / "openie.jsonl"
     extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
@@ -201,8 +225,7 @@ def test_llm_concepts_are_stored_and_reused_by_a_rebuild_with_no_model(tmp_path)
     assert asked >= 1
 
     def concept_names(graph: TypedGraph, name: str) -> set[str]:
-        node = graph.node(name, "Others")
-        assert node is not None
+        node = graph.by_name(name)[0]
         return {
             graph.nodes[graph.edges[e].object].name
             for e in graph.one_hop(node, with_source=False)

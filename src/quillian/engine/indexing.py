@@ -45,6 +45,8 @@ class IndexSettings:
     kag_similar: float | None = None
     """The name cosine at which KAG links two entities ``similar``; None: the stage's
     default."""
+    kag_typing: str = "spacy"
+    """How KAG types entities an extractor left untyped: ``spacy`` NER or ``none``."""
 
     def stage_options(self) -> dict[str, Any]:
         """What the methods' stages read, as recorded in the manifest."""
@@ -52,6 +54,7 @@ class IndexSettings:
             "kag_schema": str(self.kag_schema) if self.kag_schema else None,
             "kag_concepts": self.kag_concepts,
             "kag_similar": self.kag_similar,
+            "kag_typing": self.kag_typing,
         }
 
 

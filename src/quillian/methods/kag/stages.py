@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.extraction.base import Extraction
 from quillian.components.kag.alignment import (
     SIMILAR_THRESHOLD,
     Aligner,
@@ -29,9 +30,10 @@ from quillian.components.kag.alignment import (
 from quillian.components.kag.graph import BuildIssue, TypedGraph, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import Schema, default_schema, load_schema
+from quillian.components.kag.typing import NERTyper, TypingReport
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.context import RetrievalContext
-from quillian.errors import ConfigError, IndexIncompleteError
+from quillian.errors import ConfigError, IndexIncompleteError, MissingExtraError
 from quillian.index.artifacts import replace_dir
 from quillian.index.stages import BuildState
 from quillian.index.storage import open_storage
@@ -44,6 +46,8 @@ GRAPH_FILE = Path("kag") / "graph.json"
 SCHEMA_STEM = "schema"
 #: Where the alignment's concept chains come from.
 CONCEPT_SOURCES = ("wordnet", "llm")
+#: How entities an extractor left untyped get a class: spaCy's NER, or not at all.
+TYPINGS = ("spacy", "none")
 NAMES, DESCS = "kag-names", "kag-descs"
 
 
@@ -59,7 +63,8 @@ class KAGGraphStage:
     about new types; with no ``runner``, only the stored chains are used and the types
     left without one are recorded as build issues); ``similar``: the name cosine at
     which two entities of one class are linked ``similar`` (1 links only identical
-    vectors).
+    vectors); ``typing``: ``spacy`` gives entities an extractor left untyped (recorded
+    OpenIE extractions) the NER label of their name in their chunk or corpus.
     """
 
     name = "kag-graph"
@@ -72,6 +77,7 @@ class KAGGraphStage:
         concepts: str = "wordnet",
         runner: TaskRunner | None = None,
         similar: float = SIMILAR_THRESHOLD,
+        typing: str = "spacy",
     ) -> None:
         if concepts not in CONCEPT_SOURCES:
             raise ConfigError(
@@ -84,6 +90,9 @@ class KAGGraphStage:
         if not 0.0 < similar <= 1.0:
             raise ConfigError(f"the similar-edge threshold must be in (0, 1], got {similar}")
         self.similar = similar
+        if typing not in TYPINGS:
+            raise ConfigError(f"unknown typing {typing!r}; choose one of {', '.join(TYPINGS)}")
+        self.typing = typing
 
     def configured(self, options: Mapping[str, Any], runner: TaskRunner | None) -> KAGGraphStage:
         """This stage with a build's options: ``kag_schema`` (a schema file) and
@@ -95,6 +104,7 @@ class KAGGraphStage:
             concepts=str(options.get("kag_concepts") or self.concepts),
             runner=runner,
             similar=float(options.get("kag_similar") or self.similar),
+            typing=str(options.get("kag_typing") or self.typing),
         )
 
     def concept_source(self, kv: KeyValueStore) -> ConceptSource:
@@ -114,14 +124,29 @@ class KAGGraphStage:
         source = self.schema_source(directory) if directory is not None else self.schema_file
         return load_schema(source) if source else default_schema()
 
+    def _typed(self, state: BuildState) -> tuple[list[Extraction], BuildIssue | None]:
+        """The extractions with untyped entities typed by spaCy's NER (``typing``
+        ``spacy``); without spaCy installed they stay untyped, recorded as an issue."""
+        if self.typing == "none":
+            return list(state.extractions), None
+        try:
+            typed, report = NERTyper(state.storage.kv).type(state.chunks, state.extractions)
+        except MissingExtraError as exc:
+            return list(state.extractions), BuildIssue("", str(exc), "entities left untyped")
+        state.counts.update(_typing_counts(report))
+        return typed, None
+
     def run(self, state: BuildState) -> None:
         directory = state.storage.directory
         source = self.schema_source(directory)
         schema = load_schema(source) if source else default_schema()
         schema_text = source.read_bytes() if source else None
+        extractions, typing_issue = self._typed(state)
         builder = TypedGraphBuilder(schema)
-        builder.add_all(state.extractions)
+        builder.add_all(extractions)
         graph = builder.build()
+        if typing_issue is not None:
+            graph.issues.append(typing_issue)
         state.progress("kag-graph", 1, 3)
         names = state.embedder.embed([graph.nodes[i].name for i in graph.entity_nodes()])
         if self.align:
@@ -156,6 +181,14 @@ class KAGGraphStage:
                 index.close()
         state.counts.update(graph.counts())
         state.progress("kag-graph", 3, 3)
+
+
+def _typing_counts(report: TypingReport) -> dict[str, int]:
+    return {
+        "kag_typed_in_chunk": report.typed_in_chunk,
+        "kag_typed_in_corpus": report.typed_in_corpus,
+        "kag_untyped": report.untyped,
+    }
 
 
 def stored_schema(directory: Path) -> Path | None:
