@@ -255,3 +255,29 @@ def test_schema_and_concepts_need_kag(tmp_path, capsys) -> None:
     assert main([*argv, "--for", "kag", "--similar", "1.5"]) == 2
     assert "must be in (0, 1]" in capsys.readouterr().err
     assert not (tmp_path / "i").exists()
+
+
+def test_an_update_keeps_the_methods_and_options_the_index_was_built_with(tmp_path) -> None:
+    extractions = tmp_path / "openie.jsonl"
+    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
+    location = tmp_path / "index"
+    first = IndexSettings(
+        extractor="precomputed",
+        extractions=extractions,
+        embedder="hash",
+        methods=("kag",),
+        kag_typing="none",
+        kag_similar=0.95,
+    )
+    docs = [Document(t, title) for title, t in CORPUS.items()]
+    index_documents(location, docs[:2], first)
+    # a plain update: no --for, no KAG options
+    index_documents(
+        location, docs[2:], replace(first, methods=(), kag_typing=None, kag_similar=None)
+    )
+    config = read_manifest(location)["config"]
+    assert config["methods"] == ["kag"]
+    assert (config["kag_typing"], config["kag_similar"]) == ("none", 0.95)
+    graph = TypedGraph.load(location / GRAPH_FILE)
+    assert graph.counts()["kag_chunks"] == 3  # the KAG graph covers the new document
+    assert graph.node("Venice", "Others") is not None  # still untyped, as asked first

@@ -83,13 +83,14 @@ def index(
         ),
     ] = None,
     concepts: Annotated[
-        str,
+        str | None,
         choice(
             CONCEPT_SOURCES,
-            "KAG's alignment: concept chains from WordNet's hypernyms (offline) or from "
-            "the model (--llm; stored, so rebuilds ask only about new types)",
+            "KAG's alignment: concept chains from WordNet's hypernyms (offline, the "
+            "default) or from the model (--llm; stored, so rebuilds ask only about new "
+            "types)",
         ),
-    ] = "wordnet",
+    ] = None,
     similar: Annotated[
         float | None,
         typer.Option(
@@ -117,7 +118,7 @@ def index(
         kag_concepts=concepts,
         kag_similar=similar,
     )
-    if (schema or concepts != "wordnet" or similar is not None) and not any(
+    if (schema or concepts or similar is not None) and not any(
         method_spec(m).needs_schema for m in settings.methods
     ):
         raise ConfigError("--schema, --concepts and --similar shape KAG's graph: add --for kag")

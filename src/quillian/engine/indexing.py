@@ -37,24 +37,30 @@ class IndexSettings:
     """Precomputed extractions (JSONL) for the ``precomputed`` extractor."""
     embedder: str = "minilm"
     methods: tuple[str, ...] = ()
-    """Methods whose own build stages run after the default ones."""
+    """Methods whose own build stages run after the default ones, besides those the
+    index was built for before (an update keeps every method's artifacts current)."""
     kag_schema: Path | None = None
     """KAG's typed schema (YAML or JSON); None: the index's own, else the shipped one."""
-    kag_concepts: str = "wordnet"
+    kag_concepts: str | None = None
     """Where KAG's alignment takes concept chains from: ``wordnet`` or ``llm``."""
     kag_similar: float | None = None
-    """The name cosine at which KAG links two entities ``similar``; None: the stage's
-    default."""
-    kag_typing: str = "spacy"
+    """The name cosine at which KAG links two entities ``similar``."""
+    kag_typing: str | None = None
     """How KAG types entities an extractor left untyped: ``spacy`` NER or ``none``."""
 
-    def stage_options(self) -> dict[str, Any]:
-        """What the methods' stages read, as recorded in the manifest."""
-        return {
-            "kag_schema": str(self.kag_schema) if self.kag_schema else None,
+    def stage_options(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the methods' stages read, as recorded in the manifest: each option not
+        given keeps the value the index was built with (``previous``, its manifest's
+        config), else the stage's default (None)."""
+        before = previous or {}
+        given = {
             "kag_concepts": self.kag_concepts,
             "kag_similar": self.kag_similar,
             "kag_typing": self.kag_typing,
+        }
+        return {
+            "kag_schema": str(self.kag_schema) if self.kag_schema else None,
+            **{k: before.get(k) if v is None else v for k, v in given.items()},
         }
 
 
@@ -96,6 +102,9 @@ def index_documents(
         load_schema(settings.kag_schema)  # a bad schema fails before anything is written
     if settings.kag_concepts == "llm" and runner is None:
         raise ConfigError("KAG's llm concept completion needs a chat model (--llm SPEC)")
+    previous = read_manifest(location).get("config", {}) if _has_index(location) else {}
+    methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
+    options = settings.stage_options(previous)
     titles = [d.title for d in docs if d.title]
     extractor = make_extractor(
         settings.extractor,
@@ -113,13 +122,13 @@ def index_documents(
         embedder=make_embedder(settings.embedder),
         config={
             "embedder_name": settings.embedder,
-            "methods": list(settings.methods),
+            "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
-            **settings.stage_options(),
+            **options,
         },
         on_progress=on_progress,
-        stages=stages_for(settings.methods, settings.stage_options(), runner),
+        stages=stages_for(methods, options, runner),
     )
 
 
