@@ -17,10 +17,12 @@ import pytest
 
 from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.factories import make_retriever
 from quillian.components.graph.builder import GraphBuilder
 from quillian.components.retrieval.base import top_k_passages
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import SAConfig, SARetriever
 from quillian.errors import ConfigError
@@ -179,3 +181,49 @@ def test_config_validation():
         SAConfig(c=1.0)
     with pytest.raises(ConfigError, match="damping"):
         PPRConfig(damping=1.5)
+
+
+# --- seeding from the question's nearest triples ----------------------------------------
+
+
+def test_the_nearest_relations_are_ranked_by_their_sentences(context) -> None:
+    # s0 (A-B) 1.0, s1 (B-C) 0.7, s2 (A-D) 0.1; relations are numbered A-B, A-D, B-C
+    assert [(r, round(s, 3)) for r, s in context.top_relations(Q, 2)] == [(0, 1.0), (2, 0.7)]
+
+
+def test_triple_seeds_add_the_ends_of_the_nearest_relations(context) -> None:
+    plain = context.seeds("q", Q, "lexical", 0)
+    assert plain == []  # the query names no entity
+    seeds = context.seeds("q", Q, "lexical", 0, triples=2)
+    # A-B (1.0), then B-C (0.7): A and B at 1.0, C at 0.7, each once
+    assert [(s.name, round(s.score, 3), s.source) for s in seeds] == [
+        ("A", 1.0, "triple"),
+        ("B", 1.0, "triple"),
+        ("C", 0.7, "triple"),
+    ]
+    ppr = PPRRetriever(context, PPRConfig(seeding="lexical", triple_seeds=1, passage_weight=0))
+    assert [s.name for s in ppr.retrieve("q", 2, Q).trace.seeds] == ["A", "B"]
+    with pytest.raises(ConfigError, match="triple_seeds"):
+        SAConfig(triple_seeds=-1)
+
+
+# --- reciprocal rank fusion --------------------------------------------------------------
+
+
+def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
+    sa = SARetriever(context, SAConfig())
+    dense = DenseRetriever(context)
+    fused = FusedRetriever([sa, dense], FusedConfig(rrf_k=60, depth=4))
+    result = fused.retrieve("A", 4, Q)
+    a = [p.chunk for p in sa.retrieve("A", 4, Q).passages]
+    b = [p.chunk for p in dense.retrieve("A", 4, Q).passages]
+    expected = {c: sum(1 / (60 + r.index(c) + 1) for r in (a, b) if c in r) for c in {*a, *b}}
+    assert [p.chunk for p in result.passages] == sorted(expected, key=lambda c: (-expected[c], c))
+    assert result.passages[0].score == pytest.approx(max(expected.values()))
+    assert result.method == "fused:sa+dense"
+    assert set(result.trace.timings_ms) == {sa.name, dense.name}
+    with pytest.raises(ConfigError, match="two or more"):
+        FusedConfig(members="sa")
+    assert make_retriever(context, "fused").retrieve("A", 2, Q).method == "fused:sa+ppr"
+    with pytest.raises(ConfigError, match="cannot fuse itself"):
+        make_retriever(context, "fused", members="sa,fused")

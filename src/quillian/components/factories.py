@@ -27,6 +27,7 @@ from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.dense import DenseRetriever
+from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
 from quillian.components.retrieval.kag import KAGChunkConfig, KAGChunkRetriever
 from quillian.components.retrieval.kags import KAGSRetriever, KAGSSearch
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
@@ -49,7 +50,7 @@ __all__ = [
 
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR, "kag-llm")
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag", "fused")
 #: Each retriever's configuration dataclass (its options), None for those with none.
 RETRIEVER_CONFIGS: dict[str, type | None] = {
     "sa": SAConfig,
@@ -59,9 +60,10 @@ RETRIEVER_CONFIGS: dict[str, type | None] = {
     "bm25": None,
     "kags": KAGSSearch,
     "kag": KAGChunkConfig,
+    "fused": FusedConfig,
 }
 #: The retrievers that embed the query (the others ignore a query vector).
-EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag")
+EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag", "fused")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -135,4 +137,9 @@ def make_retriever(
         return BM25Retriever(context, context.bm25)
     if name == "kags":
         return KAGSRetriever(context, KAGSSearch(**options))  # type: ignore[arg-type]
+    if name == "fused":
+        config = FusedConfig(**options)  # type: ignore[arg-type]
+        if "fused" in config.names:
+            raise ConfigError("a fused retriever cannot fuse itself")
+        return FusedRetriever([make_retriever(context, m) for m in config.names], config)
     raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")

@@ -64,11 +64,19 @@ class RetrievalContext:
 
     @cached_property
     def _descriptions_by_row(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        order = np.argsort(self.description_rows, kind="stable")
+        return self._by_row(self.description_rows)
+
+    @cached_property
+    def _relations_by_row(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        return self._by_row(self.relation_rows)
+
+    def _by_row(
+        self, rows: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """CSR of the items (descriptions or relations) whose text sits in each row."""
+        order = np.argsort(rows, kind="stable")
         indptr = np.zeros(len(self.text_vectors) + 1, dtype=np.int64)
-        np.cumsum(
-            np.bincount(self.description_rows, minlength=len(self.text_vectors)), out=indptr[1:]
-        )
+        np.cumsum(np.bincount(rows, minlength=len(self.text_vectors)), out=indptr[1:])
         return indptr, order
 
     @cached_property
@@ -90,9 +98,26 @@ class RetrievalContext:
         Texts are searched once each; a text shared by several descriptions ranks them
         together, in description order.
         """
-        if k <= 0 or len(self.description_rows) == 0:
+        if len(self.description_rows) == 0:
             return []
-        indptr, order = self._descriptions_by_row
+        return self._top_texts(q, k, self._descriptions_by_row)
+
+    def top_relations(self, q: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+        """The ``k`` relations whose texts (source sentences) are most similar to the
+        query: ``(relation, cos)``, ranked like :meth:`top_descriptions`."""
+        if len(self.relation_rows) == 0:
+            return []
+        return self._top_texts(q, k, self._relations_by_row)
+
+    def _top_texts(
+        self,
+        q: npt.NDArray[np.float32],
+        k: int,
+        by_row: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    ) -> list[tuple[int, float]]:
+        if k <= 0:
+            return []
+        indptr, order = by_row
         found: list[tuple[int, float]] = []
         fetch = k
         while True:
@@ -101,8 +126,8 @@ class RetrievalContext:
             for row, score in zip(rows[0].tolist(), scores[0].tolist(), strict=True):
                 if row < 0:
                     continue
-                for d in order[indptr[row] : indptr[row + 1]].tolist():
-                    found.append((d, score))
+                for item in order[indptr[row] : indptr[row + 1]].tolist():
+                    found.append((item, score))
             if len(found) >= k or fetch >= len(self.text_vectors):
                 return found[:k]
             fetch = min(len(self.text_vectors), fetch * 4)
@@ -143,12 +168,15 @@ class RetrievalContext:
         q: npt.NDArray[np.float32],
         mode: SeedMode,
         k: int,
+        triples: int = 0,
     ) -> list[Seed]:
         """Initially activated entities, without duplicates.
 
         ``lexical``: entities named in the query; ``description``: the entities of the
         top-``k`` descriptions by cosine (SA-RAG); ``both``: lexical first, then
         description; ``auto``: lexical, or description when the query names no entity.
+        ``triples``: also the subjects and objects of the ``triples`` relations whose
+        source sentences are nearest the query (their cosine), after the others.
         """
         found: dict[int, Seed] = {}
         if mode in ("lexical", "both", "auto"):
@@ -160,6 +188,13 @@ class RetrievalContext:
                 entity = int(self.description_entity[desc])
                 name = self.entity_name(entity)
                 found.setdefault(entity, Seed(entity, name, score, "description"))
+        for relation, score in self.top_relations(q, triples):
+            for end in (self.kg.relation_subject[relation], self.kg.relation_object[relation]):
+                entity = int(end)
+                if entity >= 0:
+                    found.setdefault(
+                        entity, Seed(entity, self.entity_name(entity), score, "triple")
+                    )
         return list(found.values())
 
     def embed_query(self, query: str) -> npt.NDArray[np.float32]:

@@ -30,6 +30,9 @@ class PPRConfig:
     """Probability of following an edge (HippoRAG: 0.5)."""
     seed_k: int = 5
     """Top-k entity descriptions used as seeds besides the entities named in the query."""
+    triple_seeds: int = 0
+    """Also seed with the ends of the N relations whose source sentences are nearest
+    the question (a dense match of the question against the triples; 0: off)."""
     seeding: SeedMode = "both"
     passage_weight: float = 0.05
     """Share of reset mass on chunks, proportional to their dense score (HippoRAG 2)."""
@@ -39,8 +42,8 @@ class PPRConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.damping < 1.0:
             raise ConfigError(f"damping must be in [0, 1), got {self.damping}")
-        if self.seed_k < 0 or self.dense_candidates < 0:
-            raise ConfigError("seed_k and dense_candidates must be >= 0")
+        if self.seed_k < 0 or self.dense_candidates < 0 or self.triple_seeds < 0:
+            raise ConfigError("seed_k, dense_candidates and triple_seeds must be >= 0")
 
 
 class PPRRetriever:
@@ -62,7 +65,7 @@ class PPRRetriever:
         q = ctx.embed_query(query) if query_vector is None else query_vector
         kg = ctx.kg
         reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
-        seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k)
+        seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k, cfg.triple_seeds)
         for seed in seeds:
             reset[seed.entity] += max(seed.score, 0.0)
         dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)

@@ -95,6 +95,9 @@ class SAConfig:
 
     seed_k: int = 3
     """Top-k entity descriptions that seed the activation (paper: 3 MuSiQue, 10 2Wiki)."""
+    triple_seeds: int = 0
+    """Also seed with the ends of the N relations whose source sentences are nearest
+    the question (a dense match of the question against the triples; 0: off)."""
     hops: int = 2
     """Subgraph radius n (paper: 4 MuSiQue, 3 2Wiki)."""
     c: float = 0.2
@@ -136,8 +139,8 @@ class SAConfig:
         for name in ("seed_k", "max_fanout", "max_nodes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be greater than 0, got {getattr(self, name)}")
-        if self.hops < 0:
-            raise ConfigError(f"hops must be >= 0, got {self.hops}")
+        if self.hops < 0 or self.triple_seeds < 0:
+            raise ConfigError("hops and triple_seeds must be >= 0")
         if not 0.0 <= self.c < 1.0:
             raise ConfigError(f"c must be in [0, 1), got {self.c}")
 
@@ -212,7 +215,9 @@ class SARetriever:
         return RetrievalResult(self.name, query, passages, trace)
 
     def seeds(self, query: str, q: npt.NDArray[np.float32]) -> list[Seed]:
-        return self.context.seeds(query, q, self.config.seeding, self.config.seed_k)
+        return self.context.seeds(
+            query, q, self.config.seeding, self.config.seed_k, self.config.triple_seeds
+        )
 
     def _initial(self, seeds: list[Seed]) -> npt.NDArray[np.float64] | None:
         if not self.config.graded_seeds:
