@@ -59,14 +59,25 @@ OPENIE = [
 ]
 
 
-def build(tmp_path):
+DOCS = [Document(t, title) for title, t in CORPUS.items()]
+
+
+def recorded(tmp_path, **options) -> IndexSettings:
+    """Settings of a KAG build from the recorded extractions (written to ``tmp_path``)."""
     extractions = tmp_path / "openie.jsonl"
     extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
-    location = tmp_path / "index"
-    settings = IndexSettings(
-        extractor="precomputed", extractions=extractions, embedder="hash", methods=("kag",)
+    return IndexSettings(
+        extractor="precomputed",
+        extractions=extractions,
+        embedder="hash",
+        methods=("kag",),
+        **options,
     )
-    index_documents(location, [Document(t, title) for title, t in CORPUS.items()], settings)
+
+
+def build(tmp_path):
+    location = tmp_path / "index"
+    index_documents(location, DOCS, recorded(tmp_path))
     return location
 
 
@@ -100,17 +111,9 @@ def test_index_with_kag_builds_the_typed_aligned_graph(tmp_path) -> None:
 
 
 def test_without_typing_recorded_entities_stay_in_others(tmp_path) -> None:
-    extractions = tmp_path / "openie.jsonl"
-    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
     location = tmp_path / "index"
-    settings = IndexSettings(
-        extractor="precomputed",
-        extractions=extractions,
-        embedder="hash",
-        methods=("kag",),
-        kag_typing="none",
-    )
-    index_documents(location, [Document(t, title) for title, t in CORPUS.items()], settings)
+    settings = recorded(tmp_path, kag_typing="none")
+    index_documents(location, DOCS, settings)
     graph = TypedGraph.load(location / GRAPH_FILE)
     assert graph.node("Venice", "Others") is not None
     assert graph.node("Venice", "GeographicLocation") is None
@@ -156,17 +159,9 @@ types:
 def test_a_schema_given_at_index_time_is_kept_and_read_by_the_solver(tmp_path) -> None:
     schema = tmp_path / "music.yaml"
     schema.write_text(MUSIC_SCHEMA, encoding="utf-8")
-    extractions = tmp_path / "openie.jsonl"
-    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
     location = tmp_path / "index"
-    settings = IndexSettings(
-        extractor="precomputed",
-        extractions=extractions,
-        embedder="hash",
-        methods=("kag",),
-        kag_schema=schema,
-    )
-    docs = [Document(t, title) for title, t in CORPUS.items()]
+    settings = recorded(tmp_path, kag_schema=schema)
+    docs = DOCS
     index_documents(location, docs[:2], settings)
     stored = stored_schema(location)
     assert stored is not None and stored.read_text(encoding="utf-8") == MUSIC_SCHEMA
@@ -200,17 +195,9 @@ def test_a_bad_schema_fails_before_anything_is_written(tmp_path) -> None:
 
 @pytest.mark.model
 def test_llm_concepts_are_stored_and_reused_by_a_rebuild_with_no_model(tmp_path) -> None:
-    extractions = tmp_path / "openie.jsonl"
-    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
     location = tmp_path / "index"
-    settings = IndexSettings(
-        extractor="precomputed",
-        extractions=extractions,
-        embedder="hash",
-        methods=("kag",),
-        kag_concepts="llm",
-    )
-    docs = [Document(t, title) for title, t in CORPUS.items()]
+    settings = recorded(tmp_path, kag_concepts="llm")
+    docs = DOCS
     with pytest.raises(ConfigError, match="needs a chat model"):
         index_documents(location, docs, settings)
     chains = {"venice": ["port city", "city"], "italy": ["country", "state"]}
@@ -258,18 +245,9 @@ def test_schema_and_concepts_need_kag(tmp_path, capsys) -> None:
 
 
 def test_an_update_keeps_the_methods_and_options_the_index_was_built_with(tmp_path) -> None:
-    extractions = tmp_path / "openie.jsonl"
-    extractions.write_text("\n".join(json.dumps(r) for r in OPENIE), encoding="utf-8")
     location = tmp_path / "index"
-    first = IndexSettings(
-        extractor="precomputed",
-        extractions=extractions,
-        embedder="hash",
-        methods=("kag",),
-        kag_typing="none",
-        kag_similar=0.95,
-    )
-    docs = [Document(t, title) for title, t in CORPUS.items()]
+    first = recorded(tmp_path, kag_typing="none", kag_similar=0.95)
+    docs = DOCS
     index_documents(location, docs[:2], first)
     # a plain update: no --for, no KAG options
     index_documents(
