@@ -161,15 +161,14 @@ def test_a_schema_given_at_index_time_is_kept_and_read_by_the_solver(tmp_path) -
     schema.write_text(MUSIC_SCHEMA, encoding="utf-8")
     location = tmp_path / "index"
     settings = recorded(tmp_path, kag_schema=schema)
-    docs = DOCS
-    index_documents(location, docs[:2], settings)
+    index_documents(location, DOCS[:2], settings)
     stored = stored_schema(location)
     assert stored is not None and stored.read_text(encoding="utf-8") == MUSIC_SCHEMA
     assert read_manifest(location)["config"]["kag_schema"] == str(schema)
     # a later build without --schema, and a deletion, keep the index's schema even
     # when the original file is gone
     schema.unlink()
-    index_documents(location, docs[2:], replace(settings, kag_schema=None))
+    index_documents(location, DOCS[2:], replace(settings, kag_schema=None))
     delete_documents(location, [list_documents(location).documents[0].doc_id])
     stored = stored_schema(location)
     assert stored is not None and stored.read_text(encoding="utf-8") == MUSIC_SCHEMA
@@ -197,9 +196,8 @@ def test_a_bad_schema_fails_before_anything_is_written(tmp_path) -> None:
 def test_llm_concepts_are_stored_and_reused_by_a_rebuild_with_no_model(tmp_path) -> None:
     location = tmp_path / "index"
     settings = recorded(tmp_path, kag_concepts="llm")
-    docs = DOCS
     with pytest.raises(ConfigError, match="needs a chat model"):
-        index_documents(location, docs, settings)
+        index_documents(location, DOCS, settings)
     chains = {"venice": ["port city", "city"], "italy": ["country", "state"]}
 
     def concepts(messages) -> str:
@@ -207,7 +205,7 @@ def test_llm_concepts_are_stored_and_reused_by_a_rebuild_with_no_model(tmp_path)
         return json.dumps({t: c for t, c in chains.items() if f"{t} (class" in asked.lower()})
 
     model = ScriptedChatModel({"kag.concepts": concepts})
-    index_documents(location, docs, settings, runner=TaskRunner(model, default_registry()))
+    index_documents(location, DOCS, settings, runner=TaskRunner(model, default_registry()))
     asked = len(model.calls)
     assert asked >= 1
 
@@ -247,11 +245,10 @@ def test_schema_and_concepts_need_kag(tmp_path, capsys) -> None:
 def test_an_update_keeps_the_methods_and_options_the_index_was_built_with(tmp_path) -> None:
     location = tmp_path / "index"
     first = recorded(tmp_path, kag_typing="none", kag_similar=0.95)
-    docs = DOCS
-    index_documents(location, docs[:2], first)
+    index_documents(location, DOCS[:2], first)
     # a plain update: no --for, no KAG options
     index_documents(
-        location, docs[2:], replace(first, methods=(), kag_typing=None, kag_similar=None)
+        location, DOCS[2:], replace(first, methods=(), kag_typing=None, kag_similar=None)
     )
     config = read_manifest(location)["config"]
     assert config["methods"] == ["kag"]
