@@ -1,0 +1,341 @@
+"""The web UI in a real browser: Debian's chromium driven by Playwright against
+``quillian serve`` (a subprocess on a free loopback port, the scripted model, an API key).
+
+Ask the sample question and see the streamed answer, its citations and the activated
+subgraph; upload documents (drop and picker), see them processed, delete one; search and
+walk the graph; operate it with the keyboard; no horizontal overflow at 1280x800 or
+phone width. Screenshots of each screen go to ``runs/webui/``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+import quillian
+from quillian.testing.server import QUESTION, ROUTES, free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).is_file(),
+        reason="Debian's chromium is not installed (apt-get install chromium): "
+        "the web UI's browser tests drive it",
+    ),
+]
+
+KEY = "webui-key"
+SHOTS = Path(__file__).resolve().parents[2] / "runs" / "webui"
+HOPPER = b"# Grace Hopper\n\nGrace Hopper was born in New York City. She wrote a compiler.\n"
+LAMARR = b"# Hedy Lamarr\n\nHedy Lamarr was born in Vienna. She co-invented frequency hopping.\n"
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args():
+    """pytest-playwright launches Debian's chromium: Playwright cannot download its own
+    here, and no GPU, sandbox or background network is needed."""
+    return {
+        "executable_path": CHROMIUM,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args():
+    return {"viewport": {"width": 1280, "height": 800}}
+
+
+@pytest.fixture(scope="module")
+def server(built_index, tmp_path_factory):
+    """``quillian serve`` on a fresh copy of the test index; yields its URL."""
+    here = tmp_path_factory.mktemp("webui")
+    index = here / "idx"
+    shutil.copytree(built_index, index)
+    routes = here / "routes.json"
+    routes.write_text(json.dumps(ROUTES))
+    port = free_port()
+    env = {
+        **os.environ,
+        "QUILLIAN_API_KEY": KEY,
+        "PYTHONPATH": str(Path(quillian.__file__).parents[1]),  # the quillian under test
+    }
+    command = [sys.executable, "-m", "quillian.cli.main", "serve", f"wiki={index}",
+               "--llm", f"scripted:{routes}", "--port", str(port), "--no-access-log"]  # fmt: skip
+    log = here / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"quillian serve did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def ui(page, server):
+    """The page opened, the API key entered, the workspace loaded."""
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(server)
+    page.fill("#api-key", KEY)
+    page.press("#api-key", "Enter")
+    contains(page, "#workspace-info", "entities")
+    yield page
+    assert errors == [], errors
+
+
+def contains(page, selector: str, text: str) -> None:
+    """Wait until the element's text contains ``text``."""
+    expect(page.locator(selector)).to_contain_text(text, timeout=TIMEOUT_MS)
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def overflow(page) -> int:
+    """How far the page scrolls sideways (0: it does not)."""
+    return int(
+        page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    )
+
+
+def graph_nodes(page, selector: str) -> list[dict]:
+    return page.evaluate(
+        f"document.querySelector('{selector}').graphView.cy.nodes().map(n => n.data())"
+    )
+
+
+def painted(page, selector: str) -> int:
+    """Pixels the graph's canvases have drawn on (Cytoscape paints on 2D canvases)."""
+    return int(
+        page.evaluate(
+            """(selector) => {
+                let count = 0;
+                for (const canvas of document.querySelectorAll(selector + ' canvas')) {
+                    if (!canvas.width || !canvas.height) continue;
+                    const pixels = canvas.getContext('2d')
+                        .getImageData(0, 0, canvas.width, canvas.height).data;
+                    for (let i = 3; i < pixels.length; i += 4) if (pixels[i]) count++;
+                }
+                return count;
+            }""",
+            selector,
+        )
+    )
+
+
+def test_page_is_served_without_the_key_but_the_api_is_not(server):
+    page = httpx.get(server)
+    assert page.status_code == 200 and "<title>Quillian</title>" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    script = httpx.get(f"{server}/ui/js/main.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    library = httpx.get(f"{server}/ui/vendor/cytoscape.esm.min.mjs")
+    assert library.status_code == 200 and "javascript" in library.headers["content-type"]
+    assert httpx.get(f"{server}/api/workspaces").status_code == 401
+    assert httpx.get(f"{server}/ui/../api/workspaces").status_code in (401, 404)
+
+
+def test_without_the_key_the_page_asks_for_it(page, server):
+    page.goto(server)
+    notice = page.locator("#notice")
+    notice.wait_for(state="visible")
+    assert "API key" in notice.text_content()
+    assert page.evaluate("document.activeElement.id") == "api-key"
+
+
+def test_ask_streams_the_answer_with_citations_and_the_activated_graph(ui):
+    page = ui
+    assert KEY not in page.url
+    assert page.evaluate("sessionStorage.getItem('quillian.api-key')") == KEY
+    assert page.locator("#method").input_value() == "sa-rag"
+    assert page.locator("#options input[data-option='k']").count() == 1
+    page.fill("#question", QUESTION)
+    page.press("#question", "Control+Enter")  # asks from the keyboard
+    expect(page.locator("#ask-status")).to_have_text("Done.", timeout=TIMEOUT_MS)
+
+    assert page.locator("#answer").text_content() == "London"
+    # the model's reply arrived as token events, as it was written
+    assert '"final_answer": "London"' in page.locator("#writing").text_content()
+    links = page.locator("#sources a.cite")
+    assert links.count() >= 1
+    first = links.first
+    assert first.text_content() == "[1]" and first.get_attribute("href") == "#cite-1"
+    cited = page.locator("#cite-1").text_content()
+    assert "Ada Lovelace" in cited and "Charles Babbage" in cited
+    assert page.locator("#usage").text_content().endswith(" s")
+    kinds = page.locator("#steps > li summary strong").all_text_contents()
+    assert kinds[0] == "retrieval" and "answer-reasoning" in kinds
+
+    nodes = graph_nodes(page, "#ask-graph")
+    seeds = [n for n in nodes if n.get("seed")]
+    assert [n["label"] for n in seeds] == ["Ada Lovelace"] and seeds[0]["kind"] == "entity"
+    passages = {n["chunk_id"]: n for n in nodes if n["kind"] == "passage"}
+    answer_passage = page.evaluate(
+        "document.querySelector('#ask-graph').graphView.cy.nodes('[?cited]').map(n => n.id())"
+    )
+    assert answer_passage and all(p.removeprefix("p:") in passages for p in answer_passage)
+    assert any(n["kind"] == "description" for n in nodes)  # from POST .../graph/links
+    assert painted(page, "#ask-graph") > 1000
+    shot(page, "ask")
+
+    # a citation opens its passage in the graph's details panel
+    first.click()
+    details = page.locator("#ask-graph .graph-details")
+    details.locator(".passage-text").wait_for()
+    assert "Ada Lovelace worked with Charles Babbage" in details.text_content()
+    # the node list is the keyboard's way in: Enter on the seed opens its neighbourhood
+    page.locator("#ask-graph details.nodes summary").press("Enter")
+    seed_button = page.locator("#ask-graph .node-list button", has_text="(entity, seed")
+    seed_button.focus()
+    page.keyboard.press("Enter")
+    details.get_by_role("heading", name="Descriptions").wait_for()
+    assert "Charles Babbage" in details.text_content()
+    shot(page, "ask-node")
+
+
+def test_documents_upload_see_processed_and_delete(ui):
+    page = ui
+    page.locator("#tab-ask").focus()
+    page.keyboard.press("ArrowRight")  # the tabs follow the arrow keys
+    assert page.locator("#documents").is_visible()
+    assert page.evaluate("document.activeElement.id") == "tab-documents"
+    contains(page, "#doc-count", "of 4")
+
+    # one file dropped, one chosen with the picker, one that cannot be read
+    page.evaluate(
+        """(text) => {
+            const data = new DataTransfer();
+            data.items.add(new File([text], 'hopper.md', {type: 'text/markdown'}));
+            const drop = document.querySelector('#drop');
+            drop.dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true}));
+        }""",
+        HOPPER.decode(),
+    )
+    page.set_input_files(
+        "#files",
+        [
+            {"name": "lamarr.md", "mimeType": "text/markdown", "buffer": LAMARR},
+            {"name": "scan.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4 \x00\x01"},
+        ],
+    )
+    jobs = page.locator("#jobs .job[data-state='succeeded']")
+    jobs.nth(1).wait_for()
+    failure = page.locator("#jobs .failures li", has_text="scan.pdf")
+    assert failure.count() == 1 and ".pdf" in failure.text_content()
+    hopper = page.locator("#doc-list .card", has_text="Grace Hopper")
+    lamarr = page.locator("#doc-list .card", has_text="Hedy Lamarr")
+    contains(page, "#doc-count", "of 6")
+    assert hopper.get_attribute("data-status") == "processed"
+    assert lamarr.get_attribute("data-status") == "processed"
+    shot(page, "documents")
+
+    # deleting asks first; cancel keeps the document
+    hopper.get_by_role("button", name="Delete Grace Hopper").click()
+    dialog = page.locator("#confirm")
+    assert dialog.is_visible() and "Grace Hopper" in dialog.text_content()
+    page.keyboard.press("Escape")
+    assert not dialog.is_visible() and hopper.count() == 1
+    hopper.get_by_role("button", name="Delete Grace Hopper").click()
+    dialog.get_by_role("button", name="Delete").click()
+    page.locator("#jobs .job", has_text="Deleting Grace Hopper").and_(
+        page.locator("[data-state='succeeded']")
+    ).wait_for()
+    contains(page, "#doc-count", "of 5")
+    assert hopper.count() == 0 and lamarr.count() == 1
+
+
+def test_explore_finds_an_entity_and_walks_the_graph(ui):
+    page = ui
+    page.click("#tab-explore")
+    page.fill("#entity-query", "babbage")
+    page.press("#entity-query", "Enter")
+    result = page.locator("#search-results button", has_text="Charles Babbage")
+    result.click()
+    details = page.locator("#explore-graph .graph-details")
+    details.get_by_role("heading", name="Relations", exact=False).wait_for()
+    labels = {n["label"] for n in graph_nodes(page, "#explore-graph")}
+    assert "Charles Babbage" in labels and len(labels) > 2
+    walk = details.get_by_role("button", name="Walk to", exact=False).first
+    target = walk.text_content().removeprefix("Walk to ")
+    walk.click()
+    page.locator("#trail li", has_text=target).wait_for()
+    assert page.locator("#trail li").count() == 2
+    page.locator("#explore-graph .graph-details h3", has_text=target).wait_for()
+    assert painted(page, "#explore-graph") > 1000
+    shot(page, "explore")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_no_horizontal_overflow(ui, width, height):
+    page = ui
+    page.set_viewport_size({"width": width, "height": height})
+    page.fill("#question", QUESTION)
+    page.click("#ask-button")
+    expect(page.locator("#ask-status")).to_have_text("Done.", timeout=TIMEOUT_MS)
+    for tab in ("ask", "documents", "explore"):
+        page.click(f"#tab-{tab}")
+        page.locator(f"#{tab}").wait_for()
+        assert overflow(page) <= 0, (tab, width)
+        shot(page, f"{tab}-{width}x{height}")
+
+
+def test_keyboard_reaches_every_control_with_a_visible_focus(ui):
+    page = ui
+    page.reload()  # the key outlives a reload (session storage), and focus starts afresh
+    contains(page, "#workspace-info", "entities")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    seen = []
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(
+            """() => {
+                const e = document.activeElement;
+                if (e === document.body) return null;
+                return [e.id || e.textContent.trim().slice(0, 40),
+                        getComputedStyle(e).outlineStyle];
+            }"""
+        )
+        if focused is None:  # past the last control
+            break
+        seen.append(focused[0])
+        assert focused[1] != "none", focused  # the focus is visible
+    for control in ("workspace", "api-key", "tab-ask", "question", "method", "ask-button"):
+        assert control in seen, (control, seen)
+    assert "tab-documents" not in seen  # one tab stop for the tab list; arrows move in it
