@@ -311,6 +311,8 @@ def test_no_horizontal_overflow(ui, width, height):
     for tab in ("ask", "documents", "explore"):
         page.click(f"#tab-{tab}")
         page.locator(f"#{tab}").wait_for()
+        shown = [p for p in ("ask", "documents", "explore") if page.locator(f"#{p}").is_visible()]
+        assert shown == [tab]  # one screen at a time
         assert overflow(page) <= 0, (tab, width)
         shot(page, f"{tab}-{width}x{height}")
 

@@ -277,7 +277,7 @@ export class AskScreen {
     const expand = el("button", { type: "button", onclick: async () => {
       const near = await neighbourhood(ws, node.entity);
       const { nodes, edges } = neighbourhoodElements(near);
-      view.merge(nodes.map((n) => (n.id === node.id ? { ...n, activation: node.activation, seed: node.seed } : n)), edges);
+      view.merge(nodes.map((n) => (n.id === node.id ? { ...n, activation: node.activation, seed: node.seed } : n)), edges, node.id);
     } }, "Show its neighbourhood here");
     const explore = el("button", { type: "button", onclick: () => this.app.explore.walk(node.entity, node.label) },
       "Open in Explore");

@@ -105,8 +105,10 @@ export class DocumentsScreen {
       state.textContent = j.state;
       const stage = j.stage ? ` · ${j.stage} ${j.stage_done}/${j.stage_total}` : "";
       detail.textContent = `${j.documents_done}/${j.documents_total} documents${stage}${j.error ? ` · ${j.error}` : ""}`;
-      clear(failures).append(...j.failures.map((f) =>
-        el("li", { class: "error" }, `${f.title || f.source}: ${f.error}`)));
+      clear(failures).append(...j.failures.map((f) => {
+        const who = f.title || f.source;
+        return el("li", { class: "error" }, f.error.startsWith(who) ? f.error : `${who}: ${f.error}`);
+      }));
     };
     show(job);
     let refreshed = 0;

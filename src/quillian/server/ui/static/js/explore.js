@@ -52,7 +52,7 @@ export class ExploreScreen {
         clear($("#trail"));
         this.graph.show(nodes, edges);
       } else {
-        this.graph.merge(nodes, edges);
+        this.graph.merge(nodes, edges, entityId(entity));
       }
       $("#trail").append(el("li", {}, el("button", { type: "button", onclick: () => this.graph.open(entityId(entity)) }, name)));
       await this.graph.open(entityId(entity));

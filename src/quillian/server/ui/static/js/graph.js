@@ -89,7 +89,7 @@ export class GraphView {
       el("button", { type: "button", onclick: () => this.zoom(1.25) }, "Zoom in"),
       el("button", { type: "button", onclick: () => this.zoom(0.8) }, "Zoom out"),
       el("button", { type: "button", onclick: () => this.cy.fit(undefined, 24) }, "Fit"),
-      el("button", { type: "button", onclick: () => this.layout() }, "Lay out again"),
+      el("button", { type: "button", onclick: () => this.layout(true) }, "Lay out again"),
       legend(),
     );
     this.canvas = el("div", { class: "graph-canvas", role: "img", "aria-label": label });
@@ -103,7 +103,7 @@ export class GraphView {
       container: this.canvas,
       style: STYLE,
       minZoom: 0.05,
-      maxZoom: 6,
+      maxZoom: 2.5,
     });
     this.cy.on("tap", "node", (event) => this.open(event.target.id()));
     this.cy.on("mouseover", "node, edge", (event) => this.hover(event));
@@ -118,29 +118,42 @@ export class GraphView {
     this.merge(nodes, edges);
   }
 
-  /** Add nodes and edges not drawn yet, then lay the graph out again. */
-  merge(nodes, edges) {
+  /** Add nodes and edges not drawn yet and lay the graph out again; new nodes start
+   * around the node `near` (the one being expanded) and the others keep their places,
+   * so a walk through the graph does not reshuffle what is already drawn. */
+  merge(nodes, edges, near = null) {
+    const drawn = this.cy.nodes().length > 0;
+    const anchor = near && this.cy.getElementById(near).nonempty()
+      ? this.cy.getElementById(near).position()
+      : null;
     const fresh = [];
     for (const node of nodes) {
       const existing = this.cy.getElementById(node.id);
-      if (existing.nonempty()) existing.data({ ...node, size: size(node) });
-      else fresh.push({ group: "nodes", data: { ...node, size: size(node) } });
+      if (existing.nonempty()) {
+        existing.data({ ...node, size: size(node) });
+        continue;
+      }
+      const position = anchor
+        ? { x: anchor.x + 60 * (Math.random() - 0.5), y: anchor.y + 60 * (Math.random() - 0.5) }
+        : undefined;
+      fresh.push({ group: "nodes", data: { ...node, size: size(node) }, position });
     }
     this.cy.add(fresh);
     const known = (id) => this.cy.getElementById(id).nonempty();
     const links = edges.filter((e) => !known(e.id) && known(e.source) && known(e.target));
     this.cy.add(links.map((edge) => ({ group: "edges", data: edge })));
-    this.layout();
+    if (fresh.length || links.length) this.layout(!(drawn && anchor));
     this.relist();
   }
 
-  layout() {
+  /** Force-directed up to FORCE_LIMIT nodes, rings by activation above. */
+  layout(randomize = true) {
     const n = this.cy.nodes().length;
     if (!n) return;
     const options =
       n <= FORCE_LIMIT
-        ? { name: "cose", animate: false, nodeRepulsion: () => 12000, idealEdgeLength: () => 80,
-            nodeDimensionsIncludeLabels: true, componentSpacing: 60, padding: 24, randomize: true }
+        ? { name: "cose", animate: false, nodeRepulsion: () => 8000, idealEdgeLength: () => 50, gravity: 2,
+            nodeDimensionsIncludeLabels: true, componentSpacing: 60, padding: 24, randomize }
         : { name: "concentric", concentric: (node) => node.data("activation") ?? 0,
             levelWidth: () => 0.1, padding: 24, minNodeSpacing: 6 };
     this.cy.layout(options).run();
@@ -178,7 +191,9 @@ export class GraphView {
     if (node.empty()) return;
     this.cy.elements().unselect();
     node.select();
-    this.cy.animate({ center: { eles: node }, duration: 200 });
+    // frame the node with its neighbours, at a zoom where their labels are legible
+    const around = node.closedNeighborhood();
+    this.cy.animate({ fit: { eles: around, padding: 40 }, duration: 200 });
     const heading = el("h3", {}, node.data("label"));
     clear(this.details).append(heading, el("p", { class: "muted" }, "Loading…"));
     try {
