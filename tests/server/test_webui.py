@@ -341,3 +341,40 @@ def test_keyboard_reaches_every_control_with_a_visible_focus(ui):
     for control in ("workspace", "api-key", "tab-ask", "question", "method", "ask-button"):
         assert control in seen, (control, seen)
     assert "tab-documents" not in seen  # one tab stop for the tab list; arrows move in it
+
+
+@pytest.mark.parametrize("n", [300, 600])
+def test_a_graph_of_hundreds_of_nodes_is_laid_out(ui, n):
+    """A synthetic subgraph (a tree with chords) drawn through the same view the Ask
+    screen uses: force-directed up to 300 nodes, rings by activation above; the time
+    it takes is written to runs/webui/layout-N.json."""
+    page = ui
+    took = page.evaluate(
+        """(n) => {
+            const nodes = [], edges = [];
+            for (let i = 0; i < n; i++) {
+                nodes.push({id: `e:${i}`, label: `entity ${i}`, kind: 'entity',
+                            entity: i, activation: 1 / (1 + i)});
+                if (i) edges.push({id: `r:${i}`, source: `e:${Math.floor((i - 1) / 3)}`,
+                                   target: `e:${i}`, label: 'related_to', kind: 'relation'});
+                if (i > 10 && i % 7 === 0) edges.push({id: `c:${i}`, source: `e:${i}`,
+                    target: `e:${i - 10}`, label: 'related_to', kind: 'relation'});
+            }
+            const view = document.querySelector('#ask-graph').graphView;
+            const start = performance.now();
+            view.show(nodes, edges);
+            return performance.now() - start;
+        }""",
+        n,
+    )
+    box = page.evaluate(
+        "() => { const b = document.querySelector('#ask-graph').graphView.cy.nodes()"
+        ".boundingBox(); return [b.w, b.h]; }"
+    )
+    assert len(graph_nodes(page, "#ask-graph")) == n
+    assert box[0] > 0 and box[1] > 0 and painted(page, "#ask-graph") > 1000
+    assert page.locator("#ask-graph .node-list button").count() == n
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / f"layout-{n}.json").write_text(json.dumps({"nodes": n, "layout_ms": round(took)}))
+    shot(page, f"graph-{n}-nodes")
+    assert took < 30_000, f"{n} nodes took {took:.0f} ms to lay out"
