@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import expect
 
 import quillian
-from quillian.testing.server import QUESTION, ROUTES, free_port
+from quillian.testing.server import QUESTION, ROUTES, build_index, free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -68,6 +68,7 @@ def server(built_index, tmp_path_factory):
     here = tmp_path_factory.mktemp("webui")
     index = here / "idx"
     shutil.copytree(built_index, index)
+    notes = build_index(here / "notes", {"Grace Hopper": "Grace Hopper wrote a compiler."})
     routes = here / "routes.json"
     routes.write_text(json.dumps(ROUTES))
     port = free_port()
@@ -76,8 +77,9 @@ def server(built_index, tmp_path_factory):
         "QUILLIAN_API_KEY": KEY,
         "PYTHONPATH": str(Path(quillian.__file__).parents[1]),  # the quillian under test
     }
-    command = [sys.executable, "-m", "quillian.cli.main", "serve", f"wiki={index}",
-               "--llm", f"scripted:{routes}", "--port", str(port), "--no-access-log"]  # fmt: skip
+    command = [sys.executable, "-m", "quillian.cli.main", "serve",
+               f"wiki={index}", f"notes={notes}", "--llm", f"scripted:{routes}",
+               "--port", str(port), "--no-access-log"]  # fmt: skip
     log = here / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -132,6 +134,34 @@ def overflow(page) -> int:
     return int(
         page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     )
+
+
+#: Each visible text's contrast ratio against the first opaque background behind it
+#: (WCAG 2's relative luminance); disabled controls are exempt, as WCAG allows.
+LOW_CONTRAST = """(least) => {
+    const channel = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    const luminance = ([r, g, b]) =>
+        0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    const rgba = (css) => css.match(/[\\d.]+/g).map(Number);
+    const behind = (e) => {
+        for (; e; e = e.parentElement) {
+            const c = rgba(getComputedStyle(e).backgroundColor);
+            if (c.length < 4 || c[3] > 0) return c.slice(0, 3);
+        }
+        return [255, 255, 255];
+    };
+    const low = [];
+    const texts = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    while (texts.nextNode()) {
+        const e = texts.currentNode.parentElement;
+        const text = texts.currentNode.textContent.trim();
+        if (!text || !e.getClientRects().length || e.closest(':disabled, [hidden]')) continue;
+        const [a, b] = [luminance(rgba(getComputedStyle(e).color)), luminance(behind(e))];
+        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        if (ratio < least) low.push(`${text.slice(0, 30)}: ${ratio.toFixed(2)}`);
+    }
+    return low;
+}"""
 
 
 def graph_nodes(page, selector: str) -> list[dict]:
@@ -298,6 +328,22 @@ def test_explore_finds_an_entity_and_walks_the_graph(ui):
     assert page.locator("#trail li").count() == 2
     page.locator("#explore-graph .graph-details h3", has_text=target).wait_for()
     assert painted(page, "#explore-graph") > 1000
+    # hovering a relation shows the sentence it was read from
+    page.wait_for_timeout(400)  # the framing animation
+    edge = page.evaluate(
+        """() => {
+            const view = document.querySelector('#explore-graph').graphView;
+            const edge = view.cy.$(':selected').connectedEdges('[kind = "relation"]')[0];
+            const at = edge.renderedMidpoint();
+            const box = view.canvas.getBoundingClientRect();
+            return {x: box.left + at.x, y: box.top + at.y, sentence: edge.data('sentence')};
+        }"""
+    )
+    page.mouse.move(edge["x"] - 20, edge["y"] - 20)
+    page.mouse.move(edge["x"], edge["y"], steps=5)
+    tip = page.locator("#explore-graph .graph-tip")
+    expect(tip).to_be_visible()
+    assert edge["sentence"] in tip.text_content()
     shot(page, "explore")
 
 
@@ -313,6 +359,7 @@ def test_no_horizontal_overflow(ui, width, height):
         page.locator(f"#{tab}").wait_for()
         shown = [p for p in ("ask", "documents", "explore") if page.locator(f"#{p}").is_visible()]
         assert shown == [tab]  # one screen at a time
+        assert page.evaluate(LOW_CONTRAST, 4.5) == [], tab  # WCAG AA for all text
         assert overflow(page) <= 0, (tab, width)
         shot(page, f"{tab}-{width}x{height}")
 
@@ -378,3 +425,16 @@ def test_a_graph_of_hundreds_of_nodes_is_laid_out(ui, n):
     (SHOTS / f"layout-{n}.json").write_text(json.dumps({"nodes": n, "layout_ms": round(took)}))
     shot(page, f"graph-{n}-nodes")
     assert took < 30_000, f"{n} nodes took {took:.0f} ms to lay out"
+
+
+def test_the_workspace_picker_switches_and_is_remembered(ui):
+    page = ui
+    assert page.locator("#workspace option").all_text_contents() == ["wiki", "notes"]
+    page.select_option("#workspace", "notes")
+    contains(page, "#workspace-info", "1 documents")
+    page.click("#tab-documents")
+    contains(page, "#doc-count", "of 1")
+    assert page.locator("#doc-list .card", has_text="Grace Hopper").count() == 1
+    page.reload()
+    contains(page, "#workspace-info", "1 documents")
+    assert page.locator("#workspace").input_value() == "notes"

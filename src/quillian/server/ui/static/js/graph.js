@@ -209,7 +209,8 @@ export class GraphView {
     const text = event.target.isEdge()
       ? `${d.label ? `${d.label}: ` : ""}${d.sentence || "(no source sentence)"}`
       : d.text || d.label;
-    const at = event.renderedPosition || event.target.renderedPosition();
+    const at = event.renderedPosition ||
+      (event.target.isEdge() ? event.target.renderedMidpoint() : event.target.renderedPosition());
     this.tip.textContent = short(text, 300);
     this.tip.style.left = `${Math.max(0, at.x + 12)}px`;
     this.tip.style.top = `${Math.max(0, at.y + 12)}px`;
