@@ -39,6 +39,7 @@ export class AskScreen {
     const listing = await call("/api/methods");
     this.methods = listing.methods;
     this.answering = listing.answering;
+    this.retrievers = listing.retrievers;
     const method = $("#method");
     const keep = method.value || "sa-rag";
     clear(method).append(...listing.methods.map((m) => el("option", { value: m.name }, m.name)));
@@ -100,6 +101,7 @@ export class AskScreen {
     this.retrievals = [];
     this.cited = new Set();
     this.written = "";
+    this.prompt = null;
     for (const id of ["#answer", "#writing", "#sources", "#usage", "#evidence", "#steps", "#retrieval-pick"]) clear($(id));
     $("#retrieval-pick").disabled = true;
     $("#graph-stats").textContent = "";
@@ -123,10 +125,11 @@ export class AskScreen {
     const retriever = $("#retriever").value || null;
     try {
       if (!this.answering) {
-        const spec = this.spec();
+        // without a model, the method's own retriever (or the one picked) retrieves
+        const own = this.retrievers.includes(this.spec().retriever) ? this.spec().retriever : "sa";
         const result = await call(workspacePath(ws, "/retrieve"), {
           method: "POST", signal: this.controller.signal,
-          body: { query: question, method: retriever || spec.retriever || "sa", k: this.options().k ?? 8 },
+          body: { query: question, method: retriever || own, k: this.options().k ?? 8 },
         });
         this.retrieved(result);
         this.evidence({ passages: result.passages, relations: [], kg_triples: [] });
@@ -156,6 +159,10 @@ export class AskScreen {
     } else if (name === "step") {
       this.step(data);
     } else if (name === "token") {
+      if (data.prompt !== this.prompt) {
+        this.written += `${this.written ? "\n\n" : ""}[${data.prompt}]\n`;
+        this.prompt = data.prompt;
+      }
       this.written += data.text;
       $("#writing").textContent = this.written;
       $("#answer").textContent = "…";
