@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import expect, sync_playwright
 
 import quillian
 from quillian.server.settings import ServerSettings, WorkspaceSpec
@@ -56,6 +56,29 @@ def browser_type_launch_args():
             "--no-first-run",
         ],
     }
+
+
+@pytest.fixture(scope="module")
+def playwright(_pw_api_request_contexts):
+    """pytest-playwright's Playwright, for this module only: its sync API holds an event
+    loop on the main thread while it runs, so kept for the whole session (the plugin's
+    default) it would break every later test that calls ``asyncio.run``."""
+    with sync_playwright() as started:
+        if _pw_api_request_contexts:
+            _pw_api_request_contexts.instrument(started)
+        yield started
+
+
+@pytest.fixture(scope="module")
+def browser_type(playwright):
+    return playwright.chromium
+
+
+@pytest.fixture(scope="module")
+def browser(browser_type, browser_type_launch_args):
+    launched = browser_type.launch(**browser_type_launch_args)
+    yield launched
+    launched.close()
 
 
 @pytest.fixture(scope="session")
