@@ -25,6 +25,7 @@ from quillian.server.models import ErrorBody
 from quillian.server.observability import BodyTooLarge, Metrics, ServerMiddleware
 from quillian.server.routers import documents, graph, jobs, openai, retrieval, system, workspaces
 from quillian.server.settings import ServerSettings
+from quillian.server.ui import mount_ui
 from quillian.server.workspaces import Workspaces
 
 __all__ = ["create_app"]
@@ -57,6 +58,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     }
     for router in (system, workspaces, retrieval, documents, jobs, graph, openai):
         app.include_router(router.router, responses=errors)
+    ui_paths = mount_ui(app)  # the web UI at /, its files under /ui/
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         status, message = describe(exc)
@@ -83,6 +85,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         metrics=metrics,
         api_key=settings.api_key,
         max_body=settings.max_request_bytes,
+        open_paths=("/healthz", *ui_paths),
     )
     return app
 

@@ -1,6 +1,7 @@
-"""Browsing a workspace's knowledge graph for the UI: entities found by name, and an
+"""Browsing a workspace's knowledge graph for the UI: entities found by name, an
 entity's neighbourhood (related entities, the relations with their source sentences,
-the passages they come from), as pure functions over the opened retrieval context."""
+the passages they come from), and the links between entities and passages on screen,
+as pure functions over the opened retrieval context."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy.typing as npt
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.server import models as m
 from quillian.server.failures import NotFound
+from quillian.stores.snapshot import EdgeKind
 
-__all__ = ["neighbourhood", "search_entities"]
+__all__ = ["links", "neighbourhood", "search_entities"]
 
 
 def _degrees(context: RetrievalContext) -> npt.NDArray[np.int64]:
@@ -100,3 +102,45 @@ def neighbourhood(
         offset=offset,
         limit=limit,
     )
+
+
+def links(context: RetrievalContext, entities: list[int], chunk_ids: list[str]) -> m.GraphLinks:
+    """Which of ``chunk_ids`` describe which of ``entities`` (the graph's ``describes``
+    links), and the entities' description nodes read from those passages."""
+    kg = context.kg
+    snapshot = kg.snapshot
+    wanted = set(entities)
+    outside = sorted(e for e in wanted if not 0 <= e < kg.n_entities)
+    if outside:
+        raise NotFound(f"no entities {outside} in this workspace (0..{kg.n_entities - 1})")
+    position = {cid: i for i, cid in enumerate(kg.chunk_ids)}
+    unknown = [cid for cid in chunk_ids if cid not in position]
+    if unknown:
+        raise NotFound(f"no passages {unknown} in this workspace")
+
+    def out_edges(node: int, kind: EdgeKind) -> list[int]:
+        start, end = int(snapshot.indptr[node]), int(snapshot.indptr[node + 1])
+        keep = snapshot.edge_kinds[start:end] == kind
+        return [int(t) for t in snapshot.indices[start:end][keep]]
+
+    mentions = [
+        m.Mention(chunk_id=cid, entity=target)
+        for cid in dict.fromkeys(chunk_ids)
+        for target in out_edges(kg.chunk_offset + position[cid], EdgeKind.DESCRIBES)
+        if target in wanted
+    ]
+    shown = set(chunk_ids)
+    descriptions = []
+    for entity in sorted(wanted):
+        for node in out_edges(entity, EdgeKind.DESCRIBED_BY):
+            index = node - kg.description_offset
+            if not 0 <= index < len(kg.descriptions):
+                continue  # a chunk, not a description
+            record = kg.descriptions[index]
+            if record.chunk_id in shown:
+                descriptions.append(
+                    m.DescriptionNode(
+                        id=index, entity=entity, text=record.text, chunk_id=record.chunk_id
+                    )
+                )
+    return m.GraphLinks(mentions=mentions, descriptions=descriptions)

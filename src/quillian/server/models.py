@@ -18,8 +18,10 @@ __all__ = [
     "EntityHit",
     "EntityPage",
     "ErrorBody",
+    "GraphLinks",
     "JobOut",
     "JobPage",
+    "LinksRequest",
     "MethodInfo",
     "Neighbourhood",
     "Passage",
@@ -318,3 +320,30 @@ class Neighbourhood(BaseModel):
     total_edges: int
     offset: int
     limit: int
+
+
+class LinksRequest(_Body):
+    """Entities and passages already on screen, whose links the UI wants to draw."""
+
+    entities: list[int] = Field(max_length=2000, description="entity ids (the subgraph's)")
+    chunk_ids: list[str] = Field(max_length=500, description="passages' chunk ids")
+
+
+class DescriptionNode(BaseModel):
+    id: int = Field(description="the description's index in the graph")
+    entity: int
+    text: str
+    chunk_id: str = Field(description="the passage the description was read from")
+
+
+class Mention(BaseModel):
+    chunk_id: str
+    entity: int
+
+
+class GraphLinks(BaseModel):
+    """The graph's links between given entities and passages: which passages describe
+    which entities, and the entities' description nodes read from those passages."""
+
+    mentions: list[Mention]
+    descriptions: list[DescriptionNode]

@@ -1,4 +1,5 @@
-"""Graph browsing for the UI: entity search by name and an entity's neighbourhood."""
+"""Graph browsing for the UI: entity search by name, an entity's neighbourhood, and the
+links between the entities and passages a retrieval put on screen."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from fastapi import APIRouter, Query
 
 from quillian.server import models as m
 from quillian.server.deps import WorkspaceDep
-from quillian.server.graph import neighbourhood, search_entities
+from quillian.server.graph import links, neighbourhood, search_entities
 
-router = APIRouter(prefix="/api/workspaces/{ws}/entities", tags=["graph"])
+router = APIRouter(prefix="/api/workspaces/{ws}", tags=["graph"])
 
 
-@router.get("", response_model=m.EntityPage)
+@router.get("/entities", response_model=m.EntityPage)
 async def find_entities(
     workspace: WorkspaceDep,
     q: Annotated[str, Query(min_length=1, max_length=200, description="part of a name")],
@@ -27,7 +28,7 @@ async def find_entities(
     return m.EntityPage(total=total, offset=offset, limit=limit, entities=hits)
 
 
-@router.get("/{entity}", response_model=m.Neighbourhood)
+@router.get("/entities/{entity}", response_model=m.Neighbourhood)
 async def entity_neighbourhood(
     entity: int,
     workspace: WorkspaceDep,
@@ -38,3 +39,12 @@ async def entity_neighbourhood(
     sentences) and their passages; relations paginated."""
     context = (await asyncio.to_thread(lambda: workspace.engine.index)).context
     return await asyncio.to_thread(neighbourhood, context, entity, offset, limit)
+
+
+@router.post("/graph/links", response_model=m.GraphLinks)
+async def graph_links(body: m.LinksRequest, workspace: WorkspaceDep) -> m.GraphLinks:
+    """The ``describes`` links between the given passages and entities, and the
+    entities' descriptions read from those passages: what the UI draws between an
+    activated subgraph's entities and the passages retrieved with it."""
+    context = (await asyncio.to_thread(lambda: workspace.engine.index)).context
+    return await asyncio.to_thread(links, context, body.entities, body.chunk_ids)

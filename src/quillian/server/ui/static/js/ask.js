@@ -1,0 +1,333 @@
+// The Ask screen: question, method and options, the answer streamed in, citations,
+// the method's steps as a timeline, and each retrieval's activated subgraph drawn as
+// soon as its `retrieval` event arrives.
+
+import { ApiError, call, stream, workspacePath } from "./api.js";
+import { $, clear, el, notify, number, short } from "./dom.js";
+import {
+  descriptionId, entityDetails, entityId, neighbourhood, neighbourhoodElements, passageId, textDetails,
+} from "./entity.js";
+import { GraphView } from "./graph.js";
+
+export class AskScreen {
+  constructor(app) {
+    this.app = app;
+    this.methods = [];
+    this.retrievals = []; // [{view, elements}]
+    this.cited = new Set();
+    this.graph = new GraphView($("#ask-graph"), {
+      label: "The activated subgraph: entities, passages and descriptions",
+      describe: (node, view) => this.describe(node, view),
+    });
+    $("#ask-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.ask();
+    });
+    $("#question").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        this.ask();
+      }
+    });
+    $("#stop-button").addEventListener("click", () => this.controller?.abort());
+    $("#method").addEventListener("change", () => this.showOptions());
+    $("#retrieval-pick").addEventListener("change", (e) => this.draw(Number(e.target.value)));
+  }
+
+  /** Fill the method picker from GET /api/methods. */
+  async load() {
+    const listing = await call("/api/methods");
+    this.methods = listing.methods;
+    this.answering = listing.answering;
+    this.retrievers = listing.retrievers;
+    const method = $("#method");
+    const keep = method.value || "sa-rag";
+    clear(method).append(...listing.methods.map((m) => el("option", { value: m.name }, m.name)));
+    method.value = listing.methods.some((m) => m.name === keep) ? keep : listing.methods[0]?.name;
+    clear($("#retriever")).append(
+      el("option", { value: "" }, "the method's own"),
+      ...listing.retrievers.map((r) => el("option", { value: r }, r)),
+    );
+    $("#ask-button").textContent = this.answering ? "Ask" : "Retrieve";
+    if (!this.answering) notify("This server has no model to answer with: Ask shows the retrieval only.");
+    this.showOptions();
+  }
+
+  spec() {
+    return this.methods.find((m) => m.name === $("#method").value);
+  }
+
+  showOptions() {
+    const spec = this.spec();
+    const box = clear($("#options"));
+    box.append(el("legend", {}, "Options"));
+    if (!spec) return;
+    $("#method-summary").textContent = `${spec.summary}${spec.retriever ? ` (retriever: ${spec.retriever})` : ""}`;
+    for (const option of spec.options) {
+      const id = `option-${option.name}`;
+      const kind = option.type.replace(/\s*\|\s*None/, "");
+      const input =
+        kind === "bool"
+          ? el("input", { id, type: "checkbox", checked: option.default === true })
+          : el("input", {
+              id,
+              type: kind === "int" || kind === "float" ? "number" : "text",
+              step: kind === "float" ? "any" : kind === "int" ? "1" : undefined,
+              placeholder: option.default === null ? "default" : String(option.default),
+            });
+      input.dataset.option = option.name;
+      input.dataset.kind = kind;
+      box.append(el("div", { class: "option" }, el("label", { for: id, title: option.help }, option.name), input,
+        el("small", { class: "muted" }, option.help)));
+    }
+    if (!spec.options.length) box.append(el("p", { class: "muted" }, "This method has no options."));
+  }
+
+  options() {
+    const chosen = {};
+    for (const input of $("#options").querySelectorAll("input[data-option]")) {
+      const { option, kind } = input.dataset;
+      if (kind === "bool") {
+        const preset = this.spec().options.find((o) => o.name === option).default === true;
+        if (input.checked !== preset) chosen[option] = input.checked;
+      } else if (input.value.trim() !== "") {
+        chosen[option] = kind === "int" ? parseInt(input.value, 10) : kind === "float" ? Number(input.value) : input.value;
+      }
+    }
+    return chosen;
+  }
+
+  reset() {
+    this.retrievals = [];
+    this.cited = new Set();
+    this.written = "";
+    this.prompt = null;
+    for (const id of ["#answer", "#writing", "#sources", "#usage", "#evidence", "#steps", "#retrieval-pick"]) clear($(id));
+    $("#retrieval-pick").disabled = true;
+    $("#graph-stats").textContent = "";
+    this.graph.show([], []);
+  }
+
+  async ask() {
+    const question = $("#question").value.trim();
+    if (!question) {
+      $("#question").focus();
+      return;
+    }
+    this.reset();
+    notify(null);
+    const ws = this.app.workspace;
+    this.controller = new AbortController();
+    const status = $("#ask-status");
+    $("#ask-button").disabled = true;
+    $("#stop-button").disabled = false;
+    status.textContent = "Retrieving…";
+    const retriever = $("#retriever").value || null;
+    try {
+      if (!this.answering) {
+        // without a model, the method's own retriever (or the one picked) retrieves
+        const own = this.retrievers.includes(this.spec().retriever) ? this.spec().retriever : "sa";
+        const result = await call(workspacePath(ws, "/retrieve"), {
+          method: "POST", signal: this.controller.signal,
+          body: { query: question, method: retriever || own, k: this.options().k ?? 8 },
+        });
+        this.retrieved(result);
+        this.evidence({ passages: result.passages, relations: [], kg_triples: [] });
+        status.textContent = `Retrieved in ${number(result.seconds, 2)} s.`;
+        return;
+      }
+      await stream(workspacePath(ws, "/answer"), {
+        method: "POST",
+        signal: this.controller.signal,
+        body: { question, method: $("#method").value, retriever, options: this.options(), stream: true },
+        onEvent: (name, data) => this.event(name, data),
+      });
+    } catch (error) {
+      if (error.name === "AbortError") status.textContent = "Stopped.";
+      else this.app.failed(error, status);
+    } finally {
+      $("#ask-button").disabled = false;
+      $("#stop-button").disabled = true;
+    }
+  }
+
+  event(name, data) {
+    const status = $("#ask-status");
+    if (name === "retrieval") {
+      this.retrieved(data);
+      status.textContent = "Reading the evidence…";
+    } else if (name === "step") {
+      this.step(data);
+    } else if (name === "token") {
+      if (data.prompt !== this.prompt) {
+        this.written += `${this.written ? "\n\n" : ""}[${data.prompt}]\n`;
+        this.prompt = data.prompt;
+      }
+      this.written += data.text;
+      $("#writing").textContent = this.written;
+      $("#answer").textContent = "…";
+      status.textContent = `Writing (${data.prompt})…`;
+    } else if (name === "final") {
+      this.final(data);
+      status.textContent = data.error ? "The method could not finish." : "Done.";
+    } else if (name === "error") {
+      status.textContent = "";
+      this.app.failed(new ApiError(data.status, data.detail), status);
+    }
+  }
+
+  step(step) {
+    const list = $("#steps");
+    const { kind, ...fields } = step;
+    const headline = Object.values(fields).find((v) => typeof v === "string" && v) ?? "";
+    const rows = Object.entries(fields).map(([key, value]) =>
+      el("div", { class: "field" }, el("dt", {}, key),
+        el("dd", {}, typeof value === "string" ? value : el("pre", {}, JSON.stringify(value, null, 2)))));
+    list.append(
+      el("li", {}, el("details", {}, el("summary", {}, el("strong", {}, kind), " ", short(headline, 90)),
+        el("dl", {}, rows))),
+    );
+  }
+
+  retrieved(view) {
+    const index = this.retrievals.length;
+    this.retrievals.push({ view, elements: subgraphElements(view) });
+    const pick = $("#retrieval-pick");
+    pick.append(el("option", { value: index }, `${index + 1}: ${short(view.query, 50)} (${view.method})`));
+    pick.value = String(index);
+    pick.disabled = this.retrievals.length < 2;
+    this.draw(index);
+    this.link(index);
+  }
+
+  /** Add the describes links and description nodes between the drawn entities and passages. */
+  async link(index) {
+    const { view, elements } = this.retrievals[index];
+    const entities = elements.nodes.filter((n) => n.kind === "entity" && n.entity !== undefined).map((n) => n.entity);
+    const chunkIds = view.passages.map((p) => p.chunk_id);
+    if (!chunkIds.length) return;
+    try {
+      const links = await call(workspacePath(this.app.workspace, "/graph/links"), {
+        method: "POST", body: { entities, chunk_ids: chunkIds },
+      });
+      for (const mention of links.mentions) {
+        elements.edges.push({ id: `${passageId(mention.chunk_id)}>${entityId(mention.entity)}`,
+          source: passageId(mention.chunk_id), target: entityId(mention.entity), kind: "describes", label: "" });
+      }
+      for (const d of links.descriptions) {
+        elements.nodes.push({ id: descriptionId(d.id), label: short(d.text, 40), kind: "description", text: d.text });
+        elements.edges.push({ id: `${descriptionId(d.id)}>e`, source: descriptionId(d.id), target: entityId(d.entity), kind: "describes", label: "" });
+        elements.edges.push({ id: `${descriptionId(d.id)}<p`, source: passageId(d.chunk_id), target: descriptionId(d.id), kind: "source", label: "" });
+      }
+      if (Number($("#retrieval-pick").value) === index) this.graph.merge(elements.nodes, elements.edges);
+    } catch (error) {
+      $("#graph-stats").textContent += ` (links not drawn: ${error.message})`;
+    }
+  }
+
+  draw(index) {
+    const { view, elements } = this.retrievals[index];
+    for (const node of elements.nodes) node.cited = node.kind === "passage" && this.cited.has(node.chunk_id);
+    this.graph.show(elements.nodes, elements.edges);
+    const g = view.subgraph;
+    $("#graph-stats").textContent =
+      `${g.nodes.length} activated entities, ${g.edges.length} relations, ${view.passages.length} passages` +
+      (g.subgraph_nodes ? ` (subgraph of ${g.subgraph_nodes} nodes, ${g.subgraph_edges} edges)` : "");
+  }
+
+  final(result) {
+    const answer = $("#answer");
+    answer.textContent = result.answer || (result.error ? "" : "(no answer)");
+    if (result.error) answer.append(el("p", { class: "error" }, result.error));
+    if (!this.written) $("#writing").textContent = "(the model's reply came from the cache or was not streamed)";
+    this.cited = new Set(result.citations.passages.map((p) => p.chunk_id));
+    this.evidence(result.citations);
+    const u = result.usage;
+    $("#usage").textContent =
+      `${u.prompt_tokens} prompt + ${u.completion_tokens} completion tokens, ${u.llm_calls} LLM call${u.llm_calls === 1 ? "" : "s"}` +
+      `${u.parse_failures ? `, ${u.parse_failures} parse failures` : ""}, ${number(result.seconds, 2)} s`;
+    if (this.retrievals.length) this.draw(Number($("#retrieval-pick").value));
+  }
+
+  /** The numbered citations under the answer, linking to the evidence list. */
+  evidence(citations) {
+    const list = clear($("#evidence"));
+    const sources = clear($("#sources"));
+    const items = [
+      ...citations.passages.map((p) => ({ kind: "passage", head: p.title || p.chunk_id, body: p.text,
+        meta: `score ${number(p.score)}`, chunk: p.chunk_id })),
+      ...citations.relations.map((r) => ({ kind: "relation", head: `${r.subject} — ${r.predicate} → ${r.object}`,
+        body: r.sentence, meta: `weight ${number(r.weight)}` })),
+      ...(citations.kg_triples ?? []).map((t) => ({ kind: "kg triple", head: `${t.head} — ${t.relation} → ${t.tail}`,
+        body: t.sentence, meta: "" })),
+    ];
+    if (!items.length) return;
+    sources.append("Sources: ");
+    items.forEach((item, i) => {
+      const n = i + 1;
+      const show = (event) => {
+        if (item.chunk && this.graph.cy.getElementById(passageId(item.chunk)).nonempty()) {
+          this.graph.open(passageId(item.chunk));
+        }
+        event.currentTarget.blur?.();
+      };
+      sources.append(el("a", { href: `#cite-${n}`, class: "cite", "data-kind": item.kind, onclick: show,
+        title: item.head, "aria-label": `source ${n}: ${item.head}` }, `[${n}]`), " ");
+      list.append(el("li", { id: `cite-${n}`, tabindex: -1 }, el("span", { class: "tag" }, item.kind), " ",
+        el("strong", {}, item.head), " ", el("span", { class: "muted" }, item.meta), el("p", {}, item.body)));
+    });
+  }
+
+  async describe(node, view) {
+    if (node.kind !== "entity" || node.entity === undefined) return textDetails(node);
+    const ws = this.app.workspace;
+    const expand = el("button", { type: "button", onclick: async () => {
+      const near = await neighbourhood(ws, node.entity);
+      const { nodes, edges } = neighbourhoodElements(near);
+      view.merge(nodes.map((n) => (n.id === node.id ? { ...n, activation: node.activation, seed: node.seed } : n)), edges, node.id);
+    } }, "Show its neighbourhood here");
+    const explore = el("button", { type: "button", onclick: () => this.app.explore.walk(node.entity, node.label) },
+      "Open in Explore");
+    const extra = node.seed ? el("p", { class: "muted" }, `seed (${node.source}, score ${number(node.score)})`) : null;
+    const activation = el("p", { class: "muted" }, `activation ${number(node.raw ?? 0)}, hop ${node.hop ?? "–"}`);
+    return el("div", {}, activation, extra,
+      await entityDetails(ws, node.entity, { onWalk: (id, name) => this.app.explore.walk(id, name), actions: [expand, explore] }));
+  }
+}
+
+/** A retrieval's activated subgraph and passages as graph elements. */
+export function subgraphElements(view) {
+  const g = view.subgraph;
+  const top = Math.max(1e-9, ...g.nodes.map((n) => n.activation), ...g.seeds.map((s) => s.score));
+  const nodes = new Map();
+  const byName = new Map();
+  const entity = (id, name, fields) => {
+    const key = entityId(id);
+    const node = nodes.get(key) ?? { id: key, label: name, kind: "entity", entity: id, activation: 0, raw: 0 };
+    nodes.set(key, Object.assign(node, fields));
+    byName.set(name, key);
+  };
+  for (const n of g.nodes) entity(n.entity, n.name, { activation: n.activation / top, raw: n.activation, hop: n.hop });
+  for (const s of g.seeds) {
+    const known = nodes.get(entityId(s.entity));
+    entity(s.entity, s.name, { seed: true, source: s.source, score: s.score,
+      activation: known ? known.activation : s.score / top, raw: known ? known.raw : s.score, hop: known?.hop ?? 0 });
+  }
+  const edges = [];
+  for (const e of g.edges) {
+    for (const name of [e.subject, e.object]) {
+      if (!byName.has(name)) {
+        const key = `n:${name}`;
+        nodes.set(key, { id: key, label: name, kind: "entity", activation: 0 });
+        byName.set(name, key);
+      }
+    }
+    edges.push({ id: `r:${e.relation}`, source: byName.get(e.subject), target: byName.get(e.object),
+      label: e.predicate, sentence: e.sentence, kind: "relation" });
+  }
+  for (const p of view.passages) {
+    nodes.set(passageId(p.chunk_id), { id: passageId(p.chunk_id), label: `${p.rank}. ${p.title || p.chunk_id}`,
+      kind: "passage", chunk_id: p.chunk_id, text: p.text, score: p.score });
+  }
+  return { nodes: [...nodes.values()], edges };
+}

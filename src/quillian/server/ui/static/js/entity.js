@@ -1,0 +1,97 @@
+// An entity's neighbourhood (GET .../entities/{id}) as graph elements, and the details
+// panel shared by the Ask and Explore graphs.
+
+import { call, workspacePath } from "./api.js";
+import { el, short } from "./dom.js";
+
+export const entityId = (entity) => `e:${entity}`;
+export const passageId = (chunkId) => `p:${chunkId}`;
+export const descriptionId = (index) => `d:${index}`;
+
+export function neighbourhood(ws, entity, limit = 50) {
+  return call(workspacePath(ws, `/entities/${entity}?limit=${limit}`));
+}
+
+/** The neighbourhood as nodes and edges: the entity, its neighbours, the relations,
+ * its descriptions and the passages they were read from. */
+export function neighbourhoodElements(near) {
+  const entityNode = (hit, activation) => ({
+    id: entityId(hit.id), label: hit.name, kind: "entity", entity: hit.id,
+    activation, type: hit.type,
+  });
+  const nodes = [entityNode(near.entity, 1), ...near.nodes.map((hit) => entityNode(hit, 0.35))];
+  const edges = near.edges.map((edge) => ({
+    id: `r:${edge.relation}`, source: entityId(edge.source), target: entityId(edge.target),
+    label: edge.predicate, sentence: edge.sentence || edge.description, kind: "relation",
+  }));
+  near.descriptions.forEach((description, i) => {
+    const id = `${entityId(near.entity.id)}:d${i}`;
+    nodes.push({ id, label: short(description.text, 40), kind: "description", text: description.text });
+    edges.push({ id: `${id}:of`, source: id, target: entityId(near.entity.id), kind: "describes", label: "" });
+    if (description.chunk_id) {
+      edges.push({ id: `${id}:from`, source: passageId(description.chunk_id), target: id, kind: "source", label: "" });
+    }
+  });
+  for (const passage of near.passages) {
+    nodes.push({ id: passageId(passage.chunk_id), label: passage.title || passage.chunk_id,
+      kind: "passage", chunk_id: passage.chunk_id, title: passage.title, text: passage.text });
+  }
+  for (const edge of near.edges) {
+    if (!edge.chunk_id) continue;
+    edges.push({ id: `${passageId(edge.chunk_id)}>r:${edge.relation}`, source: passageId(edge.chunk_id),
+      target: entityId(edge.source), kind: "source", label: "" });
+  }
+  return { nodes, edges };
+}
+
+/** The details of an entity: descriptions, related entities (buttons that walk to
+ * them), relations with their sentences, passages; `actions` adds buttons on top. */
+export async function entityDetails(ws, entity, { onWalk, actions = [] }) {
+  const near = await neighbourhood(ws, entity);
+  const byId = new Map([[near.entity.id, near.entity], ...near.nodes.map((n) => [n.id, n])]);
+  const name = (id) => byId.get(id)?.name ?? `#${id}`;
+  const hit = near.entity;
+  return el(
+    "div",
+    {},
+    el("p", { class: "muted" },
+      `${hit.type || "entity"} · ${hit.degree} relation${hit.degree === 1 ? "" : "s"}` +
+        (hit.aliases.length ? ` · also ${hit.aliases.join(", ")}` : "")),
+    el("div", { class: "row" }, ...actions),
+    el("h4", {}, "Descriptions"),
+    near.descriptions.length
+      ? el("ul", {}, near.descriptions.map((d) => el("li", {}, d.text)))
+      : el("p", { class: "muted" }, "none"),
+    el("h4", {}, `Relations (${near.edges.length} of ${near.total_edges})`),
+    el(
+      "ul",
+      { class: "relations" },
+      near.edges.map((edge) => {
+        const other = edge.source === entity ? edge.target : edge.source;
+        return el(
+          "li",
+          {},
+          `${name(edge.source)} — ${edge.predicate} → ${name(edge.target)} `,
+          el("button", { type: "button", class: "link", onclick: () => onWalk(other, name(other)) },
+            `Walk to ${name(other)}`),
+          el("br"),
+          el("q", {}, edge.sentence || edge.description),
+        );
+      }),
+    ),
+    el("h4", {}, "Passages"),
+    near.passages.length
+      ? el("ul", {}, near.passages.map((p) => el("li", {}, el("strong", {}, p.title || p.chunk_id), " ", short(p.text, 400))))
+      : el("p", { class: "muted" }, "none"),
+  );
+}
+
+/** The details of a passage or description node. */
+export function textDetails(node) {
+  return el(
+    "div",
+    {},
+    el("p", { class: "muted" }, node.kind === "passage" ? `passage ${node.chunk_id}` : "description"),
+    el("p", { class: "passage-text" }, node.text || ""),
+  );
+}
