@@ -43,7 +43,7 @@ class PostgresServer:
         import psycopg
 
         with psycopg.connect(self.uri, autocommit=True) as conn:
-            cursor = conn.execute(statement, params)  # type: ignore[arg-type]
+            cursor = conn.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
 
 

@@ -16,7 +16,7 @@ from quillian.testing.contracts import (
 )
 
 pytest.importorskip("psycopg")
-from quillian.stores.postgres import (  # noqa: E402
+from quillian.stores.postgres import (
     PgDocumentStore,
     PgGraphStore,
     PgKeyValueStore,

@@ -36,9 +36,9 @@ from quillian.errors import ConfigError, StoreError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PgStore",
     "PostgresLocation",
     "Workspace",
-    "PgStore",
     "is_postgres_location",
     "parse_location",
 ]
@@ -242,7 +242,7 @@ class Workspace:
                 conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
                 conn.execute(sql.SQL("SET LOCAL search_path = {}, public").format(schema))
                 for statement in DDL:
-                    conn.execute(statement)  # type: ignore[call-overload]
+                    conn.execute(statement)
                 conn.execute(
                     "INSERT INTO quillian_meta (key, value) VALUES ('schema_version', %s), "
                     "('workspace_id', %s) ON CONFLICT (key) DO NOTHING",
