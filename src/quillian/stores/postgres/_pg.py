@@ -136,7 +136,7 @@ def connect(location: PostgresLocation, **kwargs: Any) -> psycopg.Connection[Any
 def _explain(exc: psycopg.OperationalError) -> str:
     text = str(exc).strip()
     lines = [line for line in text.splitlines() if line.strip()]
-    detail = lines[-1] if lines else type(exc).__name__
+    detail = lines[0].strip().removeprefix("connection failed: ") if lines else repr(exc)
     if "password authentication failed" in text or "no password supplied" in text:
         return f"wrong credentials: the server refused the user name or password ({detail})"
     if re.search(r'database ".*" does not exist', text):
