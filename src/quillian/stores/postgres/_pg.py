@@ -46,6 +46,9 @@ __all__ = [
 SCHEMES = ("postgresql://", "postgres://")
 #: The version of the workspace tables this Quillian reads and writes.
 SCHEMA_VERSION = 1
+#: The HNSW search breadth of every pooled connection; a search for more than half as
+#: many neighbours widens it for its own transaction.
+EF_SEARCH = 64
 #: Seconds to wait for the server before calling it unreachable.
 CONNECT_TIMEOUT = 10
 _WORKSPACE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -194,12 +197,19 @@ class Workspace:
                 self._pool = None
 
     @contextmanager
-    def connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
+    def connection(
+        self, action: str, *, transaction: bool = True
+    ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in one transaction (committed on success), with server
-        errors raised as :class:`StoreError` naming the location and the action."""
+        errors raised as :class:`StoreError` naming the location and the action.
+        ``transaction=False`` (one read statement) saves the BEGIN and COMMIT round trips."""
         try:
             with self._get_pool().connection() as conn:
-                yield conn
+                if transaction:
+                    with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
         except psycopg.Error as exc:
             raise StoreError(f"{self.location}: cannot {action}: {exc}") from exc
 
@@ -227,7 +237,11 @@ class Workspace:
                     self.location.conninfo,
                     min_size=1,
                     max_size=self._max_size,
-                    kwargs={"options": search_path, "connect_timeout": CONNECT_TIMEOUT},
+                    kwargs={
+                        "options": f"{search_path} -c hnsw.ef_search={EF_SEARCH}",
+                        "connect_timeout": CONNECT_TIMEOUT,
+                        "autocommit": True,
+                    },
                     open=True,
                     name=f"quillian-{self.schema}",
                 )
@@ -317,9 +331,10 @@ class PgStore:
         return f"{type(self).__name__}({self.workspace.name!r})"
 
     @contextmanager
-    def _conn(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        """A connection in one transaction; raises :class:`StoreError` once closed."""
+    def _conn(self, action: str, *, transaction: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A connection (in one transaction unless told otherwise); raises
+        :class:`StoreError` once the store is closed."""
         if self._closed:
             raise StoreError(f"{self.workspace.name}: cannot {action}: the store is closed")
-        with self.workspace.connection(action) as conn:
+        with self.workspace.connection(action, transaction=transaction) as conn:
             yield conn

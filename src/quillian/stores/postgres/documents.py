@@ -119,7 +119,7 @@ class PgDocumentStore(PgStore):
         unique = list(dict.fromkeys(ids))
         if not unique:
             return {}
-        with self._conn(action) as conn:
+        with self._conn(action, transaction=False) as conn:
             rows = conn.execute(
                 f"SELECT {columns} FROM {table} WHERE id = ANY(%s)", (unique,)
             ).fetchall()
@@ -158,7 +158,7 @@ class PgStatusStore(PgStore):
 
     def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]:
         """Records of the known ids among ``doc_ids``; unknown ids are left out."""
-        with self._conn("read document status") as conn:
+        with self._conn("read document status", transaction=False) as conn:
             rows = conn.execute(
                 "SELECT doc_id, status, error, source FROM doc_status WHERE doc_id = ANY(%s)",
                 (list(dict.fromkeys(doc_ids)),),
@@ -168,7 +168,7 @@ class PgStatusStore(PgStore):
     def with_status(self, status: DocStatus) -> list[StatusRecord]:
         """Every record with ``status``, ordered by document id."""
         value = _status(status).value
-        with self._conn("read document status") as conn:
+        with self._conn("read document status", transaction=False) as conn:
             rows = conn.execute(
                 "SELECT doc_id, status, error, source FROM doc_status WHERE status = %s "
                 "ORDER BY doc_id",
@@ -193,7 +193,7 @@ class PgKeyValueStore(PgStore):
     def get_many(self, namespace: str, keys: Sequence[str]) -> list[bytes | None]:
         """Values in the order asked for, ``None`` for an absent key."""
         _require_namespace(namespace)
-        with self._conn("read values") as conn:
+        with self._conn("read values", transaction=False) as conn:
             rows = conn.execute(
                 "SELECT key, value FROM kv WHERE namespace = %s AND key = ANY(%s)",
                 (namespace, list(dict.fromkeys(keys))),

@@ -31,14 +31,14 @@ from quillian.stores.embedded._vecutil import (
     check_k,
     keep_last,
 )
-from quillian.stores.postgres._pg import PgStore, Workspace
+from quillian.stores.postgres._pg import EF_SEARCH, PgStore, Workspace
 
 __all__ = ["PgVectorIndex"]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
-#: The HNSW search breadth is at least this, and at least twice ``k`` (pgvector's cap
-#: is 1000); fewer found neighbours are padded.
-EF_SEARCH = 64
+#: Collections up to this many vectors are read whole by the first ``get`` (see there).
+MEMO_LIMIT = 250_000
+F32 = npt.NDArray[np.float32]
 #: HNSW build parameters (pgvector's defaults).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -73,6 +73,7 @@ class PgVectorIndex(PgStore):
             self._table = sql.Identifier(f"vectors_{name}")
             self._index = sql.Identifier(f"vectors_{name}_hnsw")
             self._count: int | None = None
+            self._memo: tuple[npt.NDArray[np.int64], F32] | None = None
             self._dim = self._open(dim, fresh)
         except BaseException:
             self.close()
@@ -87,7 +88,7 @@ class PgVectorIndex(PgStore):
         """The number of vectors (counted once, then kept up to date by this handle's
         writes; another process's writes show in a handle opened after them)."""
         if self._count is None:
-            with self._conn("count vectors") as conn:
+            with self._conn("count vectors", transaction=False) as conn:
                 self._count = self._count_rows(conn)
         return self._count
 
@@ -129,7 +130,7 @@ class PgVectorIndex(PgStore):
                 ).format(self._table)
             )
             conn.execute("DROP TABLE staged_vectors")
-            self._count = None
+            self._count = self._memo = None
 
     def search(
         self, queries: npt.ArrayLike, k: int
@@ -142,12 +143,10 @@ class PgVectorIndex(PgStore):
             "ORDER BY embedding <#> %s::vector LIMIT %s"
         ).format(self._table)
         found: list[list[tuple[int, float]]] = []
-        with self._conn("search vectors") as conn:
-            conn.execute(
-                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
-                    sql.Literal(min(1000, max(EF_SEARCH, 2 * k)))
-                )
-            )
+        ef = min(1000, 2 * k)
+        with self._conn("search vectors", transaction=ef > EF_SEARCH) as conn:
+            if ef > EF_SEARCH:  # pooled connections search EF_SEARCH wide
+                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
             for row in q:
                 text = _vector_text(row)
                 found.append(conn.execute(statement, (text, text, k)).fetchall())
@@ -164,24 +163,53 @@ class PgVectorIndex(PgStore):
         return ids, scores
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`."""
+        """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`.
+
+        The first ``get`` on a collection of at most :data:`MEMO_LIMIT` vectors reads
+        them all (one binary ``COPY``) and answers from memory until this handle writes
+        again, as a retrieval context keeps the chunk texts it opened with; a larger
+        collection is read per call."""
         ids = as_ids(ids)
-        unique = np.unique(ids)
-        with self._conn("read vectors") as conn:
+        if self._memo is None and len(self) <= MEMO_LIMIT:
+            self._memo = self._read_all()
+        if self._memo is not None:
+            known, matrix = self._memo
+        else:
+            known, matrix = self._read(np.unique(ids))
+        rows = np.searchsorted(known, ids)
+        rows = np.minimum(rows, max(len(known) - 1, 0))
+        missing = (known[rows] != ids) if len(known) else np.ones(len(ids), dtype=bool)
+        if missing.any():
+            raise UnknownIdError(np.unique(ids[missing]))
+        return matrix[rows]
+
+    def _read(self, unique: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], F32]:
+        """The stored ``(ids, vectors)`` among ``unique``, by id."""
+        with self._conn("read vectors", transaction=False) as conn:
             rows = conn.execute(
-                sql.SQL("SELECT id, vector_send(embedding) FROM {} WHERE id = ANY(%s)").format(
-                    self._table
-                ),
+                sql.SQL(
+                    "SELECT id, vector_send(embedding) FROM {} WHERE id = ANY(%s) ORDER BY id"
+                ).format(self._table),
                 (unique.tolist(),),
             ).fetchall()
         got = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        if len(got) < len(unique):
-            raise UnknownIdError(np.setdiff1d(unique, got))
         # vector_send: int16 dim, int16 unused, then big-endian float4s
         raw = b"".join(bytes(r[1])[4:] for r in rows)
-        matrix = np.frombuffer(raw, dtype=">f4").astype(np.float32).reshape(-1, self._dim)
-        order = np.argsort(got)
-        return matrix[order[np.searchsorted(got[order], ids)]]
+        return got, np.frombuffer(raw, dtype=">f4").astype(np.float32).reshape(-1, self._dim)
+
+    def _read_all(self) -> tuple[npt.NDArray[np.int64], F32]:
+        """Every ``(id, vector)`` of the collection, by id, in one binary ``COPY``."""
+        buffer = bytearray()
+        with self._conn("read vectors") as conn:
+            copy_sql = sql.SQL(
+                "COPY (SELECT id, embedding FROM {} ORDER BY id) TO STDOUT (FORMAT BINARY)"
+            ).format(self._table)
+            with conn.cursor().copy(copy_sql) as copy:
+                for block in copy:
+                    buffer += block
+        rows = np.frombuffer(bytes(buffer[len(_PGCOPY_HEADER) : -2]), dtype=_row_dtype(self._dim))
+        self._count = len(rows)
+        return rows["id"].astype(np.int64), rows["values"].astype(np.float32)
 
     def flush(self) -> None:
         """Build the HNSW index if this collection lacks it (every :meth:`add` is already
@@ -246,8 +274,24 @@ class PgVectorIndex(PgStore):
 
 
 def _vector_text(row: npt.NDArray[np.float32]) -> str:
-    """pgvector's text form of one vector (shortest round-trip float32 digits)."""
-    return "[" + ",".join(repr(float(x)) for x in row.tolist()) + "]"
+    """pgvector's text form of one vector (9 significant digits: exact for float32)."""
+    return "[" + ",".join(["%.9g"] * len(row)) % tuple(row.tolist()) + "]"
+
+
+def _row_dtype(dim: int) -> np.dtype[Any]:
+    """One ``(id, vector)`` row in binary ``COPY``: field count, then length and value
+    per column (pgvector's binary vector: int16 dim, int16 unused, float4s)."""
+    return np.dtype(
+        [
+            ("fields", ">i2"),
+            ("id_len", ">i4"),
+            ("id", ">i8"),
+            ("vec_len", ">i4"),
+            ("dim", ">i2"),
+            ("unused", ">i2"),
+            ("values", ">f4", (dim,)),
+        ]
+    )
 
 
 _PGCOPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
@@ -260,18 +304,7 @@ def _binary_copy(ids: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) ->
     ``4 + 4 * dim``: pgvector's binary form is int16 dim, int16 unused, float4s).
     """
     n, dim = matrix.shape
-    row = np.dtype(
-        [
-            ("fields", ">i2"),
-            ("id_len", ">i4"),
-            ("id", ">i8"),
-            ("vec_len", ">i4"),
-            ("dim", ">i2"),
-            ("unused", ">i2"),
-            ("values", ">f4", (dim,)),
-        ]
-    )
-    rows = np.zeros(n, dtype=row)
+    rows = np.zeros(n, dtype=_row_dtype(dim))
     rows["fields"] = 2
     rows["id_len"] = 8
     rows["id"] = ids
