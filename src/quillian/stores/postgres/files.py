@@ -23,8 +23,9 @@ __all__ = ["SKIPPED", "pull_files", "push_files", "read_manifest", "write_manife
 
 _SYNC = ".sync.json"
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
-#: (rebuilt from the graph tables), the manifest copy and the sync record itself.
-SKIPPED = frozenset({"graph", "manifest.json", _SYNC})
+#: (rebuilt from the graph tables), the manifest copy, the sync record itself and the
+#: HTTP server's job state (``quillian serve`` keeps it per machine).
+SKIPPED = frozenset({"graph", "manifest.json", "server", _SYNC})
 _MANIFEST_KEY = "manifest"
 
 
