@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from quillian.stores.snapshot import NodeKind
+from quillian.testing.postgres import PostgresServer
 
 pytest.importorskip("psycopg")
-from quillian.stores.postgres import PgGraphStore, Workspace, pull_files, push_files
+from quillian.stores.postgres import (
+    PgGraphStore,
+    PgKeyValueStore,
+    PgVectorIndex,
+    Workspace,
+    pull_files,
+    push_files,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -55,3 +63,19 @@ def test_snapshot_cache_follows_the_table_version(postgres_url: str, tmp_path: P
         stamps = [p.name for p in (tmp_path / "reader").iterdir()]
         assert stamps == [f"{workspace.id}-{writer.version()}"]
         assert first.n_nodes == 2  # a snapshot taken earlier stays readable
+
+
+def test_workspaces_are_isolated(postgres_server: PostgresServer, tmp_path: Path) -> None:
+    urls = [postgres_server.url(f"iso_{i}", tmp_path / str(i)) for i in (1, 2)]
+    try:
+        with PgKeyValueStore(urls[0]) as one, PgKeyValueStore(urls[1]) as two:
+            one.put_many("ns", {"k": b"1"})
+            two.put_many("ns", {"k": b"2"})
+            assert one.get_many("ns", ["k"]) == [b"1"] and two.get_many("ns", ["k"]) == [b"2"]
+        with PgVectorIndex(urls[0], "chunks", 4) as vectors:
+            vectors.add([1], [[1.0, 0.0, 0.0, 0.0]])
+        with PgVectorIndex(urls[1], "chunks", 8) as other:  # its own collection, own dim
+            assert len(other) == 0 and other.dim == 8
+    finally:
+        for i in (1, 2):
+            postgres_server.execute(f"DROP SCHEMA IF EXISTS iso_{i} CASCADE")
