@@ -10,7 +10,9 @@ latency p50/p95 for ``sa``, ``ppr`` and ``dense`` over the questions (query vect
 embedded first, one warm-up query), the time to add one document (a build run, which
 rebuilds the graph, vectors and BM25 over every chunk) and then to refresh the graph
 snapshot, and the time to delete one document. ``agreement`` gives, per retriever, the
-share of questions whose top-k passages are the same on both backends.
+share of questions whose top-k passages are the same on both backends and the mean
+overlap of the two top-k sets (HNSW in pgvector is approximate, the embedded search
+exact); ``latency_ratio`` is PostgreSQL's latency over the embedded one.
 
 The corpus is indexed without its last document, which is then added. ``--seed-from``
 names an existing embedded index of the same corpus whose cached extractions and
@@ -69,19 +71,21 @@ def run_storage_bench(
     seed_from: Path | None = None,
     embedder_name: str = "minilm",
     k: int = 8,
+    rounds: int = 3,
     work: Path,
 ) -> dict[str, Any]:
     """Build, measure and compare the index at each of ``locations`` (name -> location);
-    ``work`` is a scratch directory."""
+    ``work`` is a scratch directory. Each phase runs for every backend before the next
+    starts, and retrieval alternates between backends per round, so a change in the
+    machine's load falls on both alike."""
     *base, added = documents
     embedder = make_embedder(embedder_name)
     extractor = make_extractor("spacy", None, [d.title for d in documents if d.title])
     vectors = embedder.embed(list(questions))
-    out: dict[str, Any] = {}
-    ranked: dict[str, dict[str, list[list[str]]]] = {}
+    out: dict[str, Any] = {name: {} for name in locations}
     for name, location in locations.items():
+        row = out[name]
         logger.info("%s: building %d documents", name, len(base))
-        row: dict[str, Any] = {}
         if seed_from is not None:
             start = time.perf_counter()
             row["seeded_values"] = _seed(seed_from, location)
@@ -92,30 +96,50 @@ def run_storage_bench(
         row["stage_seconds"] = {s: round(v, 2) for s, v in report.seconds.items()}
         row["counts"] = report.counts
         row["disk_bytes"] = _disk(location)
-        logger.info("%s: retrieving", name)
-        row["retrieval"], ranked[name] = _retrieval(location, embedder_name, questions, vectors, k)
+    ranked = _retrieval(locations, embedder_name, questions, vectors, k, rounds, out)
+    for name, location in locations.items():
         logger.info("%s: adding one document", name)
-        row.update(_add_one(added, location, extractor, embedder, work / name))
+        out[name].update(_add_one(added, location, extractor, embedder, work / name))
+    for name, location in locations.items():
         logger.info("%s: deleting one document", name)
         start = time.perf_counter()
         delete_documents(location, [added.id], extractor=extractor, embedder=embedder)
-        row["delete_one_seconds"] = round(time.perf_counter() - start, 2)
-        out[name] = row
+        out[name]["delete_one_seconds"] = round(time.perf_counter() - start, 2)
     names = list(locations)
     if len(names) == 2:
         first, second = (ranked[n] for n in names)
         out["agreement"] = {
-            r: round(float(np.mean([a == b for a, b in zip(first[r], second[r], strict=True)])), 4)
+            r: {
+                "same_list": _mean([a == b for a, b in zip(first[r], second[r], strict=True)]),
+                f"overlap@{k}": _mean(
+                    [_overlap(a, b) for a, b in zip(first[r], second[r], strict=True)]
+                ),
+            }
             for r in RETRIEVERS
         }
-        out["latency_ratio_p50"] = {
-            r: round(
-                out[names[1]]["retrieval"][r]["p50_ms"] / out[names[0]]["retrieval"][r]["p50_ms"], 2
-            )
+        out["latency_ratio"] = {
+            r: {
+                q: round(out[names[1]]["retrieval"][r][q] / out[names[0]]["retrieval"][r][q], 2)
+                for q in ("p50_ms", "p95_ms")
+            }
             for r in RETRIEVERS
         }
-    out["_run"] = {"documents": len(documents), "questions": len(questions), "k": k}
+    out["_run"] = {
+        "documents": len(documents),
+        "questions": len(questions),
+        "k": k,
+        "rounds": rounds,
+        "cpus": os.cpu_count(),
+    }
     return out
+
+
+def _overlap(a: list[str], b: list[str]) -> float:
+    return len(set(a) & set(b)) / max(len(a), 1)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(float(np.mean(values)), 4)
 
 
 def _build(
@@ -141,36 +165,48 @@ def _seed(seed_from: Path, location: str) -> int:
 
 
 def _retrieval(
-    location: str,
+    locations: dict[str, str],
     embedder_name: str,
     questions: Sequence[str],
     vectors: Any,
     k: int,
-) -> tuple[dict[str, Any], dict[str, list[list[str]]]]:
-    engine = Engine.open(location, embedder=embedder_name)
-    figures: dict[str, Any] = {}
-    ranked: dict[str, list[list[str]]] = {}
-    try:
+    rounds: int,
+    out: dict[str, Any],
+) -> dict[str, dict[str, list[list[str]]]]:
+    """Per backend and retriever, latency over ``rounds`` passes of the questions (the
+    backends alternate per pass); returns the passage ids each retrieved (first pass)."""
+    engines = {}
+    for name, location in locations.items():
         start = time.perf_counter()
-        engine.index  # noqa: B018 (opening is timed)
-        figures["open_seconds"] = round(time.perf_counter() - start, 2)
+        engines[name] = Engine.open(location, embedder=embedder_name)
+        engines[name].index  # noqa: B018 (opening is timed)
+        out[name]["retrieval"] = {"open_seconds": round(time.perf_counter() - start, 2)}
+    ranked: dict[str, dict[str, list[list[str]]]] = {name: {} for name in locations}
+    try:
         for kind in RETRIEVERS:
-            retriever = engine.retriever(kind)
-            retriever.retrieve(questions[0], k, vectors[0])  # warm-up (JIT, caches)
-            latencies, lists = [], []
-            for question, vector in zip(questions, vectors, strict=True):
-                start = time.perf_counter()
-                result = retriever.retrieve(question, k, vector)
-                latencies.append((time.perf_counter() - start) * 1000)
-                lists.append([p.chunk_id for p in result.passages])
-            figures[kind] = {
-                "p50_ms": round(float(np.percentile(latencies, 50)), 2),
-                "p95_ms": round(float(np.percentile(latencies, 95)), 2),
-            }
-            ranked[kind] = lists
+            latencies: dict[str, list[float]] = {name: [] for name in locations}
+            retrievers = {name: engine.retriever(kind) for name, engine in engines.items()}
+            for retriever in retrievers.values():
+                retriever.retrieve(questions[0], k, vectors[0])  # warm-up (JIT, caches)
+            for round_ in range(rounds):
+                for name, retriever in retrievers.items():
+                    logger.info("%s: %s, round %d", name, kind, round_ + 1)
+                    lists = []
+                    for question, vector in zip(questions, vectors, strict=True):
+                        start = time.perf_counter()
+                        result = retriever.retrieve(question, k, vector)
+                        latencies[name].append((time.perf_counter() - start) * 1000)
+                        lists.append([p.chunk_id for p in result.passages])
+                    ranked[name].setdefault(kind, lists)
+            for name, values in latencies.items():
+                out[name]["retrieval"][kind] = {
+                    "p50_ms": round(float(np.percentile(values, 50)), 2),
+                    "p95_ms": round(float(np.percentile(values, 95)), 2),
+                }
     finally:
-        engine.close()
-    return figures, ranked
+        for engine in engines.values():
+            engine.close()
+    return ranked
 
 
 def _add_one(
@@ -250,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, help="where the indexes go (default: a temp dir)")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3, help="passes over the questions")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     documents = list(read_documents(args.corpus))[: args.first_n]
@@ -270,6 +307,7 @@ def main(argv: list[str] | None = None) -> None:
             seed_from=args.seed_from,
             embedder_name=args.embedder,
             k=args.k,
+            rounds=args.rounds,
             work=work,
         )
     given = sys.argv[1:] if argv is None else argv
