@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_index_and_retrieve_match_the_embedded_build(
     assert _index(tmp_path, embedded, CORPUS) == 0
     assert _index(tmp_path, postgres_url, CORPUS) == 0
     out = capsys.readouterr().out
-    assert "documents: 5 new" in out and "password" not in out
+    assert "documents: 5 new" in out and "written to postgresql://postgres@" in out
     assert read_manifest(postgres_url)["state"] == "complete"
     assert read_manifest(postgres_url)["counts"] == read_manifest(embedded)["counts"]
     for method in ("sa", "ppr", "dense", "bm25"):
@@ -95,3 +96,27 @@ def test_adding_a_document_refreshes_the_snapshot(
         after = storage.graph().snapshot()
     assert after.n_nodes > before.n_nodes and after.n_edges > before.n_edges
     assert "Oxford" in [t for t, _ in _retrieve(postgres_url, "Oxford university", "bm25", capsys)]
+
+
+def test_delete_through_the_command_line(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _index(tmp_path, postgres_url, CORPUS) == 0
+    with open_storage(postgres_url) as storage:
+        oxford = next(
+            d for d in storage.documents.get_documents(_ids(storage)) if d and d.title == "Oxford"
+        )
+    assert main(["delete", postgres_url, oxford.id]) == 0
+    out = capsys.readouterr().out
+    assert "written to postgresql://postgres@" in out and "cache=" not in out
+    assert read_manifest(postgres_url)["state"] == "complete"
+    with open_storage(postgres_url) as storage:
+        assert storage.documents.count_documents() == 4
+        assert storage.documents.get_documents([oxford.id]) == [None]
+    assert "Oxford" not in [
+        t for t, _ in _retrieve(postgres_url, "Oxford university", "bm25", capsys)
+    ]
+
+
+def _ids(storage: Any) -> list[str]:
+    return list(dict.fromkeys(c.doc_id for c in storage.documents.iter_chunks()))
