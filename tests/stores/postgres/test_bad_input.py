@@ -16,7 +16,7 @@ from quillian.components.embedding.hashed import HashEmbedder
 from quillian.errors import ConfigError, IndexMissingError, StoreError
 from quillian.index import build_index, open_storage, read_manifest
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.postgres import PostgresServer, password_user
+from quillian.testing.postgres import PostgresServer, password_user, server_without_pgvector
 from quillian.types import Document
 
 pytest.importorskip("psycopg")
@@ -130,3 +130,12 @@ def test_bad_workspace_name_is_refused(postgres_server: PostgresServer) -> None:
 def test_missing_workspace_does_not_open(postgres_server: PostgresServer) -> None:
     with pytest.raises(IndexMissingError, match="no such workspace"):
         open_storage(postgres_server.url("never_created"))
+
+
+def test_server_without_pgvector_installed(postgres_server: PostgresServer, tmp_path: Path) -> None:
+    with server_without_pgvector() as uri:
+        url = f"{uri}&workspace=w&cache={tmp_path / 'cache'}"
+        with pytest.raises(StoreError, match=r"pgvector extension \('vector'\) is not installed"):
+            _build(url, HashEmbedder())
+        with Workspace(url, create=False) as workspace:
+            assert not workspace.exists
