@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 
 from quillian.cli.main import main
+from quillian.components.kge.config import ComplExConfig
+from quillian.components.kge.storage import load_model, model_directory
+from quillian.engine.kge import graph_triples, train_kge
 from quillian.index import open_storage, read_manifest
+from quillian.testing.corpus import tiny_index
 
 pytest.importorskip("psycopg")
 
@@ -120,3 +124,15 @@ def test_delete_through_the_command_line(
 
 def _ids(storage: Any) -> list[str]:
     return list(dict.fromkeys(c.doc_id for c in storage.documents.iter_chunks()))
+
+
+def test_train_kge_on_a_postgres_index(postgres_url: str, tmp_path: Path) -> None:
+    """The model is trained in the local cache and sent to the workspace: another
+    machine (cache) finds it."""
+    tiny_index(postgres_url)  # type: ignore[arg-type]
+    triples = graph_triples(postgres_url)
+    result = train_kge(postgres_url, ComplExConfig(dim=8, epochs=2, batch_size=8))
+    assert result.epochs == 2
+    elsewhere = postgres_url.replace("pg-cache", "other-cache")
+    with open_storage(elsewhere) as storage:
+        assert load_model(model_directory(storage.directory), triples).epochs == 2
