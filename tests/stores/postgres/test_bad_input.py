@@ -5,15 +5,17 @@ written (a real server; marked ``postgres``)."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+import quillian.stores
 from quillian.cli.main import main
 from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import HashEmbedder
-from quillian.errors import ConfigError, IndexMissingError, StoreError
+from quillian.errors import ConfigError, IndexMissingError, MissingExtraError, StoreError
 from quillian.index import build_index, open_storage, read_manifest
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.testing.postgres import PostgresServer, password_user, server_without_pgvector
@@ -139,3 +141,13 @@ def test_server_without_pgvector_installed(postgres_server: PostgresServer, tmp_
             _build(url, HashEmbedder())
         with Workspace(url, create=False) as workspace:
             assert not workspace.exists
+
+
+def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without psycopg installed, a PostgreSQL location asks for the ``postgres`` extra."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what a missing package looks like
+    for name in [m for m in sys.modules if m.startswith("quillian.stores.postgres")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delattr(quillian.stores, "postgres", raising=False)
+    with pytest.raises(MissingExtraError, match=r"quillian\[postgres\]"):
+        read_manifest("postgresql://quillian@127.0.0.1:1/db?workspace=w")
