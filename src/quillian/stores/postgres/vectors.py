@@ -8,8 +8,7 @@ which HNSW finds fewer than ``min(k, len)`` neighbours is padded with id -1 and 
 -inf. Writes go straight to the server (binary ``COPY`` into a temporary table, then one
 upsert, in one transaction). A collection opened ``fresh`` (a build rewriting it whole)
 drops its HNSW index and :meth:`flush` (or :meth:`close`) builds it again once, over
-every vector, which is several times faster than growing it row by row; until then a
-search is exact.
+every vector, as pgvector advises for bulk loads; until then a search is exact.
 """
 
 from __future__ import annotations
