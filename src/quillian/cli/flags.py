@@ -58,7 +58,7 @@ KG_HELP = (
 )
 
 #: An index directory written by ``quillian index``.
-IndexDir = Annotated[Path, typer.Argument(metavar="DIR", show_default=False)]
+IndexDir = Annotated[str, typer.Argument(metavar="DIR", show_default=False)]
 #: ``--json``: machine-readable output.
 JsonFlag = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
 
@@ -174,7 +174,7 @@ class LLMFlags(Flags):
         default = Path.home() / ".cache" / "quillian" / "llm-responses.sqlite"
         return Path(os.environ.get("QUILLIAN_LLM_CACHE") or default)
 
-    def open_engine(self, location: Path | None = None) -> Engine:
+    def open_engine(self, location: str | Path | None = None) -> Engine:
         """The engine over the index at ``location`` (None: no index) with these flags."""
         return Engine.open(location, **self.engine_options())
 

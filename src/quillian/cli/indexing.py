@@ -8,7 +8,7 @@ import sys
 from contextlib import closing
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -24,6 +24,7 @@ from quillian.components.llm.accounting import Ledger
 from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index import BuildReport
+from quillian.index.layout import is_server_location, location_name
 from quillian.methods.kag.stages import CONCEPT_SOURCES
 from quillian.methods.table import method_spec
 from quillian.types import Document
@@ -41,7 +42,9 @@ def sample_corpus() -> Path:
 
 @shares_flags
 def index(
-    out: Annotated[Path, typer.Option(metavar="DIR", help="the index (created or updated)")],
+    out: Annotated[
+        str, typer.Option(metavar="DIR", help="the index: a directory, or postgresql://...")
+    ],
     llm: LLMFlags,
     paths: Annotated[
         list[Path] | None,
@@ -140,7 +143,7 @@ def index(
         if budget_tokens or budget_calls:
             budget = ExtractionBudget(max_calls=budget_calls, max_tokens=budget_tokens)
         report = _index_with_llm(llm.open_engine(), out, documents, settings, budget)
-    print_build(report, out)
+    print_build(report, _shown(out))
     if report.ingest is not None and report.ingest.failed:
         raise typer.Exit(1)
 
@@ -169,7 +172,7 @@ def _print_estimate(engine: Engine, documents: list[Document], settings: IndexSe
 
 def _index_with_llm(
     engine: Engine,
-    out: Path,
+    out: str | Path,
     documents: list[Document],
     settings: IndexSettings,
     budget: ExtractionBudget | None,
@@ -229,9 +232,15 @@ def delete(
         raise ConfigError("name the documents to remove: DOC_ID... or --path PATH")
     with stage_bars() as progress:
         report = delete_documents(index, ids, on_progress=progress)
-    print_build(report, index)
+    print_build(report, _shown(index))
 
 
 def register(app: typer.Typer) -> None:
     app.command()(index)
     app.command()(delete)
+
+
+def _shown(location: str) -> Path:
+    """``location`` as the build summary prints it: a server URL without its password
+    (``print_build`` only formats it, so the URL passes for a path there)."""
+    return cast(Path, location_name(location)) if is_server_location(location) else Path(location)

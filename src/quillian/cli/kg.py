@@ -43,6 +43,7 @@ from quillian.components.kge.storage import model_directory
 from quillian.engine import Engine
 from quillian.engine.kge import train_kge
 from quillian.errors import ConfigError
+from quillian.index.layout import local_directory
 from quillian.stores.embedded.faiss_ivf import IVF_KINDS
 
 __all__ = ["app"]
@@ -316,7 +317,7 @@ KGE = ComplExConfig()
 
 @app.command("train-kge")
 def train_kge_command(
-    graph_dir: Annotated[Path, typer.Argument(metavar="KG|INDEX", show_default=False)],
+    graph_dir: Annotated[str, typer.Argument(metavar="KG|INDEX", show_default=False)],
     dim: Annotated[int, typer.Option(help="reals per embedding (even)")] = KGE.dim,
     epochs: Annotated[int, typer.Option(help="passes over the triples")] = KGE.epochs,
     learning_rate: Annotated[float, typer.Option(help="Adagrad learning rate")] = KGE.learning_rate,
@@ -350,7 +351,7 @@ def train_kge_command(
     with stage_bars() as progress:
         result = train_kge(graph_dir, config, resume=not restart, on_progress=progress)
     summary = {
-        "model": str(model_directory(graph_dir)),
+        "model": str(model_directory(local_directory(graph_dir))),
         "mode": result.mode,
         "epochs": result.epochs,
         "resumed_from": result.resumed_from,

@@ -52,6 +52,7 @@ from quillian.engine.indexing import IndexSettings, delete_documents, index_docu
 from quillian.engine.kge import open_knowledge
 from quillian.errors import ConfigError
 from quillian.index import BuildReport, Index, open_index, read_manifest
+from quillian.index.layout import index_location, local_directory
 from quillian.methods.base import AnswerResult, PipelineBase, RunObserver
 from quillian.methods.know3.check import KGECheck, Verification, verify_answer
 from quillian.methods.know3.config import Know3Config
@@ -95,7 +96,7 @@ class Engine:
     """
 
     def __init__(self, location: str | Path | None, options: EngineOptions) -> None:
-        self.location = Path(location) if location is not None else None
+        self.location = index_location(location) if location is not None else None
         self.options = options
         self.prompts = _prompts(options.prompt_overrides)
         self._index: Index | None = None
@@ -147,7 +148,7 @@ class Engine:
                     raise ConfigError("this method needs a knowledge graph (--kg)")
                 spec = GraphSpec.parse(self.options.kg)
                 context = self.index.context if spec.documents else None
-                self._graph = make_graph(self.options.kg, context, self.location)
+                self._graph = make_graph(self.options.kg, context, self._directory())
             return self._graph
 
     def retriever(self, kind: str, *, crossing: bool | None = None) -> Retriever:
@@ -163,7 +164,7 @@ class Engine:
         key = (kind, crossing)
         with self._opening:
             if key not in self._retrievers:
-                bridges = make_bridges(self.options.kg, self.location) if crossing else None
+                bridges = make_bridges(self.options.kg, self._directory()) if crossing else None
                 self._retrievers[key] = make_retriever(
                     self.index.context,
                     kind,
@@ -181,7 +182,7 @@ class Engine:
                 self._knowledge = open_knowledge(
                     self.options.kg,
                     lambda: self.index,
-                    self.location,
+                    self._directory(),
                     self.embedder(),
                 )
             return self._knowledge
@@ -237,7 +238,11 @@ class Engine:
         """The settings this engine's index was built with (to add documents alike)."""
         return settings_of(self._location())
 
-    def _location(self) -> Path:
+    def _directory(self) -> Path | None:
+        """The index's files on this machine (a server index's local cache), if any."""
+        return None if self.location is None else local_directory(self.location)
+
+    def _location(self) -> str | Path:
         if self.location is None:
             raise ConfigError("this engine has no index location")
         return self.location

@@ -17,7 +17,7 @@ from quillian.components.llm.tasks import TaskRunner
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
 from quillian.index import delete_documents as delete_from_index
-from quillian.index.layout import MANIFEST
+from quillian.index.layout import has_manifest
 from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
 from quillian.types import Chunk, Document, Progress
@@ -164,4 +164,4 @@ class StoredExtractions:
 
 
 def _has_index(location: str | Path) -> bool:
-    return (Path(location) / MANIFEST).is_file()
+    return has_manifest(location)

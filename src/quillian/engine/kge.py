@@ -28,6 +28,7 @@ from quillian.components.kge.storage import load_model, model_directory
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import ConfigError, IndexIncompleteError
 from quillian.index import Index, load_graph, open_storage, read_manifest
+from quillian.index.layout import is_server_location
 from quillian.methods.know3.knowledge import Know3Knowledge
 
 if TYPE_CHECKING:
@@ -75,6 +76,15 @@ def train_kge(
     from quillian.components.kge.train import train_and_save
 
     triples = graph_triples(location)
+    if is_server_location(location):  # trained in the local cache, sent to the server at close
+        with open_storage(location) as storage:
+            return train_and_save(
+                triples,
+                model_directory(storage.directory),
+                config,
+                resume=resume,
+                progress=on_progress,
+            )
     return train_and_save(
         triples, model_directory(location), config, resume=resume, progress=on_progress
     )

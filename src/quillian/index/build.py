@@ -25,7 +25,13 @@ from quillian.components.extraction.base import Extraction, Extractor
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
-from quillian.index.layout import MANIFEST, SCHEMA_VERSION, read_manifest, write_manifest
+from quillian.index.layout import (
+    SCHEMA_VERSION,
+    has_manifest,
+    location_name,
+    read_manifest,
+    write_manifest,
+)
 from quillian.index.stages import (
     DEFAULT_STAGES,
     BuildStage,
@@ -100,7 +106,7 @@ def build_index(
             raise stop.error from None
         report.seconds["ingest_extract"] = time.perf_counter() - start
         _rebuild(storage, extractor, embedder, progress, stages, report)
-    _finish(storage.directory, manifest, report)
+    _finish(out, manifest, report)
     return report
 
 
@@ -128,7 +134,7 @@ def delete_documents(
         if unknown:
             raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
         manifest = {**manifest, "state": "building"}
-        write_manifest(storage.directory, manifest)
+        write_manifest(location, manifest)
         namespace = f"extraction:{extractor.name}"
         chunk_ids = [c.id for d in doc_ids for c in storage.documents.chunks_of(d)]
         storage.kv.delete_many(namespace, chunk_ids)
@@ -136,7 +142,7 @@ def delete_documents(
         storage.status.delete(list(doc_ids))
         report.deleted = list(doc_ids)
         _rebuild(storage, extractor, embedder, on_progress or no_progress, stages, report)
-    _finish(storage.directory, manifest, report)
+    _finish(location, manifest, report)
     return report
 
 
@@ -147,18 +153,21 @@ def _begin(
     embedder: Embedder,
     config: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The manifest of a build starting at ``out`` (state ``building``), written there."""
-    directory = Path(out)
-    previous: dict[str, Any] = {}
-    if (directory / MANIFEST).exists():
-        previous = read_manifest(directory)
-        built_with = previous.get("config", {}).get("chunker")
-        if built_with and built_with != chunker.name:
+    """The manifest of a build starting at ``out`` (state ``building``), written there;
+    an index built with another chunker or embedding model is refused before anything
+    is written."""
+    previous: dict[str, Any] = read_manifest(out) if has_manifest(out) else {}
+    built = previous.get("config", {})
+    for what, before, now in (
+        ("chunker", built.get("chunker"), chunker.name),
+        ("embedding model", built.get("embedder"), embedder.model_id),
+        ("embedding dimension", built.get("embedding_dim"), embedder.dim),
+    ):
+        if before and before != now:
             raise ConfigError(
-                f"{directory} was built with chunker {built_with!r}, not {chunker.name!r}; "
-                "index into a new directory to change the chunking"
+                f"{location_name(out)} was built with {what} {before!r}, not {now!r}; "
+                f"index into a new location to change the {what}"
             )
-    directory.mkdir(parents=True, exist_ok=True)
     manifest = {
         **previous,
         "schema_version": SCHEMA_VERSION,
@@ -169,9 +178,10 @@ def _begin(
             "chunker": chunker.name,
             "extractor": extractor.name,
             "embedder": embedder.model_id,
+            "embedding_dim": embedder.dim,
         },
     }
-    write_manifest(directory, manifest)
+    write_manifest(out, manifest)
     return manifest
 
 
@@ -205,14 +215,14 @@ def _rebuild(
     }
 
 
-def _finish(directory: Path, manifest: dict[str, Any], report: BuildReport) -> None:
+def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport) -> None:
     manifest.update(
         state="complete",
         counts=report.counts,
         built_at=time.time(),
         build_seconds={k: round(v, 2) for k, v in report.seconds.items()},
     )
-    write_manifest(directory, manifest)
+    write_manifest(location, manifest)
 
 
 def processed_chunks(storage: Storage) -> list[Chunk]:

@@ -12,17 +12,42 @@ An embedded index is a directory (``SCHEMA_VERSION`` 1)::
 
 The manifest says ``building`` until the last artifact is written; an index in that
 state refuses to open for retrieval.
+
+A PostgreSQL index (``postgresql://user@host:port/db?workspace=NAME``, extra
+``postgres``) keeps the same content in one schema: documents, status, key-value data,
+vectors and graph in tables, the manifest in ``quillian_meta`` and the other files
+(``tables/``, ``bm25/``) in its ``files`` table, mirrored in a local cache directory
+that plays the part of ``DIR`` above (see :mod:`quillian.stores.postgres`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from quillian.errors import ConfigError, IndexIncompleteError, IndexMissingError, IndexSchemaError
+from quillian.errors import (
+    ConfigError,
+    IndexIncompleteError,
+    IndexMissingError,
+    IndexSchemaError,
+    MissingExtraError,
+)
 
-__all__ = ["MANIFEST", "SCHEMA_VERSION", "index_directory", "read_manifest", "write_manifest"]
+__all__ = [
+    "MANIFEST",
+    "SCHEMA_VERSION",
+    "has_manifest",
+    "index_directory",
+    "index_location",
+    "is_server_location",
+    "local_directory",
+    "location_name",
+    "read_manifest",
+    "server_backend",
+    "write_manifest",
+]
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -30,22 +55,70 @@ MANIFEST = "manifest.json"
 SERVER_SCHEMES = ("postgresql://", "postgres://")
 
 
+def is_server_location(location: object) -> bool:
+    """Whether ``location`` names a server backend (a URL) rather than a directory."""
+    return isinstance(location, str) and location.startswith(SERVER_SCHEMES)
+
+
+def index_location(location: str | Path) -> str | Path:
+    """``location`` as the stores take it: a server URL unchanged, else a path."""
+    if is_server_location(location):
+        return str(location)
+    return index_directory(location)
+
+
+def local_directory(location: str | Path) -> Path:
+    """Where the index's files are on this machine: an embedded index's directory, or a
+    server index's local cache."""
+    if is_server_location(location):
+        cache: Path = server_backend().parse_location(str(location)).cache
+        return cache
+    return index_directory(location)
+
+
+def location_name(location: str | Path) -> str:
+    """``location`` for messages: a server URL without its password."""
+    if is_server_location(location):
+        return str(server_backend().parse_location(str(location)).display)
+    return str(location)
+
+
 def index_directory(location: str | Path) -> Path:
-    """The directory of an embedded index at ``location``; a server URL raises a clear
-    error, since no server backend is installed yet."""
+    """The directory of an embedded index at ``location`` (a server URL is refused:
+    its files live in a cache directory the storage factory picks)."""
     text = str(location)
-    if text.startswith(SERVER_SCHEMES):
-        raise ConfigError(
-            f"{text.split('@')[-1]}: PostgreSQL storage is not available in this version; "
-            "index into a directory (the embedded stores)"
-        )
+    if is_server_location(text):
+        raise ConfigError(f"{text.split('@')[-1]}: a server location, not a directory")
     if not text.strip():
         raise ConfigError("the index location is empty")
     return Path(location)
 
 
+def server_backend() -> ModuleType:
+    """The PostgreSQL backend package, imported on first use; names the extra to install
+    when its driver is missing."""
+    try:
+        from quillian.stores import postgres
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "psycopg", "postgres") from exc
+    return postgres
+
+
+def has_manifest(location: str | Path) -> bool:
+    """Whether an index (complete or not) is at ``location``."""
+    if is_server_location(location):
+        return _server_manifest(str(location)) is not None
+    return (index_directory(location) / MANIFEST).is_file()
+
+
 def read_manifest(location: str | Path) -> dict[str, Any]:
     """The manifest of an index, checked for schema version (not for state)."""
+    if is_server_location(location):
+        manifest = _server_manifest(str(location))
+        name = location_name(location)
+        if manifest is None:
+            raise IndexMissingError(f"{name}: not a Quillian index (no manifest in the workspace)")
+        return _check_version(manifest, name)
     directory = index_directory(location)
     if not directory.is_dir():
         raise IndexMissingError(f"{directory}: no such index directory")
@@ -53,20 +126,42 @@ def read_manifest(location: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise IndexMissingError(f"{directory}: not a Quillian index (no {MANIFEST})")
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise IndexIncompleteError(f"{path}: unreadable manifest ({exc})") from exc
-    version = manifest.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise IndexSchemaError(
-            f"{directory}: index schema version {version!r} is newer than this Quillian "
-            f"supports ({SCHEMA_VERSION}); upgrade Quillian to open it"
-        )
-    return manifest
+    return _check_version(manifest, str(directory))
 
 
-def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    """Replace the manifest atomically."""
+def write_manifest(location: str | Path, manifest: dict[str, Any]) -> None:
+    """Replace the manifest atomically (an embedded index's directory is created; a
+    server workspace is created, and its cache directory gets a copy)."""
+    if is_server_location(location):
+        backend = server_backend()
+        with backend.Workspace(str(location)) as workspace:
+            backend.write_manifest(workspace, manifest)
+        directory = backend.parse_location(str(location)).cache
+    else:
+        directory = index_directory(location)
+    directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
     tmp.replace(directory / MANIFEST)
+
+
+def _server_manifest(location: str) -> dict[str, Any] | None:
+    backend = server_backend()
+    with backend.Workspace(location, create=False) as workspace:
+        if not workspace.exists:
+            return None
+        manifest: dict[str, Any] | None = backend.read_manifest(workspace)
+        return manifest
+
+
+def _check_version(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise IndexSchemaError(
+            f"{name}: index schema version {version!r} is newer than this Quillian "
+            f"supports ({SCHEMA_VERSION}); upgrade Quillian to open it"
+        )
+    return manifest

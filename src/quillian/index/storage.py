@@ -2,19 +2,23 @@
 
 A directory path selects the embedded stores (SQLite for documents, status and
 key-value data; numpy files for vectors; CSR arrays for the graph), which need no
-service. ``postgresql://...`` is reserved for the server backend. Callers receive the
-stores through the protocols of :mod:`quillian.stores.protocols` and never construct a
-backend themselves.
+service. ``postgresql://...?workspace=NAME`` selects the PostgreSQL stores (extra
+``postgres``): the same protocols over one schema, with the index's files (graph
+tables, BM25, the graph snapshot) in a local cache directory that is brought up to date
+from the server when the storage opens and sent back when it closes. Callers receive
+the stores through the protocols of :mod:`quillian.stores.protocols` and never
+construct a backend themselves.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
-from quillian.index.layout import index_directory
+from quillian.errors import IndexMissingError
+from quillian.index.layout import index_directory, is_server_location, server_backend
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.embedded.sqlite import (
     SqliteDocumentStore,
@@ -30,7 +34,7 @@ from quillian.stores.protocols import (
     VectorIndex,
 )
 
-__all__ = ["Storage", "open_storage"]
+__all__ = ["ServerStorage", "Storage", "open_storage"]
 
 #: The SQLite database of an embedded index.
 STORE_DB = "store.sqlite"
@@ -72,9 +76,39 @@ class Storage:
         self.close()
 
 
+@dataclass
+class ServerStorage(Storage):
+    """The stores of an index in a PostgreSQL workspace; ``directory`` is the local
+    cache of its files, sent back to the server by :meth:`close`."""
+
+    workspace: Any = field(kw_only=True)
+
+    def vectors(self, name: str, dim: int | None = None, *, fresh: bool = False) -> VectorIndex:
+        index: VectorIndex = server_backend().PgVectorIndex(self.workspace, name, dim, fresh=fresh)
+        return index
+
+    def graph(self, *, fresh: bool = False) -> GraphStore:
+        store: GraphStore = server_backend().PgGraphStore(
+            self.workspace, self.directory / "graph", fresh=fresh
+        )
+        return store
+
+    def close(self) -> None:
+        if self.workspace is None:
+            return
+        try:
+            server_backend().push_files(self.workspace, self.directory)
+        finally:
+            super().close()
+            self.workspace.close()
+            self.workspace = None
+
+
 def open_storage(location: str | Path, *, create: bool = False) -> Storage:
     """The stores of the index at ``location``; ``create`` makes an embedded index's
-    directory when it does not exist."""
+    directory, or a server workspace, when it does not exist."""
+    if is_server_location(location):
+        return _open_server(str(location), create)
     directory = index_directory(location)
     if create:
         directory.mkdir(parents=True, exist_ok=True)
@@ -85,3 +119,23 @@ def open_storage(location: str | Path, *, create: bool = False) -> Storage:
         status=SqliteStatusStore(db),
         kv=SqliteKeyValueStore(db),
     )
+
+
+def _open_server(location: str, create: bool) -> ServerStorage:
+    backend = server_backend()
+    workspace = backend.Workspace(location, create=create)
+    try:
+        if not workspace.exists:
+            raise IndexMissingError(f"{workspace.name}: no such workspace")
+        cache = workspace.location.cache
+        backend.pull_files(workspace, cache)
+        return ServerStorage(
+            cache,
+            documents=backend.PgDocumentStore(workspace),
+            status=backend.PgStatusStore(workspace),
+            kv=backend.PgKeyValueStore(workspace),
+            workspace=workspace,
+        )
+    except BaseException:
+        workspace.close()
+        raise

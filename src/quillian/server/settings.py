@@ -7,9 +7,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from quillian.components.llm.base import ChatModel
 from quillian.errors import ConfigError
+from quillian.index.layout import is_server_location, local_directory
 
 __all__ = ["ServerSettings", "WorkspaceSpec"]
 
@@ -21,20 +23,31 @@ class WorkspaceSpec:
     """A named index served by the process."""
 
     name: str
-    location: Path
+    location: str | Path
+    """A directory, or a ``postgresql://...`` URL (kept as given)."""
 
     @classmethod
     def parse(cls, text: str) -> WorkspaceSpec:
-        """``NAME=DIR`` or ``DIR`` (named after the directory)."""
+        """``NAME=DIR`` or ``DIR`` (named after the directory); DIR may be a
+        ``postgresql://...?workspace=W`` URL (named W when not named)."""
         name, sep, path = text.partition("=")
+        if is_server_location(text):
+            workspace = parse_qs(urlsplit(text).query).get("workspace", ["public"])[0]
+            return cls._checked(workspace, text)
+        if sep and is_server_location(path):
+            return cls._checked(name, path)
         if not sep:
             name, path = Path(text).resolve().name, text
+        return cls._checked(name, Path(path))
+
+    @classmethod
+    def _checked(cls, name: str, location: str | Path) -> WorkspaceSpec:
         if not _NAME.match(name):
             raise ConfigError(
                 f"workspace name {name!r} must be 1-64 letters, digits, '.', '_' or '-' "
                 "(name it with NAME=DIR)"
             )
-        return cls(name, Path(path))
+        return cls(name, location)
 
 
 @dataclass(frozen=True)
@@ -82,4 +95,4 @@ class ServerSettings:
         """The directory of a workspace's jobs."""
         if self.state_dir is not None:
             return self.state_dir / workspace.name
-        return workspace.location / "server"
+        return local_directory(workspace.location) / "server"

@@ -1,0 +1,33 @@
+"""The PostgreSQL + pgvector backend (extra ``postgres``): every store protocol in one
+schema per workspace, chosen by a ``postgresql://...?workspace=NAME`` location.
+
+Importing this package needs ``psycopg`` and ``psycopg_pool``; the storage factory
+imports it only for a PostgreSQL location and names the extra when they are missing.
+"""
+
+from quillian.stores.postgres._pg import (
+    PostgresLocation,
+    Workspace,
+    is_postgres_location,
+    parse_location,
+)
+from quillian.stores.postgres.documents import PgDocumentStore, PgKeyValueStore, PgStatusStore
+from quillian.stores.postgres.files import pull_files, push_files, read_manifest, write_manifest
+from quillian.stores.postgres.graph import PgGraphStore
+from quillian.stores.postgres.vectors import PgVectorIndex
+
+__all__ = [
+    "PgDocumentStore",
+    "PgGraphStore",
+    "PgKeyValueStore",
+    "PgStatusStore",
+    "PgVectorIndex",
+    "PostgresLocation",
+    "Workspace",
+    "is_postgres_location",
+    "parse_location",
+    "pull_files",
+    "push_files",
+    "read_manifest",
+    "write_manifest",
+]

@@ -1,0 +1,252 @@
+"""PostgreSQL document, status and key-value stores.
+
+Same semantics as the SQLite stores (:mod:`quillian.stores.embedded.sqlite`), whose row
+validation they share: every batch is validated whole, then written in one transaction
+with ``executemany``, so a bad item rejects the batch and leaves the rest intact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from quillian.stores.embedded.sqlite import (
+    _chunk_row,
+    _document_row,
+    _kv_item,
+    _require_namespace,
+    _require_str,
+    _status,
+)
+from quillian.stores.postgres._pg import PgStore
+from quillian.stores.protocols import DocStatus, StatusRecord
+from quillian.types import Chunk, Document
+
+__all__ = ["PgDocumentStore", "PgKeyValueStore", "PgStatusStore"]
+
+#: Rows fetched per page by iterators.
+PAGE = 1000
+
+_DOC_COLUMNS = "id, title, text, source, metadata"
+_CHUNK_COLUMNS = "id, doc_id, idx, text, char_start, char_end, title"
+
+
+class PgDocumentStore(PgStore):
+    """:class:`~quillian.stores.protocols.DocumentStore` in PostgreSQL (upserts by id)."""
+
+    def put_documents(self, documents: Sequence[Document]) -> None:
+        """Insert or replace ``documents`` in one transaction."""
+        rows = [_document_row(d) for d in documents]
+        with self._conn("store documents") as conn:
+            if rows:
+                conn.cursor().executemany(
+                    f"INSERT INTO documents ({_DOC_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET title = excluded.title, "
+                    "text = excluded.text, source = excluded.source, metadata = excluded.metadata",
+                    rows,
+                )
+
+    def put_chunks(self, chunks: Sequence[Chunk]) -> None:
+        """Insert or replace ``chunks`` in one transaction."""
+        rows = [_chunk_row(c) for c in chunks]
+        with self._conn("store chunks") as conn:
+            if rows:
+                conn.cursor().executemany(
+                    f"INSERT INTO chunks ({_CHUNK_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, "
+                    "idx = excluded.idx, text = excluded.text, char_start = excluded.char_start, "
+                    "char_end = excluded.char_end, title = excluded.title",
+                    rows,
+                )
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        """Delete documents and their chunks in one transaction; unknown ids are ignored."""
+        ids = list(dict.fromkeys(doc_ids))
+        with self._conn("delete documents") as conn:
+            if ids:
+                conn.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (ids,))
+                conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,))
+
+    def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]:
+        """Documents in the order asked for, ``None`` for an unknown id."""
+        found = self._by_ids("read documents", "documents", _DOC_COLUMNS, doc_ids)
+        return [_document(found[i]) if i in found else None for i in doc_ids]
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk | None]:
+        """Chunks in the order asked for, ``None`` for an unknown id."""
+        found = self._by_ids("read chunks", "chunks", _CHUNK_COLUMNS, chunk_ids)
+        return [_chunk(found[i]) if i in found else None for i in chunk_ids]
+
+    def chunks_of(self, doc_id: str) -> list[Chunk]:
+        """The chunks of one document, ordered by their index."""
+        with self._conn("read chunks") as conn:
+            rows = conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE doc_id = %s ORDER BY idx, id",
+                (doc_id,),
+            ).fetchall()
+        return [_chunk(r) for r in rows]
+
+    def iter_chunks(self) -> Iterator[Chunk]:
+        """Every chunk, in insertion order, read page by page."""
+        last = 0
+        while True:
+            with self._conn("read chunks") as conn:
+                rows = conn.execute(
+                    f"SELECT seq, {_CHUNK_COLUMNS} FROM chunks WHERE seq > %s "
+                    "ORDER BY seq LIMIT %s",
+                    (last, PAGE),
+                ).fetchall()
+            yield from (_chunk(r[1:]) for r in rows)
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+    def count_documents(self) -> int:
+        """Number of stored documents."""
+        return self._count("documents")
+
+    def count_chunks(self) -> int:
+        """Number of stored chunks."""
+        return self._count("chunks")
+
+    def _count(self, table: str) -> int:
+        with self._conn(f"count {table}") as conn:
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def _by_ids(self, action: str, table: str, columns: str, ids: Sequence[str]) -> dict[str, Any]:
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+        with self._conn(action, transaction=False) as conn:
+            rows = conn.execute(
+                f"SELECT {columns} FROM {table} WHERE id = ANY(%s)", (unique,)
+            ).fetchall()
+        return {row[0]: row for row in rows}
+
+
+class PgStatusStore(PgStore):
+    """:class:`~quillian.stores.protocols.StatusStore` in PostgreSQL; an empty ``source``
+    keeps the one recorded."""
+
+    def set_status(
+        self, doc_ids: Sequence[str], status: DocStatus, *, error: str = "", source: str = ""
+    ) -> None:
+        """Set the status of ``doc_ids`` (with an error text and a source) in one transaction."""
+        value = _status(status)
+        _require_str(error, "error")
+        _require_str(source, "source")
+        for doc_id in doc_ids:
+            _require_str(doc_id, "doc_id")
+        rows = [(d, value.value, error, source) for d in dict.fromkeys(doc_ids)]
+        with self._conn("set document status") as conn:
+            if rows:
+                conn.cursor().executemany(
+                    "INSERT INTO doc_status (doc_id, status, error, source) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (doc_id) DO UPDATE SET "
+                    "status = excluded.status, error = excluded.error, source = CASE "
+                    "WHEN excluded.source = '' THEN doc_status.source ELSE excluded.source END",
+                    rows,
+                )
+
+    def delete(self, doc_ids: Sequence[str]) -> None:
+        """Forget the status of ``doc_ids``; unknown ids are ignored."""
+        with self._conn("delete document status") as conn:
+            if doc_ids:
+                conn.execute("DELETE FROM doc_status WHERE doc_id = ANY(%s)", (list(doc_ids),))
+
+    def get_status(self, doc_ids: Sequence[str]) -> dict[str, StatusRecord]:
+        """Records of the known ids among ``doc_ids``; unknown ids are left out."""
+        with self._conn("read document status", transaction=False) as conn:
+            rows = conn.execute(
+                "SELECT doc_id, status, error, source FROM doc_status WHERE doc_id = ANY(%s)",
+                (list(dict.fromkeys(doc_ids)),),
+            ).fetchall()
+        return {row[0]: _record(row) for row in rows}
+
+    def with_status(self, status: DocStatus) -> list[StatusRecord]:
+        """Every record with ``status``, ordered by document id."""
+        value = _status(status).value
+        with self._conn("read document status", transaction=False) as conn:
+            rows = conn.execute(
+                "SELECT doc_id, status, error, source FROM doc_status WHERE status = %s "
+                "ORDER BY doc_id",
+                (value,),
+            ).fetchall()
+        return [_record(r) for r in rows]
+
+    def counts(self) -> dict[DocStatus, int]:
+        """Number of documents per status, every status present (zero included)."""
+        with self._conn("count document status") as conn:
+            rows = conn.execute(
+                "SELECT status, count(*) FROM doc_status GROUP BY status"
+            ).fetchall()
+        counts = dict.fromkeys(DocStatus, 0)
+        counts.update({DocStatus(s): int(n) for s, n in rows})
+        return counts
+
+
+class PgKeyValueStore(PgStore):
+    """:class:`~quillian.stores.protocols.KeyValueStore` in PostgreSQL: ``bytea`` values."""
+
+    def get_many(self, namespace: str, keys: Sequence[str]) -> list[bytes | None]:
+        """Values in the order asked for, ``None`` for an absent key."""
+        _require_namespace(namespace)
+        with self._conn("read values", transaction=False) as conn:
+            rows = conn.execute(
+                "SELECT key, value FROM kv WHERE namespace = %s AND key = ANY(%s)",
+                (namespace, list(dict.fromkeys(keys))),
+            ).fetchall()
+        found = {k: bytes(v) for k, v in rows}
+        return [found.get(k) for k in keys]
+
+    def put_many(self, namespace: str, items: Mapping[str, bytes]) -> None:
+        """Store ``items`` under ``namespace`` in one transaction (replacing values)."""
+        _require_namespace(namespace)
+        rows = [(namespace, *_kv_item(namespace, k, v)) for k, v in items.items()]
+        with self._conn("store values") as conn:
+            if rows:
+                conn.cursor().executemany(
+                    "INSERT INTO kv (namespace, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+                    rows,
+                )
+
+    def delete_many(self, namespace: str, keys: Sequence[str]) -> None:
+        """Delete ``keys`` from ``namespace``; absent keys are ignored."""
+        _require_namespace(namespace)
+        with self._conn("delete values") as conn:
+            if keys:
+                conn.execute(
+                    "DELETE FROM kv WHERE namespace = %s AND key = ANY(%s)",
+                    (namespace, list(keys)),
+                )
+
+    def keys(self, namespace: str) -> Iterator[str]:
+        """Keys of ``namespace`` in sorted order, read page by page."""
+        _require_namespace(namespace)
+        last: str | None = None
+        while True:
+            with self._conn("list keys") as conn:
+                rows = conn.execute(
+                    "SELECT key FROM kv WHERE namespace = %s AND (%s::text IS NULL OR key > %s) "
+                    "ORDER BY key LIMIT %s",
+                    (namespace, last, last, PAGE),
+                ).fetchall()
+            yield from (r[0] for r in rows)
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+
+def _record(row: Sequence[Any]) -> StatusRecord:
+    return StatusRecord(doc_id=row[0], status=DocStatus(row[1]), error=row[2], source=row[3])
+
+
+def _document(row: Sequence[Any]) -> Document:
+    return Document(text=row[2], title=row[1], source=row[3], metadata=json.loads(row[4]))
+
+
+def _chunk(row: Sequence[Any]) -> Chunk:
+    return Chunk(doc_id=row[1], index=row[2], text=row[3], start=row[4], end=row[5], title=row[6])

@@ -1,0 +1,140 @@
+"""The index's file artifacts (graph tables, BM25, a method's own files) kept in the
+workspace's ``files`` table and mirrored in a local cache directory.
+
+The build stages write files into the cache directory as they do into an embedded
+index; :func:`push_files` uploads what changed (one transaction), :func:`pull_files`
+brings the directory up to date with the server (only files whose hash differs). The
+manifest lives in ``quillian_meta``, not among the files. ``.sync.json`` records, per
+file, the hash last synchronised with its size and modification time, so an unchanged
+file is neither hashed nor sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from quillian.stores.postgres._pg import Workspace
+
+__all__ = ["SKIPPED", "pull_files", "push_files", "read_manifest", "write_manifest"]
+
+_SYNC = ".sync.json"
+#: Top-level names of the cache directory that are not synchronised: the graph snapshot
+#: (rebuilt from the graph tables), the manifest copy, the sync record itself and the
+#: HTTP server's job state (``quillian serve`` keeps it per machine).
+SKIPPED = frozenset({"graph", "manifest.json", "server", _SYNC})
+_MANIFEST_KEY = "manifest"
+
+
+def pull_files(workspace: Workspace, directory: Path) -> int:
+    """Make ``directory`` hold the workspace's files; returns how many were fetched."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with workspace.connection("list the index files") as conn:
+        remote = dict(conn.execute("SELECT path, sha256 FROM files").fetchall())
+    record = _record(directory)
+    local = _scan(directory, record)
+    stale = sorted(p for p, sha in remote.items() if local.get(p, ("",))[0] != sha)
+    for path in set(local) - set(remote):
+        (directory / path).unlink(missing_ok=True)
+        record.pop(path, None)
+    if stale:
+        with workspace.connection("read the index files") as conn:
+            rows = conn.execute(
+                "SELECT path, sha256, data FROM files WHERE path = ANY(%s)", (stale,)
+            ).fetchall()
+        for path, sha, data in rows:
+            target = directory / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + f".{os.getpid()}.part")
+            tmp.write_bytes(bytes(data))
+            tmp.replace(target)
+            record[path] = _entry(target, sha)
+    _save_record(directory, {p: e for p, e in record.items() if p in remote})
+    return len(stale)
+
+
+def push_files(workspace: Workspace, directory: Path) -> int:
+    """Upload the files of ``directory`` that changed and forget removed ones, in one
+    transaction; returns how many were sent."""
+    if not directory.is_dir():
+        return 0
+    record = _record(directory)
+    local = _scan(directory, record)
+    changed = [p for p, entry in local.items() if record.get(p, [""])[0] != entry[0]]
+    removed = [p for p in record if p not in local]
+    if not changed and not removed:
+        return 0
+    with workspace.connection("store the index files") as conn:
+        if removed:
+            conn.execute("DELETE FROM files WHERE path = ANY(%s)", (removed,))
+        for path in changed:
+            conn.execute(
+                "INSERT INTO files (path, sha256, data) VALUES (%s, %s, %s) ON CONFLICT (path) "
+                "DO UPDATE SET sha256 = excluded.sha256, data = excluded.data",
+                (path, local[path][0], (directory / path).read_bytes()),
+            )
+    _save_record(directory, local)
+    return len(changed)
+
+
+def read_manifest(workspace: Workspace) -> dict[str, Any] | None:
+    """The workspace's manifest, or ``None`` when it has none."""
+    raw = workspace.meta(_MANIFEST_KEY)
+    return None if raw is None else dict(json.loads(raw))
+
+
+def write_manifest(workspace: Workspace, manifest: dict[str, Any]) -> None:
+    """Replace the workspace's manifest (one statement, so atomically)."""
+    workspace.set_meta(_MANIFEST_KEY, json.dumps(manifest, sort_keys=True))
+
+
+def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Every synchronised file under ``directory``: relative path to [sha, size, mtime];
+    a file whose size and time match its record is not hashed again."""
+    out: dict[str, list[Any]] = {}
+    for root, dirs, files in os.walk(directory):
+        here = Path(root)
+        if here == directory:
+            dirs[:] = [d for d in dirs if d not in SKIPPED]
+        dirs[:] = [d for d in dirs if not d.endswith(".tmp")]
+        for name in files:
+            path = here / name
+            rel = path.relative_to(directory).as_posix()
+            if rel in SKIPPED or name.endswith(".part"):
+                continue
+            stat = path.stat()
+            known = record.get(rel)
+            if known and known[1:] == [stat.st_size, stat.st_mtime_ns]:
+                out[rel] = known
+            else:
+                out[rel] = _entry(path, _sha256(path))
+    return out
+
+
+def _entry(path: Path, sha: str) -> list[Any]:
+    stat = path.stat()
+    return [sha, stat.st_size, stat.st_mtime_ns]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _record(directory: Path) -> dict[str, list[Any]]:
+    try:
+        return dict(json.loads((directory / _SYNC).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_record(directory: Path, record: dict[str, list[Any]]) -> None:
+    tmp = directory / (_SYNC + ".part")
+    tmp.write_text(json.dumps(record, sort_keys=True), encoding="utf-8")
+    tmp.replace(directory / _SYNC)

@@ -1,0 +1,313 @@
+"""Vector collections in pgvector: one table per collection, searched through an HNSW
+index on inner product (vectors are L2-normalised, so that is cosine similarity).
+
+Semantics of :class:`~quillian.stores.protocols.VectorIndex`: adding an existing id
+replaces its vector (later wins, also within a batch); a rejected batch changes nothing;
+``get`` of an unknown id raises :class:`~quillian.errors.UnknownIdError`; a query for
+which HNSW finds fewer than ``min(k, len)`` neighbours is padded with id -1 and score
+-inf. Writes go straight to the server (binary ``COPY`` into a temporary table, then one
+upsert, in one transaction). A collection opened ``fresh`` (a build rewriting it whole)
+drops its HNSW index and :meth:`flush` (or :meth:`close`) builds it again once, over
+every vector, as pgvector advises for bulk loads; until then a search is exact.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from psycopg import sql
+
+from quillian.errors import ConfigError, InputError, StoreError
+from quillian.stores.embedded._vecutil import (
+    UnknownIdError,
+    as_ids,
+    as_matrix,
+    check_dim,
+    check_k,
+    keep_last,
+)
+from quillian.stores.postgres._pg import EF_SEARCH, PgStore, Workspace
+
+__all__ = ["PgVectorIndex"]
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
+#: Collections up to this many vectors are read whole by the first ``get`` (see there).
+MEMO_LIMIT = 250_000
+F32 = npt.NDArray[np.float32]
+#: HNSW build parameters (pgvector's defaults).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+class PgVectorIndex(PgStore):
+    """:class:`~quillian.stores.protocols.VectorIndex` in a pgvector table.
+
+    Args:
+        workspace: the workspace (or its location).
+        name: the collection (``chunks``, ``texts``, ...).
+        dim: vector dimension; required for a new collection, checked against an
+            existing one (a mismatch is a :class:`~quillian.errors.ConfigError` naming
+            both, raised before anything is written).
+        fresh: empty the collection first (a build rewrites it whole).
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace | str,
+        name: str,
+        dim: int | None = None,
+        *,
+        fresh: bool = False,
+    ) -> None:
+        super().__init__(workspace)
+        self._needs_index = False
+        try:
+            if not _NAME.fullmatch(name):
+                raise ConfigError(f"vector collection name {name!r}: use a-z, 0-9 and _")
+            self.name = name
+            self._table = sql.Identifier(f"vectors_{name}")
+            self._index = sql.Identifier(f"vectors_{name}_hnsw")
+            self._count: int | None = None
+            self._memo: tuple[npt.NDArray[np.int64], F32] | None = None
+            self._dim = self._open(dim, fresh)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self._dim
+
+    def __len__(self) -> int:
+        """The number of vectors (counted once, then kept up to date by this handle's
+        writes; another process's writes show in a handle opened after them)."""
+        if self._count is None:
+            with self._conn("count vectors", transaction=False) as conn:
+                self._count = self._count_rows(conn)
+        return self._count
+
+    def close(self) -> None:
+        """Build the HNSW index if a fresh collection still lacks it, then release."""
+        if not self._closed:
+            try:
+                self.flush()
+            finally:
+                super().close()
+
+    def __repr__(self) -> str:
+        return f"PgVectorIndex({self.workspace.name!r}, {self.name!r}, dim={self._dim})"
+
+    def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
+        """Add vectors in one transaction; an id already present gets the new vector."""
+        ids = as_ids(ids)
+        matrix = as_matrix(vectors, self._dim)
+        if len(ids) != len(matrix):
+            raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
+        ids, matrix = keep_last(ids, matrix)
+        with self._conn("add vectors") as conn:
+            if not len(ids):
+                return
+            conn.execute(
+                sql.SQL(
+                    "CREATE TEMPORARY TABLE IF NOT EXISTS staged_vectors (id bigint, "
+                    "embedding vector({})) ON COMMIT DELETE ROWS"
+                ).format(sql.Literal(self._dim))
+            )
+            with conn.cursor().copy(
+                "COPY staged_vectors (id, embedding) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.write(_binary_copy(ids, matrix))
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (id, embedding) SELECT id, embedding FROM staged_vectors "
+                    "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding"
+                ).format(self._table)
+            )
+            conn.execute("DROP TABLE staged_vectors")
+            self._count = self._memo = None
+
+    def search(
+        self, queries: npt.ArrayLike, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The ``k`` best ids and inner-product scores per query, best first (HNSW)."""
+        q = as_matrix(queries, self._dim, field="queries")
+        k = check_k(k)
+        statement = sql.SQL(
+            "SELECT id, (embedding <#> %s::vector) FROM {} "
+            "ORDER BY embedding <#> %s::vector LIMIT %s"
+        ).format(self._table)
+        found: list[list[tuple[int, float]]] = []
+        ef = min(1000, 2 * k)
+        with self._conn("search vectors", transaction=ef > EF_SEARCH) as conn:
+            if ef > EF_SEARCH:  # pooled connections search EF_SEARCH wide
+                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
+            for row in q:
+                text = _vector_text(row)
+                found.append(conn.execute(statement, (text, text, k)).fetchall())
+            width = k
+            if any(len(hits) < k for hits in found):
+                width = min(k, self._count_rows(conn))
+        ids = np.full((len(q), width), -1, dtype=np.int64)
+        scores = np.full((len(q), width), -np.inf, dtype=np.float32)
+        for i, hits in enumerate(found):
+            hits = hits[:width]
+            if hits:
+                ids[i, : len(hits)] = [h[0] for h in hits]
+                scores[i, : len(hits)] = [-h[1] for h in hits]  # <#> is the negated product
+        return ids, scores
+
+    def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`.
+
+        The first ``get`` on a collection of at most :data:`MEMO_LIMIT` vectors reads
+        them all (one binary ``COPY``) and answers from memory until this handle writes
+        again, as a retrieval context keeps the chunk texts it opened with; a larger
+        collection is read per call."""
+        ids = as_ids(ids)
+        if self._memo is None and len(self) <= MEMO_LIMIT:
+            self._memo = self._read_all()
+        if self._memo is not None:
+            known, matrix = self._memo
+        else:
+            known, matrix = self._read(np.unique(ids))
+        rows = np.searchsorted(known, ids)
+        rows = np.minimum(rows, max(len(known) - 1, 0))
+        missing = (known[rows] != ids) if len(known) else np.ones(len(ids), dtype=bool)
+        if missing.any():
+            raise UnknownIdError(np.unique(ids[missing]))
+        return matrix[rows]
+
+    def _read(self, unique: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], F32]:
+        """The stored ``(ids, vectors)`` among ``unique``, by id."""
+        with self._conn("read vectors", transaction=False) as conn:
+            rows = conn.execute(
+                sql.SQL(
+                    "SELECT id, vector_send(embedding) FROM {} WHERE id = ANY(%s) ORDER BY id"
+                ).format(self._table),
+                (unique.tolist(),),
+            ).fetchall()
+        got = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        # vector_send: int16 dim, int16 unused, then big-endian float4s
+        raw = b"".join(bytes(r[1])[4:] for r in rows)
+        return got, np.frombuffer(raw, dtype=">f4").astype(np.float32).reshape(-1, self._dim)
+
+    def _read_all(self) -> tuple[npt.NDArray[np.int64], F32]:
+        """Every ``(id, vector)`` of the collection, by id, in one binary ``COPY``."""
+        buffer = bytearray()
+        with self._conn("read vectors") as conn:
+            copy_sql = sql.SQL(
+                "COPY (SELECT id, embedding FROM {} ORDER BY id) TO STDOUT (FORMAT BINARY)"
+            ).format(self._table)
+            with conn.cursor().copy(copy_sql) as copy:
+                for block in copy:
+                    buffer += block
+        rows = np.frombuffer(bytes(buffer[len(_PGCOPY_HEADER) : -2]), dtype=_row_dtype(self._dim))
+        self._count = len(rows)
+        return rows["id"].astype(np.int64), rows["values"].astype(np.float32)
+
+    def flush(self) -> None:
+        """Build the HNSW index if this collection lacks it (every :meth:`add` is already
+        committed when it returns)."""
+        if self._closed:
+            raise StoreError(f"{self.workspace.name}: the vector index is closed")
+        if not self._needs_index:
+            return
+        with self._conn("build the HNSW index") as conn:
+            conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_ip_ops) "
+                    "WITH (m = {}, ef_construction = {})"
+                ).format(
+                    self._index, self._table, sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)
+                )
+            )
+        self._needs_index = False
+
+    def _count_rows(self, conn: Any) -> int:
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._table)).fetchone()
+        self._count = int(row[0]) if row else 0
+        return self._count
+
+    def _open(self, dim: int | None, fresh: bool) -> int:
+        """Create the collection or check it; returns its dimension."""
+        with self._conn(f"open vector collection {self.name!r}") as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"vectors:{self.name}",))
+            row = conn.execute(
+                "SELECT dim FROM vector_collections WHERE name = %s", (self.name,)
+            ).fetchone()
+            if row is not None:
+                stored = int(row[0])
+                if dim is not None and dim != stored:
+                    raise ConfigError(
+                        f"{self.workspace.name}: vector collection {self.name!r} holds "
+                        f"{stored}-dimensional vectors, not {dim}; the workspace was built "
+                        "with another embedding model"
+                    )
+                if fresh:
+                    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._index))
+                    conn.execute(sql.SQL("TRUNCATE {}").format(self._table))
+                    self._needs_index = True
+                else:  # a build that stopped before its flush left no index
+                    found = conn.execute(
+                        "SELECT to_regclass(%s)", (f"vectors_{self.name}_hnsw",)
+                    ).fetchone()
+                    self._needs_index = found is None or found[0] is None
+                return stored
+            dim = check_dim(dim, f"{self.workspace.name} vector collection {self.name!r}")
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE {} (id bigint PRIMARY KEY, embedding vector({}) NOT NULL)"
+                ).format(self._table, sql.Literal(dim))
+            )
+            self._needs_index = True  # built by flush, over what was added by then
+            conn.execute(
+                "INSERT INTO vector_collections (name, dim) VALUES (%s, %s)", (self.name, dim)
+            )
+            return dim
+
+
+def _vector_text(row: npt.NDArray[np.float32]) -> str:
+    """pgvector's text form of one vector (9 significant digits: exact for float32)."""
+    return "[" + ",".join(["%.9g"] * len(row)) % tuple(row.tolist()) + "]"
+
+
+def _row_dtype(dim: int) -> np.dtype[Any]:
+    """One ``(id, vector)`` row in binary ``COPY``: field count, then length and value
+    per column (pgvector's binary vector: int16 dim, int16 unused, float4s)."""
+    return np.dtype(
+        [
+            ("fields", ">i2"),
+            ("id_len", ">i4"),
+            ("id", ">i8"),
+            ("vec_len", ">i4"),
+            ("dim", ">i2"),
+            ("unused", ">i2"),
+            ("values", ">f4", (dim,)),
+        ]
+    )
+
+
+_PGCOPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+
+
+def _binary_copy(ids: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> bytes:
+    """The rows ``(id, vector)`` in PostgreSQL's binary ``COPY`` format, built with numpy.
+
+    Per row: the field count, the int8 id (length 8), then the vector (length
+    ``4 + 4 * dim``: pgvector's binary form is int16 dim, int16 unused, float4s).
+    """
+    n, dim = matrix.shape
+    rows = np.zeros(n, dtype=_row_dtype(dim))
+    rows["fields"] = 2
+    rows["id_len"] = 8
+    rows["id"] = ids
+    rows["vec_len"] = 4 + 4 * dim
+    rows["dim"] = dim
+    rows["values"] = matrix
+    return _PGCOPY_HEADER + rows.tobytes() + struct.pack("!h", -1)
