@@ -7,6 +7,13 @@ chunks, so a killed build, or one stopped by an extractor's budget
 (:class:`~quillian.errors.BudgetExhausted`), keeps its paid-for extractions. After
 ingestion, the build stages (:mod:`quillian.index.stages`) rebuild the graph, vectors
 and BM25 index over every stored chunk.
+
+The cache holds only what depends on a chunk alone: a
+:class:`~quillian.components.extraction.base.LinkingExtractor` stores its
+``extract_local`` output, and everything that depends on the corpus (title links,
+which title aliases are safe, which names are too ambiguous) is recomputed over every
+stored chunk at each rebuild. So an index built in several runs, or with documents
+deleted, equals one built at once from the same documents.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from quillian import __version__
 from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.cache import CachedEmbedder
-from quillian.components.extraction.base import Extraction, Extractor
+from quillian.components.extraction.base import Extraction, Extractor, LinkingExtractor
+from quillian.components.extraction.filters import settle_title_aliases
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
@@ -36,7 +44,14 @@ from quillian.index.storage import Storage, open_storage
 from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
 from quillian.types import Chunk, Document, Progress, no_progress
 
-__all__ = ["EXTRACT_BATCH", "BuildReport", "build_index", "delete_documents"]
+__all__ = [
+    "EXTRACT_BATCH",
+    "BuildReport",
+    "build_index",
+    "cache_namespace",
+    "delete_documents",
+    "linked_extractions",
+]
 
 #: Chunks per extractor call; each call's extractions are stored before the next.
 EXTRACT_BATCH = 16
@@ -77,13 +92,12 @@ def build_index(
     manifest = _begin(out, chunker, extractor, embedder, config)
     report = BuildReport()
     with open_storage(out, create=True) as storage:
-        namespace = f"extraction:{extractor.name}"
         start = time.perf_counter()
 
         def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
             flat = [c for group in chunks for c in group]
             try:
-                extract_cached(flat, extractor, storage.kv, namespace)
+                extract_cached(flat, extractor, storage.kv)
             except BudgetExhausted as exc:
                 raise _BudgetStop(exc) from exc
 
@@ -129,9 +143,8 @@ def delete_documents(
             raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
         manifest = {**manifest, "state": "building"}
         write_manifest(storage.directory, manifest)
-        namespace = f"extraction:{extractor.name}"
         chunk_ids = [c.id for d in doc_ids for c in storage.documents.chunks_of(d)]
-        storage.kv.delete_many(namespace, chunk_ids)
+        storage.kv.delete_many(cache_namespace(extractor), chunk_ids)
         storage.documents.delete_documents(list(doc_ids))
         storage.status.delete(list(doc_ids))
         report.deleted = list(doc_ids)
@@ -185,7 +198,9 @@ def _rebuild(
 ) -> None:
     chunks = processed_chunks(storage)
     start = time.perf_counter()
-    extractions = extract_cached(chunks, extractor, storage.kv, f"extraction:{extractor.name}")
+    extractions = linked_extractions(
+        chunks, extractor, extract_cached(chunks, extractor, storage.kv)
+    )
     state = BuildState(
         storage=storage,
         chunks=chunks,
@@ -233,15 +248,37 @@ class _BudgetStop(BaseException):
         self.error = error
 
 
-def extract_cached(
-    chunks: Sequence[Chunk], extractor: Extractor, kv: KeyValueStore, namespace: str
+def cache_namespace(extractor: Extractor) -> str:
+    """The key-value namespace of ``extractor``'s stored per-chunk results."""
+    if isinstance(extractor, LinkingExtractor):
+        return f"mentions:{extractor.name}"
+    return f"extraction:{extractor.name}"
+
+
+def linked_extractions(
+    chunks: Sequence[Chunk], extractor: Extractor, stored: Sequence[Extraction]
 ) -> list[Extraction]:
-    """Extractions for ``chunks``: cached ones read back, missing ones computed and stored.
+    """The extractions of the corpus ``chunks`` from their stored per-chunk results: a
+    linking extractor links them over every chunk title, and every topic keeps its
+    title's alias only when it is safe among those titles."""
+    titles = [c.title for c in chunks if c.title]
+    if isinstance(extractor, LinkingExtractor):
+        stored = extractor.link(chunks, stored, titles)
+    return settle_title_aliases(stored, titles)
+
+
+def extract_cached(
+    chunks: Sequence[Chunk], extractor: Extractor, kv: KeyValueStore
+) -> list[Extraction]:
+    """Per-chunk results for ``chunks`` (``extract_local`` for a linking extractor, else
+    ``extract``): stored ones read back, missing ones computed and stored.
 
     Missing chunks go to the extractor :data:`EXTRACT_BATCH` at a time and each batch is
     stored before the next; on :class:`BudgetExhausted` the extractions it carries are
     stored too, then it propagates.
     """
+    namespace = cache_namespace(extractor)
+    run = extractor.extract_local if isinstance(extractor, LinkingExtractor) else extractor.extract
     cached = kv.get_many(namespace, [c.id for c in chunks])
     missing = [c for c, raw in zip(chunks, cached, strict=True) if raw is None]
     fresh: dict[str, Extraction] = {}
@@ -254,7 +291,7 @@ def extract_cached(
 
     for batch in iter_batches(missing, EXTRACT_BATCH):
         try:
-            store(extractor.extract(batch))
+            store(run(batch))
         except BudgetExhausted as exc:
             store(e for e in exc.done if isinstance(e, Extraction))
             raise
