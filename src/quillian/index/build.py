@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from quillian import __version__
 from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
-from quillian.components.embedding.cache import CachedEmbedder
+from quillian.components.embedding.cache import CachedEmbedder, embedding_key
 from quillian.components.extraction.base import Extraction, Extractor, LinkingExtractor
 from quillian.components.extraction.filters import settle_title_aliases
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
@@ -201,15 +204,17 @@ def _rebuild(
     extractions = linked_extractions(
         chunks, extractor, extract_cached(chunks, extractor, storage.kv)
     )
+    cached = _KeyRecorder(CachedEmbedder(embedder, storage.kv))
     state = BuildState(
         storage=storage,
         chunks=chunks,
         extractions=extractions,
-        embedder=CachedEmbedder(embedder, storage.kv),
+        embedder=cached,
         progress=progress,
     )
     extract_seconds = time.perf_counter() - start
     report.seconds.update(run_stages(state, stages))
+    _forget_unused(storage.kv, cached.inner.namespace, cached.keys)
     if "graph" in report.seconds:  # reading the stored extractions is part of the graph
         report.seconds["graph"] += extract_seconds
     report.counts = {
@@ -218,6 +223,29 @@ def _rebuild(
         **state.counts,
         "failed_documents": storage.status.counts().get(DocStatus.FAILED, 0),
     }
+
+
+class _KeyRecorder:
+    """The build's cached embedder, recording the cache key of every text it embeds."""
+
+    def __init__(self, inner: CachedEmbedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.keys: set[str] = set()
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.keys.update(embedding_key(self.model_id, t) for t in texts)
+        return self.inner.embed(texts)
+
+
+def _forget_unused(kv: KeyValueStore, namespace: str, used: Iterable[str]) -> None:
+    """Delete what ``namespace`` holds beyond ``used``: after a complete rebuild the
+    embedding cache holds the vectors of the index's texts and no more (those of deleted
+    documents go with them), as in a clean build. Extractions are not swept this way:
+    those of a document a killed run left unfinished are kept for its next run."""
+    keep = set(used)
+    kv.delete_many(namespace, [k for k in kv.keys(namespace) if k not in keep])
 
 
 def _finish(directory: Path, manifest: dict[str, Any], report: BuildReport) -> None:
