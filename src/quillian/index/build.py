@@ -58,6 +58,10 @@ __all__ = [
 
 #: Chunks per extractor call; each call's extractions are stored before the next.
 EXTRACT_BATCH = 16
+#: Manifest key listing the documents a delete is removing, written before it removes
+#: anything and dropped when its rebuild is done: a delete or build run after a killed
+#: delete finishes it first.
+DELETING = "deleting"
 
 
 @dataclass
@@ -95,6 +99,9 @@ def build_index(
     manifest = _begin(out, chunker, extractor, embedder, config)
     report = BuildReport()
     with open_storage(out, create=True) as storage:
+        if pending := manifest.pop(DELETING, ()):  # a killed delete: finish removing
+            _purge(storage, extractor, pending)
+            write_manifest(storage.directory, manifest)
         start = time.perf_counter()
 
         def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
@@ -138,22 +145,35 @@ def delete_documents(
     nothing.
     """
     manifest = read_manifest(location)
+    pending = [str(d) for d in manifest.get(DELETING, ())]
     report = BuildReport()
     with open_storage(location) as storage:
         found = storage.documents.get_documents(list(doc_ids))
-        unknown = [d for d, doc in zip(doc_ids, found, strict=True) if doc is None]
+        unknown = [
+            d for d, doc in zip(doc_ids, found, strict=True) if doc is None and d not in pending
+        ]
         if unknown:
             raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
-        manifest = {**manifest, "state": "building"}
+        manifest = {**manifest, "state": "building", DELETING: [*pending, *doc_ids]}
         write_manifest(storage.directory, manifest)
-        chunk_ids = [c.id for d in doc_ids for c in storage.documents.chunks_of(d)]
-        storage.kv.delete_many(cache_namespace(extractor), chunk_ids)
-        storage.documents.delete_documents(list(doc_ids))
-        storage.status.delete(list(doc_ids))
+        _purge(storage, extractor, manifest[DELETING])
         report.deleted = list(doc_ids)
         _rebuild(storage, extractor, embedder, on_progress or no_progress, stages, report)
+    del manifest[DELETING]
     _finish(storage.directory, manifest, report)
     return report
+
+
+def _purge(storage: Storage, extractor: Extractor, doc_ids: Sequence[str]) -> None:
+    """Remove documents with their chunks, stored extractions and statuses. Each step is
+    idempotent and needs nothing an earlier one removes (the chunk ids are read first
+    and the extractions go before the chunks), so a killed purge is finished by
+    running it again."""
+    ids = list(dict.fromkeys(doc_ids))
+    chunk_ids = [c.id for d in ids for c in storage.documents.chunks_of(d)]
+    storage.kv.delete_many(cache_namespace(extractor), chunk_ids)
+    storage.documents.delete_documents(ids)
+    storage.status.delete(ids)
 
 
 def _begin(
