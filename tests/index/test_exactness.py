@@ -189,3 +189,19 @@ def test_the_engine_delete_relinks_the_rest_without_the_model(index_location, sa
         SAGA_QUERIES,
         SPACY_NAMESPACES,
     )
+
+
+def test_a_document_that_failed_to_index_can_be_deleted(index_location, same_index):
+    failing = TitleLinkExtractor(CORPUS, fail_on={"London"})
+    build_index(
+        documents(),
+        index_location("idx"),
+        chunker=PassageChunker(),
+        extractor=failing,
+        embedder=KeywordEmbedder(),
+    )
+    delete(index_location("idx"), ["London"])
+    build(index_location("clean"), documents(["London"]))
+    same_index(
+        index_location("idx"), index_location("clean"), KeywordEmbedder(), QUERIES, NAMESPACES
+    )

@@ -140,18 +140,20 @@ def delete_documents(
     """Remove documents from the index and rebuild it over the rest.
 
     What only the removed documents supported goes; entities and relations that other
-    chunks also state stay, with their other provenance. The result equals an index
-    built without those documents. Unknown ids raise :class:`InputError` and change
-    nothing.
+    chunks also state stay, with their other provenance; the cached vectors of texts
+    no longer in the index go too. The result equals an index built without those
+    documents. A document that failed to index can be removed as well (its status
+    goes). Unknown ids raise :class:`InputError` and change nothing. The ids are
+    recorded in the manifest (:data:`DELETING`) before anything is removed, so a killed
+    delete is finished by the next delete or build.
     """
     manifest = read_manifest(location)
     pending = [str(d) for d in manifest.get(DELETING, ())]
     report = BuildReport()
     with open_storage(location) as storage:
         found = storage.documents.get_documents(list(doc_ids))
-        unknown = [
-            d for d, doc in zip(doc_ids, found, strict=True) if doc is None and d not in pending
-        ]
+        known = {*pending, *storage.status.get_status(list(doc_ids))}  # failed ones too
+        unknown = [d for d, doc in zip(doc_ids, found, strict=True) if not doc and d not in known]
         if unknown:
             raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
         manifest = {**manifest, "state": "building", DELETING: [*pending, *doc_ids]}
