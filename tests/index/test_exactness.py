@@ -205,3 +205,31 @@ def test_a_document_that_failed_to_index_can_be_deleted(index_location, same_ind
     same_index(
         index_location("idx"), index_location("clean"), KeywordEmbedder(), QUERIES, NAMESPACES
     )
+
+
+def test_the_cli_delete_without_a_model(index_location, same_index, tmp_path, capsys):
+    """``quillian delete`` on an index of the fake extractor: the stored extractions
+    are all it needs."""
+
+    def build_for_cli(location, docs):
+        build_index(
+            docs,
+            location,
+            chunker=PassageChunker(),
+            extractor=TitleLinkExtractor(CORPUS),
+            embedder=KeywordEmbedder(),
+            config={"embedder_name": "keyword"},
+        )
+
+    build_for_cli(index_location("idx"), documents())
+    build_for_cli(index_location("without"), documents(["London"]))
+    capsys.readouterr()
+    assert main(["delete", str(tmp_path / "nowhere"), doc_id("London")]) == 2
+    assert "no such index directory" in capsys.readouterr().err
+    assert main(["delete", index_location("idx"), doc_id("London"), "doc-nope"]) == 2
+    assert "no such document(s) in the index: doc-nope" in capsys.readouterr().err
+    assert main(["delete", index_location("idx"), doc_id("London")]) == 0
+    assert f"removed 1 documents: {doc_id('London')}" in capsys.readouterr().out
+    same_index(
+        index_location("idx"), index_location("without"), KeywordEmbedder(), QUERIES, NAMESPACES
+    )

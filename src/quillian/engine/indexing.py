@@ -87,7 +87,7 @@ def delete_documents(
     location: str | Path, doc_ids: Sequence[str], *, on_progress: Progress | None = None
 ) -> BuildReport:
     """Remove documents from the index and rebuild it from the stored extractions of the
-    rest (no extractor runs, so no model is needed)."""
+    rest (no model runs: spaCy's stored mentions are linked again without it)."""
     config = read_manifest(location).get("config", {})
     name = str(config.get("extractor", ""))
     # spaCy links titles at every rebuild from its stored mentions, with no model
