@@ -2,13 +2,16 @@
 description of an index to compare two of them.
 
 Every test that takes ``index_location`` runs once per backend in ``BACKENDS``. The
-PostgreSQL backend plugs in here: add ``"postgres"`` to ``BACKENDS`` and, in
-``index_location``, return ``f"{postgres_url(name)}"`` (a ``postgresql://...?workspace=``
-location that ``open_storage`` accepts, one workspace per name) instead of a directory.
+PostgreSQL backend joins by adding ``"postgres"`` to ``BACKENDS``: its locations are
+then workspaces on the test server, derived from the ``postgres_url`` fixture (a
+``postgresql://...?workspace=NAME`` location that ``open_storage`` accepts), one per
+name a test asks for.
 """
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import pytest
@@ -30,16 +33,21 @@ Location = Callable[[str], str]
 
 
 @pytest.fixture(params=BACKENDS)
-def index_location(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
+def index_location(request: pytest.FixtureRequest, tmp_path: Path) -> Location:
     """A factory of fresh, distinct index locations (one per name) on the backend."""
-    backend = request.param
-    if backend != "embedded":  # "postgres": return the postgres_url fixture's location
-        raise AssertionError(f"unknown backend {backend}")
+    if request.param == "embedded":
+        return lambda name: str(tmp_path / name)
+    if request.param == "postgres":
+        url = urlsplit(request.getfixturevalue("postgres_url"))
+        query = parse_qs(url.query)
+        base = query.pop("workspace", ["quillian"])[0]
 
-    def location(name: str) -> str:
-        return str(tmp_path / name)
+        def workspace(name: str) -> str:
+            params = urlencode({**query, "workspace": f"{base}_{name}"}, doseq=True)
+            return urlunsplit(url._replace(query=params))
 
-    return location
+        return workspace
+    raise AssertionError(f"unknown backend {request.param}")
 
 
 def index_state(
