@@ -80,3 +80,15 @@ def test_the_index_caches_mentions_not_links(tmp_path):
     with open_storage(tmp_path / "idx") as storage:
         assert list(storage.kv.keys("extraction:spacy")) == []
         assert len(list(storage.kv.keys("mentions:spacy"))) == 2
+
+
+@pytest.mark.model
+def test_a_rebuild_drops_the_linked_extractions_older_versions_cached(tmp_path):
+    docs = [Document(c.text, c.title) for c in SAGA]
+    settings = {"chunker": PassageChunker(), "embedder": KeywordEmbedder()}
+    build_index(docs[:1], tmp_path / "idx", extractor=SpacyExtractor(), **settings)
+    with open_storage(tmp_path / "idx") as storage:  # as an index built before linking
+        storage.kv.put_many("extraction:spacy", {"chunk-old": b"{}"})
+    build_index(docs, tmp_path / "idx", extractor=SpacyExtractor(), **settings)
+    with open_storage(tmp_path / "idx") as storage:
+        assert list(storage.kv.keys("extraction:spacy")) == []

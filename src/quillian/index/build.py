@@ -237,6 +237,8 @@ def _rebuild(
     extract_seconds = time.perf_counter() - start
     report.seconds.update(run_stages(state, stages))
     _forget_unused(storage.kv, cached.inner.namespace, cached.keys)
+    if isinstance(extractor, LinkingExtractor):  # linked extractions older versions cached
+        _forget_unused(storage.kv, f"extraction:{extractor.name}", ())
     if "graph" in report.seconds:  # reading the stored extractions is part of the graph
         report.seconds["graph"] += extract_seconds
     report.counts = {
