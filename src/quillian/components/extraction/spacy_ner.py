@@ -6,9 +6,11 @@ extractor produces the same three things without one:
 * entities are spaCy NER mentions of the types in ``keep_types``, specific calendar
   dates found by a pattern (``"11 November 875"``; bare years are hubs, see
   :data:`DEFAULT_TYPES`) and, with ``link_titles``, the titles of the other passages
-  extracted together (:class:`text.TitleIndex`: the small model splits names such as
+  of the corpus (:class:`text.TitleIndex`: the small model splits names such as
   ``"Conchobar mac Nessa"``, and a title match is what links a passage to the passage
-  about the entity it mentions); mentions are cleaned and merged per chunk;
+  about the entity it mentions; titles are matched by :meth:`SpacyExtractor.link`,
+  after the model ran, so an index links them anew as its corpus grows); mentions are
+  cleaned and merged per chunk;
 * an entity's description is the sentences of the chunk that mention it; a titled
   chunk's topic entity (the title) is described by the chunk's leading sentences;
 * relations are ``related_to`` links between entities of one sentence, and between the
