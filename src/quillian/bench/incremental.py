@@ -8,7 +8,7 @@ one JSON object: each build's seconds per stage, the time the rebuild spends lin
 the stored mentions (:func:`~quillian.index.build.linked_extractions`, paid at every
 rebuild and delete), then a delete of one document, and whether the two indexes agree
 on their graph tables and on the top-5 passages of ``sa``, ``ppr``, ``dense`` and
-``bm25`` for the questions. Progress goes to stderr.
+``bm25`` for the questions, with the size of each difference. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -54,6 +54,16 @@ def _summary(location: Path, questions: list[str]) -> dict[str, Any]:
     }
 
 
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, int]:
+    """Per part, how many items one summary holds that the other does not (results:
+    how many method and question pairs rank other passages)."""
+    diff = {"edges": abs(a["edges"] - b["edges"])}
+    for part in ("entities", "descriptions", "relations"):
+        diff[part] = len(set(a[part]) ^ set(b[part]))
+    diff["results"] = sum(x != y for x, y in zip(a["results"], b["results"], strict=True))
+    return diff
+
+
 def _link_seconds(location: Path) -> float:
     with open_storage(location) as storage:
         chunks = processed_chunks(storage)
@@ -89,8 +99,9 @@ def main(argv: list[str] | None = None) -> None:
             report = index_documents(halves, part, SETTINGS)
             out["halves"].append({"seconds": time.perf_counter() - start, **report.seconds})
         out["link_seconds"] = _link_seconds(once)
-        same = _summary(once, questions) == _summary(halves, questions)
-        out["halves_equal_once"] = same
+        a, b = _summary(once, questions), _summary(halves, questions)
+        out["halves_equal_once"] = a == b
+        out["differences"] = _differences(a, b)
         start = time.perf_counter()
         delete_documents(once, [docs[0].id])
         out["delete_one_seconds"] = time.perf_counter() - start
