@@ -136,12 +136,15 @@ def delete_documents(
     location: str | Path, doc_ids: Sequence[str], *, on_progress: Progress | None = None
 ) -> BuildReport:
     """Remove documents from the index and rebuild it from the stored extractions of the
-    rest (no extractor runs, so no model is needed)."""
+    rest (no model runs: spaCy's stored mentions are linked again without it)."""
     config = read_manifest(location).get("config", {})
+    name = str(config.get("extractor", ""))
+    # spaCy links titles at every rebuild from its stored mentions, with no model
+    extractor = make_extractor(name) if name == "spacy" else StoredExtractions(name)
     return delete_from_index(
         location,
         doc_ids,
-        extractor=StoredExtractions(str(config.get("extractor", ""))),
+        extractor=extractor,
         embedder=make_embedder(str(config.get("embedder_name", "minilm"))),
         on_progress=on_progress,
         # the schema the index stored (kag/schema.*), not the file it was copied from

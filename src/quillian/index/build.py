@@ -7,6 +7,13 @@ chunks, so a killed build, or one stopped by an extractor's budget
 (:class:`~quillian.errors.BudgetExhausted`), keeps its paid-for extractions. After
 ingestion, the build stages (:mod:`quillian.index.stages`) rebuild the graph, vectors
 and BM25 index over every stored chunk.
+
+The cache holds only what depends on a chunk alone: a
+:class:`~quillian.components.extraction.base.LinkingExtractor` stores its
+``extract_local`` output, and everything that depends on the corpus (title links,
+which title aliases are safe, which names are too ambiguous) is recomputed over every
+stored chunk at each rebuild. So an index built in several runs, or with documents
+deleted, equals one built at once from the same documents.
 """
 
 from __future__ import annotations
@@ -17,11 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from quillian import __version__
 from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
-from quillian.components.embedding.cache import CachedEmbedder
-from quillian.components.extraction.base import Extraction, Extractor
+from quillian.components.embedding.cache import CachedEmbedder, embedding_key
+from quillian.components.extraction.base import Extraction, Extractor, LinkingExtractor
+from quillian.components.extraction.filters import settle_title_aliases
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
@@ -42,10 +53,21 @@ from quillian.index.storage import Storage, open_storage
 from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
 from quillian.types import Chunk, Document, Progress, no_progress
 
-__all__ = ["EXTRACT_BATCH", "BuildReport", "build_index", "delete_documents"]
+__all__ = [
+    "EXTRACT_BATCH",
+    "BuildReport",
+    "build_index",
+    "cache_namespace",
+    "delete_documents",
+    "linked_extractions",
+]
 
 #: Chunks per extractor call; each call's extractions are stored before the next.
 EXTRACT_BATCH = 16
+#: Manifest key listing the documents a delete is removing, written before it removes
+#: anything and dropped when its rebuild is done: a delete or build run after a killed
+#: delete finishes it first.
+DELETING = "deleting"
 
 
 @dataclass
@@ -83,13 +105,15 @@ def build_index(
     manifest = _begin(out, chunker, extractor, embedder, config)
     report = BuildReport()
     with open_storage(out, create=True) as storage:
-        namespace = f"extraction:{extractor.name}"
+        if pending := manifest.pop(DELETING, ()):  # a killed delete: finish removing
+            _purge(storage, extractor, pending)
+            write_manifest(out, manifest)
         start = time.perf_counter()
 
         def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
             flat = [c for group in chunks for c in group]
             try:
-                extract_cached(flat, extractor, storage.kv, namespace)
+                extract_cached(flat, extractor, storage.kv)
             except BudgetExhausted as exc:
                 raise _BudgetStop(exc) from exc
 
@@ -122,28 +146,42 @@ def delete_documents(
     """Remove documents from the index and rebuild it over the rest.
 
     What only the removed documents supported goes; entities and relations that other
-    chunks also state stay, with their other provenance. The result equals an index
-    built without those documents. Unknown ids raise :class:`InputError` and change
-    nothing.
+    chunks also state stay, with their other provenance; the cached vectors of texts
+    no longer in the index go too. The result equals an index built without those
+    documents. A document that failed to index can be removed as well (its status
+    goes). Unknown ids raise :class:`InputError` and change nothing. The ids are
+    recorded in the manifest (:data:`DELETING`) before anything is removed, so a killed
+    delete is finished by the next delete or build.
     """
     manifest = read_manifest(location)
+    pending = [str(d) for d in manifest.get(DELETING, ())]
     report = BuildReport()
     with open_storage(location) as storage:
         found = storage.documents.get_documents(list(doc_ids))
-        unknown = [d for d, doc in zip(doc_ids, found, strict=True) if doc is None]
+        known = {*pending, *storage.status.get_status(list(doc_ids))}  # failed ones too
+        unknown = [d for d, doc in zip(doc_ids, found, strict=True) if not doc and d not in known]
         if unknown:
             raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
-        manifest = {**manifest, "state": "building"}
+        manifest = {**manifest, "state": "building", DELETING: [*pending, *doc_ids]}
         write_manifest(location, manifest)
-        namespace = f"extraction:{extractor.name}"
-        chunk_ids = [c.id for d in doc_ids for c in storage.documents.chunks_of(d)]
-        storage.kv.delete_many(namespace, chunk_ids)
-        storage.documents.delete_documents(list(doc_ids))
-        storage.status.delete(list(doc_ids))
+        _purge(storage, extractor, manifest[DELETING])
         report.deleted = list(doc_ids)
         _rebuild(storage, extractor, embedder, on_progress or no_progress, stages, report)
+    del manifest[DELETING]
     _finish(location, manifest, report)
     return report
+
+
+def _purge(storage: Storage, extractor: Extractor, doc_ids: Sequence[str]) -> None:
+    """Remove documents with their chunks, stored extractions and statuses. Each step is
+    idempotent and needs nothing an earlier one removes (the chunk ids are read first
+    and the extractions go before the chunks), so a killed purge is finished by
+    running it again."""
+    ids = list(dict.fromkeys(doc_ids))
+    chunk_ids = [c.id for d in ids for c in storage.documents.chunks_of(d)]
+    storage.kv.delete_many(cache_namespace(extractor), chunk_ids)
+    storage.documents.delete_documents(ids)
+    storage.status.delete(ids)
 
 
 def _begin(
@@ -195,16 +233,22 @@ def _rebuild(
 ) -> None:
     chunks = processed_chunks(storage)
     start = time.perf_counter()
-    extractions = extract_cached(chunks, extractor, storage.kv, f"extraction:{extractor.name}")
+    extractions = linked_extractions(
+        chunks, extractor, extract_cached(chunks, extractor, storage.kv)
+    )
+    cached = _KeyRecorder(CachedEmbedder(embedder, storage.kv))
     state = BuildState(
         storage=storage,
         chunks=chunks,
         extractions=extractions,
-        embedder=CachedEmbedder(embedder, storage.kv),
+        embedder=cached,
         progress=progress,
     )
     extract_seconds = time.perf_counter() - start
     report.seconds.update(run_stages(state, stages))
+    _forget_unused(storage.kv, cached.inner.namespace, cached.keys)
+    if isinstance(extractor, LinkingExtractor):  # linked extractions older versions cached
+        _forget_unused(storage.kv, f"extraction:{extractor.name}", ())
     if "graph" in report.seconds:  # reading the stored extractions is part of the graph
         report.seconds["graph"] += extract_seconds
     report.counts = {
@@ -213,6 +257,29 @@ def _rebuild(
         **state.counts,
         "failed_documents": storage.status.counts().get(DocStatus.FAILED, 0),
     }
+
+
+class _KeyRecorder:
+    """The build's cached embedder, recording the cache key of every text it embeds."""
+
+    def __init__(self, inner: CachedEmbedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.keys: set[str] = set()
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.keys.update(embedding_key(self.model_id, t) for t in texts)
+        return self.inner.embed(texts)
+
+
+def _forget_unused(kv: KeyValueStore, namespace: str, used: Iterable[str]) -> None:
+    """Delete what ``namespace`` holds beyond ``used``: after a complete rebuild the
+    embedding cache holds the vectors of the index's texts and no more (those of deleted
+    documents go with them), as in a clean build. Extractions are not swept this way:
+    those of a document a killed run left unfinished are kept for its next run."""
+    keep = set(used)
+    kv.delete_many(namespace, [k for k in kv.keys(namespace) if k not in keep])
 
 
 def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport) -> None:
@@ -243,15 +310,37 @@ class _BudgetStop(BaseException):
         self.error = error
 
 
-def extract_cached(
-    chunks: Sequence[Chunk], extractor: Extractor, kv: KeyValueStore, namespace: str
+def cache_namespace(extractor: Extractor) -> str:
+    """The key-value namespace of ``extractor``'s stored per-chunk results."""
+    if isinstance(extractor, LinkingExtractor):
+        return f"mentions:{extractor.name}"
+    return f"extraction:{extractor.name}"
+
+
+def linked_extractions(
+    chunks: Sequence[Chunk], extractor: Extractor, stored: Sequence[Extraction]
 ) -> list[Extraction]:
-    """Extractions for ``chunks``: cached ones read back, missing ones computed and stored.
+    """The extractions of the corpus ``chunks`` from their stored per-chunk results: a
+    linking extractor links them over every chunk title, and every topic keeps its
+    title's alias only when it is safe among those titles."""
+    titles = [c.title for c in chunks if c.title]
+    if isinstance(extractor, LinkingExtractor):
+        stored = extractor.link(chunks, stored, titles)
+    return settle_title_aliases(stored, titles)
+
+
+def extract_cached(
+    chunks: Sequence[Chunk], extractor: Extractor, kv: KeyValueStore
+) -> list[Extraction]:
+    """Per-chunk results for ``chunks`` (``extract_local`` for a linking extractor, else
+    ``extract``): stored ones read back, missing ones computed and stored.
 
     Missing chunks go to the extractor :data:`EXTRACT_BATCH` at a time and each batch is
     stored before the next; on :class:`BudgetExhausted` the extractions it carries are
     stored too, then it propagates.
     """
+    namespace = cache_namespace(extractor)
+    run = extractor.extract_local if isinstance(extractor, LinkingExtractor) else extractor.extract
     cached = kv.get_many(namespace, [c.id for c in chunks])
     missing = [c for c, raw in zip(chunks, cached, strict=True) if raw is None]
     fresh: dict[str, Extraction] = {}
@@ -264,7 +353,7 @@ def extract_cached(
 
     for batch in iter_batches(missing, EXTRACT_BATCH):
         try:
-            store(extractor.extract(batch))
+            store(run(batch))
         except BudgetExhausted as exc:
             store(e for e in exc.done if isinstance(e, Extraction))
             raise

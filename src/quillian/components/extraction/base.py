@@ -7,13 +7,13 @@ one heterogeneous graph, so graph construction never depends on where triples ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from quillian.types import Chunk, Triple
 
-__all__ = ["ExtractedEntity", "Extraction", "Extractor"]
+__all__ = ["ExtractedEntity", "Extraction", "Extractor", "LinkingExtractor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +55,27 @@ class Extractor(Protocol):
     name: str
 
     def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]: ...
+
+
+@runtime_checkable
+class LinkingExtractor(Extractor, Protocol):
+    """An extractor part of whose output depends on the corpus, not on the chunk alone
+    (the spaCy extractor links the titles of the other passages it finds in a chunk).
+
+    An index caches :meth:`extract_local` per chunk, which depends on the chunk alone,
+    and calls :meth:`link` over every chunk at each rebuild, so a document indexed
+    earlier is linked to titles that arrive later, and one deleted is unlinked.
+    ``extract(chunks)`` equals ``link(chunks, extract_local(chunks), titles)`` for the
+    titles the extractor knows.
+    """
+
+    def extract_local(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        """What depends on each chunk alone, in order (runs the model)."""
+        ...
+
+    def link(
+        self, chunks: Sequence[Chunk], local: Sequence[Extraction], titles: Iterable[str]
+    ) -> list[Extraction]:
+        """Complete ``local`` (the :meth:`extract_local` output of ``chunks``) over a
+        corpus whose titles are ``titles``; no model runs."""
+        ...

@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.text import parse_title, title_aliases
 from quillian.types import normalize_name
 
-__all__ = ["UNIQUE_SHORT_TYPES", "ambiguous_names", "drop_ambiguous_names"]
+__all__ = ["UNIQUE_SHORT_TYPES", "ambiguous_names", "drop_ambiguous_names", "settle_title_aliases"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,3 +85,34 @@ def _without(extraction: Extraction, drop: frozenset[str]) -> Extraction:
         if normalize_name(t.subject) not in drop and normalize_name(t.object) not in drop
     )
     return replace(extraction, entities=entities, triples=triples)
+
+
+def settle_title_aliases(
+    extractions: Sequence[Extraction], titles: Iterable[str]
+) -> list[Extraction]:
+    """Give each topic entity its title's alias exactly when it is safe among ``titles``.
+
+    Whether ``"Coney Island Baby"`` may stand for ``"Coney Island Baby (film)"`` across
+    the corpus depends on every other title (:func:`text.title_aliases`), so an
+    extraction stored when the corpus was smaller may hold an alias that a later title
+    makes ambiguous, or lack one that a deleted title made safe. Run once over the
+    extractions of the whole corpus, with every document title.
+    """
+    safe = title_aliases(titles)
+    return [_settled(extraction, safe) for extraction in extractions]
+
+
+def _settled(extraction: Extraction, safe: dict[str, str]) -> Extraction:
+    entities = list(extraction.entities)
+    for i, entity in enumerate(entities):
+        title = " ".join(entity.name.split())
+        candidate = parse_title(title).alias if entity.is_topic else ""
+        if not candidate:
+            continue
+        others = tuple(a for a in entity.aliases if a != candidate)
+        aliases = (candidate, *others) if safe.get(title) == candidate else others
+        if aliases != entity.aliases:
+            entities[i] = replace(entity, aliases=aliases)
+    if entities == list(extraction.entities):
+        return extraction
+    return replace(extraction, entities=tuple(entities))

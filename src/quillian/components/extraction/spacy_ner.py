@@ -6,9 +6,11 @@ extractor produces the same three things without one:
 * entities are spaCy NER mentions of the types in ``keep_types``, specific calendar
   dates found by a pattern (``"11 November 875"``; bare years are hubs, see
   :data:`DEFAULT_TYPES`) and, with ``link_titles``, the titles of the other passages
-  extracted together (:class:`text.TitleIndex`: the small model splits names such as
+  of the corpus (:class:`text.TitleIndex`: the small model splits names such as
   ``"Conchobar mac Nessa"``, and a title match is what links a passage to the passage
-  about the entity it mentions); mentions are cleaned and merged per chunk;
+  about the entity it mentions; titles are matched by :meth:`SpacyExtractor.link`,
+  after the model ran, so an index links them anew as its corpus grows); mentions are
+  cleaned and merged per chunk;
 * an entity's description is the sentences of the chunk that mention it; a titled
   chunk's topic entity (the title) is described by the chunk's leading sentences;
 * relations are ``related_to`` links between entities of one sentence, and between the
@@ -36,7 +38,7 @@ from quillian.components.extraction.assemble import (
     to_entities,
     topic_draft,
 )
-from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.text import (
     TitleIndex,
     clean_name,
@@ -74,12 +76,15 @@ class SpacyExtractor:
 
     Two decisions depend on the corpus's titles: which title aliases are safe
     (:func:`text.title_aliases`) and which titles the gazetteer looks for
-    (``link_titles``). They use ``corpus_titles`` plus the titles of the chunks of each
-    :meth:`extract` call: pass every document title as ``corpus_titles`` (or extract
-    the whole corpus in one call) and a chunk's extraction no longer depends on how
-    chunks are batched. Which single-word names are too ambiguous to be nodes can
-    only be judged over all extractions: run :func:`filters.drop_ambiguous_names`
-    once on them before building the graph.
+    (``link_titles``). Extraction is therefore split in two (the
+    :class:`~quillian.components.extraction.base.LinkingExtractor` protocol):
+    :meth:`extract_local` runs the model and keeps what depends on the chunk alone (its
+    NER and date mentions, which an index caches), and :meth:`link` completes those
+    with a corpus's titles, without the model (an index links at every rebuild, over
+    every title it holds). :meth:`extract` does both, with ``corpus_titles`` plus the
+    titles of the chunks of the call. Which single-word names are too ambiguous to be
+    nodes can only be judged over all extractions: run
+    :func:`filters.drop_ambiguous_names` once on them before building the graph.
     """
 
     name = "spacy"
@@ -117,41 +122,69 @@ class SpacyExtractor:
         self.link_topic = link_topic
         self.link_titles = link_titles
         self.corpus_titles = tuple(corpus_titles)
-        self._corpus_set = {" ".join(t.split()) for t in self.corpus_titles} | {""}
-        self._corpus_context: tuple[dict[str, str], TitleIndex] | None = None
+        self._context: tuple[frozenset[str], tuple[dict[str, str], TitleIndex]] | None = None
         self.description_chars = description_chars
         self.lead_chars = lead_chars
         self._nlp: Any = None
 
     def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
-        """One extraction per chunk, in order."""
+        """One extraction per chunk, in order: :meth:`extract_local`, then :meth:`link`
+        with ``corpus_titles`` and the titles of ``chunks``."""
+        chunks = list(chunks)
+        if not chunks:
+            return []
+        titles = [*self.corpus_titles, *(c.title for c in chunks)]
+        return self.link(chunks, self.extract_local(chunks), titles)
+
+    def extract_local(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        """What depends on each chunk alone: its cleaned NER and date mentions, one
+        entity per mention with its type and span (no topic, descriptions or links)."""
         chunks = list(chunks)
         if not chunks:
             return []
         nlp = self._load()
-        aliases, titles = self._title_context(chunks)
         docs = nlp.pipe(
             (c.text for c in chunks), batch_size=self.batch_size, n_process=self.n_process
         )
         return [
-            self._extraction(chunk, self._mentions(chunk.text, doc, titles), aliases)
+            Extraction(
+                chunk.id,
+                chunk.doc_id,
+                tuple(
+                    ExtractedEntity(m.name, m.type, start=m.start, end=m.end)
+                    for m in self._mentions(chunk.text, doc)
+                ),
+            )
             for chunk, doc in zip(chunks, docs, strict=True)
         ]
 
-    def _title_context(self, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TitleIndex]:
-        """Safe aliases and the title gazetteer; built once when ``corpus_titles`` cover all."""
-        if all(" ".join(c.title.split()) in self._corpus_set for c in chunks):
-            if self._corpus_context is None:
-                self._corpus_context = self._build_title_context(self.corpus_titles)
-            return self._corpus_context
-        return self._build_title_context([*self.corpus_titles, *(c.title for c in chunks)])
+    def link(
+        self, chunks: Sequence[Chunk], local: Sequence[Extraction], titles: Iterable[str]
+    ) -> list[Extraction]:
+        """Complete the :meth:`extract_local` output of ``chunks`` with the corpus's
+        ``titles``: title mentions (preferred over the NER fragments they overlap), the
+        topic entity with its safe alias, descriptions and ``related_to`` links."""
+        aliases, index = self._title_context(titles)
+        out = []
+        for chunk, extraction in zip(chunks, local, strict=True):
+            if extraction.chunk_id != chunk.id:
+                raise ValueError(
+                    f"extraction of chunk {extraction.chunk_id} given for chunk {chunk.id}"
+                )
+            found = [Mention(title, "TITLE", s, e) for s, e, title in index.find(chunk.text)]
+            mentions = [Mention(e.name, e.type, e.start, e.end) for e in extraction.entities]
+            out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases))
+        return out
 
-    def _build_title_context(self, titles: Sequence[str]) -> tuple[dict[str, str], TitleIndex]:
-        aliases = title_aliases(titles)
-        return aliases, TitleIndex(titles if self.link_titles else (), aliases)
+    def _title_context(self, titles: Iterable[str]) -> tuple[dict[str, str], TitleIndex]:
+        """Safe aliases and the title gazetteer of ``titles``; the last one is reused."""
+        key = frozenset(" ".join(t.split()) for t in titles) - {""}
+        if self._context is None or self._context[0] != key:
+            aliases = title_aliases(key)
+            self._context = (key, (aliases, TitleIndex(key if self.link_titles else (), aliases)))
+        return self._context[1]
 
-    def _mentions(self, text: str, doc: Any, titles: TitleIndex) -> list[Mention]:
-        found = [Mention(title, "TITLE", s, e) for s, e, title in titles.find(text)]
+    def _mentions(self, text: str, doc: Any) -> list[Mention]:
         mentions = []
         for ent in doc.ents:
             if ent.label_ not in self.keep_types:
@@ -161,7 +194,7 @@ class SpacyExtractor:
                 mentions.append(Mention(cleaned[0], ent.label_, cleaned[1], cleaned[2]))
         if self.dates:
             mentions += [Mention(text[s:e], "DATE", s, e) for s, e in find_dates(text)]
-        return _prefer_titles(found, mentions)
+        return mentions
 
     def _extraction(
         self, chunk: Chunk, mentions: list[Mention], aliases: dict[str, str]
