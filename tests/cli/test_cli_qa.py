@@ -286,6 +286,7 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
     monkeypatch.delenv("QUILLIAN_LLM_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("QUILLIAN_LLM_CACHE", str(tmp_path / "c.sqlite"))
+    monkeypatch.setenv("QUILLIAN_EMBEDDING_CACHE", str(tmp_path / "e.sqlite"))
     flags = MethodFlags(llm="openai:m", kg="index", prompts=[tmp_path / "p.json"])
     assert flags.engine_options() == {
         "llm": "openai:m",
@@ -293,8 +294,10 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
         "cache_path": tmp_path / "c.sqlite",
         "prompt_overrides": (tmp_path / "p.json",),
         "concurrency": 4,
+        "embedding_cache": tmp_path / "e.sqlite",
         "kg": "index",
     }
+    assert MethodFlags(no_cache=True).engine_options()["embedding_cache"] is None
     monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "q-key")
     assert MethodFlags().engine_options()["api_key"] == "q-key"
     assert MethodFlags(cache=tmp_path / "x").cache_path() == tmp_path / "x"

@@ -29,6 +29,7 @@ from quillian.components.llm.cache import CachedChatModel
 from quillian.components.llm.local import LocalChatModel
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError, InputError
+from quillian.types import Progress
 
 __all__ = ["LLMSession", "LLMSpec", "parse_llm_spec"]
 
@@ -81,11 +82,17 @@ def _scripted(path: str) -> ChatModel:
     return ScriptedChatModel(routes, default=default)
 
 
-def _inner(spec: LLMSpec, api_key: str, concurrency: int) -> ChatModel:
+def _inner(
+    spec: LLMSpec, api_key: str, concurrency: int, on_progress: Progress | None
+) -> ChatModel:
     if spec.kind == "local":
         if spec.dtype:
-            return LocalChatModel(spec.path or None, dtype=spec.dtype)  # type: ignore[arg-type]
-        return LocalChatModel(spec.path or None)
+            return LocalChatModel(
+                spec.path or None,
+                dtype=spec.dtype,  # type: ignore[arg-type]
+                on_progress=on_progress,
+            )
+        return LocalChatModel(spec.path or None, on_progress=on_progress)
     if spec.kind == "scripted":
         return _scripted(spec.path)
     # imported on use: the openai client takes about half a second to import
@@ -99,8 +106,11 @@ class LLMSession:
     spec or around a :class:`ChatModel` the caller built.
 
     Use as an async context manager: entering checks an HTTP endpoint once (a clear
-    error for an unreachable server, a wrong key or an unknown model) or loads a local
-    model, and leaving closes the cache and the HTTP client.
+    error for an unreachable server, a wrong key or an unknown model), and leaving
+    closes the cache and the HTTP client. A local model is loaded on entering only when
+    there is no response cache; with one, it loads on the first call the cache misses,
+    so a rerun whose every reply is cached never loads it (``on_progress`` sees the
+    load, see :data:`~quillian.components.llm.local.LOAD_STAGE`).
     """
 
     def __init__(
@@ -110,10 +120,11 @@ class LLMSession:
         api_key: str = "",
         cache_path: Path | None = None,
         concurrency: int = 4,
+        on_progress: Progress | None = None,
     ) -> None:
         if isinstance(spec, str | LLMSpec):
             self.spec = parse_llm_spec(spec) if isinstance(spec, str) else spec
-            self.backend = _inner(self.spec, api_key, concurrency)
+            self.backend = _inner(self.spec, api_key, concurrency, on_progress)
         else:  # a chat model the caller built (a library user's own backend, a test's)
             self.spec = LLMSpec("model", model=spec.model_id)
             self.backend = spec
@@ -128,9 +139,10 @@ class LLMSession:
         return self.model.ledger()
 
     async def __aenter__(self) -> LLMSession:
-        """Check an HTTP endpoint, or load a local model, before the first question, so
-        neither counts in the first question's time."""
-        for name in ("check", "load"):
+        """Check an HTTP endpoint before the first question; load a local model then
+        too when no cache may spare it, so the load does not count in the first
+        question's time."""
+        for name in ("check",) if self.cache is not None else ("check", "load"):
             step = getattr(self.backend, name, None)
             if step is not None:
                 await step()
