@@ -305,7 +305,7 @@ class Engine:
         spec = method_spec(method)
         kind = retriever or spec.retriever
         return spec.build(
-            self.runner,
+            self.runner.for_method(spec.name),
             self.retriever(kind) if kind else None,
             graph=self.graph if spec.needs_graph else None,
             options=options,
