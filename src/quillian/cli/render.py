@@ -22,6 +22,7 @@ __all__ = [
     "print_methods",
     "print_retrieval",
     "print_verification",
+    "score_text",
 ]
 
 
@@ -29,10 +30,22 @@ def _flat(text: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
+def score_text(score: float) -> str:
+    """A score with four significant digits, so small ones stay apart (PPR's 0.0058
+    and 0.0002, a filler's -1e-06) where a fixed three decimals would print 0.000."""
+    return f"{score:.4g}"
+
+
+def _mentions(text: str, answer: str) -> bool:
+    """Whether ``text`` contains ``answer`` (case and spacing aside)."""
+    needle = " ".join(answer.split()).casefold()
+    return bool(needle) and needle in " ".join(text.split()).casefold()
+
+
 def print_retrieval(result: RetrievalResult) -> None:
     print(f"{result.method}: {len(result.passages)} passages for {result.query!r}")
     for rank, p in enumerate(result.passages, start=1):
-        print(f"{rank:2d}. [{p.score:.3f}] {p.title}: {_flat(p.text, 160)}")
+        print(f"{rank:2d}. [{score_text(p.score)}] {p.title}: {_flat(p.text, 160)}")
     trace = result.trace
     if trace.seeds:
         print("seeds:", ", ".join(f"{s.name} ({s.source} {s.score:.2f})" for s in trace.seeds))
@@ -49,11 +62,18 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
     print(f"answer: {result.answer or '(none)'}")
     if result.error:
         print(f"failed: {result.error}")
-    for i, p in enumerate(result.evidence.passages, start=1):
-        print(f"  [{i}] {p.title}: {_flat(p.text, 140)}")
+    passages = result.evidence.passages
+    marked = [_mentions(p.text, result.answer or "") for p in passages]
+    if passages:
+        note = " (* states the answer)" if any(marked) else ""
+        print(f"passages given to the model{note}:")
+    for i, (p, star) in enumerate(zip(passages, marked, strict=True), start=1):
+        print(f" {'*' if star else ' '}[{i}] {p.title}: {_flat(p.text, 140)}")
+    if result.evidence.relations:
+        print("relations, with their source sentences:")
     for r in result.evidence.relations:
         sentence = _flat(r.sentence or r.description, 140)
-        print(f"  relation: {r.subject} - {r.predicate} - {r.object}  ({sentence})")
+        print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
     usage = result.transcript.usage
     print(
         f"{len(result.transcript.calls)} LLM calls, {usage.prompt_tokens} prompt + "

@@ -14,7 +14,11 @@ The flow follows the paper (sections 5.4-5.5) step by step:
 multi-hop QA (docs/benchmarks.md): entities named in the query join the seeds, and
 documents are ranked by the activation of the entity they are about (their title
 entity) or mention, fused with their cosine to the query, so every query gets exactly k
-passages ranked by graph evidence rather than an unordered set.
+passages ranked by graph evidence rather than an unordered set. Its relations are
+first those that carried the activation to the returned passages' entities (each
+entity's best path back to a seed, :func:`~quillian.components.graph.paths.best_paths`),
+then step 4's: a passage reached over two hops shows both, with their sentences, even
+when a sentence names its subject only as "he" and so scores below tau_r.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import numpy.typing as npt
 
 from quillian.components.graph.activation import rescale_weights, spreading_activation
 from quillian.components.graph.builder import TOPIC_WEIGHT
+from quillian.components.graph.paths import best_paths
 from quillian.components.graph.traversal import (
     Subgraph,
     gather_edges,
@@ -201,10 +206,15 @@ class SARetriever:
         ranked = self._rank(query, sub, activation, q, k)
         passages = [self.context.passage(c, s) for c, s in ranked]
         timings["rank"] = _ms(t)
+        relations = self._relations(sub, activation, crossed)
+        if self.config.ranking == "fused":
+            relations = self._merge(
+                self._path_relations(sub, activation, ranked, crossed), relations
+            )
         trace = RetrievalTrace(
             seeds=seeds,
             activated=self._activated(sub, activation),
-            relations=self._relations(sub, activation, crossed),
+            relations=relations,
             subgraph_nodes=sub.n_nodes,
             subgraph_edges=len(sub.indices),
             timings_ms=timings,
@@ -383,6 +393,51 @@ class SARetriever:
             if len(out) >= cfg.max_relations:
                 break
         return list(out.values())
+
+    def _path_relations(
+        self,
+        sub: Subgraph,
+        activation: npt.NDArray[np.float64],
+        ranked: Sequence[tuple[int, float]],
+        crossed: Sequence[BridgeLike],
+    ) -> list[UsedRelation]:
+        """The relations on the best activation paths from the seeds to the entities of
+        the returned passages: passage by passage, the entity it is about first, then
+        those it mentions by activation."""
+        ctx = self.context
+        reached = np.flatnonzero((activation > 0) & (sub.hops > 0))
+        if not len(reached) or not ranked:
+            return []
+        src, dst, pos = gather_edges(ctx.kg.snapshot, sub.nodes[reached], EdgeKind.DESCRIBED_BY)
+        rank_of = {ctx.kg.chunk_offset + chunk: r for r, (chunk, _) in enumerate(ranked)}
+        local = dict(zip(sub.nodes[reached].tolist(), reached.tolist(), strict=True))
+        topic = np.asarray(ctx.kg.snapshot.weights[pos]) >= TOPIC_WEIGHT
+        order = sorted(
+            (rank_of[d], not t, -activation[local[s]], local[s])
+            for s, d, t in zip(src.tolist(), dst.tolist(), topic.tolist(), strict=True)
+            if d in rank_of
+        )
+        targets = list(dict.fromkeys(entry[-1] for entry in order))
+        rescaled = rescale_weights(sub.weights, self.config.c)
+        arcs = best_paths(sub.indptr, sub.indices, rescaled, sub.hops, activation, targets)
+        out: list[UsedRelation] = []
+        for arc in dict.fromkeys(a for path in arcs for a in path):
+            position, weight = int(sub.positions[arc]), float(sub.weights[arc])
+            hop = int(sub.hops[sub.indices[arc]])
+            if position < 0:
+                out.append(replace(self._bridge_relation(crossed[-position - 1], weight), hop=hop))
+            else:
+                rel = int(ctx.kg.snapshot.edge_relations[position])
+                if rel >= 0:
+                    out.append(replace(_used_relation(ctx, rel, weight), hop=hop))
+        return out
+
+    def _merge(self, first: list[UsedRelation], then: list[UsedRelation]) -> list[UsedRelation]:
+        """``first``, then those of ``then`` not in it, at most ``max_relations``."""
+        seen: dict[tuple[int, str], UsedRelation] = {}
+        for r in [*first, *then]:
+            seen.setdefault((r.relation, f"{r.subject}|{r.predicate}|{r.object}"), r)
+        return list(seen.values())[: self.config.max_relations]
 
     def _bridge_relation(self, bridge: BridgeLike, weight: float) -> UsedRelation:
         source = self.bridges.name if self.bridges is not None else "another graph"
