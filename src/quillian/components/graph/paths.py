@@ -40,11 +40,12 @@ def best_paths(
     delivered = w * act[src]
     nearer = (hop[src] == hop[dst] - 1) & (delivered > 0)
     best_arc = np.full(len(ptr) - 1, -1, dtype=np.int64)
-    best_value = np.zeros(len(ptr) - 1)
-    for arc in np.flatnonzero(nearer).tolist():
-        node = int(dst[arc])
-        if delivered[arc] > best_value[node]:
-            best_value[node], best_arc[node] = delivered[arc], arc
+    arcs = np.flatnonzero(nearer)
+    # sorted by target, then by what was delivered: each target's last arc is its best
+    # (ties go to the later arc in CSR order)
+    order = arcs[np.lexsort((arcs, delivered[arcs], dst[arcs]))]
+    last = np.r_[dst[order][1:] != dst[order][:-1], True] if len(order) else order
+    best_arc[dst[order[last]]] = order[last]
     paths = []
     for target in targets:
         path: list[int] = []

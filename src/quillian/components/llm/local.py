@@ -366,9 +366,7 @@ class LocalChatModel:
         logger.info("loading %s as %s (about a minute on 2 cores)", path, self._dtype)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as transformers_logging
 
-        transformers_logging.disable_progress_bar()  # one tqdm line per tensor in a log
         report(1)
         if self._threads is not None:
             torch.set_num_threads(self._threads)

@@ -410,12 +410,13 @@ class SARetriever:
             return []
         src, dst, pos = gather_edges(ctx.kg.snapshot, sub.nodes[reached], EdgeKind.DESCRIBED_BY)
         rank_of = {ctx.kg.chunk_offset + chunk: r for r, (chunk, _) in enumerate(ranked)}
+        returned = np.isin(dst, np.fromiter(rank_of, dtype=np.int64))
+        src, dst, pos = src[returned], dst[returned], pos[returned]
         local = dict(zip(sub.nodes[reached].tolist(), reached.tolist(), strict=True))
         topic = np.asarray(ctx.kg.snapshot.weights[pos]) >= TOPIC_WEIGHT
         order = sorted(
             (rank_of[d], not t, -activation[local[s]], local[s])
             for s, d, t in zip(src.tolist(), dst.tolist(), topic.tolist(), strict=True)
-            if d in rank_of
         )
         targets = list(dict.fromkeys(entry[-1] for entry in order))
         rescaled = rescale_weights(sub.weights, self.config.c)
