@@ -119,8 +119,8 @@ def test_fused_sa_worked_by_hand(context):
 
 
 def test_fused_sa_shows_the_path_that_reached_each_passage(context):
-    # relation s1 (B-C, cosine 0.7) is under tau_r = 0.8, so only A-B passes step 4;
-    # C's passage (rank 3) was reached over A -> B -> C, so B-C joins, with its hop
+    # relation s1 (B-C, cosine 0.7) is under tau_r = 0.8, so step 4 keeps only A-B; C's
+    # passage (rank 3) was reached over A -> B -> C, and its path says so, with hops
     sa = SARetriever(
         context,
         SAConfig(
@@ -128,13 +128,17 @@ def test_fused_sa_shows_the_path_that_reached_each_passage(context):
             relation_threshold=0.8,
         ),
     )  # fmt: skip
-    relations = sa.retrieve("q", 3, Q).trace.relations
-    assert [(r.subject, r.object, r.hop) for r in relations] == [("A", "B", 1), ("B", "C", 2)]
-    assert relations[1].sentence == "s1"
+    trace = sa.retrieve("q", 3, Q).trace
+    assert [(r.subject, r.object) for r in trace.relations] == [("A", "B")]
+    paths = {p.entity: p for p in trace.paths}
+    assert [(r.subject, r.object, r.hop) for r in paths["C"].relations] == [
+        ("A", "B", 1),
+        ("B", "C", 2),
+    ]
+    assert paths["C"].passage == "C" and paths["C"].relations[1].sentence == "s1"
+    assert paths["B"].passage == "B" and len(paths["B"].relations) == 1
     paper = SARetriever(context, SAConfig.paper(seed_k=1, hops=2, relation_threshold=0.8))
-    assert [(r.subject, r.object) for r in paper.retrieve("q", 3, Q).trace.relations] == [
-        ("A", "B")
-    ]  # the paper's algorithm keeps step 4's relations only
+    assert paper.retrieve("q", 3, Q).trace.paths == []  # the paper's algorithm: step 4 only
 
 
 def test_graded_seed_starts_at_its_cosine(context):

@@ -14,12 +14,14 @@ response cache each):
 
 * ``index``: ``quillian index --sample --out DIR``;
 * ``retrieve``: ``quillian retrieve DIR QUESTION --method sa``;
-* ``retrieve-bm25``: the same with ``--method bm25``;
-* ``ask-uncached``: ``quillian ask DIR QUESTION --method sa-rag --llm LLM`` with an
-  empty response cache (the model answers every call);
-* ``ask-cached``: the same command again, every reply now cached;
-* ``ask-vanilla-uncached`` and ``ask-vanilla-cached``: the same pair with
-  ``--method vanilla-rag`` (``--skip-uncached`` leaves out all four ``ask`` rows);
+* ``retrieve-rerun``: the same again (the question's vector may now be cached: the
+  embedding cache, ``QUILLIAN_EMBEDDING_CACHE``, starts empty in ``work``);
+* ``retrieve-bm25``: ``--method bm25``;
+* ``ask-uncached:METHOD``: ``quillian ask DIR QUESTION --method METHOD --llm LLM``
+  with an empty response cache (the model answers every call), for each of
+  ``--methods`` (default ``sa-rag``);
+* ``ask-cached:METHOD``: the same command again, every reply now cached
+  (``--skip-ask`` leaves out the ``ask`` rows);
 * ``kg-import-wordnet``: ``quillian kg import wordnet`` (only with ``--wordnet``: it
   takes minutes).
 
@@ -48,10 +50,15 @@ QUESTION = "In which city was the doctoral advisor of M. Ross Quillian born?"
 
 
 def run_command(
-    args: Sequence[str], src: Path | None, *, timeout: float = 1800.0
+    args: Sequence[str],
+    src: Path | None,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 1800.0,
 ) -> dict[str, Any]:
-    """Run ``quillian ARGS`` in a fresh interpreter; its wall time and peak RSS."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    """Run ``quillian ARGS`` in a fresh interpreter (``env`` added to the environment);
+    its wall time and peak RSS."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **(env or {}))
     if src is not None:
         env["PYTHONPATH"] = str(src.resolve())
     command = [sys.executable, "-m", "quillian.cli.main", *args]
@@ -98,29 +105,34 @@ def _quote(arg: str) -> str:
 
 
 def run_tree(
-    src: Path | None, work: Path, llm: str, *, uncached: bool = True, wordnet: bool = False
+    src: Path | None,
+    work: Path,
+    llm: str,
+    *,
+    methods: Sequence[str] = ("sa-rag",),
+    wordnet: bool = False,
 ) -> list[dict[str, Any]]:
     """Every README command against one source tree, in ``work`` (emptied first)."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     index, cache = str(work / "sample"), str(work / "llm-responses.sqlite")
+    env = {"QUILLIAN_EMBEDDING_CACHE": str(work / "embeddings.sqlite")}
     rows: list[dict[str, Any]] = []
 
     def run(name: str, *args: str) -> None:
         print(f"{src or 'installed'}: {name} ...", file=sys.stderr, flush=True)
-        row = {"step": name, **run_command(args, src)}
+        row = {"step": name, **run_command(args, src, env=env)}
         print(f"  {row['wall_s']} s, {row['peak_rss_mb']} MB, rc {row['rc']}", file=sys.stderr)
         rows.append(row)
 
     run("index", "index", "--sample", "--out", index)
     run("retrieve", "retrieve", index, QUESTION, "--method", "sa")
+    run("retrieve-rerun", "retrieve", index, QUESTION, "--method", "sa")
     run("retrieve-bm25", "retrieve", index, QUESTION, "--method", "bm25")
     ask = ["ask", index, QUESTION, "--llm", llm, "--cache", cache]
-    if uncached:
-        run("ask-uncached", *ask, "--method", "sa-rag")
-        run("ask-cached", *ask, "--method", "sa-rag")
-        run("ask-vanilla-uncached", *ask, "--method", "vanilla-rag")
-        run("ask-vanilla-cached", *ask, "--method", "vanilla-rag")
+    for method in methods:
+        run(f"ask-uncached:{method}", *ask, "--method", method)
+        run(f"ask-cached:{method}", *ask, "--method", method)
     if wordnet:
         run("kg-import-wordnet", "kg", "import", "wordnet", "--out", str(work / "wordnet"))
     return rows
@@ -138,7 +150,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--llm", default="local", help="the LLM spec of the ask commands")
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
-    parser.add_argument("--skip-uncached", action="store_true", help="no ask commands")
+    parser.add_argument("--methods", default="sa-rag", help="comma-separated ask methods")
+    parser.add_argument("--skip-ask", action="store_true", help="no ask commands")
     parser.add_argument("--wordnet", action="store_true", help="also time kg import wordnet")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here too")
     return parser.parse_args(argv)
@@ -155,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             src,
             scratch / f"tree{i}",
             args.llm,
-            uncached=not args.skip_uncached,
+            methods=[] if args.skip_ask else args.methods.split(","),
             wordnet=args.wordnet,
         )
         results.append({"src": str(src) if src else "installed", "rows": rows})

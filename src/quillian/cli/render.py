@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.cli.steps import step_lines
-from quillian.components.retrieval.base import RetrievalResult
+from quillian.components.retrieval.base import ActivationPath, RetrievalResult
 from quillian.index import BuildReport
 from quillian.methods.base import AnswerResult
 from quillian.methods.know3.check import Verification
@@ -55,6 +55,17 @@ def print_retrieval(result: RetrievalResult) -> None:
         sentence = _flat(r.sentence or r.description, 140)
         hop = f" hop {r.hop}" if r.hop else ""
         print(f"relation [{r.weight:.2f}]{hop} {r.subject} -{r.predicate}- {r.object}: {sentence}")
+    for path in trace.paths:
+        if path.passage:  # why a returned passage came up: the path to its entity
+            _print_path(f"path to {path.passage}'s passage", path)
+
+
+def _print_path(label: str, path: ActivationPath) -> None:
+    hops = len(path.relations)
+    print(f"{label} ({hops} hop{'s' if hops > 1 else ''}):")
+    for r in path.relations:
+        sentence = _flat(r.sentence or r.description, 140)
+        print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
 
 
 def print_answer(result: AnswerResult, trace: bool = False) -> None:
@@ -70,10 +81,13 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
     for i, (p, star) in enumerate(zip(passages, marked, strict=True), start=1):
         print(f" {'*' if star else ' '}[{i}] {p.title}: {_flat(p.text, 140)}")
     if result.evidence.relations:
-        print("relations, with their source sentences:")
+        print("relations given to the model, with their source sentences:")
     for r in result.evidence.relations:
         sentence = _flat(r.sentence or r.description, 140)
         print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
+    for path in result.evidence.paths:
+        if result.answer and _mentions(path.entity, result.answer):
+            _print_path(f"how retrieval reached {path.entity}", path)
     usage = result.transcript.usage
     print(
         f"{len(result.transcript.calls)} LLM calls, {usage.prompt_tokens} prompt + "
