@@ -4,7 +4,9 @@ Specs:
 
 - ``local``: the bundled Qwen2.5-Coder-0.5B-Instruct GGUF (extra ``local``);
   ``local:/path/model.gguf`` any other GGUF file; ``local-int8`` and
-  ``local-int8:/path/model.gguf`` the same with int8 linear layers (faster on a CPU);
+  ``local-int8:/path/model.gguf`` the same with int8 linear layers (faster per token,
+  but not end to end on the README's question, whose answer it fails to format, and
+  with 1.6 times the memory: ``python -m quillian.bench.first_run --llm local-int8``);
 - ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
 - ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
   llama.cpp server);
