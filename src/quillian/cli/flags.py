@@ -183,6 +183,7 @@ class LLMFlags(Flags):
             "prompt_overrides": tuple(self.prompts or ()),
             "concurrency": self.concurrency,
             "embedding_cache": embedding_cache_path(self.no_cache),
+            "lazy_model": True,  # a rerun served from the cache loads no model
         }
 
     def cache_path(self) -> Path | None:

@@ -94,6 +94,9 @@ class EngineOptions:
     question asked again loads no embedding model; None: no cache."""
     on_progress: Progress | None = None
     """Reports long steps the engine starts on demand (loading a local model)."""
+    lazy_model: bool = False
+    """Load a local model on the first call the response cache misses, not when the
+    engine's ``async with`` starts (a one-shot command; a server keeps False)."""
 
 
 class Engine:
@@ -373,6 +376,7 @@ class Engine:
                 cache_path=self.options.cache_path,
                 concurrency=self.options.concurrency,
                 on_progress=self.options.on_progress,
+                lazy=self.options.lazy_model,
             )
             self._session = await session.__aenter__()
         return self
@@ -403,6 +407,7 @@ class Engine:
             cache_path=self.options.cache_path,
             concurrency=self.options.concurrency,
             on_progress=self.options.on_progress,
+            lazy=self.options.lazy_model,
         )
 
 

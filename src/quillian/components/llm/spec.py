@@ -109,10 +109,11 @@ class LLMSession:
 
     Use as an async context manager: entering checks an HTTP endpoint once (a clear
     error for an unreachable server, a wrong key or an unknown model), and leaving
-    closes the cache and the HTTP client. A local model is loaded on entering only when
-    there is no response cache; with one, it loads on the first call the cache misses,
-    so a rerun whose every reply is cached never loads it (``on_progress`` sees the
-    load, see :data:`~quillian.components.llm.local.LOAD_STAGE`).
+    closes the cache and the HTTP client. A local model is loaded on entering, unless
+    ``lazy`` and there is a response cache: then it loads on the first call the cache
+    misses, so a rerun whose every reply is cached never loads it (what a one-shot
+    command wants; a server wants the load done before its first question).
+    ``on_progress`` sees the load (:data:`~quillian.components.llm.local.LOAD_STAGE`).
     """
 
     def __init__(
@@ -123,6 +124,7 @@ class LLMSession:
         cache_path: Path | None = None,
         concurrency: int = 4,
         on_progress: Progress | None = None,
+        lazy: bool = False,
     ) -> None:
         if isinstance(spec, str | LLMSpec):
             self.spec = parse_llm_spec(spec) if isinstance(spec, str) else spec
@@ -132,6 +134,7 @@ class LLMSession:
             self.backend = spec
         self.cache = CachedChatModel(self.backend, cache_path) if cache_path else None
         self.model = AccountingChatModel(self.cache or self.backend)
+        self.lazy = lazy and self.cache is not None
 
     @property
     def model_id(self) -> str:
@@ -141,10 +144,9 @@ class LLMSession:
         return self.model.ledger()
 
     async def __aenter__(self) -> LLMSession:
-        """Check an HTTP endpoint before the first question; load a local model then
-        too when no cache may spare it, so the load does not count in the first
-        question's time."""
-        for name in ("check",) if self.cache is not None else ("check", "load"):
+        """Check an HTTP endpoint before the first question, and load a local model
+        then (unless ``lazy``), so neither counts in the first question's time."""
+        for name in ("check",) if self.lazy else ("check", "load"):
             step = getattr(self.backend, name, None)
             if step is not None:
                 await step()
