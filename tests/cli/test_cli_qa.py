@@ -296,7 +296,6 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
         "prompt_overrides": (tmp_path / "p.json",),
         "concurrency": 4,
         "embedding_cache": tmp_path / "e.sqlite",
-        "lazy_model": True,
         "kg": "index",
     }
     assert MethodFlags(no_cache=True).engine_options()["embedding_cache"] is None

@@ -109,7 +109,7 @@ def ask(
     verify = model.verify_options()
     reads = spec.reads_index(model.retriever) or (verify is not None and model.kg is None)
     with stage_bars() as progress:  # the model's load, when a call misses the cache
-        engine = model.open_engine(index if reads else None, on_progress=progress)
+        engine = model.open_engine(index if reads else None, progress, lazy_model=True)
         result, verification = asyncio.run(
             _answer(engine, question, spec.name, model.retriever, options, verify)
         )
