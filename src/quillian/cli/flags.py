@@ -53,7 +53,7 @@ __all__ = [
 R = TypeVar("R")
 
 LLM_HELP = (
-    "local (the bundled model; loaded only when a reply is not cached) | local-int8 "
+    "local (the bundled model) | local-int8 "
     "(int8 layers: faster per token, not end to end; more memory) | local:/path.gguf | "
     "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json"
 )
