@@ -68,9 +68,10 @@ def test_ask_answers_with_evidence(files, capsys):
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] == "London" and len(out["evidence"]["passages"]) == 2
-    assert [c["stage"] for c in out["calls"]] == [
-        "kg-infused.passage-note@1",
-        "kg-infused.answer@1",
+    # steps are named by the method that ran them; the prompts they borrowed are kept
+    assert [(c["stage"], c["prompt"]) for c in out["calls"]] == [
+        ("vanilla-rag.passage-note", "kg-infused.passage-note@1"),
+        ("vanilla-rag.answer", "kg-infused.answer@1"),
     ]
     assert main(["ask", idx, "Who?", "--method", "sa-rag", "--llm", llm, "--no-cache",
                  "--trace"]) == 0  # fmt: skip
@@ -216,7 +217,7 @@ def test_a_prompt_override_missing_a_variable_is_refused_before_any_call(files, 
                  f"scripted:{files / 'r.json'}", "--no-cache", "--json",
                  "--prompts", str(files / "good.json")])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["calls"][0]["stage"] == "kg-infused.answer-closed@2"
+    assert code == 0 and out["calls"][0]["prompt"] == "kg-infused.answer-closed@2"
 
 
 def test_dpo_data_pools_rounds_and_writes_trl_rows_with_filter_counts(files, capsys):
@@ -286,6 +287,7 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
     monkeypatch.delenv("QUILLIAN_LLM_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("QUILLIAN_LLM_CACHE", str(tmp_path / "c.sqlite"))
+    monkeypatch.setenv("QUILLIAN_EMBEDDING_CACHE", str(tmp_path / "e.sqlite"))
     flags = MethodFlags(llm="openai:m", kg="index", prompts=[tmp_path / "p.json"])
     assert flags.engine_options() == {
         "llm": "openai:m",
@@ -293,8 +295,10 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
         "cache_path": tmp_path / "c.sqlite",
         "prompt_overrides": (tmp_path / "p.json",),
         "concurrency": 4,
+        "embedding_cache": tmp_path / "e.sqlite",
         "kg": "index",
     }
+    assert MethodFlags(no_cache=True).engine_options()["embedding_cache"] is None
     monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "q-key")
     assert MethodFlags().engine_options()["api_key"] == "q-key"
     assert MethodFlags(cache=tmp_path / "x").cache_path() == tmp_path / "x"

@@ -90,3 +90,39 @@ def test_cli_uses_the_key_from_the_environment(tmp_path, capsys, monkeypatch):
         code = main(["ask", str(tmp_path), "q", "--method", "no-retrieval",
                      "--llm", f"{server.base_url}#m1", "--no-cache"])  # fmt: skip
         assert code == 2 and "key" in capsys.readouterr().err.lower()
+
+
+class LoadingModel:
+    """A chat model that must be loaded before it answers, as the local one is."""
+
+    model_id = "loading"
+
+    def __init__(self) -> None:
+        from quillian.components.llm.scripted import ScriptedChatModel
+
+        self.loads = 0
+        self._inner = ScriptedChatModel({}, default="Paris")
+
+    async def load(self) -> None:
+        self.loads += 1
+
+    async def chat(self, messages, *, prompt="", decoding=None):
+        if not self.loads:
+            await self.load()  # the first call loads it, like LocalChatModel._ensure
+        return await self._inner.chat(messages, prompt=prompt, decoding=decoding)
+
+
+def test_a_lazy_session_loads_its_model_only_when_the_cache_misses(tmp_path):
+    from quillian.components.llm.base import ChatMessage
+
+    async def ask(model, **options):
+        async with LLMSession(model, cache_path=tmp_path / "c.sqlite", **options) as session:
+            loaded_on_entry = model.loads
+            reply = await session.model.chat([ChatMessage("user", "Capital?")], prompt="p")
+        return loaded_on_entry, reply.text, model.loads
+
+    assert asyncio.run(ask(LoadingModel(), lazy=True)) == (0, "Paris", 1)  # a miss loads it
+    assert asyncio.run(ask(LoadingModel(), lazy=True)) == (0, "Paris", 0)  # cached: never
+    assert asyncio.run(ask(LoadingModel())) == (1, "Paris", 1)  # eager: loaded on entry
+    uncached = LLMSession(LoadingModel(), lazy=True)
+    assert not uncached.lazy  # without a cache every call reaches the model: load at once

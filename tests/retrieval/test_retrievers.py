@@ -120,6 +120,29 @@ def test_fused_sa_worked_by_hand(context):
     np.testing.assert_allclose([p.score for p in result.passages[:3]], [1.8, 1.5, 1.1], atol=1e-5)
 
 
+def test_fused_sa_shows_the_path_that_reached_each_passage(context):
+    # relation s1 (B-C, cosine 0.7) is under tau_r = 0.8, so step 4 keeps only A-B; C's
+    # passage (rank 3) was reached over A -> B -> C, and its path says so, with hops
+    sa = SARetriever(
+        context,
+        SAConfig(
+            seed_k=1, hops=2, c=0.4, seeding="description", graded_seeds=False,
+            relation_threshold=0.8,
+        ),
+    )  # fmt: skip
+    trace = sa.retrieve("q", 3, Q).trace
+    assert [(r.subject, r.object) for r in trace.relations] == [("A", "B")]
+    paths = {p.entity: p for p in trace.paths}
+    assert [(r.subject, r.object, r.hop) for r in paths["C"].relations] == [
+        ("A", "B", 1),
+        ("B", "C", 2),
+    ]
+    assert paths["C"].passage == "C" and paths["C"].relations[1].sentence == "s1"
+    assert paths["B"].passage == "B" and len(paths["B"].relations) == 1
+    paper = SARetriever(context, SAConfig.paper(seed_k=1, hops=2, relation_threshold=0.8))
+    assert paper.retrieve("q", 3, Q).trace.paths == []  # the paper's algorithm: step 4 only
+
+
 def test_graded_seed_starts_at_its_cosine(context):
     # A starts at 0.9: B = 0.9, D = -0.45; from B, C = 0.5 x 0.9 = 0.45 and A back to 1;
     # C then lifts B to min(1, 0.9 + 0.5 x 0.45) = 1. c2 = 0.45 + 0.6.
@@ -181,6 +204,19 @@ def test_config_validation():
         SAConfig(c=1.0)
     with pytest.raises(ConfigError, match="damping"):
         PPRConfig(damping=1.5)
+
+
+def test_bm25_returns_k_passages_when_fewer_match(context):
+    from quillian.components.retrieval.bm25 import BM25Retriever
+    from quillian.components.retrieval.bm25_index import BM25Index
+
+    index = BM25Index.build(["apple pie", "banana split", "cherry tart", "date loaf"])
+    result = BM25Retriever(context, index).retrieve("cherry", 3)
+    # only c2 has the word; the others follow in index order with their score, 0
+    assert titles(result) == ["C", "A", "B"]
+    assert result.passages[0].score > 0 and [p.score for p in result.passages[1:]] == [0, 0]
+    assert len(BM25Retriever(context, index).retrieve("cherry", 10).passages) == 4
+    assert titles(BM25Retriever(context, index).retrieve("zebra", 2)) == ["A", "B"]
 
 
 # --- seeding from the question's nearest triples ----------------------------------------

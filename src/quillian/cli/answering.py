@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from quillian.cli.flags import IndexDir, JsonFlag, MethodFlags, choice, shares_flags
+from quillian.cli.console import stage_bars
+from quillian.cli.flags import (
+    IndexDir,
+    JsonFlag,
+    MethodFlags,
+    NoCacheFlag,
+    choice,
+    embedding_cache_path,
+    shares_flags,
+)
 from quillian.cli.render import (
     method_line,
     method_record,
@@ -62,13 +71,16 @@ def retrieve(
         ),
     ] = None,
     json_out: JsonFlag = False,
+    no_cache: NoCacheFlag = False,
 ) -> None:
     """Retrieve passages for QUESTION from the index DIR (no LLM).
 
     Prints the ranked passages and the trace that led to them: seeds, activated
-    entities and relations.
+    entities and relations. A question asked before is not embedded again (its vector
+    is cached), so no embedding model is loaded.
     """
-    with closing(Engine.open(index, kg=kg)) as engine:
+    cache = embedding_cache_path(no_cache)
+    with closing(Engine.open(index, kg=kg, embedding_cache=cache)) as engine:
         result = engine.retrieve(question, method, k)
     if json_out:
         print(json.dumps(asdict(result), ensure_ascii=False, indent=2))
@@ -89,16 +101,18 @@ def ask(
 
     Prints the answer, the passages and relations it rests on, and what it cost
     (tokens, LLM calls, outputs that failed to parse, seconds). A method that needs no
-    index (no-retrieval) does not open DIR.
+    index (no-retrieval) does not open DIR. A local model loads only when a call misses
+    the response cache (about a minute on 2 cores, shown with the time left).
     """
     spec = method_spec(method)
     options = model.method_options(spec.name)
     verify = model.verify_options()
     reads = spec.reads_index(model.retriever) or (verify is not None and model.kg is None)
-    engine = model.open_engine(index if reads else None)
-    result, verification = asyncio.run(
-        _answer(engine, question, spec.name, model.retriever, options, verify)
-    )
+    with stage_bars() as progress:  # the model's load, when a call misses the cache
+        engine = model.open_engine(index if reads else None, progress, lazy_model=True)
+        result, verification = asyncio.run(
+            _answer(engine, question, spec.name, model.retriever, options, verify)
+        )
     if json_out:
         record = result.as_dict()
         if verification is not None:

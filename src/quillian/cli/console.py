@@ -1,14 +1,16 @@
 """Progress and logs on stderr; results go to stdout.
 
 On a terminal, long steps draw rich progress bars with the time left. Where stderr is a
-file or a pipe the bars are off, so logs get no per-item lines; the callbacks still
-run and cost next to nothing.
+file or a pipe the bars are off and a step writes a plain line instead when it starts,
+every :data:`LOG_EVERY` seconds while it runs (done, total, elapsed and time left) and
+when it ends, so a log shows a long step's pace without one line per item.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,10 +28,22 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["CountBar", "StageBars", "configure_logging", "count_bar", "stage_bars", "working"]
+__all__ = [
+    "CountBar",
+    "ProgressLines",
+    "StageBars",
+    "configure_logging",
+    "count_bar",
+    "progress_line",
+    "stage_bars",
+    "working",
+]
 
 #: Where progress, logs and warnings go (it follows ``sys.stderr`` when that changes).
 stderr = Console(stderr=True)
+
+#: Seconds between two progress lines of one step where stderr is not a terminal.
+LOG_EVERY = 10.0
 
 
 def configure_logging(verbose: bool) -> None:
@@ -71,17 +85,57 @@ def _bars() -> Progress:
     )
 
 
+class ProgressLines:
+    """Plain progress lines for a log: one when a stage starts, then at most one every
+    ``every`` seconds with the time left (from the pace so far), and one when it ends."""
+
+    def __init__(self, every: float = LOG_EVERY) -> None:
+        self._every = every
+        self._started: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+        self._finished: set[str] = set()
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        start = self._started.setdefault(stage, now)
+        if stage in self._finished:
+            return
+        finished = total > 0 and done >= total
+        if stage not in self._last or finished or now - self._last[stage] >= self._every:
+            self._last[stage] = now
+            stderr.print(progress_line(stage, done, total, now - start), markup=False)
+        if finished:
+            self._finished.add(stage)
+
+
+def progress_line(stage: str, done: int, total: int, elapsed: float) -> str:
+    """``stage: done/total (pct), N s elapsed, about M s left`` (what is known of it)."""
+    if total <= 0:
+        return f"{stage}: {done} done, {elapsed:.0f} s elapsed"
+    line = f"{stage}: {done}/{total} ({100 * done / total:.0f}%), {elapsed:.0f} s elapsed"
+    if done >= total:
+        return line + ", done"
+    if done > 0:
+        return line + f", about {elapsed * (total - done) / done:.0f} s left"
+    return line
+
+
 class StageBars:
     """An ``on_progress(stage, done, total)`` callback drawing one bar per stage
-    (``total`` 0: not known yet). Safe to call from worker threads."""
+    (``total`` 0: not known yet), or writing :class:`ProgressLines` where stderr is not
+    a terminal. Safe to call from worker threads."""
 
     def __init__(self, display: Progress) -> None:
         self._display = display
         self._tasks: dict[str, TaskID] = {}
         self._lock = threading.Lock()
+        self._lines = None if stderr.is_terminal else ProgressLines()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         with self._lock:
+            if self._lines is not None:
+                self._lines.report(stage, done, total)
+                return
             task = self._tasks.get(stage)
             if task is None:
                 task = self._tasks[stage] = self._display.add_task(stage, total=total or None)
@@ -94,10 +148,12 @@ class CountBar:
 
     def __init__(self, display: Progress, description: str, rounds: int = 1) -> None:
         self._display = display
+        self._description = description
         self._task = display.add_task(description, total=None)
         self._rounds = rounds
         self._offset = 0
         self._last = 0
+        self._lines = None if stderr.is_terminal else ProgressLines()
 
     def __call__(self, done: int, total: int) -> None:
         if self._last == total:  # the previous run finished: this is the next one
@@ -106,6 +162,8 @@ class CountBar:
         self._display.update(
             self._task, completed=self._offset + done, total=total * self._rounds or None
         )
+        if self._lines is not None:
+            self._lines.report(self._description, self._offset + done, total * self._rounds)
 
 
 @contextmanager
@@ -125,6 +183,11 @@ def count_bar(description: str, rounds: int = 1) -> Iterator[CountBar]:
 @contextmanager
 def working(description: str) -> Iterator[None]:
     """A spinner with the time elapsed, for a long step that reports no progress."""
+    start = time.monotonic()
+    if not stderr.is_terminal:
+        stderr.print(f"{description} ...", markup=False)
     with _display(TimeElapsedColumn()) as display:
         display.add_task(description, total=None)
         yield
+    if not stderr.is_terminal:
+        stderr.print(f"{description}: done in {time.monotonic() - start:.0f} s", markup=False)

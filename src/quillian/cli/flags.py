@@ -7,7 +7,9 @@ options, so no command repeats them and every one opens its engine the same way.
 
 The environment is read here, at the edge: the API key from ``QUILLIAN_LLM_API_KEY``
 or ``OPENAI_API_KEY``, the LLM response cache from ``--cache``, else
-``QUILLIAN_LLM_CACHE``, else ``~/.cache/quillian/llm-responses.sqlite``.
+``QUILLIAN_LLM_CACHE``, else ``~/.cache/quillian/llm-responses.sqlite``; the cache of
+embedded questions from ``QUILLIAN_EMBEDDING_CACHE``, else
+``~/.cache/quillian/embeddings.sqlite`` (``--no-cache`` turns both off).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from quillian.engine import Engine
 from quillian.errors import ConfigError
 from quillian.eval.datasets import Dataset
 from quillian.methods.table import method_spec
+from quillian.types import Progress
 
 __all__ = [
     "DATASETS",
@@ -40,7 +43,9 @@ __all__ = [
     "JsonFlag",
     "LLMFlags",
     "MethodFlags",
+    "NoCacheFlag",
     "choice",
+    "embedding_cache_path",
     "one_of",
     "shares_flags",
 ]
@@ -48,8 +53,9 @@ __all__ = [
 R = TypeVar("R")
 
 LLM_HELP = (
-    "local | local-int8 | local:/path.gguf | openai:MODEL | http://host:port/v1#MODEL "
-    "| scripted:routes.json"
+    "local (the bundled model) | local-int8 "
+    "(int8 layers: faster per token, not end to end; more memory) | local:/path.gguf | "
+    "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json"
 )
 KG_HELP = (
     "knowledge graph of the KG methods: index, index+inverse, a directory written by "
@@ -61,6 +67,18 @@ KG_HELP = (
 IndexDir = Annotated[str, typer.Argument(metavar="DIR", show_default=False)]
 #: ``--json``: machine-readable output.
 JsonFlag = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+#: ``--no-cache``: neither LLM responses nor embedded questions are read or kept.
+NoCacheFlag = Annotated[
+    bool, typer.Option("--no-cache", help="do not cache LLM responses or question embeddings")
+]
+
+
+def embedding_cache_path(no_cache: bool = False) -> Path | None:
+    """Where embedded questions are kept (None: ``--no-cache``)."""
+    if no_cache:
+        return None
+    default = Path.home() / ".cache" / "quillian" / "embeddings.sqlite"
+    return Path(os.environ.get("QUILLIAN_EMBEDDING_CACHE") or default)
 
 
 def one_of(choices: Sequence[str]) -> Callable[[Any], Any]:
@@ -152,7 +170,7 @@ class LLMFlags(Flags):
             "llm-responses.sqlite in ~/.cache/quillian)",
         ),
     ] = None
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="do not cache LLM responses")] = False
+    no_cache: NoCacheFlag = False
     concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight")] = 4
 
     def engine_options(self) -> dict[str, Any]:
@@ -164,6 +182,7 @@ class LLMFlags(Flags):
             "cache_path": self.cache_path(),
             "prompt_overrides": tuple(self.prompts or ()),
             "concurrency": self.concurrency,
+            "embedding_cache": embedding_cache_path(self.no_cache),
         }
 
     def cache_path(self) -> Path | None:
@@ -174,9 +193,20 @@ class LLMFlags(Flags):
         default = Path.home() / ".cache" / "quillian" / "llm-responses.sqlite"
         return Path(os.environ.get("QUILLIAN_LLM_CACHE") or default)
 
-    def open_engine(self, location: str | Path | None = None) -> Engine:
-        """The engine over the index at ``location`` (None: no index) with these flags."""
-        return Engine.open(location, **self.engine_options())
+    def open_engine(
+        self,
+        location: str | Path | None = None,
+        on_progress: Progress | None = None,
+        *,
+        lazy_model: bool = False,
+    ) -> Engine:
+        """The engine over the index at ``location`` (None: no index) with these flags;
+        ``on_progress`` sees the long steps it starts on demand (loading a model);
+        ``lazy_model``: a local model loads on the first cache miss (a one-shot ``ask``;
+        a benchmark keeps the load out of its first question's time)."""
+        return Engine.open(
+            location, on_progress=on_progress, lazy_model=lazy_model, **self.engine_options()
+        )
 
 
 @dataclass(frozen=True)

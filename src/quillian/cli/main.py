@@ -62,6 +62,9 @@ def _root(
 def main(argv: list[str] | None = None) -> int:
     """Run ``quillian`` with ``argv`` (default: the process's arguments); the exit code."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # the libraries' own tqdm bars (transformers' GGUF loading: one line per tensor in a
+    # log) are replaced by the commands' progress; tqdm reads this when first imported
+    os.environ.setdefault("TQDM_DISABLE", "1")
     args = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.cli.steps import step_lines
-from quillian.components.retrieval.base import RetrievalResult
+from quillian.components.retrieval.base import ActivationPath, RetrievalResult
 from quillian.index import BuildReport
 from quillian.methods.base import AnswerResult
 from quillian.methods.know3.check import Verification
@@ -22,6 +22,7 @@ __all__ = [
     "print_methods",
     "print_retrieval",
     "print_verification",
+    "score_text",
 ]
 
 
@@ -29,10 +30,22 @@ def _flat(text: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
+def score_text(score: float) -> str:
+    """A score with four significant digits, so small ones stay apart (PPR's 0.0058
+    and 0.0002, a filler's -1e-06) where a fixed three decimals would print 0.000."""
+    return f"{score:.4g}"
+
+
+def _mentions(text: str, answer: str) -> bool:
+    """Whether ``text`` contains ``answer`` (case and spacing aside)."""
+    needle = " ".join(answer.split()).casefold()
+    return bool(needle) and needle in " ".join(text.split()).casefold()
+
+
 def print_retrieval(result: RetrievalResult) -> None:
     print(f"{result.method}: {len(result.passages)} passages for {result.query!r}")
     for rank, p in enumerate(result.passages, start=1):
-        print(f"{rank:2d}. [{p.score:.3f}] {p.title}: {_flat(p.text, 160)}")
+        print(f"{rank:2d}. [{score_text(p.score)}] {p.title}: {_flat(p.text, 160)}")
     trace = result.trace
     if trace.seeds:
         print("seeds:", ", ".join(f"{s.name} ({s.source} {s.score:.2f})" for s in trace.seeds))
@@ -42,6 +55,17 @@ def print_retrieval(result: RetrievalResult) -> None:
         sentence = _flat(r.sentence or r.description, 140)
         hop = f" hop {r.hop}" if r.hop else ""
         print(f"relation [{r.weight:.2f}]{hop} {r.subject} -{r.predicate}- {r.object}: {sentence}")
+    for path in trace.paths:
+        if path.passage:  # why a returned passage came up: the path to its entity
+            _print_path(f"path to {path.passage}'s passage", path)
+
+
+def _print_path(label: str, path: ActivationPath) -> None:
+    hops = len(path.relations)
+    print(f"{label} ({hops} hop{'s' if hops > 1 else ''}):")
+    for r in path.relations:
+        sentence = _flat(r.sentence or r.description, 140)
+        print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
 
 
 def print_answer(result: AnswerResult, trace: bool = False) -> None:
@@ -49,11 +73,21 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
     print(f"answer: {result.answer or '(none)'}")
     if result.error:
         print(f"failed: {result.error}")
-    for i, p in enumerate(result.evidence.passages, start=1):
-        print(f"  [{i}] {p.title}: {_flat(p.text, 140)}")
+    passages = result.evidence.passages
+    marked = [_mentions(p.text, result.answer or "") for p in passages]
+    if passages:
+        note = " (* states the answer)" if any(marked) else ""
+        print(f"passages given to the model{note}:")
+    for i, (p, star) in enumerate(zip(passages, marked, strict=True), start=1):
+        print(f" {'*' if star else ' '}[{i}] {p.title}: {_flat(p.text, 140)}")
+    if result.evidence.relations:
+        print("relations given to the model, with their source sentences:")
     for r in result.evidence.relations:
         sentence = _flat(r.sentence or r.description, 140)
-        print(f"  relation: {r.subject} - {r.predicate} - {r.object}  ({sentence})")
+        print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
+    for path in result.evidence.paths:
+        if result.answer and _mentions(path.entity, result.answer):
+            _print_path(f"how retrieval reached {path.entity}", path)
     usage = result.transcript.usage
     print(
         f"{len(result.transcript.calls)} LLM calls, {usage.prompt_tokens} prompt + "

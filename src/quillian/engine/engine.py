@@ -22,6 +22,7 @@ import numpy.typing as npt
 from quillian.components.concurrency import ThreadOffload
 from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.batching import QueryBatcher
+from quillian.components.embedding.cache import CachedEmbedder
 from quillian.components.embedding.factory import make_embedder
 from quillian.components.factories import (
     EMBEDS_QUERY,
@@ -59,9 +60,13 @@ from quillian.methods.know3.config import Know3Config
 from quillian.methods.know3.knowledge import Know3Knowledge
 from quillian.methods.spec import MethodSpec
 from quillian.methods.table import method_spec
+from quillian.stores.embedded.sqlite import SqliteKeyValueStore
 from quillian.types import Document, Progress
 
 __all__ = ["Engine", "EngineOptions"]
+
+#: Embedders computed without a model: never cached.
+MODEL_FREE_EMBEDDERS = ("hash", "keyword")
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,14 @@ class EngineOptions:
     """The embedder's name; None: the one the index was built with."""
     retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per retriever kind, config overrides (``{"sa-paper": {"hops": 4}}``)."""
+    embedding_cache: Path | None = None
+    """An SQLite file keeping every text the engine embeds (questions, above all), so a
+    question asked again loads no embedding model; None: no cache."""
+    on_progress: Progress | None = None
+    """Reports long steps the engine starts on demand (loading a local model)."""
+    lazy_model: bool = False
+    """Load a local model on the first call the response cache misses, not when the
+    engine's ``async with`` starts (a one-shot command; a server keeps False)."""
 
 
 class Engine:
@@ -110,6 +123,7 @@ class Engine:
         self._offload = ThreadOffload(options.workers)
         self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
+        self._embedding_cache: SqliteKeyValueStore | None = None
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
 
@@ -133,11 +147,18 @@ class Engine:
             return self._index
 
     def embedder(self) -> Embedder:
-        """The embedder named in the options, else the index's own."""
+        """The embedder named in the options, else the index's own; behind the
+        ``embedding_cache`` when the options give one."""
         name = self.options.embedder
         if name is None and self.location is not None:
             name = read_manifest(self.location).get("config", {}).get("embedder_name")
-        return make_embedder(name or "minilm")
+        embedder = make_embedder(name or "minilm")
+        if self.options.embedding_cache is None or name in MODEL_FREE_EMBEDDERS:
+            return embedder  # hashing a text is faster than reading its vector back
+        with self._opening:
+            if self._embedding_cache is None:
+                self._embedding_cache = SqliteKeyValueStore(self.options.embedding_cache)
+        return CachedEmbedder(embedder, self._embedding_cache, namespace="texts")
 
     @property
     def graph(self) -> ExternalGraph:
@@ -292,7 +313,7 @@ class Engine:
         spec = method_spec(method)
         kind = retriever or spec.retriever
         return spec.build(
-            self.runner,
+            self.runner.for_method(spec.name),
             self.retriever(kind) if kind else None,
             graph=self.graph if spec.needs_graph else None,
             options=options,
@@ -359,6 +380,8 @@ class Engine:
                 api_key=self.options.api_key,
                 cache_path=self.options.cache_path,
                 concurrency=self.options.concurrency,
+                on_progress=self.options.on_progress,
+                lazy=self.options.lazy_model,
             )
             self._session = await session.__aenter__()
         return self
@@ -374,8 +397,12 @@ class Engine:
             self.close()
 
     def close(self) -> None:
-        """Release the worker threads."""
+        """Release the worker threads and the embedding cache."""
         self._offload.close()
+        with self._opening:
+            if self._embedding_cache is not None:
+                self._embedding_cache.close()
+                self._embedding_cache = None
 
     def session_for(self, llm: str) -> contextlib.AbstractAsyncContextManager[LLMSession]:
         """Another LLM session with this engine's key, cache and concurrency (a judge)."""
@@ -384,6 +411,8 @@ class Engine:
             api_key=self.options.api_key,
             cache_path=self.options.cache_path,
             concurrency=self.options.concurrency,
+            on_progress=self.options.on_progress,
+            lazy=self.options.lazy_model,
         )
 
 

@@ -174,6 +174,7 @@ class PipelineBase:
             run.observer.retrieved(result)
         run.evidence.add_passages(result.passages)
         run.evidence.add_relations(result.trace.relations)
+        run.evidence.add_paths(result.trace.paths)
         run.steps.append(
             Retrieval(query, result.method, tuple(p.chunk_id for p in result.passages))
         )

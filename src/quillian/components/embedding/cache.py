@@ -2,7 +2,10 @@
 
 :class:`CachedEmbedder` stores each vector in a
 :class:`~quillian.stores.protocols.KeyValueStore` under a key derived from the model id
-and the SHA-256 of the text, so re-indexing a corpus only embeds texts it has not seen.
+and the SHA-256 of the text, so re-indexing a corpus only embeds texts it has not seen,
+and a question asked again is not embedded again. A call whose texts are all cached
+never touches the inner model, so a lazily loaded one (MiniLM, and torch with it) is
+not loaded at all.
 """
 
 from __future__ import annotations
@@ -99,11 +102,12 @@ class CachedEmbedder(_Wrapper):
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``, reading cached vectors and embedding only the rest."""
-        dim = self.dim
-        out = np.empty((len(texts), dim), dtype=np.float32)
         keys = [embedding_key(self.model_id, text) for text in texts]
+        raws = self.kv.get_many(self.namespace, keys)
+        dim = _stored_width(raws) or self.dim
+        out = np.empty((len(texts), dim), dtype=np.float32)
         missing: dict[str, list[int]] = {}
-        for i, raw in enumerate(self.kv.get_many(self.namespace, keys)):
+        for i, raw in enumerate(raws):
             if raw is not None and len(raw) == 4 * dim:
                 out[i] = np.frombuffer(raw, dtype=np.float32)
             else:
@@ -137,3 +141,16 @@ class CachedEmbedder(_Wrapper):
             )
             for j, (_, rows) in enumerate(batch):
                 out[rows] = vectors[j]
+
+
+def _stored_width(raws: Sequence[bytes | None]) -> int:
+    """The vectors' width when every text is cached at one width (0: ask the model).
+
+    A mix of widths (another model's vectors under a colliding key, a corrupt write)
+    is left to the model's own width, which then decides what to recompute.
+    """
+    sizes = {len(raw) if raw is not None else -1 for raw in raws}
+    if len(sizes) != 1:
+        return 0
+    size = sizes.pop()
+    return size // 4 if size > 0 and size % 4 == 0 else 0

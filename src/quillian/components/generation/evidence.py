@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from quillian.components.kg.base import KGTriple
-from quillian.components.retrieval.base import ScoredPassage, UsedRelation
+from quillian.components.retrieval.base import ActivationPath, ScoredPassage, UsedRelation
 
 __all__ = [
     "Evidence",
@@ -49,6 +49,12 @@ class Evidence:
     passages: list[ScoredPassage] = field(default_factory=list)
     relations: list[UsedRelation] = field(default_factory=list)
     kg_triples: list[KGTriple] = field(default_factory=list)
+    paths: list[ActivationPath] = field(default_factory=list)
+    """How retrieval reached the passages (SA); shown, never given to the model."""
+
+    def add_paths(self, paths: Iterable[ActivationPath]) -> list[ActivationPath]:
+        """Add activation paths to entities not seen yet; returns the new ones."""
+        return _extend_unique(self.paths, paths, lambda p: p.entity)
 
     def add_passages(self, passages: Iterable[ScoredPassage]) -> list[ScoredPassage]:
         """Add passages not seen yet (by chunk); returns the ones that were new."""
@@ -80,6 +86,19 @@ class Evidence:
                 for r in self.relations
             ],
         }
+        if self.paths:
+            out["paths"] = [
+                {
+                    "entity": p.entity,
+                    "passage": p.passage,
+                    "relations": [
+                        {"subject": r.subject, "predicate": r.predicate, "object": r.object,
+                         "sentence": r.sentence or r.description, "hop": r.hop}
+                        for r in p.relations
+                    ],
+                }
+                for p in self.paths
+            ]  # fmt: skip
         if self.kg_triples:
             out["kg_triples"] = [
                 {

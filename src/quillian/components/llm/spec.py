@@ -4,7 +4,9 @@ Specs:
 
 - ``local``: the bundled Qwen2.5-Coder-0.5B-Instruct GGUF (extra ``local``);
   ``local:/path/model.gguf`` any other GGUF file; ``local-int8`` and
-  ``local-int8:/path/model.gguf`` the same with int8 linear layers (faster on a CPU);
+  ``local-int8:/path/model.gguf`` the same with int8 linear layers (faster per token,
+  but not end to end on the README's question, whose answer it fails to format, and
+  with 1.6 times the memory: ``python -m quillian.bench.first_run --llm local-int8``);
 - ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
 - ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
   llama.cpp server);
@@ -29,6 +31,7 @@ from quillian.components.llm.cache import CachedChatModel
 from quillian.components.llm.local import LocalChatModel
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError, InputError
+from quillian.types import Progress
 
 __all__ = ["LLMSession", "LLMSpec", "parse_llm_spec"]
 
@@ -81,11 +84,17 @@ def _scripted(path: str) -> ChatModel:
     return ScriptedChatModel(routes, default=default)
 
 
-def _inner(spec: LLMSpec, api_key: str, concurrency: int) -> ChatModel:
+def _inner(
+    spec: LLMSpec, api_key: str, concurrency: int, on_progress: Progress | None
+) -> ChatModel:
     if spec.kind == "local":
         if spec.dtype:
-            return LocalChatModel(spec.path or None, dtype=spec.dtype)  # type: ignore[arg-type]
-        return LocalChatModel(spec.path or None)
+            return LocalChatModel(
+                spec.path or None,
+                dtype=spec.dtype,  # type: ignore[arg-type]
+                on_progress=on_progress,
+            )
+        return LocalChatModel(spec.path or None, on_progress=on_progress)
     if spec.kind == "scripted":
         return _scripted(spec.path)
     # imported on use: the openai client takes about half a second to import
@@ -99,8 +108,12 @@ class LLMSession:
     spec or around a :class:`ChatModel` the caller built.
 
     Use as an async context manager: entering checks an HTTP endpoint once (a clear
-    error for an unreachable server, a wrong key or an unknown model) or loads a local
-    model, and leaving closes the cache and the HTTP client.
+    error for an unreachable server, a wrong key or an unknown model), and leaving
+    closes the cache and the HTTP client. A local model is loaded on entering, unless
+    ``lazy`` and there is a response cache: then it loads on the first call the cache
+    misses, so a rerun whose every reply is cached never loads it (what a one-shot
+    command wants; a server wants the load done before its first question).
+    ``on_progress`` sees the load (:data:`~quillian.components.llm.local.LOAD_STAGE`).
     """
 
     def __init__(
@@ -110,15 +123,18 @@ class LLMSession:
         api_key: str = "",
         cache_path: Path | None = None,
         concurrency: int = 4,
+        on_progress: Progress | None = None,
+        lazy: bool = False,
     ) -> None:
         if isinstance(spec, str | LLMSpec):
             self.spec = parse_llm_spec(spec) if isinstance(spec, str) else spec
-            self.backend = _inner(self.spec, api_key, concurrency)
+            self.backend = _inner(self.spec, api_key, concurrency, on_progress)
         else:  # a chat model the caller built (a library user's own backend, a test's)
             self.spec = LLMSpec("model", model=spec.model_id)
             self.backend = spec
         self.cache = CachedChatModel(self.backend, cache_path) if cache_path else None
         self.model = AccountingChatModel(self.cache or self.backend)
+        self.lazy = lazy and self.cache is not None
 
     @property
     def model_id(self) -> str:
@@ -128,9 +144,9 @@ class LLMSession:
         return self.model.ledger()
 
     async def __aenter__(self) -> LLMSession:
-        """Check an HTTP endpoint, or load a local model, before the first question, so
-        neither counts in the first question's time."""
-        for name in ("check", "load"):
+        """Check an HTTP endpoint before the first question, and load a local model
+        then (unless ``lazy``), so neither counts in the first question's time."""
+        for name in ("check",) if self.lazy else ("check", "load"):
             step = getattr(self.backend, name, None)
             if step is not None:
                 await step()

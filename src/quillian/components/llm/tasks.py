@@ -43,7 +43,13 @@ class Task(Generic[T]):
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One model call. ``error`` and ``raw`` are set when its output failed to parse."""
+    """One model call. ``error`` and ``raw`` are set when its output failed to parse.
+
+    ``stage`` names the step by the method that ran it (``vanilla-rag.passage-note``)
+    when the runner knows its method, else it is the prompt key; ``prompt`` is always
+    the versioned prompt key (``kg-infused.passage-note@1``: a method may borrow another
+    paper's prompt).
+    """
 
     stage: str
     usage: Usage
@@ -53,10 +59,12 @@ class CallRecord:
     attempt: int = 1
     error: str = ""
     raw: str = ""
+    prompt: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "stage": self.stage,
+            "prompt": self.prompt or self.stage,
             "prompt_tokens": self.usage.prompt_tokens,
             "completion_tokens": self.usage.completion_tokens,
             "cached": self.cached,
@@ -108,14 +116,30 @@ class TaskFailed(QuillianError):
 
 
 class TaskRunner:
-    """Renders a task's prompt, calls the model, parses, repairs once, records."""
+    """Renders a task's prompt, calls the model, parses, repairs once, records.
 
-    def __init__(self, model: ChatModel, prompts: PromptRegistry) -> None:
+    ``method``, when given, names the calls' stages (see :class:`CallRecord`).
+    """
+
+    def __init__(self, model: ChatModel, prompts: PromptRegistry, method: str = "") -> None:
         self.model = model
         self.prompts = prompts
+        self.method = method
 
     def prompt_key(self, name: str) -> str:
         return self.prompts.get(name).key
+
+    def for_method(self, method: str) -> TaskRunner:
+        """This runner on the same model and prompts, its calls labelled by ``method``."""
+        return TaskRunner(self.model, self.prompts, method)
+
+    def stage(self, prompt_name: str) -> str:
+        """A call's stage: ``method.step`` (the step is the prompt's name without the
+        family it comes from), or the prompt key when the runner has no method."""
+        if not self.method:
+            return self.prompts.get(prompt_name).key
+        step = prompt_name.split(".", 1)[-1]
+        return f"{self.method}.{step}"
 
     async def run(self, task: Task[T], transcript: Transcript, **variables: Any) -> T:
         prompt = self.prompts.get(task.prompt)
@@ -125,12 +149,13 @@ class TaskRunner:
             response = await self.model.chat(messages, prompt=prompt.key, decoding=task.decoding)
             seconds = time.perf_counter() - start
             record = CallRecord(
-                prompt.key,
+                self.stage(task.prompt),
                 response.usage,
                 response.cached,
                 seconds,
                 response.truncated,
                 attempt,
+                prompt=prompt.key,
             )
             try:
                 value = task.parse(response.text)

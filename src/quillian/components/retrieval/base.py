@@ -68,12 +68,25 @@ class UsedRelation:
 
 
 @dataclass(frozen=True)
+class ActivationPath:
+    """How spreading activation reached an entity of a returned passage: the relations
+    from a seed to ``entity``, seed first (see :mod:`quillian.components.graph.paths`).
+    ``passage`` is the title of the returned passage ``entity`` is about, if any."""
+
+    entity: str
+    relations: tuple[UsedRelation, ...]
+    passage: str = ""
+
+
+@dataclass(frozen=True)
 class RetrievalTrace:
     """What led to the passages: seeds, activations, relations, and timing parts."""
 
     seeds: list[Seed] = field(default_factory=list)
     activated: list[ActivatedEntity] = field(default_factory=list)
     relations: list[UsedRelation] = field(default_factory=list)
+    paths: list[ActivationPath] = field(default_factory=list)
+    """Why each returned passage came up (SA's fused ranking); not part of the context."""
     subgraph_nodes: int = 0
     subgraph_edges: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)

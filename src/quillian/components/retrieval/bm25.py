@@ -13,7 +13,8 @@ __all__ = ["BM25Retriever"]
 
 
 class BM25Retriever:
-    """Top-k chunks by BM25."""
+    """Top-k chunks by BM25: exactly ``min(k, chunks)`` of them. When fewer chunks share
+    a word with the query, the rest follow in index order with their BM25 score, 0."""
 
     name = "bm25"
 
@@ -26,4 +27,9 @@ class BM25Retriever:
     ) -> RetrievalResult:
         check_k(k)
         ids, scores = self.index.search(query, k)
+        wanted = min(k, len(self.context.kg.chunk_ids))
+        if len(ids) < wanted:
+            unmatched = np.setdiff1d(np.arange(wanted + len(ids)), ids)[: wanted - len(ids)]
+            ids = np.concatenate([ids, unmatched])
+            scores = np.concatenate([scores, np.zeros(len(unmatched), np.float32)])
         return RetrievalResult(self.name, query, self.context.passages(ids, scores))

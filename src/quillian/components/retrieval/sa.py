@@ -14,7 +14,12 @@ The flow follows the paper (sections 5.4-5.5) step by step:
 multi-hop QA (docs/benchmarks.md): entities named in the query join the seeds, and
 documents are ranked by the activation of the entity they are about (their title
 entity) or mention, fused with their cosine to the query, so every query gets exactly k
-passages ranked by graph evidence rather than an unordered set.
+passages ranked by graph evidence rather than an unordered set. Its trace also keeps
+the paths that carried the activation to the returned passages' entities (each entity's
+best path back to a seed, :func:`~quillian.components.graph.paths.best_paths`): a
+passage reached over two hops shows both relations, with their sentences, even when a
+sentence names its subject only as "he" and so scores below tau_r (the relations of
+step 4, which answering methods read, are unchanged).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy.typing as npt
 
 from quillian.components.graph.activation import rescale_weights, spreading_activation
 from quillian.components.graph.builder import TOPIC_WEIGHT
+from quillian.components.graph.paths import best_paths
 from quillian.components.graph.traversal import (
     Subgraph,
     gather_edges,
@@ -37,6 +43,7 @@ from quillian.components.graph.traversal import (
 )
 from quillian.components.retrieval.base import (
     ActivatedEntity,
+    ActivationPath,
     RetrievalResult,
     RetrievalTrace,
     Seed,
@@ -204,10 +211,12 @@ class SARetriever:
         ranked = self._rank(query, sub, activation, q, k)
         passages = [self.context.passage(c, s) for c, s in ranked]
         timings["rank"] = _ms(t)
+        fused = self.config.ranking == "fused"
         trace = RetrievalTrace(
             seeds=seeds,
             activated=self._activated(sub, activation),
             relations=self._relations(sub, activation, crossed),
+            paths=self._paths(sub, activation, ranked, crossed) if fused else [],
             subgraph_nodes=sub.n_nodes,
             subgraph_edges=len(sub.indices),
             timings_ms=timings,
@@ -388,6 +397,59 @@ class SARetriever:
             if len(out) >= cfg.max_relations:
                 break
         return list(out.values())
+
+    def _paths(
+        self,
+        sub: Subgraph,
+        activation: npt.NDArray[np.float64],
+        ranked: Sequence[tuple[int, float]],
+        crossed: Sequence[BridgeLike],
+    ) -> list[ActivationPath]:
+        """The best activation paths from the seeds to the entities of the returned
+        passages: passage by passage, the entity it is about first, then those it
+        mentions by activation; at most ``max_relations`` paths."""
+        ctx = self.context
+        reached = np.flatnonzero((activation > 0) & (sub.hops > 0))
+        if not len(reached) or not ranked:
+            return []
+        src, dst, pos = gather_edges(ctx.kg.snapshot, sub.nodes[reached], EdgeKind.DESCRIBED_BY)
+        rank_of = {ctx.kg.chunk_offset + chunk: r for r, (chunk, _) in enumerate(ranked)}
+        returned = np.isin(dst, np.fromiter(rank_of, dtype=np.int64))
+        src, dst, pos = src[returned], dst[returned], pos[returned]
+        local = dict(zip(sub.nodes[reached].tolist(), reached.tolist(), strict=True))
+        topic = np.asarray(ctx.kg.snapshot.weights[pos]) >= TOPIC_WEIGHT
+        order = sorted(
+            (rank_of[d], not t, -activation[local[s]], local[s], d)
+            for s, d, t in zip(src.tolist(), dst.tolist(), topic.tolist(), strict=True)
+        )
+        about: dict[int, int] = {}  # target -> the chunk node it is the topic of
+        for _, not_topic, _, target, chunk in order:
+            if not not_topic:
+                about.setdefault(target, chunk)
+        targets = list(dict.fromkeys(entry[3] for entry in order))[: self.config.max_relations]
+        rescaled = rescale_weights(sub.weights, self.config.c)
+        arcs = best_paths(sub.indptr, sub.indices, rescaled, sub.hops, activation, targets)
+        paths = []
+        for target, path in zip(targets, arcs, strict=True):
+            relations = [self._arc_relation(sub, arc, crossed) for arc in path]
+            kept = tuple(r for r in relations if r is not None)
+            if kept:
+                chunk = about.get(target)
+                title = ctx.chunk_titles[chunk - ctx.kg.chunk_offset] if chunk is not None else ""
+                name = ctx.entity_name(int(sub.nodes[target]))
+                paths.append(ActivationPath(name, kept, title))
+        return paths
+
+    def _arc_relation(
+        self, sub: Subgraph, arc: int, crossed: Sequence[BridgeLike]
+    ) -> UsedRelation | None:
+        """The relation (or bridge) behind a subgraph arc, with the hop it reaches."""
+        position, weight = int(sub.positions[arc]), float(sub.weights[arc])
+        hop = int(sub.hops[sub.indices[arc]])
+        if position < 0:
+            return replace(self._bridge_relation(crossed[-position - 1], weight), hop=hop)
+        rel = int(self.context.kg.snapshot.edge_relations[position])
+        return replace(_used_relation(self.context, rel, weight), hop=hop) if rel >= 0 else None
 
     def _bridge_relation(self, bridge: BridgeLike, weight: float) -> UsedRelation:
         source = self.bridges.name if self.bridges is not None else "another graph"
