@@ -33,7 +33,7 @@ def test_every_figure_has_its_interval_and_methods_are_paired(bench_settings) ->
 
 def test_chosen_pairs_and_unknown_ones(bench_settings) -> None:
     result = run_retrieval_bench(bench_settings(), k=5, pairs=[("ppr", "bm25")])
-    assert list(result["_paired"]) == ["ppr vs bm25"]
+    assert list(result["_paired"]) == ["bm25 vs dense", "ppr vs dense", "ppr vs bm25"]
     with pytest.raises(ConfigError, match="sa was not run"):
         run_retrieval_bench(bench_settings(), k=5, pairs=[("sa", "dense")])
 

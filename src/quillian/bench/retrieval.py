@@ -181,7 +181,7 @@ def run_retrieval_bench(
     """Build (or reuse) the index and score every method; returns one JSON-able dict.
 
     Every figure comes with its bootstrap 95% interval (``<metric>_ci``); ``_paired``
-    compares methods question by question (``pairs``; default: each against ``dense``)
+    compares methods question by question (each against ``dense``, and ``pairs``)
     and ``_per_question`` keeps each method's per-question scores, so any two runs on
     the same questions can be compared later. With ``kg`` (``DIR+index``), each SA
     method also runs crossing into that graph through its alignment with the index,
@@ -232,7 +232,8 @@ def run_retrieval_bench(
             ranked = [q.peers.get(name, []) for q in questions]
             scores[f"peer:{name}"] = per_question("2wiki", ranked, questions)
             out[f"peer:{name}"] = summarize(scores[f"peer:{name}"])
-    out["_paired"] = compare(scores, default_pairs(list(scores)) if pairs is None else pairs)
+    chosen = dict.fromkeys([*default_pairs(list(scores)), *(pairs or ())])
+    out["_paired"] = compare(scores, list(chosen))
     out["_per_question"] = {
         "ids": [q.id for q in questions],
         **{

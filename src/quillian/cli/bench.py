@@ -83,8 +83,8 @@ def retrieval(
         list[str] | None,
         typer.Option(
             metavar="A:B",
-            help="compare two of the methods question by question (repeatable; default: "
-            "each against dense)",
+            help="also compare two of the methods (or peers: peer:NAME) question by "
+            "question (repeatable; each method is compared with dense anyway)",
         ),
     ] = None,
     json_out: JsonFlag = False,
