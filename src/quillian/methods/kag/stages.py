@@ -95,9 +95,10 @@ class KAGGraphStage:
         self.typing = typing
 
     def configured(self, options: Mapping[str, Any], runner: TaskRunner | None) -> KAGGraphStage:
-        """This stage with a build's options: ``kag_schema`` (a schema file) and
-        ``kag_concepts`` (``wordnet`` or ``llm``). A rebuild with no model (after a
-        deletion) keeps ``llm`` concepts from the stored chains."""
+        """This stage with a build's options (``kag_schema``, ``kag_concepts``,
+        ``kag_similar``, ``kag_typing``; one not set keeps this stage's value). A
+        rebuild with no model (after a deletion) keeps ``llm`` concepts from the stored
+        chains."""
         return KAGGraphStage(
             options.get("kag_schema") or self.schema_file,
             align=self.align,
@@ -119,10 +120,6 @@ class KAGGraphStage:
         if self.schema_file is not None:
             return self.schema_file
         return stored_schema(directory)
-
-    def schema(self, directory: Path | None = None) -> Schema:
-        source = self.schema_source(directory) if directory is not None else self.schema_file
-        return load_schema(source) if source else default_schema()
 
     def _typed(self, state: BuildState) -> tuple[list[Extraction], BuildIssue | None]:
         """The extractions with untyped entities typed by spaCy's NER (``typing``
