@@ -10,7 +10,7 @@ from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.graph.builder import GraphBuilder
 from quillian.errors import StoreError
-from quillian.index import DEFAULT_STAGES, BuildState, build_index, open_storage
+from quillian.index import DEFAULT_STAGES, BuildState, build_index, open_storage, read_manifest
 from quillian.testing.corpus import LOVELACE
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Chunk, Document
@@ -73,3 +73,32 @@ def test_an_unreachable_server_location_is_refused_clearly(tmp_path):
     # the PostgreSQL backend itself is tested against a real server in tests/stores/postgres
     with pytest.raises(StoreError, match="unreachable"):
         open_storage("postgresql://quillian@127.0.0.1:1/kg?workspace=a")
+
+
+def test_a_build_with_nothing_new_and_the_same_stages_runs_none(tmp_path):
+    docs = [Document(text, title) for title, text in LOVELACE.items()]
+
+    def build(stage: CountChunks, documents=docs, stages=None):
+        return build_index(
+            documents,
+            tmp_path / "idx",
+            chunker=PassageChunker(),
+            extractor=TitleLinkExtractor(list(LOVELACE)),
+            embedder=KeywordEmbedder(),
+            stages=stages or (*DEFAULT_STAGES, stage),
+        )
+
+    first = build(CountChunks())
+    again = CountChunks()
+    report = build(again)
+    # the index on disk is complete and the settings are the same: no stage runs, and
+    # the report and manifest keep the complete build's counts
+    assert report.reused and again.seen == -1
+    assert report.counts == first.counts and set(report.seconds) == {"ingest_extract"}
+    assert read_manifest(tmp_path / "idx")["state"] == "complete"
+    # other stages, or a new document, rebuild
+    other = CountChunks(name="other")
+    assert not build(other).reused and other.seen == 4
+    more = CountChunks(name="other")
+    extra = Document("Ada Byron was her name at birth.", "Ada Byron")
+    assert not build(more, [*docs, extra]).reused and more.seen == 5

@@ -113,6 +113,9 @@ def print_build(report: BuildReport, out: Path) -> None:
     if report.deleted:
         print(f"removed {len(report.deleted)} documents: {', '.join(report.deleted)}")
     print("index:", ", ".join(f"{k} {v}" for k, v in report.counts.items()))
+    if report.reused:
+        print(f"unchanged: nothing new, same settings and stages as the build in {out}")
+        return
     print(f"written to {out}")
 
 

@@ -62,6 +62,8 @@ __all__ = [
     "linked_extractions",
 ]
 
+#: The manifest key listing the build stages that made the index.
+STAGES = "stages"
 #: Chunks per extractor call; each call's extractions are stored before the next.
 EXTRACT_BATCH = 16
 #: Manifest key listing the documents a delete is removing, written before it removes
@@ -78,6 +80,8 @@ class BuildReport:
     counts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
+    reused: bool = False
+    """Nothing was new and the settings were unchanged: the stages did not run."""
 
 
 def build_index(
@@ -102,7 +106,9 @@ def build_index(
     chunks not stored yet.
     """
     progress = on_progress or no_progress
+    previous = read_manifest(out) if has_manifest(out) else {}
     manifest = _begin(out, chunker, extractor, embedder, config)
+    manifest[STAGES] = [stage.name for stage in stages]
     report = BuildReport()
     with open_storage(out, create=True) as storage:
         if pending := manifest.pop(DELETING, ()):  # a killed delete: finish removing
@@ -129,9 +135,36 @@ def build_index(
         except _BudgetStop as stop:
             raise stop.error from None
         report.seconds["ingest_extract"] = time.perf_counter() - start
+        if _unchanged(previous, manifest, report, pending):
+            # nothing new, nothing removed, the same settings and stages as the complete
+            # build on disk: rebuilding would write the same index again
+            report.counts = dict(previous.get("counts", {}))
+            report.reused = True
+            manifest.update(
+                state="complete",
+                counts=report.counts,
+                built_at=previous.get("built_at"),
+                build_seconds=previous.get("build_seconds", {}),
+            )
+            write_manifest(out, manifest)
+            return report
         _rebuild(storage, extractor, embedder, progress, stages, report)
     _finish(out, manifest, report)
     return report
+
+
+def _unchanged(
+    previous: dict[str, Any], manifest: dict[str, Any], report: BuildReport, pending: Any
+) -> bool:
+    """Whether this build found the index complete and had nothing to change: no
+    document added, none being deleted, and the same version, settings and stages."""
+    return (
+        previous.get("state") == "complete"
+        and not pending
+        and report.ingest is not None
+        and report.ingest.new == 0
+        and all(previous.get(k) == manifest.get(k) for k in ("quillian_version", "config", STAGES))
+    )
 
 
 def delete_documents(
