@@ -89,3 +89,34 @@ def test_minilm_embeds_offline_with_meaningful_similarity() -> None:
     again = SentenceTransformerEmbedder(batch_size=64).embed(["kitten"])[0]
     np.testing.assert_allclose(again, vectors[1], atol=1e-5)
     assert {k: os.environ.get(k) for k in saved} == saved  # offline flags were scoped
+
+
+def test_the_width_is_read_from_the_model_files_without_loading_it(tmp_path) -> None:
+    import json
+
+    from quillian.components.embedding.sentence_transformers import declared_dim
+
+    embedder = SentenceTransformerEmbedder()
+    assert embedder.dim == 384 and embedder._model is None  # no torch, no weights
+    # a model whose width changes after pooling (a Dense head) must be loaded to tell
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True})
+    )
+    modules = [
+        {"path": "", "type": "sentence_transformers.models.Transformer"},
+        {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    assert declared_dim(tmp_path) == 384
+    with_dense = [*modules, {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}]
+    (tmp_path / "modules.json").write_text(json.dumps(with_dense))
+    assert declared_dim(tmp_path) is None
+    assert declared_dim(tmp_path / "missing") is None
+
+
+@pytest.mark.model
+def test_the_declared_width_is_the_loaded_one() -> None:
+    embedder = SentenceTransformerEmbedder()
+    declared = embedder.dim
+    assert embedder.embed(["a sentence"]).shape == (1, declared)

@@ -7,10 +7,12 @@ loads on the first call that needs it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import numpy.typing as npt
 
 from quillian.errors import ConfigError, MissingExtraError
 
-__all__ = ["DEFAULT_MODEL", "SentenceTransformerEmbedder", "l2_normalize"]
+__all__ = ["DEFAULT_MODEL", "SentenceTransformerEmbedder", "declared_dim", "l2_normalize"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,8 @@ class SentenceTransformerEmbedder:
     @property
     def dim(self) -> int:
         """Embedding width (loads the model on first access)."""
+        if self._model is None and self._declared_dim is not None:
+            return self._declared_dim  # known from the model's files: no load needed
         model = self._load()
         # sentence-transformers 5 renamed the method; older releases only have the old name.
         getter = getattr(model, "get_embedding_dimension", None)
@@ -100,11 +104,51 @@ class SentenceTransformerEmbedder:
             return l2_normalize(vectors)
         return np.asarray(vectors, dtype=np.float32)
 
+    @cached_property
+    def _declared_dim(self) -> int | None:
+        try:
+            path, _ = _resolve_model(self._model_name)
+        except MissingExtraError:
+            return None
+        return declared_dim(Path(path))
+
     def _load(self) -> Any:
         if self._model is None:
             path, offline = _resolve_model(self._model_name)
             self._model = _load_model(path, self._device, offline=offline)
         return self._model
+
+
+#: Pooling modes whose outputs sentence-transformers concatenates, each of the token width.
+_POOLING_MODES = (
+    "pooling_mode_cls_token",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
+
+
+def declared_dim(path: Path) -> int | None:
+    """The embedding width a local sentence-transformers model declares in its files
+    (``modules.json`` and the pooling config), when its last width-changing module is
+    the pooling; None when that cannot be told without loading it (a Dense head, a
+    module unknown here, a model not on disk)."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        if kinds[-1] == "Normalize":
+            kinds, modules = kinds[:-1], modules[:-1]
+        if kinds[:-1] != ["Transformer"] or kinds[-1] != "Pooling":
+            return None
+        pooling = json.loads(
+            (path / modules[-1]["path"] / "config.json").read_text(encoding="utf-8")
+        )
+        modes = sum(bool(pooling.get(mode)) for mode in _POOLING_MODES)
+        return int(pooling["word_embedding_dimension"]) * modes or None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 def _resolve_model(model: str | None) -> tuple[str, bool]:
