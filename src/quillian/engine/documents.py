@@ -12,6 +12,7 @@ from quillian.errors import ConfigError
 from quillian.index import read_manifest
 from quillian.index.storage import open_storage
 from quillian.stores.protocols import DocStatus, StatusRecord
+from quillian.types import Document
 
 __all__ = [
     "DocumentInfo",
@@ -71,17 +72,7 @@ def list_documents(location: str | Path, offset: int = 0, limit: int = 50) -> Do
         documents = []
         for record, doc in zip(page, stored, strict=True):
             chunks = storage.documents.chunks_of(record.doc_id) if doc is not None else []
-            documents.append(
-                DocumentInfo(
-                    record.doc_id,
-                    doc.title if doc is not None else "",
-                    record.source or (doc.source if doc is not None else ""),
-                    str(record.status),
-                    record.error,
-                    len(chunks),
-                    len(doc.text) if doc is not None else 0,
-                )
-            )
+            documents.append(_info(record, doc, len(chunks)))
     return DocumentPage(len(records), offset, documents)
 
 
@@ -93,16 +84,21 @@ def get_document(location: str | Path, doc_id: str) -> DocumentText | None:
             return None
         (doc,) = storage.documents.get_documents([doc_id])
         chunks = storage.documents.chunks_of(doc_id) if doc is not None else []
-    info = DocumentInfo(
-        doc_id,
+    info = _info(record, doc, len(chunks))
+    return DocumentText(info, doc.text if doc is not None else "", [c.id for c in chunks])
+
+
+def _info(record: StatusRecord, doc: Document | None, chunks: int) -> DocumentInfo:
+    """A document's listing entry from its status record and (when stored) the document."""
+    return DocumentInfo(
+        record.doc_id,
         doc.title if doc is not None else "",
         record.source or (doc.source if doc is not None else ""),
         str(record.status),
         record.error,
-        len(chunks),
+        chunks,
         len(doc.text) if doc is not None else 0,
     )
-    return DocumentText(info, doc.text if doc is not None else "", [c.id for c in chunks])
 
 
 def settings_of(location: str | Path) -> IndexSettings:
