@@ -16,7 +16,7 @@ with linked entities, fused with dense retrieval, plus a BM25 swap-in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -36,7 +36,7 @@ from quillian.errors import ConfigError
 from quillian.stores.snapshot import EdgeKind
 from quillian.types import normalize_name
 
-__all__ = ["KAGChunkConfig", "KAGChunkRetriever", "minmax_fuse"]
+__all__ = ["KAGChunkConfig", "KAGChunkRetriever", "minmax_fuse", "strongest"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,15 @@ def minmax_fuse(
     return {c: weight * a.get(c, 0.0) + (1 - weight) * b.get(c, 0.0) for c in {*a, *b}}
 
 
+def strongest(seeds: Iterable[Seed]) -> list[Seed]:
+    """One seed per entity, the highest-scoring one, in the order entities first appear."""
+    out: dict[int, Seed] = {}
+    for seed in seeds:
+        if seed.entity not in out or out[seed.entity].score < seed.score:
+            out[seed.entity] = seed
+    return list(out.values())
+
+
 class KAGChunkRetriever:
     """KAG's hybrid chunk retriever over an index (no LLM)."""
 
@@ -126,33 +135,31 @@ class KAGChunkRetriever:
         """Seeds for entity mentions a model found in a question: an entity of that
         name (score 1.0), else the entity whose description is nearest the mention
         (its cosine, when at least ``min_seed_score``)."""
-        out: dict[int, Seed] = {}
+        ctx = self.context
+        found: list[Seed] = []
         unmatched = []
         for name in dict.fromkeys(n for n in names if n.strip()):
             entity = self._entity_by_name.get(normalize_name(name))
             if entity is None:
                 unmatched.append(name)
             else:
-                out[entity] = Seed(entity, self.context.entity_name(entity), 1.0, "mention")
+                found.append(Seed(entity, ctx.entity_name(entity), 1.0, "mention"))
         if unmatched:
-            for vector in self.context.embedder.embed(unmatched):
-                for desc, score in self.context.top_descriptions(vector, 1):
-                    entity = int(self.context.description_entity[desc])
-                    if score >= self.config.min_seed_score and (
-                        entity not in out or out[entity].score < score
-                    ):
-                        name = self.context.entity_name(entity)
-                        out[entity] = Seed(entity, name, score, "mention")
-        return list(out.values())
+            for vector in ctx.embedder.embed(unmatched):
+                for desc, score in ctx.top_descriptions(vector, 1):
+                    entity = int(ctx.description_entity[desc])
+                    if score >= self.config.min_seed_score:
+                        found.append(Seed(entity, ctx.entity_name(entity), score, "mention"))
+        return strongest(found)
 
     def seeds_for(self, names: Sequence[tuple[str, float]]) -> list[Seed]:
         """Seeds for entities bound elsewhere (by name, with their link scores)."""
-        out: dict[int, Seed] = {}
+        found = []
         for name, score in names:
             entity = self._entity_by_name.get(normalize_name(name))
-            if entity is not None and (entity not in out or out[entity].score < score):
-                out[entity] = Seed(entity, self.context.entity_name(entity), score, "bound")
-        return list(out.values())
+            if entity is not None:
+                found.append(Seed(entity, self.context.entity_name(entity), score, "bound"))
+        return strongest(found)
 
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None

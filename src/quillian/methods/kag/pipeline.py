@@ -22,7 +22,7 @@ from quillian.components.kag.logic_form import Plan
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
-from quillian.components.retrieval.kag import KAGChunkRetriever
+from quillian.components.retrieval.kag import KAGChunkRetriever, strongest
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
@@ -286,11 +286,8 @@ class KAG(PipelineBase):
         def search() -> Any:
             q = chunks.context.embed_query(query)
             also = [] if query == run.question else [chunks.context.embed_query(run.question)]
-            best: dict[int, Seed] = {}
-            for seed in [*(seeds or []), *chunks.link(query, q), *own]:
-                if seed.entity not in best or best[seed.entity].score < seed.score:
-                    best[seed.entity] = seed
-            return chunks.retrieve_seeded(query, k, list(best.values()), q, also)
+            found = strongest([*(seeds or []), *chunks.link(query, q), *own])
+            return chunks.retrieve_seeded(query, k, found, q, also)
 
         result = await self.offload(search)
         run.evidence.add_passages(result.passages)
