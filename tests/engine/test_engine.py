@@ -248,3 +248,28 @@ def test_the_engine_adds_and_deletes_documents_and_sees_the_change(tmp_path):
     assert len(matching()) == 2
     engine.delete_documents([CORPUS[1].id])
     assert matching() == ["London"]
+
+
+def test_an_index_keeps_its_embedder_unless_told(tmp_path):
+    """A new index gets the default embedder; an update without --embedder keeps the
+    index's own; an index from before the name was recorded was built with ``minilm``."""
+    from quillian.components.embedding.factory import DEFAULT_EMBEDDER, embedder_name
+
+    assert embedder_name(None) == DEFAULT_EMBEDDER == "minilm-int8"
+    assert embedder_name({"embedder": "sentence-transformers/all-MiniLM-L6-v2:norm"}) == "minilm"
+    extractions = tmp_path / "ex.jsonl"
+    extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    built = IndexSettings(extractor="precomputed", extractions=extractions, embedder="keyword")
+    index_documents(tmp_path / "idx", CORPUS[:2], built)
+    index_documents(
+        tmp_path / "idx", CORPUS, IndexSettings(extractor="precomputed", extractions=extractions)
+    )
+    engine = Engine.open(tmp_path / "idx")
+    assert engine.index.manifest["config"]["embedder_name"] == "keyword"
+    assert engine.embedder().model_id == engine.index.context.embedder.model_id
+    with pytest.raises(ConfigError, match="was built with embedding model"):
+        index_documents(
+            tmp_path / "idx",
+            CORPUS,
+            IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash"),
+        )

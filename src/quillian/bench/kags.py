@@ -36,6 +36,7 @@ from typing import Any, cast
 import numpy as np
 
 from quillian.bench.retrieval import BenchSettings, default_index_dir, run_retrieval_bench
+from quillian.components.factories import DEFAULT_EMBEDDER
 from quillian.components.retrieval.base import UsedRelation
 from quillian.components.retrieval.kags import KAGSRetriever
 from quillian.engine import Engine
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first-n", type=int)
     parser.add_argument("--extractions", type=Path, help="recorded extractions (JSONL)")
     parser.add_argument("--methods", default="dense,sa,ppr,kags")
-    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--embedder", default=DEFAULT_EMBEDDER)
     args = parser.parse_args(argv)
     dataset = cast(Dataset, args.dataset)
     settings = BenchSettings(

@@ -63,7 +63,8 @@ class BenchSettings:
     index_dir: Path
     first_n: int | None = None
     extractions: Path | None = None
-    embedder: str = "minilm"
+    embedder: str | None = None
+    """None: the index's own, for a new one the default embedder."""
     methods: Sequence[str] = METHODS
 
 

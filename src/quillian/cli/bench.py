@@ -18,7 +18,7 @@ from quillian.bench.retrieval import METHODS, BenchSettings, default_index_dir, 
 from quillian.bench.tune import parse_grid, run_tuning
 from quillian.cli.console import CountBar, count_bar, stage_bars
 from quillian.cli.flags import BenchFlags, DatasetOpt, Flags, JsonFlag, choice, shares_flags
-from quillian.components.factories import EMBEDDERS, RETRIEVERS
+from quillian.components.factories import DEFAULT_EMBEDDER, EMBEDDERS, RETRIEVERS
 from quillian.engine import Engine
 from quillian.errors import ConfigError
 from quillian.eval.datasets import Dataset
@@ -197,7 +197,10 @@ def qa(
     out: Annotated[Path, typer.Option(metavar="DIR", help="where results are written")],
     model: BenchFlags,
     limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
-    embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    embedder: Annotated[
+        str | None,
+        choice(EMBEDDERS, f"default: the index's own, for a new one {DEFAULT_EMBEDDER}"),
+    ] = None,
     metrics: Annotated[
         str,
         typer.Option(

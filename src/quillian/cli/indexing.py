@@ -17,7 +17,13 @@ from quillian.cli.flags import IndexDir, LLMFlags, choice, shares_flags
 from quillian.cli.render import print_build
 from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
 from quillian.components.extraction.quads import QUAD_EXTRACTOR
-from quillian.components.factories import CHUNKERS, EMBEDDERS, EXTRACTORS, make_chunker
+from quillian.components.factories import (
+    CHUNKERS,
+    DEFAULT_EMBEDDER,
+    EMBEDDERS,
+    EXTRACTORS,
+    make_chunker,
+)
 from quillian.components.ingestion.readers import read_documents
 from quillian.components.kag.alignment import SIMILAR_THRESHOLD
 from quillian.components.llm.accounting import Ledger
@@ -58,7 +64,10 @@ def index(
     extractions: Annotated[
         Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
     ] = None,
-    embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    embedder: Annotated[
+        str | None,
+        choice(EMBEDDERS, f"default: the index's own, for a new one {DEFAULT_EMBEDDER}"),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="--extractor llm: estimate calls and tokens only")
     ] = False,

@@ -22,7 +22,7 @@ import typer
 
 from quillian.cli.console import stage_bars
 from quillian.cli.flags import JsonFlag, choice, one_of
-from quillian.components.embedding.factory import EMBEDDERS, make_embedder
+from quillian.components.embedding.factory import DEFAULT_EMBEDDER, EMBEDDERS, make_embedder
 from quillian.components.kg.document_graph import DocumentGraph
 from quillian.components.kg.link import LinkOptions, link_graphs
 from quillian.components.kg.rdf import import_rdf
@@ -66,7 +66,7 @@ def import_(
     format_: Annotated[str, typer.Argument(metavar="|".join(FORMATS), callback=one_of(FORMATS))],
     out: Annotated[Path, typer.Option(metavar="DIR", help="the graph directory to write")],
     paths: Annotated[list[Path] | None, typer.Argument(metavar="PATH...")] = None,
-    embedder: Annotated[str, choice(EMBEDDERS)] = "minilm",
+    embedder: Annotated[str, choice(EMBEDDERS)] = DEFAULT_EMBEDDER,
     no_preprocess: Annotated[
         bool,
         typer.Option(

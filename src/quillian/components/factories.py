@@ -13,7 +13,7 @@ from pathlib import Path
 
 from quillian.components.chunking.base import Chunker
 from quillian.components.chunking.chunkers import PassageChunker, WordWindowChunker
-from quillian.components.embedding.factory import EMBEDDERS, make_embedder
+from quillian.components.embedding.factory import DEFAULT_EMBEDDER, EMBEDDERS, make_embedder
 from quillian.components.extraction.base import Extractor
 from quillian.components.extraction.llm import LLMExtractor
 from quillian.components.extraction.llm_budget import ExtractionBudget
@@ -36,6 +36,7 @@ from quillian.errors import ConfigError
 
 __all__ = [
     "CHUNKERS",
+    "DEFAULT_EMBEDDER",
     "EMBEDDERS",
     "EMBEDS_QUERY",
     "EXTRACTORS",

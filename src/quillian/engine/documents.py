@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from quillian.components.embedding.factory import embedder_name
 from quillian.engine.indexing import IndexSettings
 from quillian.errors import ConfigError
 from quillian.index import read_manifest
@@ -110,7 +111,7 @@ def settings_of(location: str | Path) -> IndexSettings:
         chunk_size=int(config.get("chunk_size", IndexSettings.chunk_size)),
         overlap=int(config.get("overlap", IndexSettings.overlap)),
         extractor=str(config.get("extractor", "spacy")),
-        embedder=str(config.get("embedder_name", "minilm")),
+        embedder=embedder_name(config),
         methods=tuple(config.get("methods", ())),
     )
 

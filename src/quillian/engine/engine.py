@@ -23,7 +23,7 @@ from quillian.components.concurrency import ThreadOffload
 from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.batching import QueryBatcher
 from quillian.components.embedding.cache import CachedEmbedder
-from quillian.components.embedding.factory import make_embedder
+from quillian.components.embedding.factory import DEFAULT_EMBEDDER, embedder_name, make_embedder
 from quillian.components.factories import (
     EMBEDS_QUERY,
     RETRIEVERS,
@@ -32,6 +32,7 @@ from quillian.components.factories import (
 )
 from quillian.components.kg.base import ExternalGraph
 from quillian.components.kg.spec import GraphSpec, make_bridges, make_graph
+from quillian.components.kg.store import read_manifest as read_graph_manifest
 from quillian.components.llm.accounting import Ledger
 from quillian.components.llm.base import ChatModel
 from quillian.components.llm.prompts import PromptRegistry
@@ -87,7 +88,8 @@ class EngineOptions:
     workers: int = 4
     """Threads for CPU-bound retrieval and graph work."""
     embedder: str | None = None
-    """The embedder's name; None: the one the index was built with."""
+    """The embedder's name; None: the one the index (else the imported graph) was built
+    with."""
     retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per retriever kind, config overrides (``{"sa-paper": {"hops": 4}}``)."""
     embedding_cache: Path | None = None
@@ -149,10 +151,8 @@ class Engine:
     def embedder(self) -> Embedder:
         """The embedder named in the options, else the index's own; behind the
         ``embedding_cache`` when the options give one."""
-        name = self.options.embedder
-        if name is None and self.location is not None:
-            name = read_manifest(self.location).get("config", {}).get("embedder_name")
-        embedder = make_embedder(name or "minilm")
+        name = self.options.embedder or self._built_embedder()
+        embedder = make_embedder(name)
         if self.options.embedding_cache is None or name in MODEL_FREE_EMBEDDERS:
             return embedder  # hashing a text is faster than reading its vector back
         with self._opening:
@@ -207,6 +207,17 @@ class Engine:
                     self.embedder(),
                 )
             return self._knowledge
+
+    def _built_embedder(self) -> str:
+        """The embedder the index was built with, else the imported graph's, else the
+        default."""
+        if self.location is not None:
+            return embedder_name(read_manifest(self.location).get("config", {}))
+        directory = GraphSpec.parse(self.options.kg).directory if self.options.kg else None
+        if directory is not None:
+            recorded = read_graph_manifest(directory).get("embedder", {})
+            return str(recorded.get("name") or DEFAULT_EMBEDDER)
+        return DEFAULT_EMBEDDER
 
     def joins_graph(self) -> bool:
         """Whether the ``kg`` option joins an imported graph to the index (``DIR+index``)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quillian.components.embedding.factory import make_embedder
+from quillian.components.embedding.factory import embedder_name, make_embedder
 from quillian.components.extraction.base import Extraction
 from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.factories import make_chunker, make_extractor
@@ -35,7 +35,9 @@ class IndexSettings:
     extractor: str = "spacy"
     extractions: Path | None = None
     """Precomputed extractions (JSONL) for the ``precomputed`` extractor."""
-    embedder: str = "minilm"
+    embedder: str | None = None
+    """The embedder's name; None: the index's own, and for a new index
+    :data:`~quillian.components.embedding.factory.DEFAULT_EMBEDDER`."""
     methods: tuple[str, ...] = ()
     """Methods whose own build stages run after the default ones, besides those the
     index was built for before (an update keeps every method's artifacts current)."""
@@ -103,6 +105,7 @@ def index_documents(
     if settings.kag_concepts == "llm" and runner is None:
         raise ConfigError("KAG's llm concept completion needs a chat model (--llm SPEC)")
     previous = read_manifest(location).get("config", {}) if _has_index(location) else {}
+    embedder = settings.embedder or embedder_name(previous if _has_index(location) else None)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
     titles = [d.title for d in docs if d.title]
@@ -119,9 +122,9 @@ def index_documents(
         location,
         chunker=make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
         extractor=extractor,
-        embedder=make_embedder(settings.embedder),
+        embedder=make_embedder(embedder),
         config={
-            "embedder_name": settings.embedder,
+            "embedder_name": embedder,
             "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
@@ -145,7 +148,7 @@ def delete_documents(
         location,
         doc_ids,
         extractor=extractor,
-        embedder=make_embedder(str(config.get("embedder_name", "minilm"))),
+        embedder=make_embedder(embedder_name(config)),
         on_progress=on_progress,
         # the schema the index stored (kag/schema.*), not the file it was copied from
         stages=stages_for(config.get("methods", ()), {**config, "kag_schema": None}),

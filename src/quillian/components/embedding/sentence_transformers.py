@@ -21,7 +21,14 @@ import numpy.typing as npt
 
 from quillian.errors import ConfigError, MissingExtraError
 
-__all__ = ["DEFAULT_MODEL", "SentenceTransformerEmbedder", "declared_dim", "l2_normalize"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "SentenceTransformerEmbedder",
+    "declared_dim",
+    "l2_normalize",
+    "offline_env",
+    "resolve_model",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -107,14 +114,14 @@ class SentenceTransformerEmbedder:
     @cached_property
     def _declared_dim(self) -> int | None:
         try:
-            path, _ = _resolve_model(self._model_name)
+            path, _ = resolve_model(self._model_name)
         except MissingExtraError:
             return None
         return declared_dim(Path(path))
 
     def _load(self) -> Any:
         if self._model is None:
-            path, offline = _resolve_model(self._model_name)
+            path, offline = resolve_model(self._model_name)
             self._model = _load_model(path, self._device, offline=offline)
         return self._model
 
@@ -151,7 +158,7 @@ def declared_dim(path: Path) -> int | None:
         return None
 
 
-def _resolve_model(model: str | None) -> tuple[str, bool]:
+def resolve_model(model: str | None) -> tuple[str, bool]:
     """Return ``(name or path to load, whether to load offline)``."""
     if model is not None:
         return model, Path(model).exists()
@@ -164,7 +171,7 @@ def _resolve_model(model: str | None) -> tuple[str, bool]:
 
 def _load_model(path: str, device: str, *, offline: bool) -> Any:
     logger.info("loading sentence-transformers model %s on %s", path, device)
-    with _offline_env(offline):
+    with offline_env(offline):
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
@@ -173,7 +180,7 @@ def _load_model(path: str, device: str, *, offline: bool) -> Any:
 
 
 @contextmanager
-def _offline_env(enabled: bool) -> Iterator[None]:
+def offline_env(enabled: bool) -> Iterator[None]:
     """Set the Hugging Face offline variables while loading, then restore them."""
     if not enabled:
         yield
