@@ -120,3 +120,45 @@ def test_bad_ids_and_shapes_are_refused(model):
         ComplEx(ENTITIES, RELATIONS[:1])
     with pytest.raises(InputError, match="odd"):
         ComplEx(ENTITIES[:, :3], RELATIONS[:, :3])
+
+
+def _random_model(n: int, dim: int, seed: int = 0, **options) -> ComplEx:
+    rng = np.random.default_rng(seed)
+    entities = rng.standard_normal((n, dim), dtype=np.float32) * 0.3
+    relations = rng.standard_normal((6, dim), dtype=np.float32) * 0.3
+    return ComplEx(entities, relations, **options)
+
+
+def test_top_tails_are_the_best_scores_without_the_head(model):
+    scores = model.score_sp(0, 0)
+    ranked = [t for t in np.argsort(-scores, kind="stable") if t != 0]
+    top = model.top_tails(0, 0, 3)
+    assert [t for t, _ in top] == ranked[:3]
+    assert [s for _, s in top] == pytest.approx([float(scores[t]) for t in ranked[:3]])
+    assert model.top_tails(0, 0, 0) == []
+    assert len(model.top_tails(0, 0, 100)) == model.n_entities - 1
+
+
+@pytest.mark.parametrize("dim", [6, 128, 200])  # widths padded to a multiple of 16
+def test_the_int8_scan_finds_the_exact_top_tails(dim):
+    exact = _random_model(20_000, dim)
+    scanned = _random_model(20_000, dim, int8_scan_from=0)
+    for head, relation in [(0, 0), (17, 1), (19_999, 2), (4_321, 0)]:
+        want = exact.top_tails(head, relation, 10)
+        got = scanned.top_tails(head, relation, 10)
+        assert [t for t, _ in got] == [t for t, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
+    assert scanned._int8 is not None and exact._int8 is None
+
+
+def test_int8_rows_score_within_a_percent():
+    from quillian.components.kge.quantized import Int8Rows
+
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((3_000, 40), dtype=np.float32)
+    queries = rng.standard_normal((3, 40), dtype=np.float32)
+    int8 = Int8Rows(rows)
+    assert int8.width == 48 and int8.nbytes == 3_000 * 48 + 2 * 3_000
+    exact = queries @ rows.T
+    error = np.abs(int8.scores(queries) - exact).max() / np.abs(exact).max()
+    assert error < 0.01

@@ -117,16 +117,15 @@ class TripleConfidence:
         self, head: int, relation: int, k: int, among: npt.ArrayLike | None = None
     ) -> list[tuple[int, float]]:
         """The ``k`` best tails of ``(head, relation, ?)`` by ComplEx score, best first:
-        among ``among`` when given (the KG's own tails), else over every entity except
-        ``head`` itself."""
-        scores = self.model.score_sp(head, relation)
-        if among is not None:
-            candidates = np.unique(np.asarray(among, dtype=np.int64))
-        else:
-            candidates = np.arange(len(scores), dtype=np.int64)
-            candidates = candidates[candidates != head]
+        among ``among`` when given (the KG's own tails: only those are scored), else over
+        every entity except ``head`` itself (:meth:`ComplEx.top_tails`)."""
+        if among is None:
+            return self.model.top_tails(head, relation, k)
+        candidates = np.unique(np.asarray(among, dtype=np.int64))
         if not len(candidates) or k <= 0:
             return []
-        values = scores[candidates]
+        values = self.model.score_spo_batch(
+            np.full(len(candidates), head), np.full(len(candidates), relation), candidates
+        )
         best = np.argsort(-values, kind="stable")[:k]
         return [(int(candidates[i]), float(values[i])) for i in best]
