@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import statistics
 import sys
 import time
@@ -37,7 +39,7 @@ from quillian.components.embedding.factory import make_embedder
 from quillian.engine import IndexSettings, index_documents
 from quillian.eval.stats import paired
 
-__all__ = ["DATASETS", "agreement", "main", "throughput"]
+__all__ = ["DATASETS", "agreement", "main", "section", "throughput"]
 
 #: (name, dataset format, corpus, questions, extractions, first n passages, metric)
 DATASETS: list[tuple[str, str, str, str, str | None, int | None, str]] = [
@@ -163,6 +165,68 @@ def _texts(bench: Path, n_short: int, n_passages: int) -> dict[str, list[str]]:
     return {"short": titles, "passages": passages}
 
 
+def section(result: dict[str, Any], command: str) -> str:
+    """The result as a ``docs/benchmarks.md`` section (for ``bench.report --section``)."""
+    speed = result["throughput"]
+    names = list(speed)
+    first = names[0]
+    lines = [
+        "## Embedders side by side: MiniLM on torch and in int8 on ONNX Runtime",
+        "",
+        "Same machine, same process, the embedders taking turns; medians of "
+        f"{len(speed[first]['short_s'])} runs. Load average at the start: "
+        f"{result.get('load_average', '?')}.",
+        "",
+        "| embedder | load s | short texts/s | passages/s | speed-up short | speed-up passages "
+        "| cosine to the first, mean (min), short | passages |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        row, agree = speed[name], result["agreement"].get(name, {})
+        lines.append(
+            f"| {name} | {row['load_s']} | {row['short_per_s']} | {row['passages_per_s']} | "
+            f"{row.get('short_speedup', 1.0)}x | {row.get('passages_speedup', 1.0)}x | "
+            f"{_cos(agree, 'short')} | {_cos(agree, 'passages')} |"
+        )
+    for name, rows in result.get("retrieval", {}).items():
+        metric = rows["metric"]
+        lines += ["", f"Retrieval on {name} ({metric}, dev questions, no LLM):", ""]
+        others = names[1:]
+        head = " | ".join(f"{n} - {first}, paired (p; won/lost)" for n in others)
+        lines += [f"| method | {' | '.join(names)} | {head} |"]
+        lines += ["|---" * (1 + len(names) + len(others)) + "|"]
+        for method, row in rows.items():
+            if method in ("metric", "build_s"):
+                continue
+            cells = [f"{row[n]} [{row[f'{n}_ci'][0]}, {row[f'{n}_ci'][1]}]" for n in names]
+            diffs = [_paired(row[f"{n}_vs_{first}"]) for n in others]
+            lines.append(f"| {method} | {' | '.join(cells + diffs)} |")
+    full = result.get("full_build")
+    if full:
+        lines += ["", f"Full 2Wiki corpus ({full['passages']:,} passages) built from scratch:", ""]
+        lines += ["| embedder | build s | of it, embed s |", "|---|---|---|"]
+        for name in names:
+            lines.append(
+                f"| {name} | {full[name]['build_s']} | {full[name]['stage_s'].get('embed', '?')} |"
+            )
+    lines += ["", f"Command: `{command}`"]
+    return "\n".join(lines) + "\n"
+
+
+def _cos(agree: dict[str, float], kind: str) -> str:
+    if f"{kind}_cos_mean" not in agree:
+        return "1 (itself)"
+    return f"{agree[f'{kind}_cos_mean']} ({agree[f'{kind}_cos_min']})"
+
+
+def _paired(diff: dict[str, Any]) -> str:
+    low, high = diff["ci"]
+    return (
+        f"{diff['diff']:+.3f} [{low:+.3f}, {high:+.3f}] "
+        f"(p {diff['p']:.2f}; {diff['wins']}/{diff['losses']})"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--bench", type=Path, default=Path("../shared/bench"))
@@ -175,17 +239,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-retrieval", action="store_true", help="skip the retrieval runs")
     parser.add_argument("--full", action="store_true", help="also build full 2Wiki per embedder")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--markdown", type=Path, help="also write a docs section here")
     args = parser.parse_args(argv)
     names = args.embedders.split(",")
     embedders = {name: make_embedder(name) for name in names}
     sets = _texts(args.bench, args.short, args.passages)
-    result: dict[str, Any] = {"throughput": throughput(embedders, sets, args.repeats)}
+    result: dict[str, Any] = {"load_average": [round(x, 1) for x in os.getloadavg()]}
+    result["throughput"] = throughput(embedders, sets, args.repeats)
     result["agreement"] = agreement(embedders, sets)
     if not args.no_retrieval:
         methods = args.methods.split(",")
         result["retrieval"] = _retrieval(args.bench, args.index_root, names, methods)
     if args.full:
         result["full_build"] = _full_build(args.bench, args.index_root, names)
+    if args.markdown:
+        command = shlex.join(["python", "-m", "quillian.bench.embedders", *(argv or sys.argv[1:])])
+        args.markdown.write_text(section(result, command), encoding="utf-8")
     json.dump(result, sys.stdout, indent=None if args.json else 2)
     sys.stdout.write("\n")
 
