@@ -162,3 +162,15 @@ def test_int8_rows_score_within_a_percent():
     exact = queries @ rows.T
     error = np.abs(int8.scores(queries) - exact).max() / np.abs(exact).max()
     assert error < 0.01
+
+
+@pytest.mark.parametrize("order", ["random", "ascending", "descending"])
+def test_shortlist_holds_the_highest_scores_whatever_their_order(order):
+    from quillian.components.kge.scoring import shortlist
+
+    scores = np.random.default_rng(3).standard_normal(100_000).astype(np.float32)
+    if order != "random":
+        scores = np.sort(scores) if order == "ascending" else -np.sort(scores)
+    want = set(np.argsort(-scores)[:64].tolist())
+    assert set(shortlist(scores, 64).tolist()) == want
+    assert sorted(shortlist(scores[:50], 64).tolist()) == list(range(50))
