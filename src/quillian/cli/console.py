@@ -87,36 +87,44 @@ def _bars() -> Progress:
 
 class ProgressLines:
     """Plain progress lines for a log: one when a stage starts, then at most one every
-    ``every`` seconds with the time left (from the pace so far), and one when it ends."""
+    ``every`` seconds with the time left (from the pace since the stage's first
+    report), and one when it ends. A stage whose count goes back (the next epoch of a
+    training) starts again."""
 
     def __init__(self, every: float = LOG_EVERY) -> None:
         self._every = every
-        self._started: dict[str, float] = {}
-        self._last: dict[str, float] = {}
+        self._started: dict[str, tuple[float, int]] = {}
+        self._last: dict[str, tuple[float, int]] = {}
         self._finished: set[str] = set()
 
     def report(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        start = self._started.setdefault(stage, now)
+        if stage in self._last and done < self._last[stage][1]:  # a new round
+            self._finished.discard(stage)
+            del self._started[stage], self._last[stage]
+        start, since = self._started.setdefault(stage, (now, done))
         if stage in self._finished:
             return
         finished = total > 0 and done >= total
-        if stage not in self._last or finished or now - self._last[stage] >= self._every:
-            self._last[stage] = now
-            stderr.print(progress_line(stage, done, total, now - start), markup=False)
+        if stage not in self._last or finished or now - self._last[stage][0] >= self._every:
+            stderr.print(progress_line(stage, done, total, now - start, since), markup=False)
+            self._last[stage] = (now, done)
+        else:
+            self._last[stage] = (self._last[stage][0], done)
         if finished:
             self._finished.add(stage)
 
 
-def progress_line(stage: str, done: int, total: int, elapsed: float) -> str:
-    """``stage: done/total (pct), N s elapsed, about M s left`` (what is known of it)."""
+def progress_line(stage: str, done: int, total: int, elapsed: float, since: int = 0) -> str:
+    """``stage: done/total (pct), N s elapsed, about M s left`` (what is known of it):
+    the time left from the pace since ``since`` was done (the first report's count)."""
     if total <= 0:
         return f"{stage}: {done} done, {elapsed:.0f} s elapsed"
     line = f"{stage}: {done}/{total} ({100 * done / total:.0f}%), {elapsed:.0f} s elapsed"
     if done >= total:
         return line + ", done"
-    if done > 0:
-        return line + f", about {elapsed * (total - done) / done:.0f} s left"
+    if done > since and elapsed > 0:
+        return line + f", about {elapsed * (total - done) / (done - since):.0f} s left"
     return line
 
 

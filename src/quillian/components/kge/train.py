@@ -327,6 +327,7 @@ def _epoch(
     steps = (total + config.batch_size - 1) // config.batch_size
     report_every = max(1, steps // 20)
     loss_sum = 0.0
+    progress("batch", 0, total)  # the epoch's start, for the pace and the time left
     for i, start in enumerate(range(0, total, config.batch_size)):
         heads, rows, tails = examples.batch(order[start : start + config.batch_size])
         loss = step(run, heads, rows, tails, config)
