@@ -107,6 +107,13 @@ def test_a_failed_export_leaves_no_file_behind(
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+def test_an_unwritable_cache_is_a_clear_error(tmp_path: Path) -> None:
+    model = _model_dir(tmp_path / "m", {"pooling_mode_mean_tokens": True})
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ConfigError, match="set QUILLIAN_MODEL_CACHE to a writable directory"):
+        export_onnx(model, tmp_path / "file" / "cache")
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache = tmp_path_factory.mktemp("onnx-cache")

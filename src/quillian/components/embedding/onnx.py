@@ -118,7 +118,7 @@ class OnnxEmbedder:
                 feed["token_type_ids"] = np.zeros_like(ids)
             out[row] = session.run(None, feed)[0][0].mean(axis=0)
 
-        workers = self._threads or len(os.sched_getaffinity(0))
+        workers = self._threads or _cores()
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for _ in pool.map(one, range(len(texts))):  # re-raises a worker's error
                 pass
@@ -163,6 +163,14 @@ class OnnxEmbedder:
         return self._session, self._tokenizer
 
 
+def _cores() -> int:
+    """The cores this process may run on (all of them where affinity is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def export_onnx(model_dir: Path, cache_dir: Path) -> Path:
     """The int8 ONNX file of the sentence-transformers model in ``model_dir``, exported
     into ``cache_dir`` on first use (about 10 s, loading torch) and reused after."""
@@ -170,9 +178,14 @@ def export_onnx(model_dir: Path, cache_dir: Path) -> Path:
     if target.exists():
         return target
     logger.warning("exporting %s to ONNX int8 once, into %s", model_dir, cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
     staging = cache_dir / f".staging-{os.getpid()}"
-    staging.mkdir(exist_ok=True)
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the ONNX export into {cache_dir} ({exc.strerror}); "
+            f"set {CACHE_ENV} to a writable directory"
+        ) from exc
     try:
         _export(model_dir, staging)
         os.replace(staging / "model-int8.onnx", target)  # atomic: readers see all or nothing
