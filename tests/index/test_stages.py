@@ -97,13 +97,14 @@ def test_endpoint_texts_are_embedded_and_an_index_without_them_still_opens(tmp_p
     ctx = open_index(tmp_path / "idx", embedder).context
     assert ctx.endpoint_vectors is not None and len(ctx.endpoint_vectors) == len(ctx.kg.relations)
     expected = embedder.embed([endpoint_text(r) for r in ctx.kg.relations])
-    np.testing.assert_allclose(ctx.endpoint_matrix, expected, atol=1e-6)
+    stored = ctx.endpoint_vectors.get(np.arange(len(expected)))
+    np.testing.assert_allclose(stored, expected, atol=1e-6)
     q = embedder.embed(["Ada Lovelace"])[0]
     assert len(ctx.top_relations(q, 2, "endpoints")) == 2
     # an index built before the stage opens, and seeds no triples on endpoint texts
     shutil.rmtree(tmp_path / "idx" / "vectors" / "endpoints")
     old = open_index(tmp_path / "idx", embedder).context
-    assert old.endpoint_vectors is None and old.endpoint_matrix is None
+    assert old.endpoint_vectors is None
     assert old.top_relations(q, 2, "endpoints") == []
     assert len(old.top_relations(q, 2, "sentence")) == 2
 

@@ -320,7 +320,7 @@ def test_specificity_divides_a_seed_by_its_chunk_count(context):
         scores = {p.title: p.score for p in PPRRetriever(context, cfg).retrieve("q", 4, Q).passages}
         return scores["C"] / scores["A"]
 
-    assert ratio(replace(config, specificity="inverse")) < ratio(config)
+    assert ratio(replace(config, specificity=True)) < ratio(config)
 
 
 def test_endpoint_text_puts_the_names_before_the_sentence():
@@ -346,3 +346,12 @@ def test_triple_seeds_can_match_the_endpoint_texts(context, tmp_path):
     assert [s.name for s in seeds] == ["A", "D"]
     # an index without them seeds no triples on them
     assert context.top_relations(Q, 2, "endpoints") == []
+
+
+def test_tied_endpoint_texts_are_broken_by_text_not_by_storage_order(context, tmp_path):
+    # A-B 0.1, A-D and B-C tied at 0.5: of the tie, "A — D: s2" sorts before "B — C: s1"
+    endpoints = ExactVectorIndex(tmp_path / "endpoints", 3)
+    endpoints.add(np.arange(3), [unit(0.1), unit(0.5), unit(0.5)])
+    ctx = replace(context, endpoint_vectors=endpoints)
+    assert [r for r, _ in ctx.top_relations(Q, 1, "endpoints")] == [1]
+    assert [r for r, _ in ctx.top_relations(Q, 3, "endpoints")] == [1, 2, 0]

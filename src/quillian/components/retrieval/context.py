@@ -32,6 +32,15 @@ __all__ = ["RelationText", "RetrievalContext", "SeedMode", "endpoint_text"]
 
 logger = logging.getLogger(__name__)
 
+#: Cosines equal to this many decimals are a tie (a vector's rounding differs with its
+#: position in a batch).
+TIE_DIGITS = 6
+
+
+def _tie(cosine: float) -> float:
+    return round(cosine, TIE_DIGITS)
+
+
 SeedMode = Literal["description", "lexical", "both", "auto"]
 RelationText = Literal["sentence", "endpoints"]
 
@@ -130,18 +139,18 @@ class RetrievalContext:
         return self.embedder.embed([e.name for e in self.kg.entities])
 
     @cached_property
-    def endpoint_matrix(self) -> npt.NDArray[np.float32] | None:
-        """Each relation's :func:`endpoint_text` vector (a row per relation index), or
-        None when the index holds none (built before ``EndpointTextStage``)."""
+    def _endpoints(self) -> VectorIndex | None:
+        """The endpoint vectors, or None (with a warning, once) for an index built
+        before ``EndpointTextStage``."""
         n = len(self.kg.relations)
-        if self.endpoint_vectors is None or len(self.endpoint_vectors) != n:
-            if n:
-                logger.warning(
-                    "this index has no relation texts with endpoint names; triple "
-                    "seeding on them is skipped (rebuild the index to add them)"
-                )
-            return None
-        return np.asarray(self.endpoint_vectors.get(np.arange(n)), dtype=np.float32)
+        if self.endpoint_vectors is not None and len(self.endpoint_vectors) == n:
+            return self.endpoint_vectors
+        if n:
+            logger.warning(
+                "this index has no relation texts with endpoint names; triple seeding "
+                "on them is skipped (rebuild the index to add them)"
+            )
+        return None
 
     @cached_property
     def _synonyms(self) -> dict[tuple[float, int], tuple[npt.NDArray[Any], ...]]:
@@ -180,11 +189,32 @@ class RetrievalContext:
             return []
         if text == "sentence":
             return self._top_texts(q, k, self._relations_by_row)
-        if self.endpoint_matrix is None:
+        if self._endpoints is None:
             return []
-        sims = self.endpoint_matrix @ q
-        top = np.argsort(-sims, kind="stable")[:k]
-        return [(int(r), float(sims[r])) for r in top]
+        return self._top_endpoints(self._endpoints, q, k)
+
+    def _top_endpoints(
+        self, index: VectorIndex, q: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best relations by endpoint-text cosine; every relation tied with the
+        ``k``-th (to :data:`TIE_DIGITS`) is fetched and ties are broken by the text, then
+        the relation, so two builds of one corpus seed alike whatever order their
+        relations are in."""
+        fetch = k + 1  # one past the k-th shows whether the k-th is tied
+        while True:
+            ids, scores = index.search(q[None, :], fetch)
+            found = [
+                (int(i), float(c))
+                for i, c in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
+                if i >= 0
+            ]
+            tied = len(found) == fetch and _tie(found[k - 1][1]) <= _tie(found[-1][1])
+            if not tied or fetch >= len(index):
+                break
+            fetch = min(len(index), fetch * 4)
+        texts = {r: endpoint_text(self.kg.relations[r]) for r, _ in found}
+        found.sort(key=lambda rc: (-_tie(rc[1]), texts[rc[0]], rc[0]))
+        return found[:k]
 
     def _top_texts(
         self,

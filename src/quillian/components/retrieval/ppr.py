@@ -2,15 +2,18 @@
 
 The walk runs on entities linked by ``related_to`` and on chunks linked to the entities
 they mention. The reset distribution puts the seed entities' weight on the entities
-and, as HippoRAG 2 does, a small share (``passage_weight``) of each chunk's dense score
-on the chunk nodes; chunks are ranked by their PageRank mass.
+(those the query names, those of the nearest descriptions, and the ends of the 5
+relations whose texts with their endpoint names are nearest the query, as HippoRAG 2
+links its top facts) and, as HippoRAG 2 does, a small share (``passage_weight``) of
+each chunk's dense score on the chunk nodes; chunks are ranked by their PageRank mass.
+HippoRAG's synonym links and node specificity are options, off by default: neither
+helped on all three benchmark sets (docs/benchmarks.md, "Retrieval lift").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -24,9 +27,6 @@ from quillian.errors import ConfigError
 from quillian.stores.snapshot import EdgeKind
 
 __all__ = ["PPRConfig", "PPRRetriever"]
-
-Specificity = Literal["none", "inverse", "log"]
-PassageMass = Literal["share", "minmax"]
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,9 @@ class PPRConfig:
     """Name cosine of a synonym link (HippoRAG 2: 0.8)."""
     synonym_k: int = 10
     """At most this many synonym links from each entity."""
-    specificity: Specificity = "none"
-    """Scale each seed's weight by its entity's specificity: ``inverse``, 1 / the
-    chunks linked to it (HippoRAG's node specificity, 1 / |P_i|); ``log``, log(N / df)
-    / log(N) as SA's graded seeds use; ``none``."""
-    passage_mass: PassageMass = "share"
-    """``share``: the dense top chunks share ``passage_weight`` of the seeds' mass by
-    cosine; ``minmax``: every chunk gets ``passage_weight`` times its min-max
-    normalised cosine, whatever the seeds' mass (HippoRAG 2's code)."""
+    specificity: bool = False
+    """Divide each seed's weight by the number of chunks linked to its entity
+    (HippoRAG's node specificity, 1 / |P_i|)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.damping < 1.0:
@@ -101,7 +96,7 @@ class PPRRetriever:
             reset[seed.entity] += max(seed.score, 0.0) * self._specificity[seed.entity]
         dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)
         if dense and cfg.passage_weight > 0:
-            reset[kg.chunk_offset :] += self._passage_mass(q, dense, reset.sum() or 1.0)
+            reset[kg.chunk_offset :] += self._passage_mass(dense, reset.sum() or 1.0)
         if reset.sum() <= 0:
             ranked = top_k_passages({}, k, [c for c, _ in dense])
         else:
@@ -118,27 +113,17 @@ class PPRRetriever:
 
     @cached_property
     def _specificity(self) -> npt.NDArray[np.float64]:
-        """Each entity's seed-weight factor (``specificity``)."""
-        ctx, mode = self.context, self.config.specificity
-        if mode == "inverse":
-            return 1.0 / np.maximum(ctx.entity_chunks, 1).astype(np.float64)
-        if mode == "log":
-            return np.asarray(ctx.entity_specificity, dtype=np.float64)
-        return np.ones(ctx.kg.n_entities, dtype=np.float64)
+        """Each entity's seed-weight factor: 1 / its chunks with ``specificity``."""
+        chunks = np.maximum(self.context.entity_chunks, 1).astype(np.float64)
+        return 1.0 / chunks if self.config.specificity else np.ones_like(chunks)
 
     def _passage_mass(
-        self, q: npt.NDArray[np.float32], dense: list[tuple[int, float]], seed_mass: float
+        self, dense: list[tuple[int, float]], seed_mass: float
     ) -> npt.NDArray[np.float64]:
-        """Reset mass of every chunk: ``share`` spreads ``passage_weight`` times the
-        seeds' mass over the dense top chunks by cosine; ``minmax`` gives every chunk
-        ``passage_weight`` times its min-max normalised cosine (HippoRAG 2)."""
-        cfg, n = self.config, len(self.context.kg.chunk_ids)
-        out = np.zeros(n, dtype=np.float64)
-        if cfg.passage_mass == "minmax":
-            sims = self.context.chunk_similarity(q, np.arange(n)).astype(np.float64)
-            span = sims.max() - sims.min() if n else 0.0
-            return cfg.passage_weight * (sims - sims.min()) / span if span > 0 else out
+        """Reset mass of every chunk: the dense top chunks share ``passage_weight``
+        times the seeds' mass, in proportion to their cosine."""
+        out = np.zeros(len(self.context.kg.chunk_ids), dtype=np.float64)
         mass = np.clip(np.array([s for _, s in dense]), 0.0, None)
         if mass.sum() > 0:
-            out[[c for c, _ in dense]] = cfg.passage_weight * seed_mass * mass / mass.sum()
+            out[[c for c, _ in dense]] = self.config.passage_weight * seed_mass * mass / mass.sum()
         return out
