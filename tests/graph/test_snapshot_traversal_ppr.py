@@ -97,3 +97,15 @@ def test_ppr_by_hand_symmetric_star():
     assert p.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="all zero"):
         personalized_pagerank(transition_matrix(g), [0, 0, 0])
+
+
+def test_transition_matrix_adds_extra_edges():
+    # a path 0 - 1 and an isolated node 2; an extra edge 1 -> 2 of weight 3
+    snap = GraphSnapshot.from_edges(
+        ["a", "b", "c"], [NodeKind.ENTITY] * 3, [0, 1], [1, 0], EdgeKind.RELATED_TO
+    )
+    plain = transition_matrix(snap).toarray()
+    assert plain[1].tolist() == [1.0, 0.0, 0.0] and plain[2].sum() == 0
+    extra = transition_matrix(snap, extra=([1], [2], [3.0])).toarray()
+    assert extra[1].tolist() == [0.25, 0.0, 0.75]  # weights 1 and 3, normalised
+    assert extra[0].tolist() == [0.0, 1.0, 0.0]

@@ -1,6 +1,7 @@
 """The build as stages: the graph goes through the graph store, methods add stages, and
 server locations are refused clearly."""
 
+import shutil
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,8 +10,16 @@ import pytest
 from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.graph.builder import GraphBuilder
+from quillian.components.retrieval.context import endpoint_text
 from quillian.errors import StoreError
-from quillian.index import DEFAULT_STAGES, BuildState, build_index, open_storage, read_manifest
+from quillian.index import (
+    DEFAULT_STAGES,
+    BuildState,
+    build_index,
+    open_index,
+    open_storage,
+    read_manifest,
+)
 from quillian.testing.corpus import LOVELACE
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Chunk, Document
@@ -66,7 +75,38 @@ def test_a_method_stage_runs_after_the_defaults_and_is_reported(tmp_path):
         stages=(*DEFAULT_STAGES, stage),
     )
     assert stage.seen == 4 and report.counts["counted"] == 4
-    assert set(report.seconds) == {"ingest_extract", "graph", "embed", "bm25", "count"}
+    assert set(report.seconds) == {
+        "ingest_extract",
+        "graph",
+        "embed",
+        "endpoint_texts",
+        "bm25",
+        "count",
+    }
+
+
+def test_endpoint_texts_are_embedded_and_an_index_without_them_still_opens(tmp_path):
+    embedder = KeywordEmbedder()
+    build_index(
+        [Document(text, title) for title, text in LOVELACE.items()],
+        tmp_path / "idx",
+        chunker=PassageChunker(),
+        extractor=TitleLinkExtractor(list(LOVELACE)),
+        embedder=embedder,
+    )
+    ctx = open_index(tmp_path / "idx", embedder).context
+    assert ctx.endpoint_vectors is not None and len(ctx.endpoint_vectors) == len(ctx.kg.relations)
+    expected = embedder.embed([endpoint_text(r) for r in ctx.kg.relations])
+    stored = ctx.endpoint_vectors.get(np.arange(len(expected)))
+    np.testing.assert_allclose(stored, expected, atol=1e-6)
+    q = embedder.embed(["Ada Lovelace"])[0]
+    assert len(ctx.top_relations(q, 2, "endpoints")) == 2
+    # an index built before the stage opens, and seeds no triples on endpoint texts
+    shutil.rmtree(tmp_path / "idx" / "vectors" / "endpoints")
+    old = open_index(tmp_path / "idx", embedder).context
+    assert old.endpoint_vectors is None
+    assert old.top_relations(q, 2, "endpoints") == []
+    assert len(old.top_relations(q, 2, "sentence")) == 2
 
 
 def test_an_unreachable_server_location_is_refused_clearly(tmp_path):

@@ -11,6 +11,7 @@ chosen by hand:
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.factories import make_retriever
 from quillian.components.graph.builder import GraphBuilder
 from quillian.components.retrieval.base import top_k_passages
-from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.context import RetrievalContext, endpoint_text
 from quillian.components.retrieval.dense import DenseRetriever
 from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
@@ -237,7 +238,8 @@ def test_triple_seeds_add_the_ends_of_the_nearest_relations(context) -> None:
         ("B", 1.0, "triple"),
         ("C", 0.7, "triple"),
     ]
-    ppr = PPRRetriever(context, PPRConfig(seeding="lexical", triple_seeds=1, passage_weight=0))
+    config = PPRConfig(seeding="lexical", triple_seeds=1, triple_text="sentence", passage_weight=0)
+    ppr = PPRRetriever(context, config)
     assert [s.name for s in ppr.retrieve("q", 2, Q).trace.seeds] == ["A", "B"]
     with pytest.raises(ConfigError, match="triple_seeds"):
         SAConfig(triple_seeds=-1)
@@ -263,3 +265,93 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
     assert make_retriever(context, "fused").retrieve("A", 2, Q).method == "fused:sa+ppr"
     with pytest.raises(ConfigError, match="cannot fuse itself"):
         make_retriever(context, "fused", members="sa,fused")
+
+
+# --- synonym links, node specificity and endpoint relation texts -------------------------
+
+
+class TableEmbedder:
+    """Embeds each text by a table given by hand (unknown texts: the zero vector)."""
+
+    model_id = "table"
+    dim = 3
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed(self, texts):
+        return np.array([self.table.get(t, [0.0] * 3) for t in texts], dtype=np.float32)
+
+
+def test_entity_chunks_count_the_chunks_about_or_mentioning_each_entity(context):
+    # entities A, B, D, C: A in c0; B in c0, c1; D in c0, c3; C in c1, c2
+    assert context.entity_chunks.tolist() == [1, 2, 2, 2]
+
+
+def test_synonym_links_join_entities_whose_names_embed_close(context):
+    # names A, B, D, C: D and C nearly the same (cos 0.995), the rest orthogonal
+    names = {"A": [1, 0, 0], "B": [0, 1, 0], "D": [0, 0, 1], "C": [0, 0.1, 0.995]}
+    ctx = replace(context, embedder=TableEmbedder(names))
+    src, dst, w = ctx.synonym_edges(0.8, 5)
+    assert list(zip(src.tolist(), dst.tolist(), strict=True)) == [(2, 3), (3, 2)]
+    assert w.tolist() == pytest.approx([0.995, 0.995], abs=1e-3)
+    # seeded at A: D's passage c3 is one hop further than c0, C's passage c2 two; the
+    # D-C link gives c2 a shorter way in and so more mass
+    config = PPRConfig(seeding="description", seed_k=1, triple_seeds=0, passage_weight=0.0)
+
+    def c2_score(cfg: PPRConfig) -> float:
+        scores = {p.title: p.score for p in PPRRetriever(ctx, cfg).retrieve("q", 4, Q).passages}
+        return scores["C"]
+
+    assert c2_score(replace(config, synonyms=True)) > c2_score(config)
+    assert c2_score(replace(config, synonyms=True, synonym_threshold=0.999)) == pytest.approx(
+        c2_score(config)
+    )
+    with pytest.raises(ConfigError, match="synonym_k"):
+        PPRConfig(synonym_k=0)
+
+
+def test_specificity_divides_a_seed_by_its_chunk_count(context):
+    # seeds A (cos 0.9, one chunk) and C (0.3, two chunks): specificity halves C's
+    # reset mass against A's, so C's passage c2 loses ground to A's c0
+    config = PPRConfig(seeding="description", seed_k=3, triple_seeds=0, passage_weight=0.0)
+
+    def ratio(cfg: PPRConfig) -> float:
+        scores = {p.title: p.score for p in PPRRetriever(context, cfg).retrieve("q", 4, Q).passages}
+        return scores["C"] / scores["A"]
+
+    assert ratio(replace(config, specificity=True)) < ratio(config)
+
+
+def test_endpoint_text_puts_the_names_before_the_sentence():
+    prov = Provenance("d", "c", 0, 10, "Simon was born in Milwaukee.")
+    born = Triple("Milwaukee", "birthplace of", "Herbert Simon", "x", prov)
+    assert endpoint_text(born) == (
+        "Milwaukee — birthplace of — Herbert Simon: Simon was born in Milwaukee."
+    )
+    # a co-occurrence's predicate says nothing; a text that repeats the triple is dropped
+    assert endpoint_text(Triple("A", "related_to", "B", "A met B.")) == "A — B: A met B."
+    assert endpoint_text(Triple("A", "met", "B", "A met B")) == "A — met — B"
+
+
+def test_triple_seeds_can_match_the_endpoint_texts(context, tmp_path):
+    # endpoint texts of A-B, A-D, B-C at cosines 0.1, 0.9, 0.5: the order flips
+    endpoints = ExactVectorIndex(tmp_path / "endpoints", 3)
+    endpoints.add(np.arange(3), [unit(0.1), unit(0.9), unit(0.5)])
+    ctx = replace(context, endpoint_vectors=endpoints)
+    ranked = ctx.top_relations(Q, 2, "endpoints")
+    assert [(r, round(s, 3)) for r, s in ranked] == [(1, 0.9), (2, 0.5)]
+    assert [r for r, _ in ctx.top_relations(Q, 2)] == [0, 2]  # the sentences: unchanged
+    seeds = ctx.seeds("q", Q, "lexical", 0, triples=1, triple_text="endpoints")
+    assert [s.name for s in seeds] == ["A", "D"]
+    # an index without them seeds no triples on them
+    assert context.top_relations(Q, 2, "endpoints") == []
+
+
+def test_tied_endpoint_texts_are_broken_by_text_not_by_storage_order(context, tmp_path):
+    # A-B 0.1, A-D and B-C tied at 0.5: of the tie, "A — D: s2" sorts before "B — C: s1"
+    endpoints = ExactVectorIndex(tmp_path / "endpoints", 3)
+    endpoints.add(np.arange(3), [unit(0.1), unit(0.5), unit(0.5)])
+    ctx = replace(context, endpoint_vectors=endpoints)
+    assert [r for r, _ in ctx.top_relations(Q, 1, "endpoints")] == [1]
+    assert [r for r, _ in ctx.top_relations(Q, 3, "endpoints")] == [1, 2, 0]

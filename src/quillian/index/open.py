@@ -13,10 +13,11 @@ from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
-from quillian.errors import IndexIncompleteError, InputError
+from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
 from quillian.index.layout import read_manifest
 from quillian.index.storage import Storage, open_storage
+from quillian.stores.protocols import VectorIndex
 
 __all__ = ["Index", "load_graph", "open_index"]
 
@@ -38,6 +39,14 @@ def load_graph(storage: Storage) -> KnowledgeGraph:
     finally:
         store.close()
     return load_tables(storage.directory, snapshot)
+
+
+def _optional_vectors(storage: Storage, name: str) -> VectorIndex | None:
+    """The vector collection ``name``, or None for an index built before it existed."""
+    try:
+        return storage.vectors(name)
+    except ConfigError:
+        return None
 
 
 def open_index(location: str | Path, embedder: Embedder) -> Index:
@@ -72,5 +81,6 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             bm25=BM25Index.load(storage.directory / "bm25"),
             triples=read_triples(storage.kv, storage.vectors, kg.chunk_ids),
             directory=storage.directory,
+            endpoint_vectors=_optional_vectors(storage, "endpoints"),
         )
     return Index(storage.directory, manifest, context)

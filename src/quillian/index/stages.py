@@ -1,9 +1,10 @@
 """The build after ingestion, as an ordered list of stages over every stored chunk.
 
-The default stages build SA-RAG's document graph, embed chunks and graph texts, and
-index the chunks for BM25. A method that needs more (its own graph, a trained model)
-appends stages of its own: a stage reads what earlier stages left in
-:class:`BuildState` and writes its artifacts through the state's storage.
+The default stages build SA-RAG's document graph, embed chunks and graph texts (and
+each relation's text with its endpoint names), and index the chunks for BM25. A method
+that needs more (its own graph, a trained model) appends stages of its own: a stage
+reads what earlier stages left in :class:`BuildState` and writes its artifacts through
+the state's storage.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from quillian.components.extraction.base import Extraction
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
+from quillian.components.retrieval.context import endpoint_text
 from quillian.errors import IndexIncompleteError
 from quillian.index.artifacts import replace_dir, save_tables
 from quillian.index.storage import Storage
@@ -32,6 +34,7 @@ __all__ = [
     "BuildStage",
     "BuildState",
     "EmbedStage",
+    "EndpointTextStage",
     "GraphStage",
     "chunk_text",
     "run_stages",
@@ -133,15 +136,31 @@ class EmbedStage:
         np.save(tables / "description_rows.npy", desc_rows)
         np.save(tables / "relation_rows.npy", rel_rows)
         for name, items in (("chunks", [chunk_text(c) for c in state.chunks]), ("texts", texts)):
-            index = state.storage.vectors(name, state.embedder.dim, fresh=True)
-            try:
-                for start in range(0, len(items), self.window):
-                    batch = items[start : start + self.window]
-                    index.add(np.arange(start, start + len(batch)), state.embedder.embed(batch))
-                    state.progress(f"embed:{name}", start + len(batch), len(items))
-                index.flush()
-            finally:
-                index.close()
+            _embed_into(state, name, items, self.window)
+
+
+class EndpointTextStage:
+    """Vectors of each relation's text with its endpoint names (``endpoints``, by
+    relation index), which triple seeding matches the question against."""
+
+    name = "endpoint_texts"
+
+    def run(self, state: BuildState) -> None:
+        texts = [endpoint_text(r) for r in state.graph().relations]
+        _embed_into(state, "endpoints", texts, EmbedStage.window)
+
+
+def _embed_into(state: BuildState, collection: str, items: list[str], window: int) -> None:
+    """Embed ``items`` into the fresh vector collection ``collection`` (ids by position)."""
+    index = state.storage.vectors(collection, state.embedder.dim, fresh=True)
+    try:
+        for start in range(0, len(items), window):
+            batch = items[start : start + window]
+            index.add(np.arange(start, start + len(batch)), state.embedder.embed(batch))
+            state.progress(f"embed:{collection}", start + len(batch), len(items))
+        index.flush()
+    finally:
+        index.close()
 
 
 class BM25Stage:
@@ -155,7 +174,12 @@ class BM25Stage:
         state.progress("bm25", 1, 1)
 
 
-DEFAULT_STAGES: tuple[BuildStage, ...] = (GraphStage(), EmbedStage(), BM25Stage())
+DEFAULT_STAGES: tuple[BuildStage, ...] = (
+    GraphStage(),
+    EmbedStage(),
+    EndpointTextStage(),
+    BM25Stage(),
+)
 
 
 def run_stages(state: BuildState, stages: Sequence[BuildStage]) -> dict[str, float]:

@@ -18,12 +18,16 @@ __all__ = ["personalized_pagerank", "transition_matrix"]
 
 
 def transition_matrix(
-    snapshot: GraphSnapshot, kinds: Collection[EdgeKind] | None = None
+    snapshot: GraphSnapshot,
+    kinds: Collection[EdgeKind] | None = None,
+    extra: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
 ) -> sp.csr_matrix:
     """Row-stochastic matrix ``P[i, j]`` of a random walk along edges of ``kinds``.
 
-    Parallel edges add up; every edge counts its stored weight. Rows of nodes without
-    out-edges stay zero (their mass returns to the reset distribution).
+    Parallel edges add up; every edge counts its stored weight. ``extra`` adds directed
+    edges ``(sources, targets, weights)`` that the snapshot does not hold (synonym
+    links). Rows of nodes without out-edges stay zero (their mass returns to the reset
+    distribution).
     """
     n = snapshot.n_nodes
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(snapshot.indptr))
@@ -32,6 +36,10 @@ def transition_matrix(
     if kinds is not None:
         keep = np.isin(np.asarray(snapshot.edge_kinds), [int(k) for k in kinds])
         rows, cols, data = rows[keep], cols[keep], data[keep]
+    if extra is not None:
+        rows = np.concatenate([rows, np.asarray(extra[0], dtype=np.int64)])
+        cols = np.concatenate([cols, np.asarray(extra[1], dtype=np.int64)])
+        data = np.concatenate([data, np.asarray(extra[2], dtype=np.float64)])
     matrix = sp.csr_matrix((data, (rows, cols)), shape=(n, n))
     matrix.sum_duplicates()
     out = np.asarray(matrix.sum(axis=1)).ravel()

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.extraction.llm import _run_sync
+from quillian.components.graph.synonyms import SYNONYM_THRESHOLD, nearest_pairs
 from quillian.components.kag.graph import KagEdge, KagNode, TypedGraph, TypedGraphBuilder
 from quillian.components.kag.schema import CHUNK, CONCEPT, OTHERS, Schema
 from quillian.components.kag.tasks import CONCEPTS
@@ -50,10 +51,8 @@ __all__ = [
 SIMILAR = "similar"
 ALIGNMENT_PREDICATES = frozenset({"isA", "belongTo", "synonym", SIMILAR})
 #: Name cosine at which two entities of one class are linked ``similar``: HippoRAG's
-#: synonymy threshold; with MiniLM, name variants score above it ("Antonio Vivaldi" /
-#: "Vivaldi" 0.84, "USA" / "United States" 0.89) and distinct names below ("Harvard
-#: University" / "Yale University" 0.74, "John Smith" / "John Adams" 0.54).
-SIMILAR_THRESHOLD = 0.8
+#: synonymy threshold (:data:`~quillian.components.graph.synonyms.SYNONYM_THRESHOLD`).
+SIMILAR_THRESHOLD = SYNONYM_THRESHOLD
 DEFAULT_WORDNET = Path("/usr/share/wordnet")
 
 
@@ -291,31 +290,16 @@ def link_similar(
     entities = graph.entity_nodes()
     if len(entities) != len(names):
         raise ValueError(f"{len(names)} name vectors for {len(entities)} entities")
-    by_label: dict[str, list[int]] = defaultdict(list)
-    for row, node in enumerate(entities):
-        by_label[graph.nodes[node].label].append(row)
-    pairs: set[tuple[int, int]] = set()
-    for rows in by_label.values():
-        if len(rows) < 2:
-            continue
-        members = names[rows]
-        for start in range(0, len(rows), SIMILAR_BLOCK):
-            sims = members[start : start + SIMILAR_BLOCK] @ members.T
-            block = np.arange(sims.shape[0])
-            sims[block, start + block] = -np.inf
-            best = np.argmax(sims, axis=1)
-            for i, j in zip(block.tolist(), best.tolist(), strict=True):
-                if sims[i, j] >= threshold:
-                    a, b = entities[rows[start + i]], entities[rows[j]]
-                    pairs.add((min(a, b), max(a, b)))
+    labels = [graph.nodes[node].label for node in entities]
+    rows, near, _ = nearest_pairs(names, threshold, k=1, groups=labels)
+    pairs = {
+        (min(entities[a], entities[b]), max(entities[a], entities[b]))
+        for a, b in zip(rows.tolist(), near.tolist(), strict=True)
+    }
     if not pairs:
         return graph
     edges = [*graph.edges, *(KagEdge(a, SIMILAR, b) for a, b in sorted(pairs))]
     return TypedGraph(graph.nodes, edges, graph.issues)
-
-
-#: Rows of name vectors compared at once in :func:`link_similar`.
-SIMILAR_BLOCK = 1024
 
 
 def without_alignment(graph: TypedGraph) -> TypedGraph:

@@ -6,27 +6,57 @@ test) and shared by every retriever; retrievers never write to it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
+from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import KnowledgeGraph
+from quillian.components.graph.synonyms import synonym_edges
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.components.retrieval.triple_store import TripleStore
 from quillian.stores.protocols import VectorIndex
 from quillian.stores.snapshot import EdgeKind
+from quillian.types import Triple
 
-__all__ = ["RetrievalContext", "SeedMode"]
+__all__ = ["RelationText", "RetrievalContext", "SeedMode", "endpoint_text"]
+
+logger = logging.getLogger(__name__)
+
+#: Cosines equal to this many decimals are a tie (a vector's rounding differs with its
+#: position in a batch).
+TIE_DIGITS = 6
+
+
+def _tie(cosine: float) -> float:
+    return round(cosine, TIE_DIGITS)
+
 
 SeedMode = Literal["description", "lexical", "both", "auto"]
+RelationText = Literal["sentence", "endpoints"]
+
+
+def endpoint_text(relation: Triple) -> str:
+    """A relation as its ends and predicate, then its source sentence: "Milwaukee —
+    birthplace of — Herbert Simon: Simon was born in Milwaukee." (the sentence alone
+    may name an end only as "he"). A co-occurrence's ``related_to`` is left out, and so
+    is a sentence that only repeats the triple."""
+    s, p, o = relation.subject, relation.predicate, relation.object
+    head = " — ".join(x for x in (s, "" if p == RELATED_TO else p, o) if x)
+    prov = relation.provenance
+    sentence = prov.sentence if prov is not None and prov.sentence else relation.description
+    if not sentence or sentence == f"{s} {p} {o}":
+        return head
+    return f"{head}: {sentence}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +81,9 @@ class RetrievalContext:
     """Triples with their source sentences (KAGS), when the index was built for them."""
     directory: Path | None = field(default=None)
     """The index directory, where a method's own build artifacts live (KAG's graph)."""
+    endpoint_vectors: VectorIndex | None = field(default=None)
+    """Each relation's :func:`endpoint_text` embedded, by relation index
+    (``EndpointTextStage``); None for an index built before that stage."""
 
     @cached_property
     def lexicon(self) -> EntityLexicon:
@@ -80,17 +113,60 @@ class RetrievalContext:
         return indptr, order
 
     @cached_property
-    def entity_specificity(self) -> npt.NDArray[np.float64]:
-        """Per entity, ``log(N / df) / log(N)``: 1 for an entity one chunk mentions, near
-        0 for one every chunk mentions (N chunks, df chunks linked to the entity)."""
+    def entity_chunks(self) -> npt.NDArray[np.int64]:
+        """Per entity, how many chunks are linked to it (about it or mentioning it)."""
         snapshot, n_ent = self.kg.snapshot, self.kg.n_entities
         rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
         to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
             np.asarray(snapshot.indices) >= self.kg.chunk_offset
         )
-        df = np.bincount(rows[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
+        return np.bincount(rows[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
+
+    @cached_property
+    def entity_specificity(self) -> npt.NDArray[np.float64]:
+        """Per entity, ``log(N / df) / log(N)``: 1 for an entity one chunk mentions, near
+        0 for one every chunk mentions (N chunks, df chunks linked to the entity)."""
         n = max(len(self.kg.chunk_ids), 2)
-        return np.clip(np.log(n / np.maximum(df, 1)) / np.log(n), 0.05, 1.0)
+        df = np.maximum(self.entity_chunks, 1)
+        return np.clip(np.log(n / df) / np.log(n), 0.05, 1.0)
+
+    @cached_property
+    def entity_name_matrix(self) -> npt.NDArray[np.float32]:
+        """Each entity's name vector (a row per entity index), embedded on first use:
+        only synonym links read them."""
+        if self.kg.n_entities == 0:
+            return np.zeros((0, self.embedder.dim), np.float32)
+        return self.embedder.embed([e.name for e in self.kg.entities])
+
+    @cached_property
+    def _endpoints(self) -> VectorIndex | None:
+        """The endpoint vectors, or None (with a warning, once) for an index built
+        before ``EndpointTextStage``."""
+        n = len(self.kg.relations)
+        if self.endpoint_vectors is not None and len(self.endpoint_vectors) == n:
+            return self.endpoint_vectors
+        if n:
+            logger.warning(
+                "this index has no relation texts with endpoint names; triple seeding "
+                "on them is skipped (rebuild the index to add them)"
+            )
+        return None
+
+    @cached_property
+    def _synonyms(self) -> dict[tuple[float, int], tuple[npt.NDArray[Any], ...]]:
+        return {}
+
+    def synonym_edges(
+        self, threshold: float, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Undirected synonym links between entities whose names embed at cosine
+        ``threshold`` or more, each entity's ``k`` nearest (HippoRAG 2), in both
+        directions with their cosine as weight; computed once per setting."""
+        key = (threshold, k)
+        if key not in self._synonyms:
+            self._synonyms[key] = synonym_edges(self.entity_name_matrix, threshold, k)
+        src, dst, weight = self._synonyms[key]
+        return src, dst, weight
 
     def top_descriptions(self, q: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
         """The ``k`` entity descriptions most similar to the query: ``(description, cos)``.
@@ -102,12 +178,43 @@ class RetrievalContext:
             return []
         return self._top_texts(q, k, self._descriptions_by_row)
 
-    def top_relations(self, q: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """The ``k`` relations whose texts (source sentences) are most similar to the
-        query: ``(relation, cos)``, ranked like :meth:`top_descriptions`."""
-        if len(self.relation_rows) == 0:
+    def top_relations(
+        self, q: npt.NDArray[np.float32], k: int, text: RelationText = "sentence"
+    ) -> list[tuple[int, float]]:
+        """The ``k`` relations whose texts are most similar to the query: ``(relation,
+        cos)``. ``sentence``: the source sentences, ranked like :meth:`top_descriptions`;
+        ``endpoints``: the sentences with their endpoint names (:func:`endpoint_text`);
+        none on an index built without those."""
+        if len(self.relation_rows) == 0 or k <= 0:
             return []
-        return self._top_texts(q, k, self._relations_by_row)
+        if text == "sentence":
+            return self._top_texts(q, k, self._relations_by_row)
+        if self._endpoints is None:
+            return []
+        return self._top_endpoints(self._endpoints, q, k)
+
+    def _top_endpoints(
+        self, index: VectorIndex, q: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best relations by endpoint-text cosine; every relation tied with the
+        ``k``-th (to :data:`TIE_DIGITS`) is fetched and ties are broken by the text, then
+        the relation, so two builds of one corpus seed alike whatever order their
+        relations are in."""
+        fetch = k + 1  # one past the k-th shows whether the k-th is tied
+        while True:
+            ids, scores = index.search(q[None, :], fetch)
+            found = [
+                (int(i), float(c))
+                for i, c in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
+                if i >= 0
+            ]
+            tied = len(found) == fetch and _tie(found[k - 1][1]) <= _tie(found[-1][1])
+            if not tied or fetch >= len(index):
+                break
+            fetch = min(len(index), fetch * 4)
+        texts = {r: endpoint_text(self.kg.relations[r]) for r, _ in found}
+        found.sort(key=lambda rc: (-_tie(rc[1]), texts[rc[0]], rc[0]))
+        return found[:k]
 
     def _top_texts(
         self,
@@ -169,6 +276,7 @@ class RetrievalContext:
         mode: SeedMode,
         k: int,
         triples: int = 0,
+        triple_text: RelationText = "sentence",
     ) -> list[Seed]:
         """Initially activated entities, without duplicates.
 
@@ -176,7 +284,8 @@ class RetrievalContext:
         top-``k`` descriptions by cosine (SA-RAG); ``both``: lexical first, then
         description; ``auto``: lexical, or description when the query names no entity.
         ``triples``: also the subjects and objects of the ``triples`` relations whose
-        source sentences are nearest the query (their cosine), after the others.
+        source sentences (``triple_text``: see :meth:`top_relations`) are nearest the
+        query (their cosine), after the others.
         """
         found: dict[int, Seed] = {}
         if mode in ("lexical", "both", "auto"):
@@ -188,7 +297,7 @@ class RetrievalContext:
                 entity = int(self.description_entity[desc])
                 name = self.entity_name(entity)
                 found.setdefault(entity, Seed(entity, name, score, "description"))
-        for relation, score in self.top_relations(q, triples):
+        for relation, score in self.top_relations(q, triples, triple_text):
             for end in (self.kg.relation_subject[relation], self.kg.relation_object[relation]):
                 entity = int(end)
                 if entity >= 0:

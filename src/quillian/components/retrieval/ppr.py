@@ -2,8 +2,12 @@
 
 The walk runs on entities linked by ``related_to`` and on chunks linked to the entities
 they mention. The reset distribution puts the seed entities' weight on the entities
-and, as HippoRAG 2 does, a small share (``passage_weight``) of each chunk's dense score
-on the chunk nodes; chunks are ranked by their PageRank mass.
+(those the query names, those of the nearest descriptions, and the ends of the 5
+relations whose texts with their endpoint names are nearest the query, as HippoRAG 2
+links its top facts) and, as HippoRAG 2 does, a small share (``passage_weight``) of
+each chunk's dense score on the chunk nodes; chunks are ranked by their PageRank mass.
+HippoRAG's synonym links and node specificity are options, off by default: neither
+helped on all three benchmark sets (docs/benchmarks.md, "Retrieval lift").
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
+from quillian.components.graph.synonyms import SYNONYM_THRESHOLD
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
-from quillian.components.retrieval.context import RetrievalContext, SeedMode
+from quillian.components.retrieval.context import RelationText, RetrievalContext, SeedMode
 from quillian.errors import ConfigError
 from quillian.stores.snapshot import EdgeKind
 
@@ -30,20 +35,37 @@ class PPRConfig:
     """Probability of following an edge (HippoRAG: 0.5)."""
     seed_k: int = 5
     """Top-k entity descriptions used as seeds besides the entities named in the query."""
-    triple_seeds: int = 0
-    """Also seed with the ends of the N relations whose source sentences are nearest
-    the question (a dense match of the question against the triples; 0: off)."""
+    triple_seeds: int = 5
+    """Also seed with the ends of the N relations whose texts are nearest the question
+    (a dense match of the question against the triples, as HippoRAG 2 links its top 5
+    facts; 0: off)."""
+    triple_text: RelationText = "endpoints"
+    """What the triple seeds are matched on: ``endpoints``, each relation's ends'
+    names, predicate and source sentence (an index built without them seeds no
+    triples); ``sentence``, the source sentence alone."""
     seeding: SeedMode = "both"
     passage_weight: float = 0.05
     """Share of reset mass on chunks, proportional to their dense score (HippoRAG 2)."""
     dense_candidates: int = 50
     """How many dense top chunks receive reset mass."""
+    synonyms: bool = False
+    """Walk synonym links too: entities whose names embed at ``synonym_threshold`` or
+    more, each entity's ``synonym_k`` nearest, weighted by their cosine (HippoRAG 2)."""
+    synonym_threshold: float = SYNONYM_THRESHOLD
+    """Name cosine of a synonym link (HippoRAG 2: 0.8)."""
+    synonym_k: int = 10
+    """At most this many synonym links from each entity."""
+    specificity: bool = False
+    """Divide each seed's weight by the number of chunks linked to its entity
+    (HippoRAG's node specificity, 1 / |P_i|)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.damping < 1.0:
             raise ConfigError(f"damping must be in [0, 1), got {self.damping}")
         if self.seed_k < 0 or self.dense_candidates < 0 or self.triple_seeds < 0:
             raise ConfigError("seed_k, dense_candidates and triple_seeds must be >= 0")
+        if self.synonym_k <= 0:
+            raise ConfigError(f"synonym_k must be greater than 0, got {self.synonym_k}")
 
 
 class PPRRetriever:
@@ -56,7 +78,11 @@ class PPRRetriever:
     @cached_property
     def _transition(self) -> sp.csr_matrix:
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        return transition_matrix(self.context.kg.snapshot, kinds)
+        cfg = self.config
+        extra = None
+        if cfg.synonyms:
+            extra = self.context.synonym_edges(cfg.synonym_threshold, cfg.synonym_k)
+        return transition_matrix(self.context.kg.snapshot, kinds, extra)
 
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
@@ -65,17 +91,12 @@ class PPRRetriever:
         q = ctx.embed_query(query) if query_vector is None else query_vector
         kg = ctx.kg
         reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
-        seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k, cfg.triple_seeds)
+        seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k, cfg.triple_seeds, cfg.triple_text)
         for seed in seeds:
-            reset[seed.entity] += max(seed.score, 0.0)
+            reset[seed.entity] += max(seed.score, 0.0) * self._specificity[seed.entity]
         dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)
         if dense and cfg.passage_weight > 0:
-            mass = np.clip(np.array([s for _, s in dense]), 0.0, None)
-            total_seed = reset.sum() or 1.0
-            if mass.sum() > 0:
-                share = cfg.passage_weight * total_seed * mass / mass.sum()
-                for (chunk, _), value in zip(dense, share, strict=True):
-                    reset[kg.chunk_offset + chunk] += value
+            reset[kg.chunk_offset :] += self._passage_mass(dense, reset.sum() or 1.0)
         if reset.sum() <= 0:
             ranked = top_k_passages({}, k, [c for c, _ in dense])
         else:
@@ -89,3 +110,20 @@ class PPRRetriever:
             )
         passages = [ctx.passage(c, s) for c, s in ranked]
         return RetrievalResult(self.name, query, passages, RetrievalTrace(seeds=seeds))
+
+    @cached_property
+    def _specificity(self) -> npt.NDArray[np.float64]:
+        """Each entity's seed-weight factor: 1 / its chunks with ``specificity``."""
+        chunks = np.maximum(self.context.entity_chunks, 1).astype(np.float64)
+        return 1.0 / chunks if self.config.specificity else np.ones_like(chunks)
+
+    def _passage_mass(
+        self, dense: list[tuple[int, float]], seed_mass: float
+    ) -> npt.NDArray[np.float64]:
+        """Reset mass of every chunk: the dense top chunks share ``passage_weight``
+        times the seeds' mass, in proportion to their cosine."""
+        out = np.zeros(len(self.context.kg.chunk_ids), dtype=np.float64)
+        mass = np.clip(np.array([s for _, s in dense]), 0.0, None)
+        if mass.sum() > 0:
+            out[[c for c, _ in dense]] = self.config.passage_weight * seed_mass * mass / mass.sum()
+        return out

@@ -50,7 +50,7 @@ from quillian.components.retrieval.base import (
     UsedRelation,
     top_k_passages,
 )
-from quillian.components.retrieval.context import RetrievalContext, SeedMode
+from quillian.components.retrieval.context import RelationText, RetrievalContext, SeedMode
 from quillian.errors import ConfigError
 from quillian.stores.snapshot import EdgeKind
 
@@ -105,6 +105,9 @@ class SAConfig:
     triple_seeds: int = 0
     """Also seed with the ends of the N relations whose source sentences are nearest
     the question (a dense match of the question against the triples; 0: off)."""
+    triple_text: RelationText = "sentence"
+    """What the triple seeds are matched on: ``sentence``, the relation's source
+    sentence; ``endpoints``, its ends' names, predicate and sentence."""
     hops: int = 2
     """Subgraph radius n (paper: 4 MuSiQue, 3 2Wiki)."""
     c: float = 0.2
@@ -225,7 +228,12 @@ class SARetriever:
 
     def seeds(self, query: str, q: npt.NDArray[np.float32]) -> list[Seed]:
         return self.context.seeds(
-            query, q, self.config.seeding, self.config.seed_k, self.config.triple_seeds
+            query,
+            q,
+            self.config.seeding,
+            self.config.seed_k,
+            self.config.triple_seeds,
+            self.config.triple_text,
         )
 
     def _initial(self, seeds: list[Seed]) -> npt.NDArray[np.float64] | None:
