@@ -44,6 +44,7 @@ from quillian.components.embedding.sentence_transformers import (
     offline_env,
     resolve_model,
 )
+from quillian.components.model_cache import CACHE_ENV, model_cache_dir
 from quillian.errors import ConfigError, MissingExtraError
 
 __all__ = ["RECIPE", "OnnxEmbedder", "export_onnx", "onnx_cache_dir"]
@@ -54,14 +55,10 @@ RECIPE = "int8-r2"
 """Names the export recipe; part of the model id (vectors change with it) and of the
 cached file's name."""
 
-CACHE_ENV = "QUILLIAN_MODEL_CACHE"
-
 
 def onnx_cache_dir() -> Path:
     """``$QUILLIAN_MODEL_CACHE/onnx`` if set, else ``~/.cache/quillian/models/onnx``."""
-    env = os.environ.get(CACHE_ENV)
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "quillian" / "models"
-    return root / "onnx"
+    return model_cache_dir() / "onnx"
 
 
 class OnnxEmbedder:

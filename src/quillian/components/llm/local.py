@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding, Usage
+from quillian.components.model_cache import model_cache_dir
 from quillian.errors import ConfigError, LLMRequestError, MissingExtraError, ModelLoadError
 from quillian.types import Progress, no_progress
 
@@ -53,7 +54,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
-CACHE_ENV = "QUILLIAN_MODEL_CACHE"
 EXTRA = "local"
 Dtype = Literal["float32", "bfloat16", "int8"]
 # Chosen by ``python -m quillian.bench.llm_local`` on the 2-core AVX2 machine (no AVX-512,
@@ -113,8 +113,7 @@ BUNDLED_MODEL = BundledModel(
 
 def default_cache_dir() -> Path:
     """``$QUILLIAN_MODEL_CACHE`` if set, else ``~/.cache/quillian/models``."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "quillian" / "models"
+    return model_cache_dir()
 
 
 def check_gguf(path: Path, size: int | None = None, *, name: str | None = None) -> None:
