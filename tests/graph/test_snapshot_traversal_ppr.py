@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
+from quillian.components.graph.ppr import Walk, personalized_pagerank, transition_matrix
 from quillian.components.graph.traversal import gather_edges, khop_subgraph
 from quillian.errors import IndexIncompleteError, InputError
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
@@ -97,6 +97,13 @@ def test_ppr_by_hand_symmetric_star():
     assert p.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="all zero"):
         personalized_pagerank(transition_matrix(g), [0, 0, 0])
+    # a walk prepared once gives the same ranking as the matrix, for any reset
+    walk = Walk.of(transition_matrix(g))
+    for reset in ([0, 1, 0], [1, 0, 2], [0, 0, 1]):
+        np.testing.assert_array_equal(
+            personalized_pagerank(walk, reset), personalized_pagerank(transition_matrix(g), reset)
+        )
+    assert walk.dangling.tolist() == [False, False, False]
 
 
 def test_transition_matrix_adds_extra_edges():

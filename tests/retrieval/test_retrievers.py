@@ -205,6 +205,8 @@ def test_config_validation():
         SAConfig(c=1.0)
     with pytest.raises(ConfigError, match="damping"):
         PPRConfig(damping=1.5)
+    with pytest.raises(ConfigError, match=r"tolerance must be in \(0, 1\), got 0"):
+        PPRConfig(tolerance=0)
 
 
 def test_bm25_returns_k_passages_when_fewer_match(context):

@@ -22,9 +22,8 @@ from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
-from quillian.components.graph.ppr import personalized_pagerank, transition_matrix
+from quillian.components.graph.ppr import Walk, personalized_pagerank, transition_matrix
 from quillian.components.retrieval.base import (
     RetrievalResult,
     RetrievalTrace,
@@ -104,9 +103,9 @@ class KAGChunkRetriever:
         self.config = config or KAGChunkConfig()
 
     @cached_property
-    def _transition(self) -> sp.csr_matrix:
+    def _walk(self) -> Walk:
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        return transition_matrix(self.context.kg.snapshot, kinds)
+        return Walk.of(transition_matrix(self.context.kg.snapshot, kinds))
 
     @cached_property
     def _entity_by_name(self) -> dict[str, int]:
@@ -212,7 +211,7 @@ class KAGChunkRetriever:
         reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
         for seed in seeds:
             reset[seed.entity] += max(seed.score, 1e-6)
-        rank = personalized_pagerank(self._transition, reset, self.config.damping)
+        rank = personalized_pagerank(self._walk, reset, self.config.damping)
         chunk_scores = rank[kg.chunk_offset :]
         top = np.argsort(-chunk_scores, kind="stable")[:n]
         return {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0}
