@@ -2,12 +2,12 @@
 
 The walk runs on entities linked by ``related_to`` and on chunks linked to the entities
 they mention. The reset distribution puts the seed entities' weight on the entities
-(those the query names, those of the nearest descriptions, and the ends of the 5
-relations whose texts with their endpoint names are nearest the query, as HippoRAG 2
-links its top facts) and, as HippoRAG 2 does, a small share (``passage_weight``) of
-each chunk's dense score on the chunk nodes; chunks are ranked by their PageRank mass.
-HippoRAG's synonym links and node specificity are options, off by default: neither
-helped on all three benchmark sets (docs/benchmarks.md, "Retrieval lift").
+(those the query names and those of the nearest descriptions) and, as HippoRAG 2
+does, a small share (``passage_weight``) of each chunk's dense score on the chunk
+nodes; chunks are ranked by their PageRank mass. HippoRAG 2's fact seeds (the ends of
+the relations whose texts with their endpoint names are nearest the query), its
+synonym links and node specificity are options, off by default: none helped on every
+benchmark set (docs/benchmarks.md, "Retrieval lift").
 """
 
 from __future__ import annotations
@@ -34,10 +34,12 @@ class PPRConfig:
     """Probability of following an edge (HippoRAG: 0.5)."""
     seed_k: int = 5
     """Top-k entity descriptions used as seeds besides the entities named in the query."""
-    triple_seeds: int = 5
+    triple_seeds: int = 0
     """Also seed with the ends of the N relations whose texts are nearest the question
     (a dense match of the question against the triples, as HippoRAG 2 links its top 5
-    facts; 0: off)."""
+    facts; 0: off). Off by default: 5 on endpoint texts helped 2Wiki, HotpotQA and
+    MuSiQue's GPT graph (+0.020, +0.040, +0.010) and hurt MuSiQue's spaCy graph
+    (-0.047, 2 won, 7 lost); docs/benchmarks.md, "Retrieval lift"."""
     triple_text: RelationText = "endpoints"
     """What the triple seeds are matched on: ``endpoints``, each relation's ends'
     names, predicate and source sentence (an index built without them seeds no
