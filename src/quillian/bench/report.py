@@ -46,9 +46,9 @@ NOTES = """
   dense results. With MiniLM its activations rarely pass tau_a, so it mostly falls back
   to dense retrieval.
 - **ppr** is HippoRAG-style personalized PageRank (damping 0.5) over entities and
-  chunks, seeded like **sa** plus description seeds and the ends of the 5 relations
-  whose texts with their endpoint names are nearest the question, with 5% of the reset
-  mass on the dense top-50 chunks (HippoRAG 2).
+  chunks, seeded like **sa** plus description seeds, with 5% of the reset mass on the
+  dense top-50 chunks (HippoRAG 2); HippoRAG 2's fact seeds are an option, off (see
+  "Retrieval lift").
 - **kag** is KAG's chunk retriever (spec 4.5 step 5): personalized PageRank (the
   authors' damping 0.1) over entities and chunks, reset on the entities the question
   names (exact name links, score 1.0; description seeds only when it names none); when
