@@ -110,19 +110,17 @@ class CSRGraphStore:
     ) -> None:
         """Add directed edges between known nodes; weights default to 1, relations to -1."""
         self._check_open()
-        m = len(sources)
-        if len(targets) != m:
-            raise InputError(f"{m} edge sources but {len(targets)} targets", field="targets")
+        kind_col, weight_col, relation_col = edge_columns(
+            sources, targets, kinds, weights, relations
+        )
         batch = _Edges(
             self._resolve(sources, "sources"),
             self._resolve(targets, "targets"),
-            _column(kinds, m, np.int8, "kinds"),
-            _column(1.0 if weights is None else weights, m, np.float32, "weights"),
-            _column(-1 if relations is None else relations, m, np.int32, "relations"),
+            kind_col,
+            weight_col,
+            relation_col,
         )
-        if not np.isfinite(batch.weights).all():
-            raise InputError("edge weights must be finite", field="weights")
-        if m:
+        if len(sources):
             self._edges.append(batch)
 
     def snapshot(self) -> GraphSnapshot:
@@ -208,6 +206,26 @@ class CSRGraphStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self._dir}: the graph store is closed")
+
+
+def edge_columns(
+    sources: Sequence[str],
+    targets: Sequence[str],
+    kinds: npt.ArrayLike,
+    weights: npt.ArrayLike | None,
+    relations: npt.ArrayLike | None,
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32], npt.NDArray[np.int32]]:
+    """The checked kind, weight and relation columns of an ``add_edges`` call (weights
+    default to 1, relations to -1), shared by every graph store backend."""
+    m = len(sources)
+    if len(targets) != m:
+        raise InputError(f"{m} edge sources but {len(targets)} targets", field="targets")
+    kind_col = _column(kinds, m, np.int8, "kinds")
+    weight_col = _column(1.0 if weights is None else weights, m, np.float32, "weights")
+    relation_col = _column(-1 if relations is None else relations, m, np.int32, "relations")
+    if not np.isfinite(weight_col).all():
+        raise InputError("edge weights must be finite", field="weights")
+    return kind_col, weight_col, relation_col
 
 
 def _column(values: npt.ArrayLike, n: int, dtype: type[np.generic], field: str) -> npt.NDArray:

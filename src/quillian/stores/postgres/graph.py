@@ -24,7 +24,7 @@ import numpy.typing as npt
 import psycopg
 
 from quillian.errors import InputError
-from quillian.stores.embedded.graph import _column
+from quillian.stores.embedded.graph import _column, edge_columns
 from quillian.stores.postgres._pg import PgStore, Workspace
 from quillian.stores.snapshot import GraphSnapshot, IdMap
 
@@ -109,14 +109,10 @@ class PgGraphStore(PgStore):
         relations: npt.ArrayLike | None = None,
     ) -> None:
         """Add directed edges between known nodes; weights default to 1, relations to -1."""
+        kind_col, weight_col, relation_col = edge_columns(
+            sources, targets, kinds, weights, relations
+        )
         m = len(sources)
-        if len(targets) != m:
-            raise InputError(f"{m} edge sources but {len(targets)} targets", field="targets")
-        kind_col = _column(kinds, m, np.int8, "kinds")
-        weight_col = _column(1.0 if weights is None else weights, m, np.float32, "weights")
-        relation_col = _column(-1 if relations is None else relations, m, np.int32, "relations")
-        if not np.isfinite(weight_col).all():
-            raise InputError("edge weights must be finite", field="weights")
         with self._conn("add graph edges") as conn:
             if not m:
                 return
