@@ -21,6 +21,11 @@ from quillian.types import Chunk, Document
 
 __all__ = ["SqliteDocumentStore", "SqliteKeyValueStore", "SqliteStatusStore"]
 
+#: The stored columns of a document and of a chunk, in the order of :func:`_document_row`
+#: and :func:`_chunk_row` (the PostgreSQL store uses the same layout).
+_DOC_COLUMNS = "id, title, text, source, metadata"
+_CHUNK_COLUMNS = "id, doc_id, idx, text, char_start, char_end, title"
+
 
 class SqliteDocumentStore(SqliteStore):
     """:class:`~quillian.stores.protocols.DocumentStore` in SQLite.
@@ -39,15 +44,13 @@ class SqliteDocumentStore(SqliteStore):
         "char_end INTEGER NOT NULL, title TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (doc_id, idx)",
     )
-    _DOC_COLUMNS = "id, title, text, source, metadata"
-    _CHUNK_COLUMNS = "id, doc_id, idx, text, char_start, char_end, title"
 
     def put_documents(self, documents: Sequence[Document]) -> None:
         """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction."""
         rows = [_document_row(d) for d in documents]
         self._write(
             "store documents",
-            f"INSERT INTO documents ({self._DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+            f"INSERT INTO documents ({_DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET title = excluded.title, text = excluded.text, "
             "source = excluded.source, metadata = excluded.metadata",
             rows,
@@ -58,7 +61,7 @@ class SqliteDocumentStore(SqliteStore):
         rows = [_chunk_row(c) for c in chunks]
         self._write(
             "store chunks",
-            f"INSERT INTO chunks ({self._CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO chunks ({_CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET doc_id = excluded.doc_id, idx = excluded.idx, "
             "text = excluded.text, char_start = excluded.char_start, "
             "char_end = excluded.char_end, title = excluded.title",
@@ -76,13 +79,13 @@ class SqliteDocumentStore(SqliteStore):
 
     def get_documents(self, doc_ids: Sequence[str]) -> list[Document | None]:
         """Documents in the order asked for, ``None`` for an unknown id."""
-        sql = f"SELECT {self._DOC_COLUMNS} FROM documents WHERE id IN ({{marks}})"
+        sql = f"SELECT {_DOC_COLUMNS} FROM documents WHERE id IN ({{marks}})"
         found = self._by_keys("read documents", sql, doc_ids)
         return [_document(found[i]) if i in found else None for i in doc_ids]
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk | None]:
         """Chunks in the order asked for, ``None`` for an unknown id."""
-        sql = f"SELECT {self._CHUNK_COLUMNS} FROM chunks WHERE id IN ({{marks}})"
+        sql = f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({{marks}})"
         found = self._by_keys("read chunks", sql, chunk_ids)
         return [_chunk(found[i]) if i in found else None for i in chunk_ids]
 
@@ -90,7 +93,7 @@ class SqliteDocumentStore(SqliteStore):
         """The chunks of one document, ordered by their index."""
         rows = self._query(
             "read chunks",
-            f"SELECT {self._CHUNK_COLUMNS} FROM chunks WHERE doc_id = ? ORDER BY idx, id",
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE doc_id = ? ORDER BY idx, id",
             (doc_id,),
         )
         return [_chunk(r) for r in rows]
@@ -101,7 +104,7 @@ class SqliteDocumentStore(SqliteStore):
         while True:
             rows = self._query(
                 "read chunks",
-                f"SELECT rowid, {self._CHUNK_COLUMNS} FROM chunks WHERE rowid > ? "
+                f"SELECT rowid, {_CHUNK_COLUMNS} FROM chunks WHERE rowid > ? "
                 "ORDER BY rowid LIMIT ?",
                 (last, PAGE),
             )

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from quillian.stores.embedded.sqlite import (
+    _CHUNK_COLUMNS,
+    _DOC_COLUMNS,
     _chunk_row,
     _document_row,
     _kv_item,
@@ -27,9 +29,6 @@ __all__ = ["PgDocumentStore", "PgKeyValueStore", "PgStatusStore"]
 
 #: Rows fetched per page by iterators.
 PAGE = 1000
-
-_DOC_COLUMNS = "id, title, text, source, metadata"
-_CHUNK_COLUMNS = "id, doc_id, idx, text, char_start, char_end, title"
 
 
 class PgDocumentStore(PgStore):
