@@ -5,17 +5,11 @@ document's passages are no longer retrieved."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-import quillian
-from quillian.testing.server import free_port, sse_events, wait_for_job
+from quillian.testing.server import serve_process, sse_events, wait_for_job
 
 KEY = "e2e-key"
 QUESTION = "Where was the designer of the Difference Engine born?"
@@ -25,39 +19,13 @@ BABBAGE = (
 
 
 @pytest.fixture
-def served(index_copy, routes_file):
-    port = free_port()
-    here = str(Path(quillian.__file__).parents[1])  # run the quillian this test imported
-    env = {**os.environ, "QUILLIAN_API_KEY": KEY, "PYTHONPATH": here}
-    command = [sys.executable, "-m", "quillian.cli.main", "serve", f"wiki={index_copy}",
-               "--llm", f"scripted:{routes_file}", "--port", str(port)]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    client = httpx.Client(
-        base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": KEY}, timeout=60
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read().decode() if process.stdout else ""
-                raise RuntimeError(f"quillian serve did not start:\n{output}")
-            time.sleep(0.1)
+def served(index_copy, routes_file, tmp_path):
+    args = [f"wiki={index_copy}", "--llm", f"scripted:{routes_file}"]
+    with (
+        serve_process(args, tmp_path / "serve.log", {"QUILLIAN_API_KEY": KEY}) as url,
+        httpx.Client(base_url=url, headers={"X-API-Key": KEY}, timeout=60) as client,
+    ):
         yield client
-    finally:
-        client.close()
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if process.stdout:
-            process.stdout.close()
 
 
 def test_upload_answer_stream_delete(served):

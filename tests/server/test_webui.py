@@ -9,20 +9,15 @@ phone width. Screenshots of each screen go to ``runs/webui/``."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-import quillian
 from quillian.server.settings import ServerSettings, WorkspaceSpec
-from quillian.testing.server import QUESTION, ROUTES, build_index, free_port, running
+from quillian.testing.server import QUESTION, ROUTES, build_index, running, serve_process
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -95,38 +90,9 @@ def server(built_index, tmp_path_factory):
     notes = build_index(here / "notes", {"Grace Hopper": "Grace Hopper wrote a compiler."})
     routes = here / "routes.json"
     routes.write_text(json.dumps(ROUTES))
-    port = free_port()
-    env = {
-        **os.environ,
-        "QUILLIAN_API_KEY": KEY,
-        "PYTHONPATH": str(Path(quillian.__file__).parents[1]),  # the quillian under test
-    }
-    command = [sys.executable, "-m", "quillian.cli.main", "serve",
-               f"wiki={index}", f"notes={notes}", "--llm", f"scripted:{routes}",
-               "--port", str(port), "--no-access-log"]  # fmt: skip
-    log = here / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"quillian serve did not start:\n{log.read_text()}")
-            time.sleep(0.1)
+    args = [f"wiki={index}", f"notes={notes}", "--llm", f"scripted:{routes}", "--no-access-log"]
+    with serve_process(args, here / "serve.log", {"QUILLIAN_API_KEY": KEY}) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture

@@ -5,9 +5,12 @@ port (in a thread, stopped at the end), and a reader of server-sent events."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+import quillian
 from quillian.engine import IndexSettings, index_documents
 from quillian.server.app import create_app
 from quillian.server.load import free_port
@@ -28,6 +32,7 @@ __all__ = [
     "build_index",
     "free_port",
     "running",
+    "serve_process",
     "sse_events",
     "wait_for_job",
 ]
@@ -90,6 +95,40 @@ def running(settings: ServerSettings, timeout_s: float = 30.0) -> Iterator[httpx
         thread.join(timeout_s)
         if thread.is_alive():
             raise RuntimeError("the server did not stop")
+
+
+@contextmanager
+def serve_process(
+    args: Sequence[str], log: Path, env: Mapping[str, str] | None = None, timeout_s: float = 60.0
+) -> Iterator[str]:
+    """``quillian serve ARGS`` as a child process (the quillian this process imported) on a
+    free loopback port, its output in ``log``; yields its base URL once ``/healthz``
+    answers, and stops it at the end (terminated, killed if it lingers)."""
+    port = free_port()
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(Path(quillian.__file__).parents[1])}
+    command = [sys.executable, "-m", "quillian.cli.main", "serve", *args, "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"quillian serve did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def wait_for_job(client: httpx.Client, location: str, timeout_s: float = 60.0) -> dict[str, Any]:
