@@ -116,3 +116,58 @@ def test_transition_matrix_adds_extra_edges():
     extra = transition_matrix(snap, extra=([1], [2], [3.0])).toarray()
     assert extra[1].tolist() == [0.25, 0.0, 0.75]  # weights 1 and 3, normalised
     assert extra[0].tolist() == [0.0, 1.0, 0.0]
+
+
+def exact_ppr(g, reset, damping=0.5, extra=None):
+    """``p = (1 - d) r + d (P^T p + dangling mass * r)`` solved directly."""
+    p = transition_matrix(g, extra=extra).toarray()
+    r = np.asarray(reset, dtype=float) / np.sum(reset)
+    dangling = p.sum(axis=1) == 0
+    system = np.eye(len(r)) - damping * (p.T + np.outer(r, dangling))
+    return np.linalg.solve(system, (1 - damping) * r)
+
+
+def test_walk_over_knows_symmetric_weights_and_chebyshev_converges():
+    # a triangle with a tail, and an isolated node (dangling): symmetric weights
+    g = undirected(6, [(0, 1), (1, 2), (2, 0), (2, 3), (3, 4)])
+    walk = Walk.over(g)
+    assert walk.reversible and walk.dangling.tolist() == [False] * 5 + [True]
+    for reset in ([1, 0, 0, 0, 0, 0], [0, 0, 0, 2, 1, 0], [0, 1, 0, 0, 0, 3]):
+        for damping in (0.5, 0.85):
+            got = personalized_pagerank(walk, reset, damping, tol=1e-12)
+            np.testing.assert_allclose(got, exact_ppr(g, reset, damping), atol=1e-10)
+            plain = personalized_pagerank(Walk.of(walk.transposed.T.tocsr()), reset, damping)
+            np.testing.assert_allclose(got, plain, atol=1e-7)
+    # a one-way synonym link makes the weights asymmetric: power iteration, still exact
+    one_way = Walk.over(g, extra=([4], [0], [2.0]))
+    assert not one_way.reversible
+    got = personalized_pagerank(one_way, [0, 0, 0, 0, 1, 0], tol=1e-12)
+    expected = exact_ppr(g, [0, 0, 0, 0, 1, 0], extra=([4], [0], [2.0]))
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_chebyshev_takes_fewer_steps_on_a_bipartite_graph():
+    # a long path is bipartite: the walk has eigenvalues near -1 and +1, power
+    # iteration's slowest case; count the products each method takes to 1e-10
+    n = 400
+    g = undirected(n, [(i, i + 1) for i in range(n - 1)])
+    walk = Walk.over(g)
+    products = {"reversible": 0, "power": 0}
+
+    class Counting:
+        def __init__(self, matrix, key):
+            self.matrix, self.key = matrix, key
+
+        def __matmul__(self, p):
+            products[self.key] += 1
+            return self.matrix @ p
+
+    reset = np.zeros(n)
+    reset[[0, 200]] = 1
+    results = {}
+    for key, reversible in (("reversible", True), ("power", False)):
+        counted = Walk(Counting(walk.transposed, key), walk.dangling, reversible)
+        results[key] = personalized_pagerank(counted, reset, tol=1e-10)
+    np.testing.assert_allclose(results["reversible"], exact_ppr(g, reset), atol=1e-10)
+    np.testing.assert_allclose(results["power"], exact_ppr(g, reset), atol=1e-10)
+    assert products["reversible"] < 0.7 * products["power"]

@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.ppr import Walk, personalized_pagerank, transition_matrix
+from quillian.components.graph.ppr import Walk, personalized_pagerank
 from quillian.components.retrieval.base import (
     RetrievalResult,
     RetrievalTrace,
@@ -105,7 +105,7 @@ class KAGChunkRetriever:
     @cached_property
     def _walk(self) -> Walk:
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        return Walk.of(transition_matrix(self.context.kg.snapshot, kinds))
+        return Walk.over(self.context.kg.snapshot, kinds)
 
     @cached_property
     def _entity_by_name(self) -> dict[str, int]:

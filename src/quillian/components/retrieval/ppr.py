@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.ppr import Walk, personalized_pagerank, transition_matrix
+from quillian.components.graph.ppr import Walk, personalized_pagerank
 from quillian.components.graph.synonyms import SYNONYM_THRESHOLD
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
 from quillian.components.retrieval.context import RelationText, RetrievalContext, SeedMode
@@ -90,7 +90,7 @@ class PPRRetriever:
         extra = None
         if cfg.synonyms:
             extra = self.context.synonym_edges(cfg.synonym_threshold, cfg.synonym_k)
-        return Walk.of(transition_matrix(self.context.kg.snapshot, kinds, extra))
+        return Walk.over(self.context.kg.snapshot, kinds, extra)
 
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
