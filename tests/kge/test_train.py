@@ -98,6 +98,12 @@ def test_bad_settings_and_inputs_are_refused(ring):
     with pytest.raises(ConfigError, match="mode"):
         ComplExConfig(mode="pairwise")
     assert ComplExConfig(max_1vsall_entities=10).resolved_mode(11) == "negatives"
+    # WordNet's size: few enough entities, but a 1-vs-all epoch of about 27 minutes
+    assert ComplExConfig().resolved_mode(95_657, 239_706) == "negatives"
+    assert ComplExConfig().resolved_mode(104, 8_544) == "1vsall"  # Kinships
+    assert ComplExConfig(mode="1vsall").resolved_mode(95_657, 239_706) == "1vsall"
+    with pytest.raises(ConfigError, match="max_1vsall_work must be >= 0"):
+        ComplExConfig(max_1vsall_work=-1)
     empty = type(ring).from_array(np.zeros((0, 3)), 4, 1)
     with pytest.raises(InputError, match="no triples"):
         train_complex(empty)

@@ -207,7 +207,7 @@ def train_complex(
         raise InputError("the validation triples are numbered for another graph")
     if valid is not None and known is None:
         known = KnownAnswers([triples, valid])
-    mode = config.resolved_mode(triples.n_entities)
+    mode = config.resolved_mode(triples.n_entities, len(triples))
     run = _Run(triples, config)
     identity = {
         "format": CHECKPOINT_FORMAT,
