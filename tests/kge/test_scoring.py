@@ -157,7 +157,7 @@ def test_int8_rows_score_within_a_percent():
     rng = np.random.default_rng(1)
     rows = rng.standard_normal((3_000, 40), dtype=np.float32)
     queries = rng.standard_normal((3, 40), dtype=np.float32)
-    int8 = Int8Rows(rows)
+    int8 = Int8Rows.quantize(rows)
     assert int8.width == 48 and int8.nbytes == 3_000 * 48 + 2 * 3_000
     exact = queries @ rows.T
     error = np.abs(int8.scores(queries) - exact).max() / np.abs(exact).max()
@@ -174,3 +174,31 @@ def test_shortlist_holds_the_highest_scores_whatever_their_order(order):
     want = set(np.argsort(-scores)[:64].tolist())
     assert set(shortlist(scores, 64).tolist()) == want
     assert sorted(shortlist(scores[:50], 64).tolist()) == list(range(50))
+
+
+def test_saved_int8_rows_are_loaded_not_quantised_again(tmp_path, caplog):
+    from quillian.components.kge import quantized
+    from quillian.components.kge.storage import load_model, save_model
+
+    model = _random_model(5_000, 32, int8_scan_from=1_000)
+    want = model.top_tails(7, 1, 10)
+    save_model(tmp_path / "kge", model, fingerprint="f", n_triples=1, epochs=1, config={})
+    assert (tmp_path / "kge" / "entities.int8.npy").is_file()
+    made = []
+    original = quantized.Int8Rows.quantize
+    quantized.Int8Rows.quantize = classmethod(lambda cls, rows: made.append(1) or original(rows))
+    try:
+        loaded = load_model(tmp_path / "kge").model
+        assert loaded.int8_rows() is not None and made == []
+        assert loaded.top_tails(7, 1, 10) == want
+        # a damaged int8 file is not used, with a warning (5,000 entities: float32 scan)
+        np.save(tmp_path / "kge" / "entities.int8.npy", np.zeros((3, 32), dtype=np.int8))
+        again = load_model(tmp_path / "kge").model
+        assert again.int8_rows() is None and again.top_tails(7, 1, 10) == want
+        assert "not used" in caplog.text
+    finally:
+        quantized.Int8Rows.quantize = original
+    # below the threshold nothing is written
+    small = _random_model(500, 32)
+    save_model(tmp_path / "small", small, fingerprint="f", n_triples=1, epochs=1, config={})
+    assert not (tmp_path / "small" / "entities.int8.npy").exists()

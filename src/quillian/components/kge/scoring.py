@@ -63,9 +63,10 @@ class ComplEx:
         relations: npt.ArrayLike,
         *,
         int8_scan_from: int | None = None,
+        int8: Int8Rows | None = None,
     ) -> None:
         self.int8_scan_from = self.INT8_SCAN_FROM if int8_scan_from is None else int8_scan_from
-        self._int8: Int8Rows | None = None
+        self._int8: Int8Rows | None = int8
         self._int8_lock = threading.Lock()
         self.entities: Floats = np.asanyarray(entities, dtype=np.float32)
         self.relations: Floats = np.asanyarray(relations, dtype=np.float32)
@@ -79,6 +80,11 @@ class ComplEx:
         if len(self.relations) % 2:
             raise InputError(
                 f"{len(self.relations)} relation rows: expected each relation and its inverse"
+            )
+        if int8 is not None and (len(int8.values) != self.n_entities or int8.width < self.dim):
+            raise InputError(
+                f"int8 rows {int8.values.shape} do not fit {self.n_entities} entities of "
+                f"width {self.dim}"
             )
 
     @property
@@ -140,7 +146,7 @@ class ComplEx:
             return []
         h, r = self._ids([head], "heads"), self._rels([relation])
         query = complex_query(self.entities[h], self.relations[r])
-        rows = self._int8_rows()
+        rows = self.int8_rows()
         if rows is None:
             scores = np.asarray(query @ self.entities.T, dtype=np.float32)[0]
             candidates = np.arange(len(scores), dtype=np.int64)
@@ -154,15 +160,18 @@ class ComplEx:
         best = np.argsort(-scores, kind="stable")[:k]
         return [(int(candidates[i]), float(scores[i])) for i in best]
 
-    def _int8_rows(self) -> Int8Rows | None:
-        """The int8 copy of the entity rows, made on first use; None below the size at
-        which it pays, or where torch's kernel is missing (the scan stays float32)."""
+    def int8_rows(self) -> Int8Rows | None:
+        """The int8 copy of the entity rows (given, or made on first use); None below
+        the size at which it pays, or where torch's kernel is missing (the scan stays
+        float32)."""
+        if self._int8 is not None:
+            return self._int8
         if self.n_entities < self.int8_scan_from:
             return None
         with self._int8_lock:
             if self._int8 is None:
                 try:
-                    self._int8 = Int8Rows(self.entities)
+                    self._int8 = Int8Rows.quantize(self.entities)
                 except (ImportError, RuntimeError) as exc:
                     logger.warning("int8 entity scan unavailable (%s); scanning float32", exc)
                     self.int8_scan_from = self.n_entities + 1
