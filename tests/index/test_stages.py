@@ -11,6 +11,7 @@ from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.graph.builder import GraphBuilder
 from quillian.components.retrieval.context import endpoint_text
+from quillian.engine import IndexSettings, delete_documents, index_documents, stages_for
 from quillian.errors import StoreError
 from quillian.index import (
     DEFAULT_STAGES,
@@ -79,20 +80,23 @@ def test_a_method_stage_runs_after_the_defaults_and_is_reported(tmp_path):
         "ingest_extract",
         "graph",
         "embed",
-        "endpoint_texts",
         "bm25",
         "count",
     }
 
 
-def test_endpoint_texts_are_embedded_and_an_index_without_them_still_opens(tmp_path):
+def test_endpoint_texts_are_an_option_embedded_after_the_chunks(tmp_path):
     embedder = KeywordEmbedder()
+    stages = stages_for((), endpoint_texts=True)
+    assert [s.name for s in stages] == ["graph", "embed", "endpoint_texts", "bm25"]
+    assert [s.name for s in stages_for(())] == ["graph", "embed", "bm25"]
     build_index(
         [Document(text, title) for title, text in LOVELACE.items()],
         tmp_path / "idx",
         chunker=PassageChunker(),
         extractor=TitleLinkExtractor(list(LOVELACE)),
         embedder=embedder,
+        stages=stages,
     )
     ctx = open_index(tmp_path / "idx", embedder).context
     assert ctx.endpoint_vectors is not None and len(ctx.endpoint_vectors) == len(ctx.kg.relations)
@@ -101,12 +105,35 @@ def test_endpoint_texts_are_embedded_and_an_index_without_them_still_opens(tmp_p
     np.testing.assert_allclose(stored, expected, atol=1e-6)
     q = embedder.embed(["Ada Lovelace"])[0]
     assert len(ctx.top_relations(q, 2, "endpoints")) == 2
-    # an index built before the stage opens, and seeds no triples on endpoint texts
+    # an index built without the stage opens, and seeds no triples on endpoint texts
     shutil.rmtree(tmp_path / "idx" / "vectors" / "endpoints")
     old = open_index(tmp_path / "idx", embedder).context
     assert old.endpoint_vectors is None
     assert old.top_relations(q, 2, "endpoints") == []
     assert len(old.top_relations(q, 2, "sentence")) == 2
+
+
+def test_an_index_keeps_its_endpoint_texts_until_told_otherwise(tmp_path):
+    docs = [Document(text, title) for title, text in LOVELACE.items()]
+    out = tmp_path / "idx"
+    on = IndexSettings(embedder="keyword", endpoint_texts=True)
+    assert "endpoint_texts" in index_documents(out, docs, on).seconds
+    # rerun without the flag: nothing new, the same stages, nothing rebuilt
+    again = index_documents(out, docs, IndexSettings(embedder="keyword"))
+    assert again.reused and read_manifest(out)["stages"][2] == "endpoint_texts"
+    # a new document rebuilds with the index's own stages
+    more = [Document("Charles Babbage designed the Analytical Engine.", "Babbage")]
+    assert "endpoint_texts" in index_documents(out, more, IndexSettings(embedder="keyword")).seconds
+    assert open_index(out, KeywordEmbedder()).context.endpoint_vectors is not None
+    # turned off: the stage goes, and the vectors left on disk are not read
+    off = index_documents(out, [], IndexSettings(embedder="keyword", endpoint_texts=False))
+    assert "endpoint_texts" not in off.seconds
+    assert "endpoint_texts" not in read_manifest(out)["stages"]
+    assert open_index(out, KeywordEmbedder()).context.endpoint_vectors is None
+    # a delete rebuilds with the index's own choice
+    index_documents(out, [], IndexSettings(embedder="keyword", endpoint_texts=True))
+    assert "endpoint_texts" in delete_documents(out, [more[0].id]).seconds
+    assert open_index(out, KeywordEmbedder()).context.endpoint_vectors is not None
 
 
 def test_an_unreachable_server_location_is_refused_clearly(tmp_path):

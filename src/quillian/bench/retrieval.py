@@ -66,6 +66,8 @@ class BenchSettings:
     embedder: str | None = None
     """None: the index's own, for a new one the default embedder."""
     methods: Sequence[str] = METHODS
+    endpoint_texts: bool | None = None
+    """Build the index with relation texts with endpoint names (None: as it was)."""
 
 
 def default_index_dir(dataset: str, first_n: int | None, extractions: Path | None) -> Path:
@@ -160,6 +162,7 @@ def ensure_index(
         extractions=settings.extractions,
         embedder=settings.embedder,
         methods=tuple(dict.fromkeys([*methods, *_staged(settings.methods)])),
+        endpoint_texts=settings.endpoint_texts,
     )
     start = time.perf_counter()
     report = index_documents(settings.index_dir, documents, index, on_progress=on_progress)

@@ -46,6 +46,14 @@ class BenchData(Flags):
         Path | None,
         typer.Option(metavar="DIR", help="where to build or reuse the index (default: indexes/)"),
     ] = None
+    endpoint_texts: Annotated[
+        bool | None,
+        typer.Option(
+            "--endpoint-texts/--no-endpoint-texts",
+            help="also embed each relation with its endpoint names, for ppr's fact seeds "
+            "(--option triple_seeds=5); default: as the index was built, off for a new one",
+        ),
+    ] = None
 
     def settings(self, first_n: int | None = None, **fields: Any) -> BenchSettings:
         """The benchmark's settings; ``fields`` are the other :class:`BenchSettings`."""
@@ -57,6 +65,7 @@ class BenchData(Flags):
             index_dir=self.index_dir or default_index_dir(dataset, first_n, self.extractions),
             first_n=first_n,
             extractions=self.extractions,
+            endpoint_texts=self.endpoint_texts,
             **fields,
         )
 

@@ -111,6 +111,14 @@ def index(
             f"cosine >= T (similar edges; default {SIMILAR_THRESHOLD})",
         ),
     ] = None,
+    endpoint_texts: Annotated[
+        bool | None,
+        typer.Option(
+            "--endpoint-texts/--no-endpoint-texts",
+            help="also embed each relation with its endpoint names, for ppr's fact seeds "
+            "(--option triple_seeds=5); default: as the index was built, off for a new one",
+        ),
+    ] = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
 
@@ -129,6 +137,7 @@ def index(
         kag_schema=schema,
         kag_concepts=concepts,
         kag_similar=similar,
+        endpoint_texts=endpoint_texts,
     )
     if (schema or concepts or similar is not None) and not any(
         method_spec(m).needs_schema for m in settings.methods

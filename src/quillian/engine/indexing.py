@@ -17,7 +17,8 @@ from quillian.components.llm.tasks import TaskRunner
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
 from quillian.index import delete_documents as delete_from_index
-from quillian.index.layout import has_manifest
+from quillian.index.layout import STAGES, has_manifest
+from quillian.index.stages import EndpointTextStage
 from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
 from quillian.types import Chunk, Document, Progress
@@ -49,6 +50,10 @@ class IndexSettings:
     """The name cosine at which KAG links two entities ``similar``."""
     kag_typing: str | None = None
     """How KAG types entities an extractor left untyped: ``spacy`` NER or ``none``."""
+    endpoint_texts: bool | None = None
+    """Also embed each relation's text with its endpoint names (:class:`EndpointTextStage`,
+    what ``ppr``'s ``triple_seeds`` match); None: as the index was built, no for a new
+    one."""
 
     def stage_options(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the methods' stages read, as recorded in the manifest: each option not
@@ -70,10 +75,15 @@ def stages_for(
     methods: Sequence[str],
     options: Mapping[str, Any] | None = None,
     runner: TaskRunner | None = None,
+    *,
+    endpoint_texts: bool = False,
 ) -> tuple[BuildStage, ...]:
-    """The default stages, then each named method's own, each stage once; a stage that
-    takes build options (:class:`ConfigurableStage`) gets ``options`` and ``runner``."""
+    """The default stages (with ``endpoint_texts``, :class:`EndpointTextStage` after
+    the embedding), then each named method's own, each stage once; a stage that takes
+    build options (:class:`ConfigurableStage`) gets ``options`` and ``runner``."""
     stages = list(DEFAULT_STAGES)
+    if endpoint_texts:
+        stages.insert([s.name for s in stages].index("embed") + 1, EndpointTextStage())
     for name in methods:
         for stage in method_spec(name).index_stages:
             if isinstance(stage, ConfigurableStage):
@@ -104,7 +114,11 @@ def index_documents(
         load_schema(settings.kag_schema)  # a bad schema fails before anything is written
     if settings.kag_concepts == "llm" and runner is None:
         raise ConfigError("KAG's llm concept completion needs a chat model (--llm SPEC)")
-    previous = read_manifest(location).get("config", {}) if _has_index(location) else {}
+    manifest = read_manifest(location) if _has_index(location) else {}
+    previous = manifest.get("config", {})
+    endpoint_texts = settings.endpoint_texts
+    if endpoint_texts is None:
+        endpoint_texts = _has_endpoint_texts(manifest)
     embedder = settings.embedder or embedder_name(previous if _has_index(location) else None)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
@@ -131,7 +145,7 @@ def index_documents(
             **options,
         },
         on_progress=on_progress,
-        stages=stages_for(methods, options, runner),
+        stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),
     )
 
 
@@ -140,7 +154,8 @@ def delete_documents(
 ) -> BuildReport:
     """Remove documents from the index and rebuild it from the stored extractions of the
     rest (no model runs: spaCy's stored mentions are linked again without it)."""
-    config = read_manifest(location).get("config", {})
+    manifest = read_manifest(location)
+    config = manifest.get("config", {})
     name = str(config.get("extractor", ""))
     # spaCy links titles at every rebuild from its stored mentions, with no model
     extractor = make_extractor(name) if name == "spacy" else StoredExtractions(name)
@@ -151,7 +166,11 @@ def delete_documents(
         embedder=make_embedder(embedder_name(config)),
         on_progress=on_progress,
         # the schema the index stored (kag/schema.*), not the file it was copied from
-        stages=stages_for(config.get("methods", ()), {**config, "kag_schema": None}),
+        stages=stages_for(
+            config.get("methods", ()),
+            {**config, "kag_schema": None},
+            endpoint_texts=_has_endpoint_texts(manifest),
+        ),
     )
 
 
@@ -167,6 +186,12 @@ class StoredExtractions:
         raise IndexIncompleteError(
             f"no stored {self.name!r} extraction for chunk(s) {missing}; rebuild the index"
         )
+
+
+def _has_endpoint_texts(manifest: Mapping[str, Any]) -> bool:
+    """Whether the index of ``manifest`` was built with :class:`EndpointTextStage` (the
+    manifest's stage list is its record)."""
+    return EndpointTextStage.name in manifest.get(STAGES, ())
 
 
 def _has_index(location: str | Path) -> bool:

@@ -38,6 +38,7 @@ from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index.layout import (
     SCHEMA_VERSION,
+    STAGES,
     has_manifest,
     location_name,
     read_manifest,
@@ -62,8 +63,6 @@ __all__ = [
     "linked_extractions",
 ]
 
-#: The manifest key listing the build stages that made the index.
-STAGES = "stages"
 #: Chunks per extractor call; each call's extractions are stored before the next.
 EXTRACT_BATCH = 16
 #: Manifest key listing the documents a delete is removing, written before it removes

@@ -51,6 +51,8 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+#: The manifest key listing the build stages that made the index.
+STAGES = "stages"
 #: Location schemes of server backends; each is chosen by its URL (see the storage factory).
 SERVER_SCHEMES = ("postgresql://", "postgres://")
 

@@ -15,7 +15,8 @@ from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
-from quillian.index.layout import read_manifest
+from quillian.index.layout import STAGES, read_manifest
+from quillian.index.stages import EndpointTextStage
 from quillian.index.storage import Storage, open_storage
 from quillian.stores.protocols import VectorIndex
 
@@ -81,6 +82,10 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             bm25=BM25Index.load(storage.directory / "bm25"),
             triples=read_triples(storage.kv, storage.vectors, kg.chunk_ids),
             directory=storage.directory,
-            endpoint_vectors=_optional_vectors(storage, "endpoints"),
+            endpoint_vectors=(
+                _optional_vectors(storage, "endpoints")
+                if EndpointTextStage.name in manifest.get(STAGES, ())
+                else None
+            ),
         )
     return Index(storage.directory, manifest, context)

@@ -1,7 +1,8 @@
 """The build after ingestion, as an ordered list of stages over every stored chunk.
 
-The default stages build SA-RAG's document graph, embed chunks and graph texts (and
-each relation's text with its endpoint names), and index the chunks for BM25. A method
+The default stages build SA-RAG's document graph, embed chunks and graph texts, and
+index the chunks for BM25; :class:`EndpointTextStage` (each relation's text with its
+endpoint names, for ``ppr``'s fact seeds) is a build option. A method
 that needs more (its own graph, a trained model) appends stages of its own: a stage
 reads what earlier stages left in :class:`BuildState` and writes its artifacts through
 the state's storage.
@@ -141,7 +142,12 @@ class EmbedStage:
 
 class EndpointTextStage:
     """Vectors of each relation's text with its endpoint names (``endpoints``, by
-    relation index), which triple seeding matches the question against."""
+    relation index), which triple seeding matches the question against.
+
+    A build option, not a default stage (``quillian index --endpoint-texts``): it embeds
+    one more text per relation (45-74% of a build's texts on the report's corpora), and
+    the fact seeds that read it are off by default (docs/benchmarks.md, "Retrieval
+    lift")."""
 
     name = "endpoint_texts"
 
@@ -177,7 +183,6 @@ class BM25Stage:
 DEFAULT_STAGES: tuple[BuildStage, ...] = (
     GraphStage(),
     EmbedStage(),
-    EndpointTextStage(),
     BM25Stage(),
 )
 
