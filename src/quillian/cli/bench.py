@@ -17,7 +17,15 @@ from quillian.bench.qa import QASettings, needs_index, prepare_index, run_qa_ben
 from quillian.bench.retrieval import METHODS, BenchSettings, default_index_dir, run_retrieval_bench
 from quillian.bench.tune import parse_grid, run_tuning
 from quillian.cli.console import CountBar, count_bar, stage_bars
-from quillian.cli.flags import BenchFlags, DatasetOpt, Flags, JsonFlag, choice, shares_flags
+from quillian.cli.flags import (
+    BenchFlags,
+    DatasetOpt,
+    EndpointTextsOpt,
+    Flags,
+    JsonFlag,
+    choice,
+    shares_flags,
+)
 from quillian.components.factories import DEFAULT_EMBEDDER, EMBEDDERS, RETRIEVERS
 from quillian.engine import Engine
 from quillian.errors import ConfigError
@@ -46,14 +54,7 @@ class BenchData(Flags):
         Path | None,
         typer.Option(metavar="DIR", help="where to build or reuse the index (default: indexes/)"),
     ] = None
-    endpoint_texts: Annotated[
-        bool | None,
-        typer.Option(
-            "--endpoint-texts/--no-endpoint-texts",
-            help="also embed each relation with its endpoint names, for ppr's fact seeds "
-            "(--option triple_seeds=5); default: as the index was built, off for a new one",
-        ),
-    ] = None
+    endpoint_texts: EndpointTextsOpt = None
 
     def settings(self, first_n: int | None = None, **fields: Any) -> BenchSettings:
         """The benchmark's settings; ``fields`` are the other :class:`BenchSettings`."""

@@ -101,6 +101,15 @@ def choice(choices: Sequence[str], help: str | None = None) -> Any:
 DATASETS: tuple[str, ...] = typing.get_args(Dataset)
 #: ``--dataset``: checked against :data:`DATASETS` (then safe to cast to ``Dataset``).
 DatasetOpt = Annotated[str, choice(DATASETS, "the dataset's format")]
+#: ``quillian index`` and the benchmarks: build the relation texts with endpoint names.
+EndpointTextsOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--endpoint-texts/--no-endpoint-texts",
+        help="also embed each relation with its endpoint names, for ppr's fact seeds "
+        "(--option triple_seeds=5); default: as the index was built, off for a new one",
+    ),
+]
 
 
 @dataclass(frozen=True)

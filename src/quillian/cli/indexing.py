@@ -13,7 +13,7 @@ from typing import Annotated, cast
 import typer
 
 from quillian.cli.console import stage_bars
-from quillian.cli.flags import IndexDir, LLMFlags, choice, shares_flags
+from quillian.cli.flags import EndpointTextsOpt, IndexDir, LLMFlags, choice, shares_flags
 from quillian.cli.render import print_build
 from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
 from quillian.components.extraction.quads import QUAD_EXTRACTOR
@@ -111,14 +111,7 @@ def index(
             f"cosine >= T (similar edges; default {SIMILAR_THRESHOLD})",
         ),
     ] = None,
-    endpoint_texts: Annotated[
-        bool | None,
-        typer.Option(
-            "--endpoint-texts/--no-endpoint-texts",
-            help="also embed each relation with its endpoint names, for ppr's fact seeds "
-            "(--option triple_seeds=5); default: as the index was built, off for a new one",
-        ),
-    ] = None,
+    endpoint_texts: EndpointTextsOpt = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out).
 
