@@ -396,6 +396,11 @@ def _know3_section(kg: dict[str, Any]) -> list[str]:
                 f"top 10 equals float32's for {scoring['int8_top10_exact_share']:.0%} of the "
                 f"queries; quantising the rows once took {scoring['int8_quantise_s']} s.",
             ]
+        if "int8_saved_load_and_first_query_s" in scoring:
+            parts[-1] += (
+                " A saved model keeps those rows beside it: loading it and answering its "
+                f"first query took {scoring['int8_saved_load_and_first_query_s']} s."
+            )
         parts += ["", f"Command: `{scoring.get('_command', '')}`"]
     return parts
 
