@@ -357,3 +357,57 @@ def test_tied_endpoint_texts_are_broken_by_text_not_by_storage_order(context, tm
     ctx = replace(context, endpoint_vectors=endpoints)
     assert [r for r, _ in ctx.top_relations(Q, 1, "endpoints")] == [1]
     assert [r for r, _ in ctx.top_relations(Q, 3, "endpoints")] == [1, 2, 0]
+
+
+# --- dates and numbers as seeds ----------------------------------------------------------
+
+
+def test_dates_seed_nothing_in_ppr_by_default(tmp_path) -> None:
+    # c0 is about Anna and mentions the date; c1 is about Bert and says what the date
+    # was; c2 is about Carl. The query is nearest the date's description (0.95), then
+    # Anna's (0.6).
+    date = "14 January 1729"
+    builder = GraphBuilder()
+    builder.add(Extraction("c0", "d0", (topic("Anna"), mention(date)), ()))
+    described = ExtractedEntity(date, "DATE", description="the day it happened")
+    builder.add(Extraction("c1", "d1", (topic("Bert"), described), ()))
+    builder.add(Extraction("c2", "d2", (topic("Carl"),)))
+    kg = builder.build(["c0", "c1", "c2"])
+    cosine = {"about Anna": 0.6, "about Bert": 0.0, "about Carl": 0.0, "the day it happened": 0.95}
+    texts = ExactVectorIndex(tmp_path / "texts", 3)
+    texts.add(np.arange(len(kg.descriptions)), [unit(cosine[d.text]) for d in kg.descriptions])
+    chunks = ExactVectorIndex(tmp_path / "chunks", 3)
+    chunks.add(np.arange(3), [unit(c) for c in (0.5, 0.5, 0.5)])
+    ctx = RetrievalContext(
+        kg=kg,
+        embedder=HashEmbedder(3),
+        chunk_vectors=chunks,
+        text_vectors=texts,
+        description_rows=np.arange(len(kg.descriptions)),
+        relation_rows=np.zeros(0, dtype=np.int64),
+        chunk_titles=["A", "B", "C"],
+        chunk_texts=["a", "b", "c"],
+    )
+    assert [e.name for e, lit in zip(kg.entities, ctx.literal_entities, strict=True) if lit] == [
+        date
+    ]
+
+    def names(seeds) -> list[str]:
+        return [s.name for s in seeds]
+
+    # found by its description or named in the question, the date seeds unless told not to
+    assert names(ctx.seeds("q", Q, "description", 2)) == [date, "Anna"]
+    assert names(ctx.seeds("q", Q, "description", 2, literals=False)) == ["Anna"]
+    question = f"What did Anna do on {date}?"
+    assert names(ctx.seeds(question, Q, "lexical", 0)) == ["Anna", date]
+    assert names(ctx.seeds(question, Q, "lexical", 0, literals=False)) == ["Anna"]
+    # PPR leaves it out by default; with it, Bert's passage (titled B), reached only
+    # through the date, gets more mass
+    config = PPRConfig(seed_k=2, passage_weight=0.0)
+    plain = PPRRetriever(ctx, config).retrieve("q", 3, Q)
+    assert names(plain.trace.seeds) == ["Anna"]
+    assert titles(plain)[0] == "A"
+    with_dates = PPRRetriever(ctx, replace(config, literal_seeds=True)).retrieve("q", 3, Q)
+    assert names(with_dates.trace.seeds) == [date, "Anna"]
+    scores = {p.title: p.score for p in with_dates.passages}
+    assert scores["B"] > {p.title: p.score for p in plain.passages}.get("B", 0.0)

@@ -4,7 +4,8 @@ The walk runs on entities linked by ``related_to`` and on chunks linked to the e
 they mention. The reset distribution puts the seed entities' weight on the entities
 (those the query names and those of the nearest descriptions) and, as HippoRAG 2
 does, a small share (``passage_weight``) of each chunk's dense score on the chunk
-nodes; chunks are ranked by their PageRank mass. HippoRAG 2's fact seeds (the ends of
+nodes; chunks are ranked by their PageRank mass. Dates and numbers seed nothing
+(``literal_seeds``). HippoRAG 2's fact seeds (the ends of
 the relations whose texts with their endpoint names are nearest the query), its
 synonym links and node specificity are options, off by default: none helped on every
 benchmark set (docs/benchmarks.md, "Retrieval lift").
@@ -45,6 +46,12 @@ class PPRConfig:
     names, predicate and source sentence (an index built without them seeds no
     triples); ``sentence``, the source sentence alone."""
     seeding: SeedMode = "both"
+    literal_seeds: bool = False
+    """Seed dates, times and numbers too (``is_literal`` in seeding.py). Off: a date
+    names no topic, and a walk seeded at "14 January 1729" (a description seed's entity,
+    typically) spreads to every passage that shares it. Leaving them out won 3
+    questions and lost none over the four dev sets (2Wiki-800 +0.020, MuSiQue spaCy
+    +0.007, GPT +0.010, HotpotQA 0; docs/sections/lift2.md)."""
     passage_weight: float = 0.05
     """Share of reset mass on chunks, proportional to their dense score (HippoRAG 2)."""
     dense_candidates: int = 50
@@ -99,7 +106,15 @@ class PPRRetriever:
         q = ctx.embed_query(query) if query_vector is None else query_vector
         kg = ctx.kg
         reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
-        seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k, cfg.triple_seeds, cfg.triple_text)
+        seeds = ctx.seeds(
+            query,
+            q,
+            cfg.seeding,
+            cfg.seed_k,
+            cfg.triple_seeds,
+            cfg.triple_text,
+            literals=cfg.literal_seeds,
+        )
         for seed in seeds:
             reset[seed.entity] += max(seed.score, 0.0) * self._specificity[seed.entity]
         dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)

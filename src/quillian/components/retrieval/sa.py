@@ -121,6 +121,8 @@ class SAConfig:
     """tau_r: relations between activated entities above this cosine join the context."""
     seeding: SeedMode = "auto"
     """Paper: description. auto: entities named in the query, else description seeds."""
+    literal_seeds: bool = True
+    """Seed dates, times and numbers too (``is_literal`` in seeding.py)."""
     ranking: Literal["paper", "fused"] = "fused"
     """paper: the activated documents by cosine; fused: activation-weighted fusion."""
     graded_seeds: bool = True
@@ -234,6 +236,7 @@ class SARetriever:
             self.config.seed_k,
             self.config.triple_seeds,
             self.config.triple_text,
+            literals=self.config.literal_seeds,
         )
 
     def _initial(self, seeds: list[Seed]) -> npt.NDArray[np.float64] | None:
