@@ -20,7 +20,12 @@ from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.factories import make_retriever
 from quillian.components.graph.builder import GraphBuilder
-from quillian.components.retrieval.base import top_k_passages
+from quillian.components.retrieval.base import (
+    RetrievalResult,
+    RetrievalTrace,
+    ScoredPassage,
+    top_k_passages,
+)
 from quillian.components.retrieval.context import RetrievalContext, endpoint_text
 from quillian.components.retrieval.dense import DenseRetriever
 from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
@@ -267,6 +272,35 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
     assert make_retriever(context, "fused").retrieve("A", 2, Q).method == "fused:sa+ppr"
     with pytest.raises(ConfigError, match="cannot fuse itself"):
         make_retriever(context, "fused", members="sa,fused")
+
+
+class FixedRanking:
+    """A retriever that returns the same chunks in the same order for every query."""
+
+    def __init__(self, name: str, chunks: list[int]) -> None:
+        self.name, self.chunks = name, chunks
+
+    def retrieve(self, query, k, query_vector=None):
+        passages = [
+            ScoredPassage(c, f"c{c}", 1.0 / (r + 1), f"c{c}", "") for r, c in enumerate(self.chunks)
+        ]
+        return RetrievalResult(self.name, query, passages[:k], RetrievalTrace())
+
+
+def test_a_small_rank_constant_keeps_each_members_first_passage() -> None:
+    # one member ranks c0 first, the other c1; both rank c2 fourth. At 60, agreement
+    # wins: c2 scores 2/64 = 0.031 against 1/61 = 0.016 for c0 or c1. At 1, each
+    # member's first passage comes first: 1/2 against 2/5 for c2.
+    first = FixedRanking("x", [0, 4, 5, 2])
+    second = FixedRanking("y", [1, 6, 7, 2])
+
+    def top2(rrf_k: int) -> set[str]:
+        fused = FusedRetriever([first, second], FusedConfig(rrf_k=rrf_k, depth=4))
+        return set(titles(fused.retrieve("q", 2, Q)))
+
+    assert top2(60) == {"c2", "c0"}
+    assert top2(1) == {"c0", "c1"}
+    assert FusedConfig().rrf_k == 1
 
 
 # --- synonym links, node specificity and endpoint relation texts -------------------------
