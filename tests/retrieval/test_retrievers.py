@@ -445,3 +445,51 @@ def test_dates_seed_nothing_in_ppr_by_default(tmp_path) -> None:
     assert names(with_dates.trace.seeds) == [date, "Anna"]
     scores = {p.title: p.score for p in with_dates.passages}
     assert scores["B"] > {p.title: p.score for p in plain.passages}.get("B", 0.0)
+
+
+# --- the walk from an entity to its page ---------------------------------------------------
+
+
+def test_an_entity_with_a_page_walks_to_it_alone(context) -> None:
+    from quillian.components.retrieval.ppr import pages_only
+    from quillian.stores.snapshot import EdgeKind
+
+    # c0 is about A and mentions B and D; c1 is about B and mentions C. B, C and D have
+    # pages (c1, c2, c3), so their links to the chunks that only mention them go; A's
+    # link to its page stays, and so does every link of an entity without a page (E,
+    # mentioned by c0 in a graph of its own below).
+    kg = context.kg
+    snap = pages_only(kg.snapshot, kg.chunk_offset)
+
+    def links(s) -> set[tuple[str, str]]:
+        out = set()
+        for e, entity in enumerate(kg.entities):
+            for j in range(s.indptr[e], s.indptr[e + 1]):
+                target = int(s.indices[j]) - kg.chunk_offset
+                kind = s.edge_kinds[j] == EdgeKind.DESCRIBED_BY
+                if kind and target >= 0 and s.weights[j] > 0:
+                    out.add((entity.name, kg.chunk_ids[target]))
+        return out
+
+    assert links(kg.snapshot) == {
+        ("A", "c0"),
+        ("B", "c0"),
+        ("B", "c1"),
+        ("D", "c0"),
+        ("D", "c3"),
+        ("C", "c1"),
+        ("C", "c2"),
+    }
+    assert links(snap) == {("A", "c0"), ("B", "c1"), ("D", "c3"), ("C", "c2")}
+    builder = GraphBuilder()
+    builder.add(Extraction("c0", "d0", (topic("A"), mention("E")), ()))
+    lone = builder.build(["c0"])
+    assert pages_only(lone.snapshot, lone.chunk_offset) is lone.snapshot
+    # seeded at A, B's page c1 gains on c0 (about A) once B stops sending mass back to c0
+    config = PPRConfig(seeding="description", seed_k=1, passage_weight=0.0)
+
+    def ratio(cfg: PPRConfig) -> float:
+        scores = {p.title: p.score for p in PPRRetriever(context, cfg).retrieve("q", 4, Q).passages}
+        return scores["B"] / scores["A"]
+
+    assert ratio(config) > ratio(replace(config, mention_links=True))
