@@ -40,12 +40,12 @@ class FusedConfig:
     """The retrievers fused, comma-separated (built with their defaults)."""
     rrf_k: int = 1
     """RRF's rank constant (the paper's 60). 1: on the four dev sets, 5-fold
-    cross-validation over 0, 1, 2, 5, 10, 20, 60 chooses 0 or 1 (tied on every set) in
-    19 of 20 folds; held out, sa+ppr then scores 2Wiki-800 0.961, MuSiQue spaCy 0.783,
-    GPT 0.785, HotpotQA 0.880, against 0.941, 0.760, 0.768, 0.880 at 60 (7 questions
-    won, 2 lost), and at or above the better member on every set
-    (docs/sections/lift2.md). 1 rather than 0 so that a passage both members rank
-    second outranks one that a single member ranks first."""
+    cross-validation over 1, 0, 2, 5, 10, 20, 60 chooses 1 or 0 in every fold (they
+    tie on three sets; 0 is 0.007 better on MuSiQue spaCy); sa+ppr at 1 scores
+    2Wiki-800 0.961, MuSiQue spaCy 0.793, GPT 0.792, HotpotQA 0.880 against 0.941,
+    0.760, 0.775, 0.880 at 60 (8 questions won, 2 lost), at or above the better
+    member on every set (docs/sections/lift2.md). 1 rather than 0 so that a passage
+    both members rank second outranks one that a single member ranks first."""
     depth: int = 50
     """How many passages of each member's ranking take part."""
 
