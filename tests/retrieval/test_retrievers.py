@@ -277,12 +277,14 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
 class FixedRanking:
     """A retriever that returns the same chunks in the same order for every query."""
 
-    def __init__(self, name: str, chunks: list[int]) -> None:
+    def __init__(self, name: str, chunks: list[int], scores: list[float] | None = None) -> None:
         self.name, self.chunks = name, chunks
+        self.scores = scores or [1.0 / (r + 1) for r in range(len(chunks))]
 
     def retrieve(self, query, k, query_vector=None):
         passages = [
-            ScoredPassage(c, f"c{c}", 1.0 / (r + 1), f"c{c}", "") for r, c in enumerate(self.chunks)
+            ScoredPassage(c, f"c{c}", s, f"c{c}", "")
+            for c, s in zip(self.chunks, self.scores, strict=True)
         ]
         return RetrievalResult(self.name, query, passages[:k], RetrievalTrace())
 
@@ -301,6 +303,16 @@ def test_a_small_rank_constant_keeps_each_members_first_passage() -> None:
     assert top2(60) == {"c2", "c0"}
     assert top2(1) == {"c0", "c1"}
     assert FusedConfig().rrf_k == 1
+
+
+def test_equal_fused_scores_go_to_the_members_evidence() -> None:
+    # c3 and c2 are each one member's second passage: equal reciprocal ranks. c3 scored
+    # 0.9 of its member's best, c2 0.1 of its own, so c3 goes first, whatever the
+    # chunk order says
+    first = FixedRanking("x", [0, 3], [1.0, 0.9])
+    second = FixedRanking("y", [1, 2], [2.0, 0.2])
+    fused = FusedRetriever([first, second], FusedConfig(rrf_k=1, depth=2))
+    assert titles(fused.retrieve("q", 4, Q)) == ["c0", "c1", "c3", "c2"]
 
 
 # --- synonym links, node specificity and endpoint relation texts -------------------------

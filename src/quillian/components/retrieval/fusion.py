@@ -9,6 +9,9 @@ deep in the lists is the signal. Here two strong members rank a handful of passa
 that often differ (one finds the second hop, the other does not), so the default is
 ``rrf_k = 1``: each member's first passages stay near the top, and a passage both
 rank high still goes first (chosen by cross-validation; see ``FusedConfig.rrf_k``).
+Equal fused scores (frequent at a small constant: one member's second passage and the
+other's) are ordered by the members' own evidence, the sum of each member's score
+divided by its best score (CombSUM), then by chunk position.
 The trace keeps the first member's seeds, activations and relations (the subgraph
 the answer's evidence came from) and each member's time.
 """
@@ -76,6 +79,7 @@ class FusedRetriever:
         check_k(k)
         depth = max(self.config.depth, k)
         scores: dict[int, float] = {}
+        evidence: dict[int, float] = {}  # breaks ties: each member's score / its best
         passages: dict[int, ScoredPassage] = {}
         results = []
         timings: dict[str, float] = {}
@@ -84,10 +88,13 @@ class FusedRetriever:
             result = member.retrieve(query, depth, query_vector)
             timings[member.name] = (time.perf_counter() - start) * 1000
             results.append(result)
+            best = max((p.score for p in result.passages), default=0.0)
             for rank, p in enumerate(result.passages, start=1):
                 scores[p.chunk] = scores.get(p.chunk, 0.0) + 1.0 / (self.config.rrf_k + rank)
+                share = p.score / best if best > 0 else 0.0
+                evidence[p.chunk] = evidence.get(p.chunk, 0.0) + share
                 passages.setdefault(p.chunk, p)
-        ranked = sorted(scores, key=lambda c: (-scores[c], c))[:k]
+        ranked = sorted(scores, key=lambda c: (-scores[c], -evidence[c], c))[:k]
         first = results[0].trace
         trace = RetrievalTrace(
             seeds=first.seeds,
