@@ -5,7 +5,9 @@ they mention. The reset distribution puts the seed entities' weight on the entit
 (those the query names and those of the nearest descriptions) and, as HippoRAG 2
 does, a small share (``passage_weight``) of each chunk's dense score on the chunk
 nodes; chunks are ranked by their PageRank mass. Dates and numbers seed nothing
-(``literal_seeds``). HippoRAG 2's fact seeds (the ends of
+(``literal_seeds``), and from an entity with a chunk about it the walk steps to that
+chunk alone, not to every chunk that mentions it (``mention_links``; docs/sections/
+lift2.md). HippoRAG 2's fact seeds (the ends of
 the relations whose texts with their endpoint names are nearest the query), its
 synonym links and node specificity are options, off by default: none helped on every
 benchmark set (docs/benchmarks.md, "Retrieval lift").
