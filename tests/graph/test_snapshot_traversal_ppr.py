@@ -127,47 +127,69 @@ def exact_ppr(g, reset, damping=0.5, extra=None):
     return np.linalg.solve(system, (1 - damping) * r)
 
 
-def test_walk_over_knows_symmetric_weights_and_chebyshev_converges():
+def test_chebyshev_and_power_iteration_reach_the_exact_solution():
     # a triangle with a tail, and an isolated node (dangling): symmetric weights
     g = undirected(6, [(0, 1), (1, 2), (2, 0), (2, 3), (3, 4)])
     walk = Walk.over(g)
-    assert walk.reversible and walk.dangling.tolist() == [False] * 5 + [True]
+    assert walk.dangling.tolist() == [False] * 5 + [True]
     for reset in ([1, 0, 0, 0, 0, 0], [0, 0, 0, 2, 1, 0], [0, 1, 0, 0, 0, 3]):
         for damping in (0.5, 0.85):
-            got = personalized_pagerank(walk, reset, damping, tol=1e-12)
-            np.testing.assert_allclose(got, exact_ppr(g, reset, damping), atol=1e-10)
-            plain = personalized_pagerank(Walk.of(walk.transposed.T.tocsr()), reset, damping)
-            np.testing.assert_allclose(got, plain, atol=1e-7)
-    # a one-way synonym link makes the weights asymmetric: power iteration, still exact
-    one_way = Walk.over(g, extra=([4], [0], [2.0]))
-    assert not one_way.reversible
-    got = personalized_pagerank(one_way, [0, 0, 0, 0, 1, 0], tol=1e-12)
-    expected = exact_ppr(g, [0, 0, 0, 0, 1, 0], extra=([4], [0], [2.0]))
-    np.testing.assert_allclose(got, expected, atol=1e-10)
+            for solver in ("chebyshev", "power"):
+                got = personalized_pagerank(walk, reset, damping, tol=1e-12, solver=solver)
+                np.testing.assert_allclose(got, exact_ppr(g, reset, damping), atol=1e-10)
+    # one-way links: a directed 4-cycle's eigenvalues are d times the 4th roots of
+    # unity, off the real axis (Chebyshev's slowest case); both still converge
+    cycle = GraphSnapshot.from_edges(
+        ["a", "b", "c", "d"], [NodeKind.ENTITY] * 4, [0, 1, 2, 3], [1, 2, 3, 0], R
+    )
+    for solver in ("chebyshev", "power"):
+        got = personalized_pagerank(Walk.over(cycle), [1, 0, 0, 0], tol=1e-12, solver=solver)
+        np.testing.assert_allclose(got, exact_ppr(cycle, [1, 0, 0, 0]), atol=1e-10)
+    with pytest.raises(ValueError, match="solver"):
+        personalized_pagerank(walk, [1, 0, 0, 0, 0, 0], solver="gauss")
 
 
-def test_chebyshev_takes_fewer_steps_on_a_bipartite_graph():
-    # a long path is bipartite: the walk has eigenvalues near -1 and +1, power
+class Counting:
+    """A transposed matrix that counts its products."""
+
+    def __init__(self, matrix):
+        self.matrix, self.products = matrix, 0
+
+    def __matmul__(self, p):
+        self.products += 1
+        return self.matrix @ p
+
+
+def test_chebyshev_takes_fewer_products_on_a_bipartite_graph():
+    # a long path is bipartite: its walk has eigenvalues near -1 and +1, power
     # iteration's slowest case; count the products each method takes to 1e-10
     n = 400
     g = undirected(n, [(i, i + 1) for i in range(n - 1)])
     walk = Walk.over(g)
-    products = {"reversible": 0, "power": 0}
-
-    class Counting:
-        def __init__(self, matrix, key):
-            self.matrix, self.key = matrix, key
-
-        def __matmul__(self, p):
-            products[self.key] += 1
-            return self.matrix @ p
-
     reset = np.zeros(n)
     reset[[0, 200]] = 1
-    results = {}
-    for key, reversible in (("reversible", True), ("power", False)):
-        counted = Walk(Counting(walk.transposed, key), walk.dangling, reversible)
-        results[key] = personalized_pagerank(counted, reset, tol=1e-10)
-    np.testing.assert_allclose(results["reversible"], exact_ppr(g, reset), atol=1e-10)
-    np.testing.assert_allclose(results["power"], exact_ppr(g, reset), atol=1e-10)
-    assert products["reversible"] < 0.7 * products["power"]
+    products = {}
+    for solver in ("chebyshev", "power"):
+        counted = Counting(walk.transposed)
+        got = personalized_pagerank(Walk(counted, walk.dangling), reset, tol=1e-10, solver=solver)
+        np.testing.assert_allclose(got, exact_ppr(g, reset), atol=1e-10)
+        products[solver] = counted.products
+    assert products["chebyshev"] < 0.7 * products["power"]
+
+
+def test_a_diverging_chebyshev_iteration_falls_back_to_power_iteration(monkeypatch):
+    # a directed 4-cycle's eigenvalues include +-0.5i; told the spectrum reaches
+    # [-0.95, 0.95], the Chebyshev polynomials amplify them (the step grows past 1e6
+    # in 80 products): the safeguard must hand over to power iteration
+    from quillian.components.graph import ppr
+
+    cycle = GraphSnapshot.from_edges(
+        ["a", "b", "c", "d"], [NodeKind.ENTITY] * 4, [0, 1, 2, 3], [1, 2, 3, 0], R
+    )
+    reset = np.array([1.0, 0, 0, 0])
+    handed_over = []
+    power = ppr._power
+    monkeypatch.setattr(ppr, "_power", lambda *a: handed_over.append(1) or power(*a))
+    got = ppr._chebyshev(ppr._Step(Walk.over(cycle), reset, 0.5), reset, 0.95, 1e-12, 500)
+    np.testing.assert_allclose(got, exact_ppr(cycle, reset), atol=1e-10)
+    assert handed_over == [1]

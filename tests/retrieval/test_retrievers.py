@@ -20,7 +20,12 @@ from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.factories import make_retriever
 from quillian.components.graph.builder import GraphBuilder
-from quillian.components.retrieval.base import top_k_passages
+from quillian.components.retrieval.base import (
+    RetrievalResult,
+    RetrievalTrace,
+    ScoredPassage,
+    top_k_passages,
+)
 from quillian.components.retrieval.context import RetrievalContext, endpoint_text
 from quillian.components.retrieval.dense import DenseRetriever
 from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
@@ -269,6 +274,47 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
         make_retriever(context, "fused", members="sa,fused")
 
 
+class FixedRanking:
+    """A retriever that returns the same chunks in the same order for every query."""
+
+    def __init__(self, name: str, chunks: list[int], scores: list[float] | None = None) -> None:
+        self.name, self.chunks = name, chunks
+        self.scores = scores or [1.0 / (r + 1) for r in range(len(chunks))]
+
+    def retrieve(self, query, k, query_vector=None):
+        passages = [
+            ScoredPassage(c, f"c{c}", s, f"c{c}", "")
+            for c, s in zip(self.chunks, self.scores, strict=True)
+        ]
+        return RetrievalResult(self.name, query, passages[:k], RetrievalTrace())
+
+
+def test_a_small_rank_constant_keeps_each_members_first_passage() -> None:
+    # one member ranks c0 first, the other c1; both rank c2 fourth. At 60, agreement
+    # wins: c2 scores 2/64 = 0.031 against 1/61 = 0.016 for c0 or c1. At 1, each
+    # member's first passage comes first: 1/2 against 2/5 for c2.
+    first = FixedRanking("x", [0, 4, 5, 2])
+    second = FixedRanking("y", [1, 6, 7, 2])
+
+    def top2(rrf_k: int) -> set[str]:
+        fused = FusedRetriever([first, second], FusedConfig(rrf_k=rrf_k, depth=4))
+        return set(titles(fused.retrieve("q", 2, Q)))
+
+    assert top2(60) == {"c2", "c0"}
+    assert top2(1) == {"c0", "c1"}
+    assert FusedConfig().rrf_k == 1
+
+
+def test_equal_fused_scores_go_to_the_members_evidence() -> None:
+    # c3 and c2 are each one member's second passage: equal reciprocal ranks. c3 scored
+    # 0.9 of its member's best, c2 0.1 of its own, so c3 goes first, whatever the
+    # chunk order says
+    first = FixedRanking("x", [0, 3], [1.0, 0.9])
+    second = FixedRanking("y", [1, 2], [2.0, 0.2])
+    fused = FusedRetriever([first, second], FusedConfig(rrf_k=1, depth=2))
+    assert titles(fused.retrieve("q", 4, Q)) == ["c0", "c1", "c3", "c2"]
+
+
 # --- synonym links, node specificity and endpoint relation texts -------------------------
 
 
@@ -346,8 +392,26 @@ def test_triple_seeds_can_match_the_endpoint_texts(context, tmp_path):
     assert [r for r, _ in ctx.top_relations(Q, 2)] == [0, 2]  # the sentences: unchanged
     seeds = ctx.seeds("q", Q, "lexical", 0, triples=1, triple_text="endpoints")
     assert [s.name for s in seeds] == ["A", "D"]
-    # an index without them seeds no triples on them
+    # an index without them finds no relation on them, and asking it for triple seeds
+    # on them is refused with the way out, for ppr as for any retriever
     assert context.top_relations(Q, 2, "endpoints") == []
+    with pytest.raises(ConfigError, match="--endpoint-texts"):
+        context.seeds("q", Q, "lexical", 0, triples=1, triple_text="endpoints")
+    with pytest.raises(ConfigError, match="--endpoint-texts"):
+        PPRRetriever(context, PPRConfig(triple_seeds=5)).retrieve("q", 2, Q)
+    assert context.seeds("q", Q, "lexical", 0, triples=1, triple_text="sentence")
+
+
+def test_ppr_solvers_rank_alike(context):
+    ranked = {
+        solver: PPRRetriever(context, PPRConfig(solver=solver)).retrieve("q", 4, Q).passages
+        for solver in ("chebyshev", "power")
+    }
+    assert [p.title for p in ranked["chebyshev"]] == [p.title for p in ranked["power"]]
+    for a, b in zip(ranked["chebyshev"], ranked["power"], strict=True):
+        assert a.score == pytest.approx(b.score, abs=1e-6)
+    with pytest.raises(ConfigError, match="solver"):
+        PPRConfig(solver="jacobi")
 
 
 def test_tied_endpoint_texts_are_broken_by_text_not_by_storage_order(context, tmp_path):
@@ -357,3 +421,105 @@ def test_tied_endpoint_texts_are_broken_by_text_not_by_storage_order(context, tm
     ctx = replace(context, endpoint_vectors=endpoints)
     assert [r for r, _ in ctx.top_relations(Q, 1, "endpoints")] == [1]
     assert [r for r, _ in ctx.top_relations(Q, 3, "endpoints")] == [1, 2, 0]
+
+
+# --- dates and numbers as seeds ----------------------------------------------------------
+
+
+def test_dates_seed_nothing_in_ppr_by_default(tmp_path) -> None:
+    # c0 is about Anna and mentions the date; c1 is about Bert and says what the date
+    # was; c2 is about Carl. The query is nearest the date's description (0.95), then
+    # Anna's (0.6).
+    date = "14 January 1729"
+    builder = GraphBuilder()
+    builder.add(Extraction("c0", "d0", (topic("Anna"), mention(date)), ()))
+    described = ExtractedEntity(date, "DATE", description="the day it happened")
+    builder.add(Extraction("c1", "d1", (topic("Bert"), described), ()))
+    builder.add(Extraction("c2", "d2", (topic("Carl"),)))
+    kg = builder.build(["c0", "c1", "c2"])
+    cosine = {"about Anna": 0.6, "about Bert": 0.0, "about Carl": 0.0, "the day it happened": 0.95}
+    texts = ExactVectorIndex(tmp_path / "texts", 3)
+    texts.add(np.arange(len(kg.descriptions)), [unit(cosine[d.text]) for d in kg.descriptions])
+    chunks = ExactVectorIndex(tmp_path / "chunks", 3)
+    chunks.add(np.arange(3), [unit(c) for c in (0.5, 0.5, 0.5)])
+    ctx = RetrievalContext(
+        kg=kg,
+        embedder=HashEmbedder(3),
+        chunk_vectors=chunks,
+        text_vectors=texts,
+        description_rows=np.arange(len(kg.descriptions)),
+        relation_rows=np.zeros(0, dtype=np.int64),
+        chunk_titles=["A", "B", "C"],
+        chunk_texts=["a", "b", "c"],
+    )
+    assert [e.name for e, lit in zip(kg.entities, ctx.literal_entities, strict=True) if lit] == [
+        date
+    ]
+
+    def names(seeds) -> list[str]:
+        return [s.name for s in seeds]
+
+    # found by its description or named in the question, the date seeds unless told not to
+    assert names(ctx.seeds("q", Q, "description", 2)) == [date, "Anna"]
+    assert names(ctx.seeds("q", Q, "description", 2, literals=False)) == ["Anna"]
+    question = f"What did Anna do on {date}?"
+    assert names(ctx.seeds(question, Q, "lexical", 0)) == ["Anna", date]
+    assert names(ctx.seeds(question, Q, "lexical", 0, literals=False)) == ["Anna"]
+    # PPR leaves it out by default; with it, Bert's passage (titled B), reached only
+    # through the date, gets more mass
+    config = PPRConfig(seed_k=2, passage_weight=0.0)
+    plain = PPRRetriever(ctx, config).retrieve("q", 3, Q)
+    assert names(plain.trace.seeds) == ["Anna"]
+    assert titles(plain)[0] == "A"
+    with_dates = PPRRetriever(ctx, replace(config, literal_seeds=True)).retrieve("q", 3, Q)
+    assert names(with_dates.trace.seeds) == [date, "Anna"]
+    scores = {p.title: p.score for p in with_dates.passages}
+    assert scores["B"] > {p.title: p.score for p in plain.passages}.get("B", 0.0)
+
+
+# --- the walk from an entity to its page ---------------------------------------------------
+
+
+def test_an_entity_with_a_page_walks_to_it_alone(context) -> None:
+    from quillian.components.retrieval.ppr import pages_only
+    from quillian.stores.snapshot import EdgeKind
+
+    # c0 is about A and mentions B and D; c1 is about B and mentions C. B, C and D have
+    # pages (c1, c2, c3), so their links to the chunks that only mention them go; A's
+    # link to its page stays, and so does every link of an entity without a page (E,
+    # mentioned by c0 in a graph of its own below).
+    kg = context.kg
+    snap = pages_only(kg.snapshot, kg.chunk_offset)
+
+    def links(s) -> set[tuple[str, str]]:
+        out = set()
+        for e, entity in enumerate(kg.entities):
+            for j in range(s.indptr[e], s.indptr[e + 1]):
+                target = int(s.indices[j]) - kg.chunk_offset
+                kind = s.edge_kinds[j] == EdgeKind.DESCRIBED_BY
+                if kind and target >= 0 and s.weights[j] > 0:
+                    out.add((entity.name, kg.chunk_ids[target]))
+        return out
+
+    assert links(kg.snapshot) == {
+        ("A", "c0"),
+        ("B", "c0"),
+        ("B", "c1"),
+        ("D", "c0"),
+        ("D", "c3"),
+        ("C", "c1"),
+        ("C", "c2"),
+    }
+    assert links(snap) == {("A", "c0"), ("B", "c1"), ("D", "c3"), ("C", "c2")}
+    builder = GraphBuilder()
+    builder.add(Extraction("c0", "d0", (topic("A"), mention("E")), ()))
+    lone = builder.build(["c0"])
+    assert pages_only(lone.snapshot, lone.chunk_offset) is lone.snapshot
+    # seeded at A, B's page c1 gains on c0 (about A) once B stops sending mass back to c0
+    config = PPRConfig(seeding="description", seed_k=1, passage_weight=0.0)
+
+    def ratio(cfg: PPRConfig) -> float:
+        scores = {p.title: p.score for p in PPRRetriever(context, cfg).retrieve("q", 4, Q).passages}
+        return scores["B"] / scores["A"]
+
+    assert ratio(config) > ratio(replace(config, mention_links=True))

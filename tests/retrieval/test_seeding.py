@@ -47,3 +47,15 @@ def test_lowercase_spans_do_not_link_in_cased_text():
     assert [m.entity for m in lex.match("Who was born in 1955?")] == [2]
     # without any case information every span may link
     assert [m.entity for m in lex.match("what shares a border with johnnycake")] == [0, 1]
+
+
+def test_dates_and_numbers_are_literals_names_are_not():
+    from quillian.components.retrieval.seeding import is_literal
+
+    for value in ("4 December 1934", "March 13, 1891", "1990s", "1,200", "3rd", "1729"):
+        assert is_literal(value), value
+    for name in ("Apollo 11", "World War II", "2007 FIFA U-20 World Cup", "U-20", "May"):
+        assert not is_literal(name), name
+    # the extractor's type decides when it has one; an untyped name is judged by itself
+    assert is_literal("the summer", "DATE")
+    assert not is_literal("Paris", "GPE")

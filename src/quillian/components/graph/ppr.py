@@ -2,8 +2,7 @@
 
 ``transition_matrix`` builds the row-normalised sparse matrix once per snapshot and
 ``Walk`` prepares it for many queries; ``personalized_pagerank`` iterates from a reset
-distribution (Chebyshev-accelerated on a walk with symmetric edge weights). All are
-pure.
+distribution (Chebyshev semi-iteration, or plain power iteration). All are pure.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
-__all__ = ["Walk", "edge_weights", "personalized_pagerank", "transition_matrix"]
+__all__ = ["Solver", "Walk", "personalized_pagerank", "transition_matrix"]
 
 
 def transition_matrix(
@@ -33,15 +33,6 @@ def transition_matrix(
     links). Rows of nodes without out-edges stay zero (their mass returns to the reset
     distribution).
     """
-    return _row_normalised(edge_weights(snapshot, kinds, extra))
-
-
-def edge_weights(
-    snapshot: GraphSnapshot,
-    kinds: Collection[EdgeKind] | None = None,
-    extra: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
-) -> sp.csr_matrix:
-    """The summed edge weights ``W[i, j]`` that :func:`transition_matrix` normalises."""
     n = snapshot.n_nodes
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(snapshot.indptr))
     cols = np.asarray(snapshot.indices, dtype=np.int64)
@@ -55,30 +46,23 @@ def edge_weights(
         data = np.concatenate([data, np.asarray(extra[2], dtype=np.float64)])
     matrix = sp.csr_matrix((data, (rows, cols)), shape=(n, n))
     matrix.sum_duplicates()
-    return matrix
-
-
-def _row_normalised(weights: sp.csr_matrix) -> sp.csr_matrix:
-    out = np.asarray(weights.sum(axis=1)).ravel()
+    out = np.asarray(matrix.sum(axis=1)).ravel()
     inv = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
-    return sp.csr_matrix(sp.diags(inv) @ weights)
+    return sp.csr_matrix(sp.diags(inv) @ matrix)
+
+
+#: How :func:`personalized_pagerank` iterates.
+Solver = Literal["chebyshev", "power"]
 
 
 @dataclass(frozen=True)
 class Walk:
-    """What power iteration reads of a transition matrix, prepared once per matrix: its
+    """What the iteration reads of a transition matrix, prepared once per matrix: its
     transpose (CSR, so ``P^T p`` is one row-wise product) and its dangling rows.
-    Preparing it per query cost more than the iteration on 2Wiki's 42k-node graph.
-
-    ``reversible`` says the walk came from symmetric edge weights (every edge has its
-    reverse with the same weight, as a document graph's edges do). Such a walk has a
-    real spectrum, which lets :func:`personalized_pagerank` use Chebyshev
-    acceleration; :meth:`over` checks it, :meth:`of` cannot and assumes not.
-    """
+    Preparing it per query cost more than the iteration on 2Wiki's 42k-node graph."""
 
     transposed: sp.csr_matrix
     dangling: npt.NDArray[np.bool_]
-    reversible: bool = False
 
     @cached_property
     def dangling_nodes(self) -> npt.NDArray[np.intp]:
@@ -86,9 +70,9 @@ class Walk:
         return np.flatnonzero(self.dangling)
 
     @classmethod
-    def of(cls, transition: sp.csr_matrix, reversible: bool = False) -> Walk:
+    def of(cls, transition: sp.csr_matrix) -> Walk:
         dangling = np.asarray(transition.sum(axis=1)).ravel() == 0
-        return cls(transition.T.tocsr(), dangling, reversible)
+        return cls(transition.T.tocsr(), dangling)
 
     @classmethod
     def over(
@@ -97,12 +81,8 @@ class Walk:
         kinds: Collection[EdgeKind] | None = None,
         extra: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
     ) -> Walk:
-        """The walk of :func:`transition_matrix` with the same arguments, knowing
-        whether its edge weights are symmetric."""
-        weights = edge_weights(snapshot, kinds, extra)
-        asymmetry = abs(weights - weights.T).max() if weights.nnz else 0.0
-        symmetric = asymmetry <= 1e-12 * (abs(weights).max() if weights.nnz else 1.0)
-        return cls.of(_row_normalised(weights), bool(symmetric))
+        """The walk of :func:`transition_matrix` with the same arguments."""
+        return cls.of(transition_matrix(snapshot, kinds, extra))
 
 
 def personalized_pagerank(
@@ -111,6 +91,7 @@ def personalized_pagerank(
     damping: float = 0.5,
     tol: float = 1e-8,
     max_iter: int = 100,
+    solver: Solver = "chebyshev",
 ) -> npt.NDArray[np.float64]:
     """Stationary distribution of ``p = (1 - d) r + d (P^T p + dangling mass * r)``.
 
@@ -119,17 +100,24 @@ def personalized_pagerank(
     following an edge (HippoRAG uses 0.5). The reset vector is normalised to sum to one;
     an all-zero reset raises ``ValueError``. Iteration stops when one more step of
     power iteration would move less than ``tol`` of probability mass (L1); every score
-    is then within ``tol`` of the exact one. At most ``max_iter`` products are taken.
+    is then within ``d / (1 - d) * tol`` of the exact one. At most ``max_iter``
+    products are taken.
 
-    A reversible walk is solved by the Chebyshev semi-iterative method (Golub and
-    Varga, 1961): the fixed-point map ``d P^T`` has real eigenvalues in ``[-d, d]``,
-    on which Chebyshev polynomials shrink the error by about
-    ``d / (1 + sqrt(1 - d^2))`` a step (0.27 at d = 0.5) instead of ``d``. On 2Wiki's
-    90k-node walk it needs 12.4 products on average instead of 16, to the same
-    tolerance. Other walks use power iteration.
+    ``chebyshev`` (the default) is the Chebyshev semi-iterative method (Golub and
+    Varga, 1961) for the fixed-point map ``d P^T``, whose eigenvalues lie in the disk
+    of radius ``d``. Where they are real, as for any walk on symmetric edge weights
+    (a reversible chain), the error shrinks by about ``d / (1 + sqrt(1 - d^2))`` a
+    product (0.27 at d = 0.5) instead of power iteration's ``d``; anywhere in the disk
+    it still converges. On the report's five document graphs (with or without
+    ``ppr``'s one-way page links) it needs 12.0-12.6 products on average instead of
+    15.8-18.4, every ranking's top 8 equal to the exact solution's. A safeguard falls
+    back to power iteration if the step ever grows (it never has on those graphs).
+    ``power`` is plain power iteration.
     """
     if not 0.0 <= damping < 1.0:
         raise ValueError(f"damping must be in [0, 1), got {damping}")
+    if solver not in ("chebyshev", "power"):
+        raise ValueError(f"solver must be chebyshev or power, got {solver!r}")
     r = np.asarray(reset, dtype=np.float64)
     total = r.sum()
     if total <= 0:
@@ -137,15 +125,9 @@ def personalized_pagerank(
     r = r / total
     walk = transition if isinstance(transition, Walk) else Walk.of(transition)
     step = _Step(walk, r, damping)
-    if walk.reversible:
+    if solver == "chebyshev":
         return _chebyshev(step, r, damping, tol, max_iter)
-    p = r
-    for _ in range(max_iter):
-        nxt = step(p)
-        if step.moved(nxt, p) < tol:
-            return nxt
-        p = nxt
-    return p
+    return _power(step, r, tol, max_iter)
 
 
 class _Step:
@@ -175,24 +157,42 @@ class _Step:
         return float(np.abs(a - b).sum())
 
 
-def _chebyshev(
-    step: _Step, r: npt.NDArray[np.float64], damping: float, tol: float, max_iter: int
+def _power(
+    step: _Step, p: npt.NDArray[np.float64], tol: float, max_iter: int
 ) -> npt.NDArray[np.float64]:
-    """Chebyshev semi-iteration for ``p = step(p)`` with the step's spectrum in
-    ``[-damping, damping]``: ``x_{k+1} = w_{k+1} (step(x_k) - x_{k-1}) + x_{k-1}``,
-    ``w_2 = 2 / (2 - d^2)``, ``w_{k+1} = 1 / (1 - d^2 w_k / 4)``. The stopping test is
-    power iteration's (the step from the iterate), and the step is returned: with
-    ``||step(x) - x|| < tol`` its L1 error is at most ``d / (1 - d) * tol``, the
-    bound power iteration has."""
-    rho2 = damping * damping
+    """Power iteration from ``p``: a contraction by ``d`` in L1 from any start."""
+    for _ in range(max_iter):
+        nxt = step(p)
+        if _Step.moved(nxt, p) < tol:
+            return nxt
+        p = nxt
+    return p
+
+
+def _chebyshev(
+    step: _Step, r: npt.NDArray[np.float64], rho: float, tol: float, max_iter: int
+) -> npt.NDArray[np.float64]:
+    """Chebyshev semi-iteration for ``p = step(p)``, the step's eigenvalues taken in
+    ``[-rho, rho]``: ``x_{k+1} = w_{k+1} (step(x_k) - x_{k-1}) + x_{k-1}``,
+    ``w_2 = 2 / (2 - rho^2)``, ``w_{k+1} = 1 / (1 - rho^2 w_k / 4)``. The stopping test
+    is power iteration's (the step from the iterate), and the step is returned, so the
+    error bound is power iteration's too. Should the step ever grow past twice the
+    smallest seen (eigenvalues far off the real axis), the rest is power iteration from
+    the best iterate's step."""
+    rho2 = rho * rho
     previous, x = r, step(r)
-    omega = 1.0
+    omega, smallest, best = 1.0, np.inf, x
     for k in range(2, max_iter + 1):
         stepped = step(x)
-        if _Step.moved(stepped, x) < tol:
+        moved = _Step.moved(stepped, x)
+        if moved < tol:
             return stepped
+        if moved < smallest:
+            smallest, best = moved, stepped
+        elif moved > 2.0 * smallest:
+            return _power(step, best, tol, max_iter - k)
         omega = 2.0 / (2.0 - rho2) if k == 2 else 1.0 / (1.0 - rho2 * omega / 4.0)
-        stepped -= previous
+        stepped = stepped - previous
         stepped *= omega
         stepped += previous
         previous, x = x, stepped

@@ -22,8 +22,9 @@ from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.graph.synonyms import synonym_edges
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.bm25_index import BM25Index
-from quillian.components.retrieval.seeding import EntityLexicon
+from quillian.components.retrieval.seeding import EntityLexicon, is_literal
 from quillian.components.retrieval.triple_store import TripleStore
+from quillian.errors import ConfigError
 from quillian.stores.protocols import VectorIndex
 from quillian.stores.snapshot import EdgeKind
 from quillian.types import Triple
@@ -111,6 +112,16 @@ class RetrievalContext:
         indptr = np.zeros(len(self.text_vectors) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(self.text_vectors)), out=indptr[1:])
         return indptr, order
+
+    @cached_property
+    def literal_entities(self) -> npt.NDArray[np.bool_]:
+        """Per entity, whether it is a date, time or number rather than a name
+        (:func:`~quillian.components.retrieval.seeding.is_literal`)."""
+        return np.fromiter(
+            (is_literal(e.name, e.type) for e in self.kg.entities),
+            dtype=np.bool_,
+            count=self.kg.n_entities,
+        )
 
     @cached_property
     def entity_chunks(self) -> npt.NDArray[np.int64]:
@@ -277,6 +288,7 @@ class RetrievalContext:
         k: int,
         triples: int = 0,
         triple_text: RelationText = "sentence",
+        literals: bool = True,
     ) -> list[Seed]:
         """Initially activated entities, without duplicates.
 
@@ -285,22 +297,35 @@ class RetrievalContext:
         description; ``auto``: lexical, or description when the query names no entity.
         ``triples``: also the subjects and objects of the ``triples`` relations whose
         source sentences (``triple_text``: see :meth:`top_relations`) are nearest the
-        query (their cosine), after the others.
+        query (their cosine), after the others. ``literals=False``: no date, time or
+        number seeds, whatever found them (:attr:`literal_entities`).
         """
+        if triples and triple_text == "endpoints" and self.endpoint_vectors is None:
+            raise ConfigError(
+                "triple seeds on endpoint texts need relation texts with their endpoint "
+                "names, which this index was built without: rebuild it with "
+                "`quillian index --endpoint-texts`, or match the source sentences "
+                "(triple_text=sentence)"
+            )
         found: dict[int, Seed] = {}
+        skip = None if literals else self.literal_entities
         if mode in ("lexical", "both", "auto"):
             for m in self.lexicon.match(query):
+                if skip is not None and skip[m.entity]:
+                    continue
                 name = self.entity_name(m.entity)
                 found.setdefault(m.entity, Seed(m.entity, name, 1.0, "lexical"))
         if mode in ("description", "both") or (mode == "auto" and not found):
             for desc, score in self.top_descriptions(q, k):
                 entity = int(self.description_entity[desc])
+                if skip is not None and skip[entity]:
+                    continue
                 name = self.entity_name(entity)
                 found.setdefault(entity, Seed(entity, name, score, "description"))
         for relation, score in self.top_relations(q, triples, triple_text):
             for end in (self.kg.relation_subject[relation], self.kg.relation_object[relation]):
                 entity = int(end)
-                if entity >= 0:
+                if entity >= 0 and (skip is None or not skip[entity]):
                     found.setdefault(
                         entity, Seed(entity, self.entity_name(entity), score, "triple")
                     )

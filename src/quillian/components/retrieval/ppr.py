@@ -4,7 +4,10 @@ The walk runs on entities linked by ``related_to`` and on chunks linked to the e
 they mention. The reset distribution puts the seed entities' weight on the entities
 (those the query names and those of the nearest descriptions) and, as HippoRAG 2
 does, a small share (``passage_weight``) of each chunk's dense score on the chunk
-nodes; chunks are ranked by their PageRank mass. HippoRAG 2's fact seeds (the ends of
+nodes; chunks are ranked by their PageRank mass. Dates and numbers seed nothing
+(``literal_seeds``), and from an entity with a chunk about it the walk steps to that
+chunk alone, not to every chunk that mentions it (``mention_links``; docs/sections/
+lift2.md). HippoRAG 2's fact seeds (the ends of
 the relations whose texts with their endpoint names are nearest the query), its
 synonym links and node specificity are options, off by default: none helped on every
 benchmark set (docs/benchmarks.md, "Retrieval lift").
@@ -14,17 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.ppr import Walk, personalized_pagerank
+from quillian.components.graph.builder import TOPIC_WEIGHT
+from quillian.components.graph.ppr import Solver, Walk, personalized_pagerank
 from quillian.components.graph.synonyms import SYNONYM_THRESHOLD
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
 from quillian.components.retrieval.context import RelationText, RetrievalContext, SeedMode
 from quillian.errors import ConfigError
-from quillian.stores.snapshot import EdgeKind
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = ["PPRConfig", "PPRRetriever"]
 
@@ -46,6 +49,12 @@ class PPRConfig:
     names, predicate and source sentence (an index built without them seeds no
     triples); ``sentence``, the source sentence alone."""
     seeding: SeedMode = "both"
+    literal_seeds: bool = False
+    """Seed dates, times and numbers too (``is_literal`` in seeding.py). Off: a date
+    names no topic, and a walk seeded at "14 January 1729" (a description seed's entity,
+    typically) spreads to every passage that shares it. Leaving them out won 3
+    questions and lost none over the four dev sets (2Wiki-800 +0.020, MuSiQue spaCy
+    +0.007, GPT +0.010, HotpotQA 0; docs/sections/lift2.md)."""
     passage_weight: float = 0.05
     """Share of reset mass on chunks, proportional to their dense score (HippoRAG 2)."""
     dense_candidates: int = 50
@@ -55,11 +64,10 @@ class PPRConfig:
     mass (L1): every score is then within about this of the exact one. 1e-6 ranks
     2Wiki's 51 questions on all 6,119 passages exactly as 1e-8 does, in 20 iterations
     instead of 27 (p50 17.2 -> 13.4 ms on a quiet machine)."""
-    solver: Literal["auto", "power"] = "auto"
-    """``auto``: Chebyshev semi-iteration when the graph's edge weights are symmetric
-    (a document graph's are), else power iteration; ``power``: power iteration always.
-    Both stop at ``tolerance``; Chebyshev needs about a quarter fewer products
-    (docs/benchmarks.md, "PPR: Chebyshev semi-iteration")."""
+    solver: Solver = "chebyshev"
+    """How the walk is solved, to ``tolerance`` either way: ``chebyshev`` semi-iteration
+    (about a quarter fewer products on the report's graphs, the same top 8) or
+    ``power`` iteration (docs/benchmarks.md, "PPR: Chebyshev semi-iteration")."""
     synonyms: bool = False
     """Walk synonym links too: entities whose names embed at ``synonym_threshold`` or
     more, each entity's ``synonym_k`` nearest, weighted by their cosine (HippoRAG 2)."""
@@ -70,6 +78,17 @@ class PPRConfig:
     specificity: bool = False
     """Divide each seed's weight by the number of chunks linked to its entity
     (HippoRAG's node specificity, 1 / |P_i|)."""
+    mention_links: bool = False
+    """Let the walk step from an entity to every chunk that mentions it even when a
+    chunk is about it (its title entity). Off: from an entity with a page of its own
+    the walk goes to that page only, as a hyperlink in a mention leads to the article
+    (the Wikipedia link graph that path retrievers walk, e.g. Asai et al., ICLR 2020);
+    an entity with no page of its own (an untitled corpus) still steps to the chunks
+    that mention it. A hub such as a country is mentioned by dozens of chunks, and
+    with those links its own page got a sliver of the mass that reached it. Off, with
+    ``literal_seeds`` off too, won 4 questions and lost none over the four dev sets
+    (2Wiki-800 +0.020, MuSiQue spaCy +0.017, GPT +0.007, HotpotQA 0); alone, 3 won
+    and none lost (0, +0.017, +0.007, 0; docs/sections/lift2.md)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.damping < 1.0:
@@ -78,8 +97,8 @@ class PPRConfig:
             raise ConfigError("seed_k, dense_candidates and triple_seeds must be >= 0")
         if not 0.0 < self.tolerance < 1.0:
             raise ConfigError(f"tolerance must be in (0, 1), got {self.tolerance}")
-        if self.solver not in ("auto", "power"):
-            raise ConfigError(f"solver must be auto or power, got {self.solver!r}")
+        if self.solver not in ("chebyshev", "power"):
+            raise ConfigError(f"solver must be chebyshev or power, got {self.solver!r}")
         if self.synonym_k <= 0:
             raise ConfigError(f"synonym_k must be greater than 0, got {self.synonym_k}")
 
@@ -98,8 +117,10 @@ class PPRRetriever:
         extra = None
         if cfg.synonyms:
             extra = self.context.synonym_edges(cfg.synonym_threshold, cfg.synonym_k)
-        walk = Walk.over(self.context.kg.snapshot, kinds, extra)
-        return walk if cfg.solver == "auto" else replace(walk, reversible=False)
+        snapshot = self.context.kg.snapshot
+        if not cfg.mention_links:
+            snapshot = pages_only(snapshot, self.context.kg.chunk_offset)
+        return Walk.over(snapshot, kinds, extra)
 
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
@@ -108,7 +129,15 @@ class PPRRetriever:
         q = ctx.embed_query(query) if query_vector is None else query_vector
         kg = ctx.kg
         reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
-        seeds = ctx.seeds(query, q, cfg.seeding, cfg.seed_k, cfg.triple_seeds, cfg.triple_text)
+        seeds = ctx.seeds(
+            query,
+            q,
+            cfg.seeding,
+            cfg.seed_k,
+            cfg.triple_seeds,
+            cfg.triple_text,
+            literals=cfg.literal_seeds,
+        )
         for seed in seeds:
             reset[seed.entity] += max(seed.score, 0.0) * self._specificity[seed.entity]
         dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)
@@ -117,7 +146,9 @@ class PPRRetriever:
         if reset.sum() <= 0:
             ranked = top_k_passages({}, k, [c for c, _ in dense])
         else:
-            rank = personalized_pagerank(self._walk, reset, cfg.damping, tol=cfg.tolerance)
+            rank = personalized_pagerank(
+                self._walk, reset, cfg.damping, tol=cfg.tolerance, solver=cfg.solver
+            )
             chunk_scores = rank[kg.chunk_offset :]
             top = np.argsort(-chunk_scores, kind="stable")[:k]
             ranked = top_k_passages(
@@ -144,3 +175,20 @@ class PPRRetriever:
         if mass.sum() > 0:
             out[[c for c, _ in dense]] = self.config.passage_weight * seed_mass * mass / mass.sum()
         return out
+
+
+def pages_only(snapshot: GraphSnapshot, chunk_offset: int) -> GraphSnapshot:
+    """``snapshot`` with the weight of every entity-to-chunk mention link set to 0 where
+    the entity has a chunk about it (a ``described_by`` link of ``TOPIC_WEIGHT``)."""
+    n = snapshot.n_nodes
+    rows = np.repeat(np.arange(n), np.diff(snapshot.indptr))
+    to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
+        np.asarray(snapshot.indices) >= chunk_offset
+    )
+    weights = np.asarray(snapshot.weights)
+    page = to_chunk & (weights >= TOPIC_WEIGHT)
+    has_page = np.bincount(rows[page], minlength=n) > 0
+    drop = to_chunk & ~page & has_page[rows]
+    if not drop.any():
+        return snapshot
+    return replace(snapshot, weights=np.where(drop, 0, weights).astype(weights.dtype))

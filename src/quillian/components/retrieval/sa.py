@@ -121,6 +121,11 @@ class SAConfig:
     """tau_r: relations between activated entities above this cosine join the context."""
     seeding: SeedMode = "auto"
     """Paper: description. auto: entities named in the query, else description seeds."""
+    literal_seeds: bool = True
+    """Seed dates, times and numbers too (``is_literal`` in seeding.py). On, unlike
+    ``ppr``: with ``auto`` seeding, descriptions (where the dates came from) seed only
+    questions that name nothing, and leaving literals out changed no ``sa`` figure on
+    the four dev sets."""
     ranking: Literal["paper", "fused"] = "fused"
     """paper: the activated documents by cosine; fused: activation-weighted fusion."""
     graded_seeds: bool = True
@@ -234,6 +239,7 @@ class SARetriever:
             self.config.seed_k,
             self.config.triple_seeds,
             self.config.triple_text,
+            literals=self.config.literal_seeds,
         )
 
     def _initial(self, seeds: list[Seed]) -> npt.NDArray[np.float64] | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from quillian.types import normalize_name
 
-__all__ = ["EntityLexicon", "LexicalMatch"]
+__all__ = ["LITERAL_TYPES", "EntityLexicon", "LexicalMatch", "is_literal"]
 
 _TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -92,6 +92,28 @@ _STOP_KEYS = frozenset(
         "daughter",
     ]
 )
+
+
+#: Entity types (spaCy's labels) of values rather than names.
+LITERAL_TYPES = frozenset(["DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"])
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+#: Words a written date or number may hold besides digits: months, eras, ordinal and
+#: plural suffixes ("1990s", "3rd"), a few connectives ("5th of May").
+_MONTHS = "january february march april may june july august september october november december"
+_FILLERS = "sept bc ad bce ce s st nd rd th of the and c ca"
+_DATE_WORDS = frozenset([*_MONTHS.split(), *(m[:3] for m in _MONTHS.split()), *_FILLERS.split()])
+
+
+def is_literal(name: str, entity_type: str = "") -> bool:
+    """Whether an entity is a date, time or number rather than a name: its type is one
+    of :data:`LITERAL_TYPES`, or its name holds a digit and no word but month names and
+    date fillers ("4 December 1934", "1990s", "1,200"). An extractor that types nothing
+    (an LLM's OpenIE) is judged by the name alone."""
+    if entity_type.upper() in LITERAL_TYPES:
+        return True
+    if not any(ch.isdigit() for ch in name):
+        return False
+    return all(w.casefold() in _DATE_WORDS for w in _WORD.findall(name))
 
 
 @dataclass(frozen=True, slots=True)
