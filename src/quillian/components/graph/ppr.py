@@ -142,6 +142,7 @@ class _Step:
         self.support = np.flatnonzero(reset)
         self.weights = reset[self.support]
         self.damping = damping
+        self._scratch = np.empty_like(reset)
 
     def __call__(self, p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         d = self.damping
@@ -151,10 +152,10 @@ class _Step:
         out[self.support] += (1.0 - d + d * leak) * self.weights
         return out
 
-    @staticmethod
-    def moved(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
-        """L1 distance of ``a`` and ``b``."""
-        return float(np.abs(a - b).sum())
+    def moved(self, a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+        """L1 distance of ``a`` and ``b`` (in a scratch vector: no allocation)."""
+        np.subtract(a, b, out=self._scratch)
+        return float(np.abs(self._scratch, out=self._scratch).sum())
 
 
 def _power(
@@ -163,7 +164,7 @@ def _power(
     """Power iteration from ``p``: a contraction by ``d`` in L1 from any start."""
     for _ in range(max_iter):
         nxt = step(p)
-        if _Step.moved(nxt, p) < tol:
+        if step.moved(nxt, p) < tol:
             return nxt
         p = nxt
     return p
@@ -177,22 +178,21 @@ def _chebyshev(
     ``w_2 = 2 / (2 - rho^2)``, ``w_{k+1} = 1 / (1 - rho^2 w_k / 4)``. The stopping test
     is power iteration's (the step from the iterate), and the step is returned, so the
     error bound is power iteration's too. Should the step ever grow past twice the
-    smallest seen (eigenvalues far off the real axis), the rest is power iteration from
-    the best iterate's step."""
+    smallest seen (eigenvalues far off the real axis), power iteration goes on from
+    that step."""
     rho2 = rho * rho
     previous, x = r, step(r)
-    omega, smallest, best = 1.0, np.inf, x
+    omega, smallest = 1.0, np.inf
     for k in range(2, max_iter + 1):
         stepped = step(x)
-        moved = _Step.moved(stepped, x)
+        moved = step.moved(stepped, x)
         if moved < tol:
             return stepped
-        if moved < smallest:
-            smallest, best = moved, stepped
-        elif moved > 2.0 * smallest:
-            return _power(step, best, tol, max_iter - k)
+        if moved > 2.0 * smallest:
+            return _power(step, stepped, tol, max_iter - k)
+        smallest = min(smallest, moved)
         omega = 2.0 / (2.0 - rho2) if k == 2 else 1.0 / (1.0 - rho2 * omega / 4.0)
-        stepped = stepped - previous
+        stepped -= previous  # x_{k+1} = previous + omega (stepped - previous), in place
         stepped *= omega
         stepped += previous
         previous, x = x, stepped
