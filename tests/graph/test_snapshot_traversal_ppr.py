@@ -177,7 +177,7 @@ def test_chebyshev_takes_fewer_products_on_a_bipartite_graph():
     assert products["chebyshev"] < 0.7 * products["power"]
 
 
-def test_a_diverging_chebyshev_iteration_falls_back_to_power_iteration(monkeypatch):
+def test_a_diverging_chebyshev_iteration_falls_back_to_power_iteration(monkeypatch, caplog):
     # a directed 4-cycle's eigenvalues include +-0.5i; told the spectrum reaches
     # [-0.95, 0.95], the Chebyshev polynomials amplify them (the step grows past 1e6
     # in 80 products): the safeguard must hand over to power iteration
@@ -190,6 +190,7 @@ def test_a_diverging_chebyshev_iteration_falls_back_to_power_iteration(monkeypat
     handed_over = []
     power = ppr._power
     monkeypatch.setattr(ppr, "_power", lambda *a: handed_over.append(1) or power(*a))
-    got = ppr._chebyshev(ppr._Step(Walk.over(cycle), reset, 0.5), reset, 0.95, 1e-12, 500)
+    with caplog.at_level("DEBUG", logger=ppr.__name__):
+        got = ppr._chebyshev(ppr._Step(Walk.over(cycle), reset, 0.5), reset, 0.95, 1e-12, 500)
     np.testing.assert_allclose(got, exact_ppr(cycle, reset), atol=1e-10)
-    assert handed_over == [1]
+    assert handed_over == [1] and "power iteration" in caplog.text

@@ -7,6 +7,7 @@ distribution (Chebyshev semi-iteration, or plain power iteration). All are pure.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +20,8 @@ import scipy.sparse as sp
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = ["Solver", "Walk", "personalized_pagerank", "transition_matrix"]
+
+logger = logging.getLogger(__name__)
 
 
 def transition_matrix(
@@ -189,6 +192,7 @@ def _chebyshev(
         if moved < tol:
             return stepped
         if moved > 2.0 * smallest:
+            logger.debug("Chebyshev step grew (%.3g > 2 x %.3g): power iteration", moved, smallest)
             return _power(step, stepped, tol, max_iter - k)
         smallest = min(smallest, moved)
         omega = 2.0 / (2.0 - rho2) if k == 2 else 1.0 / (1.0 - rho2 * omega / 4.0)
