@@ -54,3 +54,29 @@ def bench_settings(data):
         )
 
     return make
+
+
+@pytest.fixture
+def hotpot_index(tmp_path):
+    """An index of three passages (hash embedder) and one HotpotQA-format question at
+    ``tmp_path/bench/hotpotqa/questions.json``: ``(index directory, questions file)``."""
+    from quillian.engine import IndexSettings, index_documents
+    from quillian.types import Document
+
+    docs = [
+        Document("Ada Lovelace worked with Charles Babbage in London.", "ada", "Ada Lovelace"),
+        Document("Charles Babbage designed the Analytical Engine.", "babbage", "Charles Babbage"),
+        Document("London is the capital of England.", "london", "London"),
+    ]
+    index_documents(tmp_path / "idx", docs, IndexSettings(embedder="hash"))
+    questions = tmp_path / "bench" / "hotpotqa" / "questions.json"
+    questions.parent.mkdir(parents=True)
+    question = {
+        "_id": "q1",
+        "question": "Who designed the engine Ada Lovelace worked on?",
+        "answer": "Charles Babbage",
+        "supporting_facts": [["Charles Babbage", 0]],
+        "context": [],
+    }
+    questions.write_text(json.dumps([question]))
+    return tmp_path / "idx", questions
