@@ -46,8 +46,9 @@ class PPRConfig:
     (-0.047, 2 won, 7 lost); docs/benchmarks.md, "Retrieval lift"."""
     triple_text: RelationText = "endpoints"
     """What the triple seeds are matched on: ``endpoints``, each relation's ends'
-    names, predicate and source sentence (an index built without them seeds no
-    triples); ``sentence``, the source sentence alone."""
+    names, predicate and source sentence (built by ``quillian index --endpoint-texts``;
+    an index without them refuses triple seeds on them); ``sentence``, the source
+    sentence alone."""
     seeding: SeedMode = "both"
     literal_seeds: bool = False
     """Seed dates, times and numbers too (``is_literal`` in seeding.py). Off: a date
@@ -60,10 +61,10 @@ class PPRConfig:
     dense_candidates: int = 50
     """How many dense top chunks receive reset mass."""
     tolerance: float = 1e-6
-    """Power iteration stops when an iteration moves less than this much probability
-    mass (L1): every score is then within about this of the exact one. 1e-6 ranks
-    2Wiki's 51 questions on all 6,119 passages exactly as 1e-8 does, in 20 iterations
-    instead of 27 (p50 17.2 -> 13.4 ms on a quiet machine)."""
+    """The walk stops when one more power step would move less than this much
+    probability mass (L1): every score is then within about this of the exact one.
+    1e-6 ranked 2Wiki's 51 questions on all 6,119 passages exactly as 1e-8 did, in 20
+    power iterations instead of 27 (p50 17.2 -> 13.4 ms on a quiet machine)."""
     solver: Solver = "chebyshev"
     """How the walk is solved, to ``tolerance`` either way: ``chebyshev`` semi-iteration
     (about a quarter fewer products on the report's graphs, the same top 8) or
