@@ -53,8 +53,15 @@ def config_options(config_cls: type | None) -> tuple[OptionSpec, ...]:
 
 
 def parse_option_value(option: OptionSpec, text: str) -> Any:
-    """``text`` as a value of ``option``'s type (JSON for numbers, lists and booleans)."""
+    """``text`` as a value of ``option``'s type (JSON for numbers, lists and booleans;
+    one of the names of a ``Literal``)."""
     if option.type is str:
+        return text
+    if typing.get_origin(option.type) is typing.Literal:
+        choices = typing.get_args(option.type)
+        if text not in choices:
+            names = ", ".join(map(str, choices))
+            raise ConfigError(f"option {option.name}: {text!r} is not one of {names}")
         return text
     try:
         value = json.loads(text)

@@ -45,6 +45,10 @@ def test_folds_must_fit_the_questions() -> None:
 def test_the_grid_is_parsed_as_the_options_types() -> None:
     grid = parse_grid("ppr", ["damping=0.3,0.5", "seed_k=2,4"])
     assert grid == {"damping": [0.3, 0.5], "seed_k": [2, 4]}
+    # a Literal option takes its names as they are written, and no other
+    assert parse_grid("ppr", ["solver=chebyshev,power"]) == {"solver": ["chebyshev", "power"]}
+    with pytest.raises(ConfigError, match="'gauss' is not one of chebyshev, power"):
+        parse_grid("ppr", ["solver=gauss"])
     with pytest.raises(ConfigError, match="has no option 'nope'"):
         parse_grid("ppr", ["nope=1"])
     with pytest.raises(ConfigError, match="is not an int"):

@@ -99,6 +99,29 @@ def test_every_method_answers(corpus, capsys, method):
     assert f"{method}: 1 passages" in capsys.readouterr().out
 
 
+def test_retriever_options_reach_the_retriever_and_bad_ones_are_named(corpus, capsys):
+    index(corpus)
+    capsys.readouterr()
+    idx = str(corpus / "idx")
+    base = ["retrieve", idx, "Where was Charles Babbage born?", "--method", "ppr", "--json"]
+    assert main([*base, "--option", "solver=power"]) == 0
+    power = json.loads(capsys.readouterr().out)
+    assert main(base) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert [p["title"] for p in power["passages"]] == [p["title"] for p in default["passages"]]
+    assert {s["source"] for s in default["trace"]["seeds"]} == {"lexical", "description"}
+    assert main([*base, "--option", "seeding=lexical", "--option", "seed_k=1"]) == 0
+    lexical = json.loads(capsys.readouterr().out)
+    assert {s["source"] for s in lexical["trace"]["seeds"]} == {"lexical"}
+    # the index was built without endpoint texts: fact seeds on them are refused clearly
+    assert main([*base, "--option", "triple_seeds=5"]) == 2
+    assert "--endpoint-texts" in capsys.readouterr().err
+    assert main([*base, "--option", "hops=2"]) == 2
+    assert "retriever 'ppr' has no option 'hops'" in capsys.readouterr().err
+    assert main([*base, "--option", "solver"]) == 2
+    assert "must look like key=value" in capsys.readouterr().err
+
+
 def test_missing_index_is_a_clear_error(tmp_path, capsys):
     assert main(["retrieve", str(tmp_path / "nope"), "q"]) == 2
     assert "no such index directory" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from quillian.cli.flags import (
     NoCacheFlag,
     choice,
     embedding_cache_path,
+    parse_options,
     shares_flags,
 )
 from quillian.cli.render import (
@@ -28,7 +29,8 @@ from quillian.cli.render import (
     print_retrieval,
     print_verification,
 )
-from quillian.components.factories import RETRIEVERS
+from quillian.components.factories import RETRIEVER_CONFIGS, RETRIEVERS
+from quillian.config import config_options
 from quillian.engine import Engine
 from quillian.errors import ConfigError
 from quillian.methods.base import AnswerResult
@@ -70,6 +72,14 @@ def retrieve(
             "'quillian kg link DIR --documents INDEX'",
         ),
     ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=VALUE",
+            help="an option of the retriever (its config field, e.g. ppr's "
+            "triple_seeds=5 or solver=power; see 'quillian methods'); repeatable",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
     no_cache: NoCacheFlag = False,
 ) -> None:
@@ -80,7 +90,10 @@ def retrieve(
     is cached), so no embedding model is loaded.
     """
     cache = embedding_cache_path(no_cache)
-    with closing(Engine.open(index, kg=kg, embedding_cache=cache)) as engine:
+    known = {o.name: o for o in config_options(RETRIEVER_CONFIGS[method])}
+    options = {method: parse_options(option or (), known, f"retriever {method!r}")}
+    engine = Engine.open(index, kg=kg, embedding_cache=cache, retriever_options=options)
+    with closing(engine):
         result = engine.retrieve(question, method, k)
     if json_out:
         print(json.dumps(asdict(result), ensure_ascii=False, indent=2))

@@ -19,7 +19,7 @@ import functools
 import inspect
 import os
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -47,6 +47,7 @@ __all__ = [
     "choice",
     "embedding_cache_path",
     "one_of",
+    "parse_options",
     "shares_flags",
 ]
 
@@ -265,20 +266,27 @@ class MethodFlags(LLMFlags):
         for method in methods:
             for option in method_spec(method).options:
                 known.setdefault(option.name, option)
-        options: dict[str, Any] = {}
-        for pair in self.option or ():
-            key, sep, value = pair.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"method option {pair!r} must look like key=value")
-            if key not in known:
-                owner = ", ".join(methods)
-                raise ConfigError(
-                    f"{owner} has no option {key!r}; its options are {', '.join(known)}"
-                    if known
-                    else f"{owner} takes no options, got {key!r}"
-                )
-            options[key] = parse_option_value(known[key], value)
-        return options
+        return parse_options(self.option or (), known, ", ".join(methods))
+
+
+def parse_options(
+    pairs: Sequence[str], known: Mapping[str, OptionSpec], owner: str
+) -> dict[str, Any]:
+    """``key=value`` pairs as options of ``owner``, each value parsed as its declared
+    type; a malformed pair or an unknown key is one clear error."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"option {pair!r} must look like key=value")
+        if key not in known:
+            raise ConfigError(
+                f"{owner} has no option {key!r}; its options are {', '.join(known)}"
+                if known
+                else f"{owner} takes no options, got {key!r}"
+            )
+        options[key] = parse_option_value(known[key], value)
+    return options
 
 
 @dataclass(frozen=True)
