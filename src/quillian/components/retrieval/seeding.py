@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from quillian.types import normalize_name
 
-__all__ = ["LITERAL_TYPES", "EntityLexicon", "LexicalMatch", "is_literal"]
+__all__ = [
+    "LITERAL_TYPES",
+    "EntityLexicon",
+    "LexicalMatch",
+    "is_literal",
+    "page_aliases",
+    "title_base",
+]
 
 _TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -114,6 +121,30 @@ def is_literal(name: str, entity_type: str = "") -> bool:
     if not any(ch.isdigit() for ch in name):
         return False
     return all(w.casefold() in _DATE_WORDS for w in _WORD.findall(name))
+
+
+_QUALIFIER = re.compile(r"^(.*\S)\s+\([^()]+\)$")
+
+
+def title_base(title: str) -> str | None:
+    """A page title without its trailing qualifier ("L'Amour (music venue)" ->
+    "L'Amour"), the way Wikipedia tells apart pages whose subjects share a name; None
+    for a title with no qualifier."""
+    found = _QUALIFIER.match(title.strip())
+    return found.group(1) if found else None
+
+
+def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]]:
+    """``(entity, [base name])`` for each ``(entity, page title)`` whose title has a
+    qualifier (:func:`title_base`), when no other page's title has the same base: a
+    question names "L'Amour", not "L'Amour (music venue)", but a base two pages share
+    ("Lilu (mythology)", "Lilu (ancient China)") does not say which one is meant."""
+    by_key: dict[str, list[tuple[int, str]]] = {}
+    for entity, title in pages:
+        base = title_base(title)
+        if base is not None and (key := normalize_name(base)):
+            by_key.setdefault(key, []).append((entity, base))
+    return [(found[0][0], [found[0][1]]) for found in by_key.values() if len(found) == 1]
 
 
 @dataclass(frozen=True, slots=True)
