@@ -22,6 +22,7 @@ __all__ = [
     "LITERAL_TYPES",
     "EntityLexicon",
     "LexicalMatch",
+    "initials_spelled",
     "is_literal",
     "page_aliases",
     "title_base",
@@ -123,6 +124,25 @@ def is_literal(name: str, entity_type: str = "") -> bool:
     return all(w.casefold() in _DATE_WORDS for w in _WORD.findall(name))
 
 
+_INITIALS = re.compile(r"(?<![\w.])(?:[^\W\d_]\.\s?){2,}")
+
+
+def initials_spelled(name: str) -> list[str]:
+    """``name``, then its initials written the other ways: "D. P. Varma" also as "D.P.
+    Varma" and the reverse (the same name, spelled with or without spaces)."""
+    if not _INITIALS.search(name):
+        return [name]
+
+    def spell(sep: str) -> str:
+        def join(m: re.Match[str]) -> str:
+            tail = " " if m.group().endswith(" ") else ""
+            return sep.join(f"{c}." for c in re.findall(r"[^\W\d_]", m.group())) + tail
+
+        return _INITIALS.sub(join, name)
+
+    return list(dict.fromkeys([name, spell(""), spell(" ")]))
+
+
 _QUALIFIER = re.compile(r"^(.*\S)\s+\([^()]+\)$")
 
 
@@ -202,9 +222,9 @@ class EntityLexicon:
         keys: dict[str, int] = {}
         for entity, entity_names in names:
             for name in entity_names:
-                key = normalize_name(name)
-                if key:
-                    keys.setdefault(key, entity)
+                for variant in initials_spelled(name):
+                    if key := normalize_name(variant):
+                        keys.setdefault(key, entity)
         return cls(keys)
 
     def __len__(self) -> int:
