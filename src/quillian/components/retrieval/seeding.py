@@ -7,7 +7,9 @@ Two ways to find where activation starts:
 * ``EntityLexicon.match`` links the entity names and aliases that occur verbatim in the
   query (greedy longest match over word n-grams), as HippoRAG links query entities.
   It needs no model and is exact where questions name their entities, which multi-hop
-  questions almost always do.
+  questions almost always do. Names are keyed with their initials joined and spaced
+  (``initials_spelled``), and a page's title without its qualifier names the page's
+  entity (``page_aliases``; docs/sections/lift3.md).
 """
 
 from __future__ import annotations
