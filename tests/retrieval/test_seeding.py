@@ -1,6 +1,6 @@
 """Lexical entity linking in questions."""
 
-from quillian.components.retrieval.seeding import EntityLexicon
+from quillian.components.retrieval.seeding import EntityLexicon, initials_spelled
 
 LEX = EntityLexicon.from_names(
     [
@@ -59,3 +59,15 @@ def test_dates_and_numbers_are_literals_names_are_not():
     # the extractor's type decides when it has one; an untyped name is judged by itself
     assert is_literal("the summer", "DATE")
     assert not is_literal("Paris", "GPE")
+
+
+def test_initials_match_with_or_without_spaces():
+    lexicon = EntityLexicon.from_names([(0, ["D. P. Varma"]), (1, ["J.R.R. Tolkien"])])
+    found = lexicon.match("Did D.P. Varma read J. R. R. Tolkien?")
+    assert [(m.entity, m.surface) for m in found] == [(0, "D.P. Varma"), (1, "J. R. R. Tolkien")]
+
+
+def test_initials_spelled_leaves_other_names_alone():
+    assert initials_spelled("A. Smith") == ["A. Smith"]
+    assert initials_spelled("Paris") == ["Paris"]
+    assert initials_spelled("M.M. Srilekha") == ["M.M. Srilekha", "M. M. Srilekha"]

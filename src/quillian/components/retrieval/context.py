@@ -18,11 +18,11 @@ import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.assemble import RELATED_TO
-from quillian.components.graph.builder import KnowledgeGraph
+from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
 from quillian.components.graph.synonyms import synonym_edges
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.bm25_index import BM25Index
-from quillian.components.retrieval.seeding import EntityLexicon, is_literal
+from quillian.components.retrieval.seeding import EntityLexicon, is_literal, page_aliases
 from quillian.components.retrieval.triple_store import TripleStore
 from quillian.errors import ConfigError
 from quillian.stores.protocols import VectorIndex
@@ -86,11 +86,37 @@ class RetrievalContext:
     """Each relation's :func:`endpoint_text` embedded, by relation index
     (``EndpointTextStage``); None for an index built before that stage."""
 
+    title_aliases: bool = field(default=True)
+    """Whether a page's title without its qualifier names the page's entity in queries
+    (:func:`~quillian.components.retrieval.seeding.page_aliases`; docs/sections/lift3.md)."""
+
     @cached_property
     def lexicon(self) -> EntityLexicon:
-        return EntityLexicon.from_names(
-            (i, [e.name, *e.aliases]) for i, e in enumerate(self.kg.entities)
+        """Entity names and aliases; then, with :attr:`title_aliases`, each page's base
+        title for its entity (an entity's own name keeps a key both use)."""
+        names = [(i, [e.name, *e.aliases]) for i, e in enumerate(self.kg.entities)]
+        if self.title_aliases:
+            pages = self.page_entities
+            titled = [(int(e), self.chunk_titles[c]) for c, e in enumerate(pages) if e >= 0]
+            names += page_aliases(titled)
+        return EntityLexicon.from_names(names)
+
+    @cached_property
+    def page_entities(self) -> npt.NDArray[np.int64]:
+        """Per chunk, the entity it is about (its title entity: a chunk-to-entity link
+        of ``TOPIC_WEIGHT``), or -1."""
+        kg, snapshot = self.kg, self.kg.snapshot
+        out = np.full(len(kg.chunk_ids), -1, dtype=np.int64)
+        rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
+        targets = np.asarray(snapshot.indices)
+        topic = (
+            (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBES)
+            & (rows >= kg.chunk_offset)
+            & (targets < kg.n_entities)
+            & (np.asarray(snapshot.weights) >= TOPIC_WEIGHT)
         )
+        out[rows[topic][::-1] - kg.chunk_offset] = targets[topic][::-1]  # first link wins
+        return out
 
     @cached_property
     def description_entity(self) -> npt.NDArray[np.int32]:

@@ -7,7 +7,9 @@ Two ways to find where activation starts:
 * ``EntityLexicon.match`` links the entity names and aliases that occur verbatim in the
   query (greedy longest match over word n-grams), as HippoRAG links query entities.
   It needs no model and is exact where questions name their entities, which multi-hop
-  questions almost always do.
+  questions almost always do. Names are keyed with their initials joined and spaced
+  (``initials_spelled``), and a page's title without its qualifier names the page's
+  entity (``page_aliases``; docs/sections/lift3.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from dataclasses import dataclass
 
 from quillian.types import normalize_name
 
-__all__ = ["LITERAL_TYPES", "EntityLexicon", "LexicalMatch", "is_literal"]
+__all__ = [
+    "LITERAL_TYPES",
+    "EntityLexicon",
+    "LexicalMatch",
+    "initials_spelled",
+    "is_literal",
+    "page_aliases",
+    "title_base",
+]
 
 _TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -116,6 +126,49 @@ def is_literal(name: str, entity_type: str = "") -> bool:
     return all(w.casefold() in _DATE_WORDS for w in _WORD.findall(name))
 
 
+_INITIALS = re.compile(r"(?<![\w.])(?:[^\W\d_]\.\s?){2,}")
+
+
+def initials_spelled(name: str) -> list[str]:
+    """``name``, then its initials written the other ways: "D. P. Varma" also as "D.P.
+    Varma" and the reverse (the same name, spelled with or without spaces)."""
+    if not _INITIALS.search(name):
+        return [name]
+
+    def spell(sep: str) -> str:
+        def join(m: re.Match[str]) -> str:
+            tail = " " if m.group().endswith(" ") else ""
+            return sep.join(f"{c}." for c in re.findall(r"[^\W\d_]", m.group())) + tail
+
+        return _INITIALS.sub(join, name)
+
+    return list(dict.fromkeys([name, spell(""), spell(" ")]))
+
+
+_QUALIFIER = re.compile(r"^(.*\S)\s+\([^()]+\)$")
+
+
+def title_base(title: str) -> str | None:
+    """A page title without its trailing qualifier ("L'Amour (music venue)" ->
+    "L'Amour"), the way Wikipedia tells apart pages whose subjects share a name; None
+    for a title with no qualifier."""
+    found = _QUALIFIER.match(title.strip())
+    return found.group(1) if found else None
+
+
+def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]]:
+    """``(entity, [base name])`` for each ``(entity, page title)`` whose title has a
+    qualifier (:func:`title_base`), when no other page's title has the same base: a
+    question names "L'Amour", not "L'Amour (music venue)", but a base two pages share
+    ("Lilu (mythology)", "Lilu (ancient China)") does not say which one is meant."""
+    by_key: dict[str, list[tuple[int, str]]] = {}
+    for entity, title in pages:
+        base = title_base(title)
+        if base is not None and (key := normalize_name(base)):
+            by_key.setdefault(key, []).append((entity, base))
+    return [(found[0][0], [found[0][1]]) for found in by_key.values() if len(found) == 1]
+
+
 @dataclass(frozen=True, slots=True)
 class LexicalMatch:
     entity: int
@@ -171,9 +224,9 @@ class EntityLexicon:
         keys: dict[str, int] = {}
         for entity, entity_names in names:
             for name in entity_names:
-                key = normalize_name(name)
-                if key:
-                    keys.setdefault(key, entity)
+                for variant in initials_spelled(name):
+                    if key := normalize_name(variant):
+                        keys.setdefault(key, entity)
         return cls(keys)
 
     def __len__(self) -> int:
