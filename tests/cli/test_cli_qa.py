@@ -5,6 +5,7 @@ import json
 import pytest
 
 from quillian.cli.main import main
+from quillian.index import read_manifest
 
 CORPUS = [
     {"title": "Ada Lovelace", "text": "Ada Lovelace worked with Charles Babbage."},
@@ -111,6 +112,13 @@ def test_bench_qa_writes_rows_manifest_and_summary_and_reuses_the_cache(files, c
     totals = json.loads((out / "summary.json").read_text())["methods"]
     for method in ("vanilla-rag", "sa-rag"):
         assert totals[method]["cached_calls"] == totals[method]["llm_calls"]
+    # --first-n indexes only the first passages, as bench retrieval does (an index
+    # built from a prefix of the corpus is not filled with the rest)
+    prefix = [*args[: args.index("--index-dir")], "--index-dir", str(files / "idx2"),
+              *args[args.index("--index-dir") + 2 :], "--first-n", "1"]  # fmt: skip
+    assert main(prefix) == 0
+    capsys.readouterr()
+    assert read_manifest(files / "idx2")["counts"]["documents"] == 1
 
 
 NER_AND_RE = {

@@ -207,6 +207,10 @@ def qa(
     out: Annotated[Path, typer.Option(metavar="DIR", help="where results are written")],
     model: BenchFlags,
     limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
+    first_n: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="index only the first N passages (as bench retrieval)"),
+    ] = None,
     embedder: Annotated[
         str | None,
         choice(EMBEDDERS, f"default: the index's own, for a new one {DEFAULT_EMBEDDER}"),
@@ -228,7 +232,7 @@ def qa(
     """
     methods = [method_spec(name).name for name in method.split(",")]
     settings = QASettings(
-        index=data.settings(embedder=embedder),
+        index=data.settings(first_n, embedder=embedder),
         methods=methods,
         out=out,
         limit=limit,
