@@ -163,6 +163,10 @@ class GraphSnapshot:
     def n_edges(self) -> int:
         return len(self.indices)
 
+    def edge_sources(self) -> npt.NDArray[np.int64]:
+        """The source node of every edge, in CSR order (``indices`` holds the targets)."""
+        return np.repeat(np.arange(self.n_nodes, dtype=np.int64), np.diff(self.indptr))
+
     @classmethod
     def from_edges(
         cls,
@@ -223,8 +227,7 @@ class GraphSnapshot:
         if kind is None:
             return np.diff(self.indptr)
         counts = np.zeros(self.n_nodes, dtype=np.int64)
-        rows = np.repeat(np.arange(self.n_nodes), np.diff(self.indptr))
-        np.add.at(counts, rows[self.edge_kinds == kind], 1)
+        np.add.at(counts, self.edge_sources()[self.edge_kinds == kind], 1)
         return counts
 
     def save(self, directory: str | Path) -> None:

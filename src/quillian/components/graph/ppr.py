@@ -37,7 +37,7 @@ def transition_matrix(
     distribution).
     """
     n = snapshot.n_nodes
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(snapshot.indptr))
+    rows = snapshot.edge_sources()
     cols = np.asarray(snapshot.indices, dtype=np.int64)
     data = np.asarray(snapshot.weights, dtype=np.float64)
     if kinds is not None:

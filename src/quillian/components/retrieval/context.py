@@ -26,10 +26,10 @@ from quillian.components.retrieval.seeding import EntityLexicon, is_literal, pag
 from quillian.components.retrieval.triple_store import TripleStore
 from quillian.errors import ConfigError
 from quillian.stores.protocols import VectorIndex
-from quillian.stores.snapshot import EdgeKind
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 from quillian.types import Triple
 
-__all__ = ["RelationText", "RetrievalContext", "SeedMode", "endpoint_text"]
+__all__ = ["RelationText", "RetrievalContext", "SeedMode", "chunk_links", "endpoint_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,14 @@ def _tie(cosine: float) -> float:
 
 SeedMode = Literal["description", "lexical", "both", "auto"]
 RelationText = Literal["sentence", "endpoints"]
+
+
+def chunk_links(snapshot: GraphSnapshot, chunk_offset: int) -> npt.NDArray[np.bool_]:
+    """Per edge of ``snapshot``, whether it leads from an entity to a chunk (a
+    ``described_by`` link to a node at or after ``chunk_offset``)."""
+    return (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
+        np.asarray(snapshot.indices) >= chunk_offset
+    )
 
 
 def endpoint_text(relation: Triple) -> str:
@@ -107,7 +115,7 @@ class RetrievalContext:
         of ``TOPIC_WEIGHT``), or -1."""
         kg, snapshot = self.kg, self.kg.snapshot
         out = np.full(len(kg.chunk_ids), -1, dtype=np.int64)
-        rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
+        rows = snapshot.edge_sources()
         targets = np.asarray(snapshot.indices)
         topic = (
             (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBES)
@@ -153,11 +161,8 @@ class RetrievalContext:
     def entity_chunks(self) -> npt.NDArray[np.int64]:
         """Per entity, how many chunks are linked to it (about it or mentioning it)."""
         snapshot, n_ent = self.kg.snapshot, self.kg.n_entities
-        rows = np.repeat(np.arange(snapshot.n_nodes), np.diff(snapshot.indptr))
-        to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
-            np.asarray(snapshot.indices) >= self.kg.chunk_offset
-        )
-        return np.bincount(rows[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
+        to_chunk = chunk_links(snapshot, self.kg.chunk_offset)
+        return np.bincount(snapshot.edge_sources()[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
 
     @cached_property
     def entity_specificity(self) -> npt.NDArray[np.float64]:

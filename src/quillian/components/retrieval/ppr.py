@@ -25,7 +25,12 @@ from quillian.components.graph.builder import TOPIC_WEIGHT
 from quillian.components.graph.ppr import Solver, Walk, personalized_pagerank
 from quillian.components.graph.synonyms import SYNONYM_THRESHOLD
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
-from quillian.components.retrieval.context import RelationText, RetrievalContext, SeedMode
+from quillian.components.retrieval.context import (
+    RelationText,
+    RetrievalContext,
+    SeedMode,
+    chunk_links,
+)
 from quillian.errors import ConfigError
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
@@ -182,10 +187,8 @@ def pages_only(snapshot: GraphSnapshot, chunk_offset: int) -> GraphSnapshot:
     """``snapshot`` with the weight of every entity-to-chunk mention link set to 0 where
     the entity has a chunk about it (a ``described_by`` link of ``TOPIC_WEIGHT``)."""
     n = snapshot.n_nodes
-    rows = np.repeat(np.arange(n), np.diff(snapshot.indptr))
-    to_chunk = (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
-        np.asarray(snapshot.indices) >= chunk_offset
-    )
+    rows = snapshot.edge_sources()
+    to_chunk = chunk_links(snapshot, chunk_offset)
     weights = np.asarray(snapshot.weights)
     page = to_chunk & (weights >= TOPIC_WEIGHT)
     has_page = np.bincount(rows[page], minlength=n) > 0

@@ -192,7 +192,7 @@ class CSRGraphStore:
         if self._base is None:
             return []
         snap = self._base
-        sources = np.repeat(np.arange(snap.n_nodes, dtype=np.int64), np.diff(snap.indptr))
+        sources = snap.edge_sources()
         return [
             _Edges(
                 sources,
