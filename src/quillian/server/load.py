@@ -32,7 +32,7 @@ import httpx
 
 from quillian.engine import Engine
 
-__all__ = ["free_port", "main"]
+__all__ = ["free_port", "main", "stop_process"]
 
 ROUTES = {"sa-rag.answer": json.dumps({"reasoning": "load test", "final_answer": "yes"})}
 
@@ -42,6 +42,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[Any], grace_s: float) -> None:
+    """Terminate ``process``; kill it if it has not exited after ``grace_s`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 def percentiles(latencies: list[float]) -> dict[str, float]:
@@ -170,11 +180,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             report["answer"] = await load(client, args.answer_clients, args.seconds, answer)
             report["during_ingestion"] = await _during_ingestion(client, upload, retrieve, args)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server, 30)
         log.close()
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     p50 = report["in_process"]["p50_ms"] or 1.0

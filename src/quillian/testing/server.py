@@ -21,7 +21,7 @@ import uvicorn
 import quillian
 from quillian.engine import IndexSettings, index_documents
 from quillian.server.app import create_app
-from quillian.server.load import free_port
+from quillian.server.load import free_port, stop_process
 from quillian.server.settings import ServerSettings
 from quillian.types import Document
 
@@ -123,12 +123,7 @@ def serve_process(
             time.sleep(0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process, 20)
 
 
 def wait_for_job(client: httpx.Client, location: str, timeout_s: float = 60.0) -> dict[str, Any]:
