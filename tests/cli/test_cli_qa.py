@@ -121,6 +121,21 @@ def test_bench_qa_writes_rows_manifest_and_summary_and_reuses_the_cache(files, c
     assert read_manifest(files / "idx2")["counts"]["documents"] == 1
 
 
+def test_bench_qa_refuses_questions_without_gold_answers_before_any_work(files, capsys):
+    # 2Wiki's questions here carry gold passages only: nothing to score an answer against
+    (files / "2w.jsonl").write_text(
+        json.dumps({"question": "Where was Ada born?", "supporting_titles": ["Ada Lovelace"]})
+    )
+    code = main(["bench", "qa", "--dataset", "2wiki", "--corpus", str(files / "corpus.json"),
+                 "--questions", str(files / "2w.jsonl"), "--method", "vanilla-rag",
+                 "--llm", f"scripted:{files / 'routes.json'}", "--out", str(files / "out"),
+                 "--index-dir", str(files / "idx"), "--embedder", "hash"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "1 of 1 questions have no gold answer" in err and "bench retrieval" in err
+    assert not (files / "idx").exists() and not (files / "out").exists()
+
+
 NER_AND_RE = {
     "sa-rag.ner": json.dumps(
         [

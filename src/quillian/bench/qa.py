@@ -16,7 +16,8 @@ from typing import Any
 
 from quillian.bench.retrieval import BenchSettings, ensure_index, read_corpus
 from quillian.engine import Engine
-from quillian.eval.datasets import load_questions
+from quillian.errors import ConfigError
+from quillian.eval.datasets import Question, load_questions
 from quillian.eval.judge import JUDGED_METRICS, Judge
 from quillian.eval.qa import DEFAULT_METRICS, check_metrics, evaluate
 from quillian.eval.qa import Progress as QuestionProgress
@@ -24,7 +25,7 @@ from quillian.index import read_manifest
 from quillian.methods.table import method_spec
 from quillian.types import Progress
 
-__all__ = ["QASettings", "run_qa_bench", "summary_table"]
+__all__ = ["QASettings", "load_qa_questions", "run_qa_bench", "summary_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,25 @@ class QASettings:
     verify: dict[str, Any] | None = None
     """Verify every answer against the KG-embedding model (``--verify``), with these
     Know3-RAG options (``theta0``, ``aggregation``, ...); None: no verification."""
+
+
+def load_qa_questions(settings: QASettings) -> list[Question]:
+    """The first ``limit`` questions, each with a gold answer to score against.
+
+    A questions file without answers (the 2Wiki set here carries only gold passages)
+    is refused before any index is built or any model is called: answers could not be
+    scored, and ``bench retrieval`` is the benchmark for such a set."""
+    questions = load_questions(settings.index.dataset, settings.index.questions)
+    questions = questions[: settings.limit] if settings.limit else questions
+    missing = [i for i, q in enumerate(questions) if not q.answers]
+    if missing:
+        raise ConfigError(
+            f"{settings.index.questions}: {len(missing)} of {len(questions)} questions have "
+            f"no gold answer (the first is question {missing[0]}: "
+            f"{questions[missing[0]].question!r}); bench qa scores answers against them. "
+            "For a set with gold passages only, use `quillian bench retrieval`"
+        )
+    return questions
 
 
 def needs_index(settings: QASettings) -> bool:
@@ -80,8 +100,7 @@ async def run_qa_bench(
     """Run every method over the first ``limit`` questions with ``engine`` (opened on
     the index :func:`prepare_index` built, its LLM session started); returns the
     summaries."""
-    questions = load_questions(settings.index.dataset, settings.index.questions)
-    questions = questions[: settings.limit] if settings.limit else questions
+    questions = load_qa_questions(settings)
     summaries: dict[str, Any] = {}
     metrics = check_metrics(settings.metrics)
     judged = any(m in JUDGED_METRICS for m in metrics)

@@ -13,7 +13,14 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from quillian.bench.qa import QASettings, needs_index, prepare_index, run_qa_bench, summary_table
+from quillian.bench.qa import (
+    QASettings,
+    load_qa_questions,
+    needs_index,
+    prepare_index,
+    run_qa_bench,
+    summary_table,
+)
 from quillian.bench.retrieval import METHODS, BenchSettings, default_index_dir, run_retrieval_bench
 from quillian.bench.tune import parse_grid, run_tuning
 from quillian.cli.console import CountBar, count_bar, stage_bars
@@ -244,6 +251,7 @@ def qa(
         metrics=_metrics(metrics),
         verify=model.verify_options(),
     )
+    load_qa_questions(settings)  # questions without answers: refused before any work
     with stage_bars() as stages:
         index_info = prepare_index(settings, stages)
     engine = model.open_engine(settings.index.index_dir if needs_index(settings) else None)
