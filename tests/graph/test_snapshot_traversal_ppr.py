@@ -159,6 +159,9 @@ class Counting:
         self.products += 1
         return self.matrix @ p
 
+    def __getattr__(self, name):  # shape, dtype
+        return getattr(self.matrix, name)
+
 
 def test_chebyshev_takes_fewer_products_on_a_bipartite_graph():
     # a long path is bipartite: its walk has eigenvalues near -1 and +1, power
@@ -194,3 +197,47 @@ def test_a_diverging_chebyshev_iteration_falls_back_to_power_iteration(monkeypat
         got = ppr._chebyshev(ppr._Step(Walk.over(cycle), reset, 0.5), reset, 0.95, 1e-12, 500)
     np.testing.assert_allclose(got, exact_ppr(cycle, reset), atol=1e-10)
     assert handed_over == [1] and "power iteration" in caplog.text
+
+
+def test_folding_description_leaves_gives_the_exact_scores_of_the_whole_walk():
+    # entities 0-2 (a path), chunk 3 mentioning 0 and 2; descriptions 4, 5 of entity 0,
+    # 6 of entity 1, and 7 of entity 8, an entity with descriptions only; descriptions
+    # 9 and 10 describe each other only (pendant on each other: neither is folded)
+    E, D, C = NodeKind.ENTITY, NodeKind.DESCRIPTION, NodeKind.CHUNK
+    kinds = [E, E, E, C, D, D, D, D, E, D, D]
+    B, F = EdgeKind.DESCRIBED_BY, EdgeKind.DESCRIBES
+    edges = [(0, 1, R), (1, 0, R), (1, 2, R), (2, 1, R), (0, 3, B), (3, 0, F), (2, 3, B),
+             (3, 2, F), (0, 4, B), (4, 0, F), (0, 5, B), (5, 0, F), (1, 6, B), (6, 1, F),
+             (8, 7, B), (7, 8, F), (9, 10, F), (10, 9, F)]  # fmt: skip
+    g = GraphSnapshot.from_edges(
+        [f"n{i}" for i in range(11)],
+        kinds,
+        [a for a, _, _ in edges],
+        [b for _, b, _ in edges],
+        [k for _, _, k in edges],
+        weights=[2.0 if k == B else 1.0 for _, _, k in edges],
+    )
+    walk = Walk.over(g, fold=(NodeKind.DESCRIPTION,))
+    assert walk.layout is not None and walk.layout.leaves.tolist() == [4, 5, 6, 7]
+    assert walk.transposed.shape == (7, 7) and walk.n_nodes == 11
+    assert not walk.dangling.any()  # entity 8 hands its mass to its description and back
+    for reset in ([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 0]):
+        exact = exact_ppr(g, reset)
+        for solver in ("chebyshev", "power"):
+            got = personalized_pagerank(walk, reset, tol=1e-13, solver=solver)
+            np.testing.assert_allclose(got, exact, atol=1e-10)
+        single = Walk.over(g, fold=(NodeKind.DESCRIPTION,), dtype=np.float32, reorder=True)
+        got32 = personalized_pagerank(single, reset, tol=1e-7)
+        assert got32.dtype == np.float32
+        np.testing.assert_allclose(got32, exact, atol=1e-6)
+        # reordered alone, nothing folded: the same scores in the original order
+        ordered = Walk.over(g, reorder=True)
+        assert sorted(ordered.layout.nodes.tolist()) == list(range(11))
+        assert ordered.layout.nodes.tolist() != list(range(11))
+        got = personalized_pagerank(ordered, reset, tol=1e-13)
+        np.testing.assert_allclose(got, exact, atol=1e-10)
+    with pytest.raises(ValueError, match="folded node"):
+        personalized_pagerank(walk, [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="11 nodes"):
+        personalized_pagerank(walk, [1, 0, 0])
+    assert Walk.over(g, fold=(NodeKind.CHUNK,)).layout is None  # chunk 3 has two ends

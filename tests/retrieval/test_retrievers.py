@@ -24,9 +24,10 @@ from quillian.components.retrieval.base import (
     RetrievalResult,
     RetrievalTrace,
     ScoredPassage,
+    best_k,
     top_k_passages,
 )
-from quillian.components.retrieval.context import RetrievalContext, endpoint_text
+from quillian.components.retrieval.context import RecentSearches, RetrievalContext, endpoint_text
 from quillian.components.retrieval.dense import DenseRetriever
 from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
@@ -201,6 +202,46 @@ def test_top_k_passages_is_exact_and_deterministic():
     assert [s for _, s in filled] == sorted((s for _, s in filled), reverse=True)
     with pytest.raises(ValueError, match="k must be greater than 0, got 0"):
         top_k_passages({}, 0)
+
+
+def test_best_k_is_a_stable_argsort_prefix():
+    rng = np.random.default_rng(3)
+    for scores in (rng.random(500), rng.integers(0, 4, 500).astype(float), np.zeros(7)):
+        for k in (0, 1, 5, 7, 50, 600):
+            want = np.argsort(-scores, kind="stable")[:k]
+            np.testing.assert_array_equal(best_k(scores, k), want)
+
+
+def test_recent_searches_run_a_search_once_and_forget_failures():
+    import threading
+    import time
+
+    recent, calls = RecentSearches(size=2), []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.05)
+        return [(1, 0.5)]
+
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(recent.get(("a",), slow)))
+               for _ in range(4)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == [[(1, 0.5)]] * 4 and calls == [1]  # the others waited for it
+    answers[0].append((2, 0.1))  # a caller's copy, not the kept list
+    assert recent.get(("a",), slow) == [(1, 0.5)] and calls == [1]
+    recent.get(("b",), slow), recent.get(("c",), slow)  # "a" is the oldest: dropped
+    assert recent.get(("a",), slow) == [(1, 0.5)] and len(calls) == 4
+
+    def broken():
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError):
+        recent.get(("d",), broken)
+    assert recent.get(("d",), slow) == [(1, 0.5)]  # the failure was not kept
 
 
 def test_config_validation():

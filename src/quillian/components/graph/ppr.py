@@ -11,15 +11,16 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from quillian.stores.snapshot import EdgeKind, GraphSnapshot
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 
-__all__ = ["Solver", "Walk", "personalized_pagerank", "transition_matrix"]
+__all__ = ["Layout", "Solver", "Walk", "personalized_pagerank", "transition_matrix"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,23 +60,91 @@ Solver = Literal["chebyshev", "power"]
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where a :class:`Walk` keeps the graph's nodes: the order the iteration runs them
+    in, and the pendant nodes it folds out of it.
+
+    A folded node has one edge out and one edge in, both with the same neighbour (a
+    description node of its entity). With no reset mass of its own, its score is
+    exactly ``d * share`` times its neighbour's, and the mass it hands back one step
+    later is a self-loop of weight ``d * share`` on the neighbour; so the iteration
+    runs on the other nodes (on 2Wiki's 90k-node walk, 48k are description nodes) and
+    the folded scores are filled in after. The order is reverse Cuthill-McKee's
+    (neighbours at nearby positions), which on that walk made a sparse product 30%
+    faster: the vector entries a row reads are close together in memory."""
+
+    n_nodes: int
+    nodes: npt.NDArray[np.intp]
+    """Original index of the node at each position of the iteration."""
+    leaves: npt.NDArray[np.intp]
+    """Original index of each folded node."""
+    parent: npt.NDArray[np.intp]
+    """Position (in the iteration) of each folded node's neighbour."""
+    share: npt.NDArray[np.float64]
+    """``P[neighbour, leaf]``: the share of the neighbour's walk that enters the leaf."""
+    loops: npt.NDArray[np.float64]
+    """Per position, the total share of its node's folded leaves."""
+
+
+@dataclass(frozen=True)
 class Walk:
     """What the iteration reads of a transition matrix, prepared once per matrix: its
-    transpose (CSR, so ``P^T p`` is one row-wise product) and its dangling rows.
-    Preparing it per query cost more than the iteration on 2Wiki's 42k-node graph."""
+    transpose (CSR, so ``P^T p`` is one row-wise product) and its dangling rows, over
+    the nodes the iteration runs on, in its order (:class:`Layout`; all nodes in their
+    own order when there is none). Preparing it per query cost more than the iteration
+    on 2Wiki's 42k-node graph. The iteration runs in the transpose's dtype: float32
+    halves the memory a product reads, and its rounding (about 1e-7 of a score) is far
+    below the stopping tolerance of ``ppr``."""
 
     transposed: sp.csr_matrix
     dangling: npt.NDArray[np.bool_]
+    layout: Layout | None = None
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes of the graph, folded ones included (the length of a reset vector)."""
+        return self.transposed.shape[0] if self.layout is None else self.layout.n_nodes
 
     @cached_property
     def dangling_nodes(self) -> npt.NDArray[np.intp]:
-        """Indices of the dangling rows (usually none, then the iteration skips them)."""
+        """Positions of the dangling rows (usually none, then the iteration skips them)."""
         return np.flatnonzero(self.dangling)
 
     @classmethod
-    def of(cls, transition: sp.csr_matrix) -> Walk:
+    def of(
+        cls,
+        transition: sp.csr_matrix,
+        fold: npt.NDArray[np.bool_] | None = None,
+        dtype: type[np.floating[Any]] = np.float64,
+        reorder: bool = False,
+    ) -> Walk:
+        """The walk of a row-stochastic ``transition`` matrix. ``fold`` marks nodes that
+        will never carry reset mass; those of them that are pendant are folded.
+        ``reorder``: run the nodes in reverse Cuthill-McKee order."""
+        transposed = sp.csr_matrix(transition.T)
+        n = transition.shape[0]
+        leaf = _pendant(transition, transposed, fold) if fold is not None else None
+        if leaf is None and not reorder:
+            dangling = np.asarray(transition.sum(axis=1)).ravel() == 0
+            return cls(transposed.astype(dtype), dangling)
+        nodes = np.flatnonzero(~leaf) if leaf is not None else np.arange(n)
+        if reorder:
+            kept = sp.csr_matrix(transition[nodes][:, nodes])
+            order = reverse_cuthill_mckee(sp.csr_matrix(kept + kept.T), symmetric_mode=True)
+            nodes = nodes[order]
+        leaves = np.flatnonzero(leaf) if leaf is not None else np.zeros(0, dtype=np.intp)
+        position = np.full(n, -1, dtype=np.intp)
+        position[nodes] = np.arange(len(nodes))
+        parent = position[transition.indices[transition.indptr[leaves]]]
+        share = np.asarray(transposed.data[transposed.indptr[leaves]], dtype=np.float64)
+        loops = np.bincount(parent, weights=share, minlength=len(nodes)).astype(np.float64)
+        layout = Layout(n, nodes.astype(np.intp), leaves, parent, share, loops)
+        transition = sp.csr_matrix(transition[nodes][:, nodes])
+        transposed = sp.csr_matrix(transition.T)
+        transposed.sort_indices()
         dangling = np.asarray(transition.sum(axis=1)).ravel() == 0
-        return cls(transition.T.tocsr(), dangling)
+        dangling &= loops == 0  # a self-loop of folded leaves is an edge out
+        return cls(transposed.astype(dtype), dangling, layout)
 
     @classmethod
     def over(
@@ -83,9 +152,32 @@ class Walk:
         snapshot: GraphSnapshot,
         kinds: Collection[EdgeKind] | None = None,
         extra: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
+        fold: Collection[NodeKind] = (),
+        dtype: type[np.floating[Any]] = np.float64,
+        reorder: bool = False,
     ) -> Walk:
-        """The walk of :func:`transition_matrix` with the same arguments."""
-        return cls.of(transition_matrix(snapshot, kinds, extra))
+        """The walk of :func:`transition_matrix` with the same arguments; pendant nodes
+        of the kinds in ``fold`` (kinds that never carry reset mass) are folded."""
+        mask = None
+        if fold:
+            mask = np.isin(np.asarray(snapshot.kinds), [int(k) for k in fold])
+        return cls.of(transition_matrix(snapshot, kinds, extra), mask, dtype, reorder)
+
+
+def _pendant(
+    transition: sp.csr_matrix, transposed: sp.csr_matrix, candidates: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_] | None:
+    """Which candidates have a single edge out and a single edge in, both with the same
+    other node, which is not such a candidate itself; None if none has."""
+    out_deg, in_deg = np.diff(transition.indptr), np.diff(transposed.indptr)
+    leaf = np.asarray(candidates, dtype=bool) & (out_deg == 1) & (in_deg == 1)
+    rows = np.flatnonzero(leaf)
+    target = np.asarray(transition.indices[transition.indptr[rows]], dtype=np.intp)
+    source = np.asarray(transposed.indices[transposed.indptr[rows]], dtype=np.intp)
+    ok = (target == source) & (target != rows)
+    leaf[rows[~ok]] = False
+    leaf[rows[ok][leaf[target[ok]]]] = False  # two leaves joined only to each other
+    return leaf if leaf.any() else None
 
 
 def personalized_pagerank(
@@ -103,8 +195,10 @@ def personalized_pagerank(
     following an edge (HippoRAG uses 0.5). The reset vector is normalised to sum to one;
     an all-zero reset raises ``ValueError``. Iteration stops when one more step of
     power iteration would move less than ``tol`` of probability mass (L1); every score
-    is then within ``d / (1 - d) * tol`` of the exact one. At most ``max_iter``
-    products are taken.
+    is then within ``d / (1 - d) * tol`` of the exact one (a folded node's, see
+    :class:`Layout`, within ``d`` times its neighbour's error; the test runs over the
+    other nodes). At most ``max_iter`` products are taken. Scores come in the walk's
+    dtype; a reset with mass on a folded node raises ``ValueError``.
 
     ``chebyshev`` (the default) is the Chebyshev semi-iterative method (Golub and
     Varga, 1961) for the fixed-point map ``d P^T``, whose eigenvalues lie in the disk
@@ -121,16 +215,30 @@ def personalized_pagerank(
         raise ValueError(f"damping must be in [0, 1), got {damping}")
     if solver not in ("chebyshev", "power"):
         raise ValueError(f"solver must be chebyshev or power, got {solver!r}")
-    r = np.asarray(reset, dtype=np.float64)
+    walk = transition if isinstance(transition, Walk) else Walk.of(transition)
+    r = np.asarray(reset, dtype=walk.transposed.dtype)
+    if r.shape != (walk.n_nodes,):
+        raise ValueError(f"reset has shape {r.shape}, the walk {walk.n_nodes} nodes")
     total = r.sum()
     if total <= 0:
         raise ValueError("personalization vector is all zero")
+    layout = walk.layout
+    if layout is not None:
+        if r[layout.leaves].any():
+            raise ValueError("reset mass on a folded node: fold only nodes that never seed")
+        r = r[layout.nodes]
     r = r / total
-    walk = transition if isinstance(transition, Walk) else Walk.of(transition)
     step = _Step(walk, r, damping)
     if solver == "chebyshev":
-        return _chebyshev(step, r, damping, tol, max_iter)
-    return _power(step, r, tol, max_iter)
+        p = _chebyshev(step, r, damping, tol, max_iter)
+    else:
+        p = _power(step, r, tol, max_iter)
+    if layout is None:
+        return p
+    out = np.zeros(layout.n_nodes, dtype=p.dtype)
+    out[layout.nodes] = p
+    out[layout.leaves] = damping * layout.share * p[layout.parent]
+    return out
 
 
 class _Step:
@@ -146,11 +254,16 @@ class _Step:
         self.weights = reset[self.support]
         self.damping = damping
         self._scratch = np.empty_like(reset)
+        self.loops = None  # folded leaves: d^2 * their share, a self-loop
+        if walk.layout is not None and len(walk.layout.leaves):
+            self.loops = (damping * damping * walk.layout.loops).astype(reset.dtype)
 
     def __call__(self, p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         d = self.damping
         out: npt.NDArray[np.float64] = self.transposed @ p
         out *= d
+        if self.loops is not None:
+            out += np.multiply(self.loops, p, out=self._scratch)
         leak = float(p[self.dangling].sum()) if self.dangling.size else 0.0
         out[self.support] += (1.0 - d + d * leak) * self.weights
         return out

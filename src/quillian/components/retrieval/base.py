@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,7 @@ __all__ = [
     "ScoredPassage",
     "Seed",
     "UsedRelation",
+    "best_k",
     "check_k",
     "top_k_passages",
 ]
@@ -115,6 +116,20 @@ def check_k(k: int) -> None:
     """Reject a non-positive number of passages to retrieve."""
     if k <= 0:
         raise ValueError(f"k must be greater than 0, got {k}")
+
+
+def best_k(scores: npt.NDArray[np.floating[Any]], k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` highest scores, best first, ties by index: what
+    ``np.argsort(-scores, kind="stable")[:k]`` gives, without sorting every score (a
+    partition finds the ``k``-th score, and only the scores at or above it are
+    sorted)."""
+    if k <= 0:
+        return np.empty(0, dtype=np.intp)
+    if k >= len(scores):
+        return np.argsort(-scores, kind="stable")
+    kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+    candidates = np.flatnonzero(scores >= kth)
+    return candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
 
 
 def top_k_passages(

@@ -7,7 +7,10 @@ test) and shared by every retriever; retrievers never write to it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -66,6 +69,44 @@ def endpoint_text(relation: Triple) -> str:
     if not sentence or sentence == f"{s} {p} {o}":
         return head
     return f"{head}: {sentence}"
+
+
+class RecentSearches:
+    """The last few vector searches of a context, by what was asked: the members of a
+    fused retriever (and a method's later steps) ask the same query the same searches,
+    which on 2Wiki's 6,119 passages cost about 2 ms of fused's 13. Safe across threads:
+    a search asked while another thread runs it waits for that one's answer. A hit
+    returns a copy of the list; a search that raised is not kept."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._found: OrderedDict[tuple[Hashable, ...], Future[list[tuple[int, float]]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(
+        self, key: tuple[Hashable, ...], search: Callable[[], list[tuple[int, float]]]
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            future = self._found.get(key)
+            owner = future is None
+            if future is None:
+                future = self._found[key] = Future()
+                while len(self._found) > self.size:
+                    self._found.popitem(last=False)
+            else:
+                self._found.move_to_end(key)
+        if owner:
+            try:
+                future.set_result(search())
+            except BaseException as exc:
+                with self._lock:
+                    if self._found.get(key) is future:
+                        del self._found[key]
+                future.set_exception(exc)
+                raise
+        return list(future.result())
 
 
 @dataclass(frozen=True, eq=False)
@@ -218,7 +259,14 @@ class RetrievalContext:
         """
         if len(self.description_rows) == 0:
             return []
-        return self._top_texts(q, k, self._descriptions_by_row)
+        return self._recent.get(
+            ("descriptions", q.tobytes(), k),
+            lambda: self._top_texts(q, k, self._descriptions_by_row),
+        )
+
+    @cached_property
+    def _recent(self) -> RecentSearches:
+        return RecentSearches()
 
     def top_relations(
         self, q: npt.NDArray[np.float32], k: int, text: RelationText = "sentence"
@@ -293,12 +341,16 @@ class RetrievalContext:
 
     def dense_ranking(self, q: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
         """The ``k`` chunks most similar to the query vector: ``(chunk, cosine)``, best first."""
-        ids, scores = self.chunk_vectors.search(q[None, :], k)
-        return [
-            (int(i), float(s))
-            for i, s in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
-            if i >= 0
-        ]
+
+        def search() -> list[tuple[int, float]]:
+            ids, scores = self.chunk_vectors.search(q[None, :], k)
+            return [
+                (int(i), float(s))
+                for i, s in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
+                if i >= 0
+            ]
+
+        return self._recent.get(("dense", q.tobytes(), k), search)
 
     def passages(self, ids: npt.ArrayLike, scores: npt.ArrayLike) -> list[ScoredPassage]:
         """Scored passages for parallel chunk positions and scores; -1 padding is skipped."""

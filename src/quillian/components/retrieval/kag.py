@@ -28,11 +28,12 @@ from quillian.components.retrieval.base import (
     RetrievalResult,
     RetrievalTrace,
     Seed,
+    best_k,
     check_k,
 )
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.errors import ConfigError
-from quillian.stores.snapshot import EdgeKind
+from quillian.stores.snapshot import EdgeKind, NodeKind
 from quillian.types import normalize_name
 
 __all__ = ["KAGChunkConfig", "KAGChunkRetriever", "minmax_fuse", "strongest"]
@@ -105,7 +106,7 @@ class KAGChunkRetriever:
     @cached_property
     def _walk(self) -> Walk:
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        return Walk.over(self.context.kg.snapshot, kinds)
+        return Walk.over(self.context.kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,))
 
     @cached_property
     def _entity_by_name(self) -> dict[str, int]:
@@ -213,5 +214,5 @@ class KAGChunkRetriever:
             reset[seed.entity] += max(seed.score, 1e-6)
         rank = personalized_pagerank(self._walk, reset, self.config.damping)
         chunk_scores = rank[kg.chunk_offset :]
-        top = np.argsort(-chunk_scores, kind="stable")[:n]
+        top = best_k(chunk_scores, n)
         return {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0}

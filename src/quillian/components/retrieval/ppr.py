@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +25,13 @@ import numpy.typing as npt
 from quillian.components.graph.builder import TOPIC_WEIGHT
 from quillian.components.graph.ppr import Solver, Walk, personalized_pagerank
 from quillian.components.graph.synonyms import SYNONYM_THRESHOLD
-from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, top_k_passages
+from quillian.components.retrieval.base import (
+    RetrievalResult,
+    RetrievalTrace,
+    Seed,
+    best_k,
+    top_k_passages,
+)
 from quillian.components.retrieval.context import (
     RelationText,
     RetrievalContext,
@@ -32,7 +39,7 @@ from quillian.components.retrieval.context import (
     chunk_links,
 )
 from quillian.errors import ConfigError
-from quillian.stores.snapshot import EdgeKind, GraphSnapshot
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 
 __all__ = ["PPRConfig", "PPRRetriever"]
 
@@ -117,7 +124,18 @@ class PPRRetriever:
         self.config = config or PPRConfig()
 
     @cached_property
-    def _walk(self) -> Walk:
+    def walk(self) -> Walk:
+        """The walk every query runs on, prepared once: description nodes hang off
+        their entity and never seed, so they are folded out of the iteration, which
+        runs in float32 on the nodes in reverse Cuthill-McKee order (the same top 8 on
+        the report's five graphs, a third less time: docs/benchmarks.md, "PPR: folded
+        walk")."""
+        return self.walk_over(fold=True, dtype=np.float32, reorder=True)
+
+    def walk_over(self, fold: bool, dtype: type[np.floating[Any]], reorder: bool) -> Walk:
+        """The walk of this retriever's graph, its description nodes folded or not, in
+        ``dtype``, its nodes reordered or not (``quillian.bench.ppr_solvers`` checks
+        :attr:`walk` against the exact solution of the whole float64 one)."""
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
         cfg = self.config
         extra = None
@@ -126,15 +144,38 @@ class PPRRetriever:
         snapshot = self.context.kg.snapshot
         if not cfg.mention_links:
             snapshot = pages_only(snapshot, self.context.kg.chunk_offset)
-        return Walk.over(snapshot, kinds, extra)
+        folded = (NodeKind.DESCRIPTION,) if fold else ()
+        return Walk.over(snapshot, kinds, extra, fold=folded, dtype=dtype, reorder=reorder)
 
     def retrieve(
         self, query: str, k: int, query_vector: npt.NDArray[np.float32] | None = None
     ) -> RetrievalResult:
         ctx, cfg = self.context, self.config
         q = ctx.embed_query(query) if query_vector is None else query_vector
-        kg = ctx.kg
-        reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
+        reset, seeds, dense = self.reset(query, q)
+        if reset.sum() <= 0:
+            ranked = top_k_passages({}, k, [c for c, _ in dense])
+        else:
+            rank = personalized_pagerank(
+                self.walk, reset, cfg.damping, tol=cfg.tolerance, solver=cfg.solver
+            )
+            chunk_scores = rank[ctx.kg.chunk_offset :]
+            ranked = top_k_passages(
+                {int(c): float(chunk_scores[c]) for c in best_k(chunk_scores, k)
+                 if chunk_scores[c] > 0},
+                k,
+                [c for c, _ in dense],
+            )  # fmt: skip
+        passages = [ctx.passage(c, s) for c, s in ranked]
+        return RetrievalResult(self.name, query, passages, RetrievalTrace(seeds=seeds))
+
+    def reset(
+        self, query: str, q: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.float64], list[Seed], list[tuple[int, float]]]:
+        """The walk's reset distribution for a query (unnormalised, over every node),
+        with the seeds and the dense ranking it was made of."""
+        ctx, cfg = self.context, self.config
+        reset = np.zeros(ctx.kg.snapshot.n_nodes, dtype=np.float64)
         seeds = ctx.seeds(
             query,
             q,
@@ -148,22 +189,8 @@ class PPRRetriever:
             reset[seed.entity] += max(seed.score, 0.0) * self._specificity[seed.entity]
         dense = ctx.dense_ranking(q, cfg.dense_candidates or 1)
         if dense and cfg.passage_weight > 0:
-            reset[kg.chunk_offset :] += self._passage_mass(dense, reset.sum() or 1.0)
-        if reset.sum() <= 0:
-            ranked = top_k_passages({}, k, [c for c, _ in dense])
-        else:
-            rank = personalized_pagerank(
-                self._walk, reset, cfg.damping, tol=cfg.tolerance, solver=cfg.solver
-            )
-            chunk_scores = rank[kg.chunk_offset :]
-            top = np.argsort(-chunk_scores, kind="stable")[:k]
-            ranked = top_k_passages(
-                {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0},
-                k,
-                [c for c, _ in dense],
-            )
-        passages = [ctx.passage(c, s) for c, s in ranked]
-        return RetrievalResult(self.name, query, passages, RetrievalTrace(seeds=seeds))
+            reset[ctx.kg.chunk_offset :] += self._passage_mass(dense, reset.sum() or 1.0)
+        return reset, seeds, dense
 
     @cached_property
     def _specificity(self) -> npt.NDArray[np.float64]:
