@@ -106,7 +106,9 @@ class KAGChunkRetriever:
     @cached_property
     def _walk(self) -> Walk:
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        return Walk.over(self.context.kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,))
+        return Walk.over(
+            self.context.kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), reorder=True
+        )
 
     @cached_property
     def _entity_by_name(self) -> dict[str, int]:
