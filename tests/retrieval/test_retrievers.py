@@ -148,6 +148,11 @@ def test_fused_sa_shows_the_path_that_reached_each_passage(context):
     assert paths["B"].passage == "B" and len(paths["B"].relations) == 1
     paper = SARetriever(context, SAConfig.paper(seed_k=1, hops=2, relation_threshold=0.8))
     assert paper.retrieve("q", 3, Q).trace.paths == []  # the paper's algorithm: step 4 only
+    # fused over sa keeps sa's paths to the passages it returns (the evidence shows them)
+    fused = FusedRetriever([sa, DenseRetriever(context)], FusedConfig(depth=4))
+    result = fused.retrieve("q", 3, Q)  # RRF: A (sa 1st, dense 2nd), D, B; C 4th
+    assert titles(result) == ["A", "D", "B"]
+    assert {p.passage for p in result.trace.paths} == {"B"}  # C's path is not kept
 
 
 def test_graded_seed_starts_at_its_cosine(context):

@@ -13,7 +13,8 @@ Equal fused scores (frequent at a small constant: one member's second passage an
 other's) are ordered by the members' own evidence, the sum of each member's score
 divided by its best score (CombSUM), then by chunk position.
 The trace keeps the first member's seeds, activations and relations (the subgraph
-the answer's evidence came from) and each member's time.
+the answer's evidence came from), its paths to the passages fused returns, and each
+member's time.
 """
 
 from __future__ import annotations
@@ -96,17 +97,19 @@ class FusedRetriever:
                 passages.setdefault(p.chunk, p)
         ranked = sorted(scores, key=lambda c: (-scores[c], -evidence[c], c))[:k]
         first = results[0].trace
-        trace = RetrievalTrace(
-            seeds=first.seeds,
-            activated=first.activated,
-            relations=first.relations,
-            subgraph_nodes=first.subgraph_nodes,
-            subgraph_edges=first.subgraph_edges,
-            timings_ms=timings,
-        )
         out = [
             ScoredPassage(c, passages[c].chunk_id, scores[c], passages[c].title, passages[c].text)
             for c in ranked
         ]
+        titles = {p.title for p in out}
+        trace = RetrievalTrace(
+            seeds=first.seeds,
+            activated=first.activated,
+            relations=first.relations,
+            paths=[path for path in first.paths if path.passage in titles],
+            subgraph_nodes=first.subgraph_nodes,
+            subgraph_edges=first.subgraph_edges,
+            timings_ms=timings,
+        )
         name = "fused:" + "+".join(r.method.split(":")[0] for r in results)
         return RetrievalResult(name, query, out, trace)
