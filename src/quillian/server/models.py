@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quillian.components.factories import RETRIEVERS
+
 __all__ = [
     "AnswerRequest",
     "AnswerResponse",
@@ -83,7 +85,7 @@ class MethodList(BaseModel):
 
 class RetrieveRequest(_Body):
     query: str = Field(min_length=1, max_length=4000, description="the query text")
-    method: str = Field(default="sa", description="the retriever: sa, sa-paper, ppr, dense, bm25")
+    method: str = Field(default="sa", description=f"the retriever: {', '.join(RETRIEVERS)}")
     k: int = Field(default=8, ge=1, le=100, description="passages to return")
 
 
