@@ -258,13 +258,19 @@ class EntityLexicon:
         """
         tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
         cased = self._require_capital and text != text.lower() and text != text.upper()
+        # named[t]: tokens before t holding a capital or a digit. Every letter and digit
+        # of the text is inside a token, so a span is name-like when it holds such a
+        # token: one pass over the text instead of one per span tried
+        named = [0]
+        for start, end in tokens:
+            named.append(named[-1] + _namelike(text[start:end]))
         matches: list[LexicalMatch] = []
         i = 0
         while i < len(tokens):
             found = None
             for j in range(min(len(tokens), i + self._max_words) - 1, i - 1, -1):
                 start, end = tokens[i][0], tokens[j][1]
-                if cased and not _namelike(text[start:end]):
+                if cased and named[j + 1] == named[i]:
                     continue
                 entities = self.candidates(text[start:end])
                 if entities:
