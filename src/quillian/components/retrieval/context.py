@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +69,15 @@ def endpoint_text(relation: Triple) -> str:
     if not sentence or sentence == f"{s} {p} {o}":
         return head
     return f"{head}: {sentence}"
+
+
+class TextRows(NamedTuple):
+    """Which items (descriptions or relations) have their text in each text row: those
+    of row ``r`` are ``order[indptr[r]:indptr[r + 1]]``; ``holding`` rows hold any."""
+
+    indptr: npt.NDArray[np.int64]
+    order: npt.NDArray[np.int64]
+    holding: int
 
 
 class RecentSearches:
@@ -172,21 +181,19 @@ class RetrievalContext:
         return np.array([d.entity for d in self.kg.descriptions], dtype=np.int32)
 
     @cached_property
-    def _descriptions_by_row(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def _descriptions_by_row(self) -> TextRows:
         return self._by_row(self.description_rows)
 
     @cached_property
-    def _relations_by_row(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def _relations_by_row(self) -> TextRows:
         return self._by_row(self.relation_rows)
 
-    def _by_row(
-        self, rows: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def _by_row(self, rows: npt.NDArray[np.int64]) -> TextRows:
         """CSR of the items (descriptions or relations) whose text sits in each row."""
         order = np.argsort(rows, kind="stable")
         indptr = np.zeros(len(self.text_vectors) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(self.text_vectors)), out=indptr[1:])
-        return indptr, order
+        return TextRows(indptr, order, int(np.count_nonzero(np.diff(indptr))))
 
     @cached_property
     def literal_entities(self) -> npt.NDArray[np.bool_]:
@@ -310,17 +317,16 @@ class RetrievalContext:
         self,
         q: npt.NDArray[np.float32],
         k: int,
-        by_row: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+        by_row: TextRows,
     ) -> list[tuple[int, float]]:
         if k <= 0:
             return []
-        indptr, order = by_row
+        indptr, order, holding = by_row
         found: list[tuple[int, float]] = []
         # a search scans every text row whatever it fetches, so fetch at the first try
         # the rows k items should need: k over the share of rows that hold one (on
         # MuSiQue's GPT-3.5 graph 41% of the rows are descriptions, and fetching k
         # rescanned the texts one or two times more a query); more if that falls short
-        holding = int(np.count_nonzero(np.diff(indptr)))
         fetch = min(len(self.text_vectors), -(-k * len(self.text_vectors) // max(holding, 1)))
         while True:
             rows, scores = self.text_vectors.search(q[None, :], fetch)
