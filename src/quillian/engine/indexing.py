@@ -17,7 +17,7 @@ from quillian.components.llm.tasks import TaskRunner
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
 from quillian.index import delete_documents as delete_from_index
-from quillian.index.layout import STAGES, has_manifest
+from quillian.index.layout import has_manifest, has_stage
 from quillian.index.stages import EndpointTextStage
 from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
@@ -118,7 +118,7 @@ def index_documents(
     previous = manifest.get("config", {})
     endpoint_texts = settings.endpoint_texts
     if endpoint_texts is None:
-        endpoint_texts = _has_endpoint_texts(manifest)
+        endpoint_texts = has_stage(manifest, EndpointTextStage.name)
     embedder = settings.embedder or embedder_name(previous if _has_index(location) else None)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
@@ -169,7 +169,7 @@ def delete_documents(
         stages=stages_for(
             config.get("methods", ()),
             {**config, "kag_schema": None},
-            endpoint_texts=_has_endpoint_texts(manifest),
+            endpoint_texts=has_stage(manifest, EndpointTextStage.name),
         ),
     )
 
@@ -186,12 +186,6 @@ class StoredExtractions:
         raise IndexIncompleteError(
             f"no stored {self.name!r} extraction for chunk(s) {missing}; rebuild the index"
         )
-
-
-def _has_endpoint_texts(manifest: Mapping[str, Any]) -> bool:
-    """Whether the index of ``manifest`` was built with :class:`EndpointTextStage` (the
-    manifest's stage list is its record)."""
-    return EndpointTextStage.name in manifest.get(STAGES, ())
 
 
 def _has_index(location: str | Path) -> bool:

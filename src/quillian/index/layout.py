@@ -23,6 +23,7 @@ that plays the part of ``DIR`` above (see :mod:`quillian.stores.postgres`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "MANIFEST",
     "SCHEMA_VERSION",
     "has_manifest",
+    "has_stage",
     "index_directory",
     "index_location",
     "is_server_location",
@@ -55,6 +57,13 @@ MANIFEST = "manifest.json"
 STAGES = "stages"
 #: Location schemes of server backends; each is chosen by its URL (see the storage factory).
 SERVER_SCHEMES = ("postgresql://", "postgres://")
+
+
+def has_stage(manifest: Mapping[str, Any], stage: str) -> bool:
+    """Whether the index of ``manifest`` was built with the stage named ``stage`` (the
+    manifest's stage list is the record of an optional stage such as the endpoint
+    texts)."""
+    return stage in manifest.get(STAGES, ())
 
 
 def is_server_location(location: object) -> bool:

@@ -15,7 +15,7 @@ from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
-from quillian.index.layout import STAGES, read_manifest
+from quillian.index.layout import has_stage, read_manifest
 from quillian.index.stages import EndpointTextStage
 from quillian.index.storage import Storage, open_storage
 from quillian.stores.protocols import VectorIndex
@@ -84,7 +84,7 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             directory=storage.directory,
             endpoint_vectors=(
                 _optional_vectors(storage, "endpoints")
-                if EndpointTextStage.name in manifest.get(STAGES, ())
+                if has_stage(manifest, EndpointTextStage.name)
                 else None
             ),
         )
