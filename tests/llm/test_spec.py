@@ -8,6 +8,8 @@ import socket
 import pytest
 
 from quillian.cli.main import main
+from quillian.components.llm import spec as spec_module
+from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding
 from quillian.components.llm.spec import LLMSession, LLMSpec, parse_llm_spec
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
@@ -25,9 +27,37 @@ def test_specs():
     assert parse_llm_spec("http://h:8000/v1/#qwen") == LLMSpec(
         "openai", model="qwen", base_url="http://h:8000/v1"
     )
-    for bad in ("", "openai:", "http://h:8000/v1", "gpt-4", "local:"):
+    for bad in ("", "openai:", "http://h:8000/v1", "gpt-4", "local:", "local?x=1", "?schema=off"):
         with pytest.raises(ConfigError, match="cannot read LLM spec"):
             parse_llm_spec(bad)
+    assert parse_llm_spec("local-int8?schema=off") == LLMSpec("local", dtype="int8", schema=False)
+    assert parse_llm_spec("http://h:8000/v1#qwen?schema=off").schema is False
+    assert parse_llm_spec("openai:gpt-4o-mini?schema=on").schema is True
+
+
+class _Recording:
+    model_id = "recording"
+
+    def __init__(self):
+        self.decodings = []
+
+    async def chat(self, messages, *, prompt="", decoding=None):
+        self.decodings.append(decoding)
+        return ChatResponse('{"answer": "Paris"}')
+
+
+@pytest.mark.parametrize(("suffix", "held"), [("", True), ("?schema=off", False)])
+def test_schema_off_asks_the_model_with_no_reply_schema(suffix, held, monkeypatch):
+    recording = _Recording()
+    monkeypatch.setattr(spec_module, "_scripted", lambda path: recording)
+    schema = Decoding(max_tokens=9, json_schema='{"type": "object"}')
+
+    async def go():
+        async with LLMSession(f"scripted:routes.json{suffix}") as session:
+            await session.model.chat([ChatMessage("user", "hi")], decoding=schema)
+
+    asyncio.run(go())
+    assert recording.decodings == [schema if held else Decoding(max_tokens=9)]
 
 
 def ask(session_args, question="Capital of France?"):

@@ -1,13 +1,19 @@
 """Structured output parsing and the scripted chat model."""
 
 import asyncio
+import json
 
 import pytest
 from pydantic import BaseModel
 
 from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
 from quillian.components.llm.scripted import ScriptedChatModel, UnscriptedPromptError
-from quillian.components.llm.structured import ParseError, extract_json, parse_json_as
+from quillian.components.llm.structured import (
+    ParseError,
+    extract_json,
+    json_schema_of,
+    parse_json_as,
+)
 
 
 class Entities(BaseModel):
@@ -81,3 +87,29 @@ def test_decoding_and_roles_are_validated():
         Decoding(top_p=0.0)
     with pytest.raises(ValueError, match="unknown chat role 'bot'"):
         ChatMessage("bot", "hi")  # type: ignore[arg-type]
+
+
+class _Step(BaseModel):
+    reasoning: str = ""
+    answer: str
+    sources: list[int] = []
+
+
+def test_a_reply_schema_requires_every_field_in_order_and_no_other():
+    schema = json.loads(json_schema_of(_Step))
+    assert list(schema["properties"]) == ["reasoning", "answer", "sources"]
+    assert schema["required"] == ["reasoning", "answer", "sources"]
+    assert schema["additionalProperties"] is False
+    listed = json.loads(json_schema_of(list[_Step]))
+    assert listed["type"] == "array"
+    assert listed["$defs"]["_Step"]["required"] == ["reasoning", "answer", "sources"]
+    capped = json.loads(json_schema_of(_Step, max_chars=50))["properties"]
+    assert capped["reasoning"]["maxLength"] == capped["answer"]["maxLength"] == 50
+    assert "maxLength" not in capped["sources"]
+
+
+def test_a_decoding_schema_must_be_a_json_object():
+    assert Decoding(json_schema='{"type": "object"}').free() == Decoding()
+    for bad, message in (("{", "not JSON"), ("[1]", "JSON object")):
+        with pytest.raises(ValueError, match=message):
+            Decoding(json_schema=bad)

@@ -55,8 +55,9 @@ R = TypeVar("R")
 
 LLM_HELP = (
     "local (the bundled model) | local-int8 "
-    "(int8 layers: faster per token, not end to end; more memory) | local:/path.gguf | "
-    "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json"
+    "(int8 layers: faster per token, less accurate; more memory) | local:/path.gguf | "
+    "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json; add ?schema=off "
+    "to leave JSON replies unconstrained"
 )
 KG_HELP = (
     "knowledge graph of the KG methods: index, index+inverse, a directory written by "

@@ -62,9 +62,11 @@ class FakeOpenAIServer:
 
     Attributes that tests may change at any time: ``reply``, ``delay`` (seconds before
     each chat response), ``finish_reason`` (forced, e.g. ``"length"``), ``omit_usage``,
-    ``malformed`` (a 200 whose body is not JSON). Counters: ``requests`` (all HTTP
-    requests), ``chat_requests``, ``model_requests``, ``max_in_flight`` (peak number of
-    chat requests handled at once) and ``bodies`` (the chat request bodies).
+    ``malformed`` (a 200 whose body is not JSON), ``refuse_response_format`` (a 400 for
+    a request with a ``response_format``, as a server without structured outputs).
+    Counters: ``requests`` (all HTTP requests), ``chat_requests``, ``model_requests``,
+    ``max_in_flight`` (peak number of chat requests handled at once) and ``bodies`` (the
+    chat request bodies).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class FakeOpenAIServer:
         self.finish_reason: str | None = None
         self.omit_usage = False
         self.malformed = False
+        self.refuse_response_format = False
         self.requests = 0
         self.chat_requests = 0
         self.model_requests = 0
@@ -323,6 +326,9 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, _error(message, "invalid_request_error", "model_not_found"))
             elif fake.malformed:
                 self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"mess')
+            elif fake.refuse_response_format and "response_format" in body:
+                message = "response_format is not supported by this server"
+                self._send(400, _error(message, "invalid_request_error", None))
             elif body.get("stream"):
                 self._send(200, _stream_events(fake._completion(body), body), _SSE)
             else:

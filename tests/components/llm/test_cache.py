@@ -69,6 +69,15 @@ def test_key_is_canonical():
     assert len(key) == 64
 
 
+def test_a_reply_schema_keys_apart_and_no_schema_keys_as_before():
+    schema, free = Decoding(json_schema='{"type": "object"}'), Decoding()
+    assert chat_cache_key("m", HELLO, schema, "p@1") != chat_cache_key("m", HELLO, free, "p@1")
+    # the key of a call without a schema is the one written before schemas existed
+    assert chat_cache_key("m", HELLO, Decoding(), "p@1") == (
+        "2dd91d0f261cbae69e1860f2ef43ae7fa7c4c3bfe0314acb8ad7a82312373808"
+    )
+
+
 def test_the_cache_persists_across_reopening(server, tmp_path):
     path = tmp_path / "nested" / "llm.sqlite"
     with CachedChatModel(remote(server), path) as cache:

@@ -406,6 +406,23 @@ def test_the_real_model_answers_from_context(qwen: LocalChatModel) -> None:
 
 
 @pytest.mark.model
+def test_the_real_model_is_held_to_a_reply_schema(qwen: LocalChatModel) -> None:
+    """Asked in plain words, with no format named, the model still writes the JSON of
+    the task's schema when the decoding carries one (llguidance masks every other
+    token); free, it writes prose."""
+    from quillian.components.generation.outputs import Decomposition, parse_decomposition
+    from quillian.components.llm.structured import json_schema_of
+
+    messages = [ChatMessage("user", "Which sub-questions answer: who wrote Hamlet, and when?")]
+    held = Decoding(max_tokens=160, json_schema=json_schema_of(Decomposition))
+    reply = asyncio.run(qwen.chat(messages, decoding=held))
+    plan = parse_decomposition(reply.text)
+    assert plan.subquestions and all(q.question.strip() for q in plan.subquestions)
+    free = asyncio.run(qwen.chat(messages, decoding=held.free()))
+    assert not free.text.lstrip().startswith(("{", "```"))
+
+
+@pytest.mark.model
 def test_the_real_model_marks_truncation_and_seeds_sampling(qwen: LocalChatModel) -> None:
     messages = [ChatMessage("user", "Describe Paris in three sentences.")]
     short = asyncio.run(qwen.chat(messages, decoding=Decoding(max_tokens=2)))

@@ -2,6 +2,7 @@
 
 import asyncio
 import email.utils
+import json
 import logging
 import socket
 import time
@@ -123,6 +124,40 @@ def test_a_bad_request_is_not_retried(server):
     with pytest.raises(LLMRequestError, match="HTTP 400"):
         chat(make(server))
     assert server.chat_requests == 1
+
+
+SCHEMA = '{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}'
+
+
+def test_a_json_schema_goes_as_a_response_format(server):
+    chat(make(server), decoding=Decoding(max_tokens=20, json_schema=SCHEMA))
+    chat(make(server), decoding=Decoding(max_tokens=20))
+    with_schema, without = server.bodies
+    assert with_schema["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "reply", "schema": json.loads(SCHEMA), "strict": False},
+    }
+    assert "response_format" not in without
+
+
+def test_a_server_that_refuses_schemas_is_asked_without_them(server, caplog):
+    server.refuse_response_format = True
+    model = make(server)
+    schema = Decoding(json_schema=SCHEMA)
+    with caplog.at_level(logging.WARNING):
+        assert chat(model, decoding=schema).text == "echo: say hello world"
+        assert chat(model, decoding=schema).text == "echo: say hello world"
+    assert ["response_format" in b for b in server.bodies] == [True, False, False]
+    assert model.schema_refused
+    assert sum("refused a JSON-schema response format" in r.message for r in caplog.records) == 1
+
+
+def test_a_bad_request_with_a_schema_is_not_blamed_on_the_schema(server):
+    server.fail_next(2, 400)
+    model = make(server)
+    with pytest.raises(LLMRequestError, match="HTTP 400"):
+        chat(model, decoding=Decoding(json_schema=SCHEMA))
+    assert server.chat_requests == 2 and not model.schema_refused
 
 
 def test_an_unknown_model_lists_what_the_endpoint_serves(server):

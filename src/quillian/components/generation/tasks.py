@@ -2,7 +2,8 @@
 
 Token limits are generous for what each prompt asks (a short answer, a note, a JSON
 object with reasoning) and small enough that a rambling model is cut off, which is
-then recorded as a truncated call.
+then recorded as a truncated call. A task that reads JSON carries its reply's schema
+(``Decoding.json_schema``), so a backend that can hold the model to it does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from quillian.components.generation.outputs import (
     salvage_final_answer,
 )
 from quillian.components.llm.base import Decoding
+from quillian.components.llm.structured import held_to
 from quillian.components.llm.tasks import Task
 
 __all__ = [
@@ -38,8 +40,11 @@ __all__ = [
 
 SHORT = Decoding(max_tokens=48)
 NOTE = Decoding(max_tokens=320)
-JSON_ANSWER = Decoding(max_tokens=384)
-JSON_STEP = Decoding(max_tokens=448)
+
+
+JSON_ANSWER = held_to(ReasonedAnswer, 384)
+JSON_STEP = held_to(ReasoningStep, 448)
+JSON_PLAN = held_to(Decomposition, 384)
 
 
 def _repair(example: str) -> str:
@@ -94,7 +99,7 @@ REASON_SA: Task[ReasoningStep] = Task(
 )
 #: SA-RAG Listing 3: query decomposition.
 DECOMPOSE: Task[Decomposition] = Task(
-    "sa-rag.decompose", parse_decomposition, JSON_ANSWER, repair=PLAN_REPAIR
+    "sa-rag.decompose", parse_decomposition, JSON_PLAN, repair=PLAN_REPAIR
 )
 #: KG-Infused RAG Table 19: Self-Ask continuation.
 SELF_ASK: Task[SelfAskStep] = Task("kg-infused.self-ask", parse_self_ask, Decoding(max_tokens=96))

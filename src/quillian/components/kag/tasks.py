@@ -17,7 +17,12 @@ from pydantic import BaseModel, Field, ValidationError
 from quillian.components.generation.outputs import parse_line, parse_text
 from quillian.components.kag.logic_form import Plan, parse_plan, parse_plan_strict
 from quillian.components.llm.base import Decoding
-from quillian.components.llm.structured import ParseError, extract_json, parse_json_as
+from quillian.components.llm.structured import (
+    ParseError,
+    extract_json,
+    held_to,
+    parse_json_as,
+)
 from quillian.components.llm.tasks import Task
 
 __all__ = [
@@ -199,15 +204,18 @@ def salvage_answer(raw: str) -> FinalAnswer:
     return FinalAnswer(answer="UNKNOWN")
 
 
-_JSON = Decoding(max_tokens=1024)
-NER: Task[list[NerEntity]] = Task("kag.ner", parse_ner, _JSON)
+NER: Task[list[NerEntity]] = Task("kag.ner", parse_ner, held_to(list[NerEntity], 1024))
 # An unusable reply leaves the question's own name links (the failure stays recorded).
 QUERY_NER: Task[list[str]] = Task(
-    "kag.query_ner", parse_query_ner, Decoding(max_tokens=256), fallback=lambda raw: []
+    "kag.query_ner", parse_query_ner, held_to(list[Mention], 256), fallback=lambda raw: []
 )
-TRIPLES: Task[list[tuple[str, str, str]]] = Task("kag.triples", parse_triples, _JSON)
-STD: Task[list[OfficialName]] = Task("kag.std", parse_std, _JSON)
-CONCEPTS: Task[dict[str, list[str]]] = Task("kag.concepts", parse_concepts, _JSON)
+TRIPLES: Task[list[tuple[str, str, str]]] = Task(
+    "kag.triples", parse_triples, held_to(_Triples, 1024)
+)
+STD: Task[list[OfficialName]] = Task("kag.std", parse_std, held_to(list[OfficialName], 1024))
+CONCEPTS: Task[dict[str, list[str]]] = Task(
+    "kag.concepts", parse_concepts, held_to(dict[str, list[str]], 1024)
+)
 PLAN: Task[Plan] = Task(
     "kag.plan",
     parse_plan_strict,
@@ -220,7 +228,7 @@ PLAN: Task[Plan] = Task(
 # repair attempt (the failure stays in the transcript): one bad reply costs a step, not
 # the question.
 SPO_SELECT: Task[list[int]] = Task(
-    "kag.spo_select", parse_selection, Decoding(max_tokens=64), fallback=lambda raw: []
+    "kag.spo_select", parse_selection, held_to(list[int], 64), fallback=lambda raw: []
 )
 SUB_ANSWER: Task[str] = Task(
     "kag.sub_answer", parse_sub_answer, Decoding(max_tokens=128), fallback=lambda raw: IDK
@@ -250,5 +258,5 @@ REWRITE: Task[str] = Task(
     fallback=lambda raw: "",
 )
 ANSWER: Task[FinalAnswer] = Task(
-    "kag.answer", parse_final, Decoding(max_tokens=256), fallback=salvage_answer
+    "kag.answer", parse_final, held_to(FinalAnswer, 256), fallback=salvage_answer
 )

@@ -12,10 +12,11 @@ streams nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
@@ -66,11 +67,18 @@ class ChatMessage:
 
 @dataclass(frozen=True, slots=True)
 class Decoding:
-    """Decoding parameters; part of every cache key."""
+    """Decoding parameters; part of every cache key.
+
+    ``json_schema``: a JSON schema (as JSON text) the reply is to match, or empty. A
+    backend that can constrain its decoding to it does (the local model through
+    llguidance, an OpenAI-compatible server through ``response_format``), so a small
+    model cannot break the format; the reply is parsed and validated either way.
+    """
 
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 512
+    json_schema: str = ""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.temperature <= 2.0:
@@ -79,6 +87,17 @@ class Decoding:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens <= 0:
             raise ValueError(f"max_tokens must be greater than 0, got {self.max_tokens}")
+        if self.json_schema:
+            try:
+                schema = json.loads(self.json_schema)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"json_schema is not JSON: {exc}") from None
+            if not isinstance(schema, dict):
+                raise ValueError("json_schema must be a JSON object")
+
+    def free(self) -> Decoding:
+        """The same parameters without the schema."""
+        return replace(self, json_schema="") if self.json_schema else self
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from quillian.components.llm.base import ChatMessage, ChatModel, ChatResponse, Decoding, Usage
 from quillian.errors import ConfigError, StoreError
@@ -48,15 +49,19 @@ CREATE TABLE IF NOT EXISTS llm_responses (
 def chat_cache_key(
     model_id: str, messages: Sequence[ChatMessage], decoding: Decoding, prompt: str
 ) -> str:
-    """Hex SHA-256 of canonical JSON over everything that determines a reply."""
+    """Hex SHA-256 of canonical JSON over everything that determines a reply (a
+    decoding without a JSON schema keys as it did before schemas existed)."""
+    settings: dict[str, Any] = {
+        "temperature": float(decoding.temperature),
+        "top_p": float(decoding.top_p),
+        "max_tokens": int(decoding.max_tokens),
+    }
+    if decoding.json_schema:
+        settings["json_schema"] = decoding.json_schema
     payload = {
         "model_id": model_id,
         "messages": [[m.role, m.content] for m in messages],
-        "decoding": {
-            "temperature": float(decoding.temperature),
-            "top_p": float(decoding.top_p),
-            "max_tokens": int(decoding.max_tokens),
-        },
+        "decoding": settings,
         "prompt": prompt,
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -110,6 +110,9 @@ class OpenAIChatModel:
         self.max_retry_after = max(0.0, max_retry_after)
         self.calls_without_usage = 0
         """Responses whose server sent no ``usage``; they were recorded as zero tokens."""
+        self.schema_refused = False
+        """Whether the server rejected a request with a JSON-schema ``response_format``
+        that it took without one: the calls after it go without."""
         self._api_key = api_key
         self._rng = random.Random()
         # An httpx client and a semaphore belong to one event loop; keep one per loop so
@@ -137,7 +140,27 @@ class OpenAIChatModel:
     ) -> ChatResponse:
         """One chat completion; retries transient failures, raises :class:`LLMError`."""
         decoding = decoding or Decoding()
+        if not decoding.json_schema or self.schema_refused:
+            return await self._chat(messages, prompt, decoding.free())
+        try:
+            return await self._chat(messages, prompt, decoding)
+        except LLMRequestError as refused:
+            response = await self._chat(messages, prompt, decoding.free())  # raises its own
+            self.schema_refused = True  # the request passes without the schema
+            logger.warning(
+                "model %r at %s refused a JSON-schema response format (%s); asking without "
+                "it from now on (replies are still parsed and validated)",
+                self.model,
+                self.base_url,
+                refused,
+            )
+            return response
+
+    async def _chat(
+        self, messages: Sequence[ChatMessage], prompt: str, decoding: Decoding
+    ) -> ChatResponse:
         payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
+        extra = _response_format(decoding)
         sink = token_sink()
         if sink is not None:
 
@@ -153,6 +176,7 @@ class OpenAIChatModel:
                 temperature=decoding.temperature,
                 top_p=decoding.top_p,
                 max_tokens=decoding.max_tokens,
+                **extra,
             )
 
         completion = await self._with_retries(create, prompt, self.max_retries)
@@ -299,6 +323,7 @@ class OpenAIChatModel:
             max_tokens=decoding.max_tokens,
             stream=True,
             stream_options={"include_usage": True},
+            **_response_format(decoding),
         )
         parts: list[str] = []
         usage: Any = None
@@ -384,6 +409,21 @@ def _validate(
         raise ConfigError(
             f"need 0 <= base_delay <= max_delay, got base_delay={base_delay}, max_delay={max_delay}"
         )
+
+
+def _response_format(decoding: Decoding) -> dict[str, Any]:
+    """The request's ``response_format`` for a decoding with a JSON schema (OpenAI's
+    structured outputs, which vLLM, llama.cpp's server and Ollama accept too), not
+    strict: OpenAI's strict mode refuses schemas with defaults or open objects."""
+    if not decoding.json_schema:
+        return {}
+    schema = json.loads(decoding.json_schema)
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "reply", "schema": schema, "strict": False},
+        }
+    }
 
 
 def _classify(exc: Exception, timeout: float) -> _Failure | None:

@@ -5,14 +5,20 @@ Specs:
 - ``local``: the bundled Qwen2.5-Coder-0.5B-Instruct GGUF (extra ``local``);
   ``local:/path/model.gguf`` any other GGUF file; ``local-int8`` and
   ``local-int8:/path/model.gguf`` the same with int8 linear layers (faster per token,
-  but not end to end on the README's question, whose answer it fails to format, and
-  with 1.6 times the memory: ``python -m quillian.bench.first_run --llm local-int8``);
+  but it answers the README's question "Yes" where float32 answers "Milwaukee", with
+  1.6 times the memory: ``python -m quillian.bench.first_run --llm local-int8``);
 - ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
 - ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
   llama.cpp server);
 - ``scripted:FILE.json``: a :class:`~quillian.components.llm.scripted.ScriptedChatModel` with
   routes from a JSON object ``{"prompt name": "reply" | ["reply", ...]}``, for offline
   demos and tests.
+
+Any spec may end in ``?schema=off``: the tasks that read JSON then leave the model free
+instead of holding it to their reply's schema (``Decoding.json_schema``; the default,
+``?schema=on``, holds the local model token by token and asks an HTTP endpoint for
+structured output). Free replies are still parsed and validated, and key the response
+cache as they did before schemas existed.
 
 The edge (CLI, server) resolves the API key and paths; nothing here reads the
 environment.
@@ -21,19 +27,20 @@ environment.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from quillian.components.llm.accounting import AccountingChatModel, Ledger
-from quillian.components.llm.base import ChatModel
+from quillian.components.llm.base import ChatMessage, ChatModel, ChatResponse, Decoding
 from quillian.components.llm.cache import CachedChatModel
 from quillian.components.llm.local import LocalChatModel
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError, InputError
 from quillian.types import Progress
 
-__all__ = ["LLMSession", "LLMSpec", "parse_llm_spec"]
+__all__ = ["FreeOutput", "LLMSession", "LLMSpec", "parse_llm_spec"]
 
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -47,12 +54,22 @@ class LLMSpec:
     base_url: str = ""
     path: str = ""
     dtype: str = ""
+    schema: bool = True
+    """Whether JSON tasks hold the model to their reply's schema (``?schema=off``: no)."""
+
+
+_SCHEMA_OPTION = {"?schema=on": True, "?schema=off": False}
 
 
 def parse_llm_spec(spec: str) -> LLMSpec:
     """Read a spec string (see the module docstring); a malformed one raises
     :class:`ConfigError` listing the accepted forms."""
     spec = spec.strip()
+    for suffix, schema in _SCHEMA_OPTION.items():
+        if spec.endswith(suffix) and len(spec) > len(suffix):
+            return replace(parse_llm_spec(spec[: -len(suffix)]), schema=schema)
+    if "?" in spec.split("#", 1)[-1]:
+        raise ConfigError(f"cannot read LLM spec {spec!r}: the one option is ?schema=on|off")
     for prefix, dtype in (("local-int8", "int8"), ("local", "")):
         if spec == prefix:
             return LLMSpec("local", dtype=dtype)
@@ -69,7 +86,7 @@ def parse_llm_spec(spec: str) -> LLMSpec:
     raise ConfigError(
         f"cannot read LLM spec {spec!r}; use 'local', 'local:/path/model.gguf', "
         "'local-int8[:/path]', 'openai:MODEL', 'http://host:port/v1#MODEL' or "
-        "'scripted:routes.json'"
+        "'scripted:routes.json', optionally followed by '?schema=off'"
     )
 
 
@@ -103,9 +120,31 @@ def _inner(
     return OpenAIChatModel(spec.base_url, spec.model, api_key=api_key, max_concurrency=concurrency)
 
 
+class FreeOutput:
+    """A chat model that asks ``inner`` with no reply schema (``?schema=off``)."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        prompt: str = "",
+        decoding: Decoding | None = None,
+    ) -> ChatResponse:
+        free = (decoding or Decoding()).free()
+        return await self.inner.chat(messages, prompt=prompt, decoding=free)
+
+
 class LLMSession:
-    """A chat model for one run: ``AccountingChatModel(CachedChatModel(model))``, from a
-    spec or around a :class:`ChatModel` the caller built.
+    """A chat model for one run: ``AccountingChatModel(CachedChatModel(model))`` (with
+    :class:`FreeOutput` between the two for ``?schema=off``), from a spec or around a
+    :class:`ChatModel` the caller built.
 
     Use as an async context manager: entering checks an HTTP endpoint once (a clear
     error for an unreachable server, a wrong key or an unknown model), and leaving
@@ -133,7 +172,8 @@ class LLMSession:
             self.spec = LLMSpec("model", model=spec.model_id)
             self.backend = spec
         self.cache = CachedChatModel(self.backend, cache_path) if cache_path else None
-        self.model = AccountingChatModel(self.cache or self.backend)
+        inner: ChatModel = self.cache or self.backend
+        self.model = AccountingChatModel(inner if self.spec.schema else FreeOutput(inner))
         self.lazy = lazy and self.cache is not None
 
     @property

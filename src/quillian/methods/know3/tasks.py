@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from quillian.components.generation.know3_outputs import (
     ChainAnswer,
     TripleList,
@@ -22,6 +24,7 @@ from quillian.components.generation.know3_outputs import (
 )
 from quillian.components.generation.outputs import parse_line
 from quillian.components.llm.base import Decoding
+from quillian.components.llm.structured import held_to
 from quillian.components.llm.tasks import Task
 
 __all__ = [
@@ -48,11 +51,22 @@ ANSWER: Task[ChainAnswer] = Task(
 REFERENCE: Task[str] = Task("know3.reference", parse_reference, Decoding(max_tokens=256))
 #: P3, one new question.
 QUERY: Task[str] = Task("know3.query", parse_line, Decoding(max_tokens=64))
+
+
+class _SPO(BaseModel):
+    """One item of P4's list, as the prompt shows it (the schema a reply is held to)."""
+
+    subject: str
+    predicate: str
+    object: str
+
+
 #: P4, a JSON list of triples or None.
 TRIPLES: Task[TripleList] = Task(
     "know3.triples",
     parse_triple_list,
-    Decoding(max_tokens=384),
+    # held to a list of triples where the backend can: the prompt's "None" is then []
+    held_to(list[_SPO], 384),
     lambda raw: TripleList(dropped=("unreadable triple list",)),
     "Your reply could not be used: {error}. Reply with only a JSON list of "
     '{"subject": "...", "predicate": "...", "object": "..."} objects, or None.',
