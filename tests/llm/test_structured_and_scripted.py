@@ -104,7 +104,7 @@ def test_a_reply_schema_requires_every_field_in_order_and_no_other():
     assert listed["type"] == "array"
     assert listed["$defs"]["_Step"]["required"] == ["reasoning", "answer", "sources"]
     capped = json.loads(json_schema_of(_Step, max_chars=50))["properties"]
-    assert capped["reasoning"]["maxLength"] == capped["answer"]["maxLength"] == 50
+    assert capped["reasoning"]["maxLength"] == capped["answer"]["maxLength"] == 25
     assert "maxLength" not in capped["sources"]
 
 

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import os
 import tempfile
@@ -238,9 +239,14 @@ class _Loaded:
 #: JSON unasked: held to bare JSON, its first tokens are off its usual path and the
 #: rest of the reply can go astray (on a test question the fenced reply named the
 #: right author, the bare one a wrong one; the JSON inside was the same otherwise).
-#: ``%json`` is llguidance's Lark rule for a JSON schema (whitespace between tokens
-#: left free, as the model indents).
+#: ``%json`` is llguidance's Lark rule for a JSON schema.
 _FENCED_JSON = 'start: ("```json\\n" | "```\\n")? reply "\\n```"?\nreply: %json '
+#: Between JSON tokens: a line break and indentation, as the model pretty-prints, but
+#: bounded. Left free (llguidance's default, any run of whitespace), the model could
+#: close a string and then spend the rest of its token limit on spaces before the next
+#: comma: the one SA-RAG reply and the KAG answers still cut off when held to their
+#: schema did that (docs/benchmarks.md, "Replies held to their schema").
+_WHITESPACE = {"whitespace_pattern": "[\\n ]{0,32}"}
 
 
 class _SchemaConstraint:
@@ -524,7 +530,8 @@ class LocalChatModel:
             loaded.grammar_tokenizer = llguidance.hf.from_tokenizer(
                 loaded.tokenizer, n_vocab=vocab, eos_token=sorted(loaded.eos_ids)
             )
-        grammar = llguidance.LLMatcher.grammar_from_lark(_FENCED_JSON + schema)
+        bounded = json.dumps({**json.loads(schema), "x-guidance": _WHITESPACE})
+        grammar = llguidance.LLMatcher.grammar_from_lark(_FENCED_JSON + bounded)
         matcher = llguidance.LLMatcher(loaded.grammar_tokenizer, grammar, log_level=0)
         if matcher.is_error():
             logger.warning("cannot hold replies to the schema: %s", matcher.get_error())

@@ -95,27 +95,29 @@ def json_schema_of(shape: Any, max_chars: int | None = None) -> str:
     model, or a type such as ``list[Model]``), for
     :attr:`~quillian.components.llm.base.Decoding.json_schema`: pydantic's schema with
     every field of every object required, in the model's field order (so a reasoning
-    field comes before the answer), and no other fields; ``max_chars`` caps each string
-    field, so that a model held to the schema closes a long field and still writes the
-    ones after it within its token limit. Parsing stays the parser's, lenient where it
-    is (a free reply may still leave out a field with a default)."""
+    field comes before the answer), and no other fields; ``max_chars`` is shared out
+    evenly between the string fields of each object, so that a model held to the schema
+    closes a long field and still writes the ones after it within its token limit.
+    Parsing stays the parser's, lenient where it is (a free reply may still leave out a
+    field with a default)."""
     schema = TypeAdapter(shape).json_schema()
     for node in [schema, *schema.get("$defs", {}).values()]:
         properties = node.get("properties")
         if isinstance(properties, dict):
             node["required"] = list(properties)
             node["additionalProperties"] = False
-            for field in properties.values():
-                if max_chars and field.get("type") == "string" and "maxLength" not in field:
-                    field["maxLength"] = max_chars
+            texts = [f for f in properties.values() if f.get("type") == "string"]
+            for field in texts:
+                if max_chars and "maxLength" not in field:
+                    field["maxLength"] = max(1, max_chars // len(texts))
     return json.dumps(schema, separators=(",", ":"))
 
 
 def held_to(shape: Any, max_tokens: int) -> Decoding:
     """The decoding of a task that reads ``shape`` from JSON: at most ``max_tokens``,
-    held to :func:`json_schema_of` ``shape`` with each text field capped at two
-    characters per token (English runs about four characters a token), so that a long
-    reasoning field is closed early rather than cut off by the token limit with the
-    answer still unwritten: the failure left most often in the measured SA-RAG and KAG
-    replies held to a schema (docs/benchmarks.md, "Replies held to their schema")."""
+    held to :func:`json_schema_of` ``shape``, the text fields of an object sharing two
+    characters per token (English runs about four characters a token, so half the
+    budget), so that a long reasoning field is closed early rather than cut off by the
+    token limit with the answer still unwritten (docs/benchmarks.md, "Replies held to
+    their schema")."""
     return Decoding(max_tokens=max_tokens, json_schema=json_schema_of(shape, 2 * max_tokens))
