@@ -7,12 +7,14 @@ import asyncio
 import hashlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -259,6 +261,8 @@ class FakeTokenizer:
 class FakeModel:
     """Says ``reply`` (then EOS, if it fits), never two calls at once."""
 
+    config = SimpleNamespace(vocab_size=128)
+
     def __init__(self, reply: list[int]) -> None:
         self.reply = reply
         self.calls: list[dict[str, Any]] = []
@@ -299,6 +303,21 @@ def test_a_reply_ending_in_eos_is_complete_with_token_counts() -> None:
     assert reply.usage == Usage(prompt_tokens=4, completion_tokens=4)  # EOS is a new token
     assert (reply.truncated, reply.cached, reply.model) == (False, False, model.model_id)
     assert fake.calls[0]["do_sample"] is False and fake.calls[0]["max_new_tokens"] == 10
+
+
+def test_a_schema_the_backend_cannot_hold_leaves_the_reply_free(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """llguidance needs a fast HF tokenizer: with another, a held decoding warns once
+    and generates as a free one would."""
+    model, fake = fake_local([5, 6])
+    held = Decoding(max_tokens=10, json_schema='{"type": "object"}')
+    with caplog.at_level(logging.WARNING):
+        first = asyncio.run(model.chat(ask("one two"), decoding=held))
+        again = asyncio.run(model.chat(ask("one two"), decoding=held))
+    assert first.text == again.text == "w5 w6"
+    assert all("logits_processor" not in call for call in fake.calls)
+    assert sum("cannot be held to their schema" in r.message for r in caplog.records) == 1
 
 
 def test_stopping_at_max_tokens_is_truncated() -> None:

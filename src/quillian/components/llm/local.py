@@ -232,7 +232,8 @@ class _Loaded:
     tokenizer: Any
     context_length: int
     eos_ids: frozenset[int]
-    grammar_tokenizer: Any = None  # llguidance's view of the tokenizer, made on first use
+    grammar_tokenizer: Any = None
+    """llguidance's view of the tokenizer, made on first use; False where it cannot be."""
 
 
 #: A reply held to a JSON schema may sit in a json code fence, as this model writes
@@ -515,21 +516,30 @@ class LocalChatModel:
 
     def _constraint(self, loaded: _Loaded, schema: str, encoded: Any) -> _SchemaConstraint | None:
         """The logits processor that holds a reply to ``schema`` (JSON text); None with
-        no schema, or when llguidance (extra ``local``) is missing or cannot compile it
-        (a warning says which: the reply is then parsed unconstrained)."""
-        if not schema:
+        no schema, or when llguidance (extra ``local``) is missing, cannot read the
+        model's tokenizer (it needs a fast one) or cannot compile the schema (a warning
+        says which, once per model for the first two: the reply is then free, and parsed
+        as any other)."""
+        if not schema or loaded.grammar_tokenizer is False:
             return None
-        try:
-            import llguidance
-            import llguidance.hf
-        except ImportError:
-            logger.warning("llguidance is not installed (extra 'local'): replies unconstrained")
-            return None
-        vocab = int(loaded.model.config.vocab_size)
+        vocab = int(loaded.model.config.vocab_size)  # the logits' width
         if loaded.grammar_tokenizer is None:  # about a second, once per model
-            loaded.grammar_tokenizer = llguidance.hf.from_tokenizer(
-                loaded.tokenizer, n_vocab=vocab, eos_token=sorted(loaded.eos_ids)
-            )
+            try:
+                import llguidance.hf
+
+                loaded.grammar_tokenizer = llguidance.hf.from_tokenizer(
+                    loaded.tokenizer, n_vocab=vocab, eos_token=sorted(loaded.eos_ids)
+                )
+            except (ImportError, ValueError, TypeError, RuntimeError) as exc:
+                loaded.grammar_tokenizer = False
+                logger.warning(
+                    "replies cannot be held to their schema (%s; llguidance, of the extra "
+                    "'local', needs a fast tokenizer): they stay free",
+                    exc,
+                )
+                return None
+        import llguidance
+
         bounded = json.dumps({**json.loads(schema), "x-guidance": _WHITESPACE})
         grammar = llguidance.LLMatcher.grammar_from_lark(_FENCED_JSON + bounded)
         matcher = llguidance.LLMatcher(loaded.grammar_tokenizer, grammar, log_level=0)
