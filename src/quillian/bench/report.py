@@ -283,7 +283,7 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
     if llm_local:
         rows = [
             f"| {r['dtype']} | {r['load_s']} | {r['prompt_tok_s']} | {r['gen_tok_s']} | "
-            f"{r['peak_rss_mb']} | {r['same_greedy_as']} |"
+            f"{r['peak_rss_mb']} | {r['same_greedy_as']} | {r.get('next_token_agreement', '')} |"
             for r in llm_local["results"]
         ]
         parts += [
@@ -292,11 +292,15 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "",
             "`python -m quillian.bench.llm_local --json`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M "
             "through transformers, a 1,042-token prompt, 100 new tokens, median of 3, "
-            f"{llm_local['machine']['cpus']} threads ({llm_local['machine']['cpu_capability']}).",
+            f"{llm_local['machine']['cpus']} threads ({llm_local['machine']['cpu_capability']}). "
+            "`int8` holds weights per output channel and activations per token in int8; "
+            "`int8-per-call` (the baseline) is torch's dynamic quantization, one activation "
+            "scale per call, which `local-int8` used before. Next-token agreement: the share "
+            "of prompt positions where the most likely next token is float32's.",
             "",
             "| dtype | load s | prompt tokens/s | generated tokens/s | peak RSS MB | "
-            "greedy answers equal to float32's |",
-            "|---|---|---|---|---|---|",
+            "greedy answers equal to float32's | next-token agreement |",
+            "|---|---|---|---|---|---|---|",
             *rows,
             "",
             "llama-cpp-python was not built (a 14-22 minute source build here); the figures "

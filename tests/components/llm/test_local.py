@@ -209,6 +209,7 @@ def test_model_id_and_validation(tmp_path: Path) -> None:
     assert (
         LocalChatModel(dtype="bfloat16").model_id == "qwen2.5-coder-0.5b-instruct-q4_k_m:bfloat16"
     )
+    assert LocalChatModel(dtype="int8").model_id == "qwen2.5-coder-0.5b-instruct-q4_k_m:w8a8"
     assert LocalChatModel(tmp_path / "Llama-3.2-1B.Q8_0.gguf").model_id == "llama-3.2-1b.q8_0"
     with pytest.raises(ConfigError, match="dtype must be"):
         LocalChatModel(dtype="float16")  # type: ignore[arg-type]

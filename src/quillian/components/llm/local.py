@@ -65,6 +65,11 @@ DEFAULT_DTYPE: Dtype = "float32"
 _RUNTIME_PACKAGES = ("transformers", "gguf", "accelerate", "torch")
 #: The :data:`~quillian.types.Progress` stage a load reports.
 LOAD_STAGE = "load the local model"
+#: How a dtype other than the default shows in :attr:`LocalChatModel.model_id`, and so in
+#: response-cache keys. int8 is ``w8a8`` (int8 weights per channel, activations per
+#: token): until torch's per-call dynamic quantization was replaced, it was ``int8``,
+#: and replies cached under that id are not this model's.
+_ID_TAGS = {"bfloat16": "bfloat16", "int8": "w8a8"}
 
 
 class PromptTooLongError(LLMRequestError, ValueError):
@@ -282,18 +287,15 @@ class _SchemaConstraint:
 
 
 def _quantize_int8(model: Any) -> Any:
-    """Dynamic int8 quantization of every linear layer (weights int8, activations
-    quantized per batch): 1.8x faster prompt reading (339 against 190 tokens/s) and 3x
-    faster generation (23.6 against 7.8 tokens/s) than float32 on this 2-core AVX2 CPU,
-    at 5.8 GB peak memory, with greedy answers that differ from float32's on 3 of 4 test
-    prompts (``python -m quillian.bench.llm_local``)."""
-    import warnings
+    """Every linear layer in int8, weights per output channel and activations per token
+    (:mod:`quillian.components.llm.quantize`): faster prompt reading and about 3x faster
+    generation than float32 on this 2-core CPU, with next-token predictions that agree
+    with float32's far more often than torch's per-call dynamic quantization did
+    (``python -m quillian.bench.llm_local``)."""
+    from quillian.components.llm.quantize import quantize_linear_layers
 
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization announces its deprecation
-        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    quantize_linear_layers(model)
+    return model
 
 
 class LocalChatModel:
@@ -304,7 +306,9 @@ class LocalChatModel:
             (assembled into ``cache_dir`` on first load).
         dtype: Weights' dtype after dequantisation, ``"float32"`` or ``"bfloat16"``
             (transformers then warns that packed GGUF weights are fastest in float32: it
-            does not keep Qwen2 weights packed, so the warning does not apply).
+            does not keep Qwen2 weights packed, so the warning does not apply), or
+            ``"int8"``: float32 weights turned into int8 linear layers with a scale per
+            weight row and per token (:mod:`quillian.components.llm.quantize`).
         threads: Torch intra-op threads (``torch.set_num_threads``, process-wide); ``None``
             leaves torch's default (the number of physical cores).
         seed: Seed for sampling when ``temperature > 0``: the same messages, decoding and
@@ -349,9 +353,9 @@ class LocalChatModel:
     @property
     def model_id(self) -> str:
         """The GGUF file's stem, e.g. ``qwen2.5-coder-0.5b-instruct-q4_k_m``, plus
-        ``:bfloat16`` when not run in the default dtype (outputs can differ)."""
+        ``:bfloat16`` or ``:w8a8`` when not run in the default dtype (outputs differ)."""
         stem = BUNDLED_MODEL.model_id if self._path is None else self._path.stem.lower()
-        return stem if self._dtype == DEFAULT_DTYPE else f"{stem}:{self._dtype}"
+        return stem if self._dtype == DEFAULT_DTYPE else f"{stem}:{_ID_TAGS[self._dtype]}"
 
     @property
     def dtype(self) -> Dtype:
