@@ -195,12 +195,12 @@ def _quantize_per_call(model: LocalChatModel) -> None:
         )
 
 
-def _agreement(row: dict[str, Any], reference: dict[str, Any]) -> float:
-    """Share of prompt positions where ``row`` predicts the same next token as
-    ``reference`` (greedy, over the long prompt and the greedy prompts)."""
+def _agreement(tokens: list[list[int]], reference: list[list[int]]) -> float:
+    """Share of prompt positions where ``tokens`` (a dtype's greedy next token at each
+    position of each prompt) equal ``reference``'s."""
     pairs = [
         (a, b)
-        for mine, theirs in zip(row["next_tokens"], reference["next_tokens"], strict=True)
+        for mine, theirs in zip(tokens, reference, strict=True)
         for a, b in zip(mine, theirs, strict=True)
     ]
     return round(sum(a == b for a, b in pairs) / len(pairs), 4)
@@ -291,13 +291,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps(result))
         return
     results = [_run_child(dtype, args) for dtype in args.dtypes.split(",")]
-    reference = results[0]["greedy"]
+    reference, reference_tokens = results[0]["greedy"], results[0]["next_tokens"]
     for row in results:
         same = sum(a == b for a, b in zip(row["greedy"], reference, strict=True))
         row["same_greedy_as"] = f"{same}/{len(reference)} {results[0]['dtype']}"
-        row["next_token_agreement"] = _agreement(row, results[0])
-    for row in results:
-        del row["next_tokens"]
+        row["next_token_agreement"] = _agreement(row.pop("next_tokens"), reference_tokens)
     if args.json:
         print(json.dumps({"machine": _machine(), "results": results}, indent=2))
     else:

@@ -286,18 +286,6 @@ class _SchemaConstraint:
         return scores
 
 
-def _quantize_int8(model: Any) -> Any:
-    """Every linear layer in int8, weights per output channel and activations per token
-    (:mod:`quillian.components.llm.quantize`): faster prompt reading and about 3x faster
-    generation than float32 on this 2-core CPU, with next-token predictions that agree
-    with float32's far more often than torch's per-call dynamic quantization did
-    (``python -m quillian.bench.llm_local``)."""
-    from quillian.components.llm.quantize import quantize_linear_layers
-
-    quantize_linear_layers(model)
-    return model
-
-
 class LocalChatModel:
     """A :class:`~quillian.components.llm.base.ChatModel` over a local GGUF file.
 
@@ -431,8 +419,10 @@ class LocalChatModel:
             raise ModelLoadError(f"transformers could not load it: {exc}", path=str(path)) from exc
         model.eval()
         report(10)
-        if self._dtype == "int8":
-            model = _quantize_int8(model)
+        if self._dtype == "int8":  # in place: weights per row, activations per token
+            from quillian.components.llm.quantize import quantize_linear_layers
+
+            quantize_linear_layers(model)
             report(steps)
         if getattr(tokenizer, "chat_template", None) is None:
             raise ModelLoadError("the GGUF file carries no chat template", path=str(path))
