@@ -33,6 +33,18 @@ def test_specs():
     assert parse_llm_spec("local-int8?schema=off") == LLMSpec("local", dtype="int8", schema=False)
     assert parse_llm_spec("http://h:8000/v1#qwen?schema=off").schema is False
     assert parse_llm_spec("openai:gpt-4o-mini?schema=on").schema is True
+    both = parse_llm_spec("local-int8?schema=off&prefix-cache=0")
+    assert both == LLMSpec("local", dtype="int8", schema=False, prefix_cache_mb=0)
+    assert parse_llm_spec("local?prefix-cache=64").prefix_cache_mb == 64
+    for bad in ("openai:m?prefix-cache=8", "local?prefix-cache=-1", "local?schema=on&x"):
+        with pytest.raises(ConfigError, match=f"cannot read LLM spec.*{bad.split('?')[1][:6]}"):
+            parse_llm_spec(bad)
+
+
+def test_a_local_spec_passes_its_prefix_cache_on():
+    model = LLMSession("local-int8?prefix-cache=0").backend
+    assert (model.dtype, model.prefix_cache) == ("int8", None)
+    assert LLMSession("local?prefix-cache=8").backend.prefix_cache.budget_bytes == 8 << 20
 
 
 class _Recording:

@@ -56,8 +56,9 @@ R = TypeVar("R")
 LLM_HELP = (
     "local (the bundled model) | local-int8 "
     "(int8 layers: about 3x faster, close to float32 but not equal) | local:/path.gguf | "
-    "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json; add ?schema=off "
-    "to leave JSON replies unconstrained"
+    "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json; options after ?, "
+    "joined by &: schema=off leaves JSON replies unconstrained; prefix-cache=MB (local "
+    "models) is memory for reused prompt beginnings, default 512, 0 for none"
 )
 KG_HELP = (
     "knowledge graph of the KG methods: index, index+inverse, a directory written by "

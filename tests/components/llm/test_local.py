@@ -280,7 +280,8 @@ class FakeModel:
         new = [*self.reply, EOS][: options["max_new_tokens"]]
         with self.guard:
             self.running -= 1
-        return np.concatenate([input_ids, np.asarray([new], dtype=np.int64)], axis=1)
+        sequences = np.concatenate([input_ids, np.asarray([new], dtype=np.int64)], axis=1)
+        return SimpleNamespace(sequences=sequences, past_key_values=None)
 
 
 def fake_local(

@@ -15,11 +15,16 @@ Specs:
   routes from a JSON object ``{"prompt name": "reply" | ["reply", ...]}``, for offline
   demos and tests.
 
-Any spec may end in ``?schema=off``: the tasks that read JSON then leave the model free
-instead of holding it to their reply's schema (``Decoding.json_schema``; the default,
-``?schema=on``, holds the local model token by token and asks an HTTP endpoint for
-structured output). Free replies are still parsed and validated, and key the response
-cache as they did before schemas existed.
+A spec may end in options, ``?name=value``, joined by ``&``:
+
+- ``schema=off``: the tasks that read JSON then leave the model free instead of holding
+  it to their reply's schema (``Decoding.json_schema``; the default, ``schema=on``, holds
+  the local model token by token and asks an HTTP endpoint for structured output). Free
+  replies are still parsed and validated, and key the response cache as they did before
+  schemas existed.
+- ``prefix-cache=MB`` (local models only): memory for the attention keys and values of
+  recent prompts, reused by a prompt that begins the same way (default 512; ``0`` turns
+  the reuse off, :mod:`quillian.components.llm.prefix_cache`).
 
 The edge (CLI, server) resolves the API key and paths; nothing here reads the
 environment.
@@ -57,20 +62,20 @@ class LLMSpec:
     dtype: str = ""
     schema: bool = True
     """Whether JSON tasks hold the model to their reply's schema (``?schema=off``: no)."""
+    prefix_cache_mb: int | None = None
+    """A local model's memory for reused prompt prefixes; ``None``: its default."""
 
 
-_SCHEMA_OPTION = {"?schema=on": True, "?schema=off": False}
+_ON_OFF = {"on": True, "off": False}
 
 
 def parse_llm_spec(spec: str) -> LLMSpec:
     """Read a spec string (see the module docstring); a malformed one raises
     :class:`ConfigError` listing the accepted forms."""
     spec = spec.strip()
-    for suffix, schema in _SCHEMA_OPTION.items():
-        if spec.endswith(suffix) and len(spec) > len(suffix):
-            return replace(parse_llm_spec(spec[: -len(suffix)]), schema=schema)
-    if "?" in spec.split("#", 1)[-1]:
-        raise ConfigError(f"cannot read LLM spec {spec!r}: the one option is ?schema=on|off")
+    head, mark, options = spec.rpartition("?")
+    if mark and "#" not in options and head:
+        return _with_options(parse_llm_spec(head), options, spec)
     for prefix, dtype in (("local-int8", "int8"), ("local", "")):
         if spec == prefix:
             return LLMSpec("local", dtype=dtype)
@@ -87,8 +92,23 @@ def parse_llm_spec(spec: str) -> LLMSpec:
     raise ConfigError(
         f"cannot read LLM spec {spec!r}; use 'local', 'local:/path/model.gguf', "
         "'local-int8[:/path]', 'openai:MODEL', 'http://host:port/v1#MODEL' or "
-        "'scripted:routes.json', optionally followed by '?schema=off'"
+        "'scripted:routes.json', optionally followed by options such as '?schema=off'"
     )
+
+
+_OPTIONS_HELP = "options are schema=on|off and (local models) prefix-cache=MB, joined by &"
+
+
+def _with_options(spec: LLMSpec, options: str, whole: str) -> LLMSpec:
+    for option in options.split("&"):
+        name, _, value = option.partition("=")
+        if name == "schema" and value in _ON_OFF:
+            spec = replace(spec, schema=_ON_OFF[value])
+        elif name == "prefix-cache" and spec.kind == "local" and value.isdigit():
+            spec = replace(spec, prefix_cache_mb=int(value))
+        else:
+            raise ConfigError(f"cannot read LLM spec {whole!r}: {option!r}; {_OPTIONS_HELP}")
+    return spec
 
 
 def _scripted(path: str) -> ChatModel:
@@ -106,13 +126,12 @@ def _inner(
     spec: LLMSpec, api_key: str, concurrency: int, on_progress: Progress | None
 ) -> ChatModel:
     if spec.kind == "local":
+        options: dict[str, Any] = {"on_progress": on_progress}
         if spec.dtype:
-            return LocalChatModel(
-                spec.path or None,
-                dtype=spec.dtype,  # type: ignore[arg-type]
-                on_progress=on_progress,
-            )
-        return LocalChatModel(spec.path or None, on_progress=on_progress)
+            options["dtype"] = spec.dtype
+        if spec.prefix_cache_mb is not None:
+            options["prefix_cache_mb"] = spec.prefix_cache_mb
+        return LocalChatModel(spec.path or None, **options)
     if spec.kind == "scripted":
         return _scripted(spec.path)
     # imported on use: the openai client takes about half a second to import
