@@ -1,6 +1,7 @@
 """``quillian ask`` and ``quillian bench qa`` end to end with a scripted model."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -332,3 +333,34 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
     assert default.name == "llm-responses.sqlite" and default.parent.name == "quillian"
     options = MethodFlags(option=["k=4", "note=false"]).method_options("vanilla-rag")
     assert options == {"k": 4, "note": False}
+
+
+def test_bench_qa_reports_the_share_of_prompt_tokens_a_local_model_reused(
+    files, capsys, monkeypatch
+):
+    """A backend with a prefix cache (the local model) gets ``prompt_reuse_share`` per
+    method: the tokens it took from the cache over those it was given during that
+    method only."""
+    from quillian.components.llm import spec as spec_module
+    from quillian.components.llm.prefix_cache import PrefixStats
+    from quillian.components.llm.scripted import ScriptedChatModel
+
+    class Reusing(ScriptedChatModel):
+        prefix_cache = SimpleNamespace(stats=PrefixStats())
+
+        async def chat(self, messages, **kwargs):
+            stats = self.prefix_cache.stats
+            stats.prompt_tokens += 100
+            stats.reused_tokens += 25 if kwargs.get("prompt", "").startswith("sa-rag") else 50
+            return await super().chat(messages, **kwargs)
+
+    monkeypatch.setattr(spec_module, "_scripted", lambda path: Reusing(ROUTES))
+    out = files / "out"
+    assert main(["bench", "qa", "--dataset", "musique", "--corpus", str(files / "corpus.json"),
+                 "--questions", str(files / "q.jsonl"), "--method", "vanilla-rag,sa-rag",
+                 "--llm", "scripted:routes.json", "--out", str(out), "--index-dir",
+                 str(files / "idx"), "--extractions", str(files / "ex.jsonl"), "--embedder",
+                 "hash", "--no-cache", "--json"]) == 0  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["vanilla-rag"]["prompt_reuse_share"] == 0.5
+    assert summary["sa-rag"]["prompt_reuse_share"] == 0.25

@@ -40,6 +40,7 @@ def test_graph_shares_and_rounds() -> None:
             [
                 step("hybrid", hit=True),
                 step("failed", "math"),
+                step("repeat", "repeat"),
                 {"kind": "kag-reflection", "round": 1},
                 {"kind": "kag-reflection", "round": 2},
             ],
@@ -51,7 +52,8 @@ def test_graph_shares_and_rounds() -> None:
     # retrieval steps: graph-exact, chunks, hybrid -> 1 of 3 answered from the graph, 2 hit it
     assert s["graph_answered_share"] == round(1 / 3, 4)
     assert s["graph_hit_share"] == round(2 / 3, 4)
-    assert s["failed_step_share"] == 0.2
+    assert s["failed_step_share"] == 0.2  # of the 5 steps run: the repeat did not run
+    assert s["repeated_step_share"] == round(1 / 6, 4)
     assert s["rounds_per_question"] == 1.5
     assert (s["recall@2"], s["recall@5"]) == (0.25, 0.75)
 

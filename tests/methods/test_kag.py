@@ -452,6 +452,42 @@ def test_t9_a_plan_broken_twice_is_recorded_and_not_executed(vivaldi) -> None:
     assert "missing '='" in errors[4]
 
 
+def test_a_step_the_plan_repeats_word_for_word_is_recorded_not_run_again(vivaldi) -> None:
+    """A 0.5B planner wrote one step 16 times over; the copies cost a retrieval and a
+    model call each. A copy is recorded as a repeat of the first and not run; a step
+    with the same logical form and another sub-question still runs."""
+    birthplace = "Step{n}: What is the birthplace of  this composer?\nAction{n}: Retrieval(s=o1,p=p2:brithPlace,o=o2:Place)"
+    plan = "\n".join(
+        [
+            "Step1: Who is the composer of Concerto in C Major Op 3 6?\nAction1: Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)",
+            birthplace.format(n=2),
+            birthplace.format(n=3).replace("  this", " This"),
+            birthplace.format(n=4).replace("birthplace", "home town"),
+        ]
+    )
+    routes = {
+        "kag.plan": plan,
+        "kag.sub_answer": sub_answers,
+        "kag.memory": "Vivaldi was born in Venice.",
+        "kag.judge": "Yes.",
+        "kag.answer": json.dumps({"answer": "Venice"}),
+    }
+    pipeline, model = solver(vivaldi, routes, preset="LFS", rounds=1)
+    result = asyncio.run(pipeline.answer("Where was the composer of Op 3 6 born?"))
+    assert result.answer == "Venice"
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.index, s.executor, s.layer) for s in steps] == [
+        (1, "retrieval", "graph-exact"),
+        (2, "retrieval", "chunks"),
+        (3, "repeat", "repeat"),  # case and spacing aside, step 2 again
+        (4, "retrieval", "chunks"),
+    ]
+    assert steps[2].note == "the same sub-question and logical form as step 2"
+    assert steps[2].answer == "" and steps[2].bound == ()
+    sub_calls = [c for c in model.calls if c.prompt == "kag.sub_answer@1"]
+    assert len(sub_calls) == 2  # steps 2 and 4
+
+
 # --- question NER: entities the model names seed the chunk retriever ---------------------
 
 CR_ROUTES = {

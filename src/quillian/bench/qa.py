@@ -136,6 +136,7 @@ async def run_qa_bench(
             else None,
             "verify": settings.verify,
         }
+        reuse_before = _prefix_counts(engine)
         report = await evaluate(
             pipeline,
             questions,
@@ -149,6 +150,10 @@ async def run_qa_bench(
             verify=verify,
         )
         summaries[spec.name] = report.summary
+        reuse_after = _prefix_counts(engine)
+        if reuse_before is not None and reuse_after is not None:
+            reused, prompted = (a - b for a, b in zip(reuse_after, reuse_before, strict=True))
+            summaries[spec.name]["prompt_reuse_share"] = round(reused / max(prompted, 1), 4)
         logger.info("%s: %s", spec.name, report.summary)
     result = {
         "dataset": settings.index.dataset,
@@ -161,6 +166,14 @@ async def run_qa_bench(
     (settings.out / "summary.json").write_text(json.dumps(result, indent=2))
     (settings.out / "command.txt").write_text(settings.command + "\n")
     return result
+
+
+def _prefix_counts(engine: Engine) -> tuple[int, int] | None:
+    """Prompt tokens a local model took from its prefix cache, and all it was given;
+    ``None`` for a model with no such cache."""
+    cache = getattr(engine.session.backend, "prefix_cache", None)
+    stats = getattr(cache, "stats", None)
+    return None if stats is None else (stats.reused_tokens, stats.prompt_tokens)
 
 
 #: Extra metric columns of :func:`summary_table`, shown when a run scored them.
@@ -181,7 +194,9 @@ OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("graph_answered_share", "answered from graph", ".1%"),
     ("graph_hit_share", "graph matched", ".1%"),
     ("failed_step_share", "failed steps", ".1%"),
+    ("repeated_step_share", "repeated steps", ".1%"),
     ("rounds_per_question", "rounds", ".2f"),
+    ("prompt_reuse_share", "prompt tokens reused", ".1%"),
 )
 
 

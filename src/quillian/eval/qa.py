@@ -132,14 +132,16 @@ def _recall(rows: Sequence[dict[str, Any]], k: int) -> float | None:
 
 def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """For methods that record KAG steps: the share of retrieval steps answered from
-    the graph alone, the share where the graph matched at all, and rounds used."""
-    steps = [s for r in rows for s in r["steps"] if s.get("kind") == "kag-step"]
+    the graph alone, the share where the graph matched at all, the share of steps that
+    failed, the share of planned steps skipped as repeats, and rounds used."""
+    planned = [s for r in rows for s in r["steps"] if s.get("kind") == "kag-step"]
+    steps = [s for s in planned if s["layer"] != "repeat"]  # repeats are not run
     retrievals = [s for s in steps if s["executor"] == "retrieval"]
     rounds = [
         max((s["round"] for s in r["steps"] if s.get("kind") == "kag-reflection"), default=1)
         for r in rows
     ]
-    if not steps and not any(s.get("kind") == "kag-reflection" for r in rows for s in r["steps"]):
+    if not planned and not any(s.get("kind") == "kag-reflection" for r in rows for s in r["steps"]):
         return {}
     return {
         "graph_answered_share": _mean(
@@ -147,6 +149,7 @@ def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ),
         "graph_hit_share": _mean([1.0 if s["graph_hit"] else 0.0 for s in retrievals]),
         "failed_step_share": _mean([1.0 if s["layer"] == "failed" else 0.0 for s in steps]),
+        "repeated_step_share": _mean([1.0 if s["layer"] == "repeat" else 0.0 for s in planned]),
         "rounds_per_question": _mean([float(r) for r in rounds]),
     }
 

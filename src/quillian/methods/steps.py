@@ -226,7 +226,8 @@ class KAGPlan(Step):
 class KAGStep(Step):
     """One executed logical form: which executor and layer answered it (``graph-exact``,
     ``graph-fuzzy``, ``chunks``, ``hybrid``, ``math``, ``sort``, ``deduce``, ``output``,
-    ``failed``), the aliases it bound, its answer, and the error that stopped it."""
+    ``failed``, or ``repeat`` for a step that repeats an earlier one of its plan and is
+    not run again), the aliases it bound, its answer, and the error that stopped it."""
 
     kind: ClassVar[str] = "kag-step"
     round: int

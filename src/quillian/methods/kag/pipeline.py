@@ -25,13 +25,16 @@ from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
 from quillian.components.retrieval.kag import KAGChunkRetriever, strongest
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
-from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
+from quillian.methods.kag.executors import Frame, Outcome, SolverSettings, StepExecutor
 from quillian.methods.kag.stages import open_knowledge, stored_schema
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
 
 __all__ = ["KAG", "KAGCR", "KAGLFS", "KAGCRConfig", "KAGConfig", "KAGLFSConfig"]
 
 Preset = Literal["LFSH", "LFS", "CR"]
+#: The executor and layer of a step that repeats an earlier step of its plan word for
+#: word (sub-question and logical form): it is not run again.
+REPEAT = "repeat"
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,18 @@ class KAG(PipelineBase):
         executor = StepExecutor(
             knowledge, self.chunks, retrieve, self.runner, run.transcript, settings
         )
+        first_of: dict[tuple[str, str], int] = {}
         for step in plan.steps:
-            outcome = await executor.run(step, frame)
+            key = (" ".join(step.question.lower().split()), step.text)
+            if key in first_of:
+                # a small model's plan can repeat one step many times (16 copies in one
+                # plan of a HotpotQA run): each copy would cost a retrieval and a model
+                # call and bind nothing new, so it is recorded, not run again
+                note = f"the same sub-question and logical form as step {first_of[key]}"
+                outcome = Outcome(REPEAT, REPEAT, "", note=note)
+            else:
+                first_of[key] = step.index
+                outcome = await executor.run(step, frame)
             run.steps.append(
                 KAGStep(
                     round_,
