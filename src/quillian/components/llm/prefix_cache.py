@@ -1,18 +1,18 @@
 """Attention keys and values of recent prompts, reused by a prompt that starts the same way.
 
-A method's prompts to a local model share long beginnings: the same instructions and
-examples for every question, the same passages for a KAG round's memory and its answer.
-Replaying the prompts of a ``bench qa`` run found that 24% (KAG's CR preset with SA-RAG)
-to 49% (Know3-RAG, CoT-RAG) of prompt tokens begin with 64 tokens seen in an earlier
-prompt. The model's keys and values for those tokens do not depend on what follows them
-(attention is causal), so :class:`PrefixCache` keeps the last prompts' per-layer keys and
-values and hands a later prompt the longest stored prefix of it; transformers' ``generate``
-then runs the model over the rest only. vLLM and llama.cpp's server do the same
-(automatic prefix caching, ``cache_prompt``).
+A method's prompts to a local model share beginnings: the same instructions for every
+question, the same passages for a KAG round's memory and its answer. The model's keys and
+values for those tokens do not depend on what follows them (attention is causal), so
+:class:`PrefixCache` keeps the last prompts' per-layer keys and values and hands a later
+prompt the longest stored beginning of it; transformers' ``generate`` then runs the model
+over the rest only. vLLM and llama.cpp's server do the same (automatic prefix caching,
+``cache_prompt``).
 
-The reply is the one the whole prompt would give, up to floating-point rounding: the
-prompt is then processed in two pieces instead of one. ``python -m quillian.bench.llm_local
---prefix`` measures both the time saved and whether greedy replies stay the same.
+The reply is the one the whole prompt would give up to floating-point rounding (the
+prompt is read in two pieces instead of one): on the first 20 HotpotQA questions
+(docs/benchmarks.md, "Prompt prefixes reused by the local model") 59 of 60 predictions
+were word for word those of the model with no cache, and the share of prompt tokens
+reused was 7% (``vanilla-rag``) to 15% (``sa-rag``, ``kag-cr``).
 
 Only transformers' :class:`~transformers.DynamicCache` with full-attention layers is kept;
 a model with sliding-window layers (whose cache drops old tokens) is left uncached, with
