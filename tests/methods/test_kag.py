@@ -488,6 +488,34 @@ def test_a_step_the_plan_repeats_word_for_word_is_recorded_not_run_again(vivaldi
     assert len(sub_calls) == 2  # steps 2 and 4
 
 
+@pytest.mark.parametrize(
+    ("predicate", "layer"),
+    [("born in", "graph-exact"), ("brithPlace", "chunks")],  # the graph's edge, or none
+)
+def test_a_step_that_reads_an_alias_binds_it_again(vivaldi, predicate: str, layer: str) -> None:
+    """``o=o1:Place`` after ``s=o1``: the step starts from o1 as step 1 bound it (the
+    composer), then o1 names the place (from the graph, or from the chunks' answer)
+    and the Output reads it."""
+    plan = (
+        "Step1: Who composed Op 3 6?\nAction1: Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)\n"
+        f"Step2: What is the birthplace of this composer?\nAction2: Retrieval(s=o1,p=p2:{predicate},o=o1:GeographicLocation)\n"
+        "Step3: Output the place.\nAction3: Output(o1)"
+    )
+    routes = {
+        "kag.plan": plan,
+        "kag.sub_answer": sub_answers,
+        "kag.memory": "Born in Venice.",
+        "kag.judge": "Yes.",
+        "kag.answer": json.dumps({"answer": "Venice"}),
+    }
+    pipeline, _ = solver(vivaldi, routes, preset="LFS", rounds=1)
+    result = asyncio.run(pipeline.answer("Where was the composer of Op 3 6 born?"))
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.index, s.layer) for s in steps] == [(1, "graph-exact"), (2, layer), (3, "output")]
+    assert steps[1].answer == "Venice" and steps[1].bound == ("o1=Venice",)
+    assert steps[2].answer == "Venice" and result.answer == "Venice"
+
+
 # --- question NER: entities the model names seed the chunk retriever ---------------------
 
 CR_ROUTES = {

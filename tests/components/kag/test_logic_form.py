@@ -214,6 +214,27 @@ def test_reused_alias_across_steps_is_tolerated() -> None:
     assert plan.ok
 
 
+def test_a_step_may_read_an_alias_and_bind_it_again() -> None:
+    """``Retrieval(s=o1, p=p2:era, o=o1:Date)``: the subject reads o1 as an earlier step
+    bound it, and the typed object binds o1 anew (``o1 = era(o1)``), the reading the
+    0.5B planner means in most of its steps. With no earlier step binding o1 it is a
+    cycle; with both sides bare or both typed it says nothing."""
+    plan = parse_plan(
+        "Step1: who\nAction1: Retrieval(s=s1:Person[Haymo of Faversham], p=p1:is, o=o1:Person)\n"
+        "Step2: era\nAction2: Retrieval(s=o1, p=p2:era, o=o1:Date)\n"
+        "Step3: out\nAction3: Output(o1)"
+    )
+    assert plan.ok, plan.error_text()
+    form = plan.steps[1].form
+    assert isinstance(form, RetrievalLF) and form.o.types == ("Date",)
+    cycle = parse_plan("Step1: era\nAction1: Retrieval(s=o1, p=p2:era, o=o1:Date)")
+    assert "is both the subject and the object, and no earlier step binds it" in (
+        cycle.steps[0].error
+    )
+    with pytest.raises(LogicFormError, match="both the subject and the object"):
+        parse_logic_form("Retrieval(s=o1:Person, p=p1, o=o1:Date)")
+
+
 def test_math_inputs_exclude_function_names() -> None:
     plan = parse_plan(
         "Step1: a\nAction1: Retrieval(s=s1:X[y], p=p1:r, o=o3)\n"

@@ -444,6 +444,32 @@ def test_the_real_model_is_held_to_a_reply_schema(qwen: LocalChatModel) -> None:
 
 
 @pytest.mark.model
+def test_the_real_model_reads_a_shared_beginning_once(qwen: LocalChatModel) -> None:
+    """A second question over the same passage takes the passage's keys and values from
+    the prefix cache, stays held to its schema, and answers as with no cache."""
+    from quillian.components.llm.structured import json_schema_of
+
+    held = Decoding(max_tokens=24, json_schema=json_schema_of(dict[str, str]))
+    passage = ChatMessage("system", (CONTEXT + "\n") * 4)
+
+    def ask(question: str) -> str:
+        return asyncio.run(qwen.chat([passage, ChatMessage("user", question)], decoding=held)).text
+
+    cache = qwen.prefix_cache
+    assert cache is not None
+    ask("When was the Eiffel Tower finished? Reply in JSON.")
+    before = cache.stats.reused_tokens
+    reused = ask("Which city is the capital of France? Reply in JSON.")
+    assert cache.stats.reused_tokens - before > 100  # the passage, read once
+    qwen.prefix_cache = None
+    try:
+        plain = ask("Which city is the capital of France? Reply in JSON.")
+    finally:
+        qwen.prefix_cache = cache
+    assert reused == plain and reused.lstrip().startswith(("{", "```"))  # held
+
+
+@pytest.mark.model
 def test_the_real_model_marks_truncation_and_seeds_sampling(qwen: LocalChatModel) -> None:
     messages = [ChatMessage("user", "Describe Paris in three sentences.")]
     short = asyncio.run(qwen.chat(messages, decoding=Decoding(max_tokens=2)))

@@ -11,7 +11,9 @@ inside bracketed names and constraint values (``s.location=West Lake, Hangzhou``
 It is strict about meaning: an unknown operator, a missing or repeated ``s``/``p``/``o``,
 an unknown key, a Math whose ``content`` lacks its ``=``, an unknown Deduce op, an alias
 used before (or by) the step that defines it: each is a :class:`LogicFormError` naming
-the problem. :func:`parse_plan` records such errors per step; :func:`parse_plan_strict`
+the problem. One reuse is read, not refused: ``Retrieval(s=o1, p=..., o=o1:Type)`` after
+a step that binds ``o1`` reads ``o1`` and binds it anew, as ``o1 = p(o1)`` would.
+:func:`parse_plan` records such errors per step; :func:`parse_plan_strict`
 raises a :class:`~quillian.components.llm.structured.ParseError` so the planner's task
 asks the model once more.
 """
@@ -131,6 +133,14 @@ class RetrievalLF:
     constraints: tuple[Constraint, ...] = ()
     output: str = ""
     operator: str = "retrieval"
+
+    @property
+    def rebound(self) -> EntityRef | None:
+        """The side that binds anew the alias the other side reads (``o`` in
+        ``Retrieval(s=o1, p=..., o=o1:Type)``), or None."""
+        if self.s.alias != self.o.alias:
+            return None
+        return self.o if self.s.is_reference else self.s
 
 
 @dataclass(frozen=True)
@@ -324,7 +334,9 @@ def _retrieval(args: str, output: str, operator: str) -> RetrievalLF:
     if missing:
         raise LogicFormError(f"{operator} needs s, p and o; missing {', '.join(missing)}")
     s, o = parse_entity(spo["s"], "s"), parse_entity(spo["o"], "o")
-    if s.alias == o.alias:
+    # s=o1 with o=o1:Type reads o1 and binds it anew (o1 = p(o1)); checked against the
+    # earlier steps by _check_aliases. Both bare or both typed say nothing.
+    if s.alias == o.alias and s.is_reference == o.is_reference:
         raise LogicFormError(f"alias {s.alias!r} is both the subject and the object")
     return RetrievalLF(s, _relation(spo["p"]), o, tuple(constraints), output)
 
@@ -524,7 +536,13 @@ def _check_aliases(steps: list[PlanStep]) -> list[PlanStep]:
             out.append(step)
             continue
         error = ""
-        for alias in inputs_of(step.form):
+        form = step.form
+        if isinstance(form, RetrievalLF) and form.rebound and form.rebound.alias not in bound:
+            error = (
+                f"alias {form.s.alias!r} is both the subject and the object, and no earlier "
+                "step binds it"
+            )
+        for alias in [] if error else inputs_of(form):
             if alias in bound:
                 continue
             if alias in outputs_of(step.form) and not isinstance(step.form, RetrievalLF):

@@ -142,11 +142,12 @@ class StepExecutor:
     # --- Retrieval ----------------------------------------------------------------------
 
     def _resolve(
-        self, ref: EntityRef, question: str, frame: Frame, broaden: int = 0
+        self, ref: EntityRef, question: str, frame: Frame, broaden: int = 0, fresh: bool = False
     ) -> tuple[list[int], float] | None:
         """The nodes an entity reference stands for and their weakest link score; None
-        for a free variable."""
-        bound = frame.bindings.get(ref.alias)
+        for a free variable. ``fresh``: the side that binds its alias anew, read from its
+        type and name only."""
+        bound = None if fresh else frame.bindings.get(ref.alias)
         if bound is not None and (bound.nodes or not ref.name):
             return bound.nodes, bound.score
         if ref.name:
@@ -161,15 +162,16 @@ class StepExecutor:
 
     async def retrieval(self, question: str, form: RetrievalLF, frame: Frame) -> Outcome:
         graph = self.settings.graph_enabled
-        s_set = self._resolve(form.s, question, frame) if graph else None
-        o_set = self._resolve(form.o, question, frame) if graph else None
+        fresh = form.rebound
+        s_set = self._resolve(form.s, question, frame, fresh=fresh is form.s) if graph else None
+        o_set = self._resolve(form.o, question, frame, fresh=fresh is form.o) if graph else None
         reasoned = ""
         if graph and not self._any_pair(s_set, o_set):
             for level in (1, 2):  # Algorithm A2: start again from a broader concept
                 ref = form.o if _type_only(form.o) else form.s if _type_only(form.s) else None
                 if ref is None:
                     break
-                wider = self._resolve(ref, question, frame, broaden=level)
+                wider = self._resolve(ref, question, frame, broaden=level, fresh=fresh is ref)
                 trial = (s_set, wider) if ref is form.o else (wider, o_set)
                 if wider and wider[0] and self._any_pair(*trial):
                     s_set, o_set = trial
@@ -298,7 +300,8 @@ class StepExecutor:
     def _bind(self, form: RetrievalLF, matches: list[tuple[int, int, int]], frame: Frame) -> None:
         s_nodes = list(dict.fromkeys(a for a, _, _ in matches))
         o_nodes = list(dict.fromkeys(b for _, b, _ in matches))
-        for alias, nodes in ((form.s.alias, s_nodes), (form.o.alias, o_nodes)):
+        sides = [(form.s.alias, s_nodes), (form.o.alias, o_nodes)]
+        for alias, nodes in sides[::-1] if form.rebound is form.s else sides:  # rebound last
             frame.bindings[alias] = Binding(nodes, [self.kn.value(n) for n in nodes])
         frame.bindings[form.p.alias] = Binding(
             [], [self.kn.graph.edges[e].predicate for _, _, e in matches]
@@ -314,7 +317,7 @@ class StepExecutor:
 
     def _bound(self, form: RetrievalLF, frame: Frame) -> tuple[str, ...]:
         out = []
-        for alias in (form.s.alias, form.o.alias):
+        for alias in dict.fromkeys((form.s.alias, form.o.alias)):
             b = frame.bindings.get(alias)
             if b and b.values:
                 shown = [v if len(v) <= 60 else v[:57] + "..." for v in b.values[:5]]
@@ -327,7 +330,7 @@ class StepExecutor:
         previous = frame.history_text(3)
         query = f"{previous}\n{question}" if previous else question
         names: list[tuple[str, float]] = []
-        for alias in (form.s.alias, form.o.alias):
+        for alias in dict.fromkeys((form.s.alias, form.o.alias)):
             b = frame.bindings.get(alias)
             if b:
                 names += [(self.kn.graph.nodes[n].name, b.score) for n in b.nodes[:20]]
@@ -359,7 +362,7 @@ class StepExecutor:
             return
         for ref in (form.o, form.s):
             b = frame.bindings.get(ref.alias)
-            if b and b.nodes:
+            if b and b.nodes and ref is not form.rebound:
                 continue
             linked: list[Linked] = self.kn.link(
                 answer, ref.types, threshold=self.settings.fuzzy_threshold
