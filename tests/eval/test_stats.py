@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from quillian.eval.stats import interval, paired
+from quillian.eval.stats import interval, paired, ratio
 
 
 def test_the_interval_holds_the_mean_and_narrows_with_more_questions() -> None:
@@ -60,3 +60,13 @@ def test_a_clear_difference_is_significant_and_its_interval_excludes_zero() -> N
 def test_paired_scores_must_align() -> None:
     with pytest.raises(ValueError, match="one length"):
         paired([1, 0], [1])
+
+
+def test_a_ratio_of_totals_with_its_interval() -> None:
+    value, (low, high) = ratio([1.0, 2.0, 3.0, 10.0], [2.0, 2.0, 2.0, 2.0])
+    assert value == 2.0 and low < 2.0 < high  # the last question drives it: wide
+    assert ratio([1.0, 2.0], [2.0, 4.0]) == (0.5, (0.5, 0.5))
+    nothing = ratio([1.0], [0.0])
+    assert math.isnan(nothing[0]) and math.isnan(nothing[1][0])
+    with pytest.raises(ValueError, match="two lists of one length"):
+        ratio([1.0], [1.0, 2.0])

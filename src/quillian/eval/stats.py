@@ -10,7 +10,9 @@ by their means alone. Both use scipy's resampling routines:
   (for example a set where every question but one scores the same);
 * :func:`paired`: the mean per-question difference with its paired bootstrap interval,
   the two-sided p-value of a paired sign-flip permutation test (exact when the
-  questions are few enough to enumerate), and how many questions each method wins.
+  questions are few enough to enumerate), and how many questions each method wins;
+* :func:`ratio`: the ratio of two totals over the same questions (seconds of one run
+  over another's) with its paired percentile bootstrap interval.
 
 Resampling is seeded, so a rerun on the same scores prints the same figures.
 """
@@ -25,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-__all__ = ["LEVEL", "Comparison", "interval", "paired"]
+__all__ = ["LEVEL", "Comparison", "interval", "paired", "ratio"]
 
 #: Confidence level of every interval.
 LEVEL = 0.95
@@ -118,3 +120,22 @@ def paired(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Comp
         losses,
         int(d.size) - wins - losses,
     )
+
+
+def ratio(
+    a: Sequence[float], b: Sequence[float], level: float = LEVEL
+) -> tuple[float, tuple[float, float]]:
+    """``sum(a) / sum(b)`` over the same questions, and its percentile bootstrap interval
+    (questions resampled in pairs). ``b`` summing to zero has no ratio: ``nan``."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"paired values must be two lists of one length, got {x.shape}, {y.shape}")
+    if x.size == 0 or y.sum() == 0:
+        return float("nan"), (float("nan"), float("nan"))
+    rows = np.random.default_rng(SEED).integers(0, x.size, size=(RESAMPLES, x.size))
+    top, bottom = x[rows].sum(axis=1), y[rows].sum(axis=1)
+    samples = top[bottom > 0] / bottom[bottom > 0]
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return float(x.sum() / y.sum()), (float(low), float(high))

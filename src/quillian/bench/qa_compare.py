@@ -1,0 +1,104 @@
+"""Two question-answering runs compared question by question.
+
+    python -m quillian.bench.qa_compare runs/A/sa-rag runs/B/kag [--metrics f1,em] [--json]
+
+Each argument is a method's directory written by ``quillian bench qa`` (it holds
+``predictions.jsonl``). On the questions both runs answered, for each metric: the mean
+of ``a - b`` with its paired bootstrap 95% interval, the permutation p-value and the
+questions won, lost and tied (:func:`quillian.eval.stats.paired`); then the seconds of
+``a`` over those of ``b`` with their bootstrap interval (:func:`quillian.eval.stats.
+ratio`), and how many predictions are word for word the same. A metric a row lacks
+(a recall with no gold passages) counts as 0 for both runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from quillian.errors import InputError
+from quillian.eval.stats import paired, ratio
+
+__all__ = ["compare", "main", "read_predictions"]
+
+DEFAULT_METRICS = ("f1", "em", "accuracy", "recall@5")
+
+
+def read_predictions(method_dir: Path) -> dict[str, dict[str, Any]]:
+    """A run's rows by question id; a clear error when the file is missing or broken."""
+    path = method_dir / "predictions.jsonl"
+    rows: dict[str, dict[str, Any]] = {}
+    try:
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                        rows[str(row["id"])] = row
+                    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                        why = f"not a prediction row ({exc})"
+                        raise InputError(why, path=str(path), line=number) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read predictions ({exc})", path=str(path)) from exc
+    return rows
+
+
+def compare(a: Path, b: Path, metrics: tuple[str, ...] = DEFAULT_METRICS) -> dict[str, Any]:
+    """Every figure of the module doc for the runs in ``a`` and ``b``."""
+    rows_a, rows_b = read_predictions(a), read_predictions(b)
+    ids = [i for i in rows_a if i in rows_b]
+    if not ids:
+        raise InputError(f"{a} and {b} share no question")
+    out: dict[str, Any] = {"a": str(a), "b": str(b), "questions": len(ids)}
+    for metric in metrics:
+        scores = [[float(rows[i].get(metric) or 0.0) for i in ids] for rows in (rows_a, rows_b)]
+        out[metric] = {
+            "a": round(sum(scores[0]) / len(ids), 4),
+            "b": round(sum(scores[1]) / len(ids), 4),
+            "a_minus_b": paired(scores[0], scores[1]).as_dict(),
+        }
+    seconds = [[float(rows[i].get("seconds") or 0.0) for i in ids] for rows in (rows_a, rows_b)]
+    value, (low, high) = ratio(seconds[0], seconds[1])
+    out["seconds_ratio"] = {"ratio": round(value, 4), "ci": [round(low, 4), round(high, 4)]}
+    out["same_predictions"] = sum(rows_a[i]["prediction"] == rows_b[i]["prediction"] for i in ids)
+    return out
+
+
+def _line(metric: str, figures: dict[str, Any]) -> str:
+    d = figures["a_minus_b"]
+    return (
+        f"{metric}: {figures['a']:.3f} against {figures['b']:.3f}, a - b {d['diff']:+.3f} "
+        f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}], p {d['p']:.3f}, "
+        f"won {d['wins']} / lost {d['losses']} / tied {d['ties']}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("a", type=Path, help="a method's directory of a bench qa run")
+    parser.add_argument("b", type=Path, help="the method's directory it is compared with")
+    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS))
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        result = compare(args.a, args.b, tuple(m for m in args.metrics.split(",") if m))
+    except InputError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    if args.json:
+        json.dump(result, sys.stdout)
+        sys.stdout.write("\n")
+        return
+    print(f"{result['a']} against {result['b']}, {result['questions']} questions")
+    for metric in args.metrics.split(","):
+        if metric:
+            print(_line(metric, result[metric]))
+    r = result["seconds_ratio"]
+    print(f"seconds a / b: {r['ratio']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]")
+    print(f"same predictions: {result['same_predictions']} of {result['questions']}")
+
+
+if __name__ == "__main__":
+    main()

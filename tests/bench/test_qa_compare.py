@@ -1,0 +1,54 @@
+"""``python -m quillian.bench.qa_compare`` on two small runs written in the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from quillian.bench.qa_compare import compare, main
+from quillian.errors import InputError
+
+
+def run(root: Path, name: str, f1: list[float], seconds: list[float]) -> Path:
+    folder = root / name
+    folder.mkdir()
+    rows = [
+        {"id": f"q{i}", "prediction": "x" if score else "", "f1": score, "em": None,
+         "seconds": s}
+        for i, (score, s) in enumerate(zip(f1, seconds, strict=True))
+    ]  # fmt: skip
+    (folder / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return folder
+
+
+def test_paired_figures_time_ratio_and_same_predictions(tmp_path: Path) -> None:
+    a = run(tmp_path, "a", [1.0, 1.0, 0.5, 0.0], [1.0, 2.0, 3.0, 4.0])
+    b = run(tmp_path, "b", [0.0, 1.0, 0.5, 0.0], [2.0, 4.0, 6.0, 8.0])
+    result = compare(a, b, ("f1", "em"))
+    assert result["questions"] == 4 and result["same_predictions"] == 3
+    f1 = result["f1"]
+    assert (f1["a"], f1["b"]) == (0.625, 0.375)
+    d = f1["a_minus_b"]
+    assert (d["diff"], d["wins"], d["losses"], d["ties"]) == (0.25, 1, 0, 3)
+    assert result["em"]["a_minus_b"]["diff"] == 0.0  # None counts as 0 on both sides
+    assert result["seconds_ratio"] == {"ratio": 0.5, "ci": [0.5, 0.5]}  # every question
+
+
+def test_only_shared_questions_count_and_bad_files_are_named(tmp_path: Path, capsys) -> None:
+    a = run(tmp_path, "a", [1.0, 0.0, 1.0], [1.0, 1.0, 1.0])
+    b = run(tmp_path, "b", [1.0, 0.0], [1.0, 1.0])
+    assert compare(a, b)["questions"] == 2
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "predictions.jsonl").write_text('{"id": "q0"}\nnot json\n')
+    with pytest.raises(InputError, match="line 2"):
+        compare(a, tmp_path / "bad")
+    with pytest.raises(SystemExit) as exit_:
+        main([str(a), str(tmp_path / "missing")])
+    assert exit_.value.code == 2
+    assert "cannot read predictions" in capsys.readouterr().err
+    main([str(a), str(b), "--metrics", "f1"])
+    out = capsys.readouterr().out
+    assert "f1: 0.500 against 0.500, a - b +0.000" in out
+    assert "same predictions: 2 of 2" in out
