@@ -452,6 +452,19 @@ def test_t9_a_plan_broken_twice_is_recorded_and_not_executed(vivaldi) -> None:
     assert "missing '='" in errors[4]
 
 
+def where_born(vivaldi, plan: str):  # type: ignore[no-untyped-def]
+    """One LFS round of ``plan`` for the composer's birthplace; the result and the model."""
+    routes = {
+        "kag.plan": plan,
+        "kag.sub_answer": sub_answers,
+        "kag.memory": "Vivaldi was born in Venice.",
+        "kag.judge": "Yes.",
+        "kag.answer": json.dumps({"answer": "Venice"}),
+    }
+    pipeline, model = solver(vivaldi, routes, preset="LFS", rounds=1)
+    return asyncio.run(pipeline.answer("Where was the composer of Op 3 6 born?")), model
+
+
 def test_a_step_the_plan_repeats_word_for_word_is_recorded_not_run_again(vivaldi) -> None:
     """A 0.5B planner wrote one step 16 times over; the copies cost a retrieval and a
     model call each. A copy is recorded as a repeat of the first and not run; a step
@@ -465,15 +478,7 @@ def test_a_step_the_plan_repeats_word_for_word_is_recorded_not_run_again(vivaldi
             birthplace.format(n=4).replace("birthplace", "home town"),
         ]
     )
-    routes = {
-        "kag.plan": plan,
-        "kag.sub_answer": sub_answers,
-        "kag.memory": "Vivaldi was born in Venice.",
-        "kag.judge": "Yes.",
-        "kag.answer": json.dumps({"answer": "Venice"}),
-    }
-    pipeline, model = solver(vivaldi, routes, preset="LFS", rounds=1)
-    result = asyncio.run(pipeline.answer("Where was the composer of Op 3 6 born?"))
+    result, model = where_born(vivaldi, plan)
     assert result.answer == "Venice"
     steps = [s for s in result.steps if isinstance(s, KAGStep)]
     assert [(s.index, s.executor, s.layer) for s in steps] == [
@@ -501,15 +506,7 @@ def test_a_step_that_reads_an_alias_binds_it_again(vivaldi, predicate: str, laye
         f"Step2: What is the birthplace of this composer?\nAction2: Retrieval(s=o1,p=p2:{predicate},o=o1:GeographicLocation)\n"
         "Step3: Output the place.\nAction3: Output(o1)"
     )
-    routes = {
-        "kag.plan": plan,
-        "kag.sub_answer": sub_answers,
-        "kag.memory": "Born in Venice.",
-        "kag.judge": "Yes.",
-        "kag.answer": json.dumps({"answer": "Venice"}),
-    }
-    pipeline, _ = solver(vivaldi, routes, preset="LFS", rounds=1)
-    result = asyncio.run(pipeline.answer("Where was the composer of Op 3 6 born?"))
+    result, _ = where_born(vivaldi, plan)
     steps = [s for s in result.steps if isinstance(s, KAGStep)]
     assert [(s.index, s.layer) for s in steps] == [(1, "graph-exact"), (2, layer), (3, "output")]
     assert steps[1].answer == "Venice" and steps[1].bound == ("o1=Venice",)

@@ -94,10 +94,7 @@ class Comparison:
 
 def paired(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Comparison:
     """``a`` against ``b``, both scored on the same questions in the same order."""
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"paired scores must be two lists of one length, got {x.shape}, {y.shape}")
+    x, y = _aligned(a, b)
     d = x - y
     wins, losses = int(np.sum(d > 0)), int(np.sum(d < 0))
     if not np.any(d):
@@ -127,10 +124,7 @@ def ratio(
 ) -> tuple[float, tuple[float, float]]:
     """``sum(a) / sum(b)`` over the same questions, and its percentile bootstrap interval
     (questions resampled in pairs). ``b`` summing to zero has no ratio: ``nan``."""
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"paired values must be two lists of one length, got {x.shape}, {y.shape}")
+    x, y = _aligned(a, b)
     if x.size == 0 or y.sum() == 0:
         return float("nan"), (float("nan"), float("nan"))
     rows = np.random.default_rng(SEED).integers(0, x.size, size=(RESAMPLES, x.size))
@@ -139,3 +133,14 @@ def ratio(
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(samples, [tail, 1.0 - tail])
     return float(x.sum() / y.sum()), (float(low), float(high))
+
+
+def _aligned(
+    a: Sequence[float], b: Sequence[float]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Two per-question value lists as arrays; a clear error unless they align."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"paired scores must be two lists of one length, got {x.shape}, {y.shape}")
+    return x, y
