@@ -41,6 +41,9 @@ def test_calibration_and_scoring_sections():
             "score_sp_ms": {"p50": 75.0, "p95": 80.0},
             "matrix_vector_ms": {"p50": 74.0, "p95": 79.0},
             "ratio_p50": 1.01,
+            "batch": 8,
+            "score_sp_batch_ms_per_query": {"p50": 25.0, "p95": 30.0},
+            "threads": 2,
         },
         "kge_synthetic": {
             "entities": 4300000,
@@ -57,5 +60,7 @@ def test_calibration_and_scoring_sections():
     text = "\n".join(_know3_section(kg))
     assert "chosen θ0 = 0.3277" in text and "t=0: 25%, t=1: 75%" in text
     assert "4,300,000 entities" in text and "ratio 1.01" in text
+    assert "`score_sp_batch` of 8 queries" in text and "p50 25.0 ms a query" in text
+    assert "3.0x score_sp's throughput. 2 threads." in text
     assert "one epoch 678.9 s (61,869 examples/s), peak RSS 4,962 MB" in text
     assert _know3_section({}) == []

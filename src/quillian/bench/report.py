@@ -390,6 +390,15 @@ def _know3_section(kg: dict[str, Any]) -> list[str]:
             f"plain matrix-vector pass over the same rows p50 {scan['p50']} ms (p95 "
             f"{scan['p95']}): ratio {scoring['ratio_p50']}. The scan is the floor at float32.",
         ]
+        if "score_sp_batch_ms_per_query" in scoring:
+            per = scoring["score_sp_batch_ms_per_query"]
+            parts[-1] += (
+                f" `score_sp_batch` of {scoring['batch']} queries reads the rows once for all "
+                f"of them: p50 {per['p50']} ms a query (p95 {per['p95']}), "
+                f"{sp['p50'] / per['p50']:.1f}x score_sp's throughput."
+            )
+        if "threads" in scoring:
+            parts[-1] += f" {scoring['threads']} threads."
         if "top_tails_int8_ms" in scoring:
             top = scoring["top_tails_int8_ms"]
             parts += [
