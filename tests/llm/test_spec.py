@@ -59,10 +59,11 @@ class _Recording:
 
 
 @pytest.mark.parametrize(("suffix", "held"), [("", True), ("?schema=off", False)])
-def test_schema_off_asks_the_model_with_no_reply_schema(suffix, held, monkeypatch):
+@pytest.mark.parametrize("hold", [{"json_schema": '{"type": "object"}'}, {"grammar": 'start: "a"'}])
+def test_schema_off_asks_the_model_with_no_reply_schema(suffix, held, hold, monkeypatch):
     recording = _Recording()
     monkeypatch.setattr(spec_module, "_scripted", lambda path: recording)
-    schema = Decoding(max_tokens=9, json_schema='{"type": "object"}')
+    schema = Decoding(max_tokens=9, **hold)
 
     async def go():
         async with LLMSession(f"scripted:routes.json{suffix}") as session:

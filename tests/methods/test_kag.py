@@ -14,6 +14,7 @@ import pytest
 from quillian.components.kag.graph import KagNode, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import CHUNK, default_schema
+from quillian.errors import ConfigError
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep
 from quillian.testing.kag import build_world, last_user, solver
 
@@ -422,6 +423,10 @@ def test_t9_a_broken_plan_is_retried_once_with_the_error(vivaldi) -> None:
     plan_calls = [c for c in model.calls if c.prompt == "kag.plan@1"]
     assert len(plan_calls) == 2
     assert "unknown operator 'Journal'" in plan_calls[1].messages[-1].content  # the repair
+    # both attempts are held to the planner's grammar (a model that can be, is)
+    grammar = pipeline.plan_task.decoding.grammar
+    assert all(c.decoding.grammar == grammar for c in plan_calls)
+    assert '"Step8: "' in grammar and "step9" not in grammar and '"Works"' in grammar
     assert result.transcript.parse_failures == 1
     assert result.answer == "Antonio Vivaldi"
 
@@ -450,6 +455,14 @@ def test_t9_a_plan_broken_twice_is_recorded_and_not_executed(vivaldi) -> None:
     assert "call to '__import__' is not allowed" in errors[1] or "not allowed" in errors[1]
     assert "read before step 4 binds it" in errors[2]
     assert "missing '='" in errors[4]
+
+
+def test_plan_steps_bounds_the_planner_grammar(vivaldi) -> None:
+    pipeline, _ = solver(vivaldi, {}, plan_steps=2)
+    grammar = pipeline.plan_task.decoding.grammar
+    assert '"Step2: "' in grammar and "Step3" not in grammar
+    with pytest.raises(ConfigError, match="plan_steps"):
+        solver(vivaldi, {}, plan_steps=0)
 
 
 def where_born(vivaldi, plan: str):  # type: ignore[no-untyped-def]

@@ -18,8 +18,11 @@ from quillian.components.kag.logic_form import (
     parse_logic_form,
     parse_plan,
     parse_plan_strict,
+    plan_grammar,
 )
+from quillian.components.kag.schema import default_schema
 from quillian.components.llm.structured import ParseError
+from quillian.components.prompts.kag import PLAN
 
 PARSES = [
     # section 4.3, v0.5/v0.6 English cases
@@ -241,3 +244,65 @@ def test_math_inputs_exclude_function_names() -> None:
         "Step2: count\nAction2: Count(o3)->nums\nStep3: sum\nAction3: total = Math(sum(o3) + nums)"
     )
     assert plan.ok, plan.error_text()
+
+
+def held(text: str, max_steps: int = 8) -> bool:
+    """Whether ``text`` is a whole reply that :func:`plan_grammar` (default schema's
+    types) lets through, byte by byte (llguidance's byte tokenizer)."""
+    llguidance = pytest.importorskip("llguidance")
+    tokenizer = llguidance.LLTokenizer("byte")
+    grammar = llguidance.LLMatcher.grammar_from_lark(
+        plan_grammar(default_schema().entity_types, max_steps)
+    )
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    ids = tokenizer.tokenize_str(text)
+    return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting()
+
+
+ONE_STEP = (
+    "Step1: Who directed it?\nAction1: Retrieval(s=s1:Works[Alien], p=p1:director, o=o1:Person)"
+)
+
+
+def test_the_plan_grammar_holds_the_prompts_own_plan_and_every_operator() -> None:
+    shot = PLAN.messages[2].content  # the few-shot plan the planner is shown
+    assert held(shot) and parse_plan_strict(shot).ok
+    plan = (
+        ONE_STEP + "\nStep2: When was he born?\nAction2: Retrieval(s=o1, p=p2:birth date, "
+        "o=o2:Date, o.year=1939)\nStep3: The earliest?\nAction3: Sort(set=o1, orderby=o2, "
+        "direction=min, limit=1)\nStep4: Older than 80?\nAction4: Deduce(left=o2, right=1939, "
+        "op=greater)\nStep5: His age?\nAction5: math5 = Math(round(2027 - o2))\n"
+        "Step6: Answer.\nAction6: Output(o1, math5)"
+    )
+    assert held(plan) and parse_plan_strict(plan).ok
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Step1: Who?\nAction1: Retrieval(s=Gallu, p=p1:king, o=o1:Person)",  # a name as alias
+        "Step1: Who?\nAction1: Output(true)",  # a literal as alias
+        "Step1: Who?\nAction1: Retrieval(s=s1:Spaceship[X], p=p1:r, o=o1)",  # no such type
+        "**Step1:** Who?\nAction1: Output(o1)",  # markdown
+        "Step2: Who?\nAction2: Output(o1)",  # out of order
+        ONE_STEP + "\nThat is the plan.",  # prose after it
+        "Step1: Who?\nAction1: Filter(o1)",  # no such operator
+        "Step1: Who?",  # a step with no action
+    ],
+)
+def test_the_plan_grammar_refuses_what_the_planner_was_not_asked_for(text: str) -> None:
+    assert not held(text)
+
+
+def test_the_plan_grammar_stops_at_its_step_limit() -> None:
+    steps = [
+        f"Step{n}: Q{n}?\nAction{n}: Retrieval(s=s{n}:Person[P{n}], p=p{n}:r, o=o{n})"
+        for n in range(1, 4)
+    ]
+    assert held("\n".join(steps[:2]), max_steps=2)
+    assert not held("\n".join(steps), max_steps=2)
+    with pytest.raises(ValueError, match="max_steps"):
+        plan_grammar(["Person"], 0)
+    with pytest.raises(ValueError, match="entity type"):
+        plan_grammar([], 3)

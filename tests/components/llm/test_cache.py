@@ -78,6 +78,16 @@ def test_a_reply_schema_keys_apart_and_no_schema_keys_as_before():
     )
 
 
+def test_a_grammar_keys_apart_and_is_one_hold_at_a_time():
+    grammar = Decoding(grammar='start: "yes" | "no"')
+    assert chat_cache_key("m", HELLO, grammar, "p@1") != chat_cache_key(
+        "m", HELLO, Decoding(), "p@1"
+    )
+    assert grammar.free() == Decoding()
+    with pytest.raises(ValueError, match="json_schema or a grammar, not both"):
+        Decoding(json_schema='{"type": "object"}', grammar='start: "yes"')
+
+
 def test_the_cache_persists_across_reopening(server, tmp_path):
     path = tmp_path / "nested" / "llm.sqlite"
     with CachedChatModel(remote(server), path) as cache:

@@ -444,6 +444,28 @@ def test_the_real_model_is_held_to_a_reply_schema(qwen: LocalChatModel) -> None:
 
 
 @pytest.mark.model
+def test_the_real_model_is_held_to_kags_plan_grammar(qwen: LocalChatModel) -> None:
+    """KAG's planner prompt, its decoding held to the plan grammar of three steps at
+    most: the reply is StepN/ActionN lines, numbered in order, that the strict parser
+    reads, with no more steps than the grammar allows."""
+    from quillian.components.kag.logic_form import parse_plan, plan_grammar
+    from quillian.components.kag.schema import default_schema
+    from quillian.components.prompts.kag import PLAN
+
+    schema = default_schema()
+    messages = PLAN.render(
+        schema=schema.prompt_types(),
+        question="Who was the mother of the director of the film Alien?",
+    )
+    held = Decoding(max_tokens=256, grammar=plan_grammar(schema.entity_types, 3))
+    reply = asyncio.run(qwen.chat(messages, decoding=held))
+    assert reply.text.startswith("Step1: ") and not reply.truncated
+    plan = parse_plan(reply.text)
+    assert 1 <= len(plan.steps) <= 3 and not plan.errors
+    assert all(step.form is not None for step in plan.steps), plan.error_text()
+
+
+@pytest.mark.model
 def test_the_real_model_reads_a_shared_beginning_once(qwen: LocalChatModel) -> None:
     """A second question over the same passage takes the passage's keys and values from
     the prefix cache, stays held to its schema, and answers as with no cache."""

@@ -15,12 +15,15 @@ the problem. One reuse is read, not refused: ``Retrieval(s=o1, p=..., o=o1:Type)
 a step that binds ``o1`` reads ``o1`` and binds it anew, as ``o1 = p(o1)`` would.
 :func:`parse_plan` records such errors per step; :func:`parse_plan_strict`
 raises a :class:`~quillian.components.llm.structured.ParseError` so the planner's task
-asks the model once more.
+asks the model once more. :func:`plan_grammar` writes the planner's dialect as a grammar
+a local model's decoding is held to.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from quillian.components.llm.structured import ParseError
@@ -43,6 +46,7 @@ __all__ = [
     "parse_logic_form",
     "parse_plan",
     "parse_plan_strict",
+    "plan_grammar",
 ]
 
 DEDUCE_OPS = frozenset(
@@ -572,3 +576,54 @@ def parse_plan_strict(text: str) -> Plan:
     if not plan.ok:
         raise ParseError(plan.error_text(), text, "kag_plan")
     return plan
+
+
+#: The terminals of :func:`plan_grammar`. An alias is lowercase letters then a number,
+#: as the planner's prompt writes them (``s1``, ``o2``, ``math5``), so a bare name
+#: (``s=Gallu``) or a literal (``Output(true)``) cannot stand where an alias belongs;
+#: a Math expression runs to the line's last ``)``, so it may hold calls.
+_PLAN_TERMINALS = (
+    r"ALIAS: /[a-z]{1,8}[0-9]{1,2}/",
+    r"NAME: /[^\]\n]{1,80}/",
+    r"RELATION: /[A-Za-z][A-Za-z0-9_ ]{0,39}/",
+    r"PROPERTY: /[A-Za-z_][A-Za-z0-9_]{0,29}/",
+    r"VALUE: /[^,)\n]{1,60}/",
+    r'DIRECTION: "min" | "max"',
+    r"LIMIT: /[1-9][0-9]?/",
+    r"EXPRESSION: /[^\n]{1,160}\)/",
+    r"OPERAND: /[^,()\n]{1,120}/",
+    r'DEDUCE_OP: "entailment" | "judgement" | "greater" | "less" | "equal" | "choice"',
+    r"QUESTION: /[^\n]{1,200}/",
+)
+_PLAN_RULES = (
+    "action: retrieval | sort | math | deduce | output",
+    'retrieval: "Retrieval(s=" entity ", p=" relation ", o=" entity constraint* ")"',
+    'entity: ALIAS (":" TYPE ("[" NAME "]")?)?',
+    'relation: ALIAS (":" RELATION)?',
+    'constraint: ", " ("s" | "o") "." PROPERTY "=" VALUE',
+    'sort: "Sort(set=" ALIAS ", orderby=" ALIAS ", direction=" DIRECTION ", limit=" LIMIT ")"',
+    'math: ALIAS " = Math(" EXPRESSION',
+    'deduce: "Deduce(left=" OPERAND ", right=" OPERAND ", op=" DEDUCE_OP ")"',
+    'output: "Output(" ALIAS (", " ALIAS)* ")"',
+)
+
+
+def plan_grammar(types: Sequence[str], max_steps: int) -> str:
+    """The planner's dialect (the paper's Table 1, as the planner's prompt teaches it)
+    as a grammar in llguidance's Lark syntax, for
+    :attr:`~quillian.components.llm.base.Decoding.grammar`: ``Step1:`` to at most
+    ``StepN:`` numbered in order, each followed by its ``ActionN:`` line holding one of
+    the five operators with its arguments in the prompt's order, entity types from
+    ``types``. It holds the form only: which alias a step may read is still checked by
+    :func:`parse_plan_strict`. A model held to it cannot run past ``max_steps`` steps,
+    write markdown or prose around the plan, or put a name where an alias belongs."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    if not types:
+        raise ValueError("a plan grammar needs at least one entity type")
+    rules = ["start: step1"]
+    for n in range(1, max_steps + 1):
+        more = f' ("\\n" step{n + 1})?' if n < max_steps else ""
+        rules.append(f'step{n}: "Step{n}: " QUESTION "\\nAction{n}: " action{more}')
+    alternatives = " | ".join(json.dumps(t, ensure_ascii=False) for t in types)
+    return "\n".join([*rules, *_PLAN_RULES, f"TYPE: {alternatives}", *_PLAN_TERMINALS]) + "\n"

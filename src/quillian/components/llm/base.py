@@ -73,12 +73,19 @@ class Decoding:
     backend that can constrain its decoding to it does (the local model through
     llguidance, an OpenAI-compatible server through ``response_format``), so a small
     model cannot break the format; the reply is parsed and validated either way.
+
+    ``grammar``: a grammar in llguidance's Lark dialect the reply is to match, or empty,
+    for replies that are not JSON (KAG's ``StepN``/``ActionN`` plans). The local model
+    holds its decoding to it; an OpenAI-compatible server is asked without it (the
+    chat API has no portable grammar field), and the reply is parsed either way. At
+    most one of the two is set.
     """
 
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 512
     json_schema: str = ""
+    grammar: str = ""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.temperature <= 2.0:
@@ -94,10 +101,13 @@ class Decoding:
                 raise ValueError(f"json_schema is not JSON: {exc}") from None
             if not isinstance(schema, dict):
                 raise ValueError("json_schema must be a JSON object")
+        if self.json_schema and self.grammar:
+            raise ValueError("a decoding holds a reply to a json_schema or a grammar, not both")
 
     def free(self) -> Decoding:
-        """The same parameters without the schema."""
-        return replace(self, json_schema="") if self.json_schema else self
+        """The same parameters without the schema or grammar."""
+        held = self.json_schema or self.grammar
+        return replace(self, json_schema="", grammar="") if held else self
 
 
 @dataclass(frozen=True, slots=True)

@@ -509,7 +509,7 @@ class LocalChatModel:
             options.update(
                 do_sample=True, temperature=decoding.temperature, top_p=decoding.top_p, top_k=0
             )
-        constraint = self._constraint(loaded, decoding.json_schema, encoded)
+        constraint = self._constraint(loaded, decoding, encoded)
         if constraint is not None:
             from transformers import LogitsProcessorList
 
@@ -525,13 +525,15 @@ class LocalChatModel:
                 prefix.keep(ids, output.past_key_values)
         return [int(t) for t in output.sequences[0, len(ids) :]]
 
-    def _constraint(self, loaded: _Loaded, schema: str, encoded: Any) -> _SchemaConstraint | None:
-        """The logits processor that holds a reply to ``schema`` (JSON text); None with
-        no schema, or when llguidance (extra ``local``) is missing, cannot read the
-        model's tokenizer (it needs a fast one) or cannot compile the schema (a warning
-        says which, once per model for the first two: the reply is then free, and parsed
-        as any other)."""
-        if not schema or loaded.grammar_tokenizer is False:
+    def _constraint(
+        self, loaded: _Loaded, decoding: Decoding, encoded: Any
+    ) -> _SchemaConstraint | None:
+        """The logits processor that holds a reply to the decoding's JSON schema or
+        Lark grammar; None with neither, or when llguidance (extra ``local``) is
+        missing, cannot read the model's tokenizer (it needs a fast one) or cannot
+        compile the schema or grammar (a warning says which, once per model for the
+        first two: the reply is then free, and parsed as any other)."""
+        if not (decoding.json_schema or decoding.grammar) or loaded.grammar_tokenizer is False:
             return None
         vocab = int(loaded.model.config.vocab_size)  # the logits' width
         if loaded.grammar_tokenizer is None:  # about a second, once per model
@@ -551,10 +553,14 @@ class LocalChatModel:
                 return None
         import llguidance
 
-        bounded = json.dumps({**json.loads(schema), "x-guidance": _WHITESPACE})
-        grammar = llguidance.LLMatcher.grammar_from_lark(_FENCED_JSON + bounded)
+        if decoding.grammar:
+            lark = decoding.grammar
+        else:
+            bounded = json.dumps({**json.loads(decoding.json_schema), "x-guidance": _WHITESPACE})
+            lark = _FENCED_JSON + bounded
+        grammar = llguidance.LLMatcher.grammar_from_lark(lark)
         matcher = llguidance.LLMatcher(loaded.grammar_tokenizer, grammar, log_level=0)
         if matcher.is_error():
-            logger.warning("cannot hold replies to the schema: %s", matcher.get_error())
+            logger.warning("cannot hold replies to the grammar: %s", matcher.get_error())
             return None
         return _SchemaConstraint(matcher, int(encoded["input_ids"].shape[1]), vocab)

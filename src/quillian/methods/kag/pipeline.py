@@ -11,14 +11,14 @@ retrieval, memory, judge and rewrite only. ``rounds`` is the paper's ``ref_n``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from quillian.components.concurrency import Offload
 from quillian.components.kag import tasks
 from quillian.components.kag.alignment import without_alignment
 from quillian.components.kag.knowledge import KagKnowledge
-from quillian.components.kag.logic_form import Plan
+from quillian.components.kag.logic_form import Plan, plan_grammar
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
@@ -44,6 +44,10 @@ class KAGConfig:
     only); the paper's best is LFSH."""
     rounds: int = 3
     """Planning rounds with reflection (the paper's ref_n; 1 = no reflection)."""
+    plan_steps: int = 8
+    """The most steps a plan may hold where the model's decoding is held to the
+    planner's grammar (the local model): four hops, a comparison or arithmetic and the
+    output, with room to spare; a free model's plan (an HTTP endpoint) runs as written."""
     k: int = 10
     """Chunks retrieved per step (the authors' top_k)."""
     final_k: int = 10
@@ -69,8 +73,8 @@ class KAGConfig:
     def __post_init__(self) -> None:
         if self.preset not in ("LFSH", "LFS", "CR"):
             raise ConfigError(f"preset must be LFSH, LFS or CR, got {self.preset!r}")
-        if self.rounds < 1 or self.k < 1 or self.final_k < 1 or self.fuzzy_top_k < 1:
-            raise ConfigError("rounds, k, final_k and fuzzy_top_k must be at least 1")
+        if min(self.rounds, self.k, self.final_k, self.fuzzy_top_k, self.plan_steps) < 1:
+            raise ConfigError("rounds, k, final_k, fuzzy_top_k and plan_steps must be at least 1")
         if not 0 < self.fuzzy_threshold <= self.exact_threshold <= 1:
             raise ConfigError("need 0 < fuzzy_threshold <= exact_threshold <= 1")
 
@@ -102,6 +106,8 @@ class KAG(PipelineBase):
             )
         )
         self.schema = schema or self._schema()
+        grammar = plan_grammar(self.schema.entity_types, self.config.plan_steps)
+        self.plan_task = replace(tasks.PLAN, decoding=replace(tasks.PLAN.decoding, grammar=grammar))
         self._knowledge = knowledge
         self._given_aligned = knowledge is not None
 
@@ -214,7 +220,7 @@ class KAG(PipelineBase):
     ) -> None:
         cfg = self.config
         plan: Plan = await self.runner.run(
-            tasks.PLAN, run.transcript, schema=self.schema.prompt_types(), question=present
+            self.plan_task, run.transcript, schema=self.schema.prompt_types(), question=present
         )
         run.steps.append(
             KAGPlan(
