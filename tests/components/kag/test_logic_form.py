@@ -23,6 +23,7 @@ from quillian.components.kag.logic_form import (
 from quillian.components.kag.schema import default_schema
 from quillian.components.llm.structured import ParseError
 from quillian.components.prompts.kag import PLAN
+from quillian.testing.grammar import grammar_accepts
 
 PARSES = [
     # section 4.3, v0.5/v0.6 English cases
@@ -247,17 +248,9 @@ def test_math_inputs_exclude_function_names() -> None:
 
 
 def held(text: str, max_steps: int = 8) -> bool:
-    """Whether ``text`` is a whole reply that :func:`plan_grammar` (default schema's
-    types) lets through, byte by byte (llguidance's byte tokenizer)."""
-    llguidance = pytest.importorskip("llguidance")
-    tokenizer = llguidance.LLTokenizer("byte")
-    grammar = llguidance.LLMatcher.grammar_from_lark(
-        plan_grammar(default_schema().entity_types, max_steps)
-    )
-    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
-    assert not matcher.is_error(), matcher.get_error()
-    ids = tokenizer.tokenize_str(text)
-    return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting()
+    """Whether :func:`plan_grammar` (the default schema's types) lets ``text`` through."""
+    pytest.importorskip("llguidance")
+    return grammar_accepts(plan_grammar(default_schema().entity_types, max_steps), text)
 
 
 ONE_STEP = (

@@ -6,6 +6,7 @@ import pytest
 
 from quillian.components.kag import tasks
 from quillian.components.llm.structured import ParseError
+from quillian.testing.grammar import grammar_accepts
 
 
 def test_selection_judge_and_final_answer() -> None:
@@ -41,3 +42,19 @@ def test_triples_and_entities() -> None:
         and tasks.is_unknown("UNKNOWN")
         and not tasks.is_unknown("22")
     )
+
+
+@pytest.mark.parametrize(
+    ("reply", "verdict"),
+    [("Yes", True), ("No.", False), ("Yes, the memory names him.", True), ("No: not yet.", False)],
+)
+def test_the_judge_grammar_lets_through_what_the_parser_reads(reply: str, verdict: bool) -> None:
+    pytest.importorskip("llguidance")
+    assert grammar_accepts(tasks.JUDGE.decoding.grammar, reply)
+    assert tasks.parse_judge(reply) is verdict
+
+
+@pytest.mark.parametrize("reply", ["Maybe.", "The memory answers it.", "**Yes**", "Yes\nBecause"])
+def test_the_judge_grammar_refuses_a_reply_with_no_verdict_first(reply: str) -> None:
+    pytest.importorskip("llguidance")
+    assert not grammar_accepts(tasks.JUDGE.decoding.grammar, reply)

@@ -248,8 +248,16 @@ OUTPUT: Task[str] = Task(
 MEMORY: Task[str] = Task(
     "kag.memory", parse_memory, Decoding(max_tokens=256), fallback=lambda raw: ""
 )
+#: The judge's reply as its prompt asks for it: Yes or No first, then at most a
+#: one-line reason (a model that can be held to it is; the parser reads either way).
+JUDGE_GRAMMAR = (
+    'start: VERDICT REASON?\nVERDICT: "Yes" | "No"\nREASON: /[.,:;]?( [^\\n]{1,200})?/\n'
+)
 JUDGE: Task[bool] = Task(
-    "kag.judge", parse_judge, Decoding(max_tokens=48), fallback=lambda raw: False
+    "kag.judge",
+    parse_judge,
+    Decoding(max_tokens=48, grammar=JUDGE_GRAMMAR),
+    fallback=lambda raw: False,
 )
 REWRITE: Task[str] = Task(
     "kag.rewrite",
