@@ -3,6 +3,8 @@
 import pytest
 
 from quillian.components.generation.know3_outputs import (
+    ANSWER_GRAMMAR,
+    VERDICT_GRAMMAR,
     ExtractedTriple,
     parse_chain_answer,
     parse_reference,
@@ -11,6 +13,8 @@ from quillian.components.generation.know3_outputs import (
     salvage_chain_answer,
 )
 from quillian.components.llm.structured import ParseError
+from quillian.components.prompts.know3 import ANSWER, RELEVANCE
+from quillian.testing.grammar import grammar_accepts
 
 
 def test_triple_list_json_none_and_objects_in_prose():
@@ -74,3 +78,32 @@ def test_chain_answer_takes_the_text_after_the_last_answer_is():
     assert parse_reference('"[A paragraph.]"') == "A paragraph."
     with pytest.raises(ParseError):
         parse_reference("  ")
+
+
+def test_the_prompts_own_replies_pass_their_grammar_and_parse():
+    """Every few-shot reply of P5 and P1 is one a held model may write, and the parser
+    reads it."""
+    pytest.importorskip("llguidance")
+    shots = [m.content for m in RELEVANCE.messages if m.role == "assistant"]
+    assert len(shots) == 4 and all(grammar_accepts(VERDICT_GRAMMAR, r) for r in shots)
+    assert [parse_verdict(r) for r in shots] == [True, False, False, True]
+    answers = [m.content for m in ANSWER.messages if m.role == "assistant"]
+    assert len(answers) == 3 and all(grammar_accepts(ANSWER_GRAMMAR, r) for r in answers)
+    assert all(parse_chain_answer(r).answer for r in answers)
+
+
+@pytest.mark.parametrize(
+    ("grammar", "reply"),
+    [
+        (VERDICT_GRAMMAR, "The passage is about apples."),  # no verdict
+        (VERDICT_GRAMMAR, "The reliability of the passage is maybe."),
+        (VERDICT_GRAMMAR, "x" * 481 + " The reliability of the passage is yes."),  # too long
+        (VERDICT_GRAMMAR, "The reliability of the passage is yes. And more."),  # not last
+        (ANSWER_GRAMMAR, "Paris is the capital."),  # no answer sentence
+        (ANSWER_GRAMMAR, "The answer is Paris.\nBecause it is."),  # the answer line ends it
+        (ANSWER_GRAMMAR, "x" * 1201 + "The answer is Paris."),  # too long
+    ],
+)
+def test_a_held_reply_ends_in_its_verdict_or_answer_within_bounds(grammar, reply):
+    pytest.importorskip("llguidance")
+    assert not grammar_accepts(grammar, reply)

@@ -206,6 +206,12 @@ def _rejection(triple: ExtractedTriple) -> str:
 
 
 _VERDICT = re.compile(r"reliability of the passage is\W*(yes|no)\b", re.IGNORECASE)
+#: P5's reply as its prompt asks for it, held where the backend can (``Decoding.grammar``):
+#: reasoning of at most 480 characters, then the verdict sentence, so the verdict comes
+#: within the task's 256 tokens and a reply cannot end without one.
+VERDICT_GRAMMAR = (
+    "start: REPLY\nREPLY: /(?s:.{0,480})The reliability of the passage is (yes|no)\\./\n"
+)
 
 
 def parse_verdict(raw: str, prompt: str = "") -> bool:
@@ -227,6 +233,10 @@ class ChainAnswer:
 
 
 _ANSWER_IS = re.compile(r"answer is\s*:?\s*", re.IGNORECASE)
+#: P1's reply as its prompt asks for it: reasoning of at most 1,200 characters (the
+#: few-shot ones are under 400), then "The answer is" and the answer, one line, and the
+#: reply ends there.
+ANSWER_GRAMMAR = "start: REPLY\nREPLY: /(?s:.{0,1200})The answer is [^\\n]{1,120}/\n"
 
 
 def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:

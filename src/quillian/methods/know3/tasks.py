@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from quillian.components.generation.know3_outputs import (
+    ANSWER_GRAMMAR,
+    VERDICT_GRAMMAR,
     ChainAnswer,
     TripleList,
     parse_chain_answer,
@@ -42,7 +44,7 @@ __all__ = [
 ANSWER: Task[ChainAnswer] = Task(
     "know3.answer",
     parse_chain_answer,
-    Decoding(max_tokens=512),
+    Decoding(max_tokens=512, grammar=ANSWER_GRAMMAR),
     salvage_chain_answer,
     "Your reply could not be used: {error}. Reply again: explain briefly, then end with "
     '"The answer is X."',
@@ -75,7 +77,7 @@ TRIPLES: Task[TripleList] = Task(
 RELEVANCE: Task[bool] = Task(
     "know3.relevance",
     parse_verdict,
-    Decoding(max_tokens=256),
+    Decoding(max_tokens=256, grammar=VERDICT_GRAMMAR),
     lambda raw: False,
     'Your reply could not be used: {error}. End your reply with "The reliability of '
     'the passage is yes." or "The reliability of the passage is no."',
