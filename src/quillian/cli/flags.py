@@ -57,8 +57,8 @@ LLM_HELP = (
     "local (the bundled model) | local-int8 "
     "(int8 layers: about 3x faster, close to float32 but not equal) | local:/path.gguf | "
     "openai:MODEL | http://host:port/v1#MODEL | scripted:routes.json; options after ?, "
-    "joined by &: schema=off leaves replies unconstrained (JSON schemas, KAG's plan "
-    "grammar); prefix-cache=MB (local "
+    "joined by &: schema=off leaves replies unconstrained (JSON schemas and grammars); "
+    "prefix-cache=MB (local "
     "models) is memory for reused prompt beginnings, default 512, 0 for none"
 )
 KG_HELP = (

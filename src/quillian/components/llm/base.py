@@ -75,7 +75,8 @@ class Decoding:
     model cannot break the format; the reply is parsed and validated either way.
 
     ``grammar``: a grammar in llguidance's Lark dialect the reply is to match, or empty,
-    for replies that are not JSON (KAG's ``StepN``/``ActionN`` plans). The local model
+    for replies that are not JSON (KAG's ``StepN``/``ActionN`` plans and its judge's
+    verdict, Know3-RAG's relevance verdict and answer). The local model
     holds its decoding to it; an OpenAI-compatible server is asked without it (the
     chat API has no portable grammar field), and the reply is parsed either way. At
     most one of the two is set.

@@ -20,9 +20,10 @@ A spec may end in options, ``?name=value``, joined by ``&``:
 - ``schema=off``: the tasks that read JSON then leave the model free instead of holding
   it to their reply's schema (``Decoding.json_schema``; the default, ``schema=on``, holds
   the local model token by token and asks an HTTP endpoint for structured output), and
-  so do the tasks whose reply has a grammar (``Decoding.grammar``, KAG's plans; only the
-  local model is held to one). Free replies are still parsed and validated, and key the
-  response cache as they did before schemas existed.
+  so do the tasks whose reply has a grammar (``Decoding.grammar``: KAG's plans and
+  judge, Know3-RAG's verdicts and answers; only the local model is held to one). Free
+  replies are still parsed and validated, and key the response cache as they did before
+  schemas existed.
 - ``prefix-cache=MB`` (local models only): memory for the attention keys and values of
   recent prompts, reused by a prompt that begins the same way (default 512; ``0`` turns
   the reuse off, :mod:`quillian.components.llm.prefix_cache`).
