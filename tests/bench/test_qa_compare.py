@@ -34,6 +34,30 @@ def test_paired_figures_time_ratio_and_same_predictions(tmp_path: Path) -> None:
     assert (d["diff"], d["wins"], d["losses"], d["ties"]) == (0.25, 1, 0, 3)
     assert result["em"]["a_minus_b"]["diff"] == 0.0  # None counts as 0 on both sides
     assert result["seconds_ratio"] == {"ratio": 0.5, "ci": [0.5, 0.5]}  # every question
+    assert result["by_prompt"] == {}  # no calls recorded
+
+
+def test_calls_are_set_side_by_side_per_prompt(tmp_path: Path, capsys) -> None:
+    a = run(tmp_path, "a", [1.0, 0.0], [1.0, 1.0])
+    b = run(tmp_path, "b", [1.0, 0.0], [1.0, 1.0])
+    plan = {"prompt": "kag.plan@1", "completion_tokens": 512, "seconds": 20.0, "truncated": True}
+    judge = {"prompt": "kag.judge@1", "completion_tokens": 3, "seconds": 0.5}
+    for folder, calls in ((a, [plan, plan, judge]), (b, [{**plan, "truncated": False}])):
+        rows = [
+            json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()
+        ]
+        rows[0]["calls"] = calls
+        (folder / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = compare(a, b, ("f1",))["by_prompt"]
+    assert (
+        result["kag.plan@1"]["a"]["truncated"] == 2 and result["kag.plan@1"]["b"]["truncated"] == 0
+    )
+    assert result["kag.judge@1"]["b"]["calls"] == 0 and result["kag.judge@1"]["a"]["calls"] == 1
+    main([str(a), str(b), "--metrics", "f1"])
+    assert (
+        "kag.plan@1: calls 2 / 1, parse failures 0 / 0, cut at the limit 2 / 0"
+        in capsys.readouterr().out
+    )
 
 
 def test_only_shared_questions_count_and_bad_files_are_named(tmp_path: Path, capsys) -> None:

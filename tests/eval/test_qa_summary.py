@@ -61,3 +61,29 @@ def test_graph_shares_and_rounds() -> None:
 def test_methods_without_kag_steps_report_no_graph_share() -> None:
     s = summarize([row([{"kind": "retrieval"}], None, None)])
     assert "graph_answered_share" not in s and s["recall@2"] is None
+
+
+def call(prompt, tokens, seconds, **extra):
+    return {
+        "prompt": prompt,
+        "completion_tokens": tokens,
+        "seconds": seconds,
+        "cached": False,
+        **extra,
+    }
+
+
+def test_calls_are_counted_per_prompt() -> None:
+    first, second = row([], 1.0, 1.0), row([], 1.0, 1.0)
+    first["calls"] = [call("kag.plan@1", 512, 20.0, truncated=True), call("kag.judge@1", 3, 0.5)]
+    second["calls"] = [call("kag.plan@1", 100, 4.0, error="no ActionN: lines found", raw="x")]
+    by_prompt = summarize([first, second])["by_prompt"]
+    assert list(by_prompt) == ["kag.judge@1", "kag.plan@1"]
+    assert by_prompt["kag.plan@1"] == {
+        "calls": 2,
+        "parse_failures": 1,
+        "truncated": 1,
+        "completion_tokens": 612,
+        "seconds": 24.0,
+    }
+    assert by_prompt["kag.judge@1"]["calls"] == 1 and summarize([row([], 0, 0)])["by_prompt"] == {}

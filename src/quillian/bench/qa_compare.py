@@ -7,8 +7,10 @@ Each argument is a method's directory written by ``quillian bench qa`` (it holds
 of ``a - b`` with its paired bootstrap 95% interval, the permutation p-value and the
 questions won, lost and tied (:func:`quillian.eval.stats.paired`); then the seconds of
 ``a`` over those of ``b`` with their bootstrap interval (:func:`quillian.eval.stats.
-ratio`), and how many predictions are word for word the same. A metric a row lacks
-(a recall with no gold passages) counts as 0 for both runs.
+ratio`), how many predictions are word for word the same, and per prompt the calls,
+parse failures, replies cut at the token limit, tokens written and seconds of each run
+(:func:`quillian.eval.qa.calls_by_prompt`). A metric a row lacks (a recall with no gold
+passages) counts as 0 for both runs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.errors import InputError
+from quillian.eval.qa import calls_by_prompt
 from quillian.eval.stats import paired, ratio
 
 __all__ = ["compare", "main", "read_predictions"]
@@ -64,6 +67,17 @@ def compare(a: Path, b: Path, metrics: tuple[str, ...] = DEFAULT_METRICS) -> dic
     value, (low, high) = ratio(seconds[0], seconds[1])
     out["seconds_ratio"] = {"ratio": round(value, 4), "ci": [round(low, 4), round(high, 4)]}
     out["same_predictions"] = sum(rows_a[i]["prediction"] == rows_b[i]["prediction"] for i in ids)
+    prompts = [
+        calls_by_prompt([c for i in ids for c in rows[i].get("calls", [])])
+        for rows in (rows_a, rows_b)
+    ]
+    empty = dict.fromkeys(
+        ("calls", "parse_failures", "truncated", "completion_tokens", "seconds"), 0
+    )
+    out["by_prompt"] = {
+        key: {"a": prompts[0].get(key, empty), "b": prompts[1].get(key, empty)}
+        for key in sorted({*prompts[0], *prompts[1]})
+    }
     return out
 
 
@@ -98,6 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     r = result["seconds_ratio"]
     print(f"seconds a / b: {r['ratio']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]")
     print(f"same predictions: {result['same_predictions']} of {result['questions']}")
+    for prompt, sides in result["by_prompt"].items():
+        a, b = sides["a"], sides["b"]
+        print(
+            f"{prompt}: calls {a['calls']} / {b['calls']}, parse failures "
+            f"{a['parse_failures']} / {b['parse_failures']}, cut at the limit {a['truncated']} / "
+            f"{b['truncated']}, tokens written {a['completion_tokens']} / "
+            f"{b['completion_tokens']}, seconds {a['seconds']:.0f} / {b['seconds']:.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ __all__ = [
     "QAReport",
     "Verify",
     "answered_turn",
+    "calls_by_prompt",
     "check_metrics",
     "config_hash",
     "evaluate",
@@ -215,7 +216,32 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
         **({"verification": check} if (check := _verification(rows)) else {}),
         **_graph_shares(rows),
+        "by_prompt": calls_by_prompt(calls),
     }
+
+
+def calls_by_prompt(calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per versioned prompt: its calls, those that failed to parse or stopped at the
+    token limit, the tokens it wrote and the seconds it took (a cached call costs
+    none), so a run shows which step its time and failures come from."""
+    out: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        entry = out.setdefault(
+            call["prompt"],
+            {
+                "calls": 0,
+                "parse_failures": 0,
+                "truncated": 0,
+                "completion_tokens": 0,
+                "seconds": 0.0,
+            },
+        )
+        entry["calls"] += 1
+        entry["parse_failures"] += int("error" in call)
+        entry["truncated"] += int(bool(call.get("truncated")))
+        entry["completion_tokens"] += call["completion_tokens"]
+        entry["seconds"] = round(entry["seconds"] + call["seconds"], 3)
+    return dict(sorted(out.items()))
 
 
 def _metric_means(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
