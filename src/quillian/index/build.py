@@ -43,6 +43,7 @@ from quillian.index.layout import (
     location_name,
     read_manifest,
     write_manifest,
+    writer_lock,
 )
 from quillian.index.stages import (
     DEFAULT_STAGES,
@@ -97,13 +98,39 @@ def build_index(
     """Ingest ``documents`` into the index at ``out`` and (re)build its graph and indexes.
 
     Documents already processed in ``out`` are skipped; new ones are added. The
-    ``stages`` then run over all stored chunks.
+    ``stages`` then run over all stored chunks. The build holds the index's writer lock
+    (:func:`~quillian.index.layout.writer_lock`): another build or delete of the same
+    index waits for it.
 
     When the extractor raises :class:`~quillian.errors.BudgetExhausted`, the extractions
     finished so far are stored, the manifest stays ``building`` (the index does not
     open) and the error is re-raised; rerunning the build resumes, extracting only the
     chunks not stored yet.
     """
+    with writer_lock(out):
+        return _build_index(
+            documents,
+            out,
+            chunker=chunker,
+            extractor=extractor,
+            embedder=embedder,
+            config=config,
+            on_progress=on_progress,
+            stages=stages,
+        )
+
+
+def _build_index(
+    documents: Iterable[Document],
+    out: str | Path,
+    *,
+    chunker: Chunker,
+    extractor: Extractor,
+    embedder: Embedder,
+    config: dict[str, Any] | None = None,
+    on_progress: Progress | None = None,
+    stages: Sequence[BuildStage] = DEFAULT_STAGES,
+) -> BuildReport:
     progress = on_progress or no_progress
     previous = read_manifest(out) if has_manifest(out) else {}
     manifest = _begin(out, chunker, extractor, embedder, config)
@@ -183,8 +210,29 @@ def delete_documents(
     documents. A document that failed to index can be removed as well (its status
     goes). Unknown ids raise :class:`InputError` and change nothing. The ids are
     recorded in the manifest (:data:`DELETING`) before anything is removed, so a killed
-    delete is finished by the next delete or build.
+    delete is finished by the next delete or build. It holds the index's writer lock,
+    as a build does.
     """
+    with writer_lock(location, create=False):
+        return _delete_documents(
+            location,
+            doc_ids,
+            extractor=extractor,
+            embedder=embedder,
+            on_progress=on_progress,
+            stages=stages,
+        )
+
+
+def _delete_documents(
+    location: str | Path,
+    doc_ids: Sequence[str],
+    *,
+    extractor: Extractor,
+    embedder: Embedder,
+    on_progress: Progress | None,
+    stages: Sequence[BuildStage],
+) -> BuildReport:
     manifest = read_manifest(location)
     pending = [str(d) for d in manifest.get(DELETING, ())]
     report = BuildReport()

@@ -22,8 +22,11 @@ that plays the part of ``DIR`` above (see :mod:`quillian.stores.postgres`).
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -49,7 +52,10 @@ __all__ = [
     "read_manifest",
     "server_backend",
     "write_manifest",
+    "writer_lock",
 ]
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -57,6 +63,8 @@ MANIFEST = "manifest.json"
 STAGES = "stages"
 #: Location schemes of server backends; each is chosen by its URL (see the storage factory).
 SERVER_SCHEMES = ("postgresql://", "postgres://")
+#: The file whose lock a build or a delete holds (:func:`writer_lock`).
+WRITER_LOCK = ".writer.lock"
 
 
 def has_stage(manifest: Mapping[str, Any], stage: str) -> bool:
@@ -92,6 +100,36 @@ def location_name(location: str | Path) -> str:
     if is_server_location(location):
         return str(server_backend().parse_location(str(location)).display)
     return str(location)
+
+
+@contextmanager
+def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
+    """Hold the index's writer lock (an exclusive ``flock`` on :data:`WRITER_LOCK` in
+    its local directory) while a build or a delete writes it. Two processes writing one
+    index at once interleave the stages' files: two ``bench qa`` runs started together
+    on one index left its graph without a snapshot. A second writer waits, and says so
+    once in the log; readers do not take the lock. With ``create`` false, a directory
+    that does not exist is not made (there is then nothing to write). Processes on other
+    machines sharing a server index each hold their own cache and are not covered."""
+    directory = local_directory(location)
+    if not directory.is_dir():
+        if not create:
+            yield
+            return
+        directory.mkdir(parents=True)
+    with (directory / WRITER_LOCK).open("a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning(
+                "another process is writing the index at %s; waiting for it to finish",
+                location_name(location),
+            )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def index_directory(location: str | Path) -> Path:

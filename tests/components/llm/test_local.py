@@ -466,6 +466,33 @@ def test_the_real_model_is_held_to_kags_plan_grammar(qwen: LocalChatModel) -> No
 
 
 @pytest.mark.model
+def test_the_real_model_held_to_know3s_verdict_and_answer_grammars(qwen: LocalChatModel) -> None:
+    """Know3-RAG's P5 and P1 with their grammars: the relevance reply ends in the
+    verdict sentence and the answer reply in "The answer is", each read by its parser."""
+    from quillian.components.generation.know3_outputs import (
+        ANSWER_GRAMMAR,
+        VERDICT_GRAMMAR,
+        parse_chain_answer,
+        parse_verdict,
+    )
+    from quillian.components.prompts.know3 import ANSWER, RELEVANCE
+
+    question = "In which city was the Eiffel Tower finished?"
+    relevance = RELEVANCE.render(question=question, entities="", passage=CONTEXT.split("\n")[0])
+    verdict = asyncio.run(
+        qwen.chat(relevance, decoding=Decoding(max_tokens=256, grammar=VERDICT_GRAMMAR))
+    )
+    assert not verdict.truncated and parse_verdict(verdict.text) is True
+    answer_messages = ANSWER.render(
+        references="Reference 1: " + CONTEXT.split("\n")[0], question=question
+    )
+    answer = asyncio.run(
+        qwen.chat(answer_messages, decoding=Decoding(max_tokens=512, grammar=ANSWER_GRAMMAR))
+    )
+    assert not answer.truncated and "Paris" in parse_chain_answer(answer.text).answer
+
+
+@pytest.mark.model
 def test_the_real_model_reads_a_shared_beginning_once(qwen: LocalChatModel) -> None:
     """A second question over the same passage takes the passage's keys and values from
     the prefix cache, stays held to its schema, and answers as with no cache."""
