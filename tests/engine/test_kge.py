@@ -3,11 +3,15 @@ document graph and on an imported graph; the model lands beside its graph."""
 
 import json
 
+import pytest
+import torch
+
 from quillian.cli.main import main
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.kg.rdf import import_rdf
 from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.storage import load_model, model_directory
+from quillian.components.kge.train import torch_threads
 from quillian.engine.kge import graph_triples, is_imported_graph, train_kge
 from quillian.testing.corpus import tiny_index
 
@@ -41,3 +45,25 @@ def test_cli_trains_on_an_imported_graph(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["epochs"] == 2 and summary["model"].endswith("kge")
     assert (tmp_path / "kg" / "kge").is_dir()
+
+
+def test_training_threads_are_set_for_the_run_and_restored(tmp_path, monkeypatch):
+    import quillian.components.kge.train as train_module
+
+    seen: list[int] = []
+    real = train_module.train_and_save
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_and_save", spy)
+    tiny_index(tmp_path / "idx")
+    before = torch.get_num_threads()
+    train_kge(tmp_path / "idx", ComplExConfig(dim=8, epochs=1, batch_size=8), threads=1)
+    assert seen == [1] and torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="at least 1"), torch_threads(0):
+        pass
+    code = main(["kg", "train-kge", str(tmp_path / "idx"), "--dim", "8", "--epochs", "1",
+                 "--threads", "1", "--restart", "--json"])  # fmt: skip
+    assert code == 0 and seen == [1, 1] and torch.get_num_threads() == before

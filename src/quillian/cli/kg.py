@@ -329,6 +329,14 @@ def train_kge_command(
     restart: Annotated[
         bool, typer.Option("--restart", help="ignore an interrupted run's checkpoint")
     ] = False,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="torch threads (default: every core; use 1 when other work keeps the "
+            "cores busy: training on every core then slows many times over)",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Train a ComplEx KG-embedding model on an imported graph or an index's graph.
@@ -349,7 +357,9 @@ def train_kge_command(
         seed=seed,
     )
     with stage_bars() as progress:
-        result = train_kge(graph_dir, config, resume=not restart, on_progress=progress)
+        result = train_kge(
+            graph_dir, config, resume=not restart, on_progress=progress, threads=threads
+        )
     summary = {
         "model": str(model_directory(local_directory(graph_dir))),
         "mode": result.mode,

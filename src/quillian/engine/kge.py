@@ -68,11 +68,22 @@ def train_kge(
     *,
     resume: bool = True,
     on_progress: Progress = no_progress,
+    threads: int | None = None,
 ) -> TrainResult:
     """Train ComplEx on the graph at ``location`` and save it in ``location/kge``; an
-    interrupted run resumes from its last checkpoint unless ``resume`` is False."""
+    interrupted run resumes from its last checkpoint unless ``resume`` is False.
+    ``threads``: torch threads for the training (None: torch's default, every core)."""
     # imported on use: training needs torch (installed first, CPU build), scoring does not,
     # and every other command would otherwise pay for importing it
+    from quillian.components.kge.train import torch_threads
+
+    with torch_threads(threads):
+        return _train(location, config, resume, on_progress)
+
+
+def _train(
+    location: str | Path, config: ComplExConfig | None, resume: bool, on_progress: Progress
+) -> TrainResult:
     from quillian.components.kge.train import train_and_save
 
     triples = graph_triples(location)
