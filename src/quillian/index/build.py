@@ -108,75 +108,52 @@ def build_index(
     chunks not stored yet.
     """
     with writer_lock(out):
-        return _build_index(
-            documents,
-            out,
-            chunker=chunker,
-            extractor=extractor,
-            embedder=embedder,
-            config=config,
-            on_progress=on_progress,
-            stages=stages,
-        )
+        progress = on_progress or no_progress
+        previous = read_manifest(out) if has_manifest(out) else {}
+        manifest = _begin(out, chunker, extractor, embedder, config)
+        manifest[STAGES] = [stage.name for stage in stages]
+        report = BuildReport()
+        with open_storage(out, create=True) as storage:
+            if pending := manifest.pop(DELETING, ()):  # a killed delete: finish removing
+                _purge(storage, extractor, pending)
+                write_manifest(out, manifest)
+            start = time.perf_counter()
 
+            def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
+                flat = [c for group in chunks for c in group]
+                try:
+                    extract_cached(flat, extractor, storage.kv)
+                except BudgetExhausted as exc:
+                    raise _BudgetStop(exc) from exc
 
-def _build_index(
-    documents: Iterable[Document],
-    out: str | Path,
-    *,
-    chunker: Chunker,
-    extractor: Extractor,
-    embedder: Embedder,
-    config: dict[str, Any] | None = None,
-    on_progress: Progress | None = None,
-    stages: Sequence[BuildStage] = DEFAULT_STAGES,
-) -> BuildReport:
-    progress = on_progress or no_progress
-    previous = read_manifest(out) if has_manifest(out) else {}
-    manifest = _begin(out, chunker, extractor, embedder, config)
-    manifest[STAGES] = [stage.name for stage in stages]
-    report = BuildReport()
-    with open_storage(out, create=True) as storage:
-        if pending := manifest.pop(DELETING, ()):  # a killed delete: finish removing
-            _purge(storage, extractor, pending)
-            write_manifest(out, manifest)
-        start = time.perf_counter()
-
-        def hook(docs: Sequence[Document], chunks: Sequence[list[Chunk]]) -> None:
-            flat = [c for group in chunks for c in group]
             try:
-                extract_cached(flat, extractor, storage.kv)
-            except BudgetExhausted as exc:
-                raise _BudgetStop(exc) from exc
-
-        try:
-            report.ingest = ingest(
-                documents,
-                chunker=chunker,
-                doc_store=storage.documents,
-                status_store=storage.status,
-                process=hook,
-                on_progress=lambda d, n, _: progress("ingest", d, n),
-            )
-        except _BudgetStop as stop:
-            raise stop.error from None
-        report.seconds["ingest_extract"] = time.perf_counter() - start
-        if _unchanged(previous, manifest, report, pending):
-            # nothing new, nothing removed, the same settings and stages as the complete
-            # build on disk: rebuilding would write the same index again
-            report.counts = dict(previous.get("counts", {}))
-            report.reused = True
-            manifest.update(
-                state="complete",
-                counts=report.counts,
-                built_at=previous.get("built_at"),
-                build_seconds=previous.get("build_seconds", {}),
-            )
-            write_manifest(out, manifest)
-            return report
-        _rebuild(storage, extractor, embedder, progress, stages, report)
-    _finish(out, manifest, report)
-    return report
+                report.ingest = ingest(
+                    documents,
+                    chunker=chunker,
+                    doc_store=storage.documents,
+                    status_store=storage.status,
+                    process=hook,
+                    on_progress=lambda d, n, _: progress("ingest", d, n),
+                )
+            except _BudgetStop as stop:
+                raise stop.error from None
+            report.seconds["ingest_extract"] = time.perf_counter() - start
+            if _unchanged(previous, manifest, report, pending):
+                # nothing new, nothing removed, the same settings and stages as the complete
+                # build on disk: rebuilding would write the same index again
+                report.counts = dict(previous.get("counts", {}))
+                report.reused = True
+                manifest.update(
+                    state="complete",
+                    counts=report.counts,
+                    built_at=previous.get("built_at"),
+                    build_seconds=previous.get("build_seconds", {}),
+                )
+                write_manifest(out, manifest)
+                return report
+            _rebuild(storage, extractor, embedder, progress, stages, report)
+        _finish(out, manifest, report)
+        return report
 
 
 def _unchanged(
@@ -214,42 +191,25 @@ def delete_documents(
     as a build does.
     """
     with writer_lock(location, create=False):
-        return _delete_documents(
-            location,
-            doc_ids,
-            extractor=extractor,
-            embedder=embedder,
-            on_progress=on_progress,
-            stages=stages,
-        )
-
-
-def _delete_documents(
-    location: str | Path,
-    doc_ids: Sequence[str],
-    *,
-    extractor: Extractor,
-    embedder: Embedder,
-    on_progress: Progress | None,
-    stages: Sequence[BuildStage],
-) -> BuildReport:
-    manifest = read_manifest(location)
-    pending = [str(d) for d in manifest.get(DELETING, ())]
-    report = BuildReport()
-    with open_storage(location) as storage:
-        found = storage.documents.get_documents(list(doc_ids))
-        known = {*pending, *storage.status.get_status(list(doc_ids))}  # failed ones too
-        unknown = [d for d, doc in zip(doc_ids, found, strict=True) if not doc and d not in known]
-        if unknown:
-            raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
-        manifest = {**manifest, "state": "building", DELETING: [*pending, *doc_ids]}
-        write_manifest(location, manifest)
-        _purge(storage, extractor, manifest[DELETING])
-        report.deleted = list(doc_ids)
-        _rebuild(storage, extractor, embedder, on_progress or no_progress, stages, report)
-    del manifest[DELETING]
-    _finish(location, manifest, report)
-    return report
+        manifest = read_manifest(location)
+        pending = [str(d) for d in manifest.get(DELETING, ())]
+        report = BuildReport()
+        with open_storage(location) as storage:
+            found = storage.documents.get_documents(list(doc_ids))
+            known = {*pending, *storage.status.get_status(list(doc_ids))}  # failed ones too
+            unknown = [
+                d for d, doc in zip(doc_ids, found, strict=True) if not doc and d not in known
+            ]
+            if unknown:
+                raise InputError(f"no such document(s) in the index: {', '.join(unknown)}")
+            manifest = {**manifest, "state": "building", DELETING: [*pending, *doc_ids]}
+            write_manifest(location, manifest)
+            _purge(storage, extractor, manifest[DELETING])
+            report.deleted = list(doc_ids)
+            _rebuild(storage, extractor, embedder, on_progress or no_progress, stages, report)
+        del manifest[DELETING]
+        _finish(location, manifest, report)
+        return report
 
 
 def _purge(storage: Storage, extractor: Extractor, doc_ids: Sequence[str]) -> None:
