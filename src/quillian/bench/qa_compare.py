@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.errors import InputError
-from quillian.eval.qa import calls_by_prompt
+from quillian.eval.qa import calls_by_prompt, no_calls
 from quillian.eval.stats import paired, ratio
 
 __all__ = ["compare", "main", "read_predictions"]
@@ -71,11 +71,8 @@ def compare(a: Path, b: Path, metrics: tuple[str, ...] = DEFAULT_METRICS) -> dic
         calls_by_prompt([c for i in ids for c in rows[i].get("calls", [])])
         for rows in (rows_a, rows_b)
     ]
-    empty = dict.fromkeys(
-        ("calls", "parse_failures", "truncated", "completion_tokens", "seconds"), 0
-    )
     out["by_prompt"] = {
-        key: {"a": prompts[0].get(key, empty), "b": prompts[1].get(key, empty)}
+        key: {"a": prompts[0].get(key) or no_calls(), "b": prompts[1].get(key) or no_calls()}
         for key in sorted({*prompts[0], *prompts[1]})
     }
     return out

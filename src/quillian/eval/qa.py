@@ -35,6 +35,7 @@ __all__ = [
     "check_metrics",
     "config_hash",
     "evaluate",
+    "no_calls",
     "summarize",
 ]
 
@@ -220,22 +221,19 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def no_calls() -> dict[str, Any]:
+    """A prompt's :func:`calls_by_prompt` entry before any call (a run that never used
+    the prompt)."""
+    return {"calls": 0, "parse_failures": 0, "truncated": 0, "completion_tokens": 0, "seconds": 0.0}
+
+
 def calls_by_prompt(calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per versioned prompt: its calls, those that failed to parse or stopped at the
     token limit, the tokens it wrote and the seconds it took (a cached call costs
     none), so a run shows which step its time and failures come from."""
     out: dict[str, dict[str, Any]] = {}
     for call in calls:
-        entry = out.setdefault(
-            call["prompt"],
-            {
-                "calls": 0,
-                "parse_failures": 0,
-                "truncated": 0,
-                "completion_tokens": 0,
-                "seconds": 0.0,
-            },
-        )
+        entry = out.setdefault(call["prompt"], no_calls())
         entry["calls"] += 1
         entry["parse_failures"] += int("error" in call)
         entry["truncated"] += int(bool(call.get("truncated")))
