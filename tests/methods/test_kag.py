@@ -461,8 +461,9 @@ def test_plan_steps_bounds_the_planner_grammar(vivaldi) -> None:
     pipeline, _ = solver(vivaldi, {}, plan_steps=2)
     grammar = pipeline.plan_task.decoding.grammar
     assert '"Step2: "' in grammar and "Step3" not in grammar
-    with pytest.raises(ConfigError, match="plan_steps"):
-        solver(vivaldi, {}, plan_steps=0)
+    for steps in (0, 10):
+        with pytest.raises(ConfigError, match="plan_steps"):
+            solver(vivaldi, {}, plan_steps=steps)
 
 
 def where_born(vivaldi, plan: str):  # type: ignore[no-untyped-def]

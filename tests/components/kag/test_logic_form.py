@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from quillian.components.kag.logic_form import (
+    PLAN_GRAMMAR_MAX_STEPS,
     DeduceLF,
     LogicFormError,
     MathLF,
@@ -271,6 +272,30 @@ def test_the_plan_grammar_holds_the_prompts_own_plan_and_every_operator() -> Non
     assert held(plan) and parse_plan_strict(plan).ok
 
 
+def test_the_plan_grammar_holds_the_papers_own_plans() -> None:
+    """The paper's Table 14 numerical plans, written as the planner's prompt asks (an
+    edge-property constraint on p, an alias read as subject, untyped objects, Math
+    over aliases and constants), under the types they use."""
+    grammar = plan_grammar(["Player", "SportsTeam", "Year", "Company"], 8)
+    ronaldo = (
+        "Step1: Identify the Sports Teams Cristiano Ronaldo Played for in 2011.\nAction1: "
+        "Retrieval(s=s1:Player[Cristiano Ronaldo], p=p1:playedFor, o=o1:SportsTeam, "
+        "p.PlayedForInYear=2011)\nStep2: Determine the Foundation Years of Each Identified "
+        "Team.\nAction2: Retrieval(s=o1, p=p2:foundationYear, o=o2:Year)\nStep3: Which team "
+        "was founded last?\nAction3: Sort(set=o1, orderby=o2, direction=max, limit=1)"
+    )
+    tesla = (
+        "Step1: What is the sum of 30 + 6 ?\nAction1: math1 = Math(30+6)\nStep2: Who is the "
+        "founder of Tesla?\nAction2: Retrieval(s=s2:Company[Tesla], p=p2:founder, o=o2)\n"
+        "Step3: In which year was the founder of Tesla born?\nAction3: Retrieval(s=o2, "
+        "p=p3:yearOfBirth, o=o3)\nStep4: How old will the founder of Tesla be in the year "
+        "2027?\nAction4: math4 = Math(2027-o3)\nStep5: What is the sum of math1 and math4?"
+        "\nAction5: math5 = Math(math1+math4)"
+    )
+    for plan in (ronaldo, tesla):
+        assert grammar_accepts(grammar, plan) and parse_plan_strict(plan).ok
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -282,6 +307,16 @@ def test_the_plan_grammar_holds_the_prompts_own_plan_and_every_operator() -> Non
         ONE_STEP + "\nThat is the plan.",  # prose after it
         "Step1: Who?\nAction1: Filter(o1)",  # no such operator
         "Step1: Who?",  # a step with no action
+        "Step1: Who?\nAction1: Output(o1)",  # nothing bound yet
+        ONE_STEP + "\nStep2: Sum?\nAction2: Output(math1)",  # step 1 bound no math1
+        ONE_STEP + "\nStep2: Age?\nAction2: Retrieval(s=o1, p=p2:age, o=o1:Date)",  # o1 anew
+        ONE_STEP + "\nStep2: Who?\nAction2: Retrieval(s=s1:Person[X], p=p2:r, o=o2)",  # s1 anew
+        ONE_STEP + "\nStep2: Age?\nAction2: Retrieval(s=o1, p=p2:age, o=o1)",  # o1 twice
+        ONE_STEP + "\nStep2: Same?\nAction2: Retrieval(s=o1, p=p2:is, o=s1)",  # object read
+        ONE_STEP + "\nStep2: Age?\nAction2: age = Math(2027-o1)",  # not math2
+        ONE_STEP + "\nStep2: Age?\nAction2: math2 = Math(__import__('os'))",  # code
+        ONE_STEP + "\nStep2: Age?\nAction2: math2 = Math(2027-o3)",  # no step 3 yet
+        ONE_STEP + "\nStep2: Out\nAction2: Output(o1)\nStep3: More?\nAction3: Output(s1)",
     ],
 )
 def test_the_plan_grammar_refuses_what_the_planner_was_not_asked_for(text: str) -> None:
@@ -297,5 +332,7 @@ def test_the_plan_grammar_stops_at_its_step_limit() -> None:
     assert not held("\n".join(steps), max_steps=2)
     with pytest.raises(ValueError, match="max_steps"):
         plan_grammar(["Person"], 0)
+    with pytest.raises(ValueError, match="max_steps"):
+        plan_grammar(["Person"], PLAN_GRAMMAR_MAX_STEPS + 1)
     with pytest.raises(ValueError, match="entity type"):
         plan_grammar([], 3)

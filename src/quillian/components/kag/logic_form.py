@@ -21,6 +21,7 @@ a local model's decoding is held to.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from quillian.errors import QuillianError
 
 __all__ = [
     "DEDUCE_OPS",
+    "PLAN_GRAMMAR_MAX_STEPS",
     "Constraint",
     "DeduceLF",
     "EntityRef",
@@ -578,33 +580,31 @@ def parse_plan_strict(text: str) -> Plan:
     return plan
 
 
-#: The terminals of :func:`plan_grammar`. An alias is lowercase letters then a number,
-#: as the planner's prompt writes them (``s1``, ``o2``, ``math5``), so a bare name
-#: (``s=Gallu``) or a literal (``Output(true)``) cannot stand where an alias belongs;
-#: a Math expression runs to the line's last ``)``, so it may hold calls.
+#: The most steps :func:`plan_grammar` holds a plan to: its states double with each
+#: step (which earlier steps were Math), 511 step states at 9.
+PLAN_GRAMMAR_MAX_STEPS = 9
+
+#: The terminals of :func:`plan_grammar`. A Math expression is numbers, aliases, the
+#: four operations and powers, and the evaluator's functions, so code, or a name that
+#: is no alias, cannot be written into it.
 _PLAN_TERMINALS = (
-    r"ALIAS: /[a-z]{1,8}[0-9]{1,2}/",
     r"NAME: /[^\]\n]{1,80}/",
     r"RELATION: /[A-Za-z][A-Za-z0-9_ ]{0,39}/",
     r"PROPERTY: /[A-Za-z_][A-Za-z0-9_]{0,29}/",
     r"VALUE: /[^,)\n]{1,60}/",
     r'DIRECTION: "min" | "max"',
     r"LIMIT: /[1-9][0-9]?/",
-    r"EXPRESSION: /[^\n]{1,160}\)/",
+    r"NUMBER: /[0-9]{1,12}(\.[0-9]{1,6})?/",
+    r"OP: / ?(\*\*|[-+*\/]) ?/",
+    r"COMMA: /, ?/",
+    r'FUNCTION: "count" | "sum" | "min" | "max" | "round"',
     r"OPERAND: /[^,()\n]{1,120}/",
     r'DEDUCE_OP: "entailment" | "judgement" | "greater" | "less" | "equal" | "choice"',
     r"QUESTION: /[^\n]{1,200}/",
 )
 _PLAN_RULES = (
-    "action: retrieval | sort | math | deduce | output",
-    'retrieval: "Retrieval(s=" entity ", p=" relation ", o=" entity constraint* ")"',
-    'entity: ALIAS (":" TYPE ("[" NAME "]")?)?',
-    'relation: ALIAS (":" RELATION)?',
-    'constraint: ", " ("s" | "o") "." PROPERTY "=" VALUE',
-    'sort: "Sort(set=" ALIAS ", orderby=" ALIAS ", direction=" DIRECTION ", limit=" LIMIT ")"',
-    'math: ALIAS " = Math(" EXPRESSION',
+    'constraint: ", " ("s" | "p" | "o") "." PROPERTY "=" VALUE',
     'deduce: "Deduce(left=" OPERAND ", right=" OPERAND ", op=" DEDUCE_OP ")"',
-    'output: "Output(" ALIAS (", " ALIAS)* ")"',
 )
 
 
@@ -614,16 +614,76 @@ def plan_grammar(types: Sequence[str], max_steps: int) -> str:
     :attr:`~quillian.components.llm.base.Decoding.grammar`: ``Step1:`` to at most
     ``StepN:`` numbered in order, each followed by its ``ActionN:`` line holding one of
     the five operators with its arguments in the prompt's order, entity types from
-    ``types``. It holds the form only: which alias a step may read is still checked by
-    :func:`parse_plan_strict`. A model held to it cannot run past ``max_steps`` steps,
-    write markdown or prose around the plan, or put a name where an alias belongs."""
-    if max_steps < 1:
-        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    ``types``; an ``Output`` step ends the plan (spec section 4.3: Output is its own,
+    last step). A model held to it cannot run past ``max_steps`` steps, write markdown
+    or prose around the plan, or put a name or code where an alias belongs.
+
+    Aliases follow the paper's plans (Table 14) and the prompt's own: step k binds
+    ``sk``, ``pk`` and ``ok`` (a Retrieval, whose object is always new and whose
+    subject is new or an earlier alias) or ``mathk`` (a Math), and reads only the
+    aliases earlier steps of the kind that binds them, so neither ``Output(math5)``
+    after a Retrieval in step 5 nor ``Retrieval(s=o2, p=p3, o=o2)`` can be written.
+    The grammar tracks which earlier steps were Math (2^(k-1) states at step k, hence
+    :data:`PLAN_GRAMMAR_MAX_STEPS`); whether a Retrieval's subject was new, so that
+    ``sk`` exists, is still checked by :func:`parse_plan_strict`."""
+    if not 1 <= max_steps <= PLAN_GRAMMAR_MAX_STEPS:
+        raise ValueError(
+            f"max_steps must be between 1 and {PLAN_GRAMMAR_MAX_STEPS}, got {max_steps}"
+        )
     if not types:
         raise ValueError("a plan grammar needs at least one entity type")
-    rules = ["start: step1"]
-    for n in range(1, max_steps + 1):
-        more = f' ("\\n" step{n + 1})?' if n < max_steps else ""
-        rules.append(f'step{n}: "Step{n}: " QUESTION "\\nAction{n}: " action{more}')
+    rules = ["start: st1_"]
+    for k in range(1, max_steps + 1):
+        rules.append(f'new_s{k}: "s{k}" (":" TYPE ("[" NAME "]")?)?')
+        rules.append(f'new_o{k}: "o{k}" (":" TYPE ("[" NAME "]")?)?')
+        for kinds in itertools.product("01", repeat=k - 1):
+            rules.extend(_plan_step_rules(k, "".join(kinds), max_steps))
     alternatives = " | ".join(json.dumps(t, ensure_ascii=False) for t in types)
     return "\n".join([*rules, *_PLAN_RULES, f"TYPE: {alternatives}", *_PLAN_TERMINALS]) + "\n"
+
+
+def _plan_step_rules(k: int, kinds: str, max_steps: int) -> list[str]:
+    """The rules of step ``k`` after earlier steps of ``kinds``, one character per
+    step: ``1`` a Math (it bound ``mathj``), ``0`` any other (a Retrieval binds ``sj``,
+    ``pj`` and ``oj``)."""
+    state = f"{k}_{kinds}"
+    earlier = [
+        alias
+        for j, kind in enumerate(kinds, start=1)
+        for alias in ([f"math{j}"] if kind == "1" else [f"s{j}", f"p{j}", f"o{j}"])
+    ]
+
+    def then(kind: str) -> str:  # the next step, optional, after a step of ``kind``
+        return f' ("\\n" st{k + 1}_{kinds}{kind})?' if k < max_steps else ""
+
+    subject = f"(new_s{k} | ref{state})" if earlier else f"new_s{k}"
+    actions = [
+        f"retrieval{state}{then('0')}",
+        f'"math{k} = Math(" expr{state} ")"{then("1")}',
+        f"deduce{then('0')}",
+    ]
+    term = [
+        "NUMBER",
+        f'"-" term{state}',
+        f'"(" expr{state} ")"',
+        f'FUNCTION "(" expr{state} (COMMA expr{state})* ")"',
+    ]
+    rules = []
+    if earlier:
+        actions += [f"sort{state}{then('0')}", f"output{state}"]
+        term.append(f"ref{state}")
+        refs = " | ".join(json.dumps(alias) for alias in earlier)
+        rules += [
+            f"ref{state}: {refs}",
+            f'sort{state}: "Sort(set=" ref{state} ", orderby=" ref{state} '
+            '", direction=" DIRECTION ", limit=" LIMIT ")"',
+            f'output{state}: "Output(" ref{state} (", " ref{state})* ")"',
+        ]
+    return [
+        f'st{state}: "Step{k}: " QUESTION "\\nAction{k}: " ({" | ".join(actions)})',
+        f'retrieval{state}: "Retrieval(s=" {subject} ", p=p{k}" (":" RELATION)? '
+        f'", o=" new_o{k} constraint* ")"',
+        f"expr{state}: term{state} (OP term{state})*",
+        f"term{state}: {' | '.join(term)}",
+        *rules,
+    ]

@@ -18,7 +18,7 @@ from quillian.components.concurrency import Offload
 from quillian.components.kag import tasks
 from quillian.components.kag.alignment import without_alignment
 from quillian.components.kag.knowledge import KagKnowledge
-from quillian.components.kag.logic_form import Plan, plan_grammar
+from quillian.components.kag.logic_form import PLAN_GRAMMAR_MAX_STEPS, Plan, plan_grammar
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
@@ -47,7 +47,8 @@ class KAGConfig:
     plan_steps: int = 8
     """The most steps a plan may hold where the model's decoding is held to the
     planner's grammar (the local model): four hops, a comparison or arithmetic and the
-    output, with room to spare; a free model's plan (an HTTP endpoint) runs as written."""
+    output, with room to spare; a free model's plan (an HTTP endpoint) runs as written.
+    At most 9: the grammar's states double with each step."""
     k: int = 10
     """Chunks retrieved per step (the authors' top_k)."""
     final_k: int = 10
@@ -75,6 +76,11 @@ class KAGConfig:
             raise ConfigError(f"preset must be LFSH, LFS or CR, got {self.preset!r}")
         if min(self.rounds, self.k, self.final_k, self.fuzzy_top_k, self.plan_steps) < 1:
             raise ConfigError("rounds, k, final_k, fuzzy_top_k and plan_steps must be at least 1")
+        if self.plan_steps > PLAN_GRAMMAR_MAX_STEPS:
+            raise ConfigError(
+                f"plan_steps must be at most {PLAN_GRAMMAR_MAX_STEPS} (the planner's grammar "
+                f"grows twofold with each step), got {self.plan_steps}"
+            )
         if not 0 < self.fuzzy_threshold <= self.exact_threshold <= 1:
             raise ConfigError("need 0 < fuzzy_threshold <= exact_threshold <= 1")
 
