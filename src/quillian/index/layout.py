@@ -26,7 +26,7 @@ import fcntl
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -104,32 +104,41 @@ def location_name(location: str | Path) -> str:
 
 @contextmanager
 def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
-    """Hold the index's writer lock (an exclusive ``flock`` on :data:`WRITER_LOCK` in
-    its local directory) while a build or a delete writes it. Two processes writing one
-    index at once interleave the stages' files: two ``bench qa`` runs started together
-    on one index left its graph without a snapshot. A second writer waits, and says so
-    once in the log; readers do not take the lock. With ``create`` false, a directory
-    that does not exist is not made (there is then nothing to write). Processes on other
-    machines sharing a server index each hold their own cache and are not covered."""
-    directory = local_directory(location)
-    if not directory.is_dir():
-        if not create:
-            yield
-            return
-        directory.mkdir(parents=True)
-    with (directory / WRITER_LOCK).open("a+b") as handle:
+    """Hold the index's writer lock while a build or a delete writes it: an exclusive
+    ``flock`` on :data:`WRITER_LOCK` in its local directory and, for a server index,
+    the workspace's advisory lock on the server too (processes on other machines hold
+    their own caches, so only the server can make them take turns). Two processes
+    writing one index at once interleave the stages' files: two ``bench qa`` runs
+    started together on one index left its graph without a snapshot. A second writer
+    waits, and says so once in the log; readers do not take the lock. With ``create``
+    false, a directory that does not exist is not made (there is then nothing to
+    write)."""
+    with ExitStack() as held:
+        if is_server_location(location):
+            backend = server_backend()
+            server = backend.parse_location(str(location))
+            held.enter_context(backend.writer_lock(server, lambda: _say_waited(location)))
+        directory = local_directory(location)
+        if not directory.is_dir():
+            if not create:
+                yield
+                return
+            directory.mkdir(parents=True)
+        handle = held.enter_context((directory / WRITER_LOCK).open("a+b"))
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            logger.warning(
-                "another process is writing the index at %s; waiting for it to finish",
-                location_name(location),
-            )
+            _say_waited(location)
             fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        held.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+        yield
+
+
+def _say_waited(location: str | Path) -> None:
+    logger.warning(
+        "another process is writing the index at %s; waiting for it to finish",
+        location_name(location),
+    )
 
 
 def index_directory(location: str | Path) -> Path:

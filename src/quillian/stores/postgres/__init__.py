@@ -10,6 +10,7 @@ from quillian.stores.postgres._pg import (
     Workspace,
     is_postgres_location,
     parse_location,
+    writer_lock,
 )
 from quillian.stores.postgres.documents import PgDocumentStore, PgKeyValueStore, PgStatusStore
 from quillian.stores.postgres.files import pull_files, push_files, read_manifest, write_manifest
@@ -30,4 +31,5 @@ __all__ = [
     "push_files",
     "read_manifest",
     "write_manifest",
+    "writer_lock",
 ]

@@ -21,7 +21,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ __all__ = [
     "Workspace",
     "is_postgres_location",
     "parse_location",
+    "writer_lock",
 ]
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -134,6 +135,26 @@ def connect(location: PostgresLocation, **kwargs: Any) -> psycopg.Connection[Any
         return psycopg.connect(location.conninfo, connect_timeout=CONNECT_TIMEOUT, **kwargs)
     except psycopg.OperationalError as exc:
         raise StoreError(f"{location}: {_explain(exc)}") from exc
+
+
+@contextmanager
+def writer_lock(location: PostgresLocation, on_wait: Callable[[], None]) -> Iterator[None]:
+    """Hold the workspace's writer lock on the server: a session-level advisory lock
+    (``pg_advisory_lock``) keyed by the workspace, so builds and deletes run from
+    different machines, each with its own local cache, take turns as writers on one
+    machine do. ``on_wait`` is called once before waiting for another writer; the lock
+    goes with its connection, so a writer that dies frees it."""
+    digest = hashlib.sha256(f"quillian.writer:{location.workspace}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    with connect(location, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if not (row and row[0]):
+            on_wait()
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def _explain(exc: psycopg.OperationalError) -> str:
