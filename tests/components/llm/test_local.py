@@ -33,6 +33,7 @@ from quillian.components.llm.local import (
     check_gguf,
     default_cache_dir,
 )
+from quillian.components.llm.prefix_cache import cache_argument
 from quillian.errors import ConfigError, LLMRequestError, MissingExtraError, ModelLoadError
 
 PARTS = [b"GGUF" + b"a" * 6, b"b" * 10, b"c" * 4]
@@ -281,7 +282,7 @@ class FakeModel:
         with self.guard:
             self.running -= 1
         sequences = np.concatenate([input_ids, np.asarray([new], dtype=np.int64)], axis=1)
-        return SimpleNamespace(sequences=sequences, past_key_values=None)
+        return SimpleNamespace(sequences=sequences, **{cache_argument(): None})
 
 
 def fake_local(

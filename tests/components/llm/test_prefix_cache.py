@@ -10,7 +10,7 @@ import pytest
 
 from quillian.components.llm.base import ChatMessage, Decoding
 from quillian.components.llm.local import LocalChatModel, _Loaded
-from quillian.components.llm.prefix_cache import PrefixCache
+from quillian.components.llm.prefix_cache import PrefixCache, cache_argument
 from quillian.errors import ConfigError
 
 torch = pytest.importorskip("torch")
@@ -49,11 +49,11 @@ def generate(model: Any, ids: Any, cache: PrefixCache | None) -> tuple[list[int]
             max_new_tokens=8,
             do_sample=False,
             pad_token_id=0,
-            past_key_values=past,
+            **{cache_argument(): past},
             return_dict_in_generate=True,
         )
     if cache is not None:
-        cache.keep(ids, out.past_key_values)
+        cache.keep(ids, getattr(out, cache_argument()))
     return out.sequences[0, len(ids) :].tolist(), reused
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding, Usage
-from quillian.components.llm.prefix_cache import PrefixCache
+from quillian.components.llm.prefix_cache import PrefixCache, cache_argument
 from quillian.components.model_cache import model_cache_dir
 from quillian.errors import ConfigError, LLMRequestError, MissingExtraError, ModelLoadError
 from quillian.types import Progress, no_progress
@@ -516,13 +516,14 @@ class LocalChatModel:
             options["logits_processor"] = LogitsProcessorList([constraint])
         ids = encoded["input_ids"][0]
         prefix = self.prefix_cache
+        cache = cache_argument()
         if prefix is not None:
-            options["past_key_values"], _ = prefix.take(ids)
+            options[cache], _ = prefix.take(ids)
         with torch.inference_mode(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self._seed)
             output = loaded.model.generate(**encoded, **options, return_dict_in_generate=True)
             if prefix is not None:
-                prefix.keep(ids, output.past_key_values)
+                prefix.keep(ids, getattr(output, cache))
         return [int(t) for t in output.sequences[0, len(ids) :]]
 
     def _constraint(

@@ -21,6 +21,8 @@ one log line.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from typing import Any
 
 from quillian.errors import ConfigError
 
-__all__ = ["PrefixCache", "PrefixStats"]
+__all__ = ["PrefixCache", "PrefixStats", "cache_argument"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +141,17 @@ class PrefixCache:
         self._next_key += 1
         while self.nbytes > self.budget_bytes:
             self._entries.popitem(last=False)
+
+
+@functools.cache
+def cache_argument() -> str:
+    """What transformers' ``generate`` calls the key/value cache it takes and returns:
+    ``cache`` in recent releases (5.24 warns that ``past_key_values`` goes in 6.0), else
+    ``past_key_values`` (the extra allows transformers from 4.56)."""
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    names = {field.name for field in dataclasses.fields(GenerateDecoderOnlyOutput)}
+    return "cache" if "cache" in names else "past_key_values"
 
 
 def _common_prefix(a: Any, b: Any) -> int:
