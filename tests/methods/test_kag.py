@@ -507,6 +507,38 @@ def test_a_step_the_plan_repeats_word_for_word_is_recorded_not_run_again(vivaldi
     assert len(sub_calls) == 2  # steps 2 and 4
 
 
+def test_a_repeat_with_its_own_aliases_renumbered_is_not_run_and_binds_them(vivaldi) -> None:
+    """Under the plan grammar a copy of a step binds aliases of its own number
+    (``o3`` where step 2 bound ``o2``): it is still a repeat, recorded and not run,
+    and a later step that reads ``o3`` gets what step 2 bound."""
+
+    def born(n: int) -> str:
+        return (
+            f"Step{n}: Where was the composer born?\n"
+            f"Action{n}: Retrieval(s=o1, p=p{n}:born in, o=o{n}:GeographicLocation)"
+        )
+
+    plan = "\n".join(
+        [
+            "Step1: Who composed Op 3 6?\nAction1: Retrieval(s=s1:Work[C Major Op 3 6], "
+            "p=p1:composer, o=o1:Person)",
+            born(2),
+            born(3),
+            "Step4: Output the place.\nAction4: Output(o3)",
+        ]
+    )
+    result, _ = where_born(vivaldi, plan)
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.index, s.layer) for s in steps] == [
+        (1, "graph-exact"),
+        (2, "graph-exact"),
+        (3, "repeat"),
+        (4, "output"),
+    ]
+    assert steps[2].note == "the same sub-question and logical form as step 2"
+    assert steps[3].answer == "Venice" and result.answer == "Venice"
+
+
 @pytest.mark.parametrize(
     ("predicate", "layer"),
     [("born in", "graph-exact"), ("brithPlace", "chunks")],  # the graph's edge, or none

@@ -16,10 +16,12 @@ from quillian.components.kag.logic_form import (
     OutputLF,
     RetrievalLF,
     SortLF,
+    own_aliases,
     parse_logic_form,
     parse_plan,
     parse_plan_strict,
     plan_grammar,
+    repeat_key,
 )
 from quillian.components.kag.schema import default_schema
 from quillian.components.llm.structured import ParseError
@@ -336,3 +338,18 @@ def test_the_plan_grammar_stops_at_its_step_limit() -> None:
         plan_grammar(["Person"], PLAN_GRAMMAR_MAX_STEPS + 1)
     with pytest.raises(ValueError, match="entity type"):
         plan_grammar([], 3)
+
+
+def test_a_repeat_is_the_same_question_and_form_whatever_its_own_aliases() -> None:
+    plan = parse_plan(
+        "Step1: Who?\nAction1: Retrieval(s=s1:Person[Ada], p=p1:child, o=o1:Person)\n"
+        "Step2: Born?\nAction2: Retrieval(s=o1, p=p2:born, o=o2:Date)\n"
+        "Step3:  born? \nAction3: Retrieval(s=o1, p=p3:born, o=o3:Date)\n"
+        "Step4: Born?\nAction4: Retrieval(s=s1, p=p4:born, o=o4:Date)\n"
+        "Step5: Age?\nAction5: math5 = Math(2027-o2)\nStep6: Age?\nAction6: math6 = Math(2027-o3)"
+    )
+    keys = [repeat_key(step) for step in plan.steps]
+    assert keys[1] == keys[2]  # o3 and p3 are step 3's own: the same as step 2
+    assert keys[3] != keys[1]  # reads s1, not o1
+    assert keys[4] != keys[5]  # reads o2 and o3: different inputs
+    assert own_aliases(plan.steps[1].form) == ["p2", "o2"]

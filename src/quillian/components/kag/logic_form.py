@@ -45,10 +45,12 @@ __all__ = [
     "RelationRef",
     "RetrievalLF",
     "SortLF",
+    "own_aliases",
     "parse_logic_form",
     "parse_plan",
     "parse_plan_strict",
     "plan_grammar",
+    "repeat_key",
 ]
 
 DEDUCE_OPS = frozenset(
@@ -526,6 +528,26 @@ def outputs_of(form: LogicForm) -> list[str]:
     if isinstance(form, RetrievalLF):
         return [form.s.alias, form.p.alias, form.o.alias, *([form.output] if form.output else [])]
     return [form.output] if form.output else []
+
+
+def own_aliases(form: LogicForm) -> list[str]:
+    """The aliases a logical form binds that it does not read: what a step's own
+    variables are (``o2`` in ``Retrieval(s=o1, p=p2, o=o2)``, not ``o1``)."""
+    read = set(inputs_of(form))
+    return [alias for alias in outputs_of(form) if alias not in read]
+
+
+def repeat_key(step: PlanStep) -> str:
+    """What a step asks, whatever its own aliases are named: its sub-question (case
+    and spacing aside) and its logical form with each alias it binds replaced by its
+    position. Two steps with one key ask the same thing of the same inputs, as a small
+    planner's copies of a step do under the plan grammar (``Retrieval(s=o2,
+    p=p4:isA, o=o4)`` then ``Retrieval(s=o2, p=p6:isA, o=o6)``)."""
+    text = step.text
+    if step.form is not None:
+        for n, alias in enumerate(own_aliases(step.form)):
+            text = re.sub(rf"(?<![\w.]){re.escape(alias)}(?!\w)", f"#{n}", text)
+    return " ".join(step.question.lower().split()) + "\n" + text
 
 
 def _check_aliases(steps: list[PlanStep]) -> list[PlanStep]:

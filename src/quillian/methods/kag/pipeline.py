@@ -18,7 +18,14 @@ from quillian.components.concurrency import Offload
 from quillian.components.kag import tasks
 from quillian.components.kag.alignment import without_alignment
 from quillian.components.kag.knowledge import KagKnowledge
-from quillian.components.kag.logic_form import PLAN_GRAMMAR_MAX_STEPS, Plan, plan_grammar
+from quillian.components.kag.logic_form import (
+    PLAN_GRAMMAR_MAX_STEPS,
+    Plan,
+    PlanStep,
+    own_aliases,
+    plan_grammar,
+    repeat_key,
+)
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
@@ -250,17 +257,23 @@ class KAG(PipelineBase):
         executor = StepExecutor(
             knowledge, self.chunks, retrieve, self.runner, run.transcript, settings
         )
-        first_of: dict[tuple[str, str], int] = {}
+        first_of: dict[str, PlanStep] = {}
         for step in plan.steps:
-            key = (" ".join(step.question.lower().split()), step.text)
-            if key in first_of:
+            key = repeat_key(step)
+            first = first_of.get(key)
+            if first is not None:
                 # a small model's plan can repeat one step many times (16 copies in one
-                # plan of a HotpotQA run): each copy would cost a retrieval and a model
-                # call and bind nothing new, so it is recorded, not run again
-                note = f"the same sub-question and logical form as step {first_of[key]}"
+                # plan of a HotpotQA run), under the plan grammar with its own aliases
+                # renumbered: each copy would cost a retrieval and a model call and find
+                # nothing new, so it is recorded, not run again, and its aliases hold
+                # what the first copy's hold
+                if step.form is not None and first.form is not None:
+                    own, firsts = own_aliases(step.form), own_aliases(first.form)
+                    frame.bind_as(list(zip(own, firsts, strict=False)))
+                note = f"the same sub-question and logical form as step {first.index}"
                 outcome = Outcome(REPEAT, REPEAT, "", note=note)
             else:
-                first_of[key] = step.index
+                first_of.setdefault(key, step)
                 outcome = await executor.run(step, frame)
             run.steps.append(
                 KAGStep(
