@@ -15,7 +15,7 @@ SPECS = (
         "kag",
         KAG,
         "KAG: logical-form planning over the typed graph and chunks, with reflection "
-        "(--option preset=LFSH|LFS|CR, rounds=N, plan_steps=N)",
+        "(--option preset=LFSH|LFS|CR, rounds=N, plan_steps=N up to 9)",
         "kag",
         needs_schema=True,
         index_stages=(STAGE,),
