@@ -273,7 +273,7 @@ class KAG(PipelineBase):
                 note = f"the same sub-question and logical form as step {first.index}"
                 outcome = Outcome(REPEAT, REPEAT, "", note=note)
             else:
-                first_of.setdefault(key, step)
+                first_of[key] = step
                 outcome = await executor.run(step, frame)
             run.steps.append(
                 KAGStep(
