@@ -10,25 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.index import build_index, delete_documents, read_manifest
+from quillian.index import delete_documents, read_manifest
 from quillian.index.layout import WRITER_LOCK, writer_lock
+from quillian.testing.corpus import build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.types import Document
 
-CORPUS = [("Ada", "Ada wrote the first program."), ("Turing", "Turing read what Ada wrote.")]
+CORPUS = {"Ada": "Ada wrote the first program.", "Turing": "Turing read what Ada wrote."}
 
 
 def build(location: Path) -> None:
-    docs = [Document(text, title) for title, text in CORPUS]
-    build_index(
-        docs,
-        location,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor([t for t, _ in CORPUS]),
-        embedder=KeywordEmbedder(),
-    )
+    build_tiny(location, CORPUS)
 
 
 def test_a_second_writer_waits_for_the_first_and_says_so(tmp_path, caplog) -> None:

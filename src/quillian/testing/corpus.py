@@ -17,7 +17,7 @@ from quillian.index import build_index, open_index
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Document
 
-__all__ = ["LOVELACE", "tiny_index"]
+__all__ = ["LOVELACE", "build_tiny", "tiny_index"]
 
 LOVELACE: dict[str, str] = {
     "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
@@ -27,13 +27,19 @@ LOVELACE: dict[str, str] = {
 }
 
 
-def tiny_index(path: Path, corpus: Mapping[str, str] = LOVELACE) -> RetrievalContext:
-    """Index ``corpus`` (title to text) into ``path`` and open it."""
+def build_tiny(location: str | Path, corpus: Mapping[str, str] = LOVELACE) -> None:
+    """Index ``corpus`` (title to text) into ``location`` (a directory or a server
+    location), with no model: passages, title links and keyword vectors."""
     build_index(
         [Document(text, title) for title, text in corpus.items()],
-        path,
+        location,
         chunker=PassageChunker(),
         extractor=TitleLinkExtractor(dict(corpus)),
         embedder=KeywordEmbedder(),
     )
+
+
+def tiny_index(path: Path, corpus: Mapping[str, str] = LOVELACE) -> RetrievalContext:
+    """Index ``corpus`` (title to text) into ``path`` and open it."""
+    build_tiny(path, corpus)
     return open_index(path, KeywordEmbedder()).context
