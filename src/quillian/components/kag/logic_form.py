@@ -636,9 +636,10 @@ def plan_grammar(types: Sequence[str], max_steps: int) -> str:
     :attr:`~quillian.components.llm.base.Decoding.grammar`: ``Step1:`` to at most
     ``StepN:`` numbered in order, each followed by its ``ActionN:`` line holding one of
     the five operators with its arguments in the prompt's order, entity types from
-    ``types``; an ``Output`` step ends the plan (spec section 4.3: Output is its own,
-    last step). A model held to it cannot run past ``max_steps`` steps, write markdown
-    or prose around the plan, or put a name or code where an alias belongs.
+    ``types``; an ``Output`` step ends the plan (the planner's tips make Output its own
+    step, spec section 4.3, and no step follows it in the paper's plans). A model held
+    to it cannot run past ``max_steps`` steps, write markdown or prose around the plan,
+    or put a name or code where an alias belongs.
 
     Aliases follow the paper's plans (Table 14) and the prompt's own: step k binds
     ``sk``, ``pk`` and ``ok`` (a Retrieval, whose object is always new and whose
