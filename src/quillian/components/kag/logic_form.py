@@ -643,9 +643,9 @@ def plan_grammar(types: Sequence[str], max_steps: int) -> str:
 
     Aliases follow the paper's plans (Table 14) and the prompt's own: step k binds
     ``sk``, ``pk`` and ``ok`` (a Retrieval, whose object is always new and whose
-    subject is new or an earlier alias) or ``mathk`` (a Math), and reads only the
-    aliases earlier steps of the kind that binds them, so neither ``Output(math5)``
-    after a Retrieval in step 5 nor ``Retrieval(s=o2, p=p3, o=o2)`` can be written.
+    subject is new or an earlier alias) or ``mathk`` (a Math), and reads only aliases
+    an earlier step of the binding kind wrote, so neither ``Output(math5)`` after a
+    Retrieval in step 5 nor ``Retrieval(s=o2, p=p3, o=o2)`` can be written.
     The grammar tracks which earlier steps were Math (2^(k-1) states at step k, hence
     :data:`PLAN_GRAMMAR_MAX_STEPS`); whether a Retrieval's subject was new, so that
     ``sk`` exists, is still checked by :func:`parse_plan_strict`."""
