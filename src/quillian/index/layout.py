@@ -123,7 +123,7 @@ def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
             if not create:
                 yield
                 return
-            directory.mkdir(parents=True)
+            directory.mkdir(parents=True, exist_ok=True)  # another writer may make it first
         handle = held.enter_context((directory / WRITER_LOCK).open("a+b"))
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
