@@ -119,11 +119,10 @@ def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
             server = backend.parse_location(str(location))
             held.enter_context(backend.writer_lock(server, lambda: _say_waited(location)))
         directory = local_directory(location)
-        if not directory.is_dir():
-            if not create:
-                yield
-                return
-            directory.mkdir(parents=True, exist_ok=True)  # another writer may make it first
+        if not create and not directory.is_dir():
+            yield
+            return
+        directory.mkdir(parents=True, exist_ok=True)  # another writer may make it first
         handle = held.enter_context((directory / WRITER_LOCK).open("a+b"))
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
