@@ -1,10 +1,13 @@
 """Documents and ingestion jobs on a real server: 202 with Location, progress as
 server-sent events, pagination, uploads with bad files, exact deletion, cancel, resume
-after a restart, isolation between workspaces, queries served during ingestion."""
+after a restart, isolation between workspaces, queries served during ingestion, and an
+index another process writes opened once its build completes."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 from quillian.components.llm.scripted import ScriptedChatModel
@@ -211,3 +214,20 @@ def test_a_server_stopped_mid_ingestion_leaves_the_job_to_the_next(index_copy):
         workspace = client.get("/api/workspaces/ws0").json()
         assert workspace["state"] == "complete"
         assert workspace["counts"]["documents"] == len(CORPUS) + 300
+
+
+def test_documents_another_process_indexes_are_served_once_its_build_completes(index_copy):
+    """``quillian index`` run beside a server: the server keeps answering from the build
+    it opened, then opens the one the other process completed (within a second)."""
+    add = (
+        "import sys; from pathlib import Path; from quillian.testing.server import build_index; "
+        f"build_index(Path(sys.argv[1]), {{{HOPPER['title']!r}: {HOPPER['text']!r}}})"
+    )
+    with running(settings_for(index_copy)) as client:
+        assert "Grace Hopper" not in titles(client, "Grace Hopper")
+        subprocess.run([sys.executable, "-c", add, str(index_copy)], check=True, timeout=120)
+        deadline = time.monotonic() + 10
+        while "Grace Hopper" not in titles(client, "Grace Hopper"):
+            assert time.monotonic() < deadline, "the server never opened the new build"
+            time.sleep(0.2)
+        assert client.get("/api/workspaces/ws0").json()["counts"]["documents"] == len(CORPUS) + 1

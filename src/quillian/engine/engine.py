@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +54,9 @@ from quillian.engine.documents import (
 )
 from quillian.engine.indexing import IndexSettings, delete_documents, index_documents
 from quillian.engine.kge import open_knowledge
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, QuillianError
 from quillian.index import BuildReport, Index, open_index, read_manifest
-from quillian.index.layout import index_location, local_directory
+from quillian.index.layout import generation, index_location, local_directory, location_name
 from quillian.methods.base import AnswerResult, PipelineBase, RunObserver
 from quillian.methods.know3.check import KGECheck, Verification, verify_answer
 from quillian.methods.know3.config import Know3Config
@@ -65,6 +67,8 @@ from quillian.stores.embedded.sqlite import SqliteKeyValueStore
 from quillian.types import Document, Progress
 
 __all__ = ["Engine", "EngineOptions"]
+
+logger = logging.getLogger(__name__)
 
 #: Embedders computed without a model: never cached.
 MODEL_FREE_EMBEDDERS = ("hash", "keyword")
@@ -100,6 +104,10 @@ class EngineOptions:
     lazy_model: bool = False
     """Load a local model on the first call the response cache misses, not when the
     engine's ``async with`` starts (a one-shot command; a server keeps False)."""
+    refresh_s: float | None = 1.0
+    """At most how often (seconds) the opened index is checked for a newer complete
+    build written by another process (``quillian index`` beside a server), which is
+    then opened in its place; None: never."""
 
 
 class Engine:
@@ -107,7 +115,10 @@ class Engine:
 
     Open it with :meth:`open`; use ``async with engine:`` around answering, which starts
     the LLM session (and closes its cache and clients at the end). Retrieval needs no
-    session. The index, graph and retrievers are opened on first use and kept.
+    session. The index, graph and retrievers are opened on first use and kept; when
+    another process completes a build of the index, the next use after
+    :attr:`EngineOptions.refresh_s` opens it in their place (while that build runs, the
+    opened index keeps serving the build it was opened at).
     """
 
     def __init__(self, location: str | Path | None, options: EngineOptions) -> None:
@@ -125,6 +136,8 @@ class Engine:
         self._offload = ThreadOffload(options.workers)
         self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
+        self._checking = threading.Lock()  # one thread looks for a newer build at a time
+        self._checked = 0.0  # when it last looked (time.monotonic)
         self._embedding_cache: SqliteKeyValueStore | None = None
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
@@ -141,12 +154,47 @@ class Engine:
     @property
     def index(self) -> Index:
         """The opened index, with the embedder it was built with."""
+        self._check_newer()
         with self._opening:
             if self._index is None:
                 if self.location is None:
                     raise ConfigError("this needs an index; give its directory")
                 self._index = open_index(self.location, self.embedder())
+                self._checked = time.monotonic()
             return self._index
+
+    def _check_newer(self) -> None:
+        """Open the index again when another process completed a build of it since it was
+        opened (looked at no more often than ``refresh_s``). The new index is opened
+        before it replaces the old, so calls in flight and those arriving meanwhile use
+        the old one; if it cannot be opened (a build began again), the old one serves on."""
+        opened, every = self._index, self.options.refresh_s
+        if opened is None or every is None or self.location is None:
+            return
+        if time.monotonic() - self._checked < every or not self._checking.acquire(blocking=False):
+            return
+        try:
+            self._checked = time.monotonic()
+            try:
+                manifest = read_manifest(self.location)
+                if manifest.get("state") != "complete":
+                    return
+                if generation(manifest) == generation(opened.manifest):
+                    return
+                newer = open_index(self.location, self.embedder())
+            except QuillianError as exc:
+                logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
+                return
+            with self._opening:
+                if self._index is opened:
+                    self._forget()
+                    self._index = newer
+            logger.info("%s: opened the build another process completed", self._name())
+        finally:
+            self._checking.release()
+
+    def _name(self) -> str:
+        return location_name(self.location) if self.location is not None else "(no index)"
 
     def embedder(self) -> Embedder:
         """The embedder named in the options, else the index's own; behind the
@@ -163,6 +211,7 @@ class Engine:
     @property
     def graph(self) -> ExternalGraph:
         """The knowledge graph of the KG methods (``kg`` option)."""
+        self._check_newer()
         with self._opening:
             if self._graph is None:
                 if self.options.kg is None:
@@ -183,6 +232,7 @@ class Engine:
             raise ConfigError("only SA retrievers cross, into a graph joined by --kg DIR+index")
         crossing = can_cross if crossing is None else crossing
         key = (kind, crossing)
+        self._check_newer()
         with self._opening:
             if key not in self._retrievers:
                 bridges = make_bridges(self.options.kg, self._directory()) if crossing else None
@@ -198,6 +248,7 @@ class Engine:
     def knowledge(self) -> Know3Knowledge:
         """The graph a KG-embedding method reads with its trained model (see
         :func:`quillian.engine.kge.open_knowledge`)."""
+        self._check_newer()
         with self._opening:
             if self._knowledge is None:
                 self._knowledge = open_knowledge(

@@ -11,7 +11,12 @@ An embedded index is a directory (``SCHEMA_VERSION`` 1)::
     DIR/bm25/                the BM25 index
 
 The manifest says ``building`` until the last artifact is written; an index in that
-state refuses to open for retrieval.
+state refuses to open for retrieval. Every write of the manifest raises its
+``generation``; a build writes it (``building``) before it touches any other file, and
+replaces files rather than rewriting them, so a reader that finds the generation
+unchanged after loading the index loaded one build's files, and one already holding an
+index keeps a consistent view while another process rebuilds it
+(:func:`~quillian.index.open.open_index`).
 
 A PostgreSQL index (``postgresql://user@host:port/db?workspace=NAME``, extra
 ``postgres``) keeps the same content in one schema: documents, status, key-value data,
@@ -40,8 +45,10 @@ from quillian.errors import (
 )
 
 __all__ = [
+    "GENERATION",
     "MANIFEST",
     "SCHEMA_VERSION",
+    "generation",
     "has_manifest",
     "has_stage",
     "index_directory",
@@ -65,6 +72,14 @@ STAGES = "stages"
 SERVER_SCHEMES = ("postgresql://", "postgres://")
 #: The file whose lock a build or a delete holds (:func:`writer_lock`).
 WRITER_LOCK = ".writer.lock"
+#: The manifest key counting its writes (:func:`write_manifest`).
+GENERATION = "generation"
+
+
+def generation(manifest: Mapping[str, Any]) -> int:
+    """How many times the manifest was written (0 for one written before the count)."""
+    value = manifest.get(GENERATION, 0)
+    return value if isinstance(value, int) else 0
 
 
 def has_stage(manifest: Mapping[str, Any], stage: str) -> bool:
@@ -190,19 +205,40 @@ def read_manifest(location: str | Path) -> dict[str, Any]:
 
 
 def write_manifest(location: str | Path, manifest: dict[str, Any]) -> None:
-    """Replace the manifest atomically (an embedded index's directory is created; a
-    server workspace is created, and its cache directory gets a copy)."""
+    """Replace the manifest atomically, one :data:`GENERATION` past the stored one (an
+    embedded index's directory is created; a server workspace is created, and its cache
+    directory gets a copy). The writer holds :func:`writer_lock`, so no other write
+    comes between reading the stored generation and replacing it."""
     if is_server_location(location):
         backend = server_backend()
         with backend.Workspace(str(location)) as workspace:
+            stored = backend.read_manifest(workspace) if workspace.exists else None
+            manifest = _next_generation(manifest, stored)
             backend.write_manifest(workspace, manifest)
         directory = backend.parse_location(str(location)).cache
     else:
         directory = index_directory(location)
+        manifest = _next_generation(manifest, _stored_manifest(directory / MANIFEST))
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
     tmp.replace(directory / MANIFEST)
+
+
+def _stored_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at ``path`` as stored, or None where there is none readable."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return stored if isinstance(stored, dict) else None
+
+
+def _next_generation(manifest: dict[str, Any], stored: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``manifest`` one generation past both the stored manifest and its own (a manifest
+    made anew for a location that held an index does not count down)."""
+    before = max(generation(stored or {}), generation(manifest))
+    return {**manifest, GENERATION: before + 1}
 
 
 def _server_manifest(location: str) -> dict[str, Any] | None:

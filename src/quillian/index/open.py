@@ -15,12 +15,16 @@ from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
-from quillian.index.layout import has_stage, read_manifest
+from quillian.index.layout import generation, has_stage, location_name, read_manifest
 from quillian.index.stages import EndpointTextStage
 from quillian.index.storage import Storage, open_storage
 from quillian.stores.protocols import VectorIndex
 
-__all__ = ["Index", "load_graph", "open_index"]
+__all__ = ["OPEN_ATTEMPTS", "Index", "load_graph", "open_index"]
+
+#: How many times :func:`open_index` loads an index that another process keeps
+#: rewriting under it before it gives up.
+OPEN_ATTEMPTS = 3
 
 
 @dataclass
@@ -51,7 +55,31 @@ def _optional_vectors(storage: Storage, name: str) -> VectorIndex | None:
 
 
 def open_index(location: str | Path, embedder: Embedder) -> Index:
-    """Open a complete index for retrieval; ``embedder`` must match the one it was built with."""
+    """Open a complete index for retrieval; ``embedder`` must match the one it was built
+    with.
+
+    Every file is loaded (or memory-mapped) here, then the manifest is read again: a
+    build writes the manifest (a new :func:`~quillian.index.layout.generation`) before
+    it replaces any file, so an unchanged generation means every file loaded belongs to
+    one build. A changed one means a writer began meanwhile: the load is tried again
+    (the index then says ``building`` and refuses to open, as it does to any reader
+    while a build runs). What is loaded stays valid while later builds replace the
+    files, so an opened index serves on from the build it was opened at."""
+    for _ in range(OPEN_ATTEMPTS):
+        manifest = _complete_manifest(location, embedder)
+        context = _load_context(location, manifest, embedder)
+        now = read_manifest(location)
+        if generation(now) == generation(manifest) and now.get("state") == "complete":
+            assert context.directory is not None  # set by _load_context
+            return Index(context.directory, manifest, context)
+    raise IndexIncompleteError(
+        f"{location_name(location)}: another process rewrote the index each of the "
+        f"{OPEN_ATTEMPTS} times it was opened; open it again once that build finishes"
+    )
+
+
+def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, Any]:
+    """The manifest of a complete index built with ``embedder``'s model."""
     manifest = read_manifest(location)
     if manifest.get("state") != "complete":
         raise IndexIncompleteError(
@@ -64,6 +92,13 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
             f"index was built with embedder {built_with!r} but {embedder.model_id!r} was given",
             path=str(location),
         )
+    return manifest
+
+
+def _load_context(
+    location: str | Path, manifest: dict[str, Any], embedder: Embedder
+) -> RetrievalContext:
+    """Every artifact of the index at ``location``, loaded or memory-mapped."""
     with open_storage(location) as storage:
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
@@ -88,4 +123,4 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
                 else None
             ),
         )
-    return Index(storage.directory, manifest, context)
+    return context
