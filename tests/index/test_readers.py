@@ -23,13 +23,13 @@ from quillian.types import Document
 HOPPER = {"Grace Hopper": "Grace Hopper wrote the first compiler for the Harvard Mark I."}
 
 
-def rewrite(location: Path, **changes: object) -> None:
+def rewrite(location: str | Path, **changes: object) -> None:
     """What another process's build does to the manifest: write it anew."""
     write_manifest(location, {**read_manifest(location), **changes})
 
 
-def test_every_manifest_write_raises_the_generation(tmp_path) -> None:
-    location = tmp_path / "index"
+def test_every_manifest_write_raises_the_generation(index_location) -> None:
+    location = index_location("generation")
     build_tiny(location)
     built = read_manifest(location)[GENERATION]
     assert built >= 2  # building, then complete
