@@ -48,14 +48,20 @@ def test_graph_shares_and_rounds() -> None:
             0.5,
         ),
     ]
+    rows[0]["calls"] = [call("kag.plan@1", 80, 1.0, stopped=True), call("kag.judge@1", 3, 0.5)]
+    rows[1]["calls"] = [call("kag.plan@1", 60, 1.0), call("kag.plan@1", 90, 1.0)]
     s = summarize(rows)
     # retrieval steps: graph-exact, chunks, hybrid -> 1 of 3 answered from the graph, 2 hit it
     assert s["graph_answered_share"] == round(1 / 3, 4)
     assert s["graph_hit_share"] == round(2 / 3, 4)
     assert s["failed_step_share"] == 0.2  # of the 5 steps run: the repeat did not run
-    assert s["repeated_step_share"] == round(1 / 6, 4)
+    assert s["plan_cut_share"] == round(1 / 3, 4)  # one of three plans ended at a repeat
+    assert s["repeated_step_share"] == round(1 / 6, 4)  # a run from before plans ended so
     assert s["rounds_per_question"] == 1.5
     assert (s["recall@2"], s["recall@5"]) == (0.25, 0.75)
+    assert s["by_prompt"]["kag.plan@1"]["stopped"] == 1
+    rows[1]["steps"] = [s for s in rows[1]["steps"] if s.get("layer") != "repeat"]
+    assert "repeated_step_share" not in summarize(rows)  # none skipped: no such column
 
 
 def test_methods_without_kag_steps_report_no_graph_share() -> None:
@@ -83,6 +89,7 @@ def test_calls_are_counted_per_prompt() -> None:
         "calls": 2,
         "parse_failures": 1,
         "truncated": 1,
+        "stopped": 0,
         "completion_tokens": 612,
         "seconds": 24.0,
     }

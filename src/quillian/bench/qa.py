@@ -194,6 +194,7 @@ OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("graph_answered_share", "answered from graph", ".1%"),
     ("graph_hit_share", "graph matched", ".1%"),
     ("failed_step_share", "failed steps", ".1%"),
+    ("plan_cut_share", "plans cut at a repeat", ".1%"),
     ("repeated_step_share", "repeated steps", ".1%"),
     ("rounds_per_question", "rounds", ".2f"),
     ("prompt_reuse_share", "prompt tokens reused", ".1%"),

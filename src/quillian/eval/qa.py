@@ -135,9 +135,12 @@ def _recall(rows: Sequence[dict[str, Any]], k: int) -> float | None:
 def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """For methods that record KAG steps: the share of retrieval steps answered from
     the graph alone, the share where the graph matched at all, the share of steps that
-    failed, the share of planned steps skipped as repeats, and rounds used."""
+    failed, the share of plans that ended at a step repeating an earlier one (the plan's
+    stop rule), and rounds used. Runs made before plans ended there skipped each repeat
+    as a step: their share of planned steps skipped is kept for them."""
     planned = [s for r in rows for s in r["steps"] if s.get("kind") == "kag-step"]
     steps = [s for s in planned if s["layer"] != "repeat"]  # repeats are not run
+    plans = [c for r in rows for c in r["calls"] if c["prompt"].startswith("kag.plan@")]
     retrievals = [s for s in steps if s["executor"] == "retrieval"]
     rounds = [
         max((s["round"] for s in r["steps"] if s.get("kind") == "kag-reflection"), default=1)
@@ -145,15 +148,19 @@ def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ]
     if not planned and not any(s.get("kind") == "kag-reflection" for r in rows for s in r["steps"]):
         return {}
-    return {
+    out = {
         "graph_answered_share": _mean(
             [1.0 if s["layer"] in ("graph-exact", "graph-fuzzy") else 0.0 for s in retrievals]
         ),
         "graph_hit_share": _mean([1.0 if s["graph_hit"] else 0.0 for s in retrievals]),
         "failed_step_share": _mean([1.0 if s["layer"] == "failed" else 0.0 for s in steps]),
-        "repeated_step_share": _mean([1.0 if s["layer"] == "repeat" else 0.0 for s in planned]),
-        "rounds_per_question": _mean([float(r) for r in rounds]),
     }
+    if plans:
+        out["plan_cut_share"] = _mean([float(bool(c.get("stopped"))) for c in plans])
+    if len(steps) < len(planned):
+        out["repeated_step_share"] = _mean([float(s["layer"] == "repeat") for s in planned])
+    out["rounds_per_question"] = _mean([float(r) for r in rounds])
+    return out
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -224,19 +231,28 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def no_calls() -> dict[str, Any]:
     """A prompt's :func:`calls_by_prompt` entry before any call (a run that never used
     the prompt)."""
-    return {"calls": 0, "parse_failures": 0, "truncated": 0, "completion_tokens": 0, "seconds": 0.0}
+    return {
+        "calls": 0,
+        "parse_failures": 0,
+        "truncated": 0,
+        "stopped": 0,
+        "completion_tokens": 0,
+        "seconds": 0.0,
+    }
 
 
 def calls_by_prompt(calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per versioned prompt: its calls, those that failed to parse or stopped at the
-    token limit, the tokens it wrote and the seconds it took (a cached call costs
-    none), so a run shows which step its time and failures come from."""
+    """Per versioned prompt: its calls, those that failed to parse, stopped at the
+    token limit or were ended by their stop rule, the tokens it wrote and the seconds it
+    took (a cached call costs none), so a run shows which step its time and failures
+    come from."""
     out: dict[str, dict[str, Any]] = {}
     for call in calls:
         entry = out.setdefault(call["prompt"], no_calls())
         entry["calls"] += 1
         entry["parse_failures"] += int("error" in call)
         entry["truncated"] += int(bool(call.get("truncated")))
+        entry["stopped"] += int(bool(call.get("stopped")))
         entry["completion_tokens"] += call["completion_tokens"]
         entry["seconds"] = round(entry["seconds"] + call["seconds"], 3)
     return dict(sorted(out.items()))

@@ -225,9 +225,10 @@ class KAGPlan(Step):
 @dataclass(frozen=True)
 class KAGStep(Step):
     """One executed logical form: which executor and layer answered it (``graph-exact``,
-    ``graph-fuzzy``, ``chunks``, ``hybrid``, ``math``, ``sort``, ``deduce``, ``output``,
-    ``failed``, or ``repeat`` for a step that repeats an earlier one of its plan and is
-    not run again), the aliases it bound, its answer, and the error that stopped it."""
+    ``graph-fuzzy``, ``chunks``, ``hybrid``, ``math``, ``sort``, ``deduce``, ``output``
+    or ``failed``; runs made before plans ended at their first repeated step also
+    recorded ``repeat`` for such a step, not run), the aliases it bound, its answer,
+    and the error that stopped it."""
 
     kind: ClassVar[str] = "kag-step"
     round: int

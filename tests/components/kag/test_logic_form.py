@@ -16,6 +16,7 @@ from quillian.components.kag.logic_form import (
     OutputLF,
     RetrievalLF,
     SortLF,
+    first_repeat,
     own_aliases,
     parse_logic_form,
     parse_plan,
@@ -353,3 +354,29 @@ def test_a_repeat_is_the_same_question_and_form_whatever_its_own_aliases() -> No
     assert keys[3] != keys[1]  # reads s1, not o1
     assert keys[4] != keys[5]  # reads o2 and o3: different inputs
     assert own_aliases(plan.steps[1].form) == ["p2", "o2"]
+
+
+def test_a_plan_ends_before_its_first_step_that_repeats_an_earlier_one() -> None:
+    """A small planner's loop: step 3 is step 2 with its own aliases renumbered. The
+    plan ends where step 3's line starts; a growing reply's last action line counts
+    only once a newline ends it; full-width punctuation and one-line steps are read as
+    the parser reads them."""
+    steps = [
+        "Step1: Who directed Alien?\nAction1: Retrieval(s=s1:Work[Alien], p=p1:director, o=o1:Person)\n",
+        "Step2: His mother?\nAction2: Retrieval(s=o1, p=p2:mother, o=o2:Person)\n",
+        "Step3: his  mother? \nAction3: Retrieval(s=o1, p=p3:mother, o=o3:Person)\n",
+        "Step4: Output.\nAction4: Output(o3)",
+    ]
+    text = "".join(steps)
+    end = len(steps[0]) + len(steps[1])
+    assert first_repeat(text) == end
+    assert first_repeat(text[: end + len(steps[2]) - 1], complete=False) is None  # line open
+    assert first_repeat(text[: end + len(steps[2])], complete=False) == end
+    assert first_repeat(text[: end + len(steps[2]) - 1], complete=True) == end
+    assert first_repeat("".join([steps[0], steps[1], steps[3]])) is None
+    one_line = steps[1].replace("\n", " ", 1).replace("(", "（", 1)
+    assert first_repeat(steps[0] + one_line + one_line.replace("p2", "p3").replace("o2", "o3")) == (
+        len(steps[0]) + len(one_line)
+    )
+    reads_other = steps[2].replace("s=o1", "s=s1")  # another input: not a repeat
+    assert first_repeat(steps[0] + steps[1] + reads_other) is None

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,6 +35,7 @@ from quillian.components.llm.local import (
     default_cache_dir,
 )
 from quillian.components.llm.prefix_cache import cache_argument
+from quillian.components.llm.stops import cut_reply, register_stop
 from quillian.errors import ConfigError, LLMRequestError, MissingExtraError, ModelLoadError
 
 PARTS = [b"GGUF" + b"a" * 6, b"b" * 10, b"c" * 4]
@@ -243,6 +245,7 @@ def test_a_missing_runtime_package_names_the_extra(
 # -- chat logic on a fake backend ----------------------------------------------------------
 
 EOS = 99
+NEWLINE = 10
 
 
 class FakeTokenizer:
@@ -256,8 +259,9 @@ class FakeTokenizer:
         words = " ".join(f"{m['role']}: {m['content']}" for m in chat).split()
         return {"input_ids": np.arange(1, len(words) + 1, dtype=np.int64)[None, :]}
 
-    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        return " ".join(f"w{i}" for i in ids if not (skip_special_tokens and i == EOS))
+    def decode(self, ids: Any, skip_special_tokens: bool = False) -> str:
+        words = [int(i) for i in ids if not (skip_special_tokens and int(i) == EOS)]
+        return " ".join("\n" if i == NEWLINE else f"w{i}" for i in words)
 
 
 class FakeModel:
@@ -273,12 +277,20 @@ class FakeModel:
         self.guard = threading.Lock()
 
     def generate(self, input_ids: Any, **options: Any) -> Any:
+        import torch
+
         with self.guard:
             self.running += 1
             self.overlapped |= self.running > 1
         time.sleep(0.01)
         self.calls.append(options)
-        new = [*self.reply, EOS][: options["max_new_tokens"]]
+        new: list[int] = []
+        for token in [*self.reply, EOS][: options["max_new_tokens"]]:
+            new.append(token)  # one token at a time, asking the stopping criteria
+            grown = np.concatenate([input_ids, np.asarray([new], dtype=np.int64)], axis=1)
+            stops = options.get("stopping_criteria", ())
+            if any(bool(stop(torch.from_numpy(grown), None).all()) for stop in stops):
+                break
         with self.guard:
             self.running -= 1
         sequences = np.concatenate([input_ids, np.asarray([new], dtype=np.int64)], axis=1)
@@ -329,6 +341,36 @@ def test_stopping_at_max_tokens_is_truncated() -> None:
     assert (reply.text, reply.truncated, reply.usage.completion_tokens) == ("w5 w6", True, 2)
     exact = asyncio.run(model.chat(ask("hi"), decoding=Decoding(max_tokens=4)))
     assert exact.truncated is False  # EOS was the 4th token
+
+
+def first_repeated_line(text: str, complete: bool) -> int | None:
+    """A stop rule for the tests: end before the first line that repeats an earlier one
+    (a growing reply's last line is not judged)."""
+    lines = text.split("\n")
+    seen: set[str] = set()
+    offset = 0
+    for n, line in enumerate(lines):
+        if n < len(lines) - 1 or complete:
+            if line.strip() in seen:
+                return offset
+            seen.add(line.strip())
+        offset += len(line) + 1
+    return None
+
+
+register_stop("test.first-repeated-line", first_repeated_line)
+
+
+def test_a_stop_rule_ends_decoding_where_it_says() -> None:
+    """The rule is asked as each line ends: decoding stops after the line that repeats
+    one (six tokens of nine); the task runner then cuts that line off."""
+    model, _ = fake_local([5, NEWLINE, 6, NEWLINE, 5, NEWLINE, 6, NEWLINE, 7])
+    held = Decoding(max_tokens=20, stop="test.first-repeated-line")
+    reply = asyncio.run(model.chat(ask("hi"), decoding=held))
+    assert (reply.usage.completion_tokens, reply.truncated) == (6, False)
+    assert cut_reply(held.stop, reply.text) == "w5 \n w6"
+    free = asyncio.run(model.chat(ask("hi"), decoding=Decoding(max_tokens=20)))
+    assert free.usage.completion_tokens == 10  # nine and EOS
 
 
 def test_sampling_passes_temperature_and_top_p_and_is_seeded() -> None:
@@ -464,6 +506,29 @@ def test_the_real_model_is_held_to_kags_plan_grammar(qwen: LocalChatModel) -> No
     plan = parse_plan(reply.text)
     assert 1 <= len(plan.steps) <= 3 and not plan.errors
     assert all(step.form is not None for step in plan.steps), plan.error_text()
+
+
+@pytest.mark.model
+def test_the_real_model_stops_a_plan_at_its_first_repeated_step(qwen: LocalChatModel) -> None:
+    """KAG's planner on a question the 0.5B model answers with a looping plan: held to
+    the plan grammar, greedy, with and without the plan's stop rule. The stopped reply
+    is the free one up to the rule's cut, written in fewer tokens."""
+    from quillian.components.kag.logic_form import first_repeat, plan_grammar
+    from quillian.components.kag.schema import default_schema
+    from quillian.components.kag.tasks import PLAN_STOP
+    from quillian.components.prompts.kag import PLAN
+
+    schema = default_schema()
+    messages = PLAN.render(
+        schema=schema.prompt_types(), question="If Gallu is a demon Lilu is what?"
+    )
+    free = Decoding(max_tokens=512, grammar=plan_grammar(schema.entity_types, 8))
+    stopped = replace(free, stop=PLAN_STOP)
+    whole = asyncio.run(qwen.chat(messages, decoding=free))
+    cut = asyncio.run(qwen.chat(messages, decoding=stopped))
+    assert first_repeat(whole.text) is not None, whole.text  # the model loops here
+    assert cut_reply(PLAN_STOP, cut.text) == cut_reply(PLAN_STOP, whole.text)
+    assert cut.usage.completion_tokens < whole.usage.completion_tokens
 
 
 @pytest.mark.model

@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from quillian.components.generation.outputs import parse_line, parse_text
-from quillian.components.kag.logic_form import Plan, parse_plan, parse_plan_strict
+from quillian.components.kag.logic_form import Plan, first_repeat, parse_plan, parse_plan_strict
 from quillian.components.llm.base import Decoding
+from quillian.components.llm.stops import register_stop
 from quillian.components.llm.structured import (
     ParseError,
     extract_json,
@@ -216,10 +217,14 @@ STD: Task[list[OfficialName]] = Task("kag.std", parse_std, held_to(list[Official
 CONCEPTS: Task[dict[str, list[str]]] = Task(
     "kag.concepts", parse_concepts, held_to(dict[str, list[str]], 1024)
 )
+#: A plan ends before its first step that repeats an earlier one (the local model stops
+#: decoding there).
+PLAN_STOP = "kag.plan.first_repeat"
+register_stop(PLAN_STOP, first_repeat)
 PLAN: Task[Plan] = Task(
     "kag.plan",
     parse_plan_strict,
-    Decoding(max_tokens=512),
+    Decoding(max_tokens=512, stop=PLAN_STOP),
     fallback=_fallback_plan,
     repair="Your plan could not be used: {error}. Write the plan again: 'StepN: "
     "sub-question' and 'ActionN: logical form' lines only, with the operators listed.",

@@ -80,6 +80,10 @@ class Decoding:
     holds its decoding to it; an OpenAI-compatible server is asked without it (the
     chat API has no portable grammar field), and the reply is parsed either way. At
     most one of the two is set.
+
+    ``stop``: the name of a stop rule (:mod:`quillian.components.llm.stops`), or empty.
+    The task runner cuts the reply where the rule says; the local model stops decoding
+    there.
     """
 
     temperature: float = 0.0
@@ -87,6 +91,7 @@ class Decoding:
     max_tokens: int = 512
     json_schema: str = ""
     grammar: str = ""
+    stop: str = ""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.temperature <= 2.0:

@@ -50,7 +50,8 @@ def chat_cache_key(
     model_id: str, messages: Sequence[ChatMessage], decoding: Decoding, prompt: str
 ) -> str:
     """Hex SHA-256 of canonical JSON over everything that determines a reply (a
-    decoding without a JSON schema or grammar keys as it did before they existed)."""
+    decoding without a JSON schema, grammar or stop rule keys as it did before they
+    existed)."""
     settings: dict[str, Any] = {
         "temperature": float(decoding.temperature),
         "top_p": float(decoding.top_p),
@@ -60,6 +61,8 @@ def chat_cache_key(
         settings["json_schema"] = decoding.json_schema
     if decoding.grammar:
         settings["grammar"] = decoding.grammar
+    if decoding.stop:
+        settings["stop"] = decoding.stop
     payload = {
         "model_id": model_id,
         "messages": [[m.role, m.content] for m in messages],

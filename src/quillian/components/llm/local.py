@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding, Usage
 from quillian.components.llm.prefix_cache import PrefixCache, cache_argument
+from quillian.components.llm.stops import StopRule, stop_rule
 from quillian.components.model_cache import model_cache_dir
 from quillian.errors import ConfigError, LLMRequestError, MissingExtraError, ModelLoadError
 from quillian.types import Progress, no_progress
@@ -290,6 +291,26 @@ class _SchemaConstraint:
         return scores
 
 
+class _RuleStop:
+    """A transformers stopping criterion that ends decoding where the decoding's stop
+    rule says (:mod:`~quillian.components.llm.stops`): asked each time a token ends a
+    line, with the reply so far (the task runner then cuts the reply at the same
+    place)."""
+
+    def __init__(self, rule: StopRule, tokenizer: Any, n_prompt: int) -> None:
+        self.rule, self.tokenizer, self.n_prompt = rule, tokenizer, n_prompt
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        new = input_ids[0, self.n_prompt :]
+        done = False
+        if len(new) and "\n" in self.tokenizer.decode(new[-1:]):
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            done = self.rule(text, False) is not None
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
+
+
 class LocalChatModel:
     """A :class:`~quillian.components.llm.base.ChatModel` over a local GGUF file.
 
@@ -515,6 +536,11 @@ class LocalChatModel:
 
             options["logits_processor"] = LogitsProcessorList([constraint])
         ids = encoded["input_ids"][0]
+        if decoding.stop:
+            from transformers import StoppingCriteriaList
+
+            stop = _RuleStop(stop_rule(decoding.stop), loaded.tokenizer, len(ids))
+            options["stopping_criteria"] = StoppingCriteriaList([stop])
         prefix = self.prefix_cache
         cache = cache_argument()
         if prefix is not None:

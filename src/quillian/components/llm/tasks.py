@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
 from quillian.components.llm.prompts import PromptRegistry
+from quillian.components.llm.stops import cut_reply
 from quillian.components.llm.structured import ParseError
 from quillian.errors import QuillianError
 
@@ -48,7 +49,8 @@ class CallRecord:
     ``stage`` names the step by the method that ran it (``vanilla-rag.passage-note``)
     when the runner knows its method, else it is the prompt key; ``prompt`` is always
     the versioned prompt key (``kg-infused.passage-note@1``: a method may borrow another
-    paper's prompt).
+    paper's prompt). ``stopped``: the decoding's stop rule ended the reply (what the
+    model wrote past that point, if anything, was dropped).
     """
 
     stage: str
@@ -60,6 +62,7 @@ class CallRecord:
     error: str = ""
     raw: str = ""
     prompt: str = ""
+    stopped: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -72,6 +75,8 @@ class CallRecord:
         }
         if self.truncated:
             out["truncated"] = True
+        if self.stopped:
+            out["stopped"] = True
         if self.attempt > 1:
             out["attempt"] = self.attempt
         if self.error:
@@ -148,6 +153,10 @@ class TaskRunner:
             start = time.perf_counter()
             response = await self.model.chat(messages, prompt=prompt.key, decoding=task.decoding)
             seconds = time.perf_counter() - start
+            text = cut_reply(task.decoding.stop, response.text)
+            stopped = text != response.text  # the rule ends the reply, not the token limit
+            if stopped:
+                response = replace(response, text=text, truncated=False)
             record = CallRecord(
                 self.stage(task.prompt),
                 response.usage,
@@ -156,6 +165,7 @@ class TaskRunner:
                 response.truncated,
                 attempt,
                 prompt=prompt.key,
+                stopped=stopped,
             )
             try:
                 value = task.parse(response.text)

@@ -78,17 +78,6 @@ class Frame:
     all_exact: bool = True
     solved: list[str] = field(default_factory=list)
 
-    def bind_as(self, names: Sequence[tuple[str, str]]) -> None:
-        """Bind each ``(alias, as_alias)``'s ``alias`` to what ``as_alias`` holds, node
-        pairs included: a repeated step's own aliases stand for its first copy's."""
-        back = {first: alias for alias, first in names}
-        for first, alias in back.items():
-            if first in self.bindings:
-                self.bindings[alias] = self.bindings[first]
-        for (a, b), pairs in list(self.links.items()):
-            if a in back or b in back:
-                self.links[(back.get(a, a), back.get(b, b))] = pairs
-
     def history_text(self, limit: int | None = None) -> str:
         pairs = [(q, a) for q, a in self.history if not tasks.is_unknown(a)]
         pairs = pairs[:limit] if limit else pairs

@@ -21,10 +21,7 @@ from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.logic_form import (
     PLAN_GRAMMAR_MAX_STEPS,
     Plan,
-    PlanStep,
-    own_aliases,
     plan_grammar,
-    repeat_key,
 )
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
@@ -32,16 +29,13 @@ from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
 from quillian.components.retrieval.kag import KAGChunkRetriever, strongest
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
-from quillian.methods.kag.executors import Frame, Outcome, SolverSettings, StepExecutor
+from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
 from quillian.methods.kag.stages import open_knowledge, stored_schema
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
 
 __all__ = ["KAG", "KAGCR", "KAGLFS", "KAGCRConfig", "KAGConfig", "KAGLFSConfig"]
 
 Preset = Literal["LFSH", "LFS", "CR"]
-#: The executor and layer of a step that repeats an earlier step of its plan word for
-#: word (sub-question and logical form): it is not run again.
-REPEAT = "repeat"
 
 
 @dataclass(frozen=True)
@@ -257,24 +251,8 @@ class KAG(PipelineBase):
         executor = StepExecutor(
             knowledge, self.chunks, retrieve, self.runner, run.transcript, settings
         )
-        first_of: dict[str, PlanStep] = {}
-        for step in plan.steps:
-            key = repeat_key(step)
-            first = first_of.get(key)
-            if first is not None:
-                # a small model's plan can repeat one step many times (16 copies in one
-                # plan of a HotpotQA run), under the plan grammar with its own aliases
-                # renumbered: each copy would cost a retrieval and a model call and find
-                # nothing new, so it is recorded, not run again, and its aliases hold
-                # what the first copy's hold
-                if step.form is not None and first.form is not None:
-                    own, firsts = own_aliases(step.form), own_aliases(first.form)
-                    frame.bind_as(list(zip(own, firsts, strict=False)))
-                note = f"the same sub-question and logical form as step {first.index}"
-                outcome = Outcome(REPEAT, REPEAT, "", note=note)
-            else:
-                first_of[key] = step
-                outcome = await executor.run(step, frame)
+        for step in plan.steps:  # the plan ends before a step repeating an earlier one
+            outcome = await executor.run(step, frame)
             run.steps.append(
                 KAGStep(
                     round_,
