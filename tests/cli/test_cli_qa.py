@@ -120,6 +120,16 @@ def test_bench_qa_writes_rows_manifest_and_summary_and_reuses_the_cache(files, c
     assert main(prefix) == 0
     capsys.readouterr()
     assert read_manifest(files / "idx2")["counts"]["documents"] == 1
+    # --offset runs a later part of the questions: the second alone, recorded as such
+    part = [*args[: args.index("--out")], "--out", str(files / "part"),
+            *args[args.index("--out") + 2 :], "--offset", "1"]  # fmt: skip
+    assert main(part) == 0
+    capsys.readouterr()
+    rows = [json.loads(x) for x in (files / "part" / "vanilla-rag" / "predictions.jsonl").open()]
+    assert [r["id"] for r in rows] == ["q2"]
+    assert json.loads((files / "part" / "summary.json").read_text())["offset"] == 1
+    assert main([*part[:-1], "2"]) == 2  # past the last question
+    assert "offset 2 is outside its 2 questions" in capsys.readouterr().err
 
 
 def test_bench_qa_refuses_questions_without_gold_answers_before_any_work(files, capsys):

@@ -36,6 +36,8 @@ class QASettings:
     methods: Sequence[str]
     out: Path
     limit: int | None = None
+    offset: int = 0
+    """Questions skipped before the first one run (a long run split in parts)."""
     retriever: str | None = None
     concurrency: int = 1
     options: dict[str, Any] = field(default_factory=dict)
@@ -53,13 +55,20 @@ class QASettings:
 
 
 def load_qa_questions(settings: QASettings) -> list[Question]:
-    """The first ``limit`` questions, each with a gold answer to score against.
+    """``limit`` questions from the ``offset``-th (all from there without a limit),
+    each with a gold answer to score against.
 
     A questions file without answers (the 2Wiki set here carries only gold passages)
     is refused before any index is built or any model is called: answers could not be
     scored, and ``bench retrieval`` is the benchmark for such a set."""
     questions = load_questions(settings.index.dataset, settings.index.questions)
-    questions = questions[: settings.limit] if settings.limit else questions
+    if settings.offset < 0 or settings.offset >= len(questions):
+        raise ConfigError(
+            f"{settings.index.questions}: offset {settings.offset} is outside its "
+            f"{len(questions)} questions"
+        )
+    end = settings.offset + settings.limit if settings.limit else None
+    questions = questions[settings.offset : end]
     missing = [i for i, q in enumerate(questions) if not q.answers]
     if missing:
         raise ConfigError(
@@ -97,7 +106,7 @@ async def run_qa_bench(
     index_info: dict[str, Any],
     on_progress: QuestionProgress | None = None,
 ) -> dict[str, Any]:
-    """Run every method over the first ``limit`` questions with ``engine`` (opened on
+    """Run every method over the questions chosen (``offset``, ``limit``) with ``engine`` (opened on
     the index :func:`prepare_index` built, its LLM session started); returns the
     summaries."""
     questions = load_qa_questions(settings)
@@ -122,6 +131,7 @@ async def run_qa_bench(
         manifest = {
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
+            "offset": settings.offset,
             "method": spec.name,
             "retriever": retriever,
             "options": options,
@@ -159,6 +169,7 @@ async def run_qa_bench(
         "dataset": settings.index.dataset,
         "model": engine.session.model_id,
         "questions": len(questions),
+        "offset": settings.offset,
         "methods": summaries,
         "ledger": engine.ledger().as_dict(),
     }

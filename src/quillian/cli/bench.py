@@ -214,6 +214,9 @@ def qa(
     out: Annotated[Path, typer.Option(metavar="DIR", help="where results are written")],
     model: BenchFlags,
     limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
+    offset: Annotated[
+        int, typer.Option(min=0, metavar="N", help="skip the first N questions (runs in parts)")
+    ] = 0,
     first_n: Annotated[
         int | None,
         typer.Option(metavar="N", help="index only the first N passages (as bench retrieval)"),
@@ -243,6 +246,7 @@ def qa(
         methods=methods,
         out=out,
         limit=limit,
+        offset=offset,
         retriever=model.retriever,
         concurrency=model.concurrency,
         options=model.method_options(*methods),
