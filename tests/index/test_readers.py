@@ -9,16 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.engine import Engine
 from quillian.errors import IndexIncompleteError
-from quillian.index import build_index, open_index, read_manifest
 from quillian.index import open as opening
+from quillian.index import open_index, read_manifest
 from quillian.index.layout import GENERATION, write_manifest
 from quillian.testing.corpus import LOVELACE, build_tiny
-from quillian.testing.extractors import TitleLinkExtractor
-from quillian.types import Document
 
 HOPPER = {"Grace Hopper": "Grace Hopper wrote the first compiler for the Harvard Mark I."}
 
@@ -45,17 +42,17 @@ def test_every_manifest_write_raises_the_generation(index_location) -> None:
 def test_an_index_rewritten_while_it_loads_is_loaded_again(tmp_path, monkeypatch) -> None:
     location = tmp_path / "index"
     build_tiny(location)
-    load = opening._load_context
+    load = opening._load
     loads: list[int] = []
 
     def load_while_a_build_completes(*args: object):
         loads.append(read_manifest(location)[GENERATION])
-        context = load(*args)
+        index = load(*args)
         if len(loads) == 1:
             rewrite(location)  # another process's build completed meanwhile
-        return context
+        return index
 
-    monkeypatch.setattr(opening, "_load_context", load_while_a_build_completes)
+    monkeypatch.setattr(opening, "_load", load_while_a_build_completes)
     index = open_index(location, KeywordEmbedder())
     assert loads == [loads[0], loads[0] + 1]
     assert index.manifest[GENERATION] == loads[1]
@@ -64,14 +61,14 @@ def test_an_index_rewritten_while_it_loads_is_loaded_again(tmp_path, monkeypatch
 def test_an_index_a_build_begins_on_while_it_loads_refuses_to_open(tmp_path, monkeypatch) -> None:
     location = tmp_path / "index"
     build_tiny(location)
-    load = opening._load_context
+    load = opening._load
 
     def load_while_a_build_begins(*args: object):
-        context = load(*args)
+        index = load(*args)
         rewrite(location, state="building")
-        return context
+        return index
 
-    monkeypatch.setattr(opening, "_load_context", load_while_a_build_begins)
+    monkeypatch.setattr(opening, "_load", load_while_a_build_begins)
     with pytest.raises(IndexIncompleteError, match="state 'building'"):
         open_index(location, KeywordEmbedder())
 
@@ -81,14 +78,14 @@ def test_an_index_rewritten_at_every_load_gives_up_with_a_clear_error(
 ) -> None:
     location = tmp_path / "index"
     build_tiny(location)
-    load = opening._load_context
+    load = opening._load
 
     def load_while_builds_complete(*args: object):
-        context = load(*args)
+        index = load(*args)
         rewrite(location)
-        return context
+        return index
 
-    monkeypatch.setattr(opening, "_load_context", load_while_builds_complete)
+    monkeypatch.setattr(opening, "_load", load_while_builds_complete)
     with pytest.raises(IndexIncompleteError, match="rewrote the index each of the 3 times"):
         open_index(location, KeywordEmbedder())
 
@@ -99,15 +96,7 @@ def titles(engine: Engine, query: str) -> set[str]:
 
 def add_hopper(location: Path, on_progress=None) -> None:
     """Another process adds a document to the index."""
-    corpus = {**LOVELACE, **HOPPER}
-    build_index(
-        [Document(text, title) for title, text in corpus.items()],
-        location,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor(corpus),
-        embedder=KeywordEmbedder(),
-        on_progress=on_progress,
-    )
+    build_tiny(location, {**LOVELACE, **HOPPER}, on_progress)
 
 
 def test_an_engine_serves_its_build_while_another_runs_then_opens_the_new_one(

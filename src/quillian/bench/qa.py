@@ -106,9 +106,9 @@ async def run_qa_bench(
     index_info: dict[str, Any],
     on_progress: QuestionProgress | None = None,
 ) -> dict[str, Any]:
-    """Run every method over the questions chosen (``offset``, ``limit``) with ``engine`` (opened on
-    the index :func:`prepare_index` built, its LLM session started); returns the
-    summaries."""
+    """Run every method over the questions chosen (``offset``, ``limit``) with
+    ``engine`` (opened on the index :func:`prepare_index` built, its LLM session
+    started); returns the summaries."""
     questions = load_qa_questions(settings)
     summaries: dict[str, Any] = {}
     metrics = check_metrics(settings.metrics)

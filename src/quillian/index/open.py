@@ -67,11 +67,10 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
     files, so an opened index serves on from the build it was opened at."""
     for _ in range(OPEN_ATTEMPTS):
         manifest = _complete_manifest(location, embedder)
-        context = _load_context(location, manifest, embedder)
+        index = _load(location, manifest, embedder)
         now = read_manifest(location)
         if generation(now) == generation(manifest) and now.get("state") == "complete":
-            assert context.directory is not None  # set by _load_context
-            return Index(context.directory, manifest, context)
+            return index
     raise IndexIncompleteError(
         f"{location_name(location)}: another process rewrote the index each of the "
         f"{OPEN_ATTEMPTS} times it was opened; open it again once that build finishes"
@@ -95,10 +94,8 @@ def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, An
     return manifest
 
 
-def _load_context(
-    location: str | Path, manifest: dict[str, Any], embedder: Embedder
-) -> RetrievalContext:
-    """Every artifact of the index at ``location``, loaded or memory-mapped."""
+def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) -> Index:
+    """The index at ``location`` with every artifact loaded or memory-mapped."""
     with open_storage(location) as storage:
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
@@ -123,4 +120,4 @@ def _load_context(
                 else None
             ),
         )
-    return context
+    return Index(storage.directory, manifest, context)

@@ -15,7 +15,7 @@ from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.index import build_index, open_index
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.types import Document
+from quillian.types import Document, Progress
 
 __all__ = ["LOVELACE", "build_tiny", "tiny_index"]
 
@@ -27,7 +27,11 @@ LOVELACE: dict[str, str] = {
 }
 
 
-def build_tiny(location: str | Path, corpus: Mapping[str, str] = LOVELACE) -> None:
+def build_tiny(
+    location: str | Path,
+    corpus: Mapping[str, str] = LOVELACE,
+    on_progress: Progress | None = None,
+) -> None:
     """Index ``corpus`` (title to text) into ``location`` (a directory or a server
     location), with no model: passages, title links and keyword vectors."""
     build_index(
@@ -36,6 +40,7 @@ def build_tiny(location: str | Path, corpus: Mapping[str, str] = LOVELACE) -> No
         chunker=PassageChunker(),
         extractor=TitleLinkExtractor(dict(corpus)),
         embedder=KeywordEmbedder(),
+        on_progress=on_progress,
     )
 
 

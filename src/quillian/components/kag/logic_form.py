@@ -468,11 +468,16 @@ def parse_logic_form(text: str) -> LogicForm:
 
 
 def _split_lines(text: str) -> list[str]:
-    body = normalize(text).replace("```", "\n")
-    lines: list[str] = []
-    for line in body.splitlines():
-        lines.extend(_INLINE_ACTION.split(line))
-    return [line.strip() for line in lines if line.strip()]
+    return [part for line in text.splitlines() for part in _line_parts(line)]
+
+
+def _line_parts(line: str) -> list[str]:
+    """One line of a plan as the parser reads it: full-width punctuation as ASCII, code
+    fences as line breaks, an inline ``ActionN:`` on a line of its own, stripped."""
+    parts: list[str] = []
+    for piece in normalize(line).replace("```", "\n").splitlines():
+        parts.extend(_INLINE_ACTION.split(piece))
+    return [part.strip() for part in parts if part.strip()]
 
 
 def parse_plan(text: str) -> Plan:
@@ -554,17 +559,18 @@ def repeat_key(step: PlanStep) -> str:
 def first_repeat(text: str, complete: bool = True) -> int | None:
     """Where the plan ``text`` should end: the offset of the line that starts its first
     step repeating an earlier one (:func:`repeat_key`), or None. A small planner that
-    repeats a step goes on repeating it (in 48 of the 50 such plans of a HotpotQA
-    run, only repeats and an Output came after the first), and the solver skips
-    repeats, so the plan ends there. Only a step whose action line is finished counts: one ended
-    by a newline, or the last line of a ``complete`` reply."""
+    repeats a step goes on repeating it (in 48 of the 50 such plans of a HotpotQA run,
+    only repeats and an Output came after the first), and a repeat finds nothing new,
+    so the plan ends there. Lines are read as :func:`parse_plan` reads them; only a step
+    whose action line is finished counts: one ended by a newline, or the last line of a
+    ``complete`` reply."""
     seen: set[str] = set()
     question: str | None = None
     start = offset = 0
     lines = text.splitlines(keepends=True)
     for n, raw in enumerate(lines):
         finished = raw.endswith(("\n", "\r")) or (complete and n == len(lines) - 1)
-        for part in _INLINE_ACTION.split(normalize(raw).strip()):
+        for part in _line_parts(raw):
             step, action = _STEP.match(part), _ACTION.match(part)
             if step:
                 question, start = step.group(2).strip(), offset
