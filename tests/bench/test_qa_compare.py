@@ -76,3 +76,19 @@ def test_only_shared_questions_count_and_bad_files_are_named(tmp_path: Path, cap
     out = capsys.readouterr().out
     assert "f1: 0.500 against 0.500, a - b +0.000" in out
     assert "same predictions: 2 of 2" in out
+
+
+def test_a_run_in_parts_is_joined_and_a_question_twice_refused(tmp_path: Path) -> None:
+    run(tmp_path, "b", [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0])
+    head = run(tmp_path, "head", [1.0, 1.0], [1.0, 1.0])
+    tail = tmp_path / "tail"
+    tail.mkdir()
+    rows = [{"id": f"q{i}", "prediction": "x", "f1": 1.0, "seconds": 1.0} for i in (2, 3)]
+    (tail / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    joined = compare(f"{head}+{tail}", tmp_path / "b", ("f1",))
+    assert joined["questions"] == 4 and joined["f1"]["a"] == 1.0
+    assert joined["f1"]["a_minus_b"]["wins"] == 2
+    with pytest.raises(InputError, match=r"two parts.*'q0'"):
+        compare(f"{head}+{head}", tmp_path / "b")
+    with pytest.raises(InputError, match="empty directory"):
+        compare(f"{head}+", tmp_path / "b")

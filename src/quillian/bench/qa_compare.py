@@ -1,14 +1,17 @@
 """Two question-answering runs compared question by question.
 
     python -m quillian.bench.qa_compare runs/A/sa-rag runs/B/kag [--metrics f1,em] [--json]
+    python -m quillian.bench.qa_compare runs/A1/know3-rag+runs/A2/know3-rag runs/B/cot-rag
 
 Each argument is a method's directory written by ``quillian bench qa`` (it holds
-``predictions.jsonl``). On the questions both runs answered, for each metric: the mean
-of ``a - b`` with its paired bootstrap 95% interval, the permutation p-value and the
-questions won, lost and tied (:func:`quillian.eval.stats.paired`); then the seconds of
-``a`` over those of ``b`` with their bootstrap interval (:func:`quillian.eval.stats.
-ratio`), how many predictions are word for word the same, and per prompt the calls,
-parse failures, replies cut at the token limit, tokens written and seconds of each run
+``predictions.jsonl``), or the directories of one run made in parts (``--offset``)
+joined by ``+``; a question answered in two parts is refused. On the questions both
+runs answered, for each metric: the mean of ``a - b`` with its paired bootstrap 95%
+interval, the permutation p-value and the questions won, lost and tied
+(:func:`quillian.eval.stats.paired`); then the seconds of ``a`` over those of ``b``
+with their bootstrap interval (:func:`quillian.eval.stats.ratio`), how many predictions
+are word for word the same, and per prompt the calls, parse failures, replies cut at
+the token limit, tokens written and seconds of each run
 (:func:`quillian.eval.qa.calls_by_prompt`). A metric a row lacks (a recall with no gold
 passages) counts as 0 for both runs.
 """
@@ -25,7 +28,7 @@ from quillian.errors import InputError
 from quillian.eval.qa import calls_by_prompt, no_calls
 from quillian.eval.stats import paired, ratio
 
-__all__ = ["compare", "main", "read_predictions"]
+__all__ = ["compare", "main", "read_parts", "read_predictions"]
 
 DEFAULT_METRICS = ("f1", "em", "accuracy", "recall@5")
 
@@ -49,9 +52,25 @@ def read_predictions(method_dir: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def compare(a: Path, b: Path, metrics: tuple[str, ...] = DEFAULT_METRICS) -> dict[str, Any]:
-    """Every figure of the module doc for the runs in ``a`` and ``b``."""
-    rows_a, rows_b = read_predictions(a), read_predictions(b)
+def read_parts(spec: str) -> dict[str, dict[str, Any]]:
+    """The rows of a run's parts (directories joined by ``+``), each question once."""
+    rows: dict[str, dict[str, Any]] = {}
+    for part in spec.split("+"):
+        if not part:
+            raise InputError(f"an empty directory in {spec!r} (parts are joined by '+')")
+        part_rows = read_predictions(Path(part))
+        if twice := sorted(rows.keys() & part_rows.keys()):
+            why = f"questions answered in two parts of {spec!r}, e.g. {twice[0]!r}"
+            raise InputError(why, path=part)
+        rows.update(part_rows)
+    return rows
+
+
+def compare(
+    a: Path | str, b: Path | str, metrics: tuple[str, ...] = DEFAULT_METRICS
+) -> dict[str, Any]:
+    """Every figure of the module doc for the runs in ``a`` and ``b`` (each may be parts)."""
+    rows_a, rows_b = read_parts(str(a)), read_parts(str(b))
     ids = [i for i in rows_a if i in rows_b]
     if not ids:
         raise InputError(f"{a} and {b} share no question")
@@ -89,8 +108,10 @@ def _line(metric: str, figures: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("a", type=Path, help="a method's directory of a bench qa run")
-    parser.add_argument("b", type=Path, help="the method's directory it is compared with")
+    parser.add_argument(
+        "a", help="a method's directory of a bench qa run (a run in parts: DIR1+DIR2)"
+    )
+    parser.add_argument("b", help="the method's directory it is compared with (likewise)")
     parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS))
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
