@@ -305,6 +305,65 @@ def test_t6_chunk_through_the_mutual_index_then_entailment(tmp_path) -> None:
     assert result.answer == "yes"
 
 
+COMPOSERS = {
+    "Antonio Vivaldi": "Antonio Vivaldi was born on 4 March 1678.",
+    "Johann Sebastian Bach": "Johann Sebastian Bach was born on 31 March 1685.",
+}
+
+
+def composers_graph(vivaldi: str, bach: str) -> dict:
+    return {
+        name: ([(name, "Person"), (born, "Date")], [(name, "date of birth", born)])
+        for name, born in (("Antonio Vivaldi", vivaldi), ("Johann Sebastian Bach", bach))
+    }
+
+
+WHO_IS_OLDER = (
+    "Step1: When was Vivaldi born?\n"
+    "Action1: Retrieval(s=s1:Person[Antonio Vivaldi], p=p1:date of birth, o=o1)\n"
+    "Step2: When was Bach born?\n"
+    "Action2: Retrieval(s=s2:Person[Johann Sebastian Bach], p=p2:date of birth, o=o2)\n"
+    "Step3: Was Vivaldi born before Bach?\n"
+    "Action3: Deduce(left=o1, right=o2, op=less)"
+)
+
+
+def test_a_deduce_over_two_aliases_gives_the_model_both_values(tmp_path) -> None:
+    context = build_world(tmp_path, COMPOSERS, composers_graph("4 March 1678", "31 March 1685"))
+    pipeline, model = solver(
+        context,
+        {
+            "kag.plan": WHO_IS_OLDER,
+            "kag.deduce": "Yes: 4 March 1678 is before 31 March 1685.",
+            "kag.memory": "Vivaldi was born in 1678, Bach in 1685. [DONE]",
+            "kag.judge": "Yes",
+            "kag.answer": json.dumps({"thought": "1678 < 1685", "answer": "Antonio Vivaldi"}),
+        },
+        preset="LFS",
+    )
+    result = asyncio.run(pipeline.answer("Who was born first, Vivaldi or Bach?"))
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [(s.executor, s.layer) for s in steps] == [
+        ("retrieval", "graph-exact"),
+        ("retrieval", "graph-exact"),
+        ("deduce", "deduce"),
+    ]
+    deduce = next(c for c in model.calls if c.prompt == "kag.deduce@1")
+    information, target = last_user(deduce.messages).split("Target:")
+    assert "o1: 4 March 1678" in information and "o2: 31 March 1685" in information
+    assert target.strip() == "Was Vivaldi born before Bach?"  # no value as the target
+    assert steps[2].answer.startswith("Yes") and result.answer == "Antonio Vivaldi"
+
+
+def test_a_deduce_over_two_numbers_needs_no_model(tmp_path) -> None:
+    context = build_world(tmp_path, COMPOSERS, composers_graph("1678", "1685"))
+    pipeline, model = solver(context, {"kag.plan": WHO_IS_OLDER}, preset="LFS")
+    result = asyncio.run(pipeline.answer("Who was born first, Vivaldi or Bach?"))
+    steps = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert [s.answer for s in steps] == ["1678", "1685", "yes"]
+    assert not any(c.prompt == "kag.deduce@1" for c in model.calls)
+
+
 def certificate_graph(context) -> KagKnowledge:
     b = TypedGraphBuilder(default_schema())
     event = b.add_node(

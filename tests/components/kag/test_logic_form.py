@@ -320,10 +320,22 @@ def test_the_plan_grammar_holds_the_papers_own_plans() -> None:
         ONE_STEP + "\nStep2: Age?\nAction2: math2 = Math(__import__('os'))",  # code
         ONE_STEP + "\nStep2: Age?\nAction2: math2 = Math(2027-o3)",  # no step 3 yet
         ONE_STEP + "\nStep2: Out\nAction2: Output(o1)\nStep3: More?\nAction3: Output(s1)",
+        # Deduce: the prompt's placeholders, a name as left operand, nothing bound yet
+        ONE_STEP + "\nStep2: Same?\nAction2: Deduce(left=A, right=B, op=entailment)",
+        ONE_STEP + "\nStep2: Same?\nAction2: Deduce(left=o1, right=B, op=equal)",
+        ONE_STEP + "\nStep2: Same?\nAction2: Deduce(left=Nantong, right=o1, op=equal)",
+        "Step1: Bigger?\nAction1: Deduce(left=Nantong, right=Jingdezhen, op=greater)",
     ],
 )
 def test_the_plan_grammar_refuses_what_the_planner_was_not_asked_for(text: str) -> None:
     assert not held(text)
+
+
+def test_a_deduce_reads_an_earlier_alias_against_an_alias_or_a_constant() -> None:
+    for right in ("o1", "s1", "9", "the original identity card", "Ridley Scott"):
+        deduce = f"\nStep2: Is it?\nAction2: Deduce(left=o1, right={right}, op=entailment)"
+        assert held(ONE_STEP + deduce), right
+        assert parse_plan_strict(ONE_STEP + deduce).ok
 
 
 def test_the_plan_grammar_stops_at_its_step_limit() -> None:

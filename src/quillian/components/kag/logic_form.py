@@ -658,14 +658,11 @@ _PLAN_TERMINALS = (
     r"OP: / ?(\*\*|[-+*\/]) ?/",
     r"COMMA: /, ?/",
     r'FUNCTION: "count" | "sum" | "min" | "max" | "round"',
-    r"OPERAND: /[^,()\n]{1,120}/",
+    r"OPERAND: /[^,()\n]{2,120}|[^,()\nA-Z]/",
     r'DEDUCE_OP: "entailment" | "judgement" | "greater" | "less" | "equal" | "choice"',
     r"QUESTION: /[^\n]{1,200}/",
 )
-_PLAN_RULES = (
-    'constraint: ", " ("s" | "p" | "o") "." PROPERTY "=" VALUE',
-    'deduce: "Deduce(left=" OPERAND ", right=" OPERAND ", op=" DEDUCE_OP ")"',
-)
+_PLAN_RULES = ('constraint: ", " ("s" | "p" | "o") "." PROPERTY "=" VALUE',)
 
 
 def plan_grammar(types: Sequence[str], max_steps: int) -> str:
@@ -683,7 +680,10 @@ def plan_grammar(types: Sequence[str], max_steps: int) -> str:
     ``sk``, ``pk`` and ``ok`` (a Retrieval, whose object is always new and whose
     subject is new or an earlier alias) or ``mathk`` (a Math), and reads only aliases
     an earlier step of the binding kind wrote, so neither ``Output(math5)`` after a
-    Retrieval in step 5 nor ``Retrieval(s=o2, p=p3, o=o2)`` can be written.
+    Retrieval in step 5 nor ``Retrieval(s=o2, p=p3, o=o2)`` can be written. A
+    Deduce reasons over what an earlier step bound: its left operand is an earlier
+    alias and its right one an alias or a constant, never the prompt's placeholder
+    letters (``Deduce(left=A, right=B, ...)``, which the 0.5B model copied verbatim).
     The grammar tracks which earlier steps were Math (2^(k-1) states at step k, hence
     :data:`PLAN_GRAMMAR_MAX_STEPS`); whether a Retrieval's subject was new, so that
     ``sk`` exists, is still checked by :func:`parse_plan_strict`."""
@@ -721,7 +721,6 @@ def _plan_step_rules(k: int, kinds: str, max_steps: int) -> list[str]:
     actions = [
         f"retrieval{state}{then('0')}",
         f'"math{k} = Math(" expr{state} ")"{then("1")}',
-        f"deduce{then('0')}",
     ]
     term = [
         "NUMBER",
@@ -731,7 +730,7 @@ def _plan_step_rules(k: int, kinds: str, max_steps: int) -> list[str]:
     ]
     rules = []
     if earlier:
-        actions += [f"sort{state}{then('0')}", f"output{state}"]
+        actions += [f"sort{state}{then('0')}", f"deduce{state}{then('0')}", f"output{state}"]
         term.append(f"ref{state}")
         refs = " | ".join(json.dumps(alias) for alias in earlier)
         rules += [
@@ -739,6 +738,7 @@ def _plan_step_rules(k: int, kinds: str, max_steps: int) -> list[str]:
             f'sort{state}: "Sort(set=" ref{state} ", orderby=" ref{state} '
             '", direction=" DIRECTION ", limit=" LIMIT ")"',
             f'output{state}: "Output(" ref{state} (", " ref{state})* ")"',
+            f'deduce{state}: "Deduce(left=" ref{state} ", right=" OPERAND ", op=" DEDUCE_OP ")"',
         ]
     return [
         f'st{state}: "Step{k}: " QUESTION "\\nAction{k}: " ({" | ".join(actions)})',

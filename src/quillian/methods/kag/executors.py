@@ -458,8 +458,15 @@ class StepExecutor:
                     frame.bindings[form.output] = Binding([], [text])
                 frame.solved = [text]
                 return Outcome("deduce", "deduce", text, (f"{form.output or 'deduce'}={text}",))
-        memory = "\n".join([*(resolve(c) for c in form.content), *([left] if left else [])])
-        target = form.target or right or question
+        # Both operands are the model's evidence when both are bound ("which is older":
+        # o1 and o2 hold the two dates), each under its alias; a constant right operand
+        # is what left must entail or match, so it stays the target.
+        if right and self._values(form.right, frame):
+            operands, target = [f"{form.left}: {left}", f"{form.right}: {right}"], form.target
+        else:
+            operands, target = [left] if left else [], form.target or right
+        memory = "\n".join([*(resolve(c) for c in form.content), *operands])
+        instruction = f"{question}\ntarget: {target}" if target else question
         answers = []
         for op in form.ops:
             answers.append(
@@ -468,7 +475,7 @@ class StepExecutor:
                     self.transcript,
                     op=op,
                     memory=memory or "(none)",
-                    instruction=f"{question}\ntarget: {target}",
+                    instruction=instruction,
                 )
             )
         text = "; ".join(a for a in answers if not tasks.is_unknown(a)) or IDK
