@@ -132,6 +132,32 @@ def test_bench_qa_writes_rows_manifest_and_summary_and_reuses_the_cache(files, c
     assert "offset 2 is outside its 2 questions" in capsys.readouterr().err
 
 
+def test_bench_qa_runs_questions_of_one_kind_and_reports_each_kind(files, capsys):
+    # MuSiQue's kind is the hop count its id starts with
+    kinds = ["2hop", "3hop1"]
+    hops = [{**q, "id": f"{kind}__{q['id']}"} for q, kind in zip(QUESTIONS, kinds, strict=True)]
+    (files / "hops.jsonl").write_text("\n".join(json.dumps(q) for q in hops))
+    args = ["bench", "qa", "--dataset", "musique", "--corpus", str(files / "corpus.json"),
+            "--questions", str(files / "hops.jsonl"), "--method", "vanilla-rag",
+            "--llm", f"scripted:{files / 'routes.json'}", "--index-dir", str(files / "idx"),
+            "--extractions", str(files / "ex.jsonl"), "--embedder", "hash",
+            "--no-cache"]  # fmt: skip
+    assert main([*args, "--out", str(files / "all"), "--json"]) == 0
+    by_kind = json.loads(capsys.readouterr().out)["vanilla-rag"]["by_kind"]
+    assert by_kind == {
+        "2hop": {"questions": 1, "em": 1.0, "f1": 1.0, "accuracy": 1.0},  # London
+        "3hop1": {"questions": 1, "em": 0.0, "f1": 0.0, "accuracy": 0.0},
+    }
+    assert main([*args, "--out", str(files / "one"), "--kind", "3hop1"]) == 0
+    assert "| F1 by kind | 3hop1 (1) |" in capsys.readouterr().out
+    rows = [json.loads(x) for x in (files / "one" / "vanilla-rag" / "predictions.jsonl").open()]
+    assert [(r["id"], r["kind"]) for r in rows] == [("3hop1__q2", "3hop1")]
+    assert json.loads((files / "one" / "summary.json").read_text())["kinds"] == ["3hop1"]
+    assert main([*args, "--out", str(files / "none"), "--kind", "comparison"]) == 2
+    assert "no question of kind comparison (its kinds: 2hop, 3hop1)" in capsys.readouterr().err
+    assert not (files / "none").exists()
+
+
 def test_bench_qa_refuses_questions_without_gold_answers_before_any_work(files, capsys):
     # 2Wiki's questions here carry gold passages only: nothing to score an answer against
     (files / "2w.jsonl").write_text(

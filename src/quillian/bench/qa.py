@@ -38,6 +38,9 @@ class QASettings:
     limit: int | None = None
     offset: int = 0
     """Questions skipped before the first one run (a long run split in parts)."""
+    kinds: Sequence[str] = ()
+    """Only questions of these classes (:attr:`Question.kind`: ``comparison``,
+    ``2hop``, ...), chosen before ``offset`` and ``limit``; empty: every question."""
     retriever: str | None = None
     concurrency: int = 1
     options: dict[str, Any] = field(default_factory=dict)
@@ -55,13 +58,22 @@ class QASettings:
 
 
 def load_qa_questions(settings: QASettings) -> list[Question]:
-    """``limit`` questions from the ``offset``-th (all from there without a limit),
-    each with a gold answer to score against.
+    """``limit`` questions from the ``offset``-th (all from there without a limit)
+    of the ``kinds`` asked for, each with a gold answer to score against.
 
     A questions file without answers (the 2Wiki set here carries only gold passages)
     is refused before any index is built or any model is called: answers could not be
     scored, and ``bench retrieval`` is the benchmark for such a set."""
     questions = load_questions(settings.index.dataset, settings.index.questions)
+    if settings.kinds:
+        found = sorted({q.kind for q in questions if q.kind})
+        unknown = sorted(set(settings.kinds) - set(found))
+        if unknown:
+            raise ConfigError(
+                f"{settings.index.questions}: no question of kind {', '.join(unknown)} "
+                f"(its kinds: {', '.join(found) or 'none'})"
+            )
+        questions = [q for q in questions if q.kind in settings.kinds]
     if settings.offset < 0 or settings.offset >= len(questions):
         raise ConfigError(
             f"{settings.index.questions}: offset {settings.offset} is outside its "
@@ -132,6 +144,7 @@ async def run_qa_bench(
             "dataset": settings.index.dataset,
             "questions_file": str(settings.index.questions),
             "offset": settings.offset,
+            **({"kinds": list(settings.kinds)} if settings.kinds else {}),
             "method": spec.name,
             "retriever": retriever,
             "options": options,
@@ -170,6 +183,7 @@ async def run_qa_bench(
         "model": engine.session.model_id,
         "questions": len(questions),
         "offset": settings.offset,
+        **({"kinds": list(settings.kinds)} if settings.kinds else {}),
         "methods": summaries,
         "ledger": engine.ledger().as_dict(),
     }
@@ -231,4 +245,17 @@ def summary_table(result: dict[str, Any]) -> str:
             str(s["unfinished"]),
         ]
         rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join([head, *rows])
+    return "\n".join([head, *rows, *_kind_table(result["methods"])])
+
+
+def _kind_table(methods: dict[str, Any]) -> list[str]:
+    """F1 per kind of question, each kind with its count, when the questions have
+    kinds (every method of a run answers the same questions)."""
+    first: dict[str, Any] = next(iter(methods.values()), {})
+    kinds: dict[str, Any] = first.get("by_kind", {})
+    if not kinds:
+        return []
+    headers = ["F1 by kind", *(f"{kind} ({k['questions']})" for kind, k in kinds.items())]
+    rows = [[m, *(f"{s['by_kind'][kind]['f1']:.3f}" for kind in kinds)] for m, s in methods.items()]
+    lines = ["| " + " | ".join(cells) + " |" for cells in [headers, *rows]]
+    return ["", lines[0], "|" + "---|" * len(headers), *lines[1:]]

@@ -217,6 +217,14 @@ def qa(
     offset: Annotated[
         int, typer.Option(min=0, metavar="N", help="skip the first N questions (runs in parts)")
     ] = 0,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            metavar="K1,K2",
+            help="only questions of these kinds, before --offset and --limit: HotpotQA's "
+            "bridge or comparison, MuSiQue's 2hop, 3hop1, ... (the summary reports each kind)",
+        ),
+    ] = None,
     first_n: Annotated[
         int | None,
         typer.Option(metavar="N", help="index only the first N passages (as bench retrieval)"),
@@ -247,6 +255,7 @@ def qa(
         out=out,
         limit=limit,
         offset=offset,
+        kinds=tuple(k.strip() for k in kind.split(",") if k.strip()) if kind else (),
         retriever=model.retriever,
         concurrency=model.concurrency,
         options=model.method_options(*methods),

@@ -41,6 +41,10 @@ class Question:
     answers: tuple[str, ...] = ()
     multihop: bool = True
     peers: dict[str, list[str]] = field(default_factory=dict)
+    kind: str = ""
+    """The data set's own class of the question, where it has one: HotpotQA's and
+    2Wiki's ``type`` (``bridge``, ``comparison``, ...), MuSiQue's hop count from its id
+    (``2hop``, ``3hop1``, ...); empty where the record says none."""
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -86,6 +90,7 @@ def _twowiki(record: dict[str, Any], path: Path, line: int) -> Question:
         gold=frozenset(passage_key("2wiki", t) for t in titles),
         answers=tuple(a for a in [record.get("answer")] if a),
         multihop=bool(record.get("multihop", True)),
+        kind=str(record.get("type") or ""),
         peers={name: [passage_key("2wiki", t) for t in top] for name, top in peers.items()},
     )
 
@@ -98,11 +103,13 @@ def _musique(record: dict[str, Any], path: Path, line: int) -> Question:
         if p.get("is_supporting")
     )
     answers = (record.get("answer", ""), *record.get("answer_aliases", []))
+    qid = str(record.get("id", line))
     return Question(
-        id=str(record.get("id", line)),
+        id=qid,
         question=_field(record, "question", path, line),
         gold=gold,
         answers=tuple(a for a in answers if a),
+        kind=qid.split("__", 1)[0] if "__" in qid else "",
     )
 
 
@@ -122,6 +129,7 @@ def _hotpotqa(path: Path) -> list[Question]:
                 question=_field(record, "question", path, i + 1),
                 gold=frozenset(passage_key("hotpotqa", title) for title, _ in facts),
                 answers=(record.get("answer", ""),),
+                kind=str(record.get("type") or ""),
             )
         )
     return out

@@ -79,6 +79,7 @@ def _row(
     retrieved = [passage_key(dataset, p.title, p.text) for p in result.evidence.passages]
     row = {
         "id": question.id,
+        **({"kind": question.kind} if question.kind else {}),
         "gold": list(question.answers),
         "prediction": result.answer,
         "em": scores.em,
@@ -224,7 +225,24 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
         **({"verification": check} if (check := _verification(rows)) else {}),
         **_graph_shares(rows),
+        **({"by_kind": kinds} if (kinds := _by_kind(rows)) else {}),
         "by_prompt": calls_by_prompt(calls),
+    }
+
+
+def _by_kind(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """EM, F1 and accuracy per class of question (HotpotQA's bridge and comparison,
+    MuSiQue's hop counts), for rows that carry one."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("kind"):
+            groups.setdefault(row["kind"], []).append(row)
+    return {
+        kind: {
+            "questions": len(group),
+            **{m: round(_mean([r[m] for r in group]), 4) for m in ("em", "f1", "accuracy")},
+        }
+        for kind, group in sorted(groups.items())
     }
 
 
