@@ -253,10 +253,18 @@ def test_the_engine_adds_and_deletes_documents_and_sees_the_change(tmp_path):
 def test_an_index_keeps_its_embedder_unless_told(tmp_path):
     """A new index gets the default embedder; an update without --embedder keeps the
     index's own; an index from before the name was recorded was built with ``minilm``."""
-    from quillian.components.embedding.factory import DEFAULT_EMBEDDER, embedder_name
+    from quillian.components.embedding.factory import (
+        DEFAULT_EMBEDDER,
+        embedder_name,
+        make_embedder,
+    )
 
     assert embedder_name(None) == DEFAULT_EMBEDDER == "minilm-int8"
     assert embedder_name({"embedder": "sentence-transformers/all-MiniLM-L6-v2:norm"}) == "minilm"
+    assert embedder_name({}) == "minilm"  # before the model id was recorded too
+    # an index built with an embedder object records its model id, not a name
+    for name in ("hash", "keyword", "minilm-int8"):
+        assert embedder_name({"embedder": make_embedder(name).model_id}) == name
     extractions = tmp_path / "ex.jsonl"
     extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
     built = IndexSettings(extractor="precomputed", extractions=extractions, embedder="keyword")

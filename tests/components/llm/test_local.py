@@ -220,6 +220,10 @@ def test_model_id_and_validation(tmp_path: Path) -> None:
         LocalChatModel(threads=0)
     with pytest.raises(ConfigError, match="max_context must be greater than 1"):
         LocalChatModel(max_context=1)
+    with pytest.raises(ConfigError, match="int8_kernel must be 'int' or 'float', got 'vnni'"):
+        LocalChatModel(dtype="int8", int8_kernel="vnni")  # type: ignore[arg-type]
+    # the kernel changes how the int8 sums are computed, not what they are: one model id
+    assert LocalChatModel(dtype="int8", int8_kernel="float").model_id.endswith(":w8a8")
 
 
 def test_a_custom_path_that_is_not_gguf_fails_clearly(tmp_path: Path) -> None:

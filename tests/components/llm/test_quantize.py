@@ -8,7 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from quillian.components.llm.quantize import Int8Linear, quantize_linear_layers  # noqa: E402
+from quillian.components.llm.quantize import (  # noqa: E402
+    Int8Linear,
+    int8_kernel,
+    quantize_linear_layers,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +74,24 @@ def test_every_linear_layer_of_a_network_is_replaced_in_place() -> None:
     assert not any(isinstance(m, torch.nn.Linear) for m in net.modules())
     assert float(relative_error(net(x), want).max()) < 0.05
     assert "int8" in repr(net[0])
+
+
+@pytest.mark.parametrize("kernel", ["int", "float"])
+def test_both_kernels_give_the_int32_sum_of_the_same_int8_values(kernel: str) -> None:
+    """The float kernel multiplies the int8 values as float32 numbers: below 2^24 every
+    partial sum is an exact integer, so a layer 896 wide (the bundled model's: at most
+    127 * 127 * 896 < 2^24) gives what the int32 product gives, bit for bit."""
+    torch.manual_seed(3)
+    linear = torch.nn.Linear(896, 40)
+    x = torch.randn(2, 7, 896) * torch.logspace(-2, 3, 7)[:, None]  # tokens of every size
+    want = Int8Linear(linear, "int")(x)
+    layer = Int8Linear(linear, kernel)
+    assert torch.equal(layer(x), want)
+    assert f"({kernel} kernel)" in repr(layer)
+    assert (layer.weight_float is None) == (kernel == "int")
+    assert quantize_linear_layers(torch.nn.Sequential(linear), kernel) == 1
+
+
+def test_the_kernel_is_chosen_once_by_timing_both_products() -> None:
+    assert int8_kernel() in ("int", "float")
+    assert int8_kernel() is int8_kernel()  # timed once per process

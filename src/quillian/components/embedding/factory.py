@@ -25,11 +25,17 @@ LEGACY_EMBEDDER = "minilm"
 
 
 def embedder_name(config: Mapping[str, Any] | None) -> str:
-    """The embedder an index or graph was built with, by its manifest's ``config``;
-    :data:`DEFAULT_EMBEDDER` when there is none yet (a new build)."""
+    """The embedder an index or graph was built with, by its manifest's ``config``:
+    the name it records, else the named embedder whose model id it records (an index
+    built through :func:`~quillian.index.build.build_index` with an embedder object),
+    else :data:`LEGACY_EMBEDDER`; :data:`DEFAULT_EMBEDDER` when there is none yet (a
+    new build)."""
     if config is None:
         return DEFAULT_EMBEDDER
-    return str(config.get("embedder_name") or LEGACY_EMBEDDER)
+    if config.get("embedder_name"):
+        return str(config["embedder_name"])
+    model_id = config.get("embedder")
+    return next((n for n in EMBEDDERS if make_embedder(n).model_id == model_id), LEGACY_EMBEDDER)
 
 
 def make_embedder(name: str) -> Embedder:

@@ -334,6 +334,11 @@ class LocalChatModel:
         prefix_cache_mb: Memory for the attention keys and values of recent prompts, so
             a prompt that begins as an earlier one did runs the model over the rest only
             (:mod:`quillian.components.llm.prefix_cache`); 0 turns the reuse off.
+        int8_kernel: How ``int8`` multiplies its int8 values: ``"int"`` (torch's int8
+            product, fast only on CPUs with an int8 dot-product instruction) or
+            ``"float"`` (as float32 numbers: the same sums, at float32's speed); None:
+            whichever is faster on this CPU (:func:`~quillian.components.llm.quantize.
+            int8_kernel`).
     """
 
     def __init__(
@@ -347,6 +352,7 @@ class LocalChatModel:
         max_context: int | None = None,
         on_progress: Progress | None = None,
         prefix_cache_mb: int = DEFAULT_PREFIX_CACHE_MB,
+        int8_kernel: Literal["int", "float"] | None = None,
     ) -> None:
         if dtype not in ("float32", "bfloat16", "int8"):
             raise ConfigError(f"dtype must be 'float32', 'bfloat16' or 'int8', got {dtype!r}")
@@ -356,6 +362,9 @@ class LocalChatModel:
             raise ConfigError(f"max_context must be greater than 1, got {max_context}")
         if prefix_cache_mb < 0:
             raise ConfigError(f"prefix_cache_mb must be 0 or more, got {prefix_cache_mb}")
+        if int8_kernel not in (None, "int", "float"):
+            raise ConfigError(f"int8_kernel must be 'int' or 'float', got {int8_kernel!r}")
+        self._int8_kernel = int8_kernel
         self._path = Path(gguf_path).expanduser() if gguf_path is not None else None
         self._dtype = dtype
         self._threads = threads
@@ -453,9 +462,15 @@ class LocalChatModel:
         model.eval()
         report(10)
         if self._dtype == "int8":  # in place: weights per row, activations per token
-            from quillian.components.llm.quantize import quantize_linear_layers
+            from quillian.components.llm.quantize import int8_kernel, quantize_linear_layers
 
-            quantize_linear_layers(model)
+            kernel = self._int8_kernel or int8_kernel()
+            if kernel == "float" and self._int8_kernel is None:
+                logger.warning(
+                    "this CPU multiplies int8 slower than float32 (no int8 dot-product "
+                    "instruction): int8 runs at float32's speed, with int8's answers"
+                )
+            quantize_linear_layers(model, kernel)
             report(steps)
         if getattr(tokenizer, "chat_template", None) is None:
             raise ModelLoadError("the GGUF file carries no chat template", path=str(path))
