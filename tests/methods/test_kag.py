@@ -256,6 +256,18 @@ def test_t4_t5_set_semantics(tmp_path, second: str, output: str, expected: set[s
     assert set(result.answer.split(", ")) == expected
 
 
+def one_round(plan: str, *, deduce: str, memory: str, answer: str) -> dict[str, str]:
+    """Routes for a plan whose Deduce the model answers, a memory the judge finds
+    enough after one round, and the final answer."""
+    return {
+        "kag.plan": plan,
+        "kag.deduce": deduce,
+        "kag.memory": f"{memory} [DONE]",
+        "kag.judge": "Yes",
+        "kag.answer": json.dumps({"thought": "from the memory", "answer": answer}),
+    }
+
+
 PASSPORT = {
     "Passport application": "To apply for a passport, bring your original identity card "
     "and a recent photo to the exit-entry office.",
@@ -278,17 +290,13 @@ def test_t6_chunk_through_the_mutual_index_then_entailment(tmp_path) -> None:
         "Step2: Does it require the original ID card?\n"
         "Action2: Deduce(left=o1, right=the original identity card, op=entailment)"
     )
-    pipeline, model = solver(
-        context,
-        {
-            "kag.plan": plan,
-            "kag.deduce": "Yes: the passage requires the original identity card.",
-            "kag.memory": "Applying for a passport needs the original identity card. [DONE]",
-            "kag.judge": "Yes",
-            "kag.answer": json.dumps({"thought": "entailed", "answer": "yes"}),
-        },
-        preset="LFS",
+    routes = one_round(
+        plan,
+        deduce="Yes: the passage requires the original identity card.",
+        memory="Applying for a passport needs the original identity card.",
+        answer="yes",
     )
+    pipeline, model = solver(context, routes, preset="LFS")
     result = asyncio.run(
         pipeline.answer("Do I need to present the original ID card when applying for a passport?")
     )
@@ -330,17 +338,13 @@ WHO_IS_OLDER = (
 
 def test_a_deduce_over_two_aliases_gives_the_model_both_values(tmp_path) -> None:
     context = build_world(tmp_path, COMPOSERS, composers_graph("4 March 1678", "31 March 1685"))
-    pipeline, model = solver(
-        context,
-        {
-            "kag.plan": WHO_IS_OLDER,
-            "kag.deduce": "Yes: 4 March 1678 is before 31 March 1685.",
-            "kag.memory": "Vivaldi was born in 1678, Bach in 1685. [DONE]",
-            "kag.judge": "Yes",
-            "kag.answer": json.dumps({"thought": "1678 < 1685", "answer": "Antonio Vivaldi"}),
-        },
-        preset="LFS",
+    routes = one_round(
+        WHO_IS_OLDER,
+        deduce="Yes: 4 March 1678 is before 31 March 1685.",
+        memory="Vivaldi was born in 1678, Bach in 1685.",
+        answer="Antonio Vivaldi",
     )
+    pipeline, model = solver(context, routes, preset="LFS")
     result = asyncio.run(pipeline.answer("Who was born first, Vivaldi or Bach?"))
     steps = [s for s in result.steps if isinstance(s, KAGStep)]
     assert [(s.executor, s.layer) for s in steps] == [

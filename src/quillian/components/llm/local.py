@@ -468,7 +468,8 @@ class LocalChatModel:
             if kernel == "float" and self._int8_kernel is None:
                 logger.warning(
                     "this CPU multiplies int8 slower than float32 (no int8 dot-product "
-                    "instruction): int8 runs at float32's speed, with int8's answers"
+                    "instruction): int8 runs at float32's speed, with int8's answers and "
+                    "more memory than float32 (the spec 'local' is float32)"
                 )
             quantize_linear_layers(model, kernel)
             report(steps)
