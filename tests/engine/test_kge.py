@@ -67,3 +67,36 @@ def test_training_threads_are_set_for_the_run_and_restored(tmp_path, monkeypatch
     code = main(["kg", "train-kge", str(tmp_path / "idx"), "--dim", "8", "--epochs", "1",
                  "--threads", "1", "--restart", "--json"])  # fmt: skip
     assert code == 0 and seen == [1, 1] and torch.get_num_threads() == before
+
+
+def test_training_holds_out_a_share_and_stops_on_it(tmp_path, capsys):
+    # 60 entities on a ring, 8 relations stepping by 1..8: 480 triples
+    lines = [
+        "@prefix ex: <http://example.org/> .",
+        "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .",
+        "@prefix skos: <http://www.w3.org/2004/02/skos/core#> .",
+    ]
+    lines += [f'ex:e{i} rdfs:label "Stop {i}" ; skos:definition "A stop" .' for i in range(60)]
+    lines += [f"ex:e{i} ex:plus{s} ex:e{(i + s) % 60} ." for i in range(60) for s in range(1, 9)]
+    (tmp_path / "ring.ttl").write_text("\n".join(lines) + "\n")
+    import_rdf([tmp_path / "ring.ttl"], tmp_path / "kg", KeywordEmbedder())
+    graph = graph_triples(tmp_path / "kg")
+    assert len(graph) == 480
+    config = ComplExConfig(
+        dim=16, epochs=30, batch_size=64, eval_every=2, patience=2, valid_share=0.25
+    )
+    result = train_kge(tmp_path / "kg", config)
+    assert set(result.valid_metrics) >= {"mrr", "hits@1", "hits@10"}
+    assert 0 < result.best_epoch <= result.epochs <= 30
+    manifest = json.loads((model_directory(tmp_path / "kg") / "manifest.json").read_text())
+    assert manifest["held_out"] == 120
+    assert manifest["metrics"]["valid_mrr"] == pytest.approx(result.valid_metrics["mrr"])
+    # saved as the whole graph's model: methods open it against the graph they read
+    assert manifest["graph"] == {"fingerprint": graph.fingerprint, "triples": 480}
+    assert load_model(model_directory(tmp_path / "kg"), graph).epochs == result.epochs
+    code = main(["kg", "train-kge", str(tmp_path / "kg"), "--dim", "8", "--epochs", "2",
+                 "--valid-share", "0", "--restart", "--json"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["valid"] == {} and summary["epochs"] == 2
+    manifest = json.loads((model_directory(tmp_path / "kg") / "manifest.json").read_text())
+    assert manifest["held_out"] == 0 and manifest["graph"]["fingerprint"] == graph.fingerprint

@@ -104,6 +104,9 @@ def test_bad_settings_and_inputs_are_refused(ring):
     assert ComplExConfig(mode="1vsall").resolved_mode(95_657, 239_706) == "1vsall"
     with pytest.raises(ConfigError, match="max_1vsall_work must be >= 0"):
         ComplExConfig(max_1vsall_work=-1)
+    for share in (-0.01, 1.0):
+        with pytest.raises(ConfigError, match="valid_share must be in"):
+            ComplExConfig(valid_share=share)
     empty = type(ring).from_array(np.zeros((0, 3)), 4, 1)
     with pytest.raises(InputError, match="no triples"):
         train_complex(empty)

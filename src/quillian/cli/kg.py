@@ -337,14 +337,25 @@ def train_kge_command(
             "cores busy: training on every core then slows many times over)",
         ),
     ] = None,
+    valid_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.5,
+            help="share of the triples held out (at most 2,000; none below 100): training "
+            "stops when their filtered MRR stops improving and keeps the best epoch; "
+            "0 trains on every triple for --epochs",
+        ),
+    ] = KGE.valid_share,
     json_out: JsonFlag = False,
 ) -> None:
     """Train a ComplEx KG-embedding model on an imported graph or an index's graph.
 
     ComplEx with N3 regularisation and reciprocal relations (Lacroix et al., 2018),
-    trained 1-vs-all, or with shared negatives on large graphs. The model is written
-    to KG|INDEX/kge/ (memory-mapped arrays and a manifest); an interrupted run resumes
-    from its last epoch unless --restart.
+    trained 1-vs-all, or with shared negatives on large graphs. A small share of the
+    triples is held out to measure the model and stop training early. The model is
+    written to KG|INDEX/kge/ (memory-mapped arrays and a manifest); an interrupted run
+    resumes from its last epoch unless --restart.
     """
     config = ComplExConfig(
         dim=dim,
@@ -355,17 +366,25 @@ def train_kge_command(
         mode=mode,
         negatives=negatives,
         seed=seed,
+        valid_share=valid_share,
     )
     with stage_bars() as progress:
         result = train_kge(
-            graph_dir, config, resume=not restart, on_progress=progress, threads=threads
+            graph_dir,
+            config,
+            resume=not restart,
+            on_progress=progress,
+            threads=threads,
         )
     summary = {
         "model": str(model_directory(local_directory(graph_dir))),
         "mode": result.mode,
         "epochs": result.epochs,
+        "best_epoch": result.best_epoch,
+        "stopped_early": result.stopped_early,
         "resumed_from": result.resumed_from,
         "seconds": round(result.seconds, 2),
+        "valid": {k: round(v, 4) for k, v in result.valid_metrics.items()},
     }
     if json_out:
         print(json.dumps(summary))
@@ -375,3 +394,9 @@ def train_kge_command(
         f"trained ComplEx ({result.mode}) for {result.epochs} epochs in "
         f"{result.seconds:.1f} s{resumed}; saved to {summary['model']}"
     )
+    if result.valid_metrics:
+        stopped = ", stopped early" if result.stopped_early else ""
+        print(
+            f"held-out triples: filtered MRR {result.valid_metrics['mrr']:.3f}, Hits@10 "
+            f"{result.valid_metrics['hits@10']:.3f} at epoch {result.best_epoch} (kept){stopped}"
+        )

@@ -72,7 +72,9 @@ def train_kge(
 ) -> TrainResult:
     """Train ComplEx on the graph at ``location`` and save it in ``location/kge``; an
     interrupted run resumes from its last checkpoint unless ``resume`` is False.
-    ``threads``: torch threads for the training (None: torch's default, every core)."""
+    ``threads``: torch threads for the training (None: torch's default, every core).
+    ``config.valid_share`` of the triples are held out: training stops when their
+    filtered MRR stops improving, and the manifest records it."""
     # imported on use: training needs torch (installed first, CPU build), scoring does not,
     # and every other command would otherwise pay for importing it
     from quillian.components.kge.train import torch_threads

@@ -76,6 +76,14 @@ class ComplExConfig:
     """With a validation set: stop after this many measurements without a better MRR
     (the best weights are kept); 0 never stops early."""
 
+    valid_share: float = 0.02
+    """Trained with no validation set (:func:`~quillian.components.kge.train.
+    train_and_save`), the share of the graph's triples held out as one (at most 2,000;
+    none below 100; :func:`~quillian.components.kge.triples.hold_out`): training stops
+    on their filtered MRR and the model records it. A graph has no validation split of
+    its own; without one every run took all ``epochs`` and told nothing of what the model
+    learnt. 0 trains on every triple for all the epochs."""
+
     checkpoint_every: int = 1
     """Epochs between two checkpoints of a resumable run (weights, optimiser state)."""
 
@@ -106,6 +114,8 @@ class ComplExConfig:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.valid_share < 1.0:
+            raise ConfigError(f"valid_share must be in [0, 1), got {self.valid_share!r}")
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
 

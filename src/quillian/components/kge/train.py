@@ -44,7 +44,7 @@ from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.evaluate import KnownAnswers, evaluate
 from quillian.components.kge.scoring import ComplEx
 from quillian.components.kge.storage import save_model
-from quillian.components.kge.triples import TripleSet
+from quillian.components.kge.triples import TripleSet, hold_out
 from quillian.errors import InputError
 from quillian.stores.embedded.files import write_atomic
 
@@ -288,9 +288,15 @@ def train_and_save(
     progress: Progress = no_progress,
 ) -> TrainResult:
     """Train (resuming an interrupted run unless ``resume=False``) and save the model to
-    ``directory`` (:func:`~quillian.components.kge.storage.save_model`); the checkpoint
-    (:func:`checkpoint_path`) is removed once the model is saved."""
+    ``directory`` (:func:`~quillian.components.kge.storage.save_model`) as the model of
+    the graph ``triples``; the checkpoint (:func:`checkpoint_path`) is removed once the
+    model is saved. With no ``valid``, ``config.valid_share`` of the triples are held
+    out of training to stop on (:func:`~quillian.components.kge.triples.hold_out`)."""
     config = config or ComplExConfig()
+    graph = triples
+    if valid is None and config.valid_share > 0:
+        triples, held = hold_out(graph, config.valid_share, config.seed)
+        valid = held if len(held) else None
     ckpt = checkpoint_path(directory)
     if not resume:
         ckpt.unlink(missing_ok=True)
@@ -301,8 +307,8 @@ def train_and_save(
     save_model(
         directory,
         result.model,
-        fingerprint=triples.fingerprint,
-        n_triples=len(triples),
+        fingerprint=graph.fingerprint,
+        n_triples=len(graph),
         epochs=result.epochs,
         config=config.to_dict(),
         metrics={f"valid_{k}": v for k, v in result.valid_metrics.items()},
@@ -311,6 +317,7 @@ def train_and_save(
             "best_epoch": result.best_epoch,
             "stopped_early": result.stopped_early,
             "train_seconds": round(result.seconds, 3),
+            "held_out": len(valid) if valid is not None else 0,
         },
     )
     ckpt.unlink(missing_ok=True)
