@@ -52,6 +52,21 @@ def test_known_answers_hold_both_directions():
     assert known.answers(1, 0) == []
 
 
+def test_known_answers_for_some_questions_filter_them_as_the_whole_graph_does():
+    rng = np.random.default_rng(3)
+    graph = TripleSet.from_array(
+        np.unique(rng.integers(0, [30, 3, 30], size=(400, 3)), axis=0), 30, 3
+    )
+    questions = graph.subset(np.arange(0, len(graph), 7))
+    whole, some = KnownAnswers([graph]), KnownAnswers.for_questions(graph, questions)
+    assert len(some._answers) < len(whole._answers)
+    for h, r, t in questions.as_array():
+        assert some.answers(int(h), int(r)) == whole.answers(int(h), int(r))
+        assert some.answers(int(t), int(r) + 3) == whole.answers(int(t), int(r) + 3)
+    model = FixedScores(rng.random(30), rng.random(30))
+    assert evaluate(model, questions, some) == evaluate(model, questions, whole)
+
+
 def test_ranking_metrics_by_hand():
     metrics = ranking_metrics([1, 2, 4, 20])
     assert metrics["mrr"] == pytest.approx((1 + 0.5 + 0.25 + 0.05) / 4)

@@ -48,6 +48,20 @@ class KnownAnswers:
         self._indptr = np.append(starts, len(pairs)).astype(np.int64)
         self._answers = pairs[:, 1].astype(np.int32)
 
+    @classmethod
+    def for_questions(cls, graph: TripleSet, questions: TripleSet) -> KnownAnswers:
+        """The known answers that filtered ranking of ``questions`` reads: only the
+        triples of ``graph`` that share a head and relation, or a tail and relation,
+        with one of them (a whole 21M-triple graph would cost gigabytes to index)."""
+        n_rel = graph.n_relations
+        tail_q = questions.heads.astype(np.int64) * n_rel + questions.relations
+        head_q = questions.tails.astype(np.int64) * n_rel + questions.relations
+        rels = graph.relations.astype(np.int64)
+        needed = np.isin(graph.heads.astype(np.int64) * n_rel + rels, tail_q) | np.isin(
+            graph.tails.astype(np.int64) * n_rel + rels, head_q
+        )
+        return cls([graph.subset(np.flatnonzero(needed)), questions])
+
     def key(self, entities: Longs, rows: Longs) -> Longs:
         """The question key of ``(entity, relation row)``; rows ``r + n_relations`` are
         inverses."""

@@ -296,7 +296,9 @@ def train_and_save(
     graph = triples
     if valid is None and config.valid_share > 0:
         triples, held = hold_out(graph, config.valid_share, config.seed)
-        valid = held if len(held) else None
+        if len(held):
+            valid = held
+            known = known or KnownAnswers.for_questions(graph, held)
     ckpt = checkpoint_path(directory)
     if not resume:
         ckpt.unlink(missing_ok=True)
