@@ -67,6 +67,21 @@ def test_known_answers_for_some_questions_filter_them_as_the_whole_graph_does():
     assert evaluate(model, questions, some) == evaluate(model, questions, whole)
 
 
+def test_batches_hold_a_bounded_number_of_scores(monkeypatch):
+    import quillian.components.kge.evaluate as evaluate_module
+
+    rng = np.random.default_rng(5)
+    graph = TripleSet.from_array(rng.integers(0, [30, 2, 30], size=(50, 3)), 30, 2)
+    known, model = KnownAnswers([graph]), FixedScores(rng.random(30), rng.random(30))
+    expected = evaluate(model, graph, known)
+    seen: list[int] = []
+    real = model.score_sp_batch
+    model.score_sp_batch = lambda h, r: seen.append(len(h)) or real(h, r)  # type: ignore[method-assign]
+    monkeypatch.setattr(evaluate_module, "SCORES_PER_BATCH", 60)  # two questions of 30
+    assert evaluate(model, graph, known) == expected
+    assert max(seen) == 2 and sum(seen) == 50
+
+
 def test_ranking_metrics_by_hand():
     metrics = ranking_metrics([1, 2, 4, 20])
     assert metrics["mrr"] == pytest.approx((1 + 0.5 + 0.25 + 0.05) / 4)
