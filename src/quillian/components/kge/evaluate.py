@@ -24,7 +24,6 @@ __all__ = [
     "HITS_AT",
     "SCORES_PER_BATCH",
     "KnownAnswers",
-    "both_directions",
     "evaluate",
     "filtered_ranks",
     "ranking_metrics",
@@ -154,13 +153,7 @@ def evaluate(
 ) -> dict[str, float]:
     """Filtered MRR and Hits@k over both directions (tail and head prediction), with each
     direction's MRR as ``tail_mrr`` and ``head_mrr``."""
-    return both_directions(*filtered_ranks(model, triples, known, batch_size))
-
-
-def both_directions(
-    tail_ranks: npt.NDArray[np.float64], head_ranks: npt.NDArray[np.float64]
-) -> dict[str, float]:
-    """:func:`ranking_metrics` over both directions' ranks, with each direction's MRR."""
+    tail_ranks, head_ranks = filtered_ranks(model, triples, known, batch_size)
     metrics = ranking_metrics(np.concatenate([tail_ranks, head_ranks]))
     metrics["tail_mrr"] = ranking_metrics(tail_ranks)["mrr"]
     metrics["head_mrr"] = ranking_metrics(head_ranks)["mrr"]

@@ -15,7 +15,7 @@ Embeddings start as ``N(0, 1) * init_scale``.
 
 With a validation set the filtered MRR on it is measured every ``eval_every`` epochs;
 the best weights are kept and training stops after ``patience`` measurements without
-an improvement beyond one standard error of the per-triple differences. With a checkpoint path the run writes its full state there (weights,
+improvement. With a checkpoint path the run writes its full state there (weights,
 Adagrad's accumulators, the random generator, the early-stopping state) every
 ``checkpoint_every`` epochs, atomically, and a later run with the same graph and
 settings resumes from it. :func:`train_and_save` adds the model directory: it is
@@ -36,14 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 
 from quillian.components.kg.report import Progress, no_progress
 from quillian.components.kge.config import ComplExConfig
-from quillian.components.kge.evaluate import KnownAnswers, both_directions, filtered_ranks
+from quillian.components.kge.evaluate import KnownAnswers, evaluate
 from quillian.components.kge.scoring import ComplEx
 from quillian.components.kge.storage import save_model
 from quillian.components.kge.triples import TripleSet, hold_out
@@ -87,8 +85,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 
 #: Settings that may change between an interrupted run and its resumption.
 _RESUMABLE_CHANGES = ("epochs", "checkpoint_every", "patience", "eval_every")
-#: A validation MRR must beat the best by at least this much to count as better (and
-#: by one standard error of the per-triple differences: :func:`_improves`).
+#: A validation MRR must beat the best by this much to count as better.
 _MIN_GAIN = 1e-4
 
 
@@ -155,7 +152,6 @@ class _Run:
         self.epoch = 0
         self.seconds = 0.0
         self.best_mrr = -1.0
-        self.best_reciprocal: npt.NDArray[np.float64] | None = None
         self.best_epoch = 0
         self.best: tuple[torch.Tensor, torch.Tensor] | None = None
         self.best_metrics: dict[str, float] = {}
@@ -173,9 +169,6 @@ class _Run:
             "epoch": self.epoch,
             "seconds": self.seconds,
             "best_mrr": self.best_mrr,
-            "best_reciprocal": (
-                torch.from_numpy(self.best_reciprocal) if self.best_reciprocal is not None else None
-            ),
             "best_epoch": self.best_epoch,
             "best": list(self.best) if self.best is not None else None,
             "best_metrics": self.best_metrics,
@@ -193,8 +186,6 @@ class _Run:
         self.epoch = int(state["epoch"])
         self.seconds = float(state["seconds"])
         self.best_mrr = float(state["best_mrr"])
-        reciprocal = state.get("best_reciprocal")
-        self.best_reciprocal = reciprocal.numpy() if reciprocal is not None else None
         self.best_epoch = int(state["best_epoch"])
         best = state["best"]
         self.best = (best[0], best[1]) if best is not None else None
@@ -416,13 +407,10 @@ def _due(epoch: int, config: ComplExConfig) -> bool:
 
 
 def _validate(run: _Run, valid: TripleSet, known: KnownAnswers, loss: float) -> None:
-    tail_ranks, head_ranks = filtered_ranks(run.model(best=False), valid, known)
-    metrics = both_directions(tail_ranks, head_ranks)
+    metrics = evaluate(run.model(best=False), valid, known)
     run.history.append({"epoch": run.epoch, "loss": loss, **metrics})
     log.debug("epoch %d: loss %.4f, valid MRR %.4f", run.epoch, loss, metrics["mrr"])
-    reciprocal = 1.0 / np.concatenate([tail_ranks, head_ranks])
-    if _improves(reciprocal, run.best_reciprocal):
-        run.best_reciprocal = reciprocal
+    if metrics["mrr"] > run.best_mrr + _MIN_GAIN:
         run.best_mrr = metrics["mrr"]
         run.best_epoch = run.epoch
         run.best = (run.entity.detach().clone(), run.relation.detach().clone())
@@ -430,20 +418,6 @@ def _validate(run: _Run, valid: TripleSet, known: KnownAnswers, loss: float) -> 
         run.bad_evals = 0
     else:
         run.bad_evals += 1
-
-
-def _improves(reciprocal: npt.NDArray[np.float64], best: npt.NDArray[np.float64] | None) -> bool:
-    """Whether validation reciprocal ranks beat the best ones (the same triples) by more
-    than one standard error of their paired differences: on a few hundred held-out
-    triples the MRR moves by about 0.01 between epochs of a converged model, and a
-    noise-sized gain would otherwise restart the patience again and again. The
-    one-standard-error rule of model selection (Breiman et al., 1984) in its
-    early-stopping form: only a gain beyond the noise counts."""
-    if best is None or len(best) != len(reciprocal):
-        return True
-    diff = reciprocal - best
-    error = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-    return float(diff.mean()) > max(_MIN_GAIN, error)
 
 
 def _comparable(identity: dict[str, Any]) -> dict[str, Any]:
