@@ -4,9 +4,12 @@ import pytest
 
 from quillian.components.generation.know3_outputs import (
     ANSWER_GRAMMAR,
+    OPEN_ANSWER_GRAMMAR,
     VERDICT_GRAMMAR,
     ExtractedTriple,
+    asks_yes_or_no,
     parse_chain_answer,
+    parse_open_chain_answer,
     parse_reference,
     parse_triple_list,
     parse_verdict,
@@ -107,3 +110,42 @@ def test_the_prompts_own_replies_pass_their_grammar_and_parse():
 def test_a_held_reply_ends_in_its_verdict_or_answer_within_bounds(grammar, reply):
     pytest.importorskip("llguidance")
     assert not grammar_accepts(grammar, reply)
+
+
+@pytest.mark.parametrize(
+    ("question", "polar"),
+    [
+        ("Are both magazines, the Woman's Viewpoint and Pick Me Up, British?", True),
+        ("Did Alan Turing study at Princeton?", True),
+        ("  'Is it in Paris?'", True),
+        ("Which band was formed first, The Exies or Circus Diablo?", False),
+        ('"Wonderland by Night" is a song on which album?', False),
+        ("If Gallu is a demon Lilu is what?", False),
+        ("Isabella of France was the mother of whom?", False),  # a name, not "Is"
+        ("", False),
+    ],
+)
+def test_a_yes_or_no_question_opens_with_an_auxiliary_verb(question, polar):
+    assert asks_yes_or_no(question) is polar
+
+
+def test_an_open_question_is_not_answered_yes_or_no():
+    for reply in ("So.\n\nThe answer is yes.", "The answer is No", "The answer is yes. Both are."):
+        with pytest.raises(ParseError, match="does not ask yes or no"):
+            parse_open_chain_answer(reply)
+    for answer in ("Paris", "No Doubt", "Nope", "Yesterday (song)", "1746"):
+        assert parse_open_chain_answer(f"So.\n\nThe answer is {answer}.").answer == answer
+    with pytest.raises(ParseError, match="The answer is"):
+        parse_open_chain_answer("Paris.")
+
+
+def test_the_open_answer_grammar_holds_what_the_parser_reads():
+    pytest.importorskip("llguidance")
+    answers = [m.content for m in ANSWER.messages if m.role == "assistant"]
+    open_shots = [r for r in answers if parse_chain_answer(r).answer not in ("yes", "no")]
+    assert len(open_shots) == 2 and all(grammar_accepts(OPEN_ANSWER_GRAMMAR, r) for r in open_shots)
+    for reply in ("x The answer is yes.", "The answer is No", "The answer is yes. Both are."):
+        assert not grammar_accepts(OPEN_ANSWER_GRAMMAR, reply)
+    for reply in ("x The answer is No Doubt.", "The answer is Nope", "The answer is Paris."):
+        assert grammar_accepts(OPEN_ANSWER_GRAMMAR, reply)
+    assert not grammar_accepts(OPEN_ANSWER_GRAMMAR, "The answer is Paris.\nMore.")

@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.components.generation.know3_outputs import ExtractedTriple
+from quillian.components.generation.know3_outputs import (
+    ANSWER_GRAMMAR,
+    OPEN_ANSWER_GRAMMAR,
+    ExtractedTriple,
+)
 from quillian.components.kg.mentions import RelationIndex, find_mentions, link_name
 from quillian.components.kge.confidence import MAX_SCORE, TripleConfidence, aggregate
 from quillian.components.kge.scoring import ComplEx
@@ -317,6 +321,31 @@ def test_malformed_triples_and_verdicts_are_recorded_not_fatal():
     failures = [c for c in result.transcript.calls if c.error]
     assert {c.stage for c in failures} == {"know3.triples@1", "know3.relevance@1"}
     assert result.transcript.parse_failures == len(failures) >= 4
+
+
+def test_a_yes_or_no_to_an_open_question_is_repaired_and_recorded():
+    replies = iter(["Maybe.\n\nThe answer is yes.", "Milwaukee.\n\nThe answer is Milwaukee."])
+    model = scripted(**{"know3.answer": lambda messages: next(replies)})
+    result = run(model, reference=False)
+    assert result.answer == "Milwaukee" and not result.error
+    assert model.calls[0].decoding.grammar == OPEN_ANSWER_GRAMMAR
+    failure = next(c for c in result.transcript.calls if c.error)
+    assert "does not ask yes or no" in failure.error and failure.raw.endswith("is yes.")
+    assert "name, place, date or value" in model.calls[1].messages[-1].content
+
+    stubborn = scripted(**{"know3.answer": "Yes.\n\nThe answer is yes."})
+    result = run(stubborn, reference=False)  # two yes replies: kept as written, recorded
+    assert result.answer == "yes" and result.transcript.parse_failures == 2
+
+    paper = scripted(**{"know3.answer": "Yes.\n\nThe answer is yes."})
+    assert run(paper, reference=False, open_answers=False).answer == "yes"
+    assert paper.calls[0].decoding.grammar == ANSWER_GRAMMAR
+
+    polar = scripted(**{"know3.answer": "It was Milwaukee.\n\nThe answer is no."})
+    question = "Was Herbert Simon born in Pittsburgh?"
+    result = asyncio.run(pipeline(polar, reference=False).answer(question))
+    assert result.answer == "no" and result.transcript.parse_failures == 0
+    assert polar.calls[0].decoding.grammar == ANSWER_GRAMMAR
 
 
 def test_verify_any_answer():

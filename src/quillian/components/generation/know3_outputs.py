@@ -17,10 +17,13 @@ from quillian.types import normalize_name
 
 __all__ = [
     "GENERIC_WORDS",
+    "OPEN_ANSWER_GRAMMAR",
     "ChainAnswer",
     "ExtractedTriple",
     "TripleList",
+    "asks_yes_or_no",
     "parse_chain_answer",
+    "parse_open_chain_answer",
     "parse_reference",
     "parse_triple_list",
     "parse_verdict",
@@ -250,6 +253,48 @@ def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
     if not answer:
         raise ParseError('nothing after "The answer is"', raw, prompt)
     return ChainAnswer(raw.strip(), answer)
+
+
+#: Words that open an English yes/no question ("Are both ...", "Did ...", "Is ...").
+POLAR_OPENERS = frozenset(
+    {"am", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had"}
+    | {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
+)
+_FIRST_WORD = re.compile(r"[^\W\d_]+")
+#: An answer that is only "yes" or "no": alone, before punctuation, or opening a sentence
+#: ("yes. Both magazines ..."); "No Doubt" or "Nope" are answers, not a yes or a no.
+_YES_NO = r"(?i:(yes|no)(\W*|[.,;:!][^\n]*))"
+#: P1's reply to a question that does not ask yes or no (:func:`asks_yes_or_no`): as
+#: :data:`ANSWER_GRAMMAR`, but the answer cannot be a bare "yes" or "no".
+OPEN_ANSWER_GRAMMAR = (
+    "start: REPLY\nREPLY: /(?s:.{0,1200})The answer is / ANSWER\n"
+    f"ANSWER: /[^\\n]{{1,120}}/ & ~/{_YES_NO}/\n"
+)
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """Whether ``question`` is a yes/no question: its first word is an auxiliary verb
+    ("Are", "Did", "Can" ...), as English forms them. P1 asks for "yes, no, or a few
+    words directly answering the question"; to any other question a yes or a no
+    answers nothing (the local 0.5B model answered "yes" to 10 of 20 HotpotQA
+    questions that ask for a name, a place or a value). A title that opens with such a
+    word ("Do Lafzon Ki Kahani, ...") only lets a yes or a no through."""
+    first = _FIRST_WORD.search(question)
+    return first is not None and first.group().lower() in POLAR_OPENERS
+
+
+def parse_open_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
+    """:func:`parse_chain_answer` for a question that does not ask yes or no: an answer
+    that is only "yes" or "no" is a parse error (the repair asks for the answer)."""
+    parsed = parse_chain_answer(raw, prompt)
+    if re.fullmatch(_YES_NO, parsed.answer):
+        raise ParseError(
+            f'the answer is "{parsed.answer}", but the question does not ask yes or no: '
+            "name the answer",
+            raw,
+            prompt,
+        )
+    return parsed
 
 
 def salvage_chain_answer(raw: str) -> ChainAnswer:

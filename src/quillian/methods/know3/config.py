@@ -101,6 +101,12 @@ class Know3Config:
     adaptive: bool = True
     """Stop early when an answer's score is below θ_t (Table 3: "w/o Adaptive
     Retrieval" = adaptive false with max_turns 1: one fixed round)."""
+    open_answers: bool = True
+    """Beyond the paper: a question that does not ask yes or no (its first word is no
+    auxiliary verb) cannot be answered "yes" or "no" (held by the grammar where the
+    backend can, else a parse failure and a repair). P1 asks for "yes, no, or a few
+    words directly answering the question", and the local 0.5B model answered "yes" to
+    half the HotpotQA questions asking for a name or a value. False: the paper's P1."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 0:

@@ -36,11 +36,11 @@ from quillian.methods.know3.check import KGECheck
 from quillian.methods.know3.config import Know3Config
 from quillian.methods.know3.knowledge import EntityCard, Know3Knowledge, TextScore, format_entities
 from quillian.methods.know3.tasks import (
-    ANSWER,
     ENTITY_NOTE,
     QUERY,
     REFERENCE,
     RELEVANCE,
+    answer_task,
     format_references,
     numbered_entities,
 )
@@ -146,7 +146,7 @@ class Know3RAG(PipelineBase):
         last = config.max_turns if config.reference else 0
         for turn in range(last + 1):
             answer = await self.runner.run(
-                ANSWER,
+                answer_task(run.question, config.open_answers),
                 run.transcript,
                 references=format_references(references),
                 question=run.question,

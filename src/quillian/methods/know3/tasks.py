@@ -15,10 +15,13 @@ from pydantic import BaseModel
 
 from quillian.components.generation.know3_outputs import (
     ANSWER_GRAMMAR,
+    OPEN_ANSWER_GRAMMAR,
     VERDICT_GRAMMAR,
     ChainAnswer,
     TripleList,
+    asks_yes_or_no,
     parse_chain_answer,
+    parse_open_chain_answer,
     parse_reference,
     parse_triple_list,
     parse_verdict,
@@ -26,16 +29,18 @@ from quillian.components.generation.know3_outputs import (
 )
 from quillian.components.generation.outputs import parse_line
 from quillian.components.llm.base import Decoding
-from quillian.components.llm.structured import held_to
+from quillian.components.llm.structured import ParseError, held_to
 from quillian.components.llm.tasks import Task
 
 __all__ = [
     "ANSWER",
     "ENTITY_NOTE",
+    "OPEN_ANSWER",
     "QUERY",
     "REFERENCE",
     "RELEVANCE",
     "TRIPLES",
+    "answer_task",
     "format_references",
     "numbered_entities",
 ]
@@ -49,6 +54,35 @@ ANSWER: Task[ChainAnswer] = Task(
     "Your reply could not be used: {error}. Reply again: explain briefly, then end with "
     '"The answer is X."',
 )
+
+
+def _answer_as_written(raw: str) -> ChainAnswer:
+    """After two yes/no replies to an open question: the answer as written (both calls
+    are recorded as parse failures), else the last line."""
+    try:
+        return parse_chain_answer(raw)
+    except ParseError:
+        return salvage_chain_answer(raw)
+
+
+#: P1 for a question that does not ask yes or no: the answer cannot be a bare yes/no.
+OPEN_ANSWER: Task[ChainAnswer] = Task(
+    "know3.answer",
+    parse_open_chain_answer,
+    Decoding(max_tokens=512, grammar=OPEN_ANSWER_GRAMMAR),
+    _answer_as_written,
+    "Your reply could not be used: {error}. Reply again: explain briefly, then end with "
+    '"The answer is X." where X is the name, place, date or value the question asks for.',
+)
+
+
+def answer_task(question: str, open_answers: bool = True) -> Task[ChainAnswer]:
+    """P1's task for ``question``: :data:`OPEN_ANSWER` unless it asks yes or no
+    (:func:`~quillian.components.generation.know3_outputs.asks_yes_or_no`) or
+    ``open_answers`` is off (the paper's prompt alone)."""
+    return OPEN_ANSWER if open_answers and not asks_yes_or_no(question) else ANSWER
+
+
 #: P2, one reference paragraph (the Knowledge Card models decode 128 tokens).
 REFERENCE: Task[str] = Task("know3.reference", parse_reference, Decoding(max_tokens=256))
 #: P3, one new question.
