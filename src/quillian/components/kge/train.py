@@ -66,10 +66,11 @@ CHECKPOINT_FORMAT = 1
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
     """Run with ``threads`` torch threads (None: as set), restoring the count after.
-    Training on every core is fastest on an idle machine (14.7 s against 21.7 on one
-    thread for HotpotQA's document graph here) but collapses when another process
-    keeps the cores busy: the same training took 469.5 s beside a running ``bench
-    qa``, as torch's threads wait on each other; one thread then degrades gracefully."""
+    Training on every core is fastest on an idle machine (a short run on HotpotQA's
+    document graph, commit 3855ed0, whose epochs were not recorded: 14.7 s against
+    21.7 s on one thread) but collapses when another process keeps the cores busy: the
+    same training took 469.5 s beside a running ``bench qa``, as torch's threads wait
+    on each other; one thread then degrades gracefully."""
     if threads is None:
         yield
         return
