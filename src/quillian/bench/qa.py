@@ -223,6 +223,7 @@ OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("repeated_step_share", "repeated steps", ".1%"),
     ("rounds_per_question", "rounds", ".2f"),
     ("prompt_reuse_share", "prompt tokens reused", ".1%"),
+    ("questions_per_minute", "questions/min (wall)", ".2f"),
 )
 
 

@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,6 +343,7 @@ async def evaluate(
             on_progress(done, len(questions))
         return {**row, "verification": checked} if verify is not None else row
 
+    start = time.perf_counter()
     tasks = [asyncio.create_task(one(q)) for q in questions]
     rows: list[dict[str, Any]] = []
     try:
@@ -353,6 +355,15 @@ async def evaluate(
     finally:
         for task in tasks:
             task.cancel()
-    summary = {"method": pipeline.name, **summarize(rows)}
+    wall = time.perf_counter() - start
+    summary = {
+        "method": pipeline.name,
+        **summarize(rows),
+        # a question's seconds include waiting for a model other questions share, so
+        # under concurrency the run's own time says what the questions cost together
+        "concurrency": concurrency,
+        "wall_seconds": round(wall, 2),
+        "questions_per_minute": round(60 * len(rows) / wall, 2) if wall > 0 else None,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return QAReport(summary, list(rows))
