@@ -276,9 +276,10 @@ def asks_yes_or_no(question: str) -> bool:
     """Whether ``question`` is a yes/no question: its first word is an auxiliary verb
     ("Are", "Did", "Can" ...), as English forms them. P1 asks for "yes, no, or a few
     words directly answering the question"; to any other question a yes or a no
-    answers nothing (the local 0.5B model answered "yes" to 10 of 20 HotpotQA
-    questions that ask for a name, a place or a value). A title that opens with such a
-    word ("Do Lafzon Ki Kahani, ...") only lets a yes or a no through."""
+    answers nothing (the local 0.5B model answered "yes" or "no" to 9 of the first 20
+    HotpotQA questions, each asking for a name, a place or a value). A title that
+    opens with such a word ("Do Lafzon Ki Kahani, ...") only lets a yes or a no
+    through."""
     first = _FIRST_WORD.search(question)
     return first is not None and first.group().lower() in POLAR_OPENERS
 
