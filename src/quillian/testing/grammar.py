@@ -1,5 +1,9 @@
 """Whether a grammar (``Decoding.grammar``, llguidance's Lark dialect) lets a whole
-reply through, with no model: llguidance's byte tokenizer feeds it byte by byte."""
+reply through, with no model: llguidance's byte tokenizer feeds it byte by byte, and
+each byte must be in the token mask computed before it, as in generation, and the end
+of the reply must be too. (Consuming bytes without the masks can pass a reply that
+generation could never write: with lexeme negation, llguidance's masks may allow only
+the end where the reply cannot end.)"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ __all__ = ["grammar_accepts"]
 
 
 def grammar_accepts(grammar: str, text: str) -> bool:
-    """True when ``text`` is a complete reply under ``grammar``; ``ValueError`` when
-    the grammar does not compile. Needs llguidance (the extra ``local``)."""
+    """True when ``text`` is a complete reply under ``grammar``, byte after byte as
+    the masks allow; ``ValueError`` when the grammar does not compile. Needs
+    llguidance (the extra ``local``)."""
     import llguidance
+    import numpy as np
 
     tokenizer = llguidance.LLTokenizer("byte")
     matcher = llguidance.LLMatcher(
@@ -17,5 +23,13 @@ def grammar_accepts(grammar: str, text: str) -> bool:
     )
     if matcher.is_error():
         raise ValueError(f"the grammar does not compile: {matcher.get_error()}")
-    ids = tokenizer.tokenize_str(text)
-    return bool(matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting())
+    mask = np.zeros((tokenizer.vocab_size + 31) // 32, dtype=np.int32)
+
+    def allowed(token: int) -> bool:
+        matcher.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
+        return bool(np.unpackbits(mask.view(np.uint8), bitorder="little")[token])
+
+    for token in tokenizer.tokenize_str(text):
+        if not allowed(token) or not matcher.consume_token(token):
+            return False
+    return allowed(tokenizer.eos_token) and bool(matcher.is_accepting())

@@ -17,7 +17,6 @@ from quillian.types import normalize_name
 
 __all__ = [
     "GENERIC_WORDS",
-    "OPEN_ANSWER_GRAMMAR",
     "ChainAnswer",
     "ExtractedTriple",
     "TripleList",
@@ -261,15 +260,12 @@ POLAR_OPENERS = frozenset(
     | {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
 )
 _FIRST_WORD = re.compile(r"[^\W\d_]+")
-#: An answer that is only "yes" or "no": alone, before punctuation, or opening a sentence
-#: ("yes. Both magazines ..."); "No Doubt" or "Nope" are answers, not a yes or a no.
-_YES_NO = r"(?i:(yes|no)(\W*|[.,;:!][^\n]*))"
-#: P1's reply to a question that does not ask yes or no (:func:`asks_yes_or_no`): as
-#: :data:`ANSWER_GRAMMAR`, but the answer cannot be a bare "yes" or "no".
-OPEN_ANSWER_GRAMMAR = (
-    "start: REPLY\nREPLY: /(?s:.{0,1200})The answer is / ANSWER\n"
-    f"ANSWER: /[^\\n]{{1,120}}/ & ~/{_YES_NO}/\n"
-)
+#: An answer that is only "yes" or "no": alone, in quotes, brackets or bold, or opening
+#: a sentence ("yes. Both magazines ..."); "No Doubt" or "Nope" are answers, not a yes
+#: or a no. Refused by the parser, not by the answer's grammar: held there (a negated
+#: lexeme), the model goes on from "yes" to a longer non-answer ("yes sir") that no
+#: parser could refuse, while the repair asks it for the answer.
+_YES_NO = r"""(?i:[\["'*( ]*(yes|no)([ .,;:!?'"*\])]*|[.,;:!][^\n]*))"""
 
 
 def asks_yes_or_no(question: str) -> bool:

@@ -103,8 +103,8 @@ class Know3Config:
     Retrieval" = adaptive false with max_turns 1: one fixed round)."""
     open_answers: bool = True
     """Beyond the paper: a question that does not ask yes or no (its first word is no
-    auxiliary verb) cannot be answered "yes" or "no" (held by the grammar where the
-    backend can, else a parse failure and a repair). P1 asks for "yes, no, or a few
+    auxiliary verb) cannot be answered "yes" or "no" (a parse failure, recorded, and a
+    repair that asks for the answer). P1 asks for "yes, no, or a few
     words directly answering the question", and the local 0.5B model answered yes or no
     to 9 of 20 HotpotQA questions asking for a name or a value. False: the paper's P1."""
 

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from quillian.components.generation.know3_outputs import (
     ANSWER_GRAMMAR,
-    OPEN_ANSWER_GRAMMAR,
     VERDICT_GRAMMAR,
     ChainAnswer,
     TripleList,
@@ -69,7 +68,8 @@ def _answer_as_written(raw: str) -> ChainAnswer:
 OPEN_ANSWER: Task[ChainAnswer] = Task(
     "know3.answer",
     parse_open_chain_answer,
-    Decoding(max_tokens=512, grammar=OPEN_ANSWER_GRAMMAR),
+    # the same form as P1's; a yes or a no is refused by the parser (see _YES_NO there)
+    Decoding(max_tokens=512, grammar=ANSWER_GRAMMAR),
     _answer_as_written,
     "Your reply could not be used: {error}. Reply again: explain briefly, then end with "
     '"The answer is X." where X is the name, place, date or value the question asks for.',
