@@ -104,9 +104,9 @@ class Know3Config:
     open_answers: bool = True
     """Beyond the paper: a question that does not ask yes or no (its first word is no
     auxiliary verb) cannot be answered "yes" or "no" (a parse failure, recorded, and a
-    repair that asks for the answer). P1 asks for "yes, no, or a few
-    words directly answering the question", and the local 0.5B model answered yes or no
-    to 9 of 20 HotpotQA questions asking for a name or a value. False: the paper's P1."""
+    repair that asks for the answer). P1 asks for "yes, no, or a few words directly
+    answering the question", and the local 0.5B model answered yes or no to 9 of 20
+    HotpotQA questions asking for a name or a value. False: the paper's P1."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 0:

@@ -10,6 +10,7 @@ sentence gives its last line.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pydantic import BaseModel
 
@@ -64,15 +65,14 @@ def _answer_as_written(raw: str) -> ChainAnswer:
         return salvage_chain_answer(raw)
 
 
-#: P1 for a question that does not ask yes or no: the answer cannot be a bare yes/no.
-OPEN_ANSWER: Task[ChainAnswer] = Task(
-    "know3.answer",
-    parse_open_chain_answer,
-    # the same form as P1's; a yes or a no is refused by the parser (see _YES_NO there)
-    Decoding(max_tokens=512, grammar=ANSWER_GRAMMAR),
-    _answer_as_written,
-    "Your reply could not be used: {error}. Reply again: explain briefly, then end with "
-    '"The answer is X." where X is the name, place, date or value the question asks for.',
+#: P1 for a question that does not ask yes or no: the same prompt and reply form (a yes
+#: or a no is refused by the parser, see ``_YES_NO`` there), the same repair asking
+#: for what the question wants.
+OPEN_ANSWER: Task[ChainAnswer] = replace(
+    ANSWER,
+    parse=parse_open_chain_answer,
+    fallback=_answer_as_written,
+    repair=ANSWER.repair + " where X is the name, place, date or value the question asks for.",
 )
 
 
