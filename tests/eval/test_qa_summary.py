@@ -64,6 +64,33 @@ def test_graph_shares_and_rounds() -> None:
     assert "repeated_step_share" not in summarize(rows)  # none skipped: no such column
 
 
+def test_steps_are_checked_against_the_gold_hop_answers_by_source() -> None:
+    def answered(layer, answer):
+        return {**step(layer, hit=layer != "chunks"), "answer": answer}
+
+    first = row(
+        [
+            answered("graph-fuzzy", "Jennifer Callahan"),  # the wrong fact picked
+            answered("hybrid", "It was the APA."),  # names hop 1's answer
+            answered("chunks", "G. Stanley Hall was its first president."),
+            answered("chunks", "I don't know."),
+            {**step("math", "math"), "answer": "APA"},  # not a retrieval step
+        ],
+        1.0,
+        1.0,
+    )
+    first["hop_answers"] = [["APA"], ["G. Stanley Hall", "Stanley Hall"]]
+    unchecked = row([answered("graph-exact", "anything")], 1.0, 1.0)  # no gold hops
+    s = summarize([first, unchecked])
+    assert s["gold_hop_by_source"] == {
+        "graph": {"steps": 1, "names_gold_hop": 0.0},
+        "hybrid": {"steps": 1, "names_gold_hop": 1.0},
+        "chunks": {"steps": 2, "names_gold_hop": 0.5},
+    }
+    assert (s["graph_gold_hop_share"], s["chunk_gold_hop_share"]) == (0.5, 0.5)
+    assert "gold_hop_by_source" not in summarize([unchecked])
+
+
 def test_methods_without_kag_steps_report_no_graph_share() -> None:
     s = summarize([row([{"kind": "retrieval"}], None, None)])
     assert "graph_answered_share" not in s and s["recall@2"] is None

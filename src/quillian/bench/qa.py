@@ -218,6 +218,8 @@ OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("recall@5", "R@5", ".3f"),
     ("graph_answered_share", "answered from graph", ".1%"),
     ("graph_hit_share", "graph matched", ".1%"),
+    ("graph_gold_hop_share", "graph-matched steps naming a gold hop", ".1%"),
+    ("chunk_gold_hop_share", "passage-only steps naming a gold hop", ".1%"),
     ("failed_step_share", "failed steps", ".1%"),
     ("plan_cut_share", "plans cut at a repeat", ".1%"),
     ("repeated_step_share", "repeated steps", ".1%"),

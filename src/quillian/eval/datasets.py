@@ -45,6 +45,10 @@ class Question:
     """The data set's own class of the question, where it has one: HotpotQA's and
     2Wiki's ``type`` (``bridge``, ``comparison``, ...), MuSiQue's hop count from its id
     (``2hop``, ``3hop1``, ...); empty where the record says none."""
+    hop_answers: tuple[tuple[str, ...], ...] = ()
+    """The gold answer of each hop of the question's decomposition, where the data set
+    gives one (MuSiQue's ``question_decomposition``; the last hop's with the question's
+    aliases): what a multi-step method's intermediate answers can be checked against."""
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -102,15 +106,27 @@ def _musique(record: dict[str, Any], path: Path, line: int) -> Question:
         for p in paragraphs
         if p.get("is_supporting")
     )
-    answers = (record.get("answer", ""), *record.get("answer_aliases", []))
+    answers = tuple(a for a in (record.get("answer", ""), *record.get("answer_aliases", [])) if a)
     qid = str(record.get("id", line))
     return Question(
         id=qid,
         question=_field(record, "question", path, line),
         gold=gold,
-        answers=tuple(a for a in answers if a),
+        answers=answers,
         kind=qid.split("__", 1)[0] if "__" in qid else "",
+        hop_answers=_hop_answers(record.get("question_decomposition") or [], answers),
     )
+
+
+def _hop_answers(
+    hops: list[dict[str, Any]], answers: tuple[str, ...]
+) -> tuple[tuple[str, ...], ...]:
+    """Each hop's gold answer; the last hop answers the question, so its aliases are
+    the question's too."""
+    out = [(str(h["answer"]),) if isinstance(h, dict) and h.get("answer") else () for h in hops]
+    if out and answers:
+        out[-1] = tuple(dict.fromkeys((*out[-1], *answers)))
+    return tuple(out)
 
 
 def _hotpotqa(path: Path) -> list[Question]:

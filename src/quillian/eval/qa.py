@@ -78,7 +78,7 @@ def _row(
 ) -> dict[str, Any]:
     scores = score_answer(result.answer, list(question.answers))
     retrieved = [passage_key(dataset, p.title, p.text) for p in result.evidence.passages]
-    row = {
+    row: dict[str, Any] = {
         "id": question.id,
         **({"kind": question.kind} if question.kind else {}),
         "gold": list(question.answers),
@@ -100,6 +100,8 @@ def _row(
             for k in (2, 5)
         },
     }
+    if question.hop_answers:
+        row["hop_answers"] = [list(h) for h in question.hop_answers]
     measures = {"token_containment": token_containment, "fuzzy_containment": fuzzy_containment}
     for name in metrics:
         if name in measures:
@@ -162,7 +164,47 @@ def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if len(steps) < len(planned):
         out["repeated_step_share"] = _mean([float(s["layer"] == "repeat") for s in planned])
     out["rounds_per_question"] = _mean([float(r) for r in rounds])
-    return out
+    return {**out, **_gold_hop_shares(rows)}
+
+
+#: Where a KAG retrieval step's answer came from, grouped as :func:`_gold_hop_shares`
+#: reports them: the graph alone, the graph's facts read with passages, passages alone.
+_STEP_SOURCES = {
+    "graph": ("graph-exact", "graph-fuzzy"),
+    "hybrid": ("hybrid",),
+    "chunks": ("chunks",),
+}
+
+
+def _gold_hop_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """For questions with gold hop answers (MuSiQue's decomposition): per source of a
+    retrieval step's answer, how many steps it answered and the share whose answer
+    names a gold hop answer of the question (every token of one of its aliases,
+    :func:`~quillian.eval.metrics.token_containment`), and the same share over the steps
+    where the graph matched (answered from it alone, or from its facts read with
+    passages) and over those answered from passages alone. Whether the graph path fires
+    is one question; whether it is right when it does is the other."""
+    by_source: dict[str, list[float]] = {name: [] for name in _STEP_SOURCES}
+    for row in rows:
+        hops = [alias for hop in row.get("hop_answers", ()) for alias in hop]
+        if not hops:
+            continue
+        for step in row["steps"]:
+            if step.get("kind") != "kag-step" or step.get("executor") != "retrieval":
+                continue
+            source = next((n for n, ls in _STEP_SOURCES.items() if step["layer"] in ls), None)
+            if source is not None:
+                named = token_containment(step.get("answer", ""), hops) == 1.0
+                by_source[source].append(float(named))
+    if not any(by_source.values()):
+        return {}
+    shares = {n: {"steps": len(v), "names_gold_hop": _mean(v)} for n, v in by_source.items()}
+    matched = by_source["graph"] + by_source["hybrid"]
+    return {
+        "gold_hop_by_source": shares,
+        "graph_gold_hop_share": _mean(matched) if matched else None,
+        "chunk_gold_hop_share": _mean(by_source["chunks"]) if by_source["chunks"] else None,
+    }
 
 
 def _mean(values: Sequence[float]) -> float:
