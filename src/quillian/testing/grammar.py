@@ -15,7 +15,8 @@ def grammar_accepts(grammar: str, text: str) -> bool:
     the masks allow; ``ValueError`` when the grammar does not compile. Needs
     llguidance (the extra ``local``)."""
     import llguidance
-    import numpy as np
+
+    from quillian.components.llm.local import TokenMask
 
     tokenizer = llguidance.LLTokenizer("byte")
     matcher = llguidance.LLMatcher(
@@ -23,11 +24,10 @@ def grammar_accepts(grammar: str, text: str) -> bool:
     )
     if matcher.is_error():
         raise ValueError(f"the grammar does not compile: {matcher.get_error()}")
-    mask = np.zeros((tokenizer.vocab_size + 31) // 32, dtype=np.int32)
+    mask = TokenMask(matcher, tokenizer.vocab_size)
 
     def allowed(token: int) -> bool:
-        matcher.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
-        return bool(np.unpackbits(mask.view(np.uint8), bitorder="little")[token])
+        return bool(mask.allowed()[token])
 
     for token in tokenizer.tokenize_str(text):
         if not allowed(token) or not matcher.consume_token(token):

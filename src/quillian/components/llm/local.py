@@ -48,6 +48,7 @@ __all__ = [
     "BundledModel",
     "LocalChatModel",
     "PromptTooLongError",
+    "TokenMask",
     "assemble_parts",
     "bundled_model_path",
     "check_gguf",
@@ -260,6 +261,24 @@ _FENCED_JSON = 'start: ("```json\\n" | "```\\n")? reply "\\n```"?\nreply: %json 
 _WHITESPACE = {"whitespace_pattern": "[\\n ]{0,32}"}
 
 
+class TokenMask:
+    """The tokens an llguidance matcher allows next, one flag per token of a
+    vocabulary of ``vocab`` (the matcher's bit mask, unpacked)."""
+
+    def __init__(self, matcher: Any, vocab: int) -> None:
+        import numpy as np
+
+        self.matcher = matcher
+        self.words = np.zeros((vocab + 31) // 32, dtype=np.int32)
+
+    def allowed(self) -> Any:
+        """A boolean array over the vocabulary (rounded up to 32 tokens)."""
+        import numpy as np
+
+        self.matcher.unsafe_compute_mask_ptr(self.words.ctypes.data, self.words.nbytes)
+        return np.unpackbits(self.words.view(np.uint8), bitorder="little").astype(bool)
+
+
 class _SchemaConstraint:
     """A transformers logits processor that lets through only the tokens that keep the
     reply inside a grammar (llguidance's token mask, about 0.4 ms a token here). A
@@ -267,14 +286,11 @@ class _SchemaConstraint:
     constraining and says so in the log; the reply is parsed as any other."""
 
     def __init__(self, matcher: Any, n_prompt: int, vocab: int) -> None:
-        import numpy as np
-
         self.matcher, self.n_prompt = matcher, n_prompt
-        self.mask = np.zeros((vocab + 31) // 32, dtype=np.int32)
+        self.mask = TokenMask(matcher, vocab)
         self.failed = False
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import numpy as np
         import torch
 
         if self.failed:
@@ -285,9 +301,8 @@ class _SchemaConstraint:
             self.failed = True
             logger.warning("schema constraint dropped: %s", self.matcher.get_error())
             return scores
-        self.matcher.unsafe_compute_mask_ptr(self.mask.ctypes.data, self.mask.nbytes)
-        bits = np.unpackbits(self.mask.view(np.uint8), bitorder="little")[: scores.shape[1]]
-        scores[:, torch.from_numpy(bits == 0)] = -float("inf")
+        allowed = self.mask.allowed()[: scores.shape[1]]
+        scores[:, torch.from_numpy(~allowed)] = -float("inf")
         return scores
 
 
