@@ -198,7 +198,10 @@ def _gold_hop_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 by_source[source].append(float(named))
     if not any(by_source.values()):
         return {}
-    shares = {n: {"steps": len(v), "names_gold_hop": _mean(v)} for n, v in by_source.items()}
+    shares = {
+        n: {"steps": len(v), "names_gold_hop": _mean(v) if v else None}
+        for n, v in by_source.items()
+    }
     matched = by_source["graph"] + by_source["hybrid"]
     return {
         "gold_hop_by_source": shares,
