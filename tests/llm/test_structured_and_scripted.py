@@ -4,11 +4,12 @@ import asyncio
 import json
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
 from quillian.components.llm.scripted import ScriptedChatModel, UnscriptedPromptError
 from quillian.components.llm.structured import (
+    SHORT_ANSWER,
     ParseError,
     extract_json,
     json_schema_of,
@@ -106,6 +107,23 @@ def test_a_reply_schema_requires_every_field_in_order_and_no_other():
     capped = json.loads(json_schema_of(_Step, max_chars=50))["properties"]
     assert capped["reasoning"]["maxLength"] == capped["answer"]["maxLength"] == 25
     assert "maxLength" not in capped["sources"]
+
+
+class _Answered(BaseModel):
+    reasoning: str = ""
+    final_answer: str = Field(json_schema_extra=SHORT_ANSWER)
+    note: str = ""
+
+
+def test_a_short_answer_keeps_its_cap_and_the_other_fields_share_the_rest():
+    capped = json.loads(json_schema_of(_Answered, max_chars=768))["properties"]
+    assert capped["final_answer"]["maxLength"] == SHORT_ANSWER["maxLength"] == 120
+    assert capped["reasoning"]["maxLength"] == capped["note"]["maxLength"] == (768 - 120) // 2
+    free = json.loads(json_schema_of(_Answered))["properties"]
+    assert free["final_answer"]["maxLength"] == 120 and "maxLength" not in free["reasoning"]
+    # the cap is the schema's, not the parser's: a free reply's long answer is read
+    long = "x" * 300
+    assert parse_json_as(json.dumps({"final_answer": long}), _Answered).final_answer == long
 
 
 def test_a_decoding_schema_must_be_a_json_object():

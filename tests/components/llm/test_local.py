@@ -536,6 +536,29 @@ def test_the_real_model_stops_a_plan_at_its_first_repeated_step(qwen: LocalChatM
 
 
 @pytest.mark.model
+def test_the_readmes_quick_start_with_the_real_model(qwen: LocalChatModel, tmp_path: Path) -> None:
+    """The README's first answer, as a newcomer gets it: the sample index, SA-RAG, the
+    bundled model held to the answer's schema. Its reasoning must have room to reach
+    the answer: when the short answer field took half of the reply's characters, the
+    reasoning was cut at 384 and the model, made to answer mid-sentence, named the
+    wrong person ("Newell") on one machine."""
+    from quillian.cli.main import main
+    from quillian.engine import Engine
+
+    assert main(["index", "--sample", "--out", str(tmp_path / "sample")]) == 0
+
+    async def ask() -> Any:
+        async with Engine.open(tmp_path / "sample", llm=qwen) as engine:
+            return await engine.answer(
+                "In which city was the doctoral advisor of M. Ross Quillian born?", "sa-rag"
+            )
+
+    result = asyncio.run(ask())
+    assert result.answer == "Milwaukee"
+    assert result.transcript.parse_failures == 0
+
+
+@pytest.mark.model
 def test_the_real_model_held_to_know3s_verdict_and_answer_grammars(qwen: LocalChatModel) -> None:
     """Know3-RAG's P5 and P1 with their grammars: the relevance reply ends in the
     verdict sentence and the answer reply in an "The answer is" line, each read by its

@@ -13,7 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quillian.components.llm.structured import ParseError, extract_json, parse_json_as
+from quillian.components.llm.structured import (
+    SHORT_ANSWER,
+    ParseError,
+    extract_json,
+    parse_json_as,
+)
 
 __all__ = [
     "Decomposition",
@@ -40,7 +45,7 @@ class ReasonedAnswer(_Lenient):
     """SA-RAG Listings 1 and 6: ``reasoning`` and a short ``final_answer``."""
 
     reasoning: str = ""
-    final_answer: str
+    final_answer: str = Field(json_schema_extra=SHORT_ANSWER)
 
 
 class ReasoningStep(_Lenient):
@@ -49,7 +54,7 @@ class ReasoningStep(_Lenient):
 
     provided_context: str = ""
     answer_possible: bool
-    final_answer: str = ""
+    final_answer: str = Field("", json_schema_extra=SHORT_ANSWER)
     additional_question: str = ""
 
     @field_validator("final_answer", "additional_question", "provided_context", mode="before")

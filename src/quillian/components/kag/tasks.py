@@ -19,6 +19,7 @@ from quillian.components.kag.logic_form import Plan, first_repeat, parse_plan, p
 from quillian.components.llm.base import Decoding
 from quillian.components.llm.stops import register_stop
 from quillian.components.llm.structured import (
+    SHORT_ANSWER,
     ParseError,
     extract_json,
     held_to,
@@ -77,7 +78,7 @@ class _Triples(BaseModel):
 
 class FinalAnswer(BaseModel):
     thought: str = ""
-    answer: str
+    answer: str = Field(json_schema_extra=SHORT_ANSWER)
 
 
 def _list_of(model: type[BaseModel], raw: str, prompt: str) -> list[Any]:

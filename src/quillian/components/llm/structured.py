@@ -16,9 +16,23 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from quillian.components.llm.base import Decoding
 from quillian.errors import QuillianError
 
-__all__ = ["ParseError", "extract_json", "held_to", "json_schema_of", "parse_json_as"]
+__all__ = [
+    "SHORT_ANSWER",
+    "ParseError",
+    "extract_json",
+    "held_to",
+    "json_schema_of",
+    "parse_json_as",
+]
 
 M = TypeVar("M", bound=BaseModel)
+
+#: ``json_schema_extra`` of a field that holds a short answer (a name, a date, a yes or
+#: no, a short phrase: what the answer prompts ask for): at most 120 characters, about
+#: twenty words, in a reply held to its schema. The field's cap is set aside from the
+#: reply's budget, so the fields that reason get the rest (:func:`json_schema_of`).
+#: Parsing does not enforce it: a free reply's longer answer is still read.
+SHORT_ANSWER: dict[str, Any] = {"maxLength": 120}
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -95,11 +109,12 @@ def json_schema_of(shape: Any, max_chars: int | None = None) -> str:
     model, or a type such as ``list[Model]``), for
     :attr:`~quillian.components.llm.base.Decoding.json_schema`: pydantic's schema with
     every field of every object required, in the model's field order (so a reasoning
-    field comes before the answer), and no other fields; ``max_chars`` is shared out
-    evenly between the string fields of each object, so that a model held to the schema
-    closes a long field and still writes the ones after it within its token limit.
-    Parsing stays the parser's, lenient where it is (a free reply may still leave out a
-    field with a default)."""
+    field comes before the answer), and no other fields; ``max_chars`` is what the
+    string fields of each object may write together: a field with its own cap (a short
+    answer, :data:`SHORT_ANSWER`) keeps it, and the rest is shared out evenly between
+    the others, so that a model held to the schema closes a long field and still writes
+    the ones after it within its token limit. Parsing stays the parser's, lenient where
+    it is (a free reply may still leave out a field with a default)."""
     schema = TypeAdapter(shape).json_schema()
     for node in [schema, *schema.get("$defs", {}).values()]:
         properties = node.get("properties")
@@ -107,9 +122,12 @@ def json_schema_of(shape: Any, max_chars: int | None = None) -> str:
             node["required"] = list(properties)
             node["additionalProperties"] = False
             texts = [f for f in properties.values() if f.get("type") == "string"]
-            for field in texts:
-                if max_chars and "maxLength" not in field:
-                    field["maxLength"] = max(1, max_chars // len(texts))
+            uncapped = [f for f in texts if "maxLength" not in f]
+            if max_chars and uncapped:
+                capped = sum(int(f["maxLength"]) for f in texts if "maxLength" in f)
+                share = max(1, (max_chars - capped) // len(uncapped))
+                for field in uncapped:
+                    field["maxLength"] = share
     return json.dumps(schema, separators=(",", ":"))
 
 
