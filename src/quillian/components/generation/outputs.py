@@ -54,7 +54,7 @@ class ReasoningStep(_Lenient):
 
     provided_context: str = ""
     answer_possible: bool
-    final_answer: str = Field("", json_schema_extra=SHORT_ANSWER)
+    final_answer: str = Field(default="", json_schema_extra=SHORT_ANSWER)
     additional_question: str = ""
 
     @field_validator("final_answer", "additional_question", "provided_context", mode="before")
