@@ -12,6 +12,7 @@ from quillian.components.generation.know3_outputs import (
     parse_reference,
     parse_triple_list,
     parse_verdict,
+    repeats_examples,
     salvage_chain_answer,
 )
 from quillian.components.llm.structured import ParseError
@@ -151,6 +152,29 @@ def test_the_parser_refuses_a_yes_or_no_in_any_dress_but_not_a_name_that_opens_s
             parse_open_chain_answer(reply)
     for reply in ("x The answer is No Doubt.", "The answer is Nope", "The answer is yes sir"):
         assert parse_open_chain_answer(reply).answer == reply.split("is ", 1)[1].rstrip(".")
+
+
+EXAMPLES = (
+    "Question: In which year was the university where Alan Turing earned his doctorate "
+    "founded?\nAlan Turing earned his PhD at Princeton University in 1938. Princeton "
+    "University was founded in 1746.\n\nThe answer is 1746.\nThe answer is no."
+)
+
+
+def test_an_answer_taken_from_the_examples_is_one_they_hold_and_the_question_does_not():
+    asking = "Reference 1: Herbert Simon studied in Chicago.\nQuestion: Where was Simon born?"
+    for answer in ("Alan Turing", "alan  TURING.", "The Princeton University", "1746"):
+        assert repeats_examples(answer, EXAMPLES, asking)
+    # not in the examples, or only some of its words in their order
+    for answer in ("Milwaukee", "Turing Princeton", "Alan Turing's father", ""):
+        assert not repeats_examples(answer, EXAMPLES, asking)
+    # a yes or a no is the question's concern, not a copy
+    assert not repeats_examples("no", EXAMPLES, asking)
+    # the question or a reference names it: an answer, not a copy
+    assert not repeats_examples("Alan Turing", EXAMPLES, "Question: Who taught Alan Turing?")
+    assert not repeats_examples("1746", EXAMPLES, "Reference 1: founded in 1746.")
+    # words, not letters: "Turing" is in the examples, "Turin" is not a word of them
+    assert not repeats_examples("Turin", EXAMPLES, asking)
 
 
 def test_masks_decide_what_a_grammar_accepts():

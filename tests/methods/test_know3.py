@@ -347,6 +347,43 @@ def test_a_yes_or_no_to_an_open_question_is_repaired_and_recorded():
     assert polar.calls[0].decoding.grammar == ANSWER_GRAMMAR
 
 
+def test_an_answer_taken_from_the_examples_is_repaired_and_recorded():
+    """P1's third example is about Alan Turing; the local model named him when asked
+    again after a refused yes."""
+    replies = iter(["So.\n\nThe answer is Alan Turing.", "So.\n\nThe answer is Milwaukee."])
+    model = scripted(**{"know3.answer": lambda messages: next(replies)})
+    result = run(model, reference=False)
+    assert result.answer == "Milwaukee" and not result.error
+    failure = next(c for c in result.transcript.calls if c.error)
+    assert '"Alan Turing" is taken from the examples' in failure.error
+    assert "taken from the examples" in model.calls[1].messages[-1].content  # the repair
+
+    stubborn = scripted(**{"know3.answer": "So.\n\nThe answer is Princeton University."})
+    result = run(stubborn, reference=False)  # twice: kept as written, both recorded
+    assert result.answer == "Princeton University" and result.transcript.parse_failures == 2
+
+    off = scripted(**{"know3.answer": "So.\n\nThe answer is Alan Turing."})
+    assert run(off, reference=False, example_check=False).answer == "Alan Turing"
+    assert len(off.calls) == 1
+
+    # the question names him: an answer, not a copy
+    named = scripted(**{"know3.answer": "So.\n\nThe answer is Alan Turing."})
+    question = "Who did Herbert Simon meet at Princeton, Alan Turing or Kurt Godel?"
+    result = asyncio.run(pipeline(named, reference=False).answer(question))
+    assert result.answer == "Alan Turing" and result.transcript.parse_failures == 0
+
+    # at turn 1 the references are part of the turn that asks
+    answers = iter(["So.\n\nThe answer is Pittsburgh.", "So.\n\nThe answer is 1746."])
+    cited = scripted(
+        **{
+            "know3.answer": lambda messages: next(answers),
+            "know3.reference": "Herbert Simon's birthplace was founded in 1746.",
+        }
+    )
+    result = run(cited, theta0=0.0, max_turns=1, relevance_check=False, triple_check=False)
+    assert result.answer == "1746" and result.transcript.parse_failures == 0
+
+
 def test_verify_any_answer():
     model = scripted()
     check = KGECheck(TaskRunner(model, default_registry()), knowledge())

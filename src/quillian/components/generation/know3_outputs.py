@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "parse_reference",
     "parse_triple_list",
     "parse_verdict",
+    "repeats_examples",
     "salvage_chain_answer",
 ]
 
@@ -292,6 +294,35 @@ def parse_open_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
             prompt,
         )
     return parsed
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> str:
+    """``text`` as its words, case-folded, one space apart and one on either side, so
+    that a phrase occurs in a text exactly when its words occur there in order."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return f" {' '.join(words)} "
+
+
+def repeats_examples(answer: str, examples: str, turn: str) -> bool:
+    """Whether ``answer`` repeats the prompt's few-shot examples instead of answering:
+    its words occur, in order, in ``examples`` (the example turns) and not in ``turn``
+    (the turn that asks: the question and its references). A yes or a no never does:
+    the examples answer a yes/no question too, and whether the question asks one is
+    :func:`parse_open_chain_answer`'s concern.
+
+    The local 0.5B model, asked again after a refused "yes", named the subject of
+    P1's third example ("Alan Turing") for 11 of 12 such HotpotQA questions, and gave
+    the examples' "Princeton University" and "1746" elsewhere. A right answer that the
+    examples happen to hold and the question and references do not (a country, say,
+    answered from the model's own knowledge at turn 0) is refused once too; asked again,
+    a model that gives it again keeps it (the task's fallback)."""
+    words = _words(normalize_name(answer))
+    if words.strip() in ("", "yes", "no"):
+        return False
+    return words in _words(examples) and words not in _words(turn)
 
 
 def salvage_chain_answer(raw: str) -> ChainAnswer:

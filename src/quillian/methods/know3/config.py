@@ -107,6 +107,12 @@ class Know3Config:
     repair that asks for the answer). P1 asks for "yes, no, or a few words directly
     answering the question", and the local 0.5B model answered yes or no to 9 of 20
     HotpotQA questions asking for a name or a value. False: the paper's P1."""
+    example_check: bool = True
+    """Beyond the paper: an answer whose words occur in P1's few-shot examples but not
+    in the question or its references is refused once (a parse failure, recorded, and
+    a repair); a second such reply keeps its answer. Asked again after a refused yes,
+    the local 0.5B model named the third example's subject ("Alan Turing") for 11 of 12
+    such HotpotQA questions. False: no such check."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 0:

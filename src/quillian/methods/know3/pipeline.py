@@ -36,11 +36,13 @@ from quillian.methods.know3.check import KGECheck
 from quillian.methods.know3.config import Know3Config
 from quillian.methods.know3.knowledge import EntityCard, Know3Knowledge, TextScore, format_entities
 from quillian.methods.know3.tasks import (
+    ANSWER,
     ENTITY_NOTE,
     QUERY,
     REFERENCE,
     RELEVANCE,
     answer_task,
+    example_turns,
     format_references,
     numbered_entities,
 )
@@ -145,12 +147,13 @@ class Know3RAG(PipelineBase):
         references: list[str] = []
         last = config.max_turns if config.reference else 0
         for turn in range(last + 1):
-            answer = await self.runner.run(
-                answer_task(run.question, config.open_answers),
-                run.transcript,
-                references=format_references(references),
-                question=run.question,
-            )
+            shown = {"references": format_references(references), "question": run.question}
+            examples, asking = "", ""
+            if config.example_check:
+                prompt = self.runner.prompts.get(ANSWER.prompt)
+                examples, asking = example_turns(prompt.render(**shown))
+            task = answer_task(run.question, config.open_answers, examples, asking)
+            answer = await self.runner.run(task, run.transcript, **shown)
             run.steps.append(TurnAnswer(turn, answer.answer, answer.reasoning, len(references)))
             if turn == last:
                 return answer.answer

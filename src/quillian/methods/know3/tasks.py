@@ -25,10 +25,11 @@ from quillian.components.generation.know3_outputs import (
     parse_reference,
     parse_triple_list,
     parse_verdict,
+    repeats_examples,
     salvage_chain_answer,
 )
 from quillian.components.generation.outputs import parse_line
-from quillian.components.llm.base import Decoding
+from quillian.components.llm.base import ChatMessage, Decoding
 from quillian.components.llm.structured import ParseError, held_to
 from quillian.components.llm.tasks import Task
 
@@ -41,6 +42,7 @@ __all__ = [
     "RELEVANCE",
     "TRIPLES",
     "answer_task",
+    "example_turns",
     "format_references",
     "numbered_entities",
 ]
@@ -76,11 +78,38 @@ OPEN_ANSWER: Task[ChainAnswer] = replace(
 )
 
 
-def answer_task(question: str, open_answers: bool = True) -> Task[ChainAnswer]:
+def answer_task(
+    question: str, open_answers: bool = True, examples: str = "", turn: str = ""
+) -> Task[ChainAnswer]:
     """P1's task for ``question``: :data:`OPEN_ANSWER` unless it asks yes or no
     (:func:`~quillian.components.generation.know3_outputs.asks_yes_or_no`) or
-    ``open_answers`` is off (the paper's prompt alone)."""
-    return OPEN_ANSWER if open_answers and not asks_yes_or_no(question) else ANSWER
+    ``open_answers`` is off (the paper's prompt alone).
+
+    With ``examples`` (the text of P1's example turns) and ``turn`` (its last turn, as
+    rendered: the question and its references; see :func:`example_turns`), an answer
+    that repeats the examples instead is refused too (a parse failure, recorded, and
+    the repair); a second such reply keeps its answer as written."""
+    task = OPEN_ANSWER if open_answers and not asks_yes_or_no(question) else ANSWER
+    if not examples:
+        return task
+
+    def parse(raw: str) -> ChainAnswer:
+        parsed = task.parse(raw)
+        if repeats_examples(parsed.answer, examples, turn):
+            raise ParseError(
+                f'the answer "{parsed.answer}" is taken from the examples, not from this '
+                "question or its references: answer this question",
+                raw,
+            )
+        return parsed
+
+    return replace(task, parse=parse, fallback=_answer_as_written)
+
+
+def example_turns(messages: Sequence[ChatMessage]) -> tuple[str, str]:
+    """A few-shot prompt's rendered messages as the text of its example turns (all but
+    the last) and its last turn, the one that asks."""
+    return "\n".join(m.content for m in messages[:-1]), messages[-1].content if messages else ""
 
 
 #: P2, one reference paragraph (the Knowledge Card models decode 128 tokens).
