@@ -6,7 +6,6 @@ from quillian.components.generation.know3_outputs import (
     ANSWER_GRAMMAR,
     VERDICT_GRAMMAR,
     ExtractedTriple,
-    asks_yes_or_no,
     parse_chain_answer,
     parse_open_chain_answer,
     parse_reference,
@@ -15,6 +14,7 @@ from quillian.components.generation.know3_outputs import (
     repeats_examples,
     salvage_chain_answer,
 )
+from quillian.components.generation.polar import asks_yes_or_no
 from quillian.components.llm.structured import ParseError
 from quillian.components.prompts.know3 import ANSWER, RELEVANCE
 from quillian.testing.grammar import grammar_accepts

@@ -239,6 +239,70 @@ def test_twice_malformed_answers_are_salvaged_or_recorded_never_raised(context):
     assert result.as_dict()["parse_failures"] == 2
 
 
+def yes_then(answer):
+    return [
+        json.dumps({"reasoning": "Babbage was born in London.", "final_answer": "Yes"}),
+        json.dumps({"reasoning": "Babbage was born in London.", "final_answer": answer}),
+    ]
+
+
+def test_a_yes_or_no_to_an_open_question_is_repaired_and_recorded(context):
+    """The local 0.5B model ended SA-RAG's answer in a bare yes or no for 9 of the first
+    50 MuSiQue questions, none of which asks one."""
+    model = ScriptedChatModel({"sa-rag.answer": yes_then("London")})
+    result = run(pipeline("sa-rag", model, context, k=2))
+    assert result.answer == "London" and not result.error
+    failed, ok = result.transcript.calls
+    assert "does not ask yes or no" in failed.error and not ok.error
+    assert "the name, place, date or value" in last_user(model.calls[1].messages)
+
+    stubborn = ScriptedChatModel({"sa-rag.answer": json.dumps({"final_answer": "no."})})
+    result = run(pipeline("sa-rag", stubborn, context, k=2))  # twice: kept, both recorded
+    assert result.answer == "no." and result.transcript.parse_failures == 2
+
+    paper = ScriptedChatModel({"sa-rag.answer": yes_then("London")})
+    result = run(pipeline("sa-rag", paper, context, k=2, open_answers=False))
+    assert result.answer == "Yes" and len(paper.calls) == 1
+
+    polar = ScriptedChatModel({"sa-rag.answer": yes_then("London")})
+    result = run(pipeline("sa-rag", polar, context, k=2), "Was Babbage born in London?")
+    assert result.answer == "Yes" and result.transcript.parse_failures == 0
+
+
+def test_the_loops_refuse_a_yes_or_no_step_and_answer_too(context):
+    model = ScriptedChatModel(
+        {
+            "sa-rag.cot": [step(True, answer="yes"), step(True, answer="London")],
+            "sa-rag.baseline-answer": yes_then("London"),
+        }
+    )
+    result = run(pipeline("cot-rag", model, context, k=1))
+    assert result.answer == "London"
+    refused = [c.stage.split("@")[0] for c in result.transcript.calls if c.error]
+    assert refused == ["sa-rag.cot", "sa-rag.baseline-answer"]
+    # a step that asks a follow-up question gives no answer to refuse
+    model = ScriptedChatModel(
+        {
+            "sa-rag.cot": step(False, follow_up="Was Babbage born in London?"),
+            "sa-rag.baseline-answer": born_in_london,
+        }
+    )
+    assert run(pipeline("cot-rag", model, context, k=1, max_steps=1)).transcript.parse_failures == 0
+    # a sub-question is checked as itself: a polar sub-question keeps its yes
+    plan = {"subquestions": [{"question": "Did Babbage work with Lovelace?"}]}
+    model = ScriptedChatModel(
+        {
+            "sa-rag.decompose": json.dumps(plan),
+            "sa-rag.baseline-answer": [
+                json.dumps({"final_answer": "yes"}),
+                *yes_then("London"),
+            ],
+        }
+    )
+    result = run(pipeline("decomposition", model, context, k=1))
+    assert result.answer == "London" and result.transcript.parse_failures == 1
+
+
 def test_unknown_method_and_bad_options_are_clear(context):
     model = ScriptedChatModel({})
     with pytest.raises(ConfigError, match="unknown method 'magic'"):

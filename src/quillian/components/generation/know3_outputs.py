@@ -13,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from quillian.components.generation.polar import is_yes_or_no
 from quillian.components.llm.structured import ParseError, extract_json
 from quillian.types import normalize_name
 
@@ -21,7 +22,6 @@ __all__ = [
     "ChainAnswer",
     "ExtractedTriple",
     "TripleList",
-    "asks_yes_or_no",
     "parse_chain_answer",
     "parse_open_chain_answer",
     "parse_reference",
@@ -256,37 +256,11 @@ def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
     return ChainAnswer(raw.strip(), answer)
 
 
-#: Words that open an English yes/no question ("Are both ...", "Did ...", "Is ...").
-POLAR_OPENERS = frozenset(
-    {"am", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had"}
-    | {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
-)
-_FIRST_WORD = re.compile(r"[^\W\d_]+")
-#: An answer that is only "yes" or "no": alone, in quotes, brackets or bold, or opening
-#: a sentence ("yes. Both magazines ..."); "No Doubt" or "Nope" are answers, not a yes
-#: or a no. Refused by the parser, not by the answer's grammar: held there (a negated
-#: lexeme), the model goes on from "yes" to a longer non-answer ("yes sir") that no
-#: parser could refuse, while the repair asks it for the answer.
-_YES_NO = r"""(?i:[\["'*( ]*(yes|no)([ .,;:!?'"*\])]*|[.,;:!][^\n]*))"""
-
-
-def asks_yes_or_no(question: str) -> bool:
-    """Whether ``question`` is a yes/no question: its first word is an auxiliary verb
-    ("Are", "Did", "Can" ...), as English forms them. P1 asks for "yes, no, or a few
-    words directly answering the question"; to any other question a yes or a no
-    answers nothing (the local 0.5B model answered "yes" or "no" to 9 of the first 20
-    HotpotQA questions, each asking for a name, a place or a value). A title that
-    opens with such a word ("Do Lafzon Ki Kahani, ...") only lets a yes or a no
-    through."""
-    first = _FIRST_WORD.search(question)
-    return first is not None and first.group().lower() in POLAR_OPENERS
-
-
 def parse_open_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
     """:func:`parse_chain_answer` for a question that does not ask yes or no: an answer
     that is only "yes" or "no" is a parse error (the repair asks for the answer)."""
     parsed = parse_chain_answer(raw, prompt)
-    if re.fullmatch(_YES_NO, parsed.answer):
+    if is_yes_or_no(parsed.answer):
         raise ParseError(
             f'the answer is "{parsed.answer}", but the question does not ask yes or no: '
             "name the answer",

@@ -8,6 +8,8 @@ then recorded as a truncated call. A task that reads JSON carries its reply's sc
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from quillian.components.generation.outputs import (
     Decomposition,
     ReasonedAnswer,
@@ -21,6 +23,7 @@ from quillian.components.generation.outputs import (
     parse_text,
     salvage_final_answer,
 )
+from quillian.components.generation.polar import refusing_yes_or_no
 from quillian.components.llm.base import Decoding
 from quillian.components.llm.structured import held_to
 from quillian.components.llm.tasks import Task
@@ -36,6 +39,8 @@ __all__ = [
     "REASON_COT",
     "REASON_SA",
     "SELF_ASK",
+    "final_answer",
+    "for_question",
 ]
 
 SHORT = Decoding(max_tokens=48)
@@ -103,3 +108,21 @@ DECOMPOSE: Task[Decomposition] = Task(
 )
 #: KG-Infused RAG Table 19: Self-Ask continuation.
 SELF_ASK: Task[SelfAskStep] = Task("kg-infused.self-ask", parse_self_ask, Decoding(max_tokens=96))
+
+
+A = TypeVar("A", ReasonedAnswer, ReasoningStep)
+
+
+def final_answer(value: ReasonedAnswer | ReasoningStep) -> str:
+    """The answer a JSON reply gives: a reasoning step's only when it says one is
+    possible."""
+    if isinstance(value, ReasoningStep):
+        return value.final_answer if value.answer_possible else ""
+    return value.final_answer
+
+
+def for_question(task: Task[A], question: str, open_answers: bool = True) -> Task[A]:
+    """An answering or reasoning task for ``question``: with ``open_answers``, a bare yes
+    or no to a question that does not ask one is refused and repaired
+    (:func:`~quillian.components.generation.polar.refusing_yes_or_no`)."""
+    return refusing_yes_or_no(task, question, final_answer) if open_answers else task

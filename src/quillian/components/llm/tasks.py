@@ -3,9 +3,10 @@
 LLM output is untrusted input. A task's parser raises
 :class:`~quillian.components.llm.structured.ParseError` on anything it cannot read. The
 runner then asks once more with a repair instruction; if that fails too, the task's
-``fallback`` (when it has one) turns the raw text into a value, and otherwise
-:class:`TaskFailed` is raised. Every attempt, failed or not, lands in the
-:class:`Transcript` with its raw text, so failures are counted, never hidden.
+``fallback`` (when it has one) turns the raw text into a value, and otherwise (or
+when the fallback cannot read it either) :class:`TaskFailed` is raised. Every attempt,
+failed or not, lands in the :class:`Transcript` with its raw text, so failures are
+counted, never hidden.
 """
 
 from __future__ import annotations
@@ -179,9 +180,12 @@ class TaskRunner:
                         ChatMessage("user", task.repair.replace("{error}", _short(exc))),
                     ]
                     continue
-                if task.fallback is not None:
+                if task.fallback is None:
+                    raise TaskFailed(prompt.key, exc) from exc
+                try:
                     return task.fallback(response.text)
-                raise TaskFailed(prompt.key, exc) from exc
+                except ParseError as again:
+                    raise TaskFailed(prompt.key, again) from again
             transcript.add(record)
             return value
         raise AssertionError("unreachable")  # pragma: no cover

@@ -13,7 +13,7 @@ pipelines in :mod:`quillian.methods.sa_rag.pipelines` are these loops with its p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quillian.components.generation.evidence import (
     context_values,
@@ -36,6 +36,7 @@ from quillian.components.generation.tasks import (
     PASSAGE_NOTE,
     REASON_COT,
     SELF_ASK,
+    for_question,
 )
 from quillian.components.llm.tasks import Task, TaskFailed
 from quillian.components.retrieval.base import ScoredPassage
@@ -56,6 +57,7 @@ __all__ = [
     "DecompositionConfig",
     "DecompositionRAG",
     "NoRetrieval",
+    "OpenAnswers",
     "QueryExpansion",
     "RAGConfig",
     "SelfAsk",
@@ -129,7 +131,17 @@ class QueryExpansion(VanillaRAG):
 
 
 @dataclass(frozen=True)
-class CoTConfig:
+class OpenAnswers:
+    """The answer check of the methods that answer in JSON (SA-RAG's listings)."""
+
+    open_answers: bool = field(default=True, kw_only=True)
+    """Beyond the papers: a bare "yes" or "no" to a question that does not ask one is a
+    parse failure, recorded and repaired once; a second one is kept
+    (:mod:`quillian.components.generation.polar`). False: the papers' parse."""
+
+
+@dataclass(frozen=True)
+class CoTConfig(OpenAnswers):
     k: int = 5
     """Passages retrieved per step (SA-RAG's CoT baseline uses 5 or 10)."""
     max_steps: int = 3
@@ -167,7 +179,7 @@ class CoTRAG(PipelineBase):
         for _ in range(self.config.max_steps):
             knowledge = await self._gather(run, query)
             step = await self.runner.run(
-                self.step_task,
+                for_question(self.step_task, run.question, self.config.open_answers),
                 run.transcript,
                 question=run.question,
                 **with_memory(knowledge, memory),
@@ -180,7 +192,7 @@ class CoTRAG(PipelineBase):
                 break
             query = step.additional_question
         answer = await self.runner.run(
-            self.answer_task,
+            for_question(self.answer_task, run.question, self.config.open_answers),
             run.transcript,
             question=run.question,
             **with_memory(knowledge, memory),
@@ -190,7 +202,7 @@ class CoTRAG(PipelineBase):
 
 
 @dataclass(frozen=True)
-class DecompositionConfig:
+class DecompositionConfig(OpenAnswers):
     k: int = 5
     """Passages retrieved per sub-question and for the final step."""
     max_subquestions: int = 4
@@ -229,14 +241,17 @@ class DecompositionRAG(PipelineBase):
                 " ".join(solved), passages, relations if self.uses_relations else None
             )
             answer = await self.runner.run(
-                self.answer_task, run.transcript, question=sub, **context
+                for_question(self.answer_task, sub, self.config.open_answers),
+                run.transcript,
+                question=sub,
+                **context,
             )
             solved.append(f"Q: {sub} A: {answer.final_answer}")
             run.steps.append(SubQuestionStep(sub, answer.final_answer))
         passages, relations = await self.retrieve(run, run.question, self.config.k)
         memory = " ".join(solved)
         final = await self.runner.run(
-            self.answer_task,
+            for_question(self.answer_task, run.question, self.config.open_answers),
             run.transcript,
             question=run.question,
             **context_values(memory, passages, relations if self.uses_relations else None),

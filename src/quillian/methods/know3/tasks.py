@@ -19,7 +19,6 @@ from quillian.components.generation.know3_outputs import (
     VERDICT_GRAMMAR,
     ChainAnswer,
     TripleList,
-    asks_yes_or_no,
     parse_chain_answer,
     parse_open_chain_answer,
     parse_reference,
@@ -29,6 +28,7 @@ from quillian.components.generation.know3_outputs import (
     salvage_chain_answer,
 )
 from quillian.components.generation.outputs import parse_line
+from quillian.components.generation.polar import asks_yes_or_no
 from quillian.components.llm.base import ChatMessage, Decoding
 from quillian.components.llm.structured import ParseError, held_to
 from quillian.components.llm.tasks import Task
@@ -68,7 +68,8 @@ def _answer_as_written(raw: str) -> ChainAnswer:
 
 
 #: P1 for a question that does not ask yes or no: the same prompt and reply form (a yes
-#: or a no is refused by the parser, see ``_YES_NO`` there), the same repair asking
+#: or a no is refused by the parser, see :mod:`~quillian.components.generation.polar`),
+#: the same repair asking
 #: for what the question wants.
 OPEN_ANSWER: Task[ChainAnswer] = replace(
     ANSWER,
@@ -82,7 +83,7 @@ def answer_task(
     question: str, open_answers: bool = True, examples: str = "", turn: str = ""
 ) -> Task[ChainAnswer]:
     """P1's task for ``question``: :data:`OPEN_ANSWER` unless it asks yes or no
-    (:func:`~quillian.components.generation.know3_outputs.asks_yes_or_no`) or
+    (:func:`~quillian.components.generation.polar.asks_yes_or_no`) or
     ``open_answers`` is off (the paper's prompt alone).
 
     With ``examples`` (the text of P1's example turns) and ``turn`` (its last turn, as

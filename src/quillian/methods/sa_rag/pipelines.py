@@ -8,17 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quillian.components.generation.evidence import context_values, strongest
-from quillian.components.generation.tasks import ANSWER_SA, REASON_SA
+from quillian.components.generation.tasks import ANSWER_SA, REASON_SA, for_question
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
-from quillian.methods.baselines.pipelines import CoTRAG, DecompositionRAG
+from quillian.methods.baselines.pipelines import CoTRAG, DecompositionRAG, OpenAnswers
 from quillian.methods.steps import AnswerReasoning
 
 __all__ = ["SARAG", "SARAGCoT", "SARAGConfig", "SARAGDecomposition"]
 
 
 @dataclass(frozen=True)
-class SARAGConfig:
+class SARAGConfig(OpenAnswers):
     k: int = 6
     """Passages in the context (the same budget as vanilla RAG's k_p)."""
     max_relations: int = 10
@@ -43,7 +43,7 @@ class SARAG(PipelineBase):
     async def _answer(self, run: Run) -> str:
         passages, relations = await self.retrieve(run, run.question, self.config.k)
         answer = await self.runner.run(
-            ANSWER_SA,
+            for_question(ANSWER_SA, run.question, self.config.open_answers),
             run.transcript,
             question=run.question,
             **context_values("", passages, strongest(relations, self.config.max_relations)),

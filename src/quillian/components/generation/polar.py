@@ -1,0 +1,79 @@
+"""Yes/no questions and yes/no answers: an answer that is only "yes" or "no" answers
+nothing when the question asks for a name, a place or a value.
+
+The local 0.5B model answered "yes" or "no" to 9 of the first 20 HotpotQA questions
+under Know3-RAG's P1, and SA-RAG's JSON answer ended in a bare "yes" or "no" for 9 of
+the first 50 MuSiQue questions, none of which asks one. :func:`refusing_yes_or_no`
+makes such a reply a parse failure (recorded, then the task's repair); a second such
+reply is kept as written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar
+
+from quillian.components.llm.structured import ParseError
+from quillian.components.llm.tasks import Task
+
+__all__ = ["POLAR_OPENERS", "asks_yes_or_no", "is_yes_or_no", "refusing_yes_or_no"]
+
+T = TypeVar("T")
+
+#: Words that open an English yes/no question ("Are both ...", "Did ...", "Is ...").
+POLAR_OPENERS = frozenset(
+    {"am", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had"}
+    | {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
+)
+_FIRST_WORD = re.compile(r"[^\W\d_]+")
+#: An answer that is only "yes" or "no": alone, in quotes, brackets or bold, or opening
+#: a sentence ("yes. Both magazines ..."); "No Doubt" or "Nope" are answers, not a yes
+#: or a no. Refused by a parser, not by an answer's grammar: held there (a negated
+#: lexeme), the model goes on from "yes" to a longer non-answer ("yes sir") that no
+#: parser could refuse, while the repair asks it for the answer.
+_YES_NO = re.compile(r"""(?i:[\["'*( ]*(yes|no)([ .,;:!?'"*\])]*|[.,;:!][^\n]*))""")
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """Whether ``question`` is a yes/no question: its first word is an auxiliary verb
+    ("Are", "Did", "Can" ...), as English forms them. A title that opens with such a
+    word ("Do Lafzon Ki Kahani, ...") only lets a yes or a no through."""
+    first = _FIRST_WORD.search(question)
+    return first is not None and first.group().lower() in POLAR_OPENERS
+
+
+def is_yes_or_no(answer: str) -> bool:
+    """Whether ``answer`` is only a yes or a no (see ``_YES_NO``)."""
+    return _YES_NO.fullmatch(answer) is not None
+
+
+def refusing_yes_or_no(task: Task[T], question: str, answer_of: Callable[[T], str]) -> Task[T]:
+    """``task`` for ``question``: unless the question asks yes or no, a reply whose
+    answer (``answer_of`` the parsed value) is only a yes or a no is a parse error,
+    recorded, and the task's repair shows the model why; a second such reply is kept
+    as written (a reply that does not parse at all goes to the task's own fallback)."""
+    if asks_yes_or_no(question):
+        return task
+
+    def parse(raw: str) -> T:
+        value = task.parse(raw)
+        answer = answer_of(value)
+        if is_yes_or_no(answer):
+            raise ParseError(
+                f'the answer is "{answer.strip()}", but the question does not ask yes or '
+                "no: give the name, place, date or value it asks for",
+                raw,
+            )
+        return value
+
+    def as_written(raw: str) -> T:
+        try:
+            return task.parse(raw)
+        except ParseError:
+            if task.fallback is None:
+                raise  # the runner fails the task, as without this check
+            return task.fallback(raw)
+
+    return replace(task, parse=parse, fallback=as_written)
