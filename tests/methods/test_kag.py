@@ -644,3 +644,30 @@ def test_a_mention_links_by_name_or_by_its_nearest_description(vivaldi) -> None:
     # no entity of that name: its description's nearest entity, when close enough
     fuzzy = chunks.mention_seeds(["Venice: GeographicLocation"])
     assert [(s.name, s.source) for s in fuzzy] == [("Venice", "mention")]
+
+
+# --- the judge's verdict is taken once -----------------------------------------------
+
+
+def answer_prompt(model) -> str:  # type: ignore[no-untyped-def]
+    (call,) = [c for c in model.calls if c.prompt == "kag.answer@2"]
+    return call.messages[0].content
+
+
+def test_a_memory_the_judge_found_enough_is_answered_without_an_unknown_option(vivaldi) -> None:
+    """The local 0.5B model wrote its candidate in the thought and "UNKNOWN" as the
+    answer for 8 of 50 MuSiQue questions whose memory the judge had found enough."""
+    pipeline, model = solver(vivaldi, CR_ROUTES, preset="CR", query_ner=False)
+    assert asyncio.run(pipeline.answer(UNNAMED)).answer == "Venice"
+    assert "UNKNOWN" not in answer_prompt(model) and "(a name, a date in full, a number)." in (
+        answer_prompt(model)
+    )
+    # the judge found it not enough after every round: P14 as the reference has it
+    unjudged = {**CR_ROUTES, "kag.judge": "No.", "kag.rewrite": "Where was Vivaldi born?"}
+    pipeline, model = solver(vivaldi, unjudged, preset="CR", query_ner=False, rounds=2)
+    asyncio.run(pipeline.answer(UNNAMED))
+    assert 'or "UNKNOWN" if it cannot be found.' in answer_prompt(model)
+    # the reference's P14 always
+    pipeline, model = solver(vivaldi, CR_ROUTES, preset="CR", query_ner=False, judge_decides=False)
+    asyncio.run(pipeline.answer(UNNAMED))
+    assert 'or "UNKNOWN" if it cannot be found.' in answer_prompt(model)

@@ -31,6 +31,7 @@ __all__ = [
     "STD",
     "SUB_ANSWER",
     "TRIPLES",
+    "UNKNOWN_CLAUSE",
 ]
 
 
@@ -43,10 +44,12 @@ def _describe(description: str, variables: set[str]) -> str:
     return f"{_SOURCE}{description} Variables: {', '.join(sorted(variables))}."
 
 
-def _prompt(name: str, system: str, user: str, variables: set[str], description: str) -> Prompt:
+def _prompt(
+    name: str, system: str, user: str, variables: set[str], description: str, version: int = 1
+) -> Prompt:
     return Prompt(
         name,
-        1,
+        version,
         (ChatMessage("system", system), ChatMessage("user", user)),
         frozenset(variables),
         _describe(description, variables),
@@ -234,17 +237,22 @@ REWRITE = _prompt(
     "P9 (resp_reflector, SupplyQuery in Algorithm 1). Output: one question (first non-empty line).",
 )
 
+#: P14's clause that lets the final answer be "UNKNOWN" (its ``unknown`` variable).
+UNKNOWN_CLAUSE = ', or "UNKNOWN" if it cannot be found'
+
 ANSWER = _prompt(
     "kag.answer",
     "Answer the question from the documents and the step-by-step analysis. Give a short "
-    "answer taken from the documents where possible (a name, a date in full, a number), "
-    'or "UNKNOWN" if it cannot be found. Reply with only a JSON object: '
-    '{{"thought": "...", "answer": "..."}}.',
+    "answer taken from the documents where possible (a name, a date in full, a number)"
+    '{unknown}. Reply with only a JSON object: {{"thought": "...", "answer": "..."}}.',
     "{content}\n\nQuestion: {question}",
-    {"content", "question"},
+    {"content", "question", "unknown"},
     "P14 (default_multi_hop_generator): content is 'Docs:' with 'Title:...' paragraphs, "
-    "then 'Step by Step Analysis:' with each step's question and result, then the memory. "
-    "Output: JSON {thought, answer}.",
+    "then 'Step by Step Analysis:' with each step's question and result, then the memory; "
+    'unknown is UNKNOWN_CLAUSE (P14\'s option to answer "UNKNOWN"), or empty when the '
+    "judge (P8) found that the memory answers the question (version 2; version 1 always "
+    "held the clause). Output: JSON {thought, answer}.",
+    version=2,
 )
 
 PROMPTS: tuple[Prompt, ...] = (

@@ -25,6 +25,7 @@ from quillian.components.kag.logic_form import (
 )
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.llm.tasks import TaskRunner
+from quillian.components.prompts.kag import UNKNOWN_CLAUSE
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
 from quillian.components.retrieval.kag import KAGChunkRetriever, strongest
 from quillian.errors import ConfigError
@@ -63,6 +64,12 @@ class KAGConfig:
     """Entity-link score the fuzzy (KG_fr) layer needs."""
     fuzzy_top_k: int = 15
     """SPO candidates by cosine offered to the model."""
+    judge_decides: bool = True
+    """Beyond the reference: when the judge (P8) found that the memory answers the
+    question, the final answer prompt (P14) no longer offers "UNKNOWN"; the judge's
+    verdict is taken once. The local 0.5B model answered "UNKNOWN" to 8 of the first 50
+    MuSiQue questions whose memory the judge had found to answer them (kag-cr), with
+    its candidate written in the thought. False: P14 always offers it."""
     query_ner: bool = True
     """Seed chunk retrieval also with the entities the model names in the question and
     in each sub-question (the authors' question NER), not only with the names the
@@ -154,6 +161,7 @@ class KAG(PipelineBase):
         present = run.question
         knowledge = self.knowledge if cfg.preset != "CR" else None
         found: list[list[Seed]] = []
+        can = False
 
         async def named() -> list[Seed]:
             """The original question's model-named entities, asked once, when a chunk
@@ -212,7 +220,11 @@ class KAG(PipelineBase):
             return ", ".join(solved)
         content = "Docs:\n" + _format(final) + "\n\nStep by Step Analysis:\n" + _memory_text(memory)
         answer = await self.runner.run(
-            tasks.ANSWER, run.transcript, content=content, question=run.question
+            tasks.ANSWER,
+            run.transcript,
+            content=content,
+            question=run.question,
+            unknown="" if can and cfg.judge_decides else UNKNOWN_CLAUSE,
         )
         return "" if tasks.is_unknown(answer.answer) else answer.answer
 
