@@ -137,26 +137,44 @@ class TripleSet:
 def hold_out(triples: TripleSet, share: float, seed: int = 0) -> tuple[TripleSet, TripleSet]:
     """``triples`` split into training and held-out triples, ``share`` of them held out
     (at most :data:`HELD_OUT_MAX`; none when that would be fewer than
-    :data:`HELD_OUT_MIN`), drawn at random by ``seed``. A triple is held out only while
-    its head and its tail each keep another triple in training: an entity no training
-    triple names keeps its initial vector, and a triple about it measures nothing."""
+    :data:`HELD_OUT_MIN`), drawn at random by ``seed``.
+
+    Held out by entity pair: every triple between two entities, in either direction,
+    is held out with the others or not at all. A graph that states each fact with its
+    inverse (WordNet's hypernym and hyponym) would otherwise leave the held-out triple's
+    reverse in training, and a model answers it from that alone: on WordNet, 1,986 of
+    2,000 held-out triples had their reverse in training and the held-out MRR read 0.987
+    (the flaw of WN18: Toutanova and Chen 2015; Dettmers et al. 2018). A pair is held
+    out only while each of its entities keeps another triple in training: an entity no
+    training triple names keeps its initial vector, and a triple about it measures
+    nothing."""
     if not 0.0 <= share < 1.0:
         raise InputError(f"the held-out share must be in [0, 1), got {share}", field="share")
     wanted = min(HELD_OUT_MAX, round(share * len(triples)))
     none = triples.subset(np.zeros(0, dtype=np.int64))
     if wanted < HELD_OUT_MIN:
         return triples, none
-    left = np.bincount(triples.heads, minlength=triples.n_entities) + np.bincount(
-        triples.tails, minlength=triples.n_entities
+    heads, tails = triples.heads.astype(np.int64), triples.tails.astype(np.int64)
+    left = np.bincount(heads, minlength=triples.n_entities) + np.bincount(
+        tails, minlength=triples.n_entities
     )
+    # the triples of each unordered entity pair, a group each
+    pair = np.minimum(heads, tails) * triples.n_entities + np.maximum(heads, tails)
+    order = np.argsort(pair, kind="stable")
+    starts = np.flatnonzero(np.r_[True, pair[order][1:] != pair[order][:-1]])
+    ends = np.r_[starts[1:], len(order)]
     held: list[int] = []
-    for row in np.random.default_rng(seed).permutation(len(triples)):
-        head, tail = int(triples.heads[row]), int(triples.tails[row])
-        needed = 2 if head == tail else 1  # a self-loop counts twice for its entity
-        if left[head] > needed and left[tail] > needed:
-            left[head] -= 1
-            left[tail] -= 1
-            held.append(int(row))
+    for group in np.random.default_rng(seed).permutation(len(starts)):
+        members = order[starts[group] : ends[group]]
+        if len(held) + len(members) > wanted:
+            continue
+        a, b = int(heads[members[0]]), int(tails[members[0]])
+        # each triple of the pair names both ends once (a self-loop names its entity twice)
+        needed = 2 * len(members) if a == b else len(members)
+        if min(left[a], left[b]) > needed:
+            left[a] -= len(members)
+            left[b] -= len(members)
+            held.extend(int(row) for row in members)
             if len(held) == wanted:
                 break
     if len(held) < HELD_OUT_MIN:
