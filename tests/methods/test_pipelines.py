@@ -7,6 +7,7 @@ import json
 import pytest
 
 from quillian.components.factories import make_retriever
+from quillian.components.generation.polar import OPEN_HINT
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
@@ -254,7 +255,10 @@ def test_a_yes_or_no_to_an_open_question_is_repaired_and_recorded(context):
     assert result.answer == "London" and not result.error
     failed, ok = result.transcript.calls
     assert "does not ask yes or no" in failed.error and not ok.error
-    assert "the name, place, date or value" in last_user(model.calls[1].messages)
+    # asked afresh with the hint, not shown the refused reply (which it would repeat)
+    again = model.calls[1].messages
+    assert len(again) == len(model.calls[0].messages)
+    assert last_user(again).endswith(OPEN_HINT)
 
     stubborn = ScriptedChatModel({"sa-rag.answer": json.dumps({"final_answer": "no."})})
     result = run(pipeline("sa-rag", stubborn, context, k=2))  # twice: kept, both recorded

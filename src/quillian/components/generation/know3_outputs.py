@@ -13,11 +13,12 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from quillian.components.generation.polar import is_yes_or_no
-from quillian.components.llm.structured import ParseError, extract_json
+from quillian.components.generation.polar import OPEN_HINT, is_yes_or_no
+from quillian.components.llm.structured import ParseError, Refusal, extract_json
 from quillian.types import normalize_name
 
 __all__ = [
+    "EXAMPLES_HINT",
     "GENERIC_WORDS",
     "ChainAnswer",
     "ExtractedTriple",
@@ -258,19 +259,24 @@ def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
 
 def parse_open_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
     """:func:`parse_chain_answer` for a question that does not ask yes or no: an answer
-    that is only "yes" or "no" is a parse error (the repair asks for the answer)."""
+    that is only "yes" or "no" is refused (asked again with :data:`OPEN_HINT`)."""
     parsed = parse_chain_answer(raw, prompt)
     if is_yes_or_no(parsed.answer):
-        raise ParseError(
-            f'the answer is "{parsed.answer}", but the question does not ask yes or no: '
-            "name the answer",
+        raise Refusal(
+            f'the answer is "{parsed.answer}", but the question does not ask yes or no',
             raw,
+            OPEN_HINT,
             prompt,
         )
     return parsed
 
 
 _WORD = re.compile(r"\w+")
+#: Added to the prompt when an answer taken from the examples is refused (it does not
+#: name the answer, which would only suggest it again).
+EXAMPLES_HINT = (
+    "Answer this question from its references or your own knowledge, not from the examples above."
+)
 
 
 def _words(text: str) -> str:
@@ -292,7 +298,8 @@ def repeats_examples(answer: str, examples: str, turn: str) -> bool:
     the examples' "Princeton University" and "1746" elsewhere. A right answer that the
     examples happen to hold and the question and references do not (a country, say,
     answered from the model's own knowledge at turn 0) is refused once too; asked again,
-    a model that gives it again keeps it (the task's fallback)."""
+    a model that gives it again keeps it (the task's fallback). The refusal's hint is
+    :data:`EXAMPLES_HINT`."""
     words = _words(normalize_name(answer))
     if words.strip() in ("", "yes", "no"):
         return False

@@ -4,8 +4,9 @@ nothing when the question asks for a name, a place or a value.
 The local 0.5B model answered "yes" or "no" to 9 of the first 20 HotpotQA questions
 under Know3-RAG's P1, and SA-RAG's JSON answer ended in a bare "yes" or "no" for 9 of
 the first 50 MuSiQue questions, none of which asks one. :func:`refusing_yes_or_no`
-makes such a reply a parse failure (recorded, then the task's repair); a second such
-reply is kept as written.
+makes such a reply a parse failure (a :class:`Refusal`, recorded), then asks again from
+the prompt with :data:`OPEN_HINT`; a second such reply is kept as written. Asked with the
+refused reply shown (the usual repair), the model repeated it every time.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from quillian.components.llm.structured import ParseError
+from quillian.components.llm.structured import ParseError, Refusal
 from quillian.components.llm.tasks import Task
 
-__all__ = ["POLAR_OPENERS", "asks_yes_or_no", "is_yes_or_no", "refusing_yes_or_no"]
+__all__ = ["OPEN_HINT", "POLAR_OPENERS", "asks_yes_or_no", "is_yes_or_no", "refusing_yes_or_no"]
 
 T = TypeVar("T")
 
@@ -27,6 +28,8 @@ POLAR_OPENERS = frozenset(
     {"am", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had"}
     | {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
 )
+#: Added to the prompt when a yes or a no to such a question is refused.
+OPEN_HINT = "Give the name, place, date or value the question asks for, not yes or no."
 _FIRST_WORD = re.compile(r"[^\W\d_]+")
 #: An answer that is only "yes" or "no": alone, in quotes, brackets or bold, or opening
 #: a sentence ("yes. Both magazines ..."); "No Doubt" or "Nope" are answers, not a yes
@@ -52,8 +55,8 @@ def is_yes_or_no(answer: str) -> bool:
 def refusing_yes_or_no(task: Task[T], question: str, answer_of: Callable[[T], str]) -> Task[T]:
     """``task`` for ``question``: unless the question asks yes or no, a reply whose
     answer (``answer_of`` the parsed value) is only a yes or a no is a parse error,
-    recorded, and the task's repair shows the model why; a second such reply is kept
-    as written (a reply that does not parse at all goes to the task's own fallback)."""
+    recorded, and the model is asked again with :data:`OPEN_HINT`; a second such reply
+    is kept as written (a reply that does not parse at all goes to the task's own fallback)."""
     if asks_yes_or_no(question):
         return task
 
@@ -61,10 +64,10 @@ def refusing_yes_or_no(task: Task[T], question: str, answer_of: Callable[[T], st
         value = task.parse(raw)
         answer = answer_of(value)
         if is_yes_or_no(answer):
-            raise ParseError(
-                f'the answer is "{answer.strip()}", but the question does not ask yes or '
-                "no: give the name, place, date or value it asks for",
+            raise Refusal(
+                f'the answer is "{answer.strip()}", but the question does not ask yes or no',
                 raw,
+                OPEN_HINT,
             )
         return value
 

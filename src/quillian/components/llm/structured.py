@@ -19,6 +19,7 @@ from quillian.errors import QuillianError
 __all__ = [
     "SHORT_ANSWER",
     "ParseError",
+    "Refusal",
     "extract_json",
     "held_to",
     "json_schema_of",
@@ -46,6 +47,19 @@ class ParseError(QuillianError, ValueError):
         super().__init__(f"{where}{message}; raw output: {shown!r}")
         self.raw = raw
         self.prompt = prompt
+
+
+class Refusal(ParseError):
+    """A reply that parses but is refused for what it says (a bare "yes" to a question
+    that asks for a name, an answer copied from the prompt's examples). The task runner
+    asks again from the original prompt with ``hint`` added to its last turn, without
+    showing the refused reply: shown it, the local 0.5B model repeated it or echoed the
+    repair (9 of 9 refused "yes" answers on MuSiQue came back unchanged); asked afresh,
+    it named a place, a date or a person each time."""
+
+    def __init__(self, message: str, raw: str, hint: str, prompt: str = "") -> None:
+        super().__init__(message, raw, prompt)
+        self.hint = hint
 
 
 def _balanced(text: str, start: int) -> str | None:

@@ -2,7 +2,9 @@
 
 LLM output is untrusted input. A task's parser raises
 :class:`~quillian.components.llm.structured.ParseError` on anything it cannot read. The
-runner then asks once more with a repair instruction; if that fails too, the task's
+runner then asks once more with a repair instruction (after a
+:class:`~quillian.components.llm.structured.Refusal`, the original prompt again with the
+refusal's hint); if that fails too, the task's
 ``fallback`` (when it has one) turns the raw text into a value, and otherwise (or
 when the fallback cannot read it either) :class:`TaskFailed` is raised. Every attempt,
 failed or not, lands in the :class:`Transcript` with its raw text, so failures are
@@ -19,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from quillian.components.llm.base import ChatMessage, ChatModel, Decoding, Usage
 from quillian.components.llm.prompts import PromptRegistry
 from quillian.components.llm.stops import cut_reply
-from quillian.components.llm.structured import ParseError
+from quillian.components.llm.structured import ParseError, Refusal
 from quillian.errors import QuillianError
 
 __all__ = ["CallRecord", "Task", "TaskFailed", "TaskRunner", "Transcript"]
@@ -174,11 +176,18 @@ class TaskRunner:
                 reason = str(exc) + (" (cut off at the token limit)" if response.truncated else "")
                 transcript.add(replace(record, error=reason, raw=response.text))
                 if attempt == 1:
-                    messages = [
-                        *messages,
-                        ChatMessage("assistant", response.text),
-                        ChatMessage("user", task.repair.replace("{error}", _short(exc))),
-                    ]
+                    if isinstance(exc, Refusal):  # asked afresh, the reason added
+                        last = messages[-1]
+                        messages = [
+                            *messages[:-1],
+                            ChatMessage(last.role, f"{last.content}\n\n{exc.hint}"),
+                        ]
+                    else:
+                        messages = [
+                            *messages,
+                            ChatMessage("assistant", response.text),
+                            ChatMessage("user", task.repair.replace("{error}", _short(exc))),
+                        ]
                     continue
                 if task.fallback is None:
                     raise TaskFailed(prompt.key, exc) from exc

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from quillian.components.generation.know3_outputs import (
     ANSWER_GRAMMAR,
+    EXAMPLES_HINT,
     VERDICT_GRAMMAR,
     ChainAnswer,
     TripleList,
@@ -30,7 +31,7 @@ from quillian.components.generation.know3_outputs import (
 from quillian.components.generation.outputs import parse_line
 from quillian.components.generation.polar import asks_yes_or_no
 from quillian.components.llm.base import ChatMessage, Decoding
-from quillian.components.llm.structured import ParseError, held_to
+from quillian.components.llm.structured import ParseError, Refusal, held_to
 from quillian.components.llm.tasks import Task
 
 __all__ = [
@@ -67,10 +68,10 @@ def _answer_as_written(raw: str) -> ChainAnswer:
         return salvage_chain_answer(raw)
 
 
-#: P1 for a question that does not ask yes or no: the same prompt and reply form (a yes
-#: or a no is refused by the parser, see :mod:`~quillian.components.generation.polar`),
-#: the same repair asking
-#: for what the question wants.
+#: P1 for a question that does not ask yes or no: the same prompt and reply form; a yes
+#: or a no is refused by the parser (asked again with the hint of
+#: :mod:`~quillian.components.generation.polar`), and a reply with no answer sentence is
+#: repaired asking for what the question wants.
 OPEN_ANSWER: Task[ChainAnswer] = replace(
     ANSWER,
     parse=parse_open_chain_answer,
@@ -88,8 +89,8 @@ def answer_task(
 
     With ``examples`` (the text of P1's example turns) and ``turn`` (its last turn, as
     rendered: the question and its references; see :func:`example_turns`), an answer
-    that repeats the examples instead is refused too (a parse failure, recorded, and
-    the repair); a second such reply keeps its answer as written."""
+    that repeats the examples instead is refused too (a parse failure, recorded; asked
+    again with ``EXAMPLES_HINT``); a second such reply keeps its answer as written."""
     task = OPEN_ANSWER if open_answers and not asks_yes_or_no(question) else ANSWER
     if not examples:
         return task
@@ -97,10 +98,11 @@ def answer_task(
     def parse(raw: str) -> ChainAnswer:
         parsed = task.parse(raw)
         if repeats_examples(parsed.answer, examples, turn):
-            raise ParseError(
+            raise Refusal(
                 f'the answer "{parsed.answer}" is taken from the examples, not from this '
-                "question or its references: answer this question",
+                "question or its references",
                 raw,
+                EXAMPLES_HINT,
             )
         return parsed
 
