@@ -54,8 +54,8 @@ class Refusal(ParseError):
     that asks for a name, an answer copied from the prompt's examples). The task runner
     asks again from the original prompt with ``hint`` added to its last turn, without
     showing the refused reply: shown it, the local 0.5B model repeated it or echoed the
-    repair (9 of 9 refused "yes" answers on MuSiQue came back unchanged); asked afresh,
-    it named a place, a date or a person each time."""
+    repair (18 of 18 refused "yes" answers under SA-RAG, MuSiQue and HotpotQA, came
+    back unchanged); asked afresh, it named a place, a date or a person for 16 of 18."""
 
     def __init__(self, message: str, raw: str, hint: str, prompt: str = "") -> None:
         super().__init__(message, raw, prompt)

@@ -4,11 +4,10 @@ LLM output is untrusted input. A task's parser raises
 :class:`~quillian.components.llm.structured.ParseError` on anything it cannot read. The
 runner then asks once more with a repair instruction (after a
 :class:`~quillian.components.llm.structured.Refusal`, the original prompt again with the
-refusal's hint); if that fails too, the task's
-``fallback`` (when it has one) turns the raw text into a value, and otherwise (or
-when the fallback cannot read it either) :class:`TaskFailed` is raised. Every attempt,
-failed or not, lands in the :class:`Transcript` with its raw text, so failures are
-counted, never hidden.
+refusal's hint); if that fails too, the task's ``fallback`` (when it has one) turns the
+raw text into a value, and otherwise (or when the fallback cannot read it either)
+:class:`TaskFailed` is raised. Every attempt, failed or not, lands in the
+:class:`Transcript` with its raw text, so failures are counted, never hidden.
 """
 
 from __future__ import annotations

@@ -135,9 +135,9 @@ class OpenAnswers:
     """The answer check of the methods that answer in JSON (SA-RAG's listings)."""
 
     open_answers: bool = field(default=True, kw_only=True)
-    """Beyond the papers: a bare "yes" or "no" to a question that does not ask one is a
-    parse failure, recorded and repaired once; a second one is kept
-    (:mod:`quillian.components.generation.polar`). False: the papers' parse."""
+    """Beyond the papers: a bare "yes" or "no" to a question that does not ask one is
+    refused (a parse failure, recorded) and asked again with a hint; a second one is
+    kept (:mod:`quillian.components.generation.polar`). False: the papers' parse."""
 
 
 @dataclass(frozen=True)
