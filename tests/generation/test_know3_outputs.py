@@ -7,7 +7,6 @@ from quillian.components.generation.know3_outputs import (
     VERDICT_GRAMMAR,
     ExtractedTriple,
     parse_chain_answer,
-    parse_open_chain_answer,
     parse_reference,
     parse_triple_list,
     parse_verdict,
@@ -17,6 +16,7 @@ from quillian.components.generation.know3_outputs import (
 from quillian.components.generation.polar import asks_yes_or_no
 from quillian.components.llm.structured import ParseError
 from quillian.components.prompts.know3 import ANSWER, RELEVANCE
+from quillian.methods.know3.tasks import answer_task
 from quillian.testing.grammar import grammar_accepts
 
 
@@ -127,6 +127,10 @@ def test_a_held_reply_ends_in_its_verdict_or_answer_within_bounds(grammar, reply
 )
 def test_a_yes_or_no_question_opens_with_an_auxiliary_verb(question, polar):
     assert asks_yes_or_no(question) is polar
+
+
+#: P1's parse for a question that does not ask yes or no (a yes or a no is refused).
+parse_open_chain_answer = answer_task("Where was Herbert Simon born?").parse
 
 
 def test_an_open_question_is_not_answered_yes_or_no():

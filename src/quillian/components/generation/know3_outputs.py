@@ -13,8 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from quillian.components.generation.polar import OPEN_HINT, is_yes_or_no
-from quillian.components.llm.structured import ParseError, Refusal, extract_json
+from quillian.components.llm.structured import ParseError, extract_json
 from quillian.types import normalize_name
 
 __all__ = [
@@ -24,7 +23,6 @@ __all__ = [
     "ExtractedTriple",
     "TripleList",
     "parse_chain_answer",
-    "parse_open_chain_answer",
     "parse_reference",
     "parse_triple_list",
     "parse_verdict",
@@ -257,20 +255,6 @@ def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
     return ChainAnswer(raw.strip(), answer)
 
 
-def parse_open_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
-    """:func:`parse_chain_answer` for a question that does not ask yes or no: an answer
-    that is only "yes" or "no" is refused (asked again with :data:`OPEN_HINT`)."""
-    parsed = parse_chain_answer(raw, prompt)
-    if is_yes_or_no(parsed.answer):
-        raise Refusal(
-            f'the answer is "{parsed.answer}", but the question does not ask yes or no',
-            raw,
-            OPEN_HINT,
-            prompt,
-        )
-    return parsed
-
-
 _WORD = re.compile(r"\w+")
 #: Added to the prompt when an answer taken from the examples is refused (it does not
 #: name the answer, which would only suggest it again).
@@ -291,7 +275,7 @@ def repeats_examples(answer: str, examples: str, turn: str) -> bool:
     its words occur, in order, in ``examples`` (the example turns) and not in ``turn``
     (the turn that asks: the question and its references). A yes or a no never does:
     the examples answer a yes/no question too, and whether the question asks one is
-    :func:`parse_open_chain_answer`'s concern.
+    :mod:`quillian.components.generation.polar`'s concern.
 
     The local 0.5B model, asked again after a refused "yes", named the subject of
     P1's third example ("Alan Turing") for 11 of 12 such HotpotQA questions, and gave

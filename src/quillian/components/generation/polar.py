@@ -4,7 +4,8 @@ nothing when the question asks for a name, a place or a value.
 The local 0.5B model answered "yes" or "no" to 9 of the first 20 HotpotQA questions
 under Know3-RAG's P1, and SA-RAG's JSON answer ended in a bare "yes" or "no" for 9 of
 the first 50 MuSiQue questions, none of which asks one. :func:`refusing_yes_or_no`
-makes such a reply a parse failure (a :class:`Refusal`, recorded), then asks again from
+makes such a reply a parse failure (a :class:`~quillian.components.llm.structured.Refusal`,
+recorded), then asks again from
 the prompt with :data:`OPEN_HINT`; a second such reply is kept as written. Asked with the
 refused reply shown (the usual repair), the model repeated it every time.
 """
@@ -13,11 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TypeVar
 
-from quillian.components.llm.structured import ParseError, Refusal
-from quillian.components.llm.tasks import Task
+from quillian.components.llm.tasks import Task, refusing
 
 __all__ = ["OPEN_HINT", "POLAR_OPENERS", "asks_yes_or_no", "is_yes_or_no", "refusing_yes_or_no"]
 
@@ -54,29 +53,16 @@ def is_yes_or_no(answer: str) -> bool:
 
 def refusing_yes_or_no(task: Task[T], question: str, answer_of: Callable[[T], str]) -> Task[T]:
     """``task`` for ``question``: unless the question asks yes or no, a reply whose
-    answer (``answer_of`` the parsed value) is only a yes or a no is a parse error,
-    recorded, and the model is asked again with :data:`OPEN_HINT`; a second such reply
-    is kept as written (a reply that does not parse at all goes to the task's own fallback)."""
+    answer (``answer_of`` the parsed value) is only a yes or a no is refused, recorded,
+    and the model asked again with :data:`OPEN_HINT`; a second such reply is kept as
+    written (:func:`~quillian.components.llm.tasks.refusing`)."""
     if asks_yes_or_no(question):
         return task
 
-    def parse(raw: str) -> T:
-        value = task.parse(raw)
-        answer = answer_of(value)
-        if is_yes_or_no(answer):
-            raise Refusal(
-                f'the answer is "{answer.strip()}", but the question does not ask yes or no',
-                raw,
-                OPEN_HINT,
-            )
-        return value
+    def refuse(value: T) -> tuple[str, str] | None:
+        answer = answer_of(value).strip()
+        if not is_yes_or_no(answer):
+            return None
+        return f'the answer is "{answer}", but the question does not ask yes or no', OPEN_HINT
 
-    def as_written(raw: str) -> T:
-        try:
-            return task.parse(raw)
-        except ParseError:
-            if task.fallback is None:
-                raise  # the runner fails the task, as without this check
-            return task.fallback(raw)
-
-    return replace(task, parse=parse, fallback=as_written)
+    return refusing(task, refuse)

@@ -23,7 +23,7 @@ from quillian.components.llm.stops import cut_reply
 from quillian.components.llm.structured import ParseError, Refusal
 from quillian.errors import QuillianError
 
-__all__ = ["CallRecord", "Task", "TaskFailed", "TaskRunner", "Transcript"]
+__all__ = ["CallRecord", "Task", "TaskFailed", "TaskRunner", "Transcript", "refusing"]
 
 T = TypeVar("T")
 
@@ -42,6 +42,31 @@ class Task(Generic[T]):
     decoding: Decoding = field(default_factory=Decoding)
     fallback: Callable[[str], T] | None = None
     repair: str = REPAIR
+
+
+def refusing(task: Task[T], refuse: Callable[[T], tuple[str, str] | None]) -> Task[T]:
+    """``task`` with its parsed replies checked by ``refuse``, which returns why a reply
+    is turned down and the hint to ask again with (a
+    :class:`~quillian.components.llm.structured.Refusal`), or None. A reply refused
+    twice is kept as written; one that does not parse at all goes to the task's own
+    fallback (none: the runner fails the task, as without the check)."""
+
+    def parse(raw: str) -> T:
+        value = task.parse(raw)
+        reason = refuse(value)
+        if reason is not None:
+            raise Refusal(reason[0], raw, reason[1])
+        return value
+
+    def as_written(raw: str) -> T:
+        try:
+            return task.parse(raw)
+        except ParseError:
+            if task.fallback is None:
+                raise
+            return task.fallback(raw)
+
+    return replace(task, parse=parse, fallback=as_written)
 
 
 @dataclass(frozen=True)

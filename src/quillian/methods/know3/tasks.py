@@ -21,7 +21,6 @@ from quillian.components.generation.know3_outputs import (
     ChainAnswer,
     TripleList,
     parse_chain_answer,
-    parse_open_chain_answer,
     parse_reference,
     parse_triple_list,
     parse_verdict,
@@ -29,10 +28,10 @@ from quillian.components.generation.know3_outputs import (
     salvage_chain_answer,
 )
 from quillian.components.generation.outputs import parse_line
-from quillian.components.generation.polar import asks_yes_or_no
+from quillian.components.generation.polar import asks_yes_or_no, refusing_yes_or_no
 from quillian.components.llm.base import ChatMessage, Decoding
-from quillian.components.llm.structured import ParseError, Refusal, held_to
-from quillian.components.llm.tasks import Task
+from quillian.components.llm.structured import held_to
+from quillian.components.llm.tasks import Task, refusing
 
 __all__ = [
     "ANSWER",
@@ -59,54 +58,45 @@ ANSWER: Task[ChainAnswer] = Task(
 )
 
 
-def _answer_as_written(raw: str) -> ChainAnswer:
-    """After two yes/no replies to an open question: the answer as written (both calls
-    are recorded as parse failures), else the last line."""
-    try:
-        return parse_chain_answer(raw)
-    except ParseError:
-        return salvage_chain_answer(raw)
-
-
-#: P1 for a question that does not ask yes or no: the same prompt and reply form; a yes
-#: or a no is refused by the parser (asked again with the hint of
-#: :mod:`~quillian.components.generation.polar`), and a reply with no answer sentence is
-#: repaired asking for what the question wants.
+#: P1 for a question that does not ask yes or no: the same prompt and reply form, a
+#: reply with no answer sentence repaired asking for what the question wants (a bare
+#: yes or no is refused by :func:`answer_task`).
 OPEN_ANSWER: Task[ChainAnswer] = replace(
     ANSWER,
-    parse=parse_open_chain_answer,
-    fallback=_answer_as_written,
     repair=ANSWER.repair + " where X is the name, place, date or value the question asks for.",
 )
+
+
+def _answer(value: ChainAnswer) -> str:
+    return value.answer
 
 
 def answer_task(
     question: str, open_answers: bool = True, examples: str = "", turn: str = ""
 ) -> Task[ChainAnswer]:
-    """P1's task for ``question``: :data:`OPEN_ANSWER` unless it asks yes or no
-    (:func:`~quillian.components.generation.polar.asks_yes_or_no`) or
-    ``open_answers`` is off (the paper's prompt alone).
+    """P1's task for ``question``. Unless ``open_answers`` is off (the paper's prompt
+    alone) or the question asks yes or no
+    (:func:`~quillian.components.generation.polar.asks_yes_or_no`), :data:`OPEN_ANSWER`
+    refusing a bare yes or no.
 
     With ``examples`` (the text of P1's example turns) and ``turn`` (its last turn, as
     rendered: the question and its references; see :func:`example_turns`), an answer
-    that repeats the examples instead is refused too (a parse failure, recorded; asked
-    again with ``EXAMPLES_HINT``); a second such reply keeps its answer as written."""
-    task = OPEN_ANSWER if open_answers and not asks_yes_or_no(question) else ANSWER
+    that repeats the examples instead is refused too (asked again with
+    ``EXAMPLES_HINT``). Either refusal is recorded as a parse failure, and a second
+    refused reply keeps its answer as written."""
+    task = ANSWER
+    if open_answers and not asks_yes_or_no(question):
+        task = refusing_yes_or_no(OPEN_ANSWER, question, _answer)
     if not examples:
         return task
 
-    def parse(raw: str) -> ChainAnswer:
-        parsed = task.parse(raw)
-        if repeats_examples(parsed.answer, examples, turn):
-            raise Refusal(
-                f'the answer "{parsed.answer}" is taken from the examples, not from this '
-                "question or its references",
-                raw,
-                EXAMPLES_HINT,
-            )
-        return parsed
+    def copied(value: ChainAnswer) -> tuple[str, str] | None:
+        if not repeats_examples(value.answer, examples, turn):
+            return None
+        why = f'the answer "{value.answer}" is taken from the examples, not from this question'
+        return why + " or its references", EXAMPLES_HINT
 
-    return replace(task, parse=parse, fallback=_answer_as_written)
+    return refusing(task, copied)
 
 
 def example_turns(messages: Sequence[ChatMessage]) -> tuple[str, str]:
