@@ -53,7 +53,11 @@ def test_methods_come_from_the_method_table(client):
     by_name = {m["name"]: m for m in body["methods"]}
     assert by_name["sa-rag"]["retriever"] == "sa"
     assert by_name["sa-rag"]["model"] == "quillian-sa-rag"
-    assert {o["name"] for o in by_name["sa-rag"]["options"]} == {"k", "max_relations"}
+    assert {o["name"] for o in by_name["sa-rag"]["options"]} == {
+        "k",
+        "max_relations",
+        "open_answers",
+    }
     assert body["answering"] is True and "ppr" in body["retrievers"]
 
 
