@@ -5,9 +5,9 @@ The local 0.5B model answered "yes" or "no" to 9 of the first 20 HotpotQA questi
 under Know3-RAG's P1, and SA-RAG's JSON answer ended in a bare "yes" or "no" for 9 of
 the first 50 MuSiQue questions, none of which asks one. :func:`refusing_yes_or_no`
 makes such a reply a parse failure (a :class:`~quillian.components.llm.structured.Refusal`,
-recorded), then asks again from
-the prompt with :data:`OPEN_HINT`; a second such reply is kept as written. Asked with the
-refused reply shown (the usual repair), the model repeated it every time.
+recorded), then asks again from the prompt with :data:`OPEN_HINT`; a second such reply is
+kept as written. Asked with the refused reply shown (the usual repair), the model
+repeated it every time.
 """
 
 from __future__ import annotations

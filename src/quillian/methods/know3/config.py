@@ -109,8 +109,8 @@ class Know3Config:
     HotpotQA questions asking for a name or a value. False: the paper's P1."""
     example_check: bool = True
     """Beyond the paper: an answer whose words occur in P1's few-shot examples but not
-    in the question or its references is refused once (a parse failure, recorded, and
-    a repair); a second such reply keeps its answer. Asked again after a refused yes,
+    in the question or its references is refused once (a parse failure, recorded) and
+    asked again with a hint; a second such reply keeps its answer. Asked again after a refused yes,
     the local 0.5B model named the third example's subject ("Alan Turing") for 11 of 12
     such HotpotQA questions. False: no such check."""
 
