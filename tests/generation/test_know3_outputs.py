@@ -83,6 +83,23 @@ def test_chain_answer_takes_the_text_after_the_last_answer_is():
         parse_reference("  ")
 
 
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ("The answer is Alan Turing. The question asks who founded it.", "Alan Turing"),
+        ("So the answer is D. P. Varma. He wrote it in 1902.", "D. P. Varma"),
+        ("The answer is the U.S. Army. It was formed in 1775.", "the U.S. Army"),
+        ("The answer is St. Louis, Missouri.", "St. Louis, Missouri"),
+        ("The answer is 1.5 million. That is the count.", "1.5 million"),
+        ("The answer is yes. Both are American.", "yes"),
+    ],
+)
+def test_chain_answer_ends_with_its_sentence(reply, answer):
+    """The local model runs on after its answer on the same line; the answer is the
+    first sentence, and initials, abbreviations and acronyms do not end it."""
+    assert parse_chain_answer(reply).answer == answer
+
+
 def test_the_prompts_own_replies_pass_their_grammar_and_parse():
     """Every few-shot reply of P5 and P1 is one a held model may write, and the parser
     reads it."""

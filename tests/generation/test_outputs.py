@@ -74,5 +74,7 @@ def test_self_ask_takes_the_first_follow_up_or_the_final_answer():
     )
     assert step.follow_up == "Who?" and step.final_answer == ""
     assert parse_self_ask("So the final answer is: Joseph Ball.").final_answer == "Joseph Ball"
+    run_on = parse_self_ask("So the final answer is: Joseph P. Ball. He was born in 1905.")
+    assert run_on.final_answer == "Joseph P. Ball"
     with pytest.raises(ParseError, match="Follow up"):
         parse_self_ask("I do not know")

@@ -24,6 +24,7 @@ __all__ = [
     "describe",
     "find_dates",
     "find_name",
+    "first_sentence",
     "lead_description",
     "parse_title",
     "sentence_of",
@@ -68,6 +69,13 @@ def split_sentences(text: str) -> list[Span]:
         start = end
     spans.append((start, len(text)))
     return _merge_fragments(text, [s for s in (_strip(text, a, b) for a, b in spans) if s])
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` by :func:`split_sentences` (``text`` stripped if
+    it has no boundary)."""
+    spans = split_sentences(text)
+    return text[spans[0][0] : spans[0][1]] if spans else text.strip()
 
 
 def _ends_sentence(text: str, match: re.Match[str]) -> bool:

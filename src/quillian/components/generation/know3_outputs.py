@@ -13,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from quillian.components.extraction.text import first_sentence
 from quillian.components.llm.structured import ParseError, extract_json
 from quillian.types import normalize_name
 
@@ -243,13 +244,17 @@ ANSWER_GRAMMAR = "start: REPLY\nREPLY: /(?s:.{0,1200})The answer is [^\\n]{1,120
 
 
 def parse_chain_answer(raw: str, prompt: str = "") -> ChainAnswer:
-    """The text after the last "answer is", without brackets, quotes, bold marks and a
-    final period (the authors' parse)."""
+    """The sentence after the last "answer is", without brackets, quotes, bold marks
+    and a final period (the authors' parse, which takes the rest of the line). The
+    answer ends where its sentence does: the local model runs on after it on the same
+    line ("The answer is Alan Turing. The question asks ..."), and the rest is not
+    the answer. Initials, abbreviations and dotted acronyms do not end it
+    (:func:`~quillian.components.extraction.text.split_sentences`)."""
     matches = list(_ANSWER_IS.finditer(raw))
     if not matches:
         raise ParseError('no "The answer is ..." sentence', raw, prompt)
     tail = raw[matches[-1].end() :].strip().splitlines()
-    answer = _clean(tail[0]) if tail else ""
+    answer = _clean(first_sentence(tail[0])) if tail else ""
     if not answer:
         raise ParseError('nothing after "The answer is"', raw, prompt)
     return ChainAnswer(raw.strip(), answer)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from quillian.components.extraction.text import first_sentence
 from quillian.components.llm.structured import (
     SHORT_ANSWER,
     ParseError,
@@ -165,10 +166,13 @@ _FINAL = re.compile(r"^\s*So the final answer is\s*:\s*(.+)$", re.IGNORECASE | r
 def parse_self_ask(raw: str, prompt: str = "") -> SelfAskStep:
     """The first ``Follow up:`` question or ``So the final answer is:`` line, whichever
     comes first; whatever the model wrote after it (an invented intermediate answer) is
-    ignored, since the pipeline answers follow-ups from retrieval."""
+    ignored, since the pipeline answers follow-ups from retrieval. The final answer is
+    the line's first sentence: what runs on after it on the same line is not the
+    answer (:func:`~quillian.components.extraction.text.first_sentence`)."""
     follow, final = _FOLLOW.search(raw), _FINAL.search(raw)
     if final and (follow is None or final.start() < follow.start()):
-        return SelfAskStep(final_answer=final.group(1).strip().rstrip(".").strip())
+        answer = first_sentence(final.group(1)).rstrip(".").strip()
+        return SelfAskStep(final_answer=answer)
     if follow:
         return SelfAskStep(follow_up=follow.group(1).strip())
     raise ParseError("neither 'Follow up:' nor 'So the final answer is:' found", raw, prompt)
