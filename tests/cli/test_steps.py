@@ -51,6 +51,10 @@ EXAMPLES = {
         "kag round 1: memory does not answer",
         "  next query: Where?",
     ],
+    st.KAGReflection(2, "memory", False, "", "the rewrite gave no question"): [
+        "kag round 2: memory does not answer",
+        "  no further round: the rewrite gave no question",
+    ],
 }
 #: Steps holding dicts (unhashable), as (step, lines) pairs.
 CHECKED = (

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from quillian.components.generation.outputs import QUESTION_HINT
 from quillian.components.kag.graph import KagNode, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import CHUNK, default_schema
@@ -671,3 +672,46 @@ def test_a_memory_the_judge_found_enough_is_answered_without_an_unknown_option(v
     pipeline, model = solver(vivaldi, CR_ROUTES, preset="CR", query_ner=False, judge_decides=False)
     asyncio.run(pipeline.answer(UNNAMED))
     assert 'or "UNKNOWN" if it cannot be found.' in answer_prompt(model)
+
+
+def rounds_run(result):  # type: ignore[no-untyped-def]
+    return [
+        (r.can_answer, r.next_query, r.ended) for r in result.steps if isinstance(r, KAGReflection)
+    ]
+
+
+def test_a_rewrite_that_is_not_a_question_is_asked_again_with_a_hint(vivaldi) -> None:
+    """Asked for the question still missing, the local model wrote a name or a memory
+    line for 5 of its first 6 rewrites on MuSiQue; the next round planned from it."""
+    routes = {
+        **CR_ROUTES,
+        "kag.judge": ["No.", "Yes."],
+        "kag.rewrite": ["Notre Dame", "Where was Vivaldi born?"],
+    }
+    pipeline, model = solver(vivaldi, routes, preset="CR", query_ner=False, rounds=3)
+    result = asyncio.run(pipeline.answer(UNNAMED))
+    assert result.answer == "Venice" and result.transcript.parse_failures == 1
+    assert rounds_run(result) == [(False, "Where was Vivaldi born?", ""), (True, "", "")]
+    asked = [last_user(c.messages) for c in model.calls if c.prompt == "kag.rewrite@1"]
+    assert len(asked) == 2 and asked[1] == f"{asked[0]}\n\n{QUESTION_HINT}"
+    retrievals = [s.query for s in result.steps if type(s).__name__ == "Retrieval"]
+    assert retrievals == [UNNAMED, "Where was Vivaldi born?"]
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "ended"),
+    [
+        ("[Evidence 1] Antonio Vivaldi was born in Venice.", "the rewrite gave no question"),
+        (UNNAMED.upper().rstrip("?"), "the rewrite repeats a question already asked"),
+    ],
+)
+def test_no_round_follows_a_rewrite_with_no_new_question(vivaldi, rewrite, ended) -> None:
+    """A round from no question, or from one already asked, would plan and retrieve the
+    same again: the loop ends, says why, and answers from its memory."""
+    routes = {**CR_ROUTES, "kag.judge": "No.", "kag.rewrite": rewrite}
+    pipeline, _ = solver(vivaldi, routes, preset="CR", query_ner=False, rounds=3)
+    result = asyncio.run(pipeline.answer(UNNAMED))
+    expected = "" if ended.startswith("the rewrite gave") else rewrite
+    assert rounds_run(result) == [(False, expected, ended)]
+    assert len([s for s in result.steps if type(s).__name__ == "Retrieval"]) == 1
+    assert result.answer == "Venice"  # P14 answers from the one round's memory

@@ -180,4 +180,6 @@ def _(step: KAGReflection) -> list[str]:
     lines = [f"kag round {step.round}: {verdict}"]
     if step.next_query:
         lines.append(f"  next query: {step.next_query}")
+    if step.ended:
+        lines.append(f"  no further round: {step.ended}")
     return lines

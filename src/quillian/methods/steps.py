@@ -251,13 +251,16 @@ class KAGStep(Step):
 
 @dataclass(frozen=True)
 class KAGReflection(Step):
-    """The end of a round: the memory, the judge's verdict and the rewritten query."""
+    """The end of a round: the memory, the judge's verdict and the rewritten query;
+    ``ended`` says why no further round runs though the judge said no and rounds were
+    left (the rewrite gave no question, or one already asked)."""
 
     kind: ClassVar[str] = "kag-reflection"
     round: int
     memory: str
     can_answer: bool
     next_query: str = ""
+    ended: str = ""
 
 
 #: Every step kind, by name.

@@ -14,20 +14,25 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quillian.components.extraction.text import first_sentence
+from quillian.components.generation.polar import POLAR_OPENERS
 from quillian.components.llm.structured import (
     SHORT_ANSWER,
     ParseError,
+    Refusal,
     extract_json,
     parse_json_as,
 )
 
 __all__ = [
+    "QUESTION_HINT",
     "Decomposition",
     "ReasonedAnswer",
     "ReasoningStep",
     "SelfAskStep",
+    "is_question",
     "parse_decomposition",
     "parse_line",
+    "parse_question",
     "parse_reasoned_answer",
     "parse_reasoning_step",
     "parse_self_ask",
@@ -102,6 +107,44 @@ def parse_line(raw: str, prompt: str = "") -> str:
         if text:
             return text
     raise ParseError("empty model output", raw, prompt)
+
+
+#: Words that open an English question: the interrogatives, and the auxiliary verbs that
+#: open a yes/no question (:data:`~quillian.components.generation.polar.POLAR_OPENERS`).
+_QUESTION_OPENERS = POLAR_OPENERS | {
+    "who", "whom", "whose", "what", "which", "when", "where", "why", "how",
+}  # fmt: skip
+#: A preposition may come first: "In which country ...", "For what ...".
+_QUESTION_START = re.compile(
+    r"(?:(?:in|on|at|for|from|to|by|of|with|during|after|before|since|under)\s+)?([^\W\d_]+)",
+    re.IGNORECASE,
+)
+#: Added to the prompt when a reply that should be a question is refused.
+QUESTION_HINT = "Reply with the question itself, ending with a question mark, not with an answer."
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` reads as a question: it ends with a question mark, or its first
+    word (after a preposition) is an interrogative or an auxiliary verb."""
+    text = text.strip()
+    if text.endswith("?"):
+        return True
+    first = _QUESTION_START.match(text)
+    return first is not None and first.group(1).lower() in _QUESTION_OPENERS
+
+
+def parse_question(raw: str, prompt: str = "") -> str:
+    """A reply that must be a question (a query to look up next): the first non-empty
+    line (:func:`parse_line`), refused when it is a statement or a bare name instead
+    (a :class:`~quillian.components.llm.structured.Refusal` with
+    :data:`QUESTION_HINT`: the model is asked again afresh). Asked for the question
+    still missing, the local 0.5B model wrote a name ("Notre Dame"), a memory line
+    ("[Evidence 2] The plane dropped the bomb on Hiroshima, Japan.") or its guess at
+    the answer for 5 of its first 6 rewrites on MuSiQue."""
+    line = parse_line(raw, prompt)
+    if not is_question(line):
+        raise Refusal(f"not a question: {line[:80]!r}", raw, QUESTION_HINT, prompt)
+    return line
 
 
 def parse_reasoned_answer(raw: str, prompt: str = "") -> ReasonedAnswer:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from quillian.components.generation.outputs import parse_line, parse_text
+from quillian.components.generation.outputs import parse_line, parse_question, parse_text
 from quillian.components.kag.logic_form import Plan, first_repeat, parse_plan, parse_plan_strict
 from quillian.components.llm.base import Decoding
 from quillian.components.llm.stops import register_stop
@@ -265,9 +265,11 @@ JUDGE: Task[bool] = Task(
     Decoding(max_tokens=48, grammar=JUDGE_GRAMMAR),
     fallback=lambda raw: False,
 )
+#: The question still missing; "" (and the loop ends) when the reply, asked twice, is
+#: not a question (:func:`~quillian.components.generation.outputs.parse_question`).
 REWRITE: Task[str] = Task(
     "kag.rewrite",
-    lambda raw: parse_line(raw, "kag.rewrite"),
+    lambda raw: parse_question(raw, "kag.rewrite"),
     Decoding(max_tokens=64),
     fallback=lambda raw: "",
 )

@@ -10,6 +10,7 @@ retrieval, memory, judge and rewrite only. ``rounds`` is the paper's ``ref_n``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -159,6 +160,7 @@ class KAG(PipelineBase):
         sub_questions: list[str] = []
         ranked: list[ScoredPassage] = []
         present = run.question
+        asked = {_key(present)}
         knowledge = self.knowledge if cfg.preset != "CR" else None
         found: list[list[Seed]] = []
         can = False
@@ -202,7 +204,7 @@ class KAG(PipelineBase):
             can = bool(memory) and await self.runner.run(
                 tasks.JUDGE, run.transcript, memory=text, instruction=run.question
             )
-            next_query = ""
+            next_query, ended = "", ""
             if not can and round_ < cfg.rounds:
                 next_query = await self.runner.run(
                     tasks.REWRITE,
@@ -210,9 +212,11 @@ class KAG(PipelineBase):
                     memory=text or "(empty)",
                     instruction=run.question,
                 )
-                present = next_query or present
-            run.steps.append(KAGReflection(round_, text, bool(can), next_query))
-            if can:
+                ended = _no_next_round(next_query, asked)
+                present = next_query
+                asked.add(_key(next_query))
+            run.steps.append(KAGReflection(round_, text, bool(can), next_query, ended))
+            if can or ended:
                 break
         final = self._rerank([run.question, *sub_questions], ranked)[: cfg.final_k]
         run.evidence.passages = final + [p for p in run.evidence.passages if p not in final]
@@ -382,3 +386,20 @@ def _format(passages: list[ScoredPassage]) -> str:
 
 def _memory_text(memory: list[str]) -> str:
     return "\n".join(f"[Evidence {i}] {m}" for i, m in enumerate(memory, 1))
+
+
+def _key(question: str) -> str:
+    """A question as compared with those already asked: case, spacing and punctuation
+    aside."""
+    return " ".join(re.findall(r"\w+", question.casefold()))
+
+
+def _no_next_round(next_query: str, asked: set[str]) -> str:
+    """Why no round should follow the rewrite ``next_query`` ("" when one should): the
+    rewrite gave no question (twice not one: the task's fallback), or one already
+    asked, which would plan and retrieve the same again."""
+    if not next_query:
+        return "the rewrite gave no question"
+    if _key(next_query) in asked:
+        return "the rewrite repeats a question already asked"
+    return ""
