@@ -682,7 +682,8 @@ def rounds_run(result):  # type: ignore[no-untyped-def]
 
 def test_a_rewrite_that_is_not_a_question_is_asked_again_with_a_hint(vivaldi) -> None:
     """Asked for the question still missing, the local model wrote a name or a memory
-    line for 5 of its first 6 rewrites on MuSiQue; the next round planned from it."""
+    line for 15 of its 26 rewrites on 25 MuSiQue questions; the next round planned
+    from it."""
     routes = {
         **CR_ROUTES,
         "kag.judge": ["No.", "Yes."],

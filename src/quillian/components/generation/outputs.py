@@ -140,7 +140,8 @@ def parse_question(raw: str, prompt: str = "") -> str:
     :data:`QUESTION_HINT`: the model is asked again afresh). Asked for the question
     still missing, the local 0.5B model wrote a name ("Notre Dame"), a memory line
     ("[Evidence 2] The plane dropped the bomb on Hiroshima, Japan.") or its guess at
-    the answer for 5 of its first 6 rewrites on MuSiQue."""
+    the answer for 15 of its 26 rewrites on the first 25 MuSiQue questions under LFSH
+    (docs/sections/kag-rewrite.md)."""
     line = parse_line(raw, prompt)
     if not is_question(line):
         raise Refusal(f"not a question: {line[:80]!r}", raw, QUESTION_HINT, prompt)
