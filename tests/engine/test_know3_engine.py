@@ -220,6 +220,10 @@ def test_corpus_passages_join_the_candidates(location):
     filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
     sources = [c["source"] for c in filtered.candidates]
     assert sum(s.startswith("passage:") for s in sources) == 2
+    passages = [c for c in filtered.candidates if c["source"].startswith("passage:")]
+    # each passage names its title, and its text is the passage under that title
+    assert all(c["title"] and c["text"].startswith(f"{c['title']}: ") for c in passages)
+    assert all("title" not in c for c in filtered.candidates if c["query"] != "corpus")
     assert result.evidence.passages  # the passages are evidence, as in every method
 
 

@@ -1,6 +1,14 @@
-"""bench qa summaries: recall of the final ranking and KAG's graph shares, by hand."""
+"""bench qa summaries: recall of the final ranking, KAG's graph shares and Know3-RAG's
+reference filter, by hand."""
 
-from quillian.eval.qa import summarize
+import asyncio
+
+from quillian.components.generation.evidence import Evidence
+from quillian.components.llm.tasks import Transcript
+from quillian.eval.datasets import Question, passage_key
+from quillian.eval.qa import evaluate, summarize
+from quillian.methods.base import AnswerResult
+from quillian.methods.steps import ReferenceFilter
 
 
 def row(steps, recall2, recall5):
@@ -121,3 +129,58 @@ def test_calls_are_counted_per_prompt() -> None:
         "seconds": 24.0,
     }
     assert by_prompt["kag.judge@1"]["calls"] == 1 and summarize([row([], 0, 0)])["by_prompt"] == {}
+
+
+class Filtered:
+    """Answers with one reference filter over a written reference and two passages."""
+
+    name = "filtered"
+
+    async def answer(self, question: str) -> AnswerResult:
+        def passage(title: str, relevant: bool, kept: bool) -> dict:
+            return {
+                "source": f"passage:{title}",
+                "query": "corpus",
+                "title": title,
+                "text": f"{title}: About {title}.",
+                "relevant": relevant,
+                "score": None,
+                "triples": [],
+                "kept": kept,
+            }
+
+        written = {**passage("", True, True), "source": "model", "query": "raw", "text": "x"}
+        del written["title"]
+        failed = {**written, "error": "LLMError: down", "relevant": False, "kept": False}
+        candidates = (
+            written,
+            failed,
+            passage("Ada Lovelace", True, True),  # gold, kept
+            passage("Charles Babbage", False, False),  # gold, refused by the check
+            passage("London", True, False),  # not gold, passed, not kept
+        )
+        steps = [ReferenceFilter(turn=1, query=question, candidates=candidates, kept=2)]
+        return AnswerResult(self.name, question, "x", Evidence(), Transcript(), steps, 0.1)
+
+
+def test_reference_filter_shares_split_gold_passages_from_others(tmp_path) -> None:
+    gold = frozenset(
+        {passage_key("hotpotqa", "Ada Lovelace"), passage_key("hotpotqa", "Charles Babbage")}
+    )
+    questions = [Question("1", "Who?", gold, ("Ada",))]
+    report = asyncio.run(evaluate(Filtered(), questions, tmp_path, dataset="hotpotqa", manifest={}))
+    marks = [
+        c.get("gold") for c in report.rows[0]["steps"][0]["candidates"]
+    ]  # written references are never marked
+    assert marks == [None, None, True, True, False]
+    shares = report.summary["reference_filter"]
+    assert shares["written"] == {"candidates": 1, "relevant_share": 1.0, "kept_share": 1.0}
+    assert shares["gold_passage"] == {"candidates": 2, "relevant_share": 0.5, "kept_share": 0.5}
+    assert shares["other_passage"] == {"candidates": 1, "relevant_share": 1.0, "kept_share": 0.0}
+
+
+def test_reference_filter_passages_without_gold_stay_one_group(tmp_path) -> None:
+    questions = [Question("1", "Who?", frozenset(), ("Ada",))]
+    report = asyncio.run(evaluate(Filtered(), questions, tmp_path, dataset="hotpotqa", manifest={}))
+    assert report.summary["reference_filter"]["passage"]["candidates"] == 3
+    assert "gold_passage" not in report.summary["reference_filter"]

@@ -310,14 +310,35 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
     return parts
 
 
+#: How the Know3-RAG reference filter's kinds of candidate read in the report.
+_FILTERED = {
+    "written": "written references",
+    "gold_passage": "gold passages",
+    "other_passage": "other passages",
+    "passage": "passages",
+}
+
+
 def _turns_and_verification(methods: dict[str, Any]) -> list[str]:
-    """The share answered at each turn (Know3-RAG) and, with ``--verify``, the scores of
-    answers the KG-embedding check verified beside the others."""
+    """The share answered at each turn (Know3-RAG), the shares of its candidate references
+    the relevance check passed and the filter kept, and, with ``--verify``, the scores
+    of answers the KG-embedding check verified beside the others."""
     parts: list[str] = []
     for method, s in methods.items():
         if s.get("answered_at_turn"):
             shares = ", ".join(f"t={t}: {v:.0%}" for t, v in s["answered_at_turn"].items())
             parts += ["", f"{method}: answers output at each turn: {shares}."]
+        if s.get("reference_filter"):
+            groups = "; ".join(
+                f"{_FILTERED[name]} {g['relevant_share']:.0%} / {g['kept_share']:.0%} "
+                f"of {g['candidates']}"
+                for name, g in s["reference_filter"].items()
+            )
+            parts += [
+                "",
+                f"{method}: candidate references passed by the relevance check / kept by "
+                f"the filter: {groups}.",
+            ]
     checked = {m: s["verification"] for m, s in methods.items() if s.get("verification")}
     if not checked:
         return parts

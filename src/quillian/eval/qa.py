@@ -106,7 +106,24 @@ def _row(
     for name in metrics:
         if name in measures:
             row[name] = round(measures[name](result.answer, list(question.answers)), 4)
-    return {**row, **result.as_dict()}
+    return _mark_gold_candidates(dataset, question, {**row, **result.as_dict()})
+
+
+def _mark_gold_candidates(dataset: str, question: Question, row: dict[str, Any]) -> dict[str, Any]:
+    """Mark each corpus passage a reference filter (Know3-RAG's) checked with ``gold``:
+    whether it is one of the question's gold passages, so the summary can say whether
+    the filter keeps gold passages more often than others."""
+    if not question.gold:
+        return row
+    for step in row.get("steps", ()):
+        if step.get("kind") != "reference-filter":
+            continue
+        for candidate in step["candidates"]:
+            title = candidate.get("title")
+            if title is not None:
+                text = candidate["text"].removeprefix(f"{title}: ")
+                candidate["gold"] = passage_key(dataset, title, text) in question.gold
+    return row
 
 
 async def _judge(
@@ -210,6 +227,37 @@ def _gold_hop_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _reference_filter(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """For methods that filter candidate references (Know3-RAG): per kind of candidate
+    (written by a knowledge model, or a corpus passage; passages split into gold and
+    others where the questions name gold passages), how many were checked, the share
+    the relevance check (P5) passed and the share the filter kept. A check that passes
+    gold passages no more often than others does not tell them apart."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        for step in row["steps"]:
+            if step.get("kind") != "reference-filter":
+                continue
+            for c in step["candidates"]:
+                if c.get("error"):
+                    continue
+                if c["query"] != "corpus":
+                    name = "written"
+                elif "gold" in c:
+                    name = "gold_passage" if c["gold"] else "other_passage"
+                else:
+                    name = "passage"
+                groups.setdefault(name, []).append(c)
+    return {
+        name: {
+            "candidates": len(group),
+            "relevant_share": _mean([float(c["relevant"]) for c in group]),
+            "kept_share": _mean([float(c["kept"]) for c in group]),
+        }
+        for name, group in sorted(groups.items())
+    }
+
+
 def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
@@ -270,6 +318,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         **_metric_means(rows),
         **({"answered_at_turn": shares} if (shares := _turn_shares(rows)) else {}),
         **({"verification": check} if (check := _verification(rows)) else {}),
+        **({"reference_filter": checked} if (checked := _reference_filter(rows)) else {}),
         **_graph_shares(rows),
         **({"by_kind": kinds} if (kinds := _by_kind(rows)) else {}),
         "by_prompt": calls_by_prompt(calls),

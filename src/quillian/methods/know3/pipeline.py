@@ -70,6 +70,9 @@ class Candidate:
     """Who wrote it: a knowledge model's name, or ``passage:<chunk id>``."""
     query: str
     """raw, kg or corpus."""
+    title: str = ""
+    """A corpus passage's title (its text then reads ``title: passage``), so a benchmark
+    can tell a gold passage from another; empty for a written reference."""
     relevant: bool = True
     scored: TextScore | None = None
     kept: bool = False
@@ -92,6 +95,7 @@ class Candidate:
         return {
             "source": self.source,
             "query": self.query,
+            **({"title": self.title} if self.title else {}),
             "text": self.text,
             "relevant": self.relevant,
             "score": None
@@ -234,7 +238,10 @@ class Know3RAG(PipelineBase):
             passages, _ = await self.retrieve(run, query, config.corpus_passages)
             candidates += [
                 Candidate(
-                    f"{p.title}: {p.text}" if p.title else p.text, f"passage:{p.chunk_id}", "corpus"
+                    f"{p.title}: {p.text}" if p.title else p.text,
+                    f"passage:{p.chunk_id}",
+                    "corpus",
+                    title=p.title,
                 )
                 for p in passages
             ]
