@@ -73,3 +73,17 @@ def test_triples_of_a_document_graph():
     assert found == [("Ada", "born in", "London"), ("Babbage", "worked with", "Ada")]
     assert triples.n_entities == kg.n_entities == 3 and triples.n_relations == 2
     assert predicate_key("  ") == "related to"
+
+
+def test_spellings_of_a_relation_fold_together_on_request():
+    builder = GraphBuilder()
+    builder.add(chunk("c1", ["Ada", "London"], [("Ada", "was born in", "London")]))
+    builder.add(chunk("c2", ["Ada", "London"], [("Ada", "born in", "London")]))
+    builder.add(chunk("c3", ["Ada", "London"], [("Ada", "is born in", "London")]))
+    builder.add(chunk("c4", ["Babbage", "London"], [("Babbage", "born in", "London")]))
+    kg = builder.build()
+    assert triples_from_knowledge_graph(kg).n_relations == 3
+    folded = triples_from_knowledge_graph(kg, fold=True)
+    # one relation, named by its most frequent spelling; Ada's three triples are one
+    assert folded.relation_names == ("born in",) and len(folded) == 2
+    assert folded.source_key != triples_from_knowledge_graph(kg).source_key

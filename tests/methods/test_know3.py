@@ -157,6 +157,8 @@ def test_linking_names_mentions_and_relations():
     assert link_name("Nobody Known", graph, description_candidates=0) is None
     relations = RelationIndex(RELATIONS, KeywordEmbedder())
     assert relations.match("Herbert Simon", "Born In", "Milwaukee").how == "exact"
+    folded = relations.match("Herbert Simon", "was born in", "Milwaukee")
+    assert (folded.relation, folded.how) == (1, "folded")
     fuzzy = relations.match("Herbert Simon", "was born in the city of", "Milwaukee")
     assert (fuzzy.relation, fuzzy.how) == (1, "embedding")
 

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
 from quillian.components.kg.base import ExternalGraph
+from quillian.components.kg.predicates import relation_key
 from quillian.components.retrieval.seeding import EntityLexicon
 from quillian.errors import ConfigError
 from quillian.types import normalize_name
@@ -92,8 +93,11 @@ def link_name(
 
 @dataclass(frozen=True)
 class RelationMatch:
-    """A predicate mapped to relation ``relation``: ``how`` is ``exact`` or
-    ``embedding`` (then ``similarity`` is the sentences' cosine)."""
+    """A predicate mapped to relation ``relation``: ``how`` is ``exact`` (same name),
+    ``folded`` (the first relation, in the graph's order, with the same
+    :func:`~quillian.components.kg.predicates.relation_key`: "was produced in" for
+    "produced in", where the embedding's pick was "was produced by") or ``embedding``
+    (then ``similarity`` is the sentences' cosine)."""
 
     relation: int
     how: str
@@ -112,8 +116,10 @@ class RelationIndex:
         self.embedder = embedder
         self.shortlist = shortlist
         self._keys: dict[str, int] = {}
+        self._folded: dict[str, int] = {}
         for i, name in enumerate(self.names):
             self._keys.setdefault(_relation_key(name), i)
+            self._folded.setdefault(relation_key(_readable(name)), i)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -129,6 +135,9 @@ class RelationIndex:
         exact = self._keys.get(_relation_key(predicate))
         if exact is not None:
             return RelationMatch(exact, "exact")
+        folded = self._folded.get(relation_key(predicate))
+        if folded is not None:
+            return RelationMatch(folded, "folded")
         near = self.rank(self.embedder.embed([_readable(predicate)])[0], self.shortlist)
         sentences = [f"{subject} {predicate} {obj}."] + [
             f"{subject} {_readable(self.names[r])} {obj}." for r, _ in near
