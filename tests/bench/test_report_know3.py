@@ -76,3 +76,14 @@ def test_calibration_and_scoring_sections():
     assert "3.0x score_sp's throughput. 2 threads." in text
     assert "one epoch 678.9 s (61,869 examples/s), peak RSS 4,962 MB" in text
     assert _know3_section({}) == []
+    scan = {
+        **kg["kge_scoring"],
+        "blas_score_sp_ms": {"p50": 150.0, "p95": 160.0},
+        "ratio_p50": 0.5,
+        "blas_batch_ms_per_query": {"p50": 50.0, "p95": 55.0},
+        "scan_threads": 2,
+    }
+    text = "\n".join(_know3_section({"kge_scoring": scan}))
+    assert "score_sp (the row scan, 2 blocks) p50 75.0 ms" in text
+    assert "as score_sp ran before, p50 150.0 ms (p95 160.0): ratio 0.5" in text
+    assert "through BLAS 50.0 ms a query." in text

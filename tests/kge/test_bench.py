@@ -46,9 +46,16 @@ def test_main_prints_one_json_object(ring, tmp_path, capsys):
 def test_scoring_times_single_and_batched_queries_and_the_int8_top_tails():
     result = run_scoring(3000, dim=16, queries=3, batch=2)
     assert result["entities"] == 3000 and result["batch"] == 2
-    for key in ("score_sp_ms", "matrix_vector_ms", "score_sp_batch_ms_per_query"):
+    for key in (
+        "score_sp_ms",
+        "blas_score_sp_ms",
+        "matrix_vector_ms",
+        "score_sp_batch_ms_per_query",
+        "blas_batch_ms_per_query",
+    ):
         assert set(result[key]) == {"p50", "p95"} and result[key]["p50"] >= 0
     assert result["int8_top10_exact_share"] == 1.0 and result["threads"] >= 1
+    assert result["scan_threads"] >= 1
 
 
 def test_presets_apply_by_folder_name_under_the_flags(tmp_path):

@@ -202,3 +202,34 @@ def test_saved_int8_rows_are_loaded_not_quantised_again(tmp_path, caplog):
     small = _random_model(500, 32)
     save_model(tmp_path / "small", small, fingerprint="f", n_triples=1, epochs=1, config={})
     assert not (tmp_path / "small" / "entities.int8.npy").exists()
+
+
+@pytest.mark.parametrize("queries", [1, 3])
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_the_row_scan_equals_the_blas_product(tmp_path, queries, threads):
+    from quillian.components.kge.scan import scan_rows
+
+    rng = np.random.default_rng(4)
+    path = tmp_path / "rows.npy"
+    np.save(path, rng.standard_normal((1_001, 24), dtype=np.float32))
+    rows = np.load(path, mmap_mode="r")  # read-only, as a saved model's rows are
+    wanted = rng.standard_normal((queries, 24), dtype=np.float32)
+    got = scan_rows(rows, wanted, threads=threads)
+    assert got.shape == (queries, 1_001) and got.dtype == np.float32
+    np.testing.assert_allclose(got, wanted @ rows.T, rtol=1e-5, atol=1e-5)
+    assert scan_rows(rows[:1], wanted[0], threads=threads).shape == (1, 1)
+    with pytest.raises(ValueError, match="cannot scan"):
+        scan_rows(rows, wanted[:, :5])
+
+
+def test_scoring_every_tail_scans_rows_from_the_threshold_on():
+    rng = np.random.default_rng(5)
+    model = ComplEx(rng.normal(size=(300, 8)), rng.normal(size=(4, 8)))
+    blas = model.score_sp_batch([0, 7, 299], [1, 0, 1])
+    model.SCAN_FROM = 100  # the instance now scans
+    scanned = model.score_sp_batch([0, 7, 299], [1, 0, 1])
+    np.testing.assert_allclose(scanned, blas, rtol=1e-5, atol=1e-5)
+    want = ComplEx(model.entities, model.relations).top_tails(7, 0, 5)
+    got = model.top_tails(7, 0, 5)
+    assert [t for t, _ in got] == [t for t, _ in want]
+    assert [x for _, x in got] == pytest.approx([x for _, x in want], rel=1e-5)

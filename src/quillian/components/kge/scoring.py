@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.kge.quantized import Int8Rows
+from quillian.components.kge.scan import scan_rows
 from quillian.errors import InputError
 
 __all__ = ["ComplEx", "complex_query", "shortlist"]
@@ -56,6 +57,12 @@ class ComplEx:
     INT8_SCAN_FROM = 1_000_000
     #: Candidates of the int8 scan rescored in float32 (at least 4 k).
     SHORTLIST = 64
+    #: From this many entities on, scoring every tail of up to :attr:`SCAN_QUERIES`
+    #: queries runs :func:`~quillian.components.kge.scan.scan_rows` (each row read once,
+    #: one block per core) instead of BLAS; more queries reuse what they read, where
+    #: BLAS's blocked product is the faster.
+    SCAN_FROM = 1 << 16
+    SCAN_QUERIES = 16
 
     def __init__(
         self,
@@ -148,7 +155,7 @@ class ComplEx:
         query = complex_query(self.entities[h], self.relations[r])
         rows = self.int8_rows()
         if rows is None:
-            scores = np.asarray(query @ self.entities.T, dtype=np.float32)[0]
+            scores = self._every_tail(query)[0]
             candidates = np.arange(len(scores), dtype=np.int64)
         else:
             rough = rows.scores(query)[0]
@@ -181,7 +188,11 @@ class ComplEx:
     def _score_all(self, heads: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> Floats:
         if len(heads) != len(rows):
             raise InputError("the entity and relation arrays differ in length")
-        query = complex_query(self.entities[heads], self.relations[rows])
+        return self._every_tail(complex_query(self.entities[heads], self.relations[rows]))
+
+    def _every_tail(self, query: Floats) -> Floats:
+        if self.n_entities >= self.SCAN_FROM and len(query) <= self.SCAN_QUERIES:
+            return scan_rows(self.entities, query)
         return np.asarray(query @ self.entities.T, dtype=np.float32)
 
     def _ids(self, values: npt.ArrayLike, name: str) -> npt.NDArray[np.int64]:

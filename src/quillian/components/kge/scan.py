@@ -1,0 +1,85 @@
+"""Every row of a large float32 matrix against a few query vectors, memory-bound.
+
+Scoring every tail of a ComplEx query is one product of the entity matrix with the
+query (:mod:`quillian.components.kge.scoring`). Over Wikidata5M's 4.3M entities at dim
+128 that reads 2.2 GB a query, and numpy's ``query @ entities.T`` reached only about
+half of this machine's memory bandwidth on the memory-mapped rows (it calls BLAS's
+``sgemm`` with one or a few columns, which is tuned for products that reuse what they
+read). :func:`scan_rows` reads each row once, while it is in cache, for all the queries
+together, in a numba kernel that releases the GIL, on one contiguous block of rows per
+core. The sums are float32 in another order than BLAS's, so scores agree with numpy's
+to float32 rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["scan_rows", "scan_threads"]
+
+Floats = npt.NDArray[np.float32]
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def scan_threads() -> int:
+    """The cores this process may run on (each scans one block of rows)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(scan_threads(), thread_name_prefix="quillian-scan")
+        return _pool
+
+
+@numba.njit(nogil=True, fastmath=True, boundscheck=False, cache=True)
+def _dot_block(
+    rows: Floats, queries: Floats, out: Floats, start: int, stop: int
+) -> None:  # pragma: no cover - compiled
+    m, d = queries.shape
+    for i in range(start, stop):
+        for j in range(m):
+            acc = np.float32(0.0)
+            for k in range(d):
+                acc += rows[i, k] * queries[j, k]
+            out[j, i] = acc
+
+
+def scan_rows(rows: npt.ArrayLike, queries: npt.ArrayLike, threads: int | None = None) -> Floats:
+    """``queries @ rows.T`` as float32, shape ``(len(queries), len(rows))``: ``rows``
+    (``(n, d)``, float32, may be memory-mapped) split into ``threads`` blocks (default:
+    :func:`scan_threads`), each scanned once for every query."""
+    matrix = np.asarray(rows, dtype=np.float32)
+    if not matrix.flags.c_contiguous:
+        matrix = np.ascontiguousarray(matrix)
+    wanted = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
+    if matrix.ndim != 2 or wanted.ndim != 2 or wanted.shape[1] != matrix.shape[1]:
+        raise ValueError(f"cannot scan rows {matrix.shape} with queries {wanted.shape}")
+    n = len(matrix)
+    out = np.empty((len(wanted), n), dtype=np.float32)
+    blocks = max(1, min(threads or scan_threads(), n))
+    cuts = np.linspace(0, n, blocks + 1).astype(np.int64)
+    if blocks == 1:
+        _dot_block(matrix, wanted, out, 0, n)
+        return out
+    futures = [
+        _executor().submit(_dot_block, matrix, wanted, out, a, b)
+        for a, b in itertools.pairwise(cuts.tolist())
+    ]
+    for future in futures:
+        future.result()
+    return out
