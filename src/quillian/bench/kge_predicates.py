@@ -5,7 +5,7 @@
 An open-IE graph spells one relation many ways ("located in", "is located in");
 :func:`~quillian.components.kg.predicates.relation_key` folds them. This trains ComplEx
 twice on the same graph, its relations once as spelled (lower-cased, spaces collapsed:
-what Quillian counted before) and once folded, and compares the two on the same
+what Quillian counts by default) and once folded, and compares the two on the same
 held-out facts:
 
 * the held-out entity pairs are drawn on the spelled graph
