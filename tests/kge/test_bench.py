@@ -52,6 +52,8 @@ def test_scoring_times_single_and_batched_queries_and_the_int8_top_tails():
         "matrix_vector_ms",
         "score_sp_batch_ms_per_query",
         "blas_batch_ms_per_query",
+        "top_tails_float32_ms",
+        "sorted_top_tails_ms",
     ):
         assert set(result[key]) == {"p50", "p95"} and result[key]["p50"] >= 0
     assert result["int8_top10_exact_share"] == 1.0 and result["threads"] >= 1

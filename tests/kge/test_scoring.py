@@ -233,3 +233,15 @@ def test_scoring_every_tail_scans_rows_from_the_threshold_on():
     got = model.top_tails(7, 0, 5)
     assert [t for t, _ in got] == [t for t, _ in want]
     assert [x for _, x in got] == pytest.approx([x for _, x in want], rel=1e-5)
+
+
+def test_top_tails_by_partition_equal_a_full_sort():
+    model = _random_model(5_000, 16)
+    for head, relation in [(0, 0), (4_999, 1), (123, 2)]:
+        scores = model.score_sp(head, relation)
+        scores[head] = -np.inf
+        want = np.argsort(-scores, kind="stable")[:7].tolist()
+        got = model.top_tails(head, relation, 7)
+        assert [t for t, _ in got] == want
+        assert [s for _, s in got] == pytest.approx(scores[want].tolist(), rel=1e-6)
+    assert len(model.top_tails(3, 0, 10_000)) == 4_999  # every entity but the head

@@ -211,9 +211,11 @@ def run_scoring(entities: int, dim: int = 128, queries: int = 30, batch: int = 8
     same matrix, and of ``top_tails`` (the 10 best tails, what Know3-RAG asks for) scanning
     int8 rows then rescoring in float32, with the share of queries whose top 10 equals
     the float32 one; ``score_sp_batch`` over ``batch`` queries at once (the matrix is read
-    once for all of them), per query, beside BLAS's product of the same queries; then
-    the same model saved and loaded, and its first ``top_tails`` timed with the load
-    (the int8 rows are read from disk, not quantised again)."""
+    once for all of them), per query, beside BLAS's product of the same queries;
+    ``top_tails`` from float32 rows (the scan, then a partition) beside every score
+    sorted (how it ranked before); then the same model saved and loaded, and its first
+    ``top_tails`` timed with the load (the int8 rows are read from disk, not quantised
+    again)."""
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "entities.npy"
@@ -242,6 +244,11 @@ def run_scoring(entities: int, dim: int = 128, queries: int = 30, batch: int = 8
             lambda i: _blas_query(model, np.roll(heads, i)[:batch], np.roll(relations, i)[:batch]),
             queries,
         )
+        exact = ComplEx(matrix, model.relations, int8_scan_from=entities + 1)
+        top_float = _times(lambda i: exact.top_tails(int(heads[i]), int(relations[i]), 10), queries)
+        top_sorted = _times(
+            lambda i: _exact_top(model, int(heads[i]), int(relations[i]), 10), queries
+        )
         fast = ComplEx(matrix, model.relations, int8_scan_from=0)
         began = time.perf_counter()
         fast.top_tails(int(heads[0]), int(relations[0]), 10)  # quantises the rows once
@@ -269,6 +276,8 @@ def run_scoring(entities: int, dim: int = 128, queries: int = 30, batch: int = 8
         "blas_batch_ms_per_query": {k: round(v / batch, 1) for k, v in blas_batched.items()},
         "threads": torch.get_num_threads(),
         "scan_threads": scan_threads(),
+        "top_tails_float32_ms": top_float,
+        "sorted_top_tails_ms": top_sorted,
         "top_tails_int8_ms": top,
         "int8_quantise_s": round(quantise_s, 1),
         "int8_saved_load_and_first_query_s": round(saved_first_s, 2),

@@ -155,8 +155,11 @@ class ComplEx:
         query = complex_query(self.entities[h], self.relations[r])
         rows = self.int8_rows()
         if rows is None:
-            scores = self._every_tail(query)[0]
-            candidates = np.arange(len(scores), dtype=np.int64)
+            every = self._every_tail(query)[0]
+            every[h[0]] = -np.inf
+            # the k best by partition (sorting every score cost more than scoring them)
+            candidates = np.sort(shortlist(every, k))
+            scores = every[candidates]
         else:
             rough = rows.scores(query)[0]
             rough[h[0]] = -np.inf
