@@ -23,6 +23,11 @@ def test_a_predicate_of_auxiliaries_only_keeps_its_verb():
     assert relation_key("") == relation_key(" ... ") == "related to"
 
 
+def test_words_in_any_script_are_kept():
+    assert relation_key("dirigé par") != relation_key("écrit par")
+    assert relation_key("出生于") == "出生于" != relation_key("位于")
+
+
 def test_folded_relations_are_named_by_their_most_frequent_spelling():
     folded = FoldedPredicates(
         ["is located in", "located in", "Located  in", "stars", "is", "starring", "was"]

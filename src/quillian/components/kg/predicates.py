@@ -58,7 +58,8 @@ _ADVERBS = frozenset(
     "mainly now officially often once originally previously primarily recently since "
     "still subsequently then usually".split()
 )
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+#: Words in any script (letters and digits, with an inner apostrophe).
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _EMPTY = "related to"
 
 _stemmer = Stemmer.Stemmer("english")
