@@ -226,7 +226,7 @@ def test_scoring_every_tail_scans_rows_from_the_threshold_on():
     rng = np.random.default_rng(5)
     model = ComplEx(rng.normal(size=(300, 8)), rng.normal(size=(4, 8)))
     blas = model.score_sp_batch([0, 7, 299], [1, 0, 1])
-    model.SCAN_FROM = 100  # the instance now scans
+    model = ComplEx(model.entities, model.relations, scan_from=100)  # now it scans
     scanned = model.score_sp_batch([0, 7, 299], [1, 0, 1])
     np.testing.assert_allclose(scanned, blas, rtol=1e-5, atol=1e-5)
     want = ComplEx(model.entities, model.relations).top_tails(7, 0, 5)

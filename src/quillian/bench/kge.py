@@ -39,14 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import torch
 
 from quillian.bench.kg_synthetic import synthetic_triples
 from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.evaluate import KnownAnswers, evaluate
 from quillian.components.kge.scan import scan_threads
-from quillian.components.kge.scoring import ComplEx, complex_query
+from quillian.components.kge.scoring import ComplEx
 from quillian.components.kge.storage import load_model, save_model
 from quillian.components.kge.train import train_complex
 from quillian.components.kge.triples import TripleSet
@@ -232,7 +231,9 @@ def run_scoring(entities: int, dim: int = 128, queries: int = 30, batch: int = 8
         vector = rng.standard_normal(dim, dtype=np.float32)
         model.score_sp(int(heads[0]), int(relations[0]))  # pages in the matrix once
         sp = _times(lambda i: model.score_sp(int(heads[i]), int(relations[i])), queries)
-        blas = _times(lambda i: _blas_query(model, heads[i : i + 1], relations[i : i + 1]), queries)
+        # the same model scoring through BLAS, as score_sp did before the row scan
+        blas_model = ComplEx(matrix, model.relations, scan_from=entities + 1)
+        blas = _times(lambda i: blas_model.score_sp(int(heads[i]), int(relations[i])), queries)
         scan = _times(lambda i: matrix @ vector, queries)
         batched = _times(
             lambda i: model.score_sp_batch(
@@ -241,7 +242,9 @@ def run_scoring(entities: int, dim: int = 128, queries: int = 30, batch: int = 8
             queries,
         )
         blas_batched = _times(
-            lambda i: _blas_query(model, np.roll(heads, i)[:batch], np.roll(relations, i)[:batch]),
+            lambda i: blas_model.score_sp_batch(
+                np.roll(heads, i)[:batch], np.roll(relations, i)[:batch]
+            ),
             queries,
         )
         exact = ComplEx(matrix, model.relations, int8_scan_from=entities + 1)
@@ -283,15 +286,6 @@ def run_scoring(entities: int, dim: int = 128, queries: int = 30, batch: int = 8
         "int8_saved_load_and_first_query_s": round(saved_first_s, 2),
         "int8_top10_exact_share": round(sum(same) / len(same), 3),
     }
-
-
-def _blas_query(
-    model: ComplEx, heads: npt.NDArray[np.int64], relations: npt.NDArray[np.int64]
-) -> object:
-    """Every tail of each query through numpy's BLAS product (``score_sp`` before the
-    row scan)."""
-    query = complex_query(model.entities[heads], model.relations[relations])
-    return query @ model.entities.T
 
 
 def _exact_top(model: ComplEx, head: int, relation: int, k: int) -> list[int]:

@@ -187,7 +187,7 @@ def _plausibility(
         drawn = np.random.default_rng(pair).integers(0, n, 3 * CORRUPTIONS)
         banned = set(known.answers(int(h), int(r))) | {int(h)}
         tails = np.array([c for c in drawn.tolist() if c not in banned][:CORRUPTIONS])
-        true = abs(model.score_spo(int(h), int(r), int(t)) - mean)
+        true = confidence.relative(int(h), int(r), int(t))
         false = np.abs(
             model.score_spo_batch(np.full(len(tails), h), np.full(len(tails), r), tails) - mean
         )

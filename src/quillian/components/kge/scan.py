@@ -63,9 +63,7 @@ def scan_rows(rows: npt.ArrayLike, queries: npt.ArrayLike, threads: int | None =
     """``queries @ rows.T`` as float32, shape ``(len(queries), len(rows))``: ``rows``
     (``(n, d)``, float32, may be memory-mapped) split into ``threads`` blocks (default:
     :func:`scan_threads`), each scanned once for every query."""
-    matrix = np.asarray(rows, dtype=np.float32)
-    if not matrix.flags.c_contiguous:
-        matrix = np.ascontiguousarray(matrix)
+    matrix = np.ascontiguousarray(rows, dtype=np.float32)  # no copy when it already is
     wanted = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
     if matrix.ndim != 2 or wanted.ndim != 2 or wanted.shape[1] != matrix.shape[1]:
         raise ValueError(f"cannot scan rows {matrix.shape} with queries {wanted.shape}")

@@ -71,8 +71,10 @@ class ComplEx:
         *,
         int8_scan_from: int | None = None,
         int8: Int8Rows | None = None,
+        scan_from: int | None = None,
     ) -> None:
         self.int8_scan_from = self.INT8_SCAN_FROM if int8_scan_from is None else int8_scan_from
+        self.scan_from = self.SCAN_FROM if scan_from is None else scan_from
         self._int8: Int8Rows | None = int8
         self._int8_lock = threading.Lock()
         self.entities: Floats = np.asanyarray(entities, dtype=np.float32)
@@ -194,7 +196,7 @@ class ComplEx:
         return self._every_tail(complex_query(self.entities[heads], self.relations[rows]))
 
     def _every_tail(self, query: Floats) -> Floats:
-        if self.n_entities >= self.SCAN_FROM and len(query) <= self.SCAN_QUERIES:
+        if self.n_entities >= self.scan_from and len(query) <= self.SCAN_QUERIES:
             return scan_rows(self.entities, query)
         return np.asarray(query @ self.entities.T, dtype=np.float32)
 
