@@ -31,3 +31,25 @@ def test_each_epoch_of_a_stage_is_logged_again(monkeypatch: pytest.MonkeyPatch, 
         "batch: 0/100 (0%)",
         "batch: 100/100 (100%)",
     ]
+
+
+def test_quick_epochs_share_the_pace_of_one_stage(monkeypatch: pytest.MonkeyPatch, capsys):
+    # 25 epochs of 1 s (reports at 0, 0.3 and 0.6 s into each), a line at most every
+    # 9.5 s: the first epoch's start and end, then the first report 9.5 s after the
+    # last line (epoch 10's middle) and that epoch's end, and so on; not a start and an
+    # end for every epoch
+    clock = iter([e + f for e in range(25) for f in (0.0, 0.3, 0.6)])
+    monkeypatch.setattr(console.time, "monotonic", lambda: next(clock))
+    lines = ProgressLines(every=9.5)
+    for _ in range(25):
+        for done in (0, 50, 100):
+            lines.report("batch", done, 100)
+    out = [line.split(",")[0] for line in capsys.readouterr().err.splitlines()]
+    assert out == [
+        "batch: 0/100 (0%)",
+        "batch: 100/100 (100%)",  # 0.6 s
+        "batch: 50/100 (50%)",  # 10.3 s
+        "batch: 100/100 (100%)",  # 10.6 s
+        "batch: 50/100 (50%)",  # 20.3 s
+        "batch: 100/100 (100%)",
+    ]

@@ -89,28 +89,36 @@ class ProgressLines:
     """Plain progress lines for a log: one when a stage starts, then at most one every
     ``every`` seconds with the time left (from the pace since the stage's first
     report), and one when it ends. A stage whose count goes back (the next epoch of a
-    training) starts again."""
+    training) starts again; its lines keep the same pace, so a round that starts
+    within ``every`` seconds of the stage's last line is logged only once it runs that
+    long (a hundred one-second epochs write a line every ``every`` seconds, not two
+    each), and a round whose start was logged also logs its end."""
 
     def __init__(self, every: float = LOG_EVERY) -> None:
         self._every = every
         self._started: dict[str, tuple[float, int]] = {}
-        self._last: dict[str, tuple[float, int]] = {}
+        self._last: dict[str, tuple[float, int]] = {}  # the last line's time, the count
         self._finished: set[str] = set()
+        self._shown: set[str] = set()  # stages whose current round has a line
 
     def report(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if stage in self._last and done < self._last[stage][1]:  # a new round
+        last = self._last.get(stage)
+        if last is not None and done < last[1]:  # a new round
             self._finished.discard(stage)
-            del self._started[stage], self._last[stage]
+            self._shown.discard(stage)
+            self._started[stage] = (now, done)
         start, since = self._started.setdefault(stage, (now, done))
         if stage in self._finished:
             return
         finished = total > 0 and done >= total
-        if stage not in self._last or finished or now - self._last[stage][0] >= self._every:
+        due = last is None or now - last[0] >= self._every or (finished and stage in self._shown)
+        if due:
             stderr.print(progress_line(stage, done, total, now - start, since), markup=False)
             self._last[stage] = (now, done)
+            self._shown.add(stage)
         else:
-            self._last[stage] = (self._last[stage][0], done)
+            self._last[stage] = (last[0] if last else now, done)
         if finished:
             self._finished.add(stage)
 
