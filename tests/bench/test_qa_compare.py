@@ -32,7 +32,7 @@ def test_paired_figures_time_ratio_and_same_predictions(tmp_path: Path) -> None:
     assert (f1["a"], f1["b"]) == (0.625, 0.375)
     d = f1["a_minus_b"]
     assert (d["diff"], d["wins"], d["losses"], d["ties"]) == (0.25, 1, 0, 3)
-    assert result["em"]["a_minus_b"]["diff"] == 0.0  # None counts as 0 on both sides
+    assert result["em"] is None  # no row of either run scored it (no gold answers)
     assert result["seconds_ratio"] == {"ratio": 0.5, "ci": [0.5, 0.5]}  # every question
     assert result["by_prompt"] == {}  # no calls recorded
 
@@ -53,11 +53,10 @@ def test_calls_are_set_side_by_side_per_prompt(tmp_path: Path, capsys) -> None:
         result["kag.plan@1"]["a"]["truncated"] == 2 and result["kag.plan@1"]["b"]["truncated"] == 0
     )
     assert result["kag.judge@1"]["b"]["calls"] == 0 and result["kag.judge@1"]["a"]["calls"] == 1
-    main([str(a), str(b), "--metrics", "f1"])
-    assert (
-        "kag.plan@1: calls 2 / 1, parse failures 0 / 0, cut at the limit 2 / 0"
-        in capsys.readouterr().out
-    )
+    main([str(a), str(b), "--metrics", "f1,em"])
+    out = capsys.readouterr().out
+    assert "kag.plan@1: calls 2 / 1, parse failures 0 / 0, cut at the limit 2 / 0" in out
+    assert "em: not scored in either run" in out
 
 
 def test_only_shared_questions_count_and_bad_files_are_named(tmp_path: Path, capsys) -> None:

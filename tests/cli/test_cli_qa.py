@@ -158,18 +158,41 @@ def test_bench_qa_runs_questions_of_one_kind_and_reports_each_kind(files, capsys
     assert not (files / "none").exists()
 
 
-def test_bench_qa_refuses_questions_without_gold_answers_before_any_work(files, capsys):
-    # 2Wiki's questions here carry gold passages only: nothing to score an answer against
+def test_bench_qa_on_a_set_without_gold_answers_scores_what_it_can(files, capsys, caplog):
+    # 2Wiki's questions carry gold passages only: the ranking and the costs are scored,
+    # EM, F1 and accuracy are None ("n/a" in the table), not zeros
     (files / "2w.jsonl").write_text(
         json.dumps({"question": "Where was Ada born?", "supporting_titles": ["Ada Lovelace"]})
     )
-    code = main(["bench", "qa", "--dataset", "2wiki", "--corpus", str(files / "corpus.json"),
-                 "--questions", str(files / "2w.jsonl"), "--method", "vanilla-rag",
+    args = ["bench", "qa", "--dataset", "2wiki", "--corpus", str(files / "corpus.json"),
+            "--questions", str(files / "2w.jsonl"), "--method", "vanilla-rag",
+            "--llm", f"scripted:{files / 'routes.json'}", "--out", str(files / "out"),
+            "--index-dir", str(files / "idx"), "--embedder", "hash", "--no-cache"]  # fmt: skip
+    assert main(args) == 0
+    (warning,) = [r.message for r in caplog.records if "gold answer" in r.message]
+    assert "no question has a gold answer" in warning
+    row = next(r for r in capsys.readouterr().out.splitlines() if r.startswith("| vanilla-rag"))
+    assert row.startswith("| vanilla-rag | n/a | n/a | n/a |")
+    summary = json.loads((files / "out" / "summary.json").read_text())["methods"]["vanilla-rag"]
+    assert (summary["em"], summary["f1"], summary["accuracy"]) == (None, None, None)
+    assert summary["answers_scored"] == 0 and summary["recall@5"] == 1.0  # 3 passages
+    assert "token_containment" not in summary
+    predictions = files / "out" / "vanilla-rag" / "predictions.jsonl"
+    (prediction,) = [json.loads(x) for x in predictions.open()]
+    assert prediction["f1"] is None and prediction["recall@2"] is not None
+
+
+def test_bench_qa_refuses_a_set_where_only_some_questions_have_answers(files, capsys):
+    unanswered = {**QUESTIONS[1], "answer": "", "answer_aliases": []}
+    (files / "mixed.jsonl").write_text("\n".join(json.dumps(q) for q in [QUESTIONS[0], unanswered]))
+    code = main(["bench", "qa", "--dataset", "musique", "--corpus", str(files / "corpus.json"),
+                 "--questions", str(files / "mixed.jsonl"), "--method", "vanilla-rag",
                  "--llm", f"scripted:{files / 'routes.json'}", "--out", str(files / "out"),
                  "--index-dir", str(files / "idx"), "--embedder", "hash"])  # fmt: skip
     assert code == 2
     err = capsys.readouterr().err
-    assert "1 of 1 questions have no gold answer" in err and "bench retrieval" in err
+    assert "1 of 2 questions have no gold answer" in err
+    assert "for all of its questions or for none" in err
     assert not (files / "idx").exists() and not (files / "out").exists()
 
 

@@ -184,3 +184,19 @@ def test_reference_filter_passages_without_gold_stay_one_group(tmp_path) -> None
     report = asyncio.run(evaluate(Filtered(), questions, tmp_path, dataset="hotpotqa", manifest={}))
     assert report.summary["reference_filter"]["passage"]["candidates"] == 3
     assert "gold_passage" not in report.summary["reference_filter"]
+
+
+def test_answer_scores_average_only_the_questions_with_gold_answers() -> None:
+    unanswered = {**row([], 1.0, 1.0), "em": None, "f1": None, "accuracy": None}
+    wrong = {**row([], 0.0, 0.5), "em": 0.0, "f1": 0.5, "accuracy": 0.0}
+    s = summarize([unanswered, wrong])
+    assert (s["em"], s["f1"], s["accuracy"], s["answers_scored"]) == (0.0, 0.5, 0.0, 1)
+    assert s["recall@5"] == 0.75  # the ranking is scored for both
+    none = summarize([unanswered, {**unanswered, "kind": "bridge"}])
+    assert (none["em"], none["f1"], none["accuracy"], none["answers_scored"]) == (
+        None,
+        None,
+        None,
+        0,
+    )
+    assert none["by_kind"]["bridge"] == {"questions": 1, "em": None, "f1": None, "accuracy": None}

@@ -25,7 +25,7 @@ from quillian.index import read_manifest
 from quillian.methods.table import method_spec
 from quillian.types import Progress
 
-__all__ = ["QASettings", "load_qa_questions", "run_qa_bench", "summary_table"]
+__all__ = ["QASettings", "load_qa_questions", "run_qa_bench", "score", "summary_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +82,12 @@ def load_qa_questions(settings: QASettings) -> list[Question]:
     end = settings.offset + settings.limit if settings.limit else None
     questions = questions[settings.offset : end]
     missing = [i for i, q in enumerate(questions) if not q.answers]
-    if missing:
+    if missing and len(missing) < len(questions):
         raise ConfigError(
             f"{settings.index.questions}: {len(missing)} of {len(questions)} questions have "
             f"no gold answer (the first is question {missing[0]}: "
-            f"{questions[missing[0]].question!r}); bench qa scores answers against them. "
-            "For a set with gold passages only, use `quillian bench retrieval`"
+            f"{questions[missing[0]].question!r}); bench qa scores answers against them, "
+            "so a set gives gold answers for all of its questions or for none"
         )
     return questions
 
@@ -122,6 +122,13 @@ async def run_qa_bench(
     ``engine`` (opened on the index :func:`prepare_index` built, its LLM session
     started); returns the summaries."""
     questions = load_qa_questions(settings)
+    if not any(q.answers for q in questions):
+        logger.warning(
+            "%s: no question has a gold answer (the set names only its gold passages): EM, "
+            "F1, accuracy and containment are not scored; recall of the passages, the "
+            "methods' steps and their costs are",
+            settings.index.questions,
+        )
     summaries: dict[str, Any] = {}
     metrics = check_metrics(settings.metrics)
     judged = any(m in JUDGED_METRICS for m in metrics)
@@ -229,6 +236,11 @@ OPTIONAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def score(value: float | None) -> str:
+    """An answer score as the tables print it; ``n/a`` where no gold answer scored it."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def summary_table(result: dict[str, Any]) -> str:
     """The methods' summaries as a markdown table; a column some summaries lack (an
     extra metric, KAG's graph shares) appears when any summary has it."""
@@ -239,7 +251,7 @@ def summary_table(result: dict[str, Any]) -> str:
     head = "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers)
     rows = []
     for method, s in result["methods"].items():
-        cells = [method, f"{s['em']:.3f}", f"{s['f1']:.3f}", f"{s['accuracy']:.3f}"]
+        cells = [method, score(s["em"]), score(s["f1"]), score(s["accuracy"])]
         cells += ["" if s.get(key) is None else format(s[key], spec) for key, _, spec in shown]
         cells += [
             f"{s['tokens_per_question']:.0f}",
@@ -259,6 +271,6 @@ def _kind_table(methods: dict[str, Any]) -> list[str]:
     if not kinds:
         return []
     headers = ["F1 by kind", *(f"{kind} ({k['questions']})" for kind, k in kinds.items())]
-    rows = [[m, *(f"{s['by_kind'][kind]['f1']:.3f}" for kind in kinds)] for m, s in methods.items()]
+    rows = [[m, *(score(s["by_kind"][kind]["f1"]) for kind in kinds)] for m, s in methods.items()]
     lines = ["| " + " | ".join(cells) + " |" for cells in [headers, *rows]]
     return ["", lines[0], "|" + "---|" * len(headers), *lines[1:]]

@@ -13,7 +13,8 @@ with their bootstrap interval (:func:`quillian.eval.stats.ratio`), how many pred
 are word for word the same, and per prompt the calls, parse failures, replies cut at
 the token limit, tokens written and seconds of each run
 (:func:`quillian.eval.qa.calls_by_prompt`). A metric a row lacks (a recall with no gold
-passages) counts as 0 for both runs.
+passages) counts as 0 for both runs; one that no row of either run has (EM and F1 on a
+set with no gold answers) is reported as ``None``, "not scored".
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ def compare(
         raise InputError(f"{a} and {b} share no question")
     out: dict[str, Any] = {"a": str(a), "b": str(b), "questions": len(ids)}
     for metric in metrics:
+        if all(rows[i].get(metric) is None for i in ids for rows in (rows_a, rows_b)):
+            out[metric] = None  # e.g. F1 on a set with no gold answers
+            continue
         scores = [[float(rows[i].get(metric) or 0.0) for i in ids] for rows in (rows_a, rows_b)]
         out[metric] = {
             "a": round(sum(scores[0]) / len(ids), 4),
@@ -97,7 +101,9 @@ def compare(
     return out
 
 
-def _line(metric: str, figures: dict[str, Any]) -> str:
+def _line(metric: str, figures: dict[str, Any] | None) -> str:
+    if figures is None:
+        return f"{metric}: not scored in either run (no question has it)"
     d = figures["a_minus_b"]
     return (
         f"{metric}: {figures['a']:.3f} against {figures['b']:.3f}, a - b {d['diff']:+.3f} "

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.qa import summary_table
+from quillian.bench.qa import score, summary_table
 from quillian.bench.scale import run as run_scale
 from quillian.eval.datasets import load_questions, passage_key
 from quillian.index import open_storage
@@ -345,10 +345,12 @@ def _turns_and_verification(methods: dict[str, Any]) -> list[str]:
     rows = []
     for method, v in checked.items():
         yes, no = v["verified"], v["not_verified"]
-        rows.append(
-            f"| {method} | {yes['questions']} | {yes['f1']:.3f} | {yes['accuracy']:.3f} | "
-            f"{no['questions']} | {no['f1']:.3f} | {no['accuracy']:.3f} | {v['unscorable']} |"
-        )
+        cells = [
+            method,
+            *(f"{g['questions']} | {score(g['f1'])} | {score(g['accuracy'])}" for g in (yes, no)),
+            str(v["unscorable"]),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
     return [
         *parts,
         "",

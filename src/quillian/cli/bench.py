@@ -264,7 +264,7 @@ def qa(
         metrics=_metrics(metrics),
         verify=model.verify_options(),
     )
-    load_qa_questions(settings)  # questions without answers: refused before any work
+    load_qa_questions(settings)  # a set with some answers missing: refused before any work
     with stage_bars() as stages:
         index_info = prepare_index(settings, stages)
     engine = model.open_engine(settings.index.index_dir if needs_index(settings) else None)

@@ -76,16 +76,18 @@ class QAReport:
 def _row(
     dataset: str, question: Question, result: AnswerResult, metrics: Sequence[str] = ()
 ) -> dict[str, Any]:
-    scores = score_answer(result.answer, list(question.answers))
+    # a question with no gold answer (2WikiMultihopQA's files name only the gold
+    # passages) scores its ranking and its costs; its answer scores are None
+    scores = score_answer(result.answer, list(question.answers)) if question.answers else None
     retrieved = [passage_key(dataset, p.title, p.text) for p in result.evidence.passages]
     row: dict[str, Any] = {
         "id": question.id,
         **({"kind": question.kind} if question.kind else {}),
         "gold": list(question.answers),
         "prediction": result.answer,
-        "em": scores.em,
-        "f1": round(scores.f1, 4),
-        "accuracy": scores.accuracy,
+        "em": scores.em if scores else None,
+        "f1": round(scores.f1, 4) if scores else None,
+        "accuracy": scores.accuracy if scores else None,
         "evidence_recall": (
             round(len(question.gold & set(retrieved)) / len(question.gold), 4)
             if question.gold
@@ -104,7 +106,7 @@ def _row(
         row["hop_answers"] = [list(h) for h in question.hop_answers]
     measures = {"token_containment": token_containment, "fuzzy_containment": fuzzy_containment}
     for name in metrics:
-        if name in measures:
+        if name in measures and question.answers:
             row[name] = round(measures[name](result.answer, list(question.answers)), 4)
     return _mark_gold_candidates(dataset, question, {**row, **result.as_dict()})
 
@@ -262,6 +264,17 @@ def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
+#: The scores of an answer against the gold answers (None where a question has none).
+ANSWER_SCORES = ("em", "f1", "accuracy")
+
+
+def _answer_means(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """EM, F1 and accuracy over the rows whose question has gold answers; None when
+    none has (a set that names only its gold passages)."""
+    scored = [r for r in rows if r["em"] is not None]
+    return {m: _mean([r[m] for r in scored]) if scored else None for m in ANSWER_SCORES}
+
+
 def answered_turn(row: dict[str, Any]) -> int | None:
     """The turn whose answer a turn-based method (Know3-RAG) output; None for others."""
     turns = [s["turn"] for s in row.get("steps", ()) if s.get("kind") == "turn-answer"]
@@ -283,12 +296,7 @@ def _verification(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     out: dict[str, Any] = {"checked": len(checked)}
     for name, verdict in (("verified", True), ("not_verified", False)):
         group = [r for r in checked if r["verification"]["verified"] is verdict]
-        out[name] = {
-            "questions": len(group),
-            "em": _mean([r["em"] for r in group]),
-            "f1": _mean([r["f1"] for r in group]),
-            "accuracy": _mean([r["accuracy"] for r in group]),
-        }
+        out[name] = {"questions": len(group), **_answer_means(group)}
     out["unscorable"] = sum(1 for r in checked if r["verification"]["score"] is None)
     return out
 
@@ -299,9 +307,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     recalls = [r["evidence_recall"] for r in rows if r["evidence_recall"] is not None]
     return {
         "questions": len(rows),
-        "em": _mean([r["em"] for r in rows]),
-        "f1": _mean([r["f1"] for r in rows]),
-        "accuracy": _mean([r["accuracy"] for r in rows]),
+        **_answer_means(rows),
+        "answers_scored": sum(1 for r in rows if r["em"] is not None),
         "evidence_recall": _mean(recalls) if recalls else None,
         "recall@2": _recall(rows, 2),
         "recall@5": _recall(rows, 5),
@@ -335,7 +342,7 @@ def _by_kind(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         kind: {
             "questions": len(group),
-            **{m: round(_mean([r[m] for r in group]), 4) for m in ("em", "f1", "accuracy")},
+            **_answer_means(group),
         }
         for kind, group in sorted(groups.items())
     }
