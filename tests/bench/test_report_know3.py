@@ -82,8 +82,11 @@ def test_calibration_and_scoring_sections():
         "ratio_p50": 0.5,
         "blas_batch_ms_per_query": {"p50": 50.0, "p95": 55.0},
         "scan_threads": 2,
+        "read_floor_ms": {"p50": 60.0, "p95": 70.0},
     }
     text = "\n".join(_know3_section({"kge_scoring": scan}))
+    assert "(the memory floor of any exact float32 scan on this machine): p50 60.0 ms" in text
+    assert "score_sp takes 1.25x it." in text
     assert "score_sp (the row scan, 2 blocks) p50 75.0 ms" in text
     assert "as score_sp ran before, p50 150.0 ms (p95 160.0): ratio 0.5" in text
     assert "through BLAS 50.0 ms a query." in text

@@ -48,6 +48,7 @@ def test_scoring_times_single_and_batched_queries_and_the_int8_top_tails():
     assert result["entities"] == 3000 and result["batch"] == 2
     for key in (
         "score_sp_ms",
+        "read_floor_ms",
         "blas_score_sp_ms",
         "matrix_vector_ms",
         "score_sp_batch_ms_per_query",

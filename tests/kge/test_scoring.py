@@ -222,6 +222,18 @@ def test_the_row_scan_equals_the_blas_product(tmp_path, queries, threads):
         scan_rows(rows, wanted[:, :5])
 
 
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_reading_the_rows_sums_every_float_once(tmp_path, threads):
+    from quillian.components.kge.scan import read_rows
+
+    path = tmp_path / "rows.npy"
+    np.save(path, np.arange(1_001 * 8, dtype=np.float32).reshape(1_001, 8) % 7)
+    rows = np.load(path, mmap_mode="r")
+    assert read_rows(rows, threads=threads) == float(np.asarray(rows, dtype=np.float64).sum())
+    with pytest.raises(ValueError, match="cannot read"):
+        read_rows(np.zeros(3, dtype=np.float32))
+
+
 def test_scoring_every_tail_scans_rows_from_the_threshold_on():
     rng = np.random.default_rng(5)
     model = ComplEx(rng.normal(size=(300, 8)), rng.normal(size=(4, 8)))

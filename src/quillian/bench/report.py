@@ -415,6 +415,13 @@ def _know3_section(kg: dict[str, Any]) -> list[str]:
                 f"{blas['p50']} ms (p95 {blas['p95']}): ratio {scoring['ratio_p50']}; "
                 f"BLAS's plain matrix-vector pass over the same rows p50 {scan['p50']} ms."
             )
+            if "read_floor_ms" in scoring:
+                floor = scoring["read_floor_ms"]
+                parts[-1] += (
+                    f" Only reading the rows once, on the same threads (the memory floor of "
+                    f"any exact float32 scan on this machine): p50 {floor['p50']} ms (p95 "
+                    f"{floor['p95']}); score_sp takes {sp['p50'] / floor['p50']:.2f}x it."
+                )
         else:
             parts.append(
                 f"{scoring['entities']:,} entities, dim {scoring['dim']}, float32, "

@@ -16,15 +16,18 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["scan_rows", "scan_threads"]
+__all__ = ["read_rows", "scan_rows", "scan_threads"]
 
 Floats = npt.NDArray[np.float32]
+T = TypeVar("T")
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -67,17 +70,37 @@ def scan_rows(rows: npt.ArrayLike, queries: npt.ArrayLike, threads: int | None =
     wanted = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
     if matrix.ndim != 2 or wanted.ndim != 2 or wanted.shape[1] != matrix.shape[1]:
         raise ValueError(f"cannot scan rows {matrix.shape} with queries {wanted.shape}")
-    n = len(matrix)
-    out = np.empty((len(wanted), n), dtype=np.float32)
-    blocks = max(1, min(threads or scan_threads(), n))
-    cuts = np.linspace(0, n, blocks + 1).astype(np.int64)
-    if blocks == 1:
-        _dot_block(matrix, wanted, out, 0, n)
-        return out
-    futures = [
-        _executor().submit(_dot_block, matrix, wanted, out, a, b)
-        for a, b in itertools.pairwise(cuts.tolist())
-    ]
-    for future in futures:
-        future.result()
+    out = np.empty((len(wanted), len(matrix)), dtype=np.float32)
+    _in_blocks(lambda a, b: _dot_block(matrix, wanted, out, a, b), len(matrix), threads)
     return out
+
+
+@numba.njit(nogil=True, fastmath=True, boundscheck=False, cache=True)
+def _sum_block(rows: Floats, start: int, stop: int) -> float:  # pragma: no cover - compiled
+    acc = np.zeros(rows.shape[1], dtype=np.float32)
+    for i in range(start, stop):
+        for k in range(rows.shape[1]):
+            acc[k] += rows[i, k]
+    return float(acc.sum())
+
+
+def read_rows(rows: npt.ArrayLike, threads: int | None = None) -> float:
+    """Every float of ``rows`` read once, in the blocks and threads of :func:`scan_rows`,
+    and summed: the least time any exact float32 scan of them can take here (the memory
+    floor the benchmark sets :func:`scan_rows` beside). Returns the sum."""
+    matrix = np.ascontiguousarray(rows, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValueError(f"cannot read rows of shape {matrix.shape}")
+    sums = _in_blocks(lambda a, b: _sum_block(matrix, a, b), len(matrix), threads)
+    return float(sum(sums))
+
+
+def _in_blocks(kernel: Callable[[int, int], T], n: int, threads: int | None) -> list[T]:
+    """``kernel(start, stop)`` on ``threads`` contiguous blocks of ``range(n)``, one per
+    core, each in the pool (the kernels release the GIL); their results in order."""
+    blocks = max(1, min(threads or scan_threads(), n))
+    cuts = np.linspace(0, n, blocks + 1).astype(np.int64).tolist()
+    if blocks == 1:
+        return [kernel(0, n)]
+    futures = [_executor().submit(kernel, a, b) for a, b in itertools.pairwise(cuts)]
+    return [future.result() for future in futures]
