@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import pytest
 
 from quillian.components.generation.outputs import QUESTION_HINT
 from quillian.components.kag.graph import KagNode, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import CHUNK, default_schema
+from quillian.components.retrieval.base import ScoredPassage
 from quillian.errors import ConfigError
+from quillian.methods.kag.pipeline import rerank
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep
 from quillian.testing.kag import build_world, last_user, solver
 
@@ -716,3 +719,20 @@ def test_no_round_follows_a_rewrite_with_no_new_question(vivaldi, rewrite, ended
     assert rounds_run(result) == [(False, expected, ended)]
     assert len([s for s in result.steps if type(s).__name__ == "Retrieval"]) == 1
     assert result.answer == "Venice"  # P14 answers from the one round's memory
+
+
+def test_generic_sub_questions_outvote_the_question_only_when_summed(vivaldi) -> None:
+    # three passages in their fused order; the question's cosine puts the first first,
+    # four sub-questions that name no entity ("What is the place of death?") put the
+    # third first each: summed (the authors'), their four votes win; averaged into one
+    # vote, the question's passage stays first
+    passages = [ScoredPassage(i, f"c{i}", 0.0, title) for i, title in enumerate("ABC")]
+    question = np.array([0.9, 0.5, 0.1], dtype=np.float32)
+    generic = [np.array([0.1, 0.2, 0.8], dtype=np.float32)] * 4
+    # A: 1 + 1 + 4 x 1/3; C: 1/3 + 1/3 + 4 x 1
+    assert [p.title for p in rerank(passages, [question, *generic], "sum")] == ["C", "A", "B"]
+    # A: 1 + 1 + 1/3; B: 1/2 + 1/2 + 1/2; C: 1/3 + 1/3 + 1
+    assert [p.title for p in rerank(passages, [question, *generic], "mean")] == ["A", "C", "B"]
+    assert rerank(passages, [question], "mean") == rerank(passages, [question], "sum") == passages
+    with pytest.raises(ConfigError, match="rerank must be mean or sum"):
+        solver(vivaldi, {}, rerank="max")
