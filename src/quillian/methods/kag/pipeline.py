@@ -38,9 +38,19 @@ from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
 from quillian.methods.kag.stages import open_knowledge, stored_schema
 from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
 
-__all__ = ["KAG", "KAGCR", "KAGLFS", "KAGCRConfig", "KAGConfig", "KAGLFSConfig", "rerank"]
+__all__ = [
+    "KAG",
+    "KAGCR",
+    "KAGLFS",
+    "KAGCRConfig",
+    "KAGConfig",
+    "KAGLFSConfig",
+    "RerankMode",
+    "rerank",
+]
 
 Preset = Literal["LFSH", "LFS", "CR"]
+RerankMode = Literal["mean", "sum"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class KAGConfig:
     """Chunks retrieved per step (the authors' top_k)."""
     final_k: int = 10
     """Passages kept after the final rerank, for the answer."""
-    rerank: Literal["mean", "sum"] = "mean"
+    rerank: RerankMode = "mean"
     """How the passages' cosine ranks vote in the rerank that orders them for the memory
     and the answer (spec 4.5 step 7: ``1/(1 + fused rank)`` plus a ``1/(1 + cosine
     rank)`` per query). ``sum``, the authors' v0.6: one vote per query, the question
@@ -367,7 +377,7 @@ class KAG(PipelineBase):
 def rerank(
     passages: list[ScoredPassage],
     similarities: list[npt.NDArray[np.float32]],
-    mode: Literal["mean", "sum"] = "mean",
+    mode: RerankMode = "mean",
 ) -> list[ScoredPassage]:
     """Spec 4.5 step 7: each passage scores ``1/(1 + its rank in passages)`` plus, per
     query, ``1/(1 + its rank by that query's cosine)``; ``similarities[0]`` is the
