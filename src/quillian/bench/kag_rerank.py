@@ -28,6 +28,7 @@ from typing import Any, get_args
 import numpy as np
 
 from quillian.bench.qa_compare import read_parts
+from quillian.bench.retrieval import recall_at
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.engine import Engine
 from quillian.errors import InputError
@@ -60,14 +61,12 @@ def replay(
             raise InputError(f"question {row['id']!r} of the run is not in the questions file")
         if not question.gold:
             continue
-        chunks: list[int] = []
-        for step in row.get("steps", ()):
-            if step.get("kind") == "retrieval":
-                for chunk_id in step["chunks"]:
-                    if chunk_id not in position:
-                        raise InputError(f"chunk {chunk_id!r} is not in this index")
-                    if position[chunk_id] not in chunks:
-                        chunks.append(position[chunk_id])
+        retrieved = [
+            c for s in row.get("steps", ()) if s.get("kind") == "retrieval" for c in s["chunks"]
+        ]
+        if stray := [c for c in retrieved if c not in position]:
+            raise InputError(f"chunk {stray[0]!r} is not in this index")
+        chunks = list(dict.fromkeys(position[c] for c in retrieved))  # first retrieved first
         subs = [s["question"] for s in row.get("steps", ()) if s.get("kind") == "kag-step"]
         passages = [context.passage(c, 0.0) for c in chunks]
         queries = list(dict.fromkeys([question.question, *subs]))
@@ -77,7 +76,7 @@ def replay(
         for mode in MODES:
             found = [keys[p.chunk] for p in rerank(passages, sims, mode)]
             for k in KS:
-                scores[mode][k].append(len(question.gold & set(found[:k])) / len(question.gold))
+                scores[mode][k].append(recall_at(found, question.gold, k))
     if not recorded[KS[0]]:
         raise InputError("no question of the run has gold passages")
     out: dict[str, Any] = {"questions": len(recorded[KS[0]])}
