@@ -18,6 +18,7 @@ from quillian.errors import (
     StoreError,
 )
 from quillian.stores.embedded import _vecutil
+from quillian.stores.embedded import vectors as vectors_module
 from quillian.stores.embedded.vectors import (
     ExactVectorIndex,
     ExactVectorWriter,
@@ -46,6 +47,15 @@ class TestExactVectorIndexFloat16(TestExactVectorIndex):
     def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
         with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype="float16") as index:
             yield index
+
+
+class TestExactVectorIndexSketched(TestExactVectorIndex):
+    """Every search of few queries goes through the int8 sketch, whatever the size."""
+
+    @pytest.fixture(autouse=True)
+    def always_sketch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(vectors_module, "SKETCH_MIN_ROWS", 1)
+        monkeypatch.setattr(vectors_module, "SKETCH_ROWS_PER_K", 0)
 
 
 class TestExactVectorIndexSmallBlocks(TestExactVectorIndex):

@@ -9,7 +9,8 @@ Both implement :class:`~quillian.stores.protocols.VectorIndex` and share its sem
 * ``get`` of an id the index does not hold raises :class:`UnknownIdError`, which is both
   a :class:`~quillian.errors.QuillianError` and a :class:`KeyError`.
 * ``flush`` persists; ``close`` flushes, then releases the files. One writer per
-  directory; the index object itself is not thread-safe.
+  directory; the index object itself is not thread-safe for writes (searches may run
+  on several threads at once).
 
 On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count and the
 current generation) and that generation's ``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy``
@@ -22,6 +23,7 @@ vectors is known up front (a bulk import), in memory of the order of one batch.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Self
@@ -47,6 +49,7 @@ from quillian.stores.embedded._vecutil import (
 )
 from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
 from quillian.stores.embedded.files import Generations
+from quillian.stores.embedded.sketch import Int8Sketch
 
 __all__ = [
     "ExactVectorIndex",
@@ -58,6 +61,18 @@ __all__ = [
 
 DTYPES = ("float32", "float16")
 
+#: A search of at most this many queries scans the int8 sketch (more go through BLAS's
+#: matrix product, which reads the floats once for all of them).
+SKETCH_QUERIES = 4
+#: Committed rows from which a sketch pays (below, a scan is a fraction of a millisecond).
+SKETCH_MIN_ROWS = 4096
+#: A sketch serves searches for ``k`` up to the committed rows over this (the exact
+#: scoring of the candidates, a few times ``k`` rows, must stay small beside the scan).
+SKETCH_ROWS_PER_K = 8
+#: Largest committed matrix sketched, in values (a sketch takes one byte a value, built
+#: on the first search: 128 MiB and about 2 s at this size).
+SKETCH_MAX_VALUES = 1 << 27
+
 
 class ExactVectorIndex:
     """Brute-force inner-product search in numpy: exact, and the reference for ANN.
@@ -68,6 +83,11 @@ class ExactVectorIndex:
         dim: vector dimension; required for a new index, checked against an existing one.
         dtype: storage type, ``"float32"`` (default) or ``"float16"`` (half the memory;
             scores are computed in float32). Checked against an existing index.
+        sketch: search few queries through an int8 sketch of the committed rows and
+            score its candidates exactly (:mod:`~quillian.stores.embedded.sketch`: the
+            same results, a quarter of the bytes read; built on the first such search,
+            in memory, for matrices of :data:`SKETCH_MIN_ROWS` to
+            :data:`SKETCH_MAX_VALUES`). ``False``: every search scans the floats.
 
     Added vectors stay in memory until :meth:`flush`, which writes a new generation
     atomically. Search covers flushed and unflushed vectors alike.
@@ -83,11 +103,19 @@ class ExactVectorIndex:
     _tail: GrowableRows
     _lookup: RowLookup
     _dirty: bool
+    _sketch: Int8Sketch | None  # of the committed rows, made on the first sketched search
 
     def __init__(
-        self, directory: str | Path, dim: int | None = None, *, dtype: str | None = None
+        self,
+        directory: str | Path,
+        dim: int | None = None,
+        *,
+        dtype: str | None = None,
+        sketch: bool = True,
     ) -> None:
         self._files = Generations(Path(directory), "exact")
+        self._use_sketch = sketch
+        self._sketch_lock = threading.Lock()
         meta = self._files.read()
         if meta is None:
             self._dim = check_dim(dim, directory)
@@ -159,11 +187,35 @@ class ExactVectorIndex:
         if allowed is not None:
             candidates = np.unique(as_ids(allowed))
             return search_among(q, k, candidates, self.get(candidates))
-        segments: list[Segment] = [
-            (self._base_vectors, self._base_ids, self._dead if self._n_dead else None),
-            (self._tail.vectors, self._tail.ids, None),
-        ]
-        return exact_topk(q, segments, min(k, len(self)))
+        tail: Segment = (self._tail.vectors, self._tail.ids, None)
+        dead = self._dead if self._n_dead else None
+        k = min(k, len(self))
+        sketch = self._sketched(len(q), k)
+        if sketch is None:
+            return exact_topk(q, [(self._base_vectors, self._base_ids, dead), tail], k)
+        found = []
+        for query in q:
+            rows = sketch.candidates(query, k, dead)
+            shortlist: Segment = (self._base_vectors[rows], self._base_ids[rows], None)
+            found.append(exact_topk(query[None, :], [shortlist, tail], k))
+        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+
+    def _sketched(self, n_queries: int, k: int) -> Int8Sketch | None:
+        """The committed rows' sketch when a search of ``n_queries`` for ``k`` should
+        use it (built here the first time), else None."""
+        n = len(self._base_ids)
+        if (
+            not self._use_sketch
+            or n_queries > SKETCH_QUERIES
+            or n < SKETCH_MIN_ROWS
+            or n * self._dim > SKETCH_MAX_VALUES
+            or SKETCH_ROWS_PER_K * k > n
+        ):
+            return None
+        with self._sketch_lock:
+            if self._sketch is None:
+                self._sketch = Int8Sketch.of(self._base_vectors)
+            return self._sketch
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`."""
@@ -251,6 +303,7 @@ class ExactVectorIndex:
         self._tail = GrowableRows(self._dim, self._dtype)
         self._lookup = RowLookup(np.asarray(self._base_ids))
         self._dirty = meta is None
+        self._sketch = None
 
     def _open_generation(
         self, meta: dict[str, object]

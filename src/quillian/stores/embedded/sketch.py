@@ -1,0 +1,140 @@
+"""An int8 sketch of a vector matrix: exact top-``k`` search of a few queries, faster.
+
+A search of one query reads every stored float: 2Wiki's 23,412 text vectors of 384
+floats are 36 MB, about 1.2 ms on this project's 2-core machine with both cores
+(2.4 ms on one), and most of ``ppr``'s description seeding. The sketch keeps each row as
+int8 codes with the row's own scale (a quarter of the bytes) and a *radius*: a bound on
+how far the row's sketched score can lie from its float32 score, per unit of query norm.
+A search scans the codes, keeps every row whose score could still reach the ``k``-th
+best lower bound (the candidates, usually a few dozen), and the caller scores those
+exactly. A row left out scores below at least ``k`` candidates whatever the rounding,
+so the exact search of the candidates finds the exact search's top ``k``: this is the
+quantised scan with exact re-ranking of FAISS's ``IndexRefine`` and ScaNN's reordering,
+with a proven bound in place of a fixed shortlist length.
+
+The bound, for a row ``x`` with scale ``s = max|x| / 127`` and codes ``c = round(x /
+s)``, and a query ``q``: ``|q·x - s q·c| <= ||q|| e`` with ``e = ||x - s c||``
+(Cauchy-Schwarz), plus float32 rounding, at most ``γ_d = d u / (1 - d u)`` (``u =
+2^-24``) times ``||q|| (||x|| + e)`` for each of the sketched and the exact score (the
+standard bound for a dot product of ``d`` terms, whatever the summation order); the
+radius is ``e + 3 γ_d (||x|| + e)``, rounded up.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Int8Sketch"]
+
+#: Rows sketched per block while building: a block's float64 scratch (3 MB at 384
+#: dimensions) stays in cache; 23,412 x 384 took 33 ms against 87 ms at 16,384 rows.
+_BUILD_ROWS = 1024
+
+
+class Int8Sketch:
+    """Int8 codes, scales and radii of a matrix's rows (see the module docstring)."""
+
+    def __init__(
+        self,
+        codes: npt.NDArray[np.int8],
+        scales: npt.NDArray[np.float32],
+        radius: npt.NDArray[np.float64],
+    ) -> None:
+        self.codes, self.scales, self.radius = codes, scales, radius
+
+    @classmethod
+    def of(cls, matrix: npt.NDArray[np.generic]) -> Int8Sketch:
+        """The sketch of ``matrix`` (any float dtype, memory-mapped or not), built in
+        blocks of rows, each read as float32 as a search reads it."""
+        n, d = matrix.shape
+        codes = np.empty((n, d), np.int8)
+        scales = np.empty(n, np.float32)
+        radius = np.empty(n, np.float64)
+        gamma = d * 2.0**-24 / (1 - d * 2.0**-24)
+        for start in range(0, n, _BUILD_ROWS):
+            x = np.asarray(matrix[start : start + _BUILD_ROWS], dtype=np.float32)
+            peak = np.abs(x).max(axis=1)
+            scale = np.where(peak > 0, peak / 127, 1.0).astype(np.float32)
+            c = np.clip(np.rint(x / scale[:, None]), -127, 127).astype(np.int8)
+            x64 = x.astype(np.float64)
+            error = np.linalg.norm(x64 - scale[:, None].astype(np.float64) * c, axis=1)
+            bound = error + 3.0 * gamma * (np.linalg.norm(x64, axis=1) + error)
+            stop = start + len(x)
+            codes[start:stop], scales[start:stop] = c, scale
+            radius[start:stop] = np.nextafter(bound * (1 + 1e-6), np.inf)
+        return cls(codes, scales, radius)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.scales.nbytes + self.radius.nbytes
+
+    def candidates(
+        self, query: npt.NDArray[np.float32], k: int, dead: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Rows (ascending) that hold the exact top ``k`` of ``query`` among the rows
+        not marked in ``dead``: every row whose score may reach the ``k``-th best lower
+        bound. All live rows when fewer than ``k`` are live."""
+        q = np.ascontiguousarray(query, dtype=np.float32)
+        approx = np.empty(len(self.codes), np.float64)
+        _sketch_scores(self.codes, self.scales, q, approx)
+        skip = np.zeros(0, np.bool_) if dead is None else dead
+        norm = float(np.linalg.norm(q.astype(np.float64)))
+        return _shortlist(approx, self.radius * norm, skip, k)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _sketch_scores(
+    codes: npt.NDArray[np.int8],
+    scales: npt.NDArray[np.float32],
+    q: npt.NDArray[np.float32],
+    out: npt.NDArray[np.float64],
+) -> None:  # pragma: no cover - compiled
+    # fastmath lets the inner sum run in SIMD lanes; the radius bounds any order
+    n, d = codes.shape
+    for i in range(n):
+        total = np.float32(0.0)
+        for j in range(d):
+            total += np.float32(codes[i, j]) * q[j]
+        out[i] = np.float64(total) * np.float64(scales[i])
+
+
+@numba.njit(cache=True, nogil=True)
+def _shortlist(
+    approx: npt.NDArray[np.float64],
+    radius: npt.NDArray[np.float64],
+    dead: npt.NDArray[np.bool_],
+    k: int,
+) -> npt.NDArray[np.int64]:  # pragma: no cover - compiled
+    n = len(approx)
+    heap = np.full(k, -np.inf)  # a min-heap of the k best lower bounds seen
+    for i in range(n):
+        if len(dead) and dead[i]:
+            continue
+        low = approx[i] - radius[i]
+        if low <= heap[0]:
+            continue
+        heap[0] = low  # replace the root, then sift it down
+        pos = 0
+        while True:
+            child = 2 * pos + 1
+            if child >= k:
+                break
+            if child + 1 < k and heap[child + 1] < heap[child]:
+                child += 1
+            if heap[child] >= heap[pos]:
+                break
+            heap[pos], heap[child] = heap[child], heap[pos]
+            pos = child
+    floor = heap[0]  # -inf while fewer than k rows are live: every live row qualifies
+    keep = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        if (len(dead) == 0 or not dead[i]) and approx[i] + radius[i] >= floor:
+            keep[m] = i
+            m += 1
+    return keep[:m]
