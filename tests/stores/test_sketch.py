@@ -127,3 +127,15 @@ def test_many_queries_or_a_large_k_scan_the_floats(tmp_path: Path) -> None:
         assert index._sketch is None
         index.search(many[0], 5)
         assert index._sketch is not None
+
+
+def test_a_query_whose_scores_could_overflow_keeps_every_live_row() -> None:
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((30, 4)).astype(np.float32) * 1e18
+    sketch = Int8Sketch.of(matrix)
+    query = np.full(4, 1e18, np.float32)
+    assert sketch.candidates(query, 3).tolist() == list(range(30))
+    dead = np.zeros(30, dtype=bool)
+    dead[::2] = True
+    assert sketch.candidates(query, 3, dead).tolist() == list(range(1, 30, 2))
+    assert len(sketch.candidates(query / 1e18, 3)) < 30  # a usual query is shortlisted

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import IndexIncompleteError, IndexMissingError, InputError
+from quillian.stores.mapped import load_mapped
 
 __all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr"]
 
@@ -113,11 +113,10 @@ class IdMap:
 
     @classmethod
     def load(cls, directory: Path, prefix: str = "ids", mmap: bool = True) -> IdMap:
-        mode: Literal["r"] | None = "r" if mmap else None
         return cls(
-            np.load(directory / f"{prefix}_blob.npy", mmap_mode=mode),
-            np.load(directory / f"{prefix}_offsets.npy", mmap_mode=mode),
-            np.load(directory / f"{prefix}_order.npy", mmap_mode=mode),
+            load_mapped(directory / f"{prefix}_blob.npy", mmap),
+            load_mapped(directory / f"{prefix}_offsets.npy", mmap),
+            load_mapped(directory / f"{prefix}_order.npy", mmap),
         )
 
 
@@ -255,6 +254,5 @@ class GraphSnapshot:
         meta = json.loads(marker.read_text())
         if meta.get("format") != SNAPSHOT_FORMAT:
             raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
-        mode: Literal["r"] | None = "r" if mmap else None
-        arrays = {name: np.load(path / f"{name}.npy", mmap_mode=mode) for name in _ARRAYS}
+        arrays = {name: load_mapped(path / f"{name}.npy", mmap) for name in _ARRAYS}
         return cls(IdMap.load(path, mmap=mmap), **arrays)

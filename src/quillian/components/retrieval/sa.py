@@ -463,7 +463,7 @@ class SARetriever:
         if position < 0:
             return replace(self._bridge_relation(crossed[-position - 1], weight), hop=hop)
         rel = int(self.context.kg.snapshot.edge_relations[position])
-        return replace(_used_relation(self.context, rel, weight), hop=hop) if rel >= 0 else None
+        return _used_relation(self.context, rel, weight, hop) if rel >= 0 else None
 
     def _bridge_relation(self, bridge: BridgeLike, weight: float) -> UsedRelation:
         source = self.bridges.name if self.bridges is not None else "another graph"
@@ -477,11 +477,18 @@ def _bridge_text(bridge: BridgeLike) -> str:
     return f"{bridge.subject} {bridge.predicate} {bridge.object}"
 
 
-def _used_relation(ctx: RetrievalContext, rel: int, weight: float) -> UsedRelation:
+def _used_relation(ctx: RetrievalContext, rel: int, weight: float, hop: int = 0) -> UsedRelation:
     triple = ctx.kg.relations[rel]
     sentence = triple.provenance.sentence if triple.provenance else ""
     return UsedRelation(
-        rel, triple.subject, triple.predicate, triple.object, triple.description, weight, sentence
+        rel,
+        triple.subject,
+        triple.predicate,
+        triple.object,
+        triple.description,
+        weight,
+        sentence,
+        hop,
     )
 
 

@@ -50,6 +50,7 @@ from quillian.stores.embedded._vecutil import (
 from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
 from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded.sketch import Int8Sketch
+from quillian.stores.mapped import load_mapped
 
 __all__ = [
     "ExactVectorIndex",
@@ -287,6 +288,7 @@ class ExactVectorIndex:
             return
         self.flush()
         self._closed = True
+        self._sketch = None
         self._base_vectors = np.empty((0, self._dim), self._dtype)
         self._base_ids = np.empty(0, np.int64)
         self._tail = GrowableRows(self._dim, self._dtype)
@@ -310,8 +312,8 @@ class ExactVectorIndex:
     ) -> tuple[npt.NDArray[np.generic], npt.NDArray[np.int64]]:
         vectors_path = self._files.path("vectors", self._generation)
         try:
-            vectors = np.load(vectors_path, mmap_mode="r")
-            ids = np.load(self._files.path("ids", self._generation), mmap_mode="r")
+            vectors = load_mapped(vectors_path)
+            ids = load_mapped(self._files.path("ids", self._generation))
         except (OSError, ValueError) as exc:
             raise IndexIncompleteError(f"{self.directory}: cannot read the index: {exc}") from exc
         expected = (meta["count"], self._dim)
