@@ -36,7 +36,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,7 @@ from quillian.errors import (
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex
 from quillian.stores.embedded.files import fsync_path, write_atomic, write_json_atomic
 from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.stores.mapped import load_mapped
 from quillian.stores.snapshot import IdMap
 from quillian.types import normalize_name
 
@@ -97,10 +98,9 @@ class TextTable:
 
     @classmethod
     def load(cls, directory: Path, prefix: str, mmap: bool = True) -> TextTable:
-        mode: Literal["r"] | None = "r" if mmap else None
         return cls(
-            np.load(directory / f"{prefix}_blob.npy", mmap_mode=mode),
-            np.load(directory / f"{prefix}_offsets.npy", mmap_mode=mode),
+            load_mapped(directory / f"{prefix}_blob.npy", mmap),
+            load_mapped(directory / f"{prefix}_offsets.npy", mmap),
         )
 
     @classmethod
@@ -248,19 +248,15 @@ class ImportedGraph:
         self.manifest = manifest
         self.name: str = str(manifest.get("name") or directory.name)
         self._ids = IdMap.load(directory)
-        self._indptr: npt.NDArray[np.int64] = np.load(directory / "indptr.npy", mmap_mode="r")
-        self._tails: npt.NDArray[np.int32] = np.load(directory / "tails.npy", mmap_mode="r")
-        self._relations: npt.NDArray[np.int32] = np.load(directory / "relations.npy", mmap_mode="r")
+        self._indptr: npt.NDArray[np.int64] = load_mapped(directory / "indptr.npy")
+        self._tails: npt.NDArray[np.int32] = load_mapped(directory / "tails.npy")
+        self._relations: npt.NDArray[np.int32] = load_mapped(directory / "relations.npy")
         self._names = TextTable.load(directory, "names")
         self._descriptions = TextTable.load(directory, "descriptions")
         table = TextTable.load(directory, "relation_names", mmap=False)
         self._relation_names = [table[i] for i in range(len(table))]
-        self._alias_keys: npt.NDArray[np.uint64] = np.load(
-            directory / "alias_keys.npy", mmap_mode="r"
-        )
-        self._alias_entities: npt.NDArray[np.int32] = np.load(
-            directory / "alias_entities.npy", mmap_mode="r"
-        )
+        self._alias_keys: npt.NDArray[np.uint64] = load_mapped(directory / "alias_keys.npy")
+        self._alias_entities: npt.NDArray[np.int32] = load_mapped(directory / "alias_entities.npy")
         self._n = len(self._indptr) - 1
         self._embedder = embedder
         self._vectors: ExactVectorIndex | None = None
