@@ -22,6 +22,7 @@ from typing import Any
 
 from quillian.bench.qa import score, summary_table
 from quillian.bench.scale import run as run_scale
+from quillian.errors import InputError
 from quillian.eval.datasets import load_questions, passage_key
 from quillian.index import open_storage
 
@@ -954,6 +955,12 @@ def main(argv: list[str] | None = None) -> None:
         "the commands that produced them), kept verbatim; replaces one of the same title",
     )
     args = parser.parse_args(argv)
+    uncommanded = [str(p) for p in _results_needing_commands(args) if _command_file(p) is None]
+    if uncommanded:  # before any benchmark runs: a figure is shown with its command
+        parser.error(
+            "no command recorded beside " + ", ".join(uncommanded) + ": write each one's "
+            "command to a FILE.cmd beside it (X.json.cmd or X.cmd)"
+        )
     saved = args.out.with_suffix(".json")
     previous = json.loads(saved.read_text()) if saved.exists() else {}
     wanted = set(args.only.split(",")) if args.only else None
@@ -1034,13 +1041,30 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
+def _command_file(path: Path) -> Path | None:
+    """The file beside a JSON result that holds the command which produced it:
+    ``X.json.cmd`` or ``X.cmd`` for ``X.json``; None if neither exists."""
+    for command in (path.with_name(path.name + ".cmd"), path.with_suffix(".cmd")):
+        if command.exists():
+            return command
+    return None
+
+
 def _with_command(path: Path) -> dict[str, Any]:
-    """A JSON result, with the command that produced it from ``path.cmd`` when present."""
+    """A JSON result, with the command that produced it (its :func:`_command_file`)."""
     data: dict[str, Any] = json.loads(path.read_text())
-    command = path.with_suffix(".cmd")
-    if command.exists():
-        data["_command"] = command.read_text().strip()
+    command = _command_file(path)
+    if command is None:
+        raise InputError(f"no command recorded: write it to {path}.cmd", path=str(path))
+    data["_command"] = command.read_text().strip()
     return data
+
+
+def _results_needing_commands(args: argparse.Namespace) -> list[Path]:
+    """Every JSON result given on the command line that the page shows with its command."""
+    single = [args.know3_calibration, args.kge_scoring, args.kge_synthetic, args.serve_load]
+    single += [getattr(args, f"kg_{name}") for name in KG_INPUTS]
+    return [p for p in [*single, *(args.kge or ()), *(args.kags or ()), *(args.tune or ())] if p]
 
 
 if __name__ == "__main__":
