@@ -8,9 +8,11 @@ how far the row's sketched score can lie from its float32 score, per unit of que
 A search scans the codes, keeps every row whose score could still reach the ``k``-th
 best lower bound (the candidates, usually a few dozen), and the caller scores those
 exactly. A row left out scores below at least ``k`` candidates whatever the rounding,
-so the exact search of the candidates finds the exact search's top ``k``: this is the
-quantised scan with exact re-ranking of FAISS's ``IndexRefine`` and ScaNN's reordering,
-with a proven bound in place of a fixed shortlist length.
+so the exact search of the candidates finds the exact search's top ``k`` (where two
+rows tie at the ``k``-th place within float32 rounding, either search may keep either:
+the candidates' scores are summed in another order than a scan of all rows): this is
+the quantised scan with exact re-ranking of FAISS's ``IndexRefine`` and ScaNN's
+reordering, with a proven bound in place of a fixed shortlist length.
 
 The bound, for a row ``x`` with scale ``s = max|x| / 127`` and codes ``c = round(x /
 s)``, and a query ``q``: ``|q·x - s q·c| <= ||q|| e`` with ``e = ||x - s c||``

@@ -207,6 +207,7 @@ class ExactVectorIndex:
         n = len(self._base_ids)
         if (
             not self._use_sketch
+            or k < 1
             or n_queries > SKETCH_QUERIES
             or n < SKETCH_MIN_ROWS
             or n * self._dim > SKETCH_MAX_VALUES
