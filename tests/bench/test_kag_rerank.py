@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quillian.bench.kag_rerank import replay
+from quillian.bench.kag_rerank import held_out, replay
 from quillian.errors import InputError
 from quillian.eval.datasets import Question, passage_key
 from quillian.testing.kag import build_world
@@ -65,3 +65,13 @@ def test_a_run_that_does_not_match_its_index_or_questions_is_named(world) -> Non
     no_gold = Question(id="q1", question=question.question, gold=frozenset())
     with pytest.raises(InputError, match="no question of the run has gold passages"):
         replay([row(ids)], {"q1": no_gold}, context, "2wiki")
+
+
+def test_held_out_rows_are_those_after_the_first_n() -> None:
+    rows = [{"id": str(i)} for i in range(5)]
+    assert [r["id"] for r in held_out(rows, 3)] == ["3", "4"]
+    assert held_out(rows, 0) == rows
+    with pytest.raises(InputError, match="--skip 5 leaves none of the run's 5 questions"):
+        held_out(rows, 5)
+    with pytest.raises(InputError, match="--skip must be >= 0"):
+        held_out(rows, -1)

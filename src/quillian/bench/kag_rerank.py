@@ -10,7 +10,9 @@ list the solver reranks at the end (the chunks in the order first retrieved) and
 orders it by :func:`~quillian.methods.kag.pipeline.rerank` in each of its modes, on
 the index the run used, then scores R@2 and R@5 of each order against the question's
 gold passages, with the paired difference of ``mean`` against ``sum`` (the authors').
-``recorded`` is the run's own figure: the mode the run used reproduces it.
+``recorded`` is the run's own figure: the mode the run used reproduces it. ``--skip N``
+scores the run's questions from the (N+1)-th on only: those a choice of mode was not
+made on, when it was made on the first N.
 
 What it measures is the rerank alone, on the same steps: in a live run the reranked
 passages also feed the memory (P7) and the answer, so later steps may differ.
@@ -36,7 +38,7 @@ from quillian.eval.datasets import Question, load_questions, passage_key
 from quillian.eval.stats import paired
 from quillian.methods.kag.pipeline import RerankMode, rerank
 
-__all__ = ["main", "replay"]
+__all__ = ["held_out", "main", "replay"]
 
 MODES: tuple[RerankMode, ...] = get_args(RerankMode)
 KS = (2, 5)
@@ -89,19 +91,40 @@ def replay(
     return out
 
 
+def held_out(rows: Sequence[dict[str, Any]], skip: int) -> list[dict[str, Any]]:
+    """A run's rows (in question order) from the ``skip``-th on."""
+    if skip < 0:
+        raise InputError(f"--skip must be >= 0, got {skip}")
+    if skip >= len(rows):
+        raise InputError(f"--skip {skip} leaves none of the run's {len(rows)} questions")
+    return list(rows[skip:])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--dataset", required=True, choices=["2wiki", "musique", "hotpotqa"])
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--index-dir", type=Path, required=True, help="the index the runs used")
     parser.add_argument("runs", nargs="+", help="a KAG method's directory of a bench qa run")
+    parser.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="score only the questions after the run's first N (those not used to choose)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
         questions = {q.id: q for q in load_questions(args.dataset, args.questions)}
         context = Engine.open(args.index_dir).index.context
         results = {
-            run: replay(list(read_parts(run).values()), questions, context, args.dataset)
+            run: replay(
+                held_out(list(read_parts(run).values()), args.skip),
+                questions,
+                context,
+                args.dataset,
+            )
             for run in args.runs
         }
     except InputError as exc:
