@@ -48,6 +48,6 @@ def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
     assert (
         "| KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM) | 0.3 | 0.4 | 30 |" in text
     )
-    assert "| with the metadata filter (tau 0.5) | 0.1 | 0.4 |  |  | 20.0 |" in text
+    assert "| with the metadata filter (tau 0.5, `keep_best`) | 0.1 | 0.4 |  |  | 20.0 |" in text
     assert "KAGS triples stored: 12" in text and "--dataset hotpotqa" in text
     assert _kags_section({}) == []

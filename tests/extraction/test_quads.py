@@ -152,3 +152,28 @@ def test_the_prompt_demonstration_parses_as_seven_tuples_from_its_text() -> None
     demo = parse_quads(prompt.messages[2].content)
     assert len(demo.quads) == 7 and not demo.rejected and demo.duplicates == 0
     assert all(sentence in demo_text for *_, sentence in demo.quads)
+
+
+def test_offline_quads_hold_the_topic_in_every_sentence_of_its_chunk() -> None:
+    """A passage names its subject once and then says "he" or "it"; the spaCy extractor
+    links the topic to each entity by that entity's sentence, and KAGS keeps the link."""
+    text = "L'Amour was a rock club in Brooklyn. It hosted Metallica and Anthrax."
+    chunk = Chunk("doc-2", 0, text, 0, len(text), "L'Amour (music venue)")
+    second = "It hosted Metallica and Anthrax."
+    at = text.index(second)
+    prov = Provenance("doc-2", chunk.id, at, at + len(second), second)
+    triples = (
+        Triple("L'Amour (music venue)", "related_to", "Metallica", "", prov),  # full title
+        Triple("L'Amour", "related_to", "Anthrax", "", prov),  # the title's base
+        Triple("Metallica", "related_to", "Brooklyn", "", prov),  # no sentence holds both
+    )
+    dropped: Counter[str] = Counter()
+    quads = sentence_quads(Extraction(chunk.id, "doc-2", (), triples), chunk, dropped)
+    kept = [(q.subject, q.object, q.provenance.sentence if q.provenance else "") for q in quads]
+    assert kept == [
+        ("L'Amour (music venue)", "Metallica", second),
+        ("L'Amour", "Anthrax", second),
+    ]
+    assert dropped == Counter({"no sentence holds both ends": 1})
+    untitled = Chunk("doc-2", 0, text, 0, len(text), "")
+    assert sentence_quads(Extraction(chunk.id, "doc-2", (), triples[:1]), untitled) == []

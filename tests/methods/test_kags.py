@@ -69,8 +69,10 @@ def test_options_reach_retrieval_and_the_sentence_switch(location: Path) -> None
     prompt = context_of(model)
     assert "Hop 1" not in prompt and "[S" not in prompt and S_ALPHA not in prompt
     assert "• Alpha → Gamma" in prompt
-    _, model = answer(location, tau=0.9)
+    _, model = answer(location, tau=0.9, keep_best=False)  # the authors' code
     assert f"Context:\n{NO_CONTEXT}\n" in context_of(model)
+    _, model = answer(location, tau=0.9, h=0)  # the hit with the closest sentence is kept
+    assert "• Alpha → Gamma [S1]" in context_of(model)
     _, model = answer(location, k=1, tau=0.0, h=0)
     assert context_of(model).count("•") == 1
 

@@ -74,13 +74,28 @@ def test_the_store_keeps_provenance_and_both_vector_fields(location: Path) -> No
 def test_the_metadata_filter_keeps_and_drops_hits_at_tau(
     location: Path, tau: float, kept: set[str]
 ) -> None:
-    result = retriever(location, top_k=2, tau=tau, hops=0).retrieve(QUERY, 5)
+    result = retriever(location, top_k=2, tau=tau, hops=0, keep_best=False).retrieve(QUERY, 5)
     assert {r.description for r in result.trace.relations} == kept
     assert all(r.hop == 0 for r in result.trace.relations)
     seeds = {s.name for s in result.trace.seeds}
     assert seeds == {name for t in kept for name in (t.split()[0], t.split()[-1])}
     if not kept:
         assert result.passages == [] and result.trace.activated == []
+
+
+def test_when_the_filter_keeps_nothing_the_hit_with_the_closest_sentence_is_kept(
+    location: Path,
+) -> None:
+    # at tau 0.75 neither hit passes: S_ALPHA scores 0.707, S_KAPPA 0.354
+    result = retriever(location, top_k=2, tau=0.75, hops=0).retrieve(QUERY, 5)
+    assert [r.description for r in result.trace.relations] == ["Alpha links Gamma"]
+    assert {(s.name, s.source) for s in result.trace.seeds} == {
+        ("Alpha", "triple below tau"),
+        ("Gamma", "triple below tau"),
+    }
+    assert [p.title for p in result.passages] == ["Alpha"]
+    passed = retriever(location, top_k=2, tau=0.5, hops=0).retrieve(QUERY, 5)
+    assert {s.source for s in passed.trace.seeds} == {"triple"}
 
 
 def test_without_the_filter_every_hit_is_kept(location: Path) -> None:

@@ -749,7 +749,7 @@ KAGS_PAPER = (
     "their source sentences, not the passages."
 )
 KAGS_SENTENCES = {
-    "kags_sentences": "with the metadata filter (tau 0.5)",
+    "kags_sentences": "with the metadata filter (tau 0.5, `keep_best`)",
     "kags_sentences_unfiltered": "without the filter (every top-7 hit kept)",
 }
 KAGS_FIGURES = [
@@ -776,8 +776,12 @@ def _kags_section(kags: dict[str, Any]) -> list[str]:
         "the retrievers on it side by side. KAGS returns only the passages holding its kept "
         "relations' source sentences (best sentence cosine first), so it may return fewer "
         "than k. Its triples here are spaCy's: `related_to` links between entities named "
-        "in one sentence, kept when that sentence names both ends; the `kags-llm` "
-        "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures.",
+        "in one sentence, and between a passage's subject and each entity of its passage, "
+        "kept when the sentence names both ends (the passage's subject counts as named in "
+        "each of its sentences: \"He was born in Milwaukee\"); the `kags-llm` "
+        "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures. "
+        "When the filter keeps none of the top 7, the hit whose sentence is closest to the "
+        "question is kept (`keep_best`; the authors' code keeps nothing).",
     ]
     for name, run in kags.items():
         metric = ["perfect@8", "multihop_perfect@8"] if "2wiki" in name else ["R@2", "R@5"]

@@ -11,7 +11,13 @@ Two sources:
 * :func:`sentence_quads` turns any other extraction (spaCy's, or recorded OpenIE
   extractions) into 4-tuples: the source sentence is the chunk's sentence holding both
   ends of the triple (the triple's own provenance sentence first); a triple with no
-  such sentence is left out and counted.
+  such sentence is left out and counted. A titled chunk's topic (its title, or the
+  title's base) counts as held by each of the chunk's sentences: a Wikipedia-style
+  passage names its subject once and then says "he" or "the band", and the spaCy
+  extractor links the topic to every entity of its chunk by that entity's sentence
+  (:func:`~quillian.components.extraction.assemble.link_triples`), so "He was born in
+  Milwaukee" is the source sentence of ``(Herbert A. Simon, related_to, Milwaukee)``
+  in Simon's passage.
 
 Either way a 4-tuple is a :class:`~quillian.types.Triple` whose provenance holds the
 document, the chunk, the sentence and its span.
@@ -25,6 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from quillian.components.extraction.assemble import topic_draft, topic_keys
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.llm import _run_sync
 from quillian.components.extraction.llm_report import ExtractionFailure
@@ -83,8 +90,8 @@ def locate_sentence(text: str, sentence: str) -> Span:
     return (at, at + len(sentence)) if at >= 0 else (-1, -1)
 
 
-def _holds(sentence: str, name: str) -> bool:
-    return bool(find_name(sentence, name, ignore_case=True))
+def _holds(sentence: str, name: str, topic: frozenset[str]) -> bool:
+    return normalize_name(name) in topic or bool(find_name(sentence, name, ignore_case=True))
 
 
 def sentence_quads(
@@ -95,9 +102,11 @@ def sentence_quads(
     what was left out by reason."""
     dropped = Counter() if dropped is None else dropped
     spans = split_sentences(chunk.text) if chunk.text.strip() else []
+    draft = topic_draft(chunk, {})
+    topic = topic_keys(draft) if draft is not None else frozenset()
     out: dict[tuple[str, str, str, str], Triple] = {}
     for triple in extraction.triples:
-        found = _both_ends(triple, chunk.text, spans)
+        found = _both_ends(triple, chunk.text, spans, topic)
         if found is None:
             dropped["no sentence holds both ends"] += 1
             continue
@@ -118,15 +127,18 @@ def sentence_quads(
     return list(out.values())
 
 
-def _both_ends(triple: Triple, text: str, spans: Sequence[Span]) -> Span | None:
-    """The span of the sentence holding both ends: the triple's own, else the first."""
+def _both_ends(
+    triple: Triple, text: str, spans: Sequence[Span], topic: frozenset[str]
+) -> Span | None:
+    """The span of the sentence holding both ends (the chunk's ``topic`` keys are held
+    by every sentence): the triple's own, else the first."""
     prov = triple.provenance
     candidates = list(spans)
     if prov is not None and 0 <= prov.start < prov.end:
         candidates.insert(0, (prov.start, prov.end))
     for start, end in candidates:
         sentence = text[start:end]
-        if _holds(sentence, triple.subject) and _holds(sentence, triple.object):
+        if _holds(sentence, triple.subject, topic) and _holds(sentence, triple.object, topic):
             return (start, end)
     return None
 

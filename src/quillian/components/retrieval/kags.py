@@ -5,13 +5,19 @@
 
     hits   = the top_k triples by cos(q, embed("s p o"))                 # vector search
     kept   = hits whose source sentence has cos(q, embed(sentence)) >= tau  # filtration
+             (none: the hit whose sentence is closest to q, with keep_best)
     seeds  = the ends of the kept triples
     edges  = h hops of breadth-first traversal from the seeds, out- and in-edges,
              at most max_nodes_per_hop nodes explored per hop, each edge with its hop
     rels   = kept (hop 0), then edges; exact duplicates (same s, p, o) and near
              duplicates (cos of "s p o" >= dedup_threshold) dropped, earlier hop first
 
-Decisions where the authors' code is silent or arbitrary (section 21): the frontier is
+Decisions where the authors' code is silent or arbitrary (section 21): when the
+filtration drops every hit, the hit whose source sentence is closest to the query is
+kept (``keep_best``; its seeds are marked ``"triple below tau"`` in the trace), where the
+code returns an empty context: with MiniLM a question's best sentence falls below 0.5
+for one question in ten on HotpotQA, and an empty context answers nothing
+(``docs/benchmarks.md``; ``keep_best=False`` is the code's behaviour); the frontier is
 ordered by the similarity to the query of the edge that reached each node (the code
 takes an arbitrary set order); hop numbers are recorded (the code loses them); a node's
 edges are capped at ``max_edges_per_node`` best by similarity (0: no cap; the code has
@@ -70,6 +76,9 @@ class KAGSSearch:
     """Relations whose "s p o" embeddings reach this cosine count as duplicates."""
     filter: bool = True
     """Apply the metadata filtration (off: every top-k hit is kept; for ablations)."""
+    keep_best: bool = True
+    """When the filtration keeps no hit, keep the one whose sentence is closest to the
+    query (off: the authors' code, an empty result)."""
 
     def __post_init__(self) -> None:
         if self.top_k < 1 or self.hops < 0 or self.max_nodes_per_hop < 1:
@@ -151,6 +160,9 @@ class KAGSRetriever:
             for (row, score), sim in zip(hits, sentence_sims.tolist(), strict=True)
             if not cfg.filter or sim >= cfg.tau
         ]
+        below = not kept and bool(hits) and cfg.keep_best
+        if below:
+            kept = [hits[int(np.argmax(sentence_sims))]]
         timings["search_ms"] = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
         graph = store.graph
@@ -179,7 +191,10 @@ class KAGSRetriever:
                 relations.append(self._relation(rows[i], hops[i], float(sims[i])))
         timings["dedup_ms"] = (time.perf_counter() - start) * 1000
         trace = RetrievalTrace(
-            seeds=[Seed(n, graph.names[n], s, "triple") for n, s in seeds.items()],
+            seeds=[
+                Seed(n, graph.names[n], s, "triple below tau" if below else "triple")
+                for n, s in seeds.items()
+            ],
             activated=[
                 ActivatedEntity(n, graph.names[n], 1.0 / (1 + h), h)
                 for n, h in found.node_hops.items()

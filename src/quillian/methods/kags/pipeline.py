@@ -37,6 +37,9 @@ class KAGSConfig:
     """Hops of traversal from the kept triples' ends (ablation: 2 to 6)."""
     max_nodes_per_hop: int = 10
     """Nodes explored per hop."""
+    keep_best: bool = True
+    """When the filtration keeps none of the k triples, keep the one whose source
+    sentence is closest to the question (false: the authors' code, no context)."""
     sentences: bool = True
     """Pass the source sentences to the generator (the authors' code does not)."""
     passages: int = 5
@@ -85,6 +88,7 @@ class KAGS(PipelineBase):
             tau=cfg.tau,
             hops=cfg.h,
             max_nodes_per_hop=cfg.max_nodes_per_hop,
+            keep_best=cfg.keep_best,
         )
         self._retriever = self.retriever.with_config(search)
 
