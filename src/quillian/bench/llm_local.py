@@ -3,8 +3,10 @@
 Run ``python -m quillian.bench.llm_local`` (add ``--json`` for one JSON object). Each
 dtype is measured in a fresh subprocess, so load time and peak memory are its own:
 
-* ``load_s``: :meth:`LocalChatModel.load` (imports, GGUF parsing, dequantisation), with
-  the GGUF already assembled in the cache (``assemble_s`` is the assembly, if it ran);
+* ``load_s``: :meth:`LocalChatModel.load` (imports, GGUF parsing, dequantisation, or
+  reading the weights an earlier load kept: ``loaded_from`` says which; a dtype ending
+  in ``@gguf`` always reads the GGUF file), with the GGUF already assembled in the cache
+  (``assemble_s`` is the assembly, if it ran);
 * ``prompt_tok_s``: prompt processing, a ~1,000-token chat prompt run through
   ``generate(max_new_tokens=1)``, median of ``--repeats``;
 * ``gen_tok_s``: decoding speed, ``(n - 1) / (t(n) - t(1))`` for ``n`` = ``--new-tokens``
@@ -72,6 +74,9 @@ GREEDY_PROMPTS = (
 PER_CALL_INT8 = "int8-per-call"
 #: int8 with its product kernel named (``int8`` alone: the faster one on this CPU).
 INT8_KERNELS = ("int8-int", "int8-float")
+#: A dtype ending so reads the GGUF file, neither reading nor keeping the dequantised
+#: weights (``float32@gguf``): the load as it was before they were kept.
+FROM_GGUF = "@gguf"
 _NAMES = ("Ada", "Alan", "Grace", "Edsger", "Barbara", "Donald", "Frances", "John", "Radia")
 _CITIES = ("Paris", "Lyon", "Turin", "Leeds", "Porto", "Graz", "Ghent", "Bergen", "Cork")
 _THINGS = ("compiler", "database", "theorem", "protocol", "library", "museum", "bridge")
@@ -123,13 +128,15 @@ def measure(
     start = time.perf_counter()
     bundled_model_path(cache_dir)
     assemble_s = time.perf_counter() - start
-    baseline = dtype == PER_CALL_INT8
-    kernel = dtype.removeprefix("int8-") if dtype in INT8_KERNELS else None
+    name, from_gguf = dtype.removesuffix(FROM_GGUF), dtype.endswith(FROM_GGUF)
+    baseline = name == PER_CALL_INT8
+    kernel = name.removeprefix("int8-") if name in INT8_KERNELS else None
     model = LocalChatModel(
-        dtype="float32" if baseline else "int8" if kernel else dtype,  # type: ignore[arg-type]
+        dtype="float32" if baseline else "int8" if kernel else name,  # type: ignore[arg-type]
         threads=threads,
         cache_dir=cache_dir,
         int8_kernel=kernel,  # type: ignore[arg-type]
+        keep_converted=not from_gguf,
     )
     start = time.perf_counter()
     model.load_sync()
@@ -171,6 +178,7 @@ def measure(
         "threads": torch.get_num_threads(),
         "assemble_s": round(assemble_s, 2),
         "load_s": round(load_s, 1),
+        "loaded_from": model.loaded_from,
         "rss_after_load_mb": round(rss_after_load),
         "prompt_tokens": int(long_ids.shape[1]),
         "prompt_s": round(prefill_s, 3),
@@ -248,6 +256,7 @@ def _table(results: list[dict[str, Any]]) -> str:
     columns = (
         "dtype",
         "load_s",
+        "loaded_from",
         "prompt_tok_s",
         "gen_tok_s",
         "peak_rss_mb",
@@ -268,7 +277,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--dtypes",
         default=f"float32,bfloat16,int8,{PER_CALL_INT8}",
         help=f"comma-separated dtypes; {PER_CALL_INT8}: torch's dynamic int8, the old "
-        f"baseline; {' and '.join(INT8_KERNELS)}: int8 with its product kernel named",
+        f"baseline; {' and '.join(INT8_KERNELS)}: int8 with its product kernel named; "
+        f"any of them ending in {FROM_GGUF}: read from the GGUF file, not the weights "
+        "kept by an earlier load",
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--prompt-tokens", type=int, default=1000, help="long prompt length")

@@ -778,7 +778,7 @@ def _kags_section(kags: dict[str, Any]) -> list[str]:
         "than k. Its triples here are spaCy's: `related_to` links between entities named "
         "in one sentence, and between a passage's subject and each entity of its passage, "
         "kept when the sentence names both ends (the passage's subject counts as named in "
-        "each of its sentences: \"He was born in Milwaukee\"); the `kags-llm` "
+        'each of its sentences: "He was born in Milwaukee"); the `kags-llm` '
         "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures. "
         "When the filter keeps none of the top 7, the hit whose sentence is closest to the "
         "question is kept (`keep_best`; the authors' code keeps nothing).",

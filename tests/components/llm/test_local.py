@@ -670,3 +670,19 @@ def test_the_real_model_answers_end_to_end_over_a_tiny_index(
     stages = [c.stage for c in result.transcript.calls]
     assert stages[0] == "kg-infused.passage-note@1" and stages[-1] == "kg-infused.answer@1"
     assert all(c.usage.prompt_tokens > 0 for c in result.transcript.calls)
+
+
+@pytest.mark.model
+def test_a_second_load_reads_the_kept_weights_and_answers_the_same(qwen: LocalChatModel) -> None:
+    """The first load keeps the dequantised weights; another process's load (here, a
+    second model) reads them instead of the GGUF file and gives the same reply."""
+    again = LocalChatModel(cache_dir=qwen._cache_dir)
+    again.load_sync()
+    assert again.loaded_from == "converted"
+    messages = [
+        ChatMessage("system", CONTEXT),
+        ChatMessage("user", "When was the Eiffel Tower finished? Answer with the year."),
+    ]
+    first, second = (asyncio.run(m.chat(messages, prompt="qa@1")) for m in (qwen, again))
+    assert second.text == first.text and "1889" in first.text
+    assert second.usage.prompt_tokens == first.usage.prompt_tokens

@@ -7,8 +7,10 @@ and verified (size, ``GGUF`` magic, SHA-256), and returns the file's path.
 
 :class:`LocalChatModel` implements :class:`~quillian.components.llm.base.ChatModel` over
 ``transformers`` with ``gguf``: transformers dequantises the weights to ``dtype`` when it
-loads them (about 2 GB in float32). Loading happens in a worker thread, explicitly through
-:meth:`LocalChatModel.load` or on the first call; one generation runs at a time.
+loads them (about 2 GB in float32), and the first load keeps what it produced, so later
+processes read it in about a second (:mod:`~quillian.components.llm.converted`). Loading
+happens in a worker thread, explicitly through :meth:`LocalChatModel.load` or on the
+first call; one generation runs at a time.
 
 Prompts longer than the context window raise :class:`PromptTooLongError` (nothing is cut
 silently); when the prompt fits but prompt plus ``max_tokens`` does not, generation is
@@ -29,12 +31,18 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from quillian.components.llm.base import ChatMessage, ChatResponse, Decoding, Usage
+from quillian.components.llm.converted import (
+    converted_dir,
+    file_sha256,
+    load_converted,
+    save_converted,
+)
 from quillian.components.llm.prefix_cache import PrefixCache, cache_argument
 from quillian.components.llm.stops import StopRule, stop_rule
 from quillian.components.model_cache import model_cache_dir
@@ -341,7 +349,8 @@ class LocalChatModel:
             leaves torch's default (the number of physical cores).
         seed: Seed for sampling when ``temperature > 0``: the same messages, decoding and
             seed give the same text. The global torch RNG is left untouched.
-        cache_dir: Where the bundled model is assembled; default :func:`default_cache_dir`.
+        cache_dir: Where the bundled model is assembled and the dequantised weights kept;
+            default :func:`default_cache_dir`.
         max_context: Cap on the context window in tokens; ``None`` uses the model's.
         on_progress: Sees the load as stage :data:`LOAD_STAGE`, one step per part
             (assembling the file, tokenizer, weights, quantisation), so a caller can show
@@ -354,6 +363,11 @@ class LocalChatModel:
             ``"float"`` (as float32 numbers: the same sums, at float32's speed); None:
             whichever is faster on this CPU (:func:`~quillian.components.llm.quantize.
             int8_kernel`).
+        keep_converted: Keep the dequantised weights under ``cache_dir`` after the first
+            load, so later processes read them in about a second instead of dequantising
+            the GGUF file again (:mod:`~quillian.components.llm.converted`: float32,
+            about five times the GGUF file's size; skipped when the disk is short).
+            False: read the GGUF file every time and keep nothing.
     """
 
     def __init__(
@@ -368,6 +382,7 @@ class LocalChatModel:
         on_progress: Progress | None = None,
         prefix_cache_mb: int = DEFAULT_PREFIX_CACHE_MB,
         int8_kernel: Literal["int", "float"] | None = None,
+        keep_converted: bool = True,
     ) -> None:
         if dtype not in ("float32", "bfloat16", "int8"):
             raise ConfigError(f"dtype must be 'float32', 'bfloat16' or 'int8', got {dtype!r}")
@@ -380,6 +395,9 @@ class LocalChatModel:
         if int8_kernel not in (None, "int", "float"):
             raise ConfigError(f"int8_kernel must be 'int' or 'float', got {int8_kernel!r}")
         self._int8_kernel = int8_kernel
+        self._keep_converted = keep_converted
+        self.loaded_from: Literal["gguf", "converted"] | None = None
+        """Where the weights came from: the GGUF file, or its converted copy."""
         self._path = Path(gguf_path).expanduser() if gguf_path is not None else None
         self._dtype = dtype
         self._threads = threads
@@ -455,25 +473,30 @@ class LocalChatModel:
         report(0)
         if self._path is None:
             path = bundled_model_path(self._cache_dir)
+            sha256 = BUNDLED_MODEL.sha256 or file_sha256(path)
         else:
             path = self._path
             check_gguf(path)
+            sha256 = file_sha256(path)
         _require_runtime()
-        logger.info("loading %s as %s (about a minute on 2 cores)", path, self._dtype)
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         report(1)
         if self._threads is not None:
             torch.set_num_threads(self._threads)
-        where = dict(gguf_file=path.name, local_files_only=True)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **where)
-            report(4)
-            dtype = torch.float32 if self._dtype == "int8" else getattr(torch, self._dtype)
-            model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=dtype, **where)
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            raise ModelLoadError(f"transformers could not load it: {exc}", path=str(path)) from exc
+        dtype = torch.float32 if self._dtype == "int8" else getattr(torch, self._dtype)
+        cache = Path(self._cache_dir).expanduser() if self._cache_dir else default_cache_dir()
+        converted = converted_dir(cache, path, sha256)
+        found = load_converted(converted, dtype) if self._keep_converted else None
+        if found is not None:
+            logger.info("loaded %s as %s from %s", path.name, self._dtype, converted)
+            model, tokenizer = found
+            self.loaded_from = "converted"
+        else:
+            model, tokenizer = self._load_gguf(path, dtype, report)
+            if self._keep_converted:
+                save_converted(converted, model, tokenizer, {"gguf": path.name, "sha256": sha256})
+            self.loaded_from = "gguf"
         model.eval()
         report(10)
         if self._dtype == "int8":  # in place: weights per row, activations per token
@@ -496,6 +519,21 @@ class LocalChatModel:
         if tokenizer.eos_token_id is not None:
             eos_ids |= {tokenizer.eos_token_id}
         return _Loaded(model, tokenizer, context, eos_ids)
+
+    @staticmethod
+    def _load_gguf(path: Path, dtype: Any, report: Callable[[int], None]) -> tuple[Any, Any]:
+        """``(model, tokenizer)`` read from the GGUF file (dequantised by transformers)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        logger.info("loading %s as %s (about a minute on 2 cores)", path, dtype)
+        where = dict(gguf_file=path.name, local_files_only=True)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **where)
+            report(4)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=dtype, **where)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise ModelLoadError(f"transformers could not load it: {exc}", path=str(path)) from exc
+        return model, tokenizer
 
     async def chat(
         self,
