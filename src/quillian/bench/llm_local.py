@@ -33,9 +33,11 @@ baseline row)::
 needs the CPU's bfloat16 instructions.) float32 is the default: its greedy answers are
 the reference. int8 (spec ``local-int8``: int8 weights per output channel, activations
 per token, :mod:`quillian.components.llm.quantize`) is the fastest that stays close to
-float32, and is what the QA benchmark uses. Most of the load time is transformers
-parsing the GGUF metadata three times (tokenizer, config, weights) in pure Python;
-dequantisation takes about 10 s. Progress goes to stderr.
+float32, and is what the QA benchmark uses. Most of a load from the GGUF file is
+transformers parsing its metadata three times (tokenizer, config, weights) in pure
+Python, and dequantising; since the first load keeps the dequantised weights
+(:mod:`quillian.components.llm.converted`), later loads read those in 3-4 s (the
+``@gguf`` rows time the old load; ``docs/benchmarks.md``). Progress goes to stderr.
 """
 
 from __future__ import annotations
