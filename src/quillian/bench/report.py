@@ -775,7 +775,8 @@ def _kags_section(kags: dict[str, Any]) -> list[str]:
         "Each run indexes once (spaCy extraction, MiniLM) with the KAGS stage and scores "
         "the retrievers on it side by side. KAGS returns only the passages holding its kept "
         "relations' source sentences (best sentence cosine first), so it may return fewer "
-        "than k. Its triples here are spaCy's: `related_to` links between entities named "
+        "than k. Its triples here are spaCy's (the recorded GPT-3.5 OpenIE extractions for "
+        "musique-gpt): `related_to` links between entities named "
         "in one sentence, and between a passage's subject and each entity of its passage, "
         "kept when the sentence names both ends (the passage's subject counts as named in "
         'each of its sentences: "He was born in Milwaukee"); the `kags-llm` '

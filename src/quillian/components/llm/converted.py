@@ -1,4 +1,4 @@
-"""A GGUF model's dequantised weights, kept so that the next process loads in a second.
+"""A GGUF model's dequantised weights, kept so that the next process loads in seconds.
 
 transformers reads a GGUF file by dequantising every tensor in numpy and building the
 tokenizer from the file's metadata: for the bundled 0.5B model about 30 s and 10 s on

@@ -8,7 +8,7 @@ and verified (size, ``GGUF`` magic, SHA-256), and returns the file's path.
 :class:`LocalChatModel` implements :class:`~quillian.components.llm.base.ChatModel` over
 ``transformers`` with ``gguf``: transformers dequantises the weights to ``dtype`` when it
 loads them (about 2 GB in float32), and the first load keeps what it produced, so later
-processes read it in about a second (:mod:`~quillian.components.llm.converted`). Loading
+processes read it in seconds (:mod:`~quillian.components.llm.converted`). Loading
 happens in a worker thread, explicitly through :meth:`LocalChatModel.load` or on the
 first call; one generation runs at a time.
 
@@ -364,7 +364,7 @@ class LocalChatModel:
             whichever is faster on this CPU (:func:`~quillian.components.llm.quantize.
             int8_kernel`).
         keep_converted: Keep the dequantised weights under ``cache_dir`` after the first
-            load, so later processes read them in about a second instead of dequantising
+            load, so later processes read them in seconds instead of dequantising
             the GGUF file again (:mod:`~quillian.components.llm.converted`: float32,
             about five times the GGUF file's size; skipped when the disk is short).
             False: read the GGUF file every time and keep nothing.
