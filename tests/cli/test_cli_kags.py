@@ -45,4 +45,9 @@ def test_index_retrieve_and_ask_with_kags(
     assert relations[0]["sentence"] == "Charles Babbage was born in London."
     assert main(["ask", idx, "Where was Charles Babbage born?", "--method", "kags", "--llm", llm,
                  "--no-cache", "--option", "h=1", "--option", "tau=0.2"]) == 0  # fmt: skip
-    assert "answer: London" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "answer: London" in out
+    # the generator read the relations; the passages are shown as their support
+    assert "supporting passages (not read) (* states the answer):" in out
+    assert "passages given to the model" not in out
+    assert "relations given to the model, with their source sentences:" in out

@@ -19,6 +19,7 @@ from quillian.errors import ConfigError
 from quillian.methods.base import AnswerResult
 from quillian.methods.kags.pipeline import NO_CONTEXT, KAGSConfig
 from quillian.methods.table import method_spec
+from quillian.server.views import citations_view
 from quillian.testing.kags import S_ALPHA, S_KAPPA, S_LAMBDA, S_MU, kags_index
 
 
@@ -58,7 +59,11 @@ def test_the_generator_reads_relations_by_hop_and_their_source_sentences(locatio
     for sentence in (S_ALPHA, S_KAPPA, S_LAMBDA, S_MU):
         assert sentence in prompt
     assert prompt.endswith("Question: alpha beta\nAnswer:")
-    # the kept relations and their supporting passages are the evidence
+    # the kept relations and their supporting passages are the evidence; the model
+    # read only the relations
+    assert not result.evidence.passages_read
+    assert result.evidence.as_dict()["passages_read"] is False
+    assert citations_view(result).passages_read is False  # the HTTP API says so too
     assert {r.hop for r in result.evidence.relations} == {0, 1, 2}
     assert [p.title for p in result.evidence.passages] == ["Alpha", "Kappa", "Lambda"]
     assert [s.kind for s in result.steps] == ["retrieval"]

@@ -77,7 +77,9 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
     marked = [_mentions(p.text, result.answer or "") for p in passages]
     if passages:
         note = " (* states the answer)" if any(marked) else ""
-        print(f"passages given to the model{note}:")
+        read = result.evidence.passages_read
+        label = "passages given to the model" if read else "supporting passages (not read)"
+        print(f"{label}{note}:")
     for i, (p, star) in enumerate(zip(passages, marked, strict=True), start=1):
         print(f" {'*' if star else ' '}[{i}] {p.title}: {_flat(p.text, 140)}")
     if result.evidence.relations:

@@ -179,6 +179,11 @@ class Citations(BaseModel):
     passages: list[PassageCitation]
     relations: list[RelationCitation]
     kg_triples: list[KGTripleCitation] = Field(default_factory=list)
+    passages_read: bool = Field(
+        default=True,
+        description="whether the model read the passages; false where it read only the "
+        "relations and the passages are their support (kags)",
+    )
 
 
 class Usage(BaseModel):

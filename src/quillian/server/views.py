@@ -82,6 +82,7 @@ def citations_view(result: AnswerResult) -> m.Citations:
             )
             for t in evidence.kg_triples
         ],
+        passages_read=evidence.passages_read,
     )
 
 

@@ -51,6 +51,9 @@ class Evidence:
     kg_triples: list[KGTriple] = field(default_factory=list)
     paths: list[ActivationPath] = field(default_factory=list)
     """How retrieval reached the passages (SA); shown, never given to the model."""
+    passages_read: bool = True
+    """Whether the model read the passages; False where it read only the relations
+    (KAGS: its passages are the kept relations' supporting passages)."""
 
     def add_paths(self, paths: Iterable[ActivationPath]) -> list[ActivationPath]:
         """Add activation paths to entities not seen yet; returns the new ones."""
@@ -86,6 +89,8 @@ class Evidence:
                 for r in self.relations
             ],
         }
+        if not self.passages_read:
+            out["passages_read"] = False
         if self.paths:
             out["paths"] = [
                 {

@@ -93,6 +93,7 @@ class KAGS(PipelineBase):
         self._retriever = self.retriever.with_config(search)
 
     async def _answer(self, run: Run) -> str:
+        run.evidence.passages_read = False  # the generator reads the relations only
         _, relations = await self.retrieve(run, run.question, self.config.passages)
         context = format_hop_context(relations, sentences=self.config.sentences)
         return await self.runner.run(

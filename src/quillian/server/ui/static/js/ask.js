@@ -253,9 +253,11 @@ export class AskScreen {
   evidence(citations) {
     const list = clear($("#evidence"));
     const sources = clear($("#sources"));
+    // a method whose model read only the relations (kags) cites its passages as support
+    const unread = citations.passages_read === false ? " · support, not read by the model" : "";
     const items = [
       ...citations.passages.map((p) => ({ kind: "passage", head: p.title || p.chunk_id, body: p.text,
-        meta: `score ${number(p.score)}`, chunk: p.chunk_id })),
+        meta: `score ${number(p.score)}${unread}`, chunk: p.chunk_id })),
       ...citations.relations.map((r) => ({ kind: "relation", head: `${r.subject} — ${r.predicate} → ${r.object}`,
         body: r.sentence, meta: `weight ${number(r.weight)}` })),
       ...(citations.kg_triples ?? []).map((t) => ({ kind: "kg triple", head: `${t.head} — ${t.relation} → ${t.tail}`,
