@@ -21,6 +21,7 @@ from quillian.components.llm.converted import (  # noqa: E402
     load_converted,
     save_converted,
 )
+from quillian.testing.tiny_qwen import tiny_qwen2  # noqa: E402
 
 #: A byte-level vocabulary of single characters (no merges), as Qwen2's tokenizer reads.
 CHARS = ["<|endoftext|>", "<|im_end|>", "Ġ", *sorted(set("thecapitaloffranceis"))]
@@ -29,17 +30,7 @@ SOURCE = {"gguf": "tiny.gguf", "sha256": "ab" * 32}
 
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, Any]:
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=len(CHARS),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    model = transformers.Qwen2ForCausalLM(config).eval()
+    model = tiny_qwen2(len(CHARS), context=64)
     tokenizer = transformers.Qwen2Tokenizer(
         vocab={c: i for i, c in enumerate(CHARS)},
         merges=[],

@@ -12,6 +12,7 @@ from quillian.components.llm.base import ChatMessage, Decoding
 from quillian.components.llm.local import LocalChatModel, _Loaded
 from quillian.components.llm.prefix_cache import PrefixCache, cache_argument
 from quillian.errors import ConfigError
+from quillian.testing.tiny_qwen import tiny_qwen2
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -21,17 +22,7 @@ VOCAB = 64
 
 @pytest.fixture(scope="module")
 def tiny() -> Any:
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    return transformers.Qwen2ForCausalLM(config).eval()
+    return tiny_qwen2(VOCAB)
 
 
 def prompt(*tail: int, length: int = 40, seed: int = 1) -> Any:
