@@ -225,6 +225,19 @@ def test_corpus_passages_join_the_candidates(location):
     assert all(c["title"] and c["text"].startswith(f"{c['title']}: ") for c in passages)
     assert all("title" not in c for c in filtered.candidates if c["query"] != "corpus")
     assert result.evidence.passages  # the passages are evidence, as in every method
+    # a kept passage is cited as a passage, a written reference as a reference
+    assert all(not r.source.startswith("passage:") for r in result.evidence.references)
+
+
+def test_cli_ask_prints_the_references_given_to_the_model(location, tmp_path, capsys):
+    llm = routes_file(tmp_path)
+    ask = ["ask", str(location), QUESTION, "--method", "know3-rag", "--llm", llm]
+    options = ["--option", "theta0=0", "--option", "max_turns=1"]
+    assert main([*ask, *options]) == 0
+    out = capsys.readouterr().out
+    assert "answer: London" in out
+    assert "references given to the model (source, KG-consistency score):" in out
+    assert "Charles Babbage was born in London in 1791." in out
 
 
 def test_cli_index_for_know3_trains_the_model(tmp_path, capsys):

@@ -79,6 +79,13 @@ def test_chain_answer_takes_the_text_after_the_last_answer_is():
         parse_chain_answer("I do not know.")
     assert salvage_chain_answer("Reasoning...\nMilwaukee.").answer == "Milwaukee"
     assert parse_reference('"[A paragraph.]"') == "A paragraph."
+    # the placeholder's name, copied before the paragraph by a small model
+    assert parse_reference("[reference_paragraph] Simon was born in Milwaukee.") == (
+        "Simon was born in Milwaukee."
+    )
+    assert parse_reference("Reference paragraph: [Simon was born.]") == "Simon was born."
+    with pytest.raises(ParseError):
+        parse_reference("[reference_paragraph]")
     with pytest.raises(ParseError):
         parse_reference("  ")
 

@@ -28,6 +28,7 @@ from quillian.methods.know3.config import Know3Config, threshold
 from quillian.methods.know3.knowledge import Know3Knowledge
 from quillian.methods.know3.pipeline import Know3RAG
 from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, RelatedEntities, TurnAnswer
+from quillian.server.views import citations_view
 from quillian.testing.kg import MemoryGraph
 
 # --- the threshold (spec section 4's table) ----------------------------------------------
@@ -275,6 +276,17 @@ def test_retrieval_at_turn_one_filters_and_reranks():
     assert "Herbert Simon born in Milwaukee." in kg_prompt.messages[-1].content
     final = [c for c in model.calls if c.prompt == "know3.answer@1"][-1]
     assert "Reference 1: Herbert Simon was born in Milwaukee" in final.messages[-1].content
+    # the kept reference is the answer's evidence, with who wrote it and its score
+    [ref] = result.evidence.references
+    assert ref.text.startswith("Herbert Simon was born in Milwaukee")
+    assert ref.source.endswith("(kg)") and ref.score is not None
+    assert result.evidence.as_dict()["references"][0]["source"] == ref.source
+    assert citations_view(result).references[0].text == ref.text  # and the HTTP API's
+
+
+def test_an_answer_accepted_without_retrieval_cites_no_reference():
+    result = run(scripted(), theta0=100.0)
+    assert result.evidence.references == [] and "references" not in result.evidence.as_dict()
 
 
 def test_turn_limit_reached_rewrites_the_query_and_keeps_k_plus_t():

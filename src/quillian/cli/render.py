@@ -82,6 +82,11 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
         print(f"{label}{note}:")
     for i, (p, star) in enumerate(zip(passages, marked, strict=True), start=1):
         print(f" {'*' if star else ' '}[{i}] {p.title}: {_flat(p.text, 140)}")
+    if result.evidence.references:
+        print("references given to the model (source, KG-consistency score):")
+    for ref in result.evidence.references:
+        score = "unscored" if ref.score is None else f"{ref.score:.3g}"
+        print(f"  [{ref.source}, {score}] {_flat(ref.text, 140)}")
     if result.evidence.relations:
         print("relations given to the model, with their source sentences:")
     for r in result.evidence.relations:

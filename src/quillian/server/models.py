@@ -172,6 +172,12 @@ class KGTripleCitation(BaseModel):
     sentence: str
 
 
+class ReferenceCitation(BaseModel):
+    text: str
+    source: str = Field(description="who wrote it and for which query")
+    score: float | None = Field(description="KG-consistency score; lower is more consistent")
+
+
 class Citations(BaseModel):
     """What the answer rests on: the passages, relations and knowledge-graph triples
     the method put before the model."""
@@ -179,6 +185,9 @@ class Citations(BaseModel):
     passages: list[PassageCitation]
     relations: list[RelationCitation]
     kg_triples: list[KGTripleCitation] = Field(default_factory=list)
+    references: list[ReferenceCitation] = Field(
+        default_factory=list, description="references a knowledge model wrote (know3-rag)"
+    )
     passages_read: bool = Field(
         default=True,
         description="whether the model read the passages; false where it read only the "

@@ -82,6 +82,10 @@ def citations_view(result: AnswerResult) -> m.Citations:
             )
             for t in evidence.kg_triples
         ],
+        references=[
+            m.ReferenceCitation(text=r.text, source=r.source, score=r.score)
+            for r in evidence.references
+        ],
         passages_read=evidence.passages_read,
     )
 

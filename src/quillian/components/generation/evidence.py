@@ -12,6 +12,7 @@ from quillian.components.retrieval.base import ActivationPath, ScoredPassage, Us
 
 __all__ = [
     "Evidence",
+    "Reference",
     "context_values",
     "format_passages",
     "format_relations",
@@ -36,6 +37,18 @@ def _extend_unique(items: list[T], more: Iterable[T], key: Callable[[T], Hashabl
     return new
 
 
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A reference text given to the model that is not an indexed passage: one a
+    knowledge model wrote (Know3-RAG), with who wrote it and its score."""
+
+    text: str
+    source: str
+    """Who wrote it and for which query, e.g. ``answering model (kg)``."""
+    score: float | None = None
+    """Its KG-consistency score (lower is more consistent); None when unscored."""
+
+
 @dataclass
 class Evidence:
     """Passages, relations and KG triples gathered while answering, in the order first
@@ -51,6 +64,8 @@ class Evidence:
     kg_triples: list[KGTriple] = field(default_factory=list)
     paths: list[ActivationPath] = field(default_factory=list)
     """How retrieval reached the passages (SA); shown, never given to the model."""
+    references: list[Reference] = field(default_factory=list)
+    """Written references given to the model (Know3-RAG), in the order kept."""
     passages_read: bool = True
     """Whether the model read the passages; False where it read only the relations
     (KAGS: its passages are the kept relations' supporting passages)."""
@@ -66,6 +81,10 @@ class Evidence:
     def add_relations(self, relations: Iterable[UsedRelation]) -> list[UsedRelation]:
         """Add relations not seen yet (by relation id); returns the new ones."""
         return _extend_unique(self.relations, relations, lambda r: r.relation)
+
+    def add_references(self, references: Iterable[Reference]) -> list[Reference]:
+        """Add references whose text is new; returns the new ones."""
+        return _extend_unique(self.references, references, lambda r: r.text)
 
     def add_kg_triples(self, triples: Iterable[KGTriple]) -> list[KGTriple]:
         """Add triples not seen yet (same head, relation and tail); returns the new ones."""
@@ -89,6 +108,15 @@ class Evidence:
                 for r in self.relations
             ],
         }
+        if self.references:
+            out["references"] = [
+                {
+                    "source": r.source,
+                    "text": r.text,
+                    "score": None if r.score is None else round(r.score, 4),
+                }
+                for r in self.references
+            ]
         if not self.passages_read:
             out["passages_read"] = False
         if self.paths:

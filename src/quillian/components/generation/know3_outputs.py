@@ -311,10 +311,15 @@ def _clean(text: str) -> str:
     return text
 
 
+#: P2's placeholder, which a small model copies before its paragraph.
+_PLACEHOLDER = re.compile(r"^\[?reference[ _]paragraph\]?\s*:?\s*", re.IGNORECASE)
+
+
 def parse_reference(raw: str, prompt: str = "") -> str:
     """Prompt P2's reply: the paragraph, without the brackets or quotes the prompt's
-    ``"[reference_paragraph]"`` invites; non-empty."""
-    text = raw.strip()
+    ``"[reference_paragraph]"`` invites, nor that placeholder's name copied before the
+    paragraph; non-empty."""
+    text = _PLACEHOLDER.sub("", raw.strip(), count=1)
     if len(text) >= 2 and text[0] + text[-1] in ('""', "[]"):
         text = text[1:-1].strip()
     if len(text) >= 2 and text[0] + text[-1] in ('""', "[]"):

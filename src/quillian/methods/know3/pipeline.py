@@ -27,6 +27,7 @@ from functools import partial
 from typing import TypeVar
 
 from quillian.components.concurrency import Offload
+from quillian.components.generation.evidence import Reference
 from quillian.components.generation.know3_outputs import ChainAnswer
 from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.components.retrieval.base import Retriever
@@ -61,13 +62,17 @@ class KnowledgeModel:
     runner: TaskRunner
 
 
+#: How a candidate taken from the index's passages names its source.
+PASSAGE_SOURCE = "passage:"
+
+
 @dataclass
 class Candidate:
     """A candidate reference and what the filter found."""
 
     text: str
     source: str
-    """Who wrote it: a knowledge model's name, or ``passage:<chunk id>``."""
+    """Who wrote it: a knowledge model's name, or :data:`PASSAGE_SOURCE` and the chunk id."""
     query: str
     """raw, kg or corpus."""
     title: str = ""
@@ -210,6 +215,11 @@ class Know3RAG(PipelineBase):
         run.steps.append(
             ReferenceFilter(turn, query, tuple(c.as_dict() for c in fresh), len(selected))
         )
+        run.evidence.add_references(
+            Reference(c.text, f"{c.source} ({c.query})", c.scored.score if c.scored else None)
+            for c in selected
+            if not c.source.startswith(PASSAGE_SOURCE)  # an index passage is a passage
+        )
         return [c.text for c in selected]
 
     async def _candidates(
@@ -239,7 +249,7 @@ class Know3RAG(PipelineBase):
             candidates += [
                 Candidate(
                     f"{p.title}: {p.text}" if p.title else p.text,
-                    f"passage:{p.chunk_id}",
+                    f"{PASSAGE_SOURCE}{p.chunk_id}",
                     "corpus",
                     title=p.title,
                 )

@@ -260,6 +260,8 @@ export class AskScreen {
         meta: `score ${number(p.score)}${unread}`, chunk: p.chunk_id })),
       ...citations.relations.map((r) => ({ kind: "relation", head: `${r.subject} — ${r.predicate} → ${r.object}`,
         body: r.sentence, meta: `weight ${number(r.weight)}` })),
+      ...(citations.references ?? []).map((r) => ({ kind: "reference", head: r.source, body: r.text,
+        meta: r.score === null || r.score === undefined ? "unscored" : `KG score ${number(r.score)}` })),
       ...(citations.kg_triples ?? []).map((t) => ({ kind: "kg triple", head: `${t.head} — ${t.relation} → ${t.tail}`,
         body: t.sentence, meta: "" })),
     ];
