@@ -473,11 +473,9 @@ class LocalChatModel:
         report(0)
         if self._path is None:
             path = bundled_model_path(self._cache_dir)
-            sha256 = BUNDLED_MODEL.sha256 or file_sha256(path)
         else:
             path = self._path
             check_gguf(path)
-            sha256 = file_sha256(path)
         _require_runtime()
         import torch
 
@@ -485,17 +483,21 @@ class LocalChatModel:
         if self._threads is not None:
             torch.set_num_threads(self._threads)
         dtype = torch.float32 if self._dtype == "int8" else getattr(torch, self._dtype)
-        cache = Path(self._cache_dir).expanduser() if self._cache_dir else default_cache_dir()
-        converted = converted_dir(cache, path, sha256)
-        found = load_converted(converted, dtype) if self._keep_converted else None
+        found, converted, source = None, None, {}
+        if self._keep_converted:
+            known = BUNDLED_MODEL.sha256 if self._path is None else None
+            source = {"gguf": path.name, "sha256": known or file_sha256(path)}
+            cache = Path(self._cache_dir).expanduser() if self._cache_dir else default_cache_dir()
+            converted = converted_dir(cache, path, source["sha256"])
+            found = load_converted(converted, dtype)
         if found is not None:
             logger.info("loaded %s as %s from %s", path.name, self._dtype, converted)
             model, tokenizer = found
             self.loaded_from = "converted"
         else:
             model, tokenizer = self._load_gguf(path, dtype, report)
-            if self._keep_converted:
-                save_converted(converted, model, tokenizer, {"gguf": path.name, "sha256": sha256})
+            if converted is not None:
+                save_converted(converted, model, tokenizer, source)
             self.loaded_from = "gguf"
         model.eval()
         report(10)
