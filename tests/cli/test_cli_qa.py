@@ -274,6 +274,9 @@ def test_ask_kg_infused_over_the_index_graph(files, capsys):
     assert "  retrieved 3 passages for 'Charles Babbage birthplace' (dense)" in trace
     assert "  enhanced note: Babbage, Lovelace's collaborator, was born in London." in trace
     assert "{" not in trace  # every step by its type, no raw records
+    # the triples the model selected are the answer's evidence
+    given = "knowledge-graph triples given to the model:\n  <Charles Babbage | born in | London>"
+    assert given in trace
     assert main(["ask", idx, "q", "--method", "kg-infused-rag", "--llm",
                  f"scripted:{files / 'kg.json'}", "--no-cache"]) == 2  # fmt: skip
     assert "needs a knowledge graph (--kg)" in capsys.readouterr().err

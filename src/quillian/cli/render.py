@@ -92,6 +92,11 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
     for r in result.evidence.relations:
         sentence = _flat(r.sentence or r.description, 140)
         print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
+    if result.evidence.kg_triples:
+        print("knowledge-graph triples given to the model:")
+    for t in result.evidence.kg_triples:
+        sentence = f": {_flat(t.sentence, 140)}" if t.sentence else ""
+        print(f"  <{t.subject_name} | {t.relation} | {t.object_name}>{sentence}")
     for path in result.evidence.paths:
         if result.answer and _mentions(path.entity, result.answer):
             _print_path(f"how retrieval reached {path.entity}", path)
