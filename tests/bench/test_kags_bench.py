@@ -4,9 +4,15 @@ kept source sentences matched to them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from quillian.bench.kags import gold_sentences, match_sentences
+from quillian.bench.kags import gold_sentences, match_sentences, sentence_figures
+from quillian.components.retrieval.kags import KAGSRetriever
+from quillian.engine import Engine
+from quillian.eval.datasets import passage_key
+from quillian.testing.kags import kags_index
 
 
 def test_gold_sentences_come_from_the_questions_context(tmp_path: Path) -> None:
@@ -51,3 +57,27 @@ def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
     assert "| with the metadata filter (tau 0.5, `keep_best`) | 0.1 | 0.4 |  |  | 20.0 |" in text
     assert "KAGS triples stored: 12" in text and "--dataset hotpotqa" in text
     assert _kags_section({}) == []
+
+
+def test_sentence_figures_count_the_questions_kept_below_tau(tmp_path: Path) -> None:
+    """On the tiny KAGS index (keyword cosines by hand, ``tests/retrieval/test_kags.py``):
+    at tau 0.75 no hit passes and ``keep_best`` keeps the closest; at 0.5 one passes."""
+    kags_index(tmp_path)
+    engine = Engine.open(tmp_path, embedder="keyword")
+    try:
+        base = engine.retriever("kags")
+        assert isinstance(base, KAGSRetriever)
+        gold = [[(passage_key("hotpotqa", "Alpha"), "alpha beta gamma delta.")]]
+
+        def figures(**settings: Any) -> dict[str, float]:
+            config = replace(base.config, top_k=2, hops=0, **settings)
+            return sentence_figures(base.with_config(config), ["alpha beta"], gold)
+
+        below = figures(tau=0.75)
+        assert below["below_tau"] == 1.0 and below["empty"] == 0.0
+        assert below["sentence_recall"] == 1.0  # the closest sentence is the gold one
+        assert figures(tau=0.5)["below_tau"] == 0.0
+        paper = figures(tau=0.75, keep_best=False)  # the authors' code: nothing kept
+        assert paper["empty"] == 1.0 and paper["below_tau"] == 0.0
+    finally:
+        engine.close()

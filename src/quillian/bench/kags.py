@@ -15,7 +15,9 @@ metadata filter:
   sentences (mean over questions that kept any);
 * ``sentence_recall``: the share of gold supporting sentences among the kept ones;
 * ``hop0_*``: the same for the triples matched directly (before traversal);
-* ``empty``: the share of questions for which nothing was kept.
+* ``empty``: the share of questions for which nothing was kept;
+* ``below_tau``: the share for which the filter kept none of the top-k hits and
+  ``keep_best`` kept the one whose sentence is closest to the question.
 
 A kept sentence matches a gold one when both come from the same passage (title) and
 one contains the other after case and whitespace folding (our sentence splitter may
@@ -38,7 +40,7 @@ import numpy as np
 from quillian.bench.retrieval import BenchSettings, default_index_dir, run_retrieval_bench
 from quillian.components.factories import DEFAULT_EMBEDDER
 from quillian.components.retrieval.base import UsedRelation
-from quillian.components.retrieval.kags import KAGSRetriever
+from quillian.components.retrieval.kags import BELOW_TAU, KAGSRetriever
 from quillian.engine import Engine
 from quillian.eval.datasets import Dataset, passage_key
 
@@ -98,7 +100,8 @@ def sentence_figures(
     vectors = retriever.context.embedder.embed(list(questions))
     rows: dict[str, list[float]] = {}
     for question, vector, gold_one in zip(questions, vectors, gold, strict=True):
-        relations = retriever.retrieve(question, 8, vector).trace.relations
+        trace = retriever.retrieve(question, 8, vector).trace
+        relations = trace.relations
         rows.setdefault("relations", []).append(len(relations))
         for prefix, hop0 in (("", False), ("hop0_", True)):
             kept = _kept(retriever, relations, hop0)
@@ -110,6 +113,8 @@ def sentence_figures(
                 gold_hits / len(gold_one) if gold_one else 0.0
             )
         rows.setdefault("empty", []).append(float(not relations))
+        below = any(seed.source == BELOW_TAU for seed in trace.seeds)
+        rows.setdefault("below_tau", []).append(float(below))
     return {name: round(float(np.mean(values)), 4) for name, values in rows.items()}
 
 

@@ -760,6 +760,7 @@ KAGS_FIGURES = [
     "sentences",
     "relations",
     "empty",
+    "below_tau",
 ]
 
 

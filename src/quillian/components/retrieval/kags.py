@@ -52,7 +52,10 @@ from quillian.errors import ConfigError
 from quillian.stores.protocols import VectorIndex
 from quillian.types import normalize_name
 
-__all__ = ["KAGSRetriever", "KAGSSearch", "dedup_relations"]
+__all__ = ["BELOW_TAU", "KAGSRetriever", "KAGSSearch", "dedup_relations"]
+
+#: The seed source of a hit kept by ``keep_best`` though its sentence fell below tau.
+BELOW_TAU = "triple below tau"
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -192,7 +195,7 @@ class KAGSRetriever:
         timings["dedup_ms"] = (time.perf_counter() - start) * 1000
         trace = RetrievalTrace(
             seeds=[
-                Seed(n, graph.names[n], s, "triple below tau" if below else "triple")
+                Seed(n, graph.names[n], s, BELOW_TAU if below else "triple")
                 for n, s in seeds.items()
             ],
             activated=[
