@@ -25,7 +25,8 @@ none, but one hub entity would otherwise flood the context); the passages return
 the chunks holding the kept relations' source sentences, ranked by the best cosine
 between the query and one of those sentences (the passage's score). On HotpotQA this
 ranks the gold passages higher than ordering by hop (R@5 0.49 against 0.43 at the
-defaults; ``docs/benchmarks.md``).
+defaults, measured before the offline 4-tuples kept a passage's pronoun sentences and
+``keep_best`` was added; ``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
