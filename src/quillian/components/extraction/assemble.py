@@ -29,6 +29,7 @@ __all__ = [
     "Passage",
     "group_mentions",
     "link_triples",
+    "title_keys",
     "to_entities",
     "topic_draft",
     "topic_keys",
@@ -100,8 +101,14 @@ def topic_draft(chunk: Chunk, aliases: Mapping[str, str]) -> EntityDraft | None:
 
 def topic_keys(topic: EntityDraft) -> frozenset[str]:
     """Normalised names that refer to ``topic`` inside its own chunk."""
-    names = parse_title(topic.name).local_names
-    return frozenset(k for k in (normalize_name(n) for n in (*names, *topic.aliases)) if k)
+    return title_keys(topic.name, topic.aliases)
+
+
+def title_keys(title: str, aliases: Iterable[str] = ()) -> frozenset[str]:
+    """Normalised names that refer to the topic of a chunk titled ``title`` inside that
+    chunk: the title, its base and ``aliases``."""
+    names = parse_title(" ".join(title.split())).local_names if title.strip() else ()
+    return frozenset(k for k in (normalize_name(n) for n in (*names, *aliases)) if k)
 
 
 def group_mentions(mentions: Iterable[Mention], topic: EntityDraft | None) -> list[EntityDraft]:

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from quillian.components.extraction.assemble import topic_draft, topic_keys
+from quillian.components.extraction.assemble import title_keys
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.llm import _run_sync
 from quillian.components.extraction.llm_report import ExtractionFailure
@@ -102,8 +102,7 @@ def sentence_quads(
     what was left out by reason."""
     dropped = Counter() if dropped is None else dropped
     spans = split_sentences(chunk.text) if chunk.text.strip() else []
-    draft = topic_draft(chunk, {})
-    topic = topic_keys(draft) if draft is not None else frozenset()
+    topic = title_keys(chunk.title)
     out: dict[tuple[str, str, str, str], Triple] = {}
     for triple in extraction.triples:
         found = _both_ends(triple, chunk.text, spans, topic)
