@@ -122,6 +122,7 @@ def open_knowledge(
         triples = triples_from_imported_graph(graph)
         directory = spec.directory
         relation_embedder: Embedder = _LazyEmbedder(graph)
+        relation_aliases: list[tuple[str, ...]] | None = graph.relation_aliases
         source: Any = graph
     else:
         if location is None:
@@ -133,9 +134,10 @@ def open_knowledge(
         triples = triples_from_knowledge_graph(opened.context.kg)
         directory = location
         relation_embedder = embedder
+        relation_aliases = None  # a document graph's predicates are their own names
     stored = load_model(model_directory(directory), triples)
     confidence = TripleConfidence(stored.model, triples)
-    relations = RelationIndex(triples.relation_names, relation_embedder)
+    relations = RelationIndex(triples.relation_names, relation_embedder, aliases=relation_aliases)
     return Know3Knowledge(source, confidence, relations, relation_embedder)
 
 

@@ -228,6 +228,13 @@ def build_graph(
     _save_ids(directory, staged.ids[keep])
     TextTable.save(directory, "relation_names", (staged.relation_names[i] for i in used))
     TextTable.save(directory, "relation_ids", (staged.relation_ids[i] for i in used))
+    aliases = staged.relation_aliases
+    if any(aliases):
+        TextTable.save(
+            directory,
+            "relation_aliases",
+            ("\t".join(aliases[i]) if i < len(aliases) else "" for i in used),
+        )
     staged.aliases.gather(staged.alias_rows[keep], directory, "names")
     staged.descriptions.gather(staged.description_rows[keep], directory, "descriptions")
     staged.aliases.discard()
