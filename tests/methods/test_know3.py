@@ -4,6 +4,7 @@ path of the loop (accepted at t = 0, one retrieval round, T reached), the ablati
 and malformed model output recorded rather than crashing."""
 
 import asyncio
+import dataclasses
 import math
 
 import numpy as np
@@ -22,6 +23,7 @@ from quillian.components.kge.triples import TripleSet
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
+from quillian.config import build_config
 from quillian.errors import ConfigError, ModelLoadError
 from quillian.methods.know3.check import KGECheck, verify_answer
 from quillian.methods.know3.config import Know3Config, threshold
@@ -60,6 +62,59 @@ def test_threshold_alternative_agrees_at_turn_zero_and_unknown_kind_is_refused()
         Know3Config(aggregation="max")
     with pytest.raises(ConfigError, match="no references"):
         Know3Config(raw_query=False, kg_query=False)
+
+
+# the paper's Table 6 (Appendix B.1), as printed: rows data sets, columns QA models
+TABLE_6 = """\
+Dataset GLM4-9b Qwen2.5-32b GPT4o-mini
+HotpotQA 10 1 13
+2WikiMultiHopQA 2 0.2 2
+PopQA 0.1 0.02 0.01
+"""
+PRESET_NAMES = {
+    "HotpotQA": "hotpotqa",
+    "2WikiMultiHopQA": "2wiki",
+    "PopQA": "popqa",
+    "GLM4-9b": "glm4-9b",
+    "Qwen2.5-32b": "qwen2.5-32b",
+    "GPT4o-mini": "gpt-4o-mini",
+}
+
+
+def table_6():
+    header, *rows = (line.split() for line in TABLE_6.splitlines())
+    return {
+        f"{PRESET_NAMES[row[0]]}/{PRESET_NAMES[model]}": float(value)
+        for row in rows
+        for model, value in zip(header[1:], row[1:], strict=True)
+    }
+
+
+@pytest.mark.parametrize("preset", sorted(table_6()))
+def test_theta0_presets_are_the_papers_table_6(preset):
+    expected = table_6()[preset]
+    config = Know3Config(theta0_preset=preset)
+    assert config.theta0 == expected
+    assert config.theta(1) == pytest.approx(threshold(expected, 1))
+    assert Know3Config(theta0_preset=preset.upper()).theta0 == expected  # case ignored
+
+
+def test_theta0_preset_from_an_option_string_and_its_errors():
+    from quillian.cli.flags import parse_options
+    from quillian.methods.table import method_spec
+
+    known = {o.name: o for o in method_spec("know3-rag").options}
+    options = parse_options(["theta0_preset=popqa/gpt-4o-mini"], known, "know3-rag")
+    assert build_config("know3-rag", Know3Config, options).theta0 == 0.01
+    with pytest.raises(ConfigError, match="unknown theta0_preset 'popqa/llama'") as error:
+        Know3Config(theta0_preset="popqa/llama")
+    assert "hotpotqa/glm4-9b" in str(error.value) and "popqa/gpt-4o-mini" in str(error.value)
+    with pytest.raises(ConfigError, match="theta0 or theta0_preset, not both"):
+        Know3Config(theta0=5.0, theta0_preset="2wiki/glm4-9b")
+    # the resolved value is accepted back, so a preset config can be copied
+    config = Know3Config(theta0_preset="2wiki/qwen2.5-32b")
+    assert dataclasses.replace(config, k=3).theta0 == 0.2
+    assert Know3Config().theta0 == 1.0  # no preset: the default
 
 
 # --- a five-entity graph and a hand-made ComplEx model -----------------------------------
