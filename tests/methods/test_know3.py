@@ -219,6 +219,27 @@ def test_linking_names_mentions_and_relations():
     assert (fuzzy.relation, fuzzy.how) == (1, "embedding")
 
 
+def test_links_record_how_each_name_was_linked():
+    graph = MemoryGraph(ENTITIES, TRIPLES, aliases={"Herbert Simon": ["Herbert A. Simon"]})
+    assert link_name("Herbert Simon", graph).how == "name"
+    alias = link_name("herbert a. simon", graph)
+    assert (alias.entities, alias.how, alias.score) == ((1,), "alias", None)
+    assert link_name("the economist Herbert Simon", graph).how == "inner"
+    near = link_name("Quillian Ross", graph)  # no name span; shares every word of one
+    assert (near.entities[0], near.how) == (0, "description") and near.score > 0
+    assert near.as_dict() == {
+        "text": "Quillian Ross",
+        "how": "description",
+        "entities": list(near.entities),
+        "score": round(near.score, 4),
+    }
+    found = find_mentions("Herbert A. Simon met Ross Quillian.", graph)
+    assert [(m.text, m.how) for m in found] == [
+        ("Herbert A. Simon", "alias"),
+        ("Ross Quillian", "name"),
+    ]
+
+
 def test_scoring_a_text_links_and_scores_each_triple():
     kb = knowledge()
     mentions = kb.mentions("Herbert Simon was born in Milwaukee.")
@@ -390,6 +411,48 @@ def test_malformed_triples_and_verdicts_are_recorded_not_fatal():
     failures = [c for c in result.transcript.calls if c.error]
     assert {c.stage for c in failures} == {"know3.triples@1", "know3.relevance@1"}
     assert result.transcript.parse_failures == len(failures) >= 4
+
+
+LOOSE = (
+    'Here they are: {"subject": "Herbert Simon", "predicate": "born in", "object": '
+    '"Milwaukee"} and {"subject": "He", "predicate": "worked at", "object": "Carnegie '
+    'Mellon"} and {"subject": "the economist Herbert Simon", "predicate": "worked at", '
+    '"object": "Carnegie Mellon"}'
+)
+
+
+def test_every_extracted_triple_its_links_and_the_parse_are_in_the_trace():
+    """A pronoun triple dropped by the filter, how each end was linked, and the loose
+    ``{...}`` objects read in place of a JSON list all reach the trace."""
+    result = run(scripted(**{"know3.triples": LOOSE}), theta0=100.0)
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.dropped == ("generic or pronoun 'He': He worked at Carnegie Mellon.",)
+    assert check.parse_notes == ("not a JSON list: read 3 loose {...} object(s)",)
+    born, worked = check.triples
+    assert born["subject_link"] == {
+        "text": "Herbert Simon",
+        "how": "name",
+        "entities": [1],
+        "score": None,
+    }
+    assert born["object_link"]["how"] == "name" and born["relation_match"] == "exact"
+    assert worked["subject_link"]["how"] == "inner"
+    assert worked["linked"] == "<Herbert Simon | worked at | Carnegie Mellon>"
+    assert check.as_dict()["parse_notes"] == check.parse_notes  # what bench qa writes
+
+    # the same for each candidate reference of a retrieval round
+    result = run(scripted(**{"know3.triples": LOOSE}), theta0=0.0, max_turns=1)
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    scored = [c for c in filtered.candidates if c["relevant"]]
+    assert scored and all(c["dropped"] == list(check.dropped) for c in scored)
+    assert all(c["parse_notes"] == list(check.parse_notes) for c in scored)
+    assert all(c["triples"][0]["subject_link"]["how"] == "name" for c in scored)
+
+
+def test_an_unreadable_triple_list_is_a_dropped_entry_in_the_trace():
+    result = run(scripted(**{"know3.triples": "no idea"}), theta0=100.0)
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.triples == () and check.dropped == ("unreadable triple list",)
 
 
 def test_a_yes_or_no_to_an_open_question_is_repaired_and_recorded():

@@ -47,12 +47,30 @@ MIN_WORD_OVERLAP = 0.5
 
 @dataclass(frozen=True)
 class Mention:
-    """A span of text and the entities it names; ``how`` is ``name`` (an exact name or
-    alias), ``inner`` (a name inside it) or ``description``."""
+    """A span of text and the entities it names; ``how`` is ``name`` (the first
+    entity's name), ``alias`` (one of its other names), ``inner`` (a name or alias
+    inside it) or ``description`` (then ``score`` is the best kept entity's description
+    similarity)."""
 
     text: str
     entities: tuple[int, ...]
     how: str = "name"
+    score: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """The link as a trace shows it."""
+        return {
+            "text": self.text,
+            "how": self.how,
+            "entities": list(self.entities),
+            "score": None if self.score is None else round(self.score, 4),
+        }
+
+
+def _name_or_alias(text: str, entities: Sequence[int], graph: ExternalGraph) -> str:
+    """``name`` when ``text`` is the first entity's name (by its key), else ``alias``."""
+    key = normalize_name(text)
+    return "name" if entities and normalize_name(graph.entity_name(entities[0])) == key else "alias"
 
 
 def find_mentions(text: str, graph: ExternalGraph, *, max_candidates: int = 3) -> list[Mention]:
@@ -61,7 +79,11 @@ def find_mentions(text: str, graph: ExternalGraph, *, max_candidates: int = 3) -
     proper-name spans, no stop words, a trailing possessive dropped), resolved by the
     graph's own look-up; at most ``max_candidates`` entities per mention."""
     lexicon = EntityLexicon.over(graph.lookup)
-    return [Mention(m.surface, m.candidates[:max_candidates]) for m in lexicon.match(text)]
+    found = []
+    for m in lexicon.match(text):
+        entities = m.candidates[:max_candidates]
+        found.append(Mention(m.surface, entities, _name_or_alias(m.surface, entities, graph)))
+    return found
 
 
 def _overlap(a: str, b: str) -> float:
@@ -75,7 +97,8 @@ def link_name(
     """The entities ``name`` refers to (see the module docstring), or None."""
     exact = graph.lookup(name)
     if exact:
-        return Mention(name, tuple(exact[:max_candidates]), "name")
+        entities = tuple(exact[:max_candidates])
+        return Mention(name, entities, _name_or_alias(name, entities, graph))
     inner = find_mentions(name, graph, max_candidates=max_candidates)
     if inner:
         best = max(inner, key=lambda m: len(m.text))
@@ -84,12 +107,15 @@ def link_name(
         return None
     near = graph.seed_entities(name, description_candidates)
     kept = [
-        e
-        for e, _ in near
+        (e, score)
+        for e, score in near
         if max(_overlap(name, n) for n in (graph.entity_name(e), *graph.aliases(e)))
         >= MIN_WORD_OVERLAP
     ]
-    return Mention(name, tuple(kept[:max_candidates]), "description") if kept else None
+    if not kept:
+        return None
+    entities = tuple(e for e, _ in kept[:max_candidates])
+    return Mention(name, entities, "description", kept[0][1])
 
 
 @dataclass(frozen=True)
