@@ -27,7 +27,7 @@ from quillian.config import build_config
 from quillian.errors import ConfigError, ModelLoadError
 from quillian.methods.know3.check import KGECheck, verify_answer
 from quillian.methods.know3.config import Know3Config, threshold
-from quillian.methods.know3.knowledge import Know3Knowledge
+from quillian.methods.know3.knowledge import Know3Knowledge, format_entities
 from quillian.methods.know3.pipeline import Know3RAG
 from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, RelatedEntities, TurnAnswer
 from quillian.server.views import citations_view
@@ -146,8 +146,8 @@ R = np.array(
 )
 
 
-def triple_set():
-    rows = [(NAMES.index(h), RELATIONS.index(r), NAMES.index(t)) for h, r, t in TRIPLES]
+def triple_set(triples=TRIPLES):
+    rows = [(NAMES.index(h), RELATIONS.index(r), NAMES.index(t)) for h, r, t in triples]
     array = np.array(rows)
     return TripleSet(
         array[:, 0],
@@ -159,12 +159,15 @@ def triple_set():
     )
 
 
-def knowledge():
-    graph = MemoryGraph(ENTITIES, TRIPLES)
+def knowledge(triples=TRIPLES):
+    graph = MemoryGraph(ENTITIES, triples)
     model = ComplEx(E, R)
     embedder = KeywordEmbedder()
     return Know3Knowledge(
-        graph, TripleConfidence(model, triple_set()), RelationIndex(RELATIONS, embedder), embedder
+        graph,
+        TripleConfidence(model, triple_set(triples)),
+        RelationIndex(RELATIONS, embedder),
+        embedder,
     )
 
 
@@ -277,6 +280,31 @@ def test_related_entity_search_follows_algorithm_one():
     assert "question" in sources
 
 
+def test_related_entity_search_predicts_a_global_tail():
+    """Algorithm 1's global branch: Simon's only relation here is "worked at", while the
+    query's most similar relation in the KG is "advisor" (the only one sharing a word),
+    so the KGE model predicts his advisor over every other entity x. By hand, with
+    h = i (Simon) and r = 1 (advisor), f(h, r, x) = Re(i * conj(x)) = Im(x): Milwaukee
+    1, Ross Quillian 0, Carnegie Mellon 0, Pittsburgh -1, so Milwaukee is predicted."""
+    without_birth = [t for t in TRIPLES if t[1] != "born in"]
+    kb = knowledge(without_birth)
+    query = "Who was the advisor of Herbert Simon?"
+    assert kb.relations.rank(kb.embed(query), 1)[0][0] == RELATIONS.index("advisor")
+    assert [f(1, 0, x) for x in (2, 0, 3, 4)] == [1.0, 0.0, 0.0, -1.0]
+    cards = kb.related_entities(query, global_relations=1)
+    by_label = {c.label: c for c in cards}
+    assert by_label["Herbert Simon"].facts == [
+        "Herbert Simon worked at Carnegie Mellon.",  # local, along "worked at"
+        "Herbert Simon advisor Milwaukee.",  # global, predicted by the KGE model
+    ]
+    assert by_label["Carnegie Mellon"].source == "local"
+    assert by_label["Milwaukee"].source == "global"
+    assert "Herbert Simon advisor Milwaukee." in format_entities(cards, 300)[0]
+    # "worked at" among the query's 4 most similar relations: no global prediction
+    cards = kb.related_entities(query, global_relations=4)
+    assert [c.source for c in cards] == ["question", "local"]
+
+
 # --- the loop -------------------------------------------------------------------------
 
 QUESTION = "Where was Herbert Simon born?"
@@ -381,6 +409,83 @@ def test_turn_limit_reached_rewrites_the_query_and_keeps_k_plus_t():
     turns = [s.turn for s in result.steps if isinstance(s, TurnAnswer)]
     assert turns == [0, 1, 2]
     assert sum(c.prompt == "know3.query@1" for c in model.calls) == 1
+
+
+WORSE = "Herbert Simon was born in Pittsburgh."
+BETTER = "Herbert Simon was born in Milwaukee."
+
+
+def two_references(**overrides):
+    """The raw query's reference (written first) states the less KG-consistent fact.
+    Relative scores by hand: Simon's reference mean is (f(1,1,2) + f(1,2,3))/2 =
+    (-1 - 2)/2 = -1.5; f(1, born in, Milwaukee) = -1, f(1, born in, Pittsburgh) = -0.5,
+    so Milwaukee scores 0.5 and Pittsburgh 1.0 (lower is better)."""
+
+    def triples(messages):
+        text = messages[-1].content
+        place = "Pittsburgh" if "Pittsburgh" in text else "Milwaukee"
+        return f'[{{"subject": "Herbert Simon", "predicate": "born in", "object": "{place}"}}]'
+
+    def reference(messages):
+        return BETTER if "Related Entities" in messages[-1].content else WORSE
+
+    routes = {
+        "know3.triples": triples,
+        "know3.reference": reference,
+        "know3.relevance": "Both say where. The reliability of the passage is yes.",
+    }
+    return scripted(**(routes | overrides))
+
+
+def kept_and_dropped(result):
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    by_text = {c["text"]: c for c in filtered.candidates}
+    return by_text, [c["text"] for c in filtered.candidates if c["kept"]]
+
+
+def test_the_factual_filter_keeps_the_better_scored_reference():
+    assert abs(f(1, 1, 2) + 1.5) == 0.5 and abs(f(1, 1, 4) + 1.5) == 1.0
+    result = run(two_references(), theta0=0.0, max_turns=1, k=1)
+    by_text, kept = kept_and_dropped(result)
+    assert kept == [BETTER]  # k + t = 1 at t = 0: the lower relative score wins
+    assert by_text[BETTER]["score"] == pytest.approx(0.5)
+    assert by_text[WORSE]["score"] == pytest.approx(1.0)
+    assert by_text[WORSE]["relevant"] and not by_text[WORSE]["kept"]
+    assert [r.text for r in result.evidence.references] == [BETTER]
+
+
+def test_triple_check_alone_ranks_without_asking_for_relevance():
+    """Table 3's "w/o Rel-check": every reference counts as relevant, then the factual
+    filter ranks them."""
+    model = two_references()
+    result = run(model, theta0=0.0, max_turns=1, k=1, relevance_check=False)
+    assert not any(c.prompt == "know3.relevance@1" for c in model.calls)
+    by_text, kept = kept_and_dropped(result)
+    assert kept == [BETTER] and by_text[WORSE]["relevant"] and by_text[WORSE]["score"] == 1.0
+
+
+def test_relevance_check_alone_keeps_the_written_order_of_the_relevant():
+    """Table 3's "w/o Tri-check": no reference is scored; the relevant ones keep the
+    order they were written in, so the first relevant one is kept at k = 1."""
+    model = two_references()
+    result = run(model, theta0=0.0, max_turns=1, k=1, triple_check=False)
+    by_text, kept = kept_and_dropped(result)
+    assert kept == [WORSE]  # written first (raw query); its worse score is not read
+    assert by_text[BETTER]["score"] is None and by_text[BETTER]["triples"] == []
+    triple_calls = [c for c in model.calls if c.prompt == "know3.triples@1"]
+    assert len(triple_calls) == 1  # the turn-0 answer's check alone
+    # a relevance verdict still filters: the first reference judged irrelevant
+    judged = two_references(
+        **{
+            "know3.relevance": lambda messages: (
+                "The reliability of the passage is no."
+                if "Pittsburgh" in messages[-1].content.split("Passage:")[1]
+                else "The reliability of the passage is yes."
+            )
+        }
+    )
+    by_text, kept = kept_and_dropped(run(judged, theta0=0.0, max_turns=1, k=1, triple_check=False))
+    assert kept == [BETTER] and not by_text[WORSE]["relevant"]
 
 
 def test_ablations_switch_parts_off():
