@@ -289,6 +289,18 @@ def test_know3_over_an_imported_graph_with_no_index(tmp_path):
     (tmp_path / "g.ttl").write_text(TURTLE)
     import_rdf([tmp_path / "g.ttl"], tmp_path / "kg", KeywordEmbedder())
     train_kge(tmp_path / "kg", ComplExConfig(dim=8, epochs=5, batch_size=4))
+    # the graph's manifest names its model (the model's own manifest is what loading checks)
+    graph_manifest = json.loads((tmp_path / "kg" / "manifest.json").read_text())
+    model_manifest = json.loads((model_directory(tmp_path / "kg") / "manifest.json").read_text())
+    assert graph_manifest["state"] == "complete" and graph_manifest["kge"] == {
+        "directory": "kge",
+        "format": model_manifest["format"],
+        "model": "complex",
+        "fingerprint": model_manifest["graph"]["fingerprint"],
+        "dim": 8,
+        "epochs": model_manifest["epochs"],
+        "created": model_manifest["created"],
+    }
     scripted = ScriptedChatModel(
         {
             "know3.answer": "Babbage was born in London.\n\nThe answer is London.",

@@ -52,6 +52,7 @@ __all__ = [
     "drop_ann",
     "import_graph",
     "preprocess",
+    "record_in_manifest",
     "set_ann_nprobe",
 ]
 
@@ -426,6 +427,15 @@ def set_ann_nprobe(directory: str | Path, nprobe: int) -> dict[str, Any]:
     info = {**ann, "nprobe": int(nprobe)}
     write_json_atomic(root / MANIFEST, {**manifest, "ann": info})
     return info
+
+
+def record_in_manifest(directory: str | Path, key: str, value: dict[str, Any]) -> None:
+    """Record ``value`` under ``key`` in a complete graph's manifest (replaced
+    atomically; readers ignore keys they do not know), e.g. the KG-embedding model
+    trained on it."""
+    root = Path(directory)
+    manifest = read_manifest(root)
+    write_json_atomic(root / MANIFEST, {**manifest, key: value})
 
 
 def _build_ann_dir(
