@@ -4,6 +4,7 @@ model is refused with the command that fixes it."""
 
 import asyncio
 import json
+import math
 import shutil
 
 import pytest
@@ -240,6 +241,20 @@ def test_cli_ask_prints_the_references_given_to_the_model(location, tmp_path, ca
     assert "Charles Babbage was born in London in 1791." in out
 
 
+def test_cli_ask_with_a_table_6_preset(location, tmp_path, capsys):
+    """``--option theta0_preset=...``: θ0 from the paper's Table 6 (HotpotQA with
+    GPT-4o-mini: 13), so the turn-0 threshold is 13·128/(1+e)."""
+    llm = routes_file(tmp_path)
+    ask = ["ask", str(location), QUESTION, "--method", "know3-rag", "--llm", llm, "--json"]
+    assert main([*ask, "--option", "theta0_preset=hotpotqa/gpt-4o-mini"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    check = next(s for s in record["steps"] if s["kind"] == "confidence-check")
+    assert check["threshold"] == pytest.approx(13 * 128 / (1 + math.e), abs=1e-3)
+    code = main([*ask, "--option", "theta0_preset=nope", "--option", "max_turns=1"])
+    assert code != 0
+    assert "unknown theta0_preset 'nope'" in capsys.readouterr().err
+
+
 def test_cli_index_for_know3_trains_the_model(tmp_path, capsys):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -274,6 +289,18 @@ def test_know3_over_an_imported_graph_with_no_index(tmp_path):
     (tmp_path / "g.ttl").write_text(TURTLE)
     import_rdf([tmp_path / "g.ttl"], tmp_path / "kg", KeywordEmbedder())
     train_kge(tmp_path / "kg", ComplExConfig(dim=8, epochs=5, batch_size=4))
+    # the graph's manifest names its model (the model's own manifest is what loading checks)
+    graph_manifest = json.loads((tmp_path / "kg" / "manifest.json").read_text())
+    model_manifest = json.loads((model_directory(tmp_path / "kg") / "manifest.json").read_text())
+    assert graph_manifest["state"] == "complete" and graph_manifest["kge"] == {
+        "directory": "kge",
+        "format": model_manifest["format"],
+        "model": "complex",
+        "fingerprint": model_manifest["graph"]["fingerprint"],
+        "dim": 8,
+        "epochs": model_manifest["epochs"],
+        "created": model_manifest["created"],
+    }
     scripted = ScriptedChatModel(
         {
             "know3.answer": "Babbage was born in London.\n\nThe answer is London.",

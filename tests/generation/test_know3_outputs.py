@@ -32,6 +32,11 @@ def test_triple_list_json_none_and_objects_in_prose():
         '{"subject": "Ulm", "predicate": "on", "object": "the Danube"}'
     )
     assert [t.object for t in loose.triples] == ["Germany", "the Danube"]
+    # the fallback is kept, and said: a JSON list has no note, loose objects one
+    assert parsed.notes == ()
+    assert loose.notes == ("not a JSON list: read 2 loose {...} object(s)",)
+    broken = parse_triple_list('{"subject": "Ulm", "predicate": "in", "object": "X"} {"a": ,}')
+    assert broken.notes == ("not a JSON list: read 1 loose {...} object(s), 1 unreadable skipped",)
 
 
 def test_triple_list_drops_generic_incomplete_and_reflexive_items_and_expands_lists():

@@ -4,6 +4,7 @@ path of the loop (accepted at t = 0, one retrieval round, T reached), the ablati
 and malformed model output recorded rather than crashing."""
 
 import asyncio
+import dataclasses
 import math
 
 import numpy as np
@@ -22,10 +23,11 @@ from quillian.components.kge.triples import TripleSet
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts import default_registry
+from quillian.config import build_config
 from quillian.errors import ConfigError, ModelLoadError
 from quillian.methods.know3.check import KGECheck, verify_answer
 from quillian.methods.know3.config import Know3Config, threshold
-from quillian.methods.know3.knowledge import Know3Knowledge
+from quillian.methods.know3.knowledge import Know3Knowledge, format_entities
 from quillian.methods.know3.pipeline import Know3RAG
 from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, RelatedEntities, TurnAnswer
 from quillian.server.views import citations_view
@@ -62,6 +64,59 @@ def test_threshold_alternative_agrees_at_turn_zero_and_unknown_kind_is_refused()
         Know3Config(raw_query=False, kg_query=False)
 
 
+# the paper's Table 6 (Appendix B.1), as printed: rows data sets, columns QA models
+TABLE_6 = """\
+Dataset GLM4-9b Qwen2.5-32b GPT4o-mini
+HotpotQA 10 1 13
+2WikiMultiHopQA 2 0.2 2
+PopQA 0.1 0.02 0.01
+"""
+PRESET_NAMES = {
+    "HotpotQA": "hotpotqa",
+    "2WikiMultiHopQA": "2wiki",
+    "PopQA": "popqa",
+    "GLM4-9b": "glm4-9b",
+    "Qwen2.5-32b": "qwen2.5-32b",
+    "GPT4o-mini": "gpt-4o-mini",
+}
+
+
+def table_6():
+    header, *rows = (line.split() for line in TABLE_6.splitlines())
+    return {
+        f"{PRESET_NAMES[row[0]]}/{PRESET_NAMES[model]}": float(value)
+        for row in rows
+        for model, value in zip(header[1:], row[1:], strict=True)
+    }
+
+
+@pytest.mark.parametrize("preset", sorted(table_6()))
+def test_theta0_presets_are_the_papers_table_6(preset):
+    expected = table_6()[preset]
+    config = Know3Config(theta0_preset=preset)
+    assert config.theta0 == expected
+    assert config.theta(1) == pytest.approx(threshold(expected, 1))
+    assert Know3Config(theta0_preset=preset.upper()).theta0 == expected  # case ignored
+
+
+def test_theta0_preset_from_an_option_string_and_its_errors():
+    from quillian.cli.flags import parse_options
+    from quillian.methods.table import method_spec
+
+    known = {o.name: o for o in method_spec("know3-rag").options}
+    options = parse_options(["theta0_preset=popqa/gpt-4o-mini"], known, "know3-rag")
+    assert build_config("know3-rag", Know3Config, options).theta0 == 0.01
+    with pytest.raises(ConfigError, match="unknown theta0_preset 'popqa/llama'") as error:
+        Know3Config(theta0_preset="popqa/llama")
+    assert "hotpotqa/glm4-9b" in str(error.value) and "popqa/gpt-4o-mini" in str(error.value)
+    with pytest.raises(ConfigError, match="theta0 or theta0_preset, not both"):
+        Know3Config(theta0=5.0, theta0_preset="2wiki/glm4-9b")
+    # the resolved value is accepted back, so a preset config can be copied
+    config = Know3Config(theta0_preset="2wiki/qwen2.5-32b")
+    assert dataclasses.replace(config, k=3).theta0 == 0.2
+    assert Know3Config().theta0 == 1.0  # no preset: the default
+
+
 # --- a five-entity graph and a hand-made ComplEx model -----------------------------------
 
 ENTITIES = {
@@ -91,8 +146,8 @@ R = np.array(
 )
 
 
-def triple_set():
-    rows = [(NAMES.index(h), RELATIONS.index(r), NAMES.index(t)) for h, r, t in TRIPLES]
+def triple_set(triples=TRIPLES):
+    rows = [(NAMES.index(h), RELATIONS.index(r), NAMES.index(t)) for h, r, t in triples]
     array = np.array(rows)
     return TripleSet(
         array[:, 0],
@@ -104,12 +159,15 @@ def triple_set():
     )
 
 
-def knowledge():
-    graph = MemoryGraph(ENTITIES, TRIPLES)
+def knowledge(triples=TRIPLES):
+    graph = MemoryGraph(ENTITIES, triples)
     model = ComplEx(E, R)
     embedder = KeywordEmbedder()
     return Know3Knowledge(
-        graph, TripleConfidence(model, triple_set()), RelationIndex(RELATIONS, embedder), embedder
+        graph,
+        TripleConfidence(model, triple_set(triples)),
+        RelationIndex(RELATIONS, embedder),
+        embedder,
     )
 
 
@@ -164,6 +222,27 @@ def test_linking_names_mentions_and_relations():
     assert (fuzzy.relation, fuzzy.how) == (1, "embedding")
 
 
+def test_links_record_how_each_name_was_linked():
+    graph = MemoryGraph(ENTITIES, TRIPLES, aliases={"Herbert Simon": ["Herbert A. Simon"]})
+    assert link_name("Herbert Simon", graph).how == "name"
+    alias = link_name("herbert a. simon", graph)
+    assert (alias.entities, alias.how, alias.score) == ((1,), "alias", None)
+    assert link_name("the economist Herbert Simon", graph).how == "inner"
+    near = link_name("Quillian Ross", graph)  # no name span; shares every word of one
+    assert (near.entities[0], near.how) == (0, "description") and near.score > 0
+    assert near.as_dict() == {
+        "text": "Quillian Ross",
+        "how": "description",
+        "entities": list(near.entities),
+        "score": round(near.score, 4),
+    }
+    found = find_mentions("Herbert A. Simon met Ross Quillian.", graph)
+    assert [(m.text, m.how) for m in found] == [
+        ("Herbert A. Simon", "alias"),
+        ("Ross Quillian", "name"),
+    ]
+
+
 def test_scoring_a_text_links_and_scores_each_triple():
     kb = knowledge()
     mentions = kb.mentions("Herbert Simon was born in Milwaukee.")
@@ -199,6 +278,31 @@ def test_related_entity_search_follows_algorithm_one():
     cards = kb.related_entities("Which city is Carnegie Mellon in?", global_relations=1)
     sources = {c.source for c in cards}
     assert "question" in sources
+
+
+def test_related_entity_search_predicts_a_global_tail():
+    """Algorithm 1's global branch: Simon's only relation here is "worked at", while the
+    query's most similar relation in the KG is "advisor" (the only one sharing a word),
+    so the KGE model predicts his advisor over every other entity x. By hand, with
+    h = i (Simon) and r = 1 (advisor), f(h, r, x) = Re(i * conj(x)) = Im(x): Milwaukee
+    1, Ross Quillian 0, Carnegie Mellon 0, Pittsburgh -1, so Milwaukee is predicted."""
+    without_birth = [t for t in TRIPLES if t[1] != "born in"]
+    kb = knowledge(without_birth)
+    query = "Who was the advisor of Herbert Simon?"
+    assert kb.relations.rank(kb.embed(query), 1)[0][0] == RELATIONS.index("advisor")
+    assert [f(1, 0, x) for x in (2, 0, 3, 4)] == [1.0, 0.0, 0.0, -1.0]
+    cards = kb.related_entities(query, global_relations=1)
+    by_label = {c.label: c for c in cards}
+    assert by_label["Herbert Simon"].facts == [
+        "Herbert Simon worked at Carnegie Mellon.",  # local, along "worked at"
+        "Herbert Simon advisor Milwaukee.",  # global, predicted by the KGE model
+    ]
+    assert by_label["Carnegie Mellon"].source == "local"
+    assert by_label["Milwaukee"].source == "global"
+    assert "Herbert Simon advisor Milwaukee." in format_entities(cards, 300)[0]
+    # "worked at" among the query's 4 most similar relations: no global prediction
+    cards = kb.related_entities(query, global_relations=4)
+    assert [c.source for c in cards] == ["question", "local"]
 
 
 # --- the loop -------------------------------------------------------------------------
@@ -307,6 +411,83 @@ def test_turn_limit_reached_rewrites_the_query_and_keeps_k_plus_t():
     assert sum(c.prompt == "know3.query@1" for c in model.calls) == 1
 
 
+WORSE = "Herbert Simon was born in Pittsburgh."
+BETTER = "Herbert Simon was born in Milwaukee."
+
+
+def two_references(**overrides):
+    """The raw query's reference (written first) states the less KG-consistent fact.
+    Relative scores by hand: Simon's reference mean is (f(1,1,2) + f(1,2,3))/2 =
+    (-1 - 2)/2 = -1.5; f(1, born in, Milwaukee) = -1, f(1, born in, Pittsburgh) = -0.5,
+    so Milwaukee scores 0.5 and Pittsburgh 1.0 (lower is better)."""
+
+    def triples(messages):
+        text = messages[-1].content
+        place = "Pittsburgh" if "Pittsburgh" in text else "Milwaukee"
+        return f'[{{"subject": "Herbert Simon", "predicate": "born in", "object": "{place}"}}]'
+
+    def reference(messages):
+        return BETTER if "Related Entities" in messages[-1].content else WORSE
+
+    routes = {
+        "know3.triples": triples,
+        "know3.reference": reference,
+        "know3.relevance": "Both say where. The reliability of the passage is yes.",
+    }
+    return scripted(**(routes | overrides))
+
+
+def kept_and_dropped(result):
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    by_text = {c["text"]: c for c in filtered.candidates}
+    return by_text, [c["text"] for c in filtered.candidates if c["kept"]]
+
+
+def test_the_factual_filter_keeps_the_better_scored_reference():
+    assert abs(f(1, 1, 2) + 1.5) == 0.5 and abs(f(1, 1, 4) + 1.5) == 1.0
+    result = run(two_references(), theta0=0.0, max_turns=1, k=1)
+    by_text, kept = kept_and_dropped(result)
+    assert kept == [BETTER]  # k + t = 1 at t = 0: the lower relative score wins
+    assert by_text[BETTER]["score"] == pytest.approx(0.5)
+    assert by_text[WORSE]["score"] == pytest.approx(1.0)
+    assert by_text[WORSE]["relevant"] and not by_text[WORSE]["kept"]
+    assert [r.text for r in result.evidence.references] == [BETTER]
+
+
+def test_triple_check_alone_ranks_without_asking_for_relevance():
+    """Table 3's "w/o Rel-check": every reference counts as relevant, then the factual
+    filter ranks them."""
+    model = two_references()
+    result = run(model, theta0=0.0, max_turns=1, k=1, relevance_check=False)
+    assert not any(c.prompt == "know3.relevance@1" for c in model.calls)
+    by_text, kept = kept_and_dropped(result)
+    assert kept == [BETTER] and by_text[WORSE]["relevant"] and by_text[WORSE]["score"] == 1.0
+
+
+def test_relevance_check_alone_keeps_the_written_order_of_the_relevant():
+    """Table 3's "w/o Tri-check": no reference is scored; the relevant ones keep the
+    order they were written in, so the first relevant one is kept at k = 1."""
+    model = two_references()
+    result = run(model, theta0=0.0, max_turns=1, k=1, triple_check=False)
+    by_text, kept = kept_and_dropped(result)
+    assert kept == [WORSE]  # written first (raw query); its worse score is not read
+    assert by_text[BETTER]["score"] is None and by_text[BETTER]["triples"] == []
+    triple_calls = [c for c in model.calls if c.prompt == "know3.triples@1"]
+    assert len(triple_calls) == 1  # the turn-0 answer's check alone
+    # a relevance verdict still filters: the first reference judged irrelevant
+    judged = two_references(
+        **{
+            "know3.relevance": lambda messages: (
+                "The reliability of the passage is no."
+                if "Pittsburgh" in messages[-1].content.split("Passage:")[1]
+                else "The reliability of the passage is yes."
+            )
+        }
+    )
+    by_text, kept = kept_and_dropped(run(judged, theta0=0.0, max_turns=1, k=1, triple_check=False))
+    assert kept == [BETTER] and not by_text[WORSE]["relevant"]
+
+
 def test_ablations_switch_parts_off():
     model = scripted()
     result = run(model, theta0=0.0, max_turns=1, relevance_check=False, triple_check=False)
@@ -335,6 +516,48 @@ def test_malformed_triples_and_verdicts_are_recorded_not_fatal():
     failures = [c for c in result.transcript.calls if c.error]
     assert {c.stage for c in failures} == {"know3.triples@1", "know3.relevance@1"}
     assert result.transcript.parse_failures == len(failures) >= 4
+
+
+LOOSE = (
+    'Here they are: {"subject": "Herbert Simon", "predicate": "born in", "object": '
+    '"Milwaukee"} and {"subject": "He", "predicate": "worked at", "object": "Carnegie '
+    'Mellon"} and {"subject": "the economist Herbert Simon", "predicate": "worked at", '
+    '"object": "Carnegie Mellon"}'
+)
+
+
+def test_every_extracted_triple_its_links_and_the_parse_are_in_the_trace():
+    """A pronoun triple dropped by the filter, how each end was linked, and the loose
+    ``{...}`` objects read in place of a JSON list all reach the trace."""
+    result = run(scripted(**{"know3.triples": LOOSE}), theta0=100.0)
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.dropped == ("generic or pronoun 'He': He worked at Carnegie Mellon.",)
+    assert check.parse_notes == ("not a JSON list: read 3 loose {...} object(s)",)
+    born, worked = check.triples
+    assert born["subject_link"] == {
+        "text": "Herbert Simon",
+        "how": "name",
+        "entities": [1],
+        "score": None,
+    }
+    assert born["object_link"]["how"] == "name" and born["relation_match"] == "exact"
+    assert worked["subject_link"]["how"] == "inner"
+    assert worked["linked"] == "<Herbert Simon | worked at | Carnegie Mellon>"
+    assert check.as_dict()["parse_notes"] == check.parse_notes  # what bench qa writes
+
+    # the same for each candidate reference of a retrieval round
+    result = run(scripted(**{"know3.triples": LOOSE}), theta0=0.0, max_turns=1)
+    filtered = next(s for s in result.steps if isinstance(s, ReferenceFilter))
+    scored = [c for c in filtered.candidates if c["relevant"]]
+    assert scored and all(c["dropped"] == list(check.dropped) for c in scored)
+    assert all(c["parse_notes"] == list(check.parse_notes) for c in scored)
+    assert all(c["triples"][0]["subject_link"]["how"] == "name" for c in scored)
+
+
+def test_an_unreadable_triple_list_is_a_dropped_entry_in_the_trace():
+    result = run(scripted(**{"know3.triples": "no idea"}), theta0=100.0)
+    check = next(s for s in result.steps if isinstance(s, ConfidenceCheck))
+    assert check.triples == () and check.dropped == ("unreadable triple list",)
 
 
 def test_a_yes_or_no_to_an_open_question_is_repaired_and_recorded():

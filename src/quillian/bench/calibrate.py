@@ -190,8 +190,10 @@ async def collect_trajectories(
     concurrency: int = 1,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Trajectory]:
-    """Run Know3-RAG with θ0 = 0 (nothing accepted before T) on every question."""
-    options = {**options, "theta0": 0.0, "adaptive": True}
+    """Run Know3-RAG with θ0 = 0 (nothing accepted before T) on every question; a
+    ``theta0_preset`` among ``options`` is dropped (θ0 is what is being chosen)."""
+    options = {k: v for k, v in options.items() if k != "theta0_preset"}
+    options |= {"theta0": 0.0, "adaptive": True}
     gate = asyncio.Semaphore(concurrency)
     done = 0
 

@@ -50,7 +50,8 @@ def calibrate_command(
         float,
         typer.Option(
             metavar="SHARE",
-            help="share of questions to answer at turn 0, without retrieval (0 to 1)",
+            help="share of questions to answer at turn 0, without retrieval (0 to 1); "
+            "the only share targeted: later turns' shares follow from θ0 and are reported",
         ),
     ] = 0.3,
     limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
@@ -58,10 +59,12 @@ def calibrate_command(
 ) -> None:
     """Pick θ0 so that a target share of QUESTIONS is answered at turn 0.
 
-    Runs know3-rag once per question to the last turn (θ0 = 0), recording each turn's
-    answer and KGE score, then evaluates every θ0 exactly: the share answered at each
-    turn (the paper's Table 5) and, with a data set's gold answers, EM and F1. Use the
-    chosen value as --option theta0=VALUE.
+    Only the turn-0 share (answered without retrieval) is targeted: θ0 is one number,
+    so it cannot be fitted to a share at every turn; the shares at later turns follow
+    from it. Runs know3-rag once per question to the last turn (θ0 = 0), recording each
+    turn's answer and KGE score, then evaluates every θ0 exactly: the share answered at
+    each turn (the paper's Table 5) and, with a data set's gold answers, EM and F1. Use
+    the chosen value as --option theta0=VALUE.
     """
     if not 0.0 <= target <= 1.0:
         raise typer.BadParameter(f"--target must be in [0, 1], got {target}")

@@ -118,6 +118,7 @@ def _(step: ConfidenceCheck) -> list[str]:
         f"kge check, turn {step.turn}: score {score} vs threshold {step.threshold:.4g}: {verdict}"
     ]
     lines += _triple_lines(step.triples, "  ")
+    lines += _extraction_lines(step.dropped, step.parse_notes, "  ")
     return lines
 
 
@@ -160,18 +161,38 @@ def _(step: ReferenceFilter) -> list[str]:
         text = c.get("error") or _flat(c["text"], 120)
         lines.append(f"  [{mark}, score {score}] {c['source']} ({c['query']}): {text}")
         lines += _triple_lines(c["triples"], "    ")
+        lines += _extraction_lines(c.get("dropped", ()), c.get("parse_notes", ()), "    ")
     return lines
 
 
 def _triple_lines(triples: Iterable[dict[str, Any]], indent: str) -> list[str]:
-    """Each extracted triple, the KG triple it was read as (or why none), its score."""
+    """Each extracted triple, the KG triple it was read as (or why none), its score,
+    and how its ends and predicate were linked."""
     lines = []
     for t in triples:
         subject, predicate, obj = t["triple"]
         reading = t["linked"] or t["note"]
         shown = "-" if t["score"] is None else f"{t['score']:.4g}"
         lines.append(f"{indent}({subject} | {predicate} | {obj}) as {reading}: {shown}")
+        if "subject_link" not in t:  # a record written before links were traced
+            continue
+        links = [f"{end} by {_link_text(t.get(f'{end}_link'))}" for end in ("subject", "object")]
+        if t.get("relation_match"):
+            links.append(f"predicate by {t['relation_match']}")
+        lines.append(f"{indent}  linked: {', '.join(links)}")
     return lines
+
+
+def _link_text(link: dict[str, Any] | None) -> str:
+    if not link:
+        return "nothing"
+    score = "" if link.get("score") is None else f" {link['score']:.3g}"
+    return f"{link['how']}{score}"
+
+
+def _extraction_lines(dropped: Iterable[str], notes: Iterable[str], indent: str) -> list[str]:
+    """The extracted items dropped before linking, and how the list was read."""
+    return [f"{indent}dropped: {d}" for d in dropped] + [f"{indent}parse: {n}" for n in notes]
 
 
 @step_lines.register

@@ -18,13 +18,15 @@ from quillian.components.kg.mentions import RelationIndex
 from quillian.components.kg.report import Progress, no_progress
 from quillian.components.kg.spec import GraphSpec
 from quillian.components.kg.store import KIND, MANIFEST, ImportedGraph
+from quillian.components.kg.writer import record_in_manifest
 from quillian.components.kge.confidence import TripleConfidence
 from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.sources import (
     triples_from_imported_graph,
     triples_from_knowledge_graph,
 )
-from quillian.components.kge.storage import load_model, model_directory
+from quillian.components.kge.storage import MODEL_DIR, load_model, model_directory
+from quillian.components.kge.storage import read_manifest as read_model_manifest
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import ConfigError, IndexIncompleteError
 from quillian.index import Index, load_graph, open_storage, read_manifest
@@ -89,6 +91,12 @@ def _train(
     from quillian.components.kge.train import train_and_save
 
     triples = graph_triples(location)
+    if is_imported_graph(location):
+        result = train_and_save(
+            triples, model_directory(location), config, resume=resume, progress=on_progress
+        )
+        _record_model(Path(location))
+        return result
     if is_server_location(location):  # trained in the local cache, sent to the server at close
         with open_storage(location) as storage:
             return train_and_save(
@@ -101,6 +109,23 @@ def _train(
     return train_and_save(
         triples, model_directory(location), config, resume=resume, progress=on_progress
     )
+
+
+def _record_model(graph: Path) -> None:
+    """Name the model just saved in the imported graph's manifest (``kge``: its
+    directory, format, the graph fingerprint it was trained on, dim, epochs, time). The
+    model's own manifest stays what loading checks; this says a graph has one."""
+    model = read_model_manifest(model_directory(graph))
+    record = {
+        "directory": MODEL_DIR,
+        "format": model["format"],
+        "model": model["model"],
+        "fingerprint": model["graph"]["fingerprint"],
+        "dim": model["dim"],
+        "epochs": model["epochs"],
+        "created": model["created"],
+    }
+    record_in_manifest(graph, "kge", record)
 
 
 def open_knowledge(
@@ -122,6 +147,7 @@ def open_knowledge(
         triples = triples_from_imported_graph(graph)
         directory = spec.directory
         relation_embedder: Embedder = _LazyEmbedder(graph)
+        relation_aliases: list[tuple[str, ...]] | None = graph.relation_aliases
         source: Any = graph
     else:
         if location is None:
@@ -133,9 +159,10 @@ def open_knowledge(
         triples = triples_from_knowledge_graph(opened.context.kg)
         directory = location
         relation_embedder = embedder
+        relation_aliases = None  # a document graph's predicates are their own names
     stored = load_model(model_directory(directory), triples)
     confidence = TripleConfidence(stored.model, triples)
-    relations = RelationIndex(triples.relation_names, relation_embedder)
+    relations = RelationIndex(triples.relation_names, relation_embedder, aliases=relation_aliases)
     return Know3Knowledge(source, confidence, relations, relation_embedder)
 
 

@@ -175,8 +175,10 @@ class ConfidenceCheck(Step):
 
     ``score`` is the aggregate relative score (None: no triple could be scored, which
     counts as unreliable); the answer is ``accepted`` when the score is below
-    ``threshold``. ``triples`` holds each extracted triple, its KG reading and score;
-    ``entities`` the text's spans linked to KG entities."""
+    ``threshold``. ``triples`` holds each extracted triple, how its ends and predicate
+    were linked, its KG reading and score; ``entities`` the text's spans linked to KG
+    entities; ``dropped`` the extracted items dropped before linking, with why;
+    ``parse_notes`` how the triple list was read when it was not a JSON list."""
 
     kind: ClassVar[str] = "confidence-check"
     turn: int
@@ -185,6 +187,8 @@ class ConfidenceCheck(Step):
     accepted: bool
     triples: tuple[dict[str, Any], ...] = ()
     entities: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    parse_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

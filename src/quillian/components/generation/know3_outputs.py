@@ -130,10 +130,12 @@ class ExtractedTriple:
 
 @dataclass(frozen=True)
 class TripleList:
-    """The triples read from one reply, and why any item was dropped."""
+    """The triples read from one reply, why any item was dropped, and how the reply was
+    read when it was not the JSON list asked for (``notes``)."""
 
     triples: tuple[ExtractedTriple, ...] = ()
     dropped: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
 
 
 _NONE = re.compile(r"^\W*none\W*$", re.IGNORECASE)
@@ -143,14 +145,15 @@ _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
 def parse_triple_list(raw: str, prompt: str = "") -> TripleList:
     """Prompt P4's reply: ``None``, or a JSON list of objects with ``subject``,
     ``predicate`` and ``object``. A reply that is neither, but holds ``{...}`` objects,
-    is read object by object (the authors' code does the same). Items missing a field,
-    naming a pronoun or generic noun, or relating a thing to itself are dropped and
-    listed in :attr:`TripleList.dropped`; a list-valued subject or object gives one
-    triple per value."""
+    is read object by object (the authors' code does the same), and
+    :attr:`TripleList.notes` says so. Items missing a field, naming a pronoun or generic
+    noun, or relating a thing to itself are dropped and listed in
+    :attr:`TripleList.dropped`; a list-valued subject or object gives one triple per
+    value."""
     text = raw.strip()
     if not text or _NONE.match(text):
         return TripleList()
-    items = _items(raw, prompt)
+    items, notes = _items(raw, prompt)
     triples: dict[ExtractedTriple, None] = {}
     dropped: list[str] = []
     for item in items:
@@ -160,27 +163,31 @@ def parse_triple_list(raw: str, prompt: str = "") -> TripleList:
                 dropped.append(f"{reason}: {triple.sentence()}")
             else:
                 triples.setdefault(triple)
-    return TripleList(tuple(triples), tuple(dropped))
+    return TripleList(tuple(triples), tuple(dropped), notes)
 
 
-def _items(raw: str, prompt: str) -> list[Any]:
+def _items(raw: str, prompt: str) -> tuple[list[Any], tuple[str, ...]]:
+    """The reply's items, and a note when they were not read as one JSON list."""
     try:
         data = extract_json(raw, prompt)
     except ParseError:
         data = None
     if isinstance(data, list):
-        return data
+        return data, ()
     found: list[Any] = []
+    skipped = 0
     for match in _OBJECT.findall(raw):
         try:
             found.append(json.loads(match))
         except json.JSONDecodeError:
-            continue
+            skipped += 1
     if not found and isinstance(data, dict):
         found = [data]
     if not found:
         raise ParseError("neither None nor a JSON list of triples", raw, prompt)
-    return found
+    unread = f", {skipped} unreadable skipped" if skipped else ""
+    note = f"not a JSON list: read {len(found)} loose {{...}} object(s){unread}"
+    return found, (note,)
 
 
 def _strings(value: Any) -> list[str]:

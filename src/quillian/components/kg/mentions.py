@@ -13,11 +13,12 @@ linking Quillian already has:
   entities whose descriptions are nearest to it *and* whose names share at least half
   their words with it (description similarity alone links namesakes and strangers).
 * :class:`RelationIndex`: a predicate to a KG relation: its exact name (by the same
-  key), else the relation whose sentence ``"{s} {relation} {o}."`` is most similar to
-  the triple's ``"{s} {predicate} {o}."``, among the ``shortlist`` relations whose names
-  are nearest the predicate (spec section 8.5, with a shortlist so a graph with
-  thousands of predicates costs one small embedding batch per triple). It also ranks
-  relations against a query for the related-entity search.
+  key), else one of its aliases (Wikidata5M's relation file lists several: "educated
+  at" is also "alma mater"), else the relation whose sentence ``"{s} {relation} {o}."``
+  is most similar to the triple's ``"{s} {predicate} {o}."``, among the ``shortlist``
+  relations whose names are nearest the predicate (spec section 8.5, with a shortlist
+  so a graph with thousands of predicates costs one small embedding batch per triple).
+  It also ranks relations against a query for the related-entity search.
 """
 
 from __future__ import annotations
@@ -46,12 +47,30 @@ MIN_WORD_OVERLAP = 0.5
 
 @dataclass(frozen=True)
 class Mention:
-    """A span of text and the entities it names; ``how`` is ``name`` (an exact name or
-    alias), ``inner`` (a name inside it) or ``description``."""
+    """A span of text and the entities it names; ``how`` is ``name`` (the first
+    entity's name), ``alias`` (one of its other names), ``inner`` (a name or alias
+    inside it) or ``description`` (then ``score`` is the best kept entity's description
+    similarity)."""
 
     text: str
     entities: tuple[int, ...]
     how: str = "name"
+    score: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """The link as a trace shows it."""
+        return {
+            "text": self.text,
+            "how": self.how,
+            "entities": list(self.entities),
+            "score": None if self.score is None else round(self.score, 4),
+        }
+
+
+def _name_or_alias(text: str, entities: Sequence[int], graph: ExternalGraph) -> str:
+    """``name`` when ``text`` is the first entity's name (by its key), else ``alias``."""
+    key = normalize_name(text)
+    return "name" if entities and normalize_name(graph.entity_name(entities[0])) == key else "alias"
 
 
 def find_mentions(text: str, graph: ExternalGraph, *, max_candidates: int = 3) -> list[Mention]:
@@ -60,7 +79,11 @@ def find_mentions(text: str, graph: ExternalGraph, *, max_candidates: int = 3) -
     proper-name spans, no stop words, a trailing possessive dropped), resolved by the
     graph's own look-up; at most ``max_candidates`` entities per mention."""
     lexicon = EntityLexicon.over(graph.lookup)
-    return [Mention(m.surface, m.candidates[:max_candidates]) for m in lexicon.match(text)]
+    found = []
+    for m in lexicon.match(text):
+        entities = m.candidates[:max_candidates]
+        found.append(Mention(m.surface, entities, _name_or_alias(m.surface, entities, graph)))
+    return found
 
 
 def _overlap(a: str, b: str) -> float:
@@ -74,7 +97,8 @@ def link_name(
     """The entities ``name`` refers to (see the module docstring), or None."""
     exact = graph.lookup(name)
     if exact:
-        return Mention(name, tuple(exact[:max_candidates]), "name")
+        entities = tuple(exact[:max_candidates])
+        return Mention(name, entities, _name_or_alias(name, entities, graph))
     inner = find_mentions(name, graph, max_candidates=max_candidates)
     if inner:
         best = max(inner, key=lambda m: len(m.text))
@@ -83,18 +107,23 @@ def link_name(
         return None
     near = graph.seed_entities(name, description_candidates)
     kept = [
-        e
-        for e, _ in near
+        (e, score)
+        for e, score in near
         if max(_overlap(name, n) for n in (graph.entity_name(e), *graph.aliases(e)))
         >= MIN_WORD_OVERLAP
     ]
-    return Mention(name, tuple(kept[:max_candidates]), "description") if kept else None
+    if not kept:
+        return None
+    entities = tuple(e for e, _ in kept[:max_candidates])
+    return Mention(name, entities, "description", kept[0][1])
 
 
 @dataclass(frozen=True)
 class RelationMatch:
     """A predicate mapped to relation ``relation``: ``how`` is ``exact`` (same name),
-    ``folded`` (the first relation, in the graph's order, with the same
+    ``alias`` (the same key as one of the relation's aliases; a name wins over another
+    relation's alias, and of two relations with the same alias the first in the graph's
+    order), ``folded`` (the first relation, in the graph's order, with the same
     :func:`~quillian.components.kg.predicates.relation_key`: "was produced in" for
     "produced in", where the embedding's pick was "was produced by") or ``embedding``
     (then ``similarity`` is the sentences' cosine)."""
@@ -105,21 +134,38 @@ class RelationMatch:
 
 
 class RelationIndex:
-    """The KG's relation names, matched to predicates and ranked against queries."""
+    """The KG's relation names (and aliases), matched to predicates and ranked against
+    queries. ``aliases[r]`` are relation ``r``'s other names (None: none)."""
 
-    def __init__(self, names: Sequence[str], embedder: Embedder, *, shortlist: int = 8) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        embedder: Embedder,
+        *,
+        shortlist: int = 8,
+        aliases: Sequence[Sequence[str]] | None = None,
+    ) -> None:
         if not names:
             raise ConfigError("the knowledge graph has no relations")
         if shortlist <= 0:
             raise ConfigError(f"shortlist must be greater than 0, got {shortlist}")
+        if aliases is not None and len(aliases) != len(names):
+            raise ConfigError(f"{len(aliases)} relation alias lists for {len(names)} relations")
         self.names = tuple(names)
+        self.aliases = tuple(tuple(a) for a in aliases) if aliases else ((),) * len(self.names)
         self.embedder = embedder
         self.shortlist = shortlist
         self._keys: dict[str, int] = {}
         self._folded: dict[str, int] = {}
+        self._alias_keys: dict[str, int] = {}
         for i, name in enumerate(self.names):
             self._keys.setdefault(_relation_key(name), i)
             self._folded.setdefault(relation_key(_readable(name)), i)
+        for i, others in enumerate(self.aliases):
+            for alias in others:
+                key = _relation_key(alias)
+                if key and key not in self._keys:
+                    self._alias_keys.setdefault(key, i)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -135,6 +181,9 @@ class RelationIndex:
         exact = self._keys.get(_relation_key(predicate))
         if exact is not None:
             return RelationMatch(exact, "exact")
+        alias = self._alias_keys.get(_relation_key(predicate))
+        if alias is not None:
+            return RelationMatch(alias, "alias")
         folded = self._folded.get(relation_key(predicate))
         if folded is not None:
             return RelationMatch(folded, "folded")

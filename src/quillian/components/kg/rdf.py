@@ -122,7 +122,9 @@ class _Collector:
         for predicate, number in graph.relation_index.items():
             ranked = sorted(self.labels.get(predicate, []), key=lambda item: item[0])
             if ranked:
-                graph.relation_names[number] = ranked[0][1]
+                labels = list(dict.fromkeys(text for _, text in ranked))
+                graph.relation_names[number] = labels[0]
+                graph.relation_aliases[number] = tuple(labels[1:])
         self.report.read.update(
             entities=len(graph.ids), relations=len(graph.relation_names), triples=self.n_triples
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -115,7 +115,9 @@ class StagedGraph:
 
     ``ids`` are sorted and unique; ``alias_rows[i]`` / ``description_rows[i]`` are
     entity ``i``'s records in ``aliases`` / ``descriptions`` (``-1``: none). Triples
-    are ``heads``/``relations``/``tails`` over entities and ``relation_names``.
+    are ``heads``/``relations``/``tails`` over entities and ``relation_names``;
+    ``relation_aliases[r]`` are relation ``r``'s other names (empty: none, or the reader
+    has none to give).
     """
 
     ids: npt.NDArray[np.bytes_]
@@ -128,6 +130,7 @@ class StagedGraph:
     tails: I32
     relation_ids: list[str]
     relation_names: list[str]
+    relation_aliases: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def n_entities(self) -> int:
@@ -192,6 +195,7 @@ class EntityCollector:
         self.tails = array("i")
         self.relation_index: dict[str, int] = {}
         self.relation_names: list[str] = []
+        self.relation_aliases: list[tuple[str, ...]] = []
 
     def entity(self, entity_id: str, path: str = "", line: int = 0) -> int:
         """The provisional number of ``entity_id``, created on first sight."""
@@ -228,6 +232,7 @@ class EntityCollector:
         if number is None:
             number = self.relation_index[relation_id] = len(self.relation_names)
             self.relation_names.append(name)
+            self.relation_aliases.append(())
         return number
 
     def triple(self, head: int, relation: int, tail: int) -> None:
@@ -267,4 +272,5 @@ class EntityCollector:
             tails=renumber[tails].astype(np.int32),
             relation_ids=relation_ids,
             relation_names=list(self.relation_names),
+            relation_aliases=list(self.relation_aliases),
         )

@@ -10,7 +10,9 @@ Python objects):
   of each relation, then the second of each, ...), so a capped prefix is varied;
 * ``names_*`` - each entity's names, tab-separated, the first being its name;
   ``descriptions_*``; ``relation_names_*`` and ``relation_ids_*`` (text tables: one
-  UTF-8 blob plus int64 offsets);
+  UTF-8 blob plus int64 offsets); ``relation_aliases_*`` (optional: each relation's
+  other names, tab-separated; written when the source gives any, e.g. Wikidata5M's
+  relation file; a graph imported before it existed simply has none);
 * ``alias_keys`` (uint64, sorted) and ``alias_entities`` (int32) - a hash of the
   :func:`quillian.types.normalize_name` key of every name, for :meth:`ImportedGraph.lookup`;
 * ``vectors/`` - an :class:`~quillian.stores.embedded.vectors.ExactVectorIndex` of the
@@ -255,6 +257,7 @@ class ImportedGraph:
         self._descriptions = TextTable.load(directory, "descriptions")
         table = TextTable.load(directory, "relation_names", mmap=False)
         self._relation_names = [table[i] for i in range(len(table))]
+        self._relation_aliases = _relation_aliases(directory, len(self._relation_names))
         self._alias_keys: npt.NDArray[np.uint64] = load_mapped(directory / "alias_keys.npy")
         self._alias_entities: npt.NDArray[np.int32] = load_mapped(directory / "alias_entities.npy")
         self._n = len(self._indptr) - 1
@@ -335,6 +338,12 @@ class ImportedGraph:
     def relation_names(self) -> list[str]:
         """Relation names; ``relation`` numbers in :meth:`neighbours` index this list."""
         return list(self._relation_names)
+
+    @property
+    def relation_aliases(self) -> list[tuple[str, ...]]:
+        """Each relation's other names (its name excluded), indexed as
+        :attr:`relation_names`; all empty for a graph stored without them."""
+        return list(self._relation_aliases)
 
     def degree(self, entity: int) -> int:
         """Number of outgoing triples of ``entity``."""
@@ -484,6 +493,16 @@ class ImportedGraph:
             _check_embedder(self.manifest, embedder, self.directory)
             self._embedder = embedder
         return self._embedder
+
+
+def _relation_aliases(directory: Path, n_relations: int) -> list[tuple[str, ...]]:
+    """The optional ``relation_aliases`` table, one tuple per relation."""
+    if not (directory / "relation_aliases_offsets.npy").exists():
+        return [() for _ in range(n_relations)]
+    table = TextTable.load(directory, "relation_aliases", mmap=False)
+    if len(table) != n_relations:
+        raise ValueError(f"{len(table)} relation alias rows for {n_relations} relations")
+    return [tuple(a for a in table[i].split("\t") if a) for i in range(n_relations)]
 
 
 def _check_cap(max_per_entity: int) -> int:

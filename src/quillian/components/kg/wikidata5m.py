@@ -2,7 +2,8 @@
 
 * entity aliases ``wikidata5m_entity.txt``: ``Q42<TAB>Douglas Adams<TAB>...``, the
   first alias being the name;
-* relation aliases ``wikidata5m_relation.txt``: the same shape for ``P`` ids;
+* relation aliases ``wikidata5m_relation.txt``: the same shape for ``P`` ids (every
+  alias is kept: the first names the relation, the others let a predicate match it);
 * triples ``wikidata5m_all_triplet.txt``: ``head<TAB>relation<TAB>tail``;
 * descriptions ``wikidata5m_text.txt``: ``Q42<TAB>text``.
 
@@ -114,10 +115,12 @@ def stage_wikidata5m(
     """Read the release files into a staged graph (see :mod:`quillian.components.kg.staging`)."""
     aliases = RaggedFile(workdir / "aliases.bin")
     ids, alias_rows = _read_entities(files.entities, aliases, report, progress, max_bad_lines)
-    relation_ids, relation_names = (
-        _read_relations(files.relations, report, max_bad_lines) if files.relations else ([], [])
+    relation_ids, relation_names, relation_aliases = (
+        _read_relations(files.relations, report, max_bad_lines) if files.relations else ([], [], [])
     )
-    relations = _Relations(relation_ids, relation_names, named=files.relations is not None)
+    relations = _Relations(
+        relation_ids, relation_names, relation_aliases, named=files.relations is not None
+    )
     heads: list[npt.NDArray[np.int32]] = []
     rels: list[npt.NDArray[np.int32]] = []
     tails: list[npt.NDArray[np.int32]] = []
@@ -142,6 +145,7 @@ def stage_wikidata5m(
         tails=_concat(tails),
         relation_ids=relations.ids,
         relation_names=relations.names,
+        relation_aliases=relations.aliases,
     )
 
 
@@ -235,18 +239,21 @@ def _read_entities(
 
 def _read_relations(
     path: Path, report: ImportReport, limit: int | None
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], list[tuple[str, ...]]]:
+    """Sorted relation ids, each one's name (its first alias) and its other aliases
+    (``Pid<TAB>label<TAB>alias...``, as the entity file); a repeated id is a
+    ``duplicate-relation`` issue, its first line wins."""
     bad = BadLines(report.issues, limit)
-    seen: dict[str, str] = {}
+    seen: dict[str, list[str]] = {}
     name = str(path)
     for ids, rests, numbers in _iter_tsv(path, "relations", report, _quiet, bad, "alias..."):
         for rid, rest, line in zip(ids, rests, numbers, strict=True):
             if rid in seen:
                 report.issues.add("duplicate-relation", name, line, f"{rid}; the first is kept")
                 continue
-            seen[rid] = _clean_aliases(rest).partition("\t")[0]
+            seen[rid] = list(dict.fromkeys(_clean_aliases(rest).split("\t")))
     ordered = sorted(seen)
-    return ordered, [seen[r] for r in ordered]
+    return ordered, [seen[r][0] for r in ordered], [tuple(seen[r][1:]) for r in ordered]
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -258,9 +265,12 @@ class _Relations:
     a triple (named by its id, and reported once as ``unknown-relation`` when there is
     a relations file)."""
 
-    def __init__(self, ids: list[str], names: list[str], named: bool) -> None:
+    def __init__(
+        self, ids: list[str], names: list[str], aliases: list[tuple[str, ...]], named: bool
+    ) -> None:
         self.ids = list(ids)
         self.names = list(names)
+        self.aliases = list(aliases)
         self.named = named
         self._sorted = to_bytes_array(ids, "relation id") if ids else np.zeros(0, "S1")
         self._extra: dict[bytes, int] = {}
@@ -277,6 +287,7 @@ class _Relations:
                 text = key.decode("utf-8")
                 self.ids.append(text)
                 self.names.append(text)
+                self.aliases.append(())
                 if self.named:
                     issues.add("unknown-relation", path, int(lines[j]), f"{text} has no name")
             out[j] = number

@@ -52,6 +52,7 @@ __all__ = [
     "drop_ann",
     "import_graph",
     "preprocess",
+    "record_in_manifest",
     "set_ann_nprobe",
 ]
 
@@ -228,6 +229,13 @@ def build_graph(
     _save_ids(directory, staged.ids[keep])
     TextTable.save(directory, "relation_names", (staged.relation_names[i] for i in used))
     TextTable.save(directory, "relation_ids", (staged.relation_ids[i] for i in used))
+    aliases = staged.relation_aliases
+    if any(aliases):
+        TextTable.save(
+            directory,
+            "relation_aliases",
+            ("\t".join(aliases[i]) if i < len(aliases) else "" for i in used),
+        )
     staged.aliases.gather(staged.alias_rows[keep], directory, "names")
     staged.descriptions.gather(staged.description_rows[keep], directory, "descriptions")
     staged.aliases.discard()
@@ -419,6 +427,15 @@ def set_ann_nprobe(directory: str | Path, nprobe: int) -> dict[str, Any]:
     info = {**ann, "nprobe": int(nprobe)}
     write_json_atomic(root / MANIFEST, {**manifest, "ann": info})
     return info
+
+
+def record_in_manifest(directory: str | Path, key: str, value: dict[str, Any]) -> None:
+    """Record ``value`` under ``key`` in a complete graph's manifest (replaced
+    atomically; readers ignore keys they do not know), e.g. the KG-embedding model
+    trained on it."""
+    root = Path(directory)
+    manifest = read_manifest(root)
+    write_json_atomic(root / MANIFEST, {**manifest, key: value})
 
 
 def _build_ann_dir(

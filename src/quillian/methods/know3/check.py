@@ -7,7 +7,7 @@ linked and scored (eq. 2), and the scores aggregated (eq. 1, or the code's mean)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from quillian.components.concurrency import Offload, to_thread
 from quillian.components.kge.confidence import Aggregation
@@ -34,7 +34,8 @@ class KGECheck:
         mentions = await self.offload(self.knowledge.mentions, text)
         names = ", ".join(dict.fromkeys(m.text for m in mentions))
         extracted = await self.runner.run(TRIPLES, transcript, text=text, entities=names)
-        return await self.offload(self.knowledge.score_text, extracted.triples, mentions, how)
+        scored = await self.offload(self.knowledge.score_text, extracted.triples, mentions, how)
+        return replace(scored, dropped=extracted.dropped, parse_notes=extracted.notes)
 
     @staticmethod
     def step(turn: int, scored: TextScore, threshold: float) -> ConfidenceCheck:
@@ -47,6 +48,8 @@ class KGECheck:
             accepted=accepted,
             triples=tuple(t.as_dict() for t in scored.triples),
             entities=scored.mentions,
+            dropped=scored.dropped,
+            parse_notes=scored.parse_notes,
         )
 
 

@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from quillian.components.kge.confidence import AGGREGATIONS, Aggregation
 from quillian.errors import ConfigError
 
-__all__ = ["THETA0_PRESETS", "THRESHOLDS", "C", "Know3Config", "threshold"]
+__all__ = ["DEFAULT_THETA0", "THETA0_PRESETS", "THRESHOLDS", "C", "Know3Config", "threshold"]
 
 #: c in the threshold (section 5.3: 128; it equals the pretrained model's dimension).
 C = 128.0
 
-#: θ0 of the paper's Table 6, by data set and QA model.
+#: θ0 when neither ``theta0`` nor ``theta0_preset`` is given.
+DEFAULT_THETA0 = 1.0
+
+#: θ0 of the paper's Table 6, by ``data set/QA model`` (``theta0_preset``).
 THETA0_PRESETS: dict[str, float] = {
     "hotpotqa/glm4-9b": 10.0,
     "hotpotqa/qwen2.5-32b": 1.0,
@@ -60,10 +63,15 @@ def threshold(theta0: float, turn: int, *, c: float = C, kind: str = "paper") ->
 class Know3Config:
     """Know3-RAG; defaults from the paper (section 5.3) and the authors' code."""
 
-    theta0: float = 1.0
+    theta0: float = DEFAULT_THETA0
     """θ0 of the adaptive-retrieval threshold θ_t = θ0·c/(1+e^(1−θ0·t)) (Table 6: 0.01
     to 13 by data set and model; the scale of scores depends on the KG and its model, so
     pick it with `quillian know3 calibrate`; 0 never accepts an answer before T)."""
+    theta0_preset: str = ""
+    """θ0 from the paper's Table 6 by DATASET/MODEL: hotpotqa, 2wiki or popqa with
+    glm4-9b, qwen2.5-32b or gpt-4o-mini (e.g. popqa/gpt-4o-mini = 0.01). The paper's
+    values fit its Wikidata5M model; on another KG calibrate instead. Not together with
+    theta0."""
     theta_c: float = C
     """c of the threshold (section 5.3: 128)."""
     threshold: str = "paper"
@@ -115,6 +123,8 @@ class Know3Config:
     such HotpotQA questions. False: no such check."""
 
     def __post_init__(self) -> None:
+        if self.theta0_preset:
+            object.__setattr__(self, "theta0", self._preset_theta0())
         if self.max_turns < 0:
             raise ConfigError(f"max_turns must be >= 0, got {self.max_turns}")
         for name in ("k", "local_tails", "global_relations", "max_query_entities"):
@@ -136,6 +146,22 @@ class Know3Config:
             )
         if self.reference and not (self.raw_query or self.kg_query or self.corpus_passages):
             raise ConfigError("raw_query, kg_query and corpus_passages are all off: no references")
+
+    def _preset_theta0(self) -> float:
+        """θ0 of ``theta0_preset`` (case ignored); refused with an explicit θ0 that
+        differs (the resolved value itself is accepted, so ``replace`` keeps working)."""
+        value = THETA0_PRESETS.get(self.theta0_preset.strip().lower())
+        if value is None:
+            raise ConfigError(
+                f"unknown theta0_preset {self.theta0_preset!r}; the paper's Table 6 has "
+                f"{', '.join(THETA0_PRESETS)}"
+            )
+        if self.theta0 not in (DEFAULT_THETA0, value):
+            raise ConfigError(
+                f"give theta0 or theta0_preset, not both (theta0={self.theta0:g}, "
+                f"theta0_preset={self.theta0_preset} is θ0 = {value:g})"
+            )
+        return value
 
     @property
     def how(self) -> Aggregation:

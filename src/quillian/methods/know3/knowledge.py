@@ -65,11 +65,18 @@ class ScoredTriple:
     score: float | None = None
     note: str = ""
     """Why it was not scored."""
+    subject_link: Mention | None = None
+    """How the subject was linked (its candidates, and by name, alias, inner mention or
+    description vector with its similarity); None: it was not."""
+    object_link: Mention | None = None
+    """The same for the object."""
 
     def as_dict(self) -> dict[str, object]:
         return {
             "triple": [self.triple.subject, self.triple.predicate, self.triple.object],
             "linked": self.linked,
+            "subject_link": None if self.subject_link is None else self.subject_link.as_dict(),
+            "object_link": None if self.object_link is None else self.object_link.as_dict(),
             "relation_match": self.relation_how,
             "score": None if self.score is None else round(self.score, 4),
             "note": self.note,
@@ -86,6 +93,11 @@ class TextScore:
     """Entities linked in the text (orders unscorable references)."""
     mentions: tuple[str, ...] = ()
     """The text's spans linked to KG entities."""
+    dropped: tuple[str, ...] = ()
+    """Items of the triple list dropped before linking, each with why (a pronoun or
+    generic noun, a missing field, an unreadable list)."""
+    parse_notes: tuple[str, ...] = ()
+    """How the triple list was read when it was not the JSON list asked for."""
 
     @property
     def rank_key(self) -> float:
@@ -166,7 +178,12 @@ class Know3Knowledge:
         subject, obj = self._link(triple.subject, known), self._link(triple.object, known)
         if subject is None or obj is None:
             missing = triple.subject if subject is None else triple.object
-            return ScoredTriple(triple, note=f"no KG entity for {missing!r}")
+            return ScoredTriple(
+                triple,
+                note=f"no KG entity for {missing!r}",
+                subject_link=subject,
+                object_link=obj,
+            )
         match = self.relations.match(triple.subject, triple.predicate, triple.object)
         best: ScoredTriple | None = None
         unscored: ScoredTriple | None = None
@@ -185,6 +202,8 @@ class Know3Knowledge:
                     match.how,
                     score,
                     "" if score is not None else "its head has no KG triple",
+                    subject,
+                    obj,
                 )
                 if score is None:
                     unscored = unscored or candidate
@@ -192,7 +211,8 @@ class Know3Knowledge:
                     best = candidate
         if best is not None:
             return best
-        return unscored or ScoredTriple(triple, note="both ends are the same KG entity")
+        same = "both ends are the same KG entity"
+        return unscored or ScoredTriple(triple, note=same, subject_link=subject, object_link=obj)
 
     def fact_text(self, head: int, relation: int, tail: int) -> str:
         name = self.graph.entity_name

@@ -107,6 +107,8 @@ class Candidate:
             if self.scored is None or self.scored.score is None
             else round(self.scored.score, 4),
             "triples": [t.as_dict() for t in self.scored.triples] if self.scored else [],
+            "dropped": list(self.scored.dropped) if self.scored else [],
+            "parse_notes": list(self.scored.parse_notes) if self.scored else [],
             "kept": self.kept,
         }
 
