@@ -22,6 +22,7 @@ from quillian.components.extraction.quads import QUAD_EXTRACTOR, QuadExtractor
 from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.kag.extraction import KAGExtractor
 from quillian.components.kag.schema import load_schema
+from quillian.components.kag.walk import typed_chunk_walk
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.base import Retriever
 from quillian.components.retrieval.bm25 import BM25Retriever
@@ -51,7 +52,7 @@ __all__ = [
 
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR, "kag-llm")
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag", "fused")
+RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag", "kag-mi", "fused")
 #: Each retriever's configuration dataclass (its options), None for those with none.
 RETRIEVER_CONFIGS: dict[str, type | None] = {
     "sa": SAConfig,
@@ -61,10 +62,11 @@ RETRIEVER_CONFIGS: dict[str, type | None] = {
     "bm25": None,
     "kags": KAGSSearch,
     "kag": KAGChunkConfig,
+    "kag-mi": KAGChunkConfig,
     "fused": FusedConfig,
 }
 #: The retrievers that embed the query (the others ignore a query vector).
-EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag", "fused")
+EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag", "kag-mi", "fused")
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -130,8 +132,14 @@ def make_retriever(
         return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
     if name == "dense":
         return DenseRetriever(context)
-    if name == "kag":
-        return KAGChunkRetriever(context, KAGChunkConfig(**options))  # type: ignore[arg-type]
+    if name in ("kag", "kag-mi"):
+        # kag-mi: the M_Indexing arm of KAG's ablation (no alignment edges)
+        settings = {"alignment": name == "kag", **options}
+        return KAGChunkRetriever(
+            context,
+            KAGChunkConfig(**settings),  # type: ignore[arg-type]
+            typed=typed_chunk_walk,
+        )
     if name == "bm25":
         if context.bm25 is None:
             raise ConfigError("this index has no BM25 index")

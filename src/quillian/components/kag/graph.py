@@ -29,6 +29,7 @@ from quillian.errors import InputError
 from quillian.types import normalize_name
 
 __all__ = [
+    "GRAPH_FILE",
     "SOURCE",
     "SPACY_LABELS",
     "BuildIssue",
@@ -39,6 +40,8 @@ __all__ = [
     "camel_case",
 ]
 
+#: Where an index built with KAG's stage keeps its typed graph (under the index directory).
+GRAPH_FILE = Path("kag") / "graph.json"
 SOURCE = "source"
 OFFICIAL_NAME = "officialName"
 #: spaCy's NER labels (OntoNotes) as classes of the open-domain schema.

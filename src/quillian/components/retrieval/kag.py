@@ -8,21 +8,25 @@ with linked entities, fused with dense retrieval, plus a BM25 swap-in.
 2. No seeds: dense retrieval only. Every seed scoring above ``pagerank_threshold``:
    PageRank only. Otherwise ``w * minmax(PPR) + (1 - w) * minmax(dense)`` over the union
    of both candidate lists (``pagerank_weight`` w = 0.5).
-3. PageRank runs on the undirected entity+chunk graph (``related_to`` and the
-   entity-chunk links, the mutual index) with the reset on the seeds; chunks are
-   ranked by their mass.
+3. PageRank runs with the reset on the seeds, and chunks are ranked by their mass. The
+   graph walked is a :class:`ChunkWalk`: on an index built with KAG's stage, its typed
+   graph (the mutual index, the typed relations and, with ``alignment``, the alignment
+   links and concepts; :mod:`quillian.components.kag.walk`), given through the
+   constructor; else the index's undirected entity+chunk graph (``related_to`` and the
+   entity-chunk links).
 4. BM25 top-1 for the query: if missing from the top ``k``, it replaces the last one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.graph.ppr import Walk, personalized_pagerank
 from quillian.components.retrieval.base import (
     RetrievalResult,
@@ -36,7 +40,14 @@ from quillian.errors import ConfigError
 from quillian.stores.snapshot import EdgeKind, NodeKind
 from quillian.types import normalize_name
 
-__all__ = ["KAGChunkConfig", "KAGChunkRetriever", "minmax_fuse", "strongest"]
+__all__ = [
+    "ChunkWalk",
+    "ChunkWalkSource",
+    "KAGChunkConfig",
+    "KAGChunkRetriever",
+    "minmax_fuse",
+    "strongest",
+]
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,14 @@ class KAGChunkConfig:
     """How many chunks each of PageRank and dense contributes to the fusion."""
     bm25_swap: bool = True
     """Put the BM25 top-1 in place of the last chunk when it is missing (the authors')."""
+    typed_graph: bool = True
+    """Walk the index's KAG graph when it was built with KAG's stage (the typed graph
+    and its mutual index, as the authors' retriever does); False, or an index without
+    that stage: the index's own entity+chunk graph."""
+    alignment: bool = True
+    """On the KAG graph, also walk its alignment (``synonym`` and ``similar`` links, and
+    ``belongTo``/``isA`` through the concept nodes): the paper's K_Alignment; False:
+    the mutual index and the extracted relations only (M_Indexing)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.damping < 1.0:
@@ -94,21 +113,83 @@ def strongest(seeds: Iterable[Seed]) -> list[Seed]:
     return list(out.values())
 
 
+@dataclass(frozen=True)
+class ChunkWalk:
+    """The graph KAG's PageRank walks: its prepared :class:`Walk`; where an index
+    entity's reset mass goes (entity ``e``'s walk nodes are
+    ``seed_nodes[seed_indptr[e]:seed_indptr[e + 1]]``, its mass split evenly among
+    them); and which walk nodes are chunks (``chunk_nodes``, with their chunk positions
+    ``chunk_rows``)."""
+
+    walk: Walk
+    seed_indptr: npt.NDArray[np.int64]
+    seed_nodes: npt.NDArray[np.int64]
+    chunk_nodes: npt.NDArray[np.int64]
+    chunk_rows: npt.NDArray[np.int64]
+    graph: str
+    """Which graph: ``index`` (the entity+chunk graph), ``kag`` or ``kag-aligned``."""
+
+    @classmethod
+    def of_index(cls, kg: KnowledgeGraph) -> ChunkWalk:
+        """The index's undirected entity+chunk graph (``related_to`` and the
+        entity-chunk links), description nodes folded; entities seed themselves."""
+        kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
+        walk = Walk.over(kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), reorder=True)
+        n, chunks = kg.n_entities, len(kg.chunk_ids)
+        return cls(
+            walk,
+            np.arange(n + 1, dtype=np.int64),
+            np.arange(n, dtype=np.int64),
+            np.arange(chunks, dtype=np.int64) + kg.chunk_offset,
+            np.arange(chunks, dtype=np.int64),
+            "index",
+        )
+
+    def reset(self, seeds: Sequence[Seed]) -> npt.NDArray[np.float64]:
+        """The reset vector of ``seeds`` (each at least 1e-6); zero where no seed has a
+        walk node."""
+        out = np.zeros(self.walk.n_nodes, dtype=np.float64)
+        for seed in seeds:
+            nodes = self.seed_nodes[
+                self.seed_indptr[seed.entity] : self.seed_indptr[seed.entity + 1]
+            ]
+            if len(nodes):
+                out[nodes] += max(seed.score, 1e-6) / len(nodes)
+        return out
+
+
+#: Builds the KAG graph's walk for a context (``alignment`` on or off); None when the
+#: index has no KAG graph.
+ChunkWalkSource = Callable[[RetrievalContext, bool], ChunkWalk | None]
+
+
 class KAGChunkRetriever:
-    """KAG's hybrid chunk retriever over an index (no LLM)."""
+    """KAG's hybrid chunk retriever over an index (no LLM). ``typed`` builds the walk
+    over the index's KAG graph (:func:`quillian.components.kag.walk.typed_chunk_walk`;
+    the factory passes it); without it, or when it finds no KAG graph, PageRank walks
+    the index's entity+chunk graph."""
 
     name = "kag"
 
-    def __init__(self, context: RetrievalContext, config: KAGChunkConfig | None = None) -> None:
+    def __init__(
+        self,
+        context: RetrievalContext,
+        config: KAGChunkConfig | None = None,
+        *,
+        typed: ChunkWalkSource | None = None,
+    ) -> None:
         self.context = context
         self.config = config or KAGChunkConfig()
+        self.typed = typed
 
     @cached_property
-    def _walk(self) -> Walk:
-        kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        return Walk.over(
-            self.context.kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), reorder=True
-        )
+    def walk(self) -> ChunkWalk:
+        """The graph PageRank walks (built on first use)."""
+        if self.typed is not None and self.config.typed_graph:
+            found = self.typed(self.context, self.config.alignment)
+            if found is not None:
+                return found
+        return ChunkWalk.of_index(self.context.kg)
 
     @cached_property
     def _entity_by_name(self) -> dict[str, int]:
@@ -210,11 +291,12 @@ class KAGChunkRetriever:
         return RetrievalResult(f"{self.name}:{mode}", query, passages, trace)
 
     def _pagerank(self, seeds: Sequence[Seed], n: int) -> dict[int, float]:
-        kg = self.context.kg
-        reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
-        for seed in seeds:
-            reset[seed.entity] += max(seed.score, 1e-6)
-        rank = personalized_pagerank(self._walk, reset, self.config.damping)
-        chunk_scores = rank[kg.chunk_offset :]
+        walk = self.walk
+        reset = walk.reset(seeds)
+        if not reset.any():
+            return {}
+        rank = personalized_pagerank(walk.walk, reset, self.config.damping)
+        chunk_scores = np.zeros(len(self.context.kg.chunk_ids), dtype=rank.dtype)
+        chunk_scores[walk.chunk_rows] = rank[walk.chunk_nodes]
         top = best_k(chunk_scores, n)
         return {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0}

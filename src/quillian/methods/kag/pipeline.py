@@ -28,10 +28,11 @@ from quillian.components.kag.logic_form import (
     plan_grammar,
 )
 from quillian.components.kag.schema import Schema, default_schema, load_schema
+from quillian.components.kag.walk import typed_chunk_walk
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.prompts.kag import UNKNOWN_CLAUSE
 from quillian.components.retrieval.base import Retriever, ScoredPassage, Seed
-from quillian.components.retrieval.kag import KAGChunkRetriever, strongest
+from quillian.components.retrieval.kag import KAGChunkConfig, KAGChunkRetriever, strongest
 from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
@@ -137,19 +138,27 @@ class KAG(PipelineBase):
         schema: Schema | None = None,
     ) -> None:
         super().__init__(runner, retriever, config, offload=offload)
-        base = self.retriever
-        self.chunks = (
-            base
-            if isinstance(base, KAGChunkRetriever)
-            else KAGChunkRetriever(
-                getattr(base, "context")  # noqa: B009 - every index retriever has one
-            )
-        )
+        self.chunks = self._chunk_retriever(self.retriever)
         self.schema = schema or self._schema()
         grammar = plan_grammar(self.schema.entity_types, self.config.plan_steps)
         self.plan_task = replace(tasks.PLAN, decoding=replace(tasks.PLAN.decoding, grammar=grammar))
         self._knowledge = knowledge
         self._given_aligned = knowledge is not None
+
+    def _chunk_retriever(self, base: Retriever) -> KAGChunkRetriever:
+        """KAG's chunk retriever over the index's KAG graph, with this solver's
+        ``alignment``: ``base`` when it is one already (the CR preset and the graph
+        presets' chunk fallback walk the graph ``quillian retrieve --method kag`` walks)."""
+        alignment = self.config.alignment
+        if isinstance(base, KAGChunkRetriever):
+            if base.typed is not None and base.config.alignment == alignment:
+                return base
+            config = replace(base.config, alignment=alignment)
+            return KAGChunkRetriever(base.context, config, typed=typed_chunk_walk)
+        context = getattr(base, "context")  # noqa: B009 - every index retriever has one
+        return KAGChunkRetriever(
+            context, KAGChunkConfig(alignment=alignment), typed=typed_chunk_walk
+        )
 
     def _schema(self) -> Schema:
         """The ``schema`` option's file, else the one the index was built with, else the

@@ -27,7 +27,7 @@ from quillian.components.kag.alignment import (
     link_similar,
     without_alignment,
 )
-from quillian.components.kag.graph import BuildIssue, TypedGraph, TypedGraphBuilder
+from quillian.components.kag.graph import GRAPH_FILE, BuildIssue, TypedGraph, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.kag.typing import NERTyper, TypingReport
@@ -41,7 +41,6 @@ from quillian.stores.protocols import KeyValueStore
 
 __all__ = ["CONCEPT_SOURCES", "GRAPH_FILE", "KAGGraphStage", "open_knowledge", "stored_schema"]
 
-GRAPH_FILE = Path("kag") / "graph.json"
 #: The schema a build was given, copied beside the graph as ``kag/schema.yaml|json``.
 SCHEMA_STEM = "schema"
 #: Where the alignment's concept chains come from.
