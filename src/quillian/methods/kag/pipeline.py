@@ -88,6 +88,14 @@ class KAGConfig:
     """Entity-link score the fuzzy (KG_fr) layer needs."""
     fuzzy_top_k: int = 15
     """SPO candidates by cosine offered to the model."""
+    fuzzy_floor: float = 0.3
+    """The fuzzy layer's cosine floor: an SPO candidate whose text scores below it
+    against the sub-question is not offered to the model (the authors' 0.3); -1 offers
+    every one of the top ``fuzzy_top_k``."""
+    graph_enabled: bool = True
+    """Let a Retrieval step read the typed graph (linking, exact and fuzzy layers);
+    False plans as usual but answers every Retrieval from chunks (unlike CR, which
+    skips the planner)."""
     judge_decides: bool = True
     """Beyond the reference: when the judge (P8) found that the memory answers the
     question, the final answer prompt (P14) no longer offers "UNKNOWN"; the judge's
@@ -117,6 +125,11 @@ class KAGConfig:
             raise ConfigError(f"rerank must be mean or sum, got {self.rerank!r}")
         if not 0 < self.fuzzy_threshold <= self.exact_threshold <= 1:
             raise ConfigError("need 0 < fuzzy_threshold <= exact_threshold <= 1")
+        floor = self.fuzzy_floor
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not -1 <= floor <= 1:
+            raise ConfigError(f"fuzzy_floor must be a cosine in [-1, 1], got {self.fuzzy_floor!r}")
+        if not isinstance(self.graph_enabled, bool):
+            raise ConfigError(f"graph_enabled must be true or false, got {self.graph_enabled!r}")
 
 
 class KAG(PipelineBase):
@@ -283,6 +296,8 @@ class KAG(PipelineBase):
             exact_threshold=cfg.exact_threshold,
             fuzzy_threshold=cfg.fuzzy_threshold,
             fuzzy_top_k=cfg.fuzzy_top_k,
+            fuzzy_floor=cfg.fuzzy_floor,
+            graph_enabled=cfg.graph_enabled,
             chunk_k=cfg.k,
         )
 
