@@ -54,8 +54,8 @@ def test_typed_entities_triples_and_official_names() -> None:
     assert [(t.subject, t.object) for t in extraction.triples] == [
         ("Chamber of Deputies", "the law")
     ]
-    assert sorted(i.action for i in kag.issues) == ["rejected", "repaired"]
-    assert "Senate" in next(i.message for i in kag.issues if i.action == "rejected")
+    assert sorted(i.kind for i in kag.issues) == ["rejected", "repaired"]
+    assert "Senate" in next(i.message for i in kag.issues if i.kind == "rejected")
     ner_prompt = model.calls[0].messages[-1].content
     assert "GeographicLocation" in ner_prompt and "The Chamber passed" in ner_prompt
     # the typed graph reads the class and the semantic type back
@@ -73,5 +73,5 @@ def test_unusable_output_is_retried_then_recorded() -> None:
     (extraction,) = kag.extract([CHUNK])
     assert extraction.entities == () and extraction.triples == ()
     (failure,) = kag.failures
-    assert failure.stage == "ner" and "category" in failure.message
+    assert failure.task == "ner" and "category" in failure.message
     assert len(model.calls) == 2  # one repair attempt

@@ -8,6 +8,9 @@ Entities come out as :class:`ExtractedEntity` with ``type`` written
 as an alias. A category outside the schema becomes ``Others`` (recorded); a triple
 naming no entity of the list is dropped (recorded); a chunk whose NER stays unusable
 is indexed without entities, and the failure is kept in :attr:`KAGExtractor.failures`.
+Every issue (:class:`~quillian.components.extraction.base.ExtractionIssue`) is also
+handed to the index build (:meth:`KAGExtractor.take_issues`), which stores it with the
+chunk's extraction and writes it to the KAG stage's ``kag/extraction_issues.jsonl``.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.base import ExtractedEntity, Extraction, ExtractionIssue
 from quillian.components.extraction.llm import _run_sync
 from quillian.components.kag import tasks
 from quillian.components.kag.schema import OTHERS, Schema, default_schema
@@ -32,14 +34,8 @@ __all__ = ["KAGExtractionIssue", "KAGExtractor"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class KAGExtractionIssue:
-    """A problem in one chunk's extraction: which stage, what, and what was done."""
-
-    chunk_id: str
-    stage: str
-    message: str
-    action: str
+#: A problem in one chunk's extraction (the shared type; the name is kept for callers).
+KAGExtractionIssue = ExtractionIssue
 
 
 class KAGExtractor:
@@ -53,15 +49,21 @@ class KAGExtractor:
         self.runner = runner
         self.schema = schema or default_schema()
         self.concurrency = concurrency
-        self.issues: list[KAGExtractionIssue] = []
+        self.issues: list[ExtractionIssue] = []
+        self._taken = 0
         keys = "+".join(runner.prompt_key(t.prompt) for t in (tasks.NER, tasks.TRIPLES, tasks.STD))
         # the schema's classes are in the prompts: a changed schema is a new extractor
         digest = hashlib.sha256(self.schema.prompt_types().encode()).hexdigest()[:8]
         self.name = f"kag-llm:{runner.model.model_id}:{self.schema.namespace}-{digest}:{keys}"
 
     @property
-    def failures(self) -> list[KAGExtractionIssue]:
-        return [i for i in self.issues if i.action == "failed"]
+    def failures(self) -> list[ExtractionIssue]:
+        return [i for i in self.issues if i.kind == "failed"]
+
+    def take_issues(self) -> list[ExtractionIssue]:
+        """The issues recorded since the last call (:attr:`issues` keeps them all)."""
+        taken, self._taken = self.issues[self._taken :], len(self.issues)
+        return taken
 
     def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
         if not chunks:
@@ -77,10 +79,10 @@ class KAGExtractor:
 
         return list(await asyncio.gather(*(one(c) for c in chunks)))
 
-    def _issue(self, chunk: Chunk, stage: str, message: str, action: str) -> None:
-        self.issues.append(KAGExtractionIssue(chunk.id, stage, message, action))
-        if action == "failed":
-            logger.warning("KAG extraction of %s, %s: %s", chunk.id, stage, message)
+    def _issue(self, chunk: Chunk, task: str, message: str, kind: str, raw: str = "") -> None:
+        self.issues.append(ExtractionIssue(chunk.id, task, kind, message, raw))
+        if kind == "failed":
+            logger.warning("KAG extraction of %s, %s: %s", chunk.id, task, message)
 
     async def extract_one(self, chunk: Chunk) -> Extraction:
         passage = f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
@@ -90,7 +92,7 @@ class KAGExtractor:
                 tasks.NER, transcript, schema=self.schema.prompt_types(), passage=passage
             )
         except TaskFailed as exc:
-            self._issue(chunk, "ner", str(exc), "failed")
+            self._issue(chunk, "ner", str(exc), "failed", exc.raw)
             return Extraction(chunk.id, chunk.doc_id)
         entities: dict[str, tasks.NerEntity] = {}
         for ent in found:
@@ -100,6 +102,7 @@ class KAGExtractor:
                     "ner",
                     f"{ent.name!r}: category {ent.category!r} is not in the schema; using Others",
                     "repaired",
+                    ent.category,
                 )
             entities.setdefault(normalize_name(ent.name), ent)
         listed = [{"name": e.name, "category": e.category} for e in entities.values()]
@@ -148,7 +151,7 @@ class KAGExtractor:
                 passage=passage,
             )
         except TaskFailed as exc:
-            self._issue(chunk, "triples", str(exc), "failed")
+            self._issue(chunk, "triples", str(exc), "failed", exc.raw)
             return []
         kept = []
         for s, p, o in triples:
@@ -158,6 +161,7 @@ class KAGExtractor:
                     "triples",
                     f"({s}, {p}, {o}) names no entity of the entity list",
                     "rejected",
+                    json.dumps([s, o], ensure_ascii=False),
                 )
             else:
                 kept.append((s, p, o))
@@ -176,6 +180,6 @@ class KAGExtractor:
                 passage=passage,
             )
         except TaskFailed as exc:
-            self._issue(chunk, "std", str(exc), "failed")
+            self._issue(chunk, "std", str(exc), "failed", exc.raw)
             return {}
         return {normalize_name(n.name): n.official_name for n in names}
