@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from quillian.cli.steps import step_lines
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.generation.outputs import QUESTION_HINT
 from quillian.components.kag.graph import KagNode, TypedGraphBuilder
@@ -22,7 +23,7 @@ from quillian.components.retrieval.base import ScoredPassage
 from quillian.config import config_options
 from quillian.errors import ConfigError
 from quillian.methods.kag.pipeline import KAGConfig, rerank
-from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep
+from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, KAGTally
 from quillian.testing.kag import build_world, last_user, solver
 
 VIVALDI = {
@@ -183,6 +184,12 @@ def test_t2_sort_over_a_constrained_set(tmp_path) -> None:
     assert set(steps[0].answer.split(", ")) == {"Real Madrid", "Portugal national football team"}
     assert result.answer == "Portugal national football team"
     assert [c.prompt for c in model.calls] == ["kag.plan@1"]  # answered without another call
+    # the trace ends with the count of steps answered from the graph
+    assert result.steps[-1] == KAGTally(steps=3, retrieval_steps=2, graph_answered=2, graph_hits=2)
+    assert step_lines(result.steps[-1]) == [
+        "kag: 2 of 2 retrieval steps answered from the graph, 2 matched it (3 steps run)"
+    ]
+    assert result.as_dict()["steps"][-1]["graph_answered"] == 2
 
 
 TESLA = {
@@ -904,6 +911,7 @@ def test_lfsh_answers_a_step_the_graph_cannot_from_the_chunks(vivaldi) -> None:
     assert "Black Death: The Black Death struck Venice" in last_user(sub.messages)
     assert result.answer == "1347 to 1351"
     assert any(p.title == "Black Death" for p in result.evidence.passages)
+    assert result.steps[-1] == KAGTally(1, 1, 0, 0)
 
 
 def test_lfsh_answers_a_step_the_graph_matches_from_facts_and_chunks(vivaldi) -> None:

@@ -36,7 +36,7 @@ from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
 from quillian.methods.kag.stages import open_knowledge, stored_schema
-from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
+from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, KAGTally, Retrieval
 
 __all__ = [
     "KAG",
@@ -192,6 +192,11 @@ class KAG(PipelineBase):
         return self._knowledge
 
     async def _answer(self, run: Run) -> str:
+        answer = await self._solve(run)
+        run.steps.append(KAGTally.of(run.steps))  # the trace's count of graph answers
+        return answer
+
+    async def _solve(self, run: Run) -> str:
         cfg = self.config
         memory: list[str] = []
         solved: list[str] = []
