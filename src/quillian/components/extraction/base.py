@@ -63,9 +63,11 @@ class ExtractionIssue:
     ``task`` is the extraction step (``ner``, ``triples``, ``std`` for KAG's); ``kind``
     what was done: ``failed`` (the step's output stayed unusable after its repair
     attempt, so the chunk lacks what it would give), ``rejected`` (a result dropped,
-    such as a triple naming no entity of the entity list) or ``repaired`` (a result
-    changed, such as a category outside the schema read as ``Others``); ``raw`` the
-    model's unusable text or the offending names.
+    such as a triple naming no entity of the entity list), ``repaired`` (a result
+    changed, such as a category outside the schema read as ``Others``) or ``kept`` (a
+    result kept as it is though it breaks a rule, such as a triple outside the
+    relations the schema allows its subject's class); ``raw`` the model's unusable
+    text or the offending names.
     """
 
     chunk_id: str

@@ -24,12 +24,17 @@ from collections.abc import Sequence
 from quillian.components.extraction.base import ExtractedEntity, Extraction, ExtractionIssue
 from quillian.components.extraction.llm import _run_sync
 from quillian.components.kag import tasks
+from quillian.components.kag.graph import camel_case
 from quillian.components.kag.schema import OTHERS, Schema, default_schema
 from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.errors import ConfigError
 from quillian.types import Chunk, Provenance, Triple, normalize_name
 
-__all__ = ["KAGExtractionIssue", "KAGExtractor"]
+__all__ = ["BLOCK_RELATIONS", "KAGExtractionIssue", "KAGExtractor"]
+
+#: The relations every entity class of the shipped schema has (its shared block): a
+#: class with no others leaves its triples' predicates free, as OpenIE writes them.
+BLOCK_RELATIONS = frozenset({"synonyms", "officialName", "source"})
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +57,9 @@ class KAGExtractor:
         self.issues: list[ExtractionIssue] = []
         self._taken = 0
         keys = "+".join(runner.prompt_key(t.prompt) for t in (tasks.NER, tasks.TRIPLES, tasks.STD))
-        # the schema's classes are in the prompts: a changed schema is a new extractor
-        digest = hashlib.sha256(self.schema.prompt_types().encode()).hexdigest()[:8]
+        # the schema's classes and their descriptions are in the prompts: a changed
+        # schema is a new extractor
+        digest = hashlib.sha256(self.schema.describe().encode()).hexdigest()[:8]
         self.name = f"kag-llm:{runner.model.model_id}:{self.schema.namespace}-{digest}:{keys}"
 
     @property
@@ -89,7 +95,7 @@ class KAGExtractor:
         transcript = Transcript()
         try:
             found = await self.runner.run(
-                tasks.NER, transcript, schema=self.schema.prompt_types(), passage=passage
+                tasks.NER, transcript, schema=self.schema.describe(), passage=passage
             )
         except TaskFailed as exc:
             self._issue(chunk, "ner", str(exc), "failed", exc.raw)
@@ -106,7 +112,7 @@ class KAGExtractor:
                 )
             entities.setdefault(normalize_name(ent.name), ent)
         listed = [{"name": e.name, "category": e.category} for e in entities.values()]
-        triples = await self._triples(chunk, transcript, passage, listed, set(entities))
+        triples = await self._triples(chunk, transcript, passage, listed, entities)
         official = await self._official(chunk, transcript, passage, listed)
         return Extraction(
             chunk.id,
@@ -141,8 +147,9 @@ class KAGExtractor:
         transcript: Transcript,
         passage: str,
         listed: list[dict[str, str]],
-        names: set[str],
+        entities: dict[str, tasks.NerEntity],
     ) -> list[tuple[str, str, str]]:
+        names = set(entities)
         try:
             triples = await self.runner.run(
                 tasks.TRIPLES,
@@ -153,7 +160,7 @@ class KAGExtractor:
         except TaskFailed as exc:
             self._issue(chunk, "triples", str(exc), "failed", exc.raw)
             return []
-        kept = []
+        kept: list[tuple[str, str, str]] = []
         for s, p, o in triples:
             if normalize_name(s) not in names and normalize_name(o) not in names:
                 self._issue(
@@ -164,8 +171,47 @@ class KAGExtractor:
                     json.dumps([s, o], ensure_ascii=False),
                 )
             else:
-                kept.append((s, p, o))
+                kept.append((s, self._schema_predicate(chunk, (s, p, o), entities), o))
         return kept
+
+    def _schema_predicate(
+        self, chunk: Chunk, triple: tuple[str, str, str], entities: dict[str, tasks.NerEntity]
+    ) -> str:
+        """The triple's predicate as the schema spells it, when it names a relation the
+        subject's class declares (``works for`` -> ``worksFor``); a class that declares
+        relations of its own (beyond the synonym, official-name and source block every
+        class has) records a triple outside them, or one whose object is of another
+        class than the relation's target, and keeps it as extracted."""
+        s, p, o = triple
+        subject, obj = entities.get(normalize_name(s)), entities.get(normalize_name(o))
+        source = self.schema.entity_type(subject.category) if subject else OTHERS
+        declared = self.schema.classes[source].relations
+        if not set(declared) - BLOCK_RELATIONS:
+            return p
+        wanted = camel_case(p).lower()
+        relation = next((r for r in declared if r.lower() == wanted), None)
+        if relation is None:
+            allowed = ", ".join(sorted(set(declared) - BLOCK_RELATIONS))
+            self._issue(
+                chunk,
+                "triples",
+                f"({s}, {p}, {o}): {p!r} is not a relation of {source} ({allowed}); kept",
+                "kept",
+                p,
+            )
+            return p
+        target = self.schema.relation_target(source, relation)
+        found = self.schema.entity_type(obj.category) if obj else None
+        if found is not None and target is not None and found != target:
+            self._issue(
+                chunk,
+                "triples",
+                f"({s}, {relation}, {o}): {relation} of {source} points to {target}, "
+                f"{o!r} is {found}; kept",
+                "kept",
+                found,
+            )
+        return relation
 
     async def _official(
         self, chunk: Chunk, transcript: Transcript, passage: str, listed: list[dict[str, str]]
