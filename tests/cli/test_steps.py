@@ -31,6 +31,9 @@ EXAMPLES = {
         "kag plan, round 1: Who?",
         "  Who composed it? :: Retrieval(s=s1:Work[X], p=p1:composer, o=o1)",
     ],
+    st.KAGTally(4, 3, 1, 2): [
+        "kag: 1 of 3 retrieval steps answered from the graph, 2 matched it (4 steps run)"
+    ],
     st.KAGStep(
         1,
         2,

@@ -26,6 +26,7 @@ from quillian.engine import (
 from quillian.engine.documents import list_documents
 from quillian.errors import ConfigError
 from quillian.index import read_manifest
+from quillian.methods.kag.issues import extraction_issues
 from quillian.methods.kag.pipeline import KAG
 from quillian.methods.kag.stages import GRAPH_FILE, stored_schema
 from quillian.methods.steps import KAGStep
@@ -256,3 +257,71 @@ def test_an_update_keeps_the_methods_and_options_the_index_was_built_with(tmp_pa
     graph = TypedGraph.load(location / GRAPH_FILE)
     assert graph.counts()["kag_chunks"] == 3  # the KAG graph covers the new document
     assert graph.node("Venice", "Others") is not None  # still untyped, as asked first
+
+
+def scripted_extraction(messages) -> str:  # type: ignore[no-untyped-def]
+    """NER by passage: Vivaldi's names two entities, Venice's reply is not JSON."""
+    passage = last_user(messages)
+    if "Antonio Vivaldi was a composer" in passage:
+        return json.dumps(
+            [
+                {"name": "Antonio Vivaldi", "category": "Person"},
+                {"name": "Venice", "category": "GeographicLocation"},
+            ]
+        )
+    if "Four Seasons is a group" in passage:
+        return json.dumps([{"name": "The Four Seasons", "category": "Works"}])
+    return "Venice, I think"
+
+
+def test_extraction_issues_are_kept_with_the_index(tmp_path) -> None:
+    """A triple naming no entity of its chunk's list and a NER reply that stays
+    unusable are recorded, written with the KAG graph, counted in the manifest, and
+    still there after a later build that reads the stored extractions back."""
+    model = ScriptedChatModel(
+        {
+            "kag.ner": scripted_extraction,
+            "kag.triples": json.dumps(
+                {
+                    "triples": [
+                        ["Antonio Vivaldi", "born in", "Venice"],
+                        ["Ghost", "haunts", "Nobody"],
+                    ]
+                }
+            ),
+            "kag.std": "[]",
+        }
+    )
+    runner = TaskRunner(model, default_registry())
+    settings = IndexSettings(
+        extractor="kag-llm", embedder="hash", methods=("kag",), kag_typing="none"
+    )
+    location = tmp_path / "index"
+    index_documents(location, DOCS[:2], settings, runner=runner)
+
+    def issues() -> list[tuple[str, str, str]]:
+        return [(i.task, i.kind, i.raw) for i in extraction_issues(location)]
+
+    assert sorted(issues()) == [
+        ("ner", "failed", "Venice, I think"),
+        ("triples", "rejected", '["Ghost", "Nobody"]'),
+    ]
+    (rejected,) = [i for i in extraction_issues(location) if i.kind == "rejected"]
+    assert "(Ghost, haunts, Nobody) names no entity of the entity list" in rejected.message
+    vivaldi_chunk = rejected.chunk_id
+    counts = read_manifest(location)["counts"]
+    assert counts["extraction_issues"] == 2 and counts["extraction_failures"] == 1
+    # a later build extracts only the new document and keeps the others' issues
+    calls = len(model.calls)
+    index_documents(location, DOCS[2:], settings, runner=runner)
+    assert all("Four Seasons" in last_user(c.messages) for c in model.calls[calls:])
+    kept = extraction_issues(location)
+    assert vivaldi_chunk in {i.chunk_id for i in kept}
+    assert len(kept) == 4  # the new chunk lists neither Vivaldi nor Venice: two more
+    # a deleted document's issues go with it
+    vivaldi = next(
+        d.doc_id for d in list_documents(location).documents if d.title == "Antonio Vivaldi"
+    )
+    delete_documents(location, [vivaldi])
+    assert vivaldi_chunk not in {i.chunk_id for i in extraction_issues(location)}
+    assert read_manifest(location)["counts"]["extraction_issues"] == 3

@@ -2,7 +2,9 @@
 reference filter, by hand."""
 
 import asyncio
+import json
 
+from quillian.bench.qa import summary_table
 from quillian.components.generation.evidence import Evidence
 from quillian.components.llm.tasks import Transcript
 from quillian.eval.datasets import Question, passage_key
@@ -99,9 +101,33 @@ def test_steps_are_checked_against_the_gold_hop_answers_by_source() -> None:
     assert "gold_hop_by_source" not in summarize([unchecked])
 
 
-def test_methods_without_kag_steps_report_no_graph_share() -> None:
+def test_methods_without_kag_steps_report_a_null_graph_share() -> None:
     s = summarize([row([{"kind": "retrieval"}], None, None)])
-    assert "graph_answered_share" not in s and s["recall@2"] is None
+    assert s["graph_answered_share"] is None and s["recall@2"] is None
+    assert "graph_hit_share" not in s and "rounds_per_question" not in s
+
+
+def test_a_run_with_no_retrieval_steps_reports_null_step_shares() -> None:
+    """KAG's CR preset plans no steps: its shares of steps are null, not 0.0."""
+    cr = [row([{"kind": "retrieval"}, {"kind": "kag-reflection", "round": 1}], 1.0, 1.0)]
+    s = summarize(cr)
+    assert s["graph_answered_share"] is None and s["graph_hit_share"] is None
+    assert s["failed_step_share"] is None and s["rounds_per_question"] == 1.0
+    # only math steps: steps were run, none of them a retrieval
+    maths = [row([step("math", "math"), {"kind": "kag-reflection", "round": 1}], 1.0, 1.0)]
+    s = summarize(maths)
+    assert s["graph_answered_share"] is None and s["failed_step_share"] == 0.0
+
+
+def test_the_summary_table_leaves_a_null_share_blank() -> None:
+    kag = summarize([row([step("graph-exact", hit=True)], 1.0, 1.0)])
+    cr = summarize([row([{"kind": "kag-reflection", "round": 1}], 1.0, 1.0)])
+    plain = summarize([row([{"kind": "retrieval"}], 1.0, 1.0)])
+    table = summary_table({"methods": {"kag": kag, "kag-cr": cr, "vanilla-rag": plain}})
+    header, _, *lines = table.splitlines()
+    column = header.split(" | ").index("answered from graph")
+    assert [line.split(" | ")[column] for line in lines] == ["100.0%", "", ""]
+    assert json.loads(json.dumps(cr))["graph_answered_share"] is None  # null in the JSON
 
 
 def call(prompt, tokens, seconds, **extra):

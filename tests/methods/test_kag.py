@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import numpy as np
 import pytest
 
+from quillian.cli.steps import step_lines
+from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.generation.outputs import QUESTION_HINT
 from quillian.components.kag.graph import KagNode, TypedGraphBuilder
 from quillian.components.kag.knowledge import KagKnowledge
 from quillian.components.kag.schema import CHUNK, default_schema
 from quillian.components.retrieval.base import ScoredPassage
+from quillian.config import config_options
 from quillian.errors import ConfigError
-from quillian.methods.kag.pipeline import rerank
-from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep
+from quillian.methods.kag.pipeline import KAGConfig, rerank
+from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, KAGTally
 from quillian.testing.kag import build_world, last_user, solver
 
 VIVALDI = {
@@ -180,6 +184,12 @@ def test_t2_sort_over_a_constrained_set(tmp_path) -> None:
     assert set(steps[0].answer.split(", ")) == {"Real Madrid", "Portugal national football team"}
     assert result.answer == "Portugal national football team"
     assert [c.prompt for c in model.calls] == ["kag.plan@1"]  # answered without another call
+    # the trace ends with the count of steps answered from the graph
+    assert result.steps[-1] == KAGTally(steps=3, retrieval_steps=2, graph_answered=2, graph_hits=2)
+    assert step_lines(result.steps[-1]) == [
+        "kag: 2 of 2 retrieval steps answered from the graph, 2 matched it (3 steps run)"
+    ]
+    assert result.as_dict()["steps"][-1]["graph_answered"] == 2
 
 
 TESLA = {
@@ -413,7 +423,7 @@ def test_t7_constraint_value_with_a_comma(tmp_path, place: str, layer: str) -> N
         "kag.judge": "Yes",
         "kag.answer": json.dumps({"answer": "ID card and medical report"}),
     }
-    pipeline, _ = solver(context, routes, certificate_graph(context), preset="LFS")
+    pipeline, model = solver(context, routes, certificate_graph(context), preset="LFS")
     result = asyncio.run(
         pipeline.answer(
             "What documents are required to apply for a disability certificate at West Lake, Hangzhou?"
@@ -426,6 +436,10 @@ def test_t7_constraint_value_with_a_comma(tmp_path, place: str, layer: str) -> N
             step.answer.startswith("Bring your ID card")
             and "o1=Bring your ID card" in step.bound[1]
         )
+    # either way the memory holds the office's requirements and the answer reads them
+    assert result.error == "" and result.answer == "ID card and medical report"
+    memory = next(c for c in model.calls if c.prompt == "kag.memory@1")
+    assert "Bring your ID card and a medical report" in last_user(memory.messages)
 
 
 LEISURE = {
@@ -736,3 +750,240 @@ def test_generic_sub_questions_outvote_the_question_only_when_summed(vivaldi) ->
     assert rerank(passages, [question], "mean") == rerank(passages, [question], "sum") == passages
     with pytest.raises(ConfigError, match="rerank must be mean or sum"):
         solver(vivaldi, {}, rerank="max")
+
+
+# --- the fuzzy layer, link thresholds, LFSH from chunks, Deduce's judgement and choice ---
+
+
+def composer_graph(context) -> KagKnowledge:
+    """Vivaldi's three relations, read with a bag-of-words embedder so that link scores
+    and SPO cosines can be worked out by hand (``|A & B| / sqrt(|A| |B|)``)."""
+    b = TypedGraphBuilder(default_schema())
+    vivaldi = b.add_node(KagNode("Antonio Vivaldi", "Person", semantic_type="composer"))
+    work = b.add_node(KagNode("C Major Op 3 6", "Works"))
+    b.add_edge(work, "composer", vivaldi)
+    b.add_edge(vivaldi, "bornIn", b.add_node(KagNode("Venice", "GeographicLocation")))
+    b.add_edge(vivaldi, "teacherOf", b.add_node(KagNode("Anna Giro", "Person")))
+    return KagKnowledge(b.build(), default_schema(), KeywordEmbedder())
+
+
+BORN = "Where was Antonio Vivaldi born?"  # {where, antonio, vivaldi, born}
+
+
+def picks(wanted: str) -> Any:
+    """An SPO_SELECT route that picks the candidate line holding ``wanted``."""
+
+    def route(messages: Any) -> str:
+        lines = last_user(messages).split("Candidates:\n", 1)[1].splitlines()
+        return json.dumps([int(line.split(":")[0]) for line in lines if wanted in line])
+
+    return route
+
+
+def candidates_offered(model: Any) -> list[str]:
+    (call,) = [c for c in model.calls if c.prompt == "kag.spo_select@1"]
+    return last_user(call.messages).split("Candidates:\n", 1)[1].splitlines()
+
+
+def fuzzy_routes(plan: str) -> dict:
+    return {
+        "kag.plan": plan,
+        "kag.spo_select": picks("bornIn"),
+        "kag.sub_answer": lambda m: (
+            "Venice" if "bornIn, Venice" in last_user(m) else "I don't know"
+        ),
+        **one_round(plan, deduce="", memory="Vivaldi was born in Venice.", answer="Venice"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("floor", "offered"),
+    [
+        # bornIn 2/sqrt(16) = 0.50, teacherOf 2/sqrt(20) = 0.45, composer 2/sqrt(32) = 0.35
+        (
+            0.3,
+            [
+                "0: Antonio Vivaldi bornIn Venice",
+                "1: Antonio Vivaldi teacherOf Anna Giro",
+                "2: C Major Op 3 6 composer Antonio Vivaldi",
+            ],
+        ),
+        (0.4, ["0: Antonio Vivaldi bornIn Venice", "1: Antonio Vivaldi teacherOf Anna Giro"]),
+    ],
+)
+def test_no_exact_predicate_lets_the_model_pick_among_the_spo_candidates(
+    vivaldi, floor: float, offered: list[str]
+) -> None:
+    """``brithPlace`` (the paper's typo) matches no edge of Vivaldi's: the fuzzy layer
+    offers his one-hop facts by cosine to the sub-question, above ``fuzzy_floor``; the
+    model's pick binds o1 and the sub-answer reads the picked fact, with no passage."""
+    plan = (
+        f"Step1: {BORN}\nAction1: Retrieval(s=s1:Person[Antonio Vivaldi], p=p1:brithPlace, o=o1)\n"
+        "Step2: Output the place.\nAction2: Output(o1)"
+    )
+    knowledge = composer_graph(vivaldi)
+    pipeline, model = solver(
+        vivaldi, fuzzy_routes(plan), knowledge, preset="LFS", fuzzy_floor=floor
+    )
+    result = asyncio.run(pipeline.answer("Where was the composer Antonio Vivaldi born?"))
+    assert candidates_offered(model) == offered
+    step, output = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert (step.executor, step.layer, step.answer) == ("retrieval", "graph-fuzzy", "Venice")
+    assert step.graph_hit and step.from_graph and step.bound == ("s1=Antonio Vivaldi", "o1=Venice")
+    (sub,) = [c for c in model.calls if c.prompt == "kag.sub_answer@1"]
+    assert "(Antonio Vivaldi, bornIn, Venice)" in last_user(sub.messages)
+    assert "Passages:\n(none)" in last_user(sub.messages)  # the graph answered, no chunks
+    assert not [s for s in result.steps if type(s).__name__ == "Retrieval"]
+    assert (output.layer, output.answer) == ("output", "Venice")
+    assert result.answer == "Venice"
+
+
+def test_a_fuzzy_pick_of_nothing_falls_back_to_the_chunks(vivaldi) -> None:
+    plan = f"Step1: {BORN}\nAction1: Retrieval(s=s1:Person[Antonio Vivaldi], p=p1:brithPlace, o=o1)"
+    routes = {**fuzzy_routes(plan), "kag.spo_select": "[]"}
+    pipeline, _ = solver(vivaldi, routes, composer_graph(vivaldi), preset="LFS")
+    result = asyncio.run(pipeline.answer(BORN))
+    (step,) = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert step.layer == "chunks" and step.note == "no fuzzy pick among 3 candidates"
+    assert not step.graph_hit
+
+
+@pytest.mark.parametrize(
+    ("name", "score", "layer"),
+    [
+        ("Antonio Vivaldi", 1.0, "graph-exact"),  # the name itself
+        ("Antonio Lucio Vivaldi", 2 / 6**0.5, "graph-fuzzy"),  # 0.816: fuzzy, not exact
+        ("Antonio Lucio Vivaldi Venetian", None, "chunks"),  # 2/sqrt(8) = 0.707: no link
+    ],
+)
+def test_a_link_between_the_fuzzy_and_exact_thresholds_is_fuzzy_only(
+    vivaldi, name: str, score: float | None, layer: str
+) -> None:
+    """The exact layer needs every link at 0.9 or more, the fuzzy one at 0.8: a name
+    linked at 0.816 reaches the right edge by its exact predicate, yet is answered only
+    through the model's pick."""
+    knowledge = composer_graph(vivaldi)
+    linked = knowledge.link(name, ["Person"], BORN, threshold=0.8)
+    if score is None:
+        assert linked == []
+    else:
+        assert linked[0].name == "Antonio Vivaldi" and linked[0].score == pytest.approx(score)
+    plan = f"Step1: {BORN}\nAction1: Retrieval(s=s1:Person[{name}], p=p1:born in, o=o1)"
+    pipeline, model = solver(vivaldi, fuzzy_routes(plan), knowledge, preset="LFS", rounds=1)
+    result = asyncio.run(pipeline.answer(BORN))
+    (step,) = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert step.layer == layer
+    asked = [c.prompt for c in model.calls]
+    assert ("kag.spo_select@1" in asked) == (layer == "graph-fuzzy")
+    if layer != "chunks":
+        assert step.answer == "Venice" and "o1=Venice" in step.bound
+    assert result.answer == "Venice"
+
+
+def test_lfsh_answers_a_step_the_graph_cannot_from_the_chunks(vivaldi) -> None:
+    """The default preset: the Black Death has no relation in the graph, so its step is
+    answered from the passages retrieved for it, and the final answer from the memory."""
+    plan = (
+        "Step1: When did the Black Death strike Venice?\n"
+        "Action1: Retrieval(s=s1:Event[Black Death], p=p1:struckIn, o=o1:Date)"
+    )
+
+    def from_passages(messages: Any) -> str:
+        return "from 1347 to 1351" if "from 1347 to 1351" in last_user(messages) else "I don't know"
+
+    routes = {
+        **one_round(
+            plan,
+            deduce="",
+            memory="The Black Death struck Venice 1347-1351.",
+            answer="1347 to 1351",
+        ),
+        "kag.sub_answer": from_passages,
+    }
+    pipeline, model = solver(vivaldi, routes)
+    assert pipeline.config.preset == "LFSH"
+    result = asyncio.run(pipeline.answer("When did the Black Death strike Venice?"))
+    (step,) = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert (step.layer, step.answer, step.graph_hit) == ("chunks", "from 1347 to 1351", False)
+    assert not step.from_graph and "o1=from 1347 to 1351" in step.bound
+    (sub,) = [c for c in model.calls if c.prompt == "kag.sub_answer@1"]
+    assert "Facts:\n(none)" in last_user(sub.messages)
+    assert "Black Death: The Black Death struck Venice" in last_user(sub.messages)
+    assert result.answer == "1347 to 1351"
+    assert any(p.title == "Black Death" for p in result.evidence.passages)
+    assert result.steps[-1] == KAGTally(1, 1, 0, 0)
+
+
+def test_lfsh_answers_a_step_the_graph_matches_from_facts_and_chunks(vivaldi) -> None:
+    plan = "Step1: Who composed it?\nAction1: Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)"
+    routes = {
+        **one_round(plan, deduce="", memory="Vivaldi composed it.", answer="Antonio Vivaldi"),
+        "kag.sub_answer": lambda m: (
+            "Antonio Vivaldi" if "composer, Antonio Vivaldi)" in last_user(m) else "?"
+        ),
+    }
+    pipeline, _ = solver(vivaldi, routes)
+    result = asyncio.run(pipeline.answer("Who composed Concerto in C Major Op 3 6?"))
+    (step,) = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert (step.layer, step.answer, step.graph_hit) == ("hybrid", "Antonio Vivaldi", True)
+    assert result.answer == "Antonio Vivaldi"
+
+
+@pytest.mark.parametrize(
+    ("action", "op", "information", "target"),
+    [
+        (
+            "Deduce(left=o1, right=Vivaldi was born in Venice, op=judgement)",
+            "judgement",
+            ["Venice"],
+            "Was Vivaldi born in Venice?\ntarget: Vivaldi was born in Venice",
+        ),
+        (
+            "Deduce(op=choice, content=[o1, 'A: Rome', 'B: Venice'], target=`Which city is it?`)",
+            "choice",
+            ["Venice", "A: Rome", "B: Venice"],
+            "Was Vivaldi born in Venice?\ntarget: Which city is it?",
+        ),
+    ],
+    ids=["judgement", "choice"],
+)
+def test_deduce_judgement_and_choice_ask_the_model_with_the_bound_values(
+    vivaldi, action: str, op: str, information: list[str], target: str
+) -> None:
+    plan = (
+        f"Step1: {BORN}\nAction1: Retrieval(s=s1:Person[Antonio Vivaldi], p=p1:born in, o=o1)\n"
+        f"Step2: Was Vivaldi born in Venice?\nAction2: {action}"
+    )
+    verdict = {"judgement": "Yes: he was born in Venice.", "choice": "B: Venice"}[op]
+    routes = one_round(plan, deduce=verdict, memory="Vivaldi was born in Venice.", answer=verdict)
+    pipeline, model = solver(vivaldi, routes, preset="LFS")
+    result = asyncio.run(pipeline.answer("Was Vivaldi born in Venice?"))
+    first, deduce = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert (first.layer, first.answer) == ("graph-exact", "Venice")
+    assert (deduce.executor, deduce.layer, deduce.answer) == ("deduce", "deduce", verdict)
+    (call,) = [c for c in model.calls if c.prompt == "kag.deduce@1"]
+    assert f"Operation: {op}." in call.messages[0].content
+    given, asked = last_user(call.messages).split("\n\nTarget: ")
+    assert given.removeprefix("Information:\n").splitlines() == information
+    assert asked == target
+    assert result.answer == verdict
+
+
+def test_kag_config_exposes_the_fuzzy_floor_and_the_graph_switch(vivaldi) -> None:
+    helps = {o.name: o.help for o in config_options(KAGConfig)}
+    assert "cosine floor" in helps["fuzzy_floor"] and "typed graph" in helps["graph_enabled"]
+    for bad in (1.5, -2, "high", True):
+        with pytest.raises(ConfigError, match="fuzzy_floor"):
+            KAGConfig(fuzzy_floor=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="graph_enabled"):
+        KAGConfig(graph_enabled="no")  # type: ignore[arg-type]
+    # the graph off: the step the graph answers exactly goes to the chunks
+    plan = "Step1: Who composed it?\nAction1: Retrieval(s=s1:Work[C Major Op 3 6],p=p1:composer,o=o1:Person)"
+    routes = {
+        **one_round(plan, deduce="", memory="m", answer="Antonio Vivaldi"),
+        "kag.sub_answer": "Antonio Vivaldi",
+    }
+    pipeline, _ = solver(vivaldi, routes, preset="LFS", graph_enabled=False)
+    result = asyncio.run(pipeline.answer("Who composed Concerto in C Major Op 3 6?"))
+    (step,) = [s for s in result.steps if isinstance(s, KAGStep)]
+    assert (step.layer, step.graph_hit) == ("chunks", False)

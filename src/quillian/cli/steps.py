@@ -16,6 +16,7 @@ from quillian.methods.steps import (
     KAGPlan,
     KAGReflection,
     KAGStep,
+    KAGTally,
     KGRound,
     KGSeeds,
     KGSummary,
@@ -142,6 +143,14 @@ def _(step: KAGStep) -> list[str]:
     lines += [f"  error: {step.error}"] if step.error else []
     lines += [f"  note: {step.note}"] if step.note else []
     return lines
+
+
+@step_lines.register
+def _(step: KAGTally) -> list[str]:
+    return [
+        f"kag: {step.graph_answered} of {step.retrieval_steps} retrieval steps answered from "
+        f"the graph, {step.graph_hits} matched it ({step.steps} steps run)"
+    ]
 
 
 @step_lines.register

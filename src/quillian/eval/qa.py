@@ -160,7 +160,12 @@ def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     the graph alone, the share where the graph matched at all, the share of steps that
     failed, the share of plans that ended at a step repeating an earlier one (the plan's
     stop rule), and rounds used. Runs made before plans ended there skipped each repeat
-    as a step: their share of planned steps skipped is kept for them."""
+    as a step: their share of planned steps skipped is kept for them.
+
+    ``graph_answered_share`` is in every method's summary: None (null) for a method
+    with no KAG steps, and, like the other step shares, for a run with no such steps
+    at all (KAG's CR preset plans none), where 0.0 would read as "the graph never
+    answered"."""
     planned = [s for r in rows for s in r["steps"] if s.get("kind") == "kag-step"]
     steps = [s for s in planned if s["layer"] != "repeat"]  # repeats are not run
     plans = [c for r in rows for c in r["calls"] if c["prompt"].startswith("kag.plan@")]
@@ -170,13 +175,13 @@ def _graph_shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for r in rows
     ]
     if not planned and not any(s.get("kind") == "kag-reflection" for r in rows for s in r["steps"]):
-        return {}
+        return {"graph_answered_share": None}
     out = {
-        "graph_answered_share": _mean(
+        "graph_answered_share": _share(
             [1.0 if s["layer"] in ("graph-exact", "graph-fuzzy") else 0.0 for s in retrievals]
         ),
-        "graph_hit_share": _mean([1.0 if s["graph_hit"] else 0.0 for s in retrievals]),
-        "failed_step_share": _mean([1.0 if s["layer"] == "failed" else 0.0 for s in steps]),
+        "graph_hit_share": _share([1.0 if s["graph_hit"] else 0.0 for s in retrievals]),
+        "failed_step_share": _share([1.0 if s["layer"] == "failed" else 0.0 for s in steps]),
     }
     if plans:
         out["plan_cut_share"] = _mean([float(bool(c.get("stopped"))) for c in plans])
@@ -262,6 +267,11 @@ def _reference_filter(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def _share(values: Sequence[float]) -> float | None:
+    """The mean of ``values``; None for none (a share of nothing is not 0)."""
+    return _mean(values) if values else None
 
 
 #: The scores of an answer against the gold answers (None where a question has none).

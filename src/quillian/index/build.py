@@ -31,11 +31,17 @@ from quillian import __version__
 from quillian.components.chunking.base import Chunker
 from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.cache import CachedEmbedder, embedding_key
-from quillian.components.extraction.base import Extraction, Extractor, LinkingExtractor
+from quillian.components.extraction.base import (
+    Extraction,
+    Extractor,
+    IssueRecorder,
+    LinkingExtractor,
+)
 from quillian.components.extraction.filters import settle_title_aliases
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
+from quillian.index.issues import issues_namespace, store_issues, stored_issues
 from quillian.index.layout import (
     SCHEMA_VERSION,
     STAGES,
@@ -220,6 +226,7 @@ def _purge(storage: Storage, extractor: Extractor, doc_ids: Sequence[str]) -> No
     ids = list(dict.fromkeys(doc_ids))
     chunk_ids = [c.id for d in ids for c in storage.documents.chunks_of(d)]
     storage.kv.delete_many(cache_namespace(extractor), chunk_ids)
+    storage.kv.delete_many(issues_namespace(extractor), chunk_ids)
     storage.documents.delete_documents(ids)
     storage.status.delete(ids)
 
@@ -277,12 +284,14 @@ def _rebuild(
         chunks, extractor, extract_cached(chunks, extractor, storage.kv)
     )
     cached = _KeyRecorder(CachedEmbedder(embedder, storage.kv))
+    issues = stored_issues(storage.kv, extractor, [c.id for c in chunks])
     state = BuildState(
         storage=storage,
         chunks=chunks,
         extractions=extractions,
         embedder=cached,
         progress=progress,
+        extraction_issues=issues,
     )
     extract_seconds = time.perf_counter() - start
     report.seconds.update(run_stages(state, stages))
@@ -297,6 +306,9 @@ def _rebuild(
         **state.counts,
         "failed_documents": storage.status.counts().get(DocStatus.FAILED, 0),
     }
+    if issues or isinstance(extractor, IssueRecorder):
+        report.counts["extraction_issues"] = len(issues)
+        report.counts["extraction_failures"] = sum(i.kind == "failed" for i in issues)
 
 
 class _KeyRecorder:
@@ -389,6 +401,7 @@ def extract_cached(
         batch = {e.chunk_id: e for e in extractions}
         if batch:
             kv.put_many(namespace, {cid: extraction_to_json(e) for cid, e in batch.items()})
+            store_issues(kv, extractor, list(batch))
             fresh.update(batch)
 
     for batch in iter_batches(missing, EXTRACT_BATCH):

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
-from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.base import Extraction, ExtractionIssue
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
@@ -54,7 +54,8 @@ def chunk_text(chunk: Chunk) -> str:
 @dataclass
 class BuildState:
     """What the stages share: the stores, every processed chunk (in index order), their
-    extractions, the (cached) embedder, and what earlier stages produced."""
+    extractions and the issues the extractor recorded for them, the (cached) embedder,
+    and what earlier stages produced."""
 
     storage: Storage
     chunks: list[Chunk]
@@ -63,6 +64,7 @@ class BuildState:
     progress: Progress
     kg: KnowledgeGraph | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    extraction_issues: list[ExtractionIssue] = field(default_factory=list)
 
     def graph(self) -> KnowledgeGraph:
         if self.kg is None:

@@ -7,6 +7,7 @@ the CLI renders each kind its own way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -20,6 +21,7 @@ __all__ = [
     "KAGPlan",
     "KAGReflection",
     "KAGStep",
+    "KAGTally",
     "KGRound",
     "KGSeed",
     "KGSeeds",
@@ -267,6 +269,32 @@ class KAGReflection(Step):
     ended: str = ""
 
 
+@dataclass(frozen=True)
+class KAGTally(Step):
+    """A KAG run's count, last in its trace: the logical-form steps run (a repeat is
+    not run), how many were Retrieval steps, how many of those the graph answered alone
+    (``graph-exact`` or ``graph-fuzzy``) and how many matched the graph at all. Users of
+    the reference implementation report that its graph path almost never fires."""
+
+    kind: ClassVar[str] = "kag-tally"
+    steps: int
+    retrieval_steps: int
+    graph_answered: int
+    graph_hits: int
+
+    @classmethod
+    def of(cls, steps: Sequence[Step]) -> KAGTally:
+        """The tally of a run's ``steps``."""
+        run = [s for s in steps if isinstance(s, KAGStep) and s.layer != "repeat"]
+        retrievals = [s for s in run if s.executor == "retrieval"]
+        return cls(
+            len(run),
+            len(retrievals),
+            sum(s.from_graph for s in retrievals),
+            sum(s.graph_hit for s in retrievals),
+        )
+
+
 #: Every step kind, by name.
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
@@ -289,5 +317,6 @@ STEP_KINDS: dict[str, type[Step]] = {
         KAGPlan,
         KAGStep,
         KAGReflection,
+        KAGTally,
     )
 }

@@ -221,7 +221,7 @@ def test_every_prompt_is_listed_once_with_a_unique_name():
     registry = default_registry()
     assert all(registry.get(n) is BY_NAME[n] for n in names)
     # a prompt whose text changed carries a new version (cached replies are not reused)
-    changed = {"kag.answer": 2}
+    changed = {"kag.answer": 2, "kag.ner": 2}
     assert all(p.version == changed.get(p.name, 1) for p in ALL_PROMPTS)
 
 

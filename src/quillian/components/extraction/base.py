@@ -13,7 +13,14 @@ from typing import Protocol, runtime_checkable
 
 from quillian.types import Chunk, Triple
 
-__all__ = ["ExtractedEntity", "Extraction", "Extractor", "LinkingExtractor"]
+__all__ = [
+    "ExtractedEntity",
+    "Extraction",
+    "ExtractionIssue",
+    "Extractor",
+    "IssueRecorder",
+    "LinkingExtractor",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,38 @@ class Extraction:
     doc_id: str
     entities: tuple[ExtractedEntity, ...] = ()
     triples: tuple[Triple, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionIssue:
+    """A problem met extracting one chunk, kept with the index (spec B1: "recorded
+    failures").
+
+    ``task`` is the extraction step (``ner``, ``triples``, ``std`` for KAG's); ``kind``
+    what was done: ``failed`` (the step's output stayed unusable after its repair
+    attempt, so the chunk lacks what it would give), ``rejected`` (a result dropped,
+    such as a triple naming no entity of the entity list), ``repaired`` (a result
+    changed, such as a category outside the schema read as ``Others``) or ``kept`` (a
+    result kept as it is though it breaks a rule, such as a triple outside the
+    relations the schema allows its subject's class); ``raw`` the model's unusable
+    text or the offending names.
+    """
+
+    chunk_id: str
+    task: str
+    kind: str
+    message: str
+    raw: str = ""
+
+
+@runtime_checkable
+class IssueRecorder(Protocol):
+    """An extractor that records per-chunk :class:`ExtractionIssue` s; the index build
+    takes them after each batch and stores them with the chunk's extraction."""
+
+    def take_issues(self) -> list[ExtractionIssue]:
+        """The issues recorded since the last call (and forgets them)."""
+        ...
 
 
 @runtime_checkable

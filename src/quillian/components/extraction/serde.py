@@ -1,15 +1,23 @@
-"""JSON round-trip of extractions, so extraction results are stored once and reused."""
+"""JSON round-trip of extractions (and their issues), so extraction results are stored
+once and reused."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.base import ExtractedEntity, Extraction, ExtractionIssue
 from quillian.types import Provenance, Triple
 
-__all__ = ["extraction_from_json", "extraction_to_json", "triple_from_dict"]
+__all__ = [
+    "extraction_from_json",
+    "extraction_to_json",
+    "issues_from_json",
+    "issues_to_json",
+    "triple_from_dict",
+]
 
 
 def extraction_to_json(extraction: Extraction) -> bytes:
@@ -39,3 +47,12 @@ def extraction_from_json(raw: bytes) -> Extraction:
         ),
         triples=tuple(triple_from_dict(t) for t in data.get("triples", ())),
     )
+
+
+def issues_to_json(issues: Sequence[ExtractionIssue]) -> bytes:
+    """One chunk's extraction issues, as stored beside its extraction."""
+    return json.dumps([asdict(i) for i in issues], ensure_ascii=False).encode()
+
+
+def issues_from_json(raw: bytes) -> list[ExtractionIssue]:
+    return [ExtractionIssue(**item) for item in json.loads(raw)]

@@ -8,6 +8,9 @@ Entities come out as :class:`ExtractedEntity` with ``type`` written
 as an alias. A category outside the schema becomes ``Others`` (recorded); a triple
 naming no entity of the list is dropped (recorded); a chunk whose NER stays unusable
 is indexed without entities, and the failure is kept in :attr:`KAGExtractor.failures`.
+Every issue (:class:`~quillian.components.extraction.base.ExtractionIssue`) is also
+handed to the index build (:meth:`KAGExtractor.take_issues`), which stores it with the
+chunk's extraction and writes it to the KAG stage's ``kag/extraction_issues.jsonl``.
 """
 
 from __future__ import annotations
@@ -17,29 +20,27 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.base import ExtractedEntity, Extraction, ExtractionIssue
 from quillian.components.extraction.llm import _run_sync
 from quillian.components.kag import tasks
+from quillian.components.kag.graph import camel_case
 from quillian.components.kag.schema import OTHERS, Schema, default_schema
 from quillian.components.llm.tasks import TaskFailed, TaskRunner, Transcript
 from quillian.errors import ConfigError
 from quillian.types import Chunk, Provenance, Triple, normalize_name
 
-__all__ = ["KAGExtractionIssue", "KAGExtractor"]
+__all__ = ["BLOCK_RELATIONS", "KAGExtractionIssue", "KAGExtractor"]
+
+#: The relations every entity class of the shipped schema has (its shared block): a
+#: class with no others leaves its triples' predicates free, as OpenIE writes them.
+BLOCK_RELATIONS = frozenset({"synonyms", "officialName", "source"})
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class KAGExtractionIssue:
-    """A problem in one chunk's extraction: which stage, what, and what was done."""
-
-    chunk_id: str
-    stage: str
-    message: str
-    action: str
+#: A problem in one chunk's extraction (the shared type; the name is kept for callers).
+KAGExtractionIssue = ExtractionIssue
 
 
 class KAGExtractor:
@@ -53,15 +54,22 @@ class KAGExtractor:
         self.runner = runner
         self.schema = schema or default_schema()
         self.concurrency = concurrency
-        self.issues: list[KAGExtractionIssue] = []
+        self.issues: list[ExtractionIssue] = []
+        self._taken = 0
         keys = "+".join(runner.prompt_key(t.prompt) for t in (tasks.NER, tasks.TRIPLES, tasks.STD))
-        # the schema's classes are in the prompts: a changed schema is a new extractor
-        digest = hashlib.sha256(self.schema.prompt_types().encode()).hexdigest()[:8]
+        # the schema's classes and their descriptions are in the prompts: a changed
+        # schema is a new extractor
+        digest = hashlib.sha256(self.schema.describe().encode()).hexdigest()[:8]
         self.name = f"kag-llm:{runner.model.model_id}:{self.schema.namespace}-{digest}:{keys}"
 
     @property
-    def failures(self) -> list[KAGExtractionIssue]:
-        return [i for i in self.issues if i.action == "failed"]
+    def failures(self) -> list[ExtractionIssue]:
+        return [i for i in self.issues if i.kind == "failed"]
+
+    def take_issues(self) -> list[ExtractionIssue]:
+        """The issues recorded since the last call (:attr:`issues` keeps them all)."""
+        taken, self._taken = self.issues[self._taken :], len(self.issues)
+        return taken
 
     def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
         if not chunks:
@@ -77,20 +85,20 @@ class KAGExtractor:
 
         return list(await asyncio.gather(*(one(c) for c in chunks)))
 
-    def _issue(self, chunk: Chunk, stage: str, message: str, action: str) -> None:
-        self.issues.append(KAGExtractionIssue(chunk.id, stage, message, action))
-        if action == "failed":
-            logger.warning("KAG extraction of %s, %s: %s", chunk.id, stage, message)
+    def _issue(self, chunk: Chunk, task: str, message: str, kind: str, raw: str = "") -> None:
+        self.issues.append(ExtractionIssue(chunk.id, task, kind, message, raw))
+        if kind == "failed":
+            logger.warning("KAG extraction of %s, %s: %s", chunk.id, task, message)
 
     async def extract_one(self, chunk: Chunk) -> Extraction:
         passage = f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
         transcript = Transcript()
         try:
             found = await self.runner.run(
-                tasks.NER, transcript, schema=self.schema.prompt_types(), passage=passage
+                tasks.NER, transcript, schema=self.schema.describe(), passage=passage
             )
         except TaskFailed as exc:
-            self._issue(chunk, "ner", str(exc), "failed")
+            self._issue(chunk, "ner", str(exc), "failed", exc.raw)
             return Extraction(chunk.id, chunk.doc_id)
         entities: dict[str, tasks.NerEntity] = {}
         for ent in found:
@@ -100,10 +108,11 @@ class KAGExtractor:
                     "ner",
                     f"{ent.name!r}: category {ent.category!r} is not in the schema; using Others",
                     "repaired",
+                    ent.category,
                 )
             entities.setdefault(normalize_name(ent.name), ent)
         listed = [{"name": e.name, "category": e.category} for e in entities.values()]
-        triples = await self._triples(chunk, transcript, passage, listed, set(entities))
+        triples = await self._triples(chunk, transcript, passage, listed, entities)
         official = await self._official(chunk, transcript, passage, listed)
         return Extraction(
             chunk.id,
@@ -138,8 +147,9 @@ class KAGExtractor:
         transcript: Transcript,
         passage: str,
         listed: list[dict[str, str]],
-        names: set[str],
+        entities: dict[str, tasks.NerEntity],
     ) -> list[tuple[str, str, str]]:
+        names = set(entities)
         try:
             triples = await self.runner.run(
                 tasks.TRIPLES,
@@ -148,9 +158,9 @@ class KAGExtractor:
                 passage=passage,
             )
         except TaskFailed as exc:
-            self._issue(chunk, "triples", str(exc), "failed")
+            self._issue(chunk, "triples", str(exc), "failed", exc.raw)
             return []
-        kept = []
+        kept: list[tuple[str, str, str]] = []
         for s, p, o in triples:
             if normalize_name(s) not in names and normalize_name(o) not in names:
                 self._issue(
@@ -158,10 +168,50 @@ class KAGExtractor:
                     "triples",
                     f"({s}, {p}, {o}) names no entity of the entity list",
                     "rejected",
+                    json.dumps([s, o], ensure_ascii=False),
                 )
             else:
-                kept.append((s, p, o))
+                kept.append((s, self._schema_predicate(chunk, (s, p, o), entities), o))
         return kept
+
+    def _schema_predicate(
+        self, chunk: Chunk, triple: tuple[str, str, str], entities: dict[str, tasks.NerEntity]
+    ) -> str:
+        """The triple's predicate as the schema spells it, when it names a relation the
+        subject's class declares (``works for`` -> ``worksFor``); a class that declares
+        relations of its own (beyond the synonym, official-name and source block every
+        class has) records a triple outside them, or one whose object is of another
+        class than the relation's target, and keeps it as extracted."""
+        s, p, o = triple
+        subject, obj = entities.get(normalize_name(s)), entities.get(normalize_name(o))
+        source = self.schema.entity_type(subject.category) if subject else OTHERS
+        declared = self.schema.classes[source].relations
+        if not set(declared) - BLOCK_RELATIONS:
+            return p
+        wanted = camel_case(p).lower()
+        relation = next((r for r in declared if r.lower() == wanted), None)
+        if relation is None:
+            allowed = ", ".join(sorted(set(declared) - BLOCK_RELATIONS))
+            self._issue(
+                chunk,
+                "triples",
+                f"({s}, {p}, {o}): {p!r} is not a relation of {source} ({allowed}); kept",
+                "kept",
+                p,
+            )
+            return p
+        target = self.schema.relation_target(source, relation)
+        found = self.schema.entity_type(obj.category) if obj else None
+        if found is not None and target is not None and found != target:
+            self._issue(
+                chunk,
+                "triples",
+                f"({s}, {relation}, {o}): {relation} of {source} points to {target}, "
+                f"{o!r} is {found}; kept",
+                "kept",
+                found,
+            )
+        return relation
 
     async def _official(
         self, chunk: Chunk, transcript: Transcript, passage: str, listed: list[dict[str, str]]
@@ -176,6 +226,6 @@ class KAGExtractor:
                 passage=passage,
             )
         except TaskFailed as exc:
-            self._issue(chunk, "std", str(exc), "failed")
+            self._issue(chunk, "std", str(exc), "failed", exc.raw)
             return {}
         return {normalize_name(n.name): n.official_name for n in names}

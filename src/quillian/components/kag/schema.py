@@ -121,8 +121,11 @@ class Schema:
         return ", ".join(self.entity_types)
 
     def describe(self) -> str:
-        """One line per entity class with its description, for prompts."""
-        return "\n".join(f"- {n}: {self.classes[n].description}" for n in self.entity_types)
+        """One line per entity class with its description (the NER prompt's classes)."""
+        return "\n".join(
+            f"- {n}: {d}" if (d := self.classes[n].description.strip()) else f"- {n}"
+            for n in self.entity_types
+        )
 
 
 def _fail(where: str, message: str) -> SchemaError:

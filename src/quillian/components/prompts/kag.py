@@ -63,10 +63,13 @@ NER = _prompt(
     'classes), its fine-grained semantic type (for example "Legislative Body"), and a '
     "short description of it from the passage and your own knowledge. Reply with only a JSON "
     'list: [{{"name": "...", "category": "...", "type": "...", "description": "..."}}].',
-    "Schema classes: {schema}\n\nPassage:\n{passage}",
+    "Schema classes (pick the one whose description fits):\n{schema}\n\nPassage:\n{passage}",
     {"schema", "passage"},
-    "P18 (builder default_ner). schema: the entity classes, comma-separated; passage: "
-    "title, newline, text. Output: a JSON list of {name, category, type, description}.",
+    "P18 (builder default_ner). schema: one line per entity class, '- Class: its "
+    "description' (Schema.describe); passage: title, newline, text. Output: a JSON list "
+    "of {name, category, type, description}. Version 2: the classes with their "
+    "descriptions (version 1 listed their names only).",
+    version=2,
 )
 
 TRIPLES = _prompt(

@@ -37,7 +37,7 @@ from quillian.errors import ConfigError
 from quillian.methods.base import PipelineBase, Run
 from quillian.methods.kag.executors import Frame, SolverSettings, StepExecutor
 from quillian.methods.kag.stages import open_knowledge, stored_schema
-from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, Retrieval
+from quillian.methods.steps import KAGPlan, KAGReflection, KAGStep, KAGTally, Retrieval
 
 __all__ = [
     "KAG",
@@ -89,6 +89,14 @@ class KAGConfig:
     """Entity-link score the fuzzy (KG_fr) layer needs."""
     fuzzy_top_k: int = 15
     """SPO candidates by cosine offered to the model."""
+    fuzzy_floor: float = 0.3
+    """The fuzzy layer's cosine floor: an SPO candidate whose text scores below it
+    against the sub-question is not offered to the model (the authors' 0.3); -1 offers
+    every one of the top ``fuzzy_top_k``."""
+    graph_enabled: bool = True
+    """Let a Retrieval step read the typed graph (linking, exact and fuzzy layers);
+    False plans as usual but answers every Retrieval from chunks (unlike CR, which
+    skips the planner)."""
     judge_decides: bool = True
     """Beyond the reference: when the judge (P8) found that the memory answers the
     question, the final answer prompt (P14) no longer offers "UNKNOWN"; the judge's
@@ -118,6 +126,11 @@ class KAGConfig:
             raise ConfigError(f"rerank must be mean or sum, got {self.rerank!r}")
         if not 0 < self.fuzzy_threshold <= self.exact_threshold <= 1:
             raise ConfigError("need 0 < fuzzy_threshold <= exact_threshold <= 1")
+        floor = self.fuzzy_floor
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not -1 <= floor <= 1:
+            raise ConfigError(f"fuzzy_floor must be a cosine in [-1, 1], got {self.fuzzy_floor!r}")
+        if not isinstance(self.graph_enabled, bool):
+            raise ConfigError(f"graph_enabled must be true or false, got {self.graph_enabled!r}")
 
 
 class KAG(PipelineBase):
@@ -188,6 +201,11 @@ class KAG(PipelineBase):
         return self._knowledge
 
     async def _answer(self, run: Run) -> str:
+        answer = await self._solve(run)
+        run.steps.append(KAGTally.of(run.steps))  # the trace's count of graph answers
+        return answer
+
+    async def _solve(self, run: Run) -> str:
         cfg = self.config
         memory: list[str] = []
         solved: list[str] = []
@@ -292,6 +310,8 @@ class KAG(PipelineBase):
             exact_threshold=cfg.exact_threshold,
             fuzzy_threshold=cfg.fuzzy_threshold,
             fuzzy_top_k=cfg.fuzzy_top_k,
+            fuzzy_floor=cfg.fuzzy_floor,
+            graph_enabled=cfg.graph_enabled,
             chunk_k=cfg.k,
         )
 

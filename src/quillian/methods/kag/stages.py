@@ -1,7 +1,8 @@
 """KAG's build stage: the typed graph with its mutual index and alignment, written next
 to the index's other artifacts, and how the solver opens it again.
 
-Layout under the index directory: ``kag/graph.json`` (nodes, edges, build issues) and
+Layout under the index directory: ``kag/graph.json`` (nodes, edges, build issues),
+``kag/extraction_issues.jsonl`` (the extractor's recorded issues, :mod:`.issues`) and
 the vector collections ``kag-names`` and ``kag-descs`` (one row per entity node, in
 node order among the entities). BM25 over chunks and the chunk vectors are the index's
 own (the default stages).
@@ -37,6 +38,7 @@ from quillian.errors import ConfigError, IndexIncompleteError, MissingExtraError
 from quillian.index.artifacts import replace_dir
 from quillian.index.stages import BuildState
 from quillian.index.storage import open_storage
+from quillian.methods.kag.issues import save_extraction_issues
 from quillian.stores.protocols import KeyValueStore
 
 __all__ = ["CONCEPT_SOURCES", "GRAPH_FILE", "KAGGraphStage", "open_knowledge", "stored_schema"]
@@ -158,6 +160,7 @@ class KAGGraphStage:
 
         def write(path: Path) -> None:
             graph.save(path / GRAPH_FILE.name)
+            save_extraction_issues(path, state.extraction_issues)
             if source is not None and schema_text is not None:
                 (path / f"{SCHEMA_STEM}{source.suffix or '.yaml'}").write_bytes(schema_text)
 
