@@ -1,7 +1,8 @@
-"""KAG's chunk retriever on an index built with KAG's stage walks the typed graph: with
-alignment (``kag``) a chunk reachable only through a concept gets PageRank mass, without
-(``kag-mi``, or the solver's ``alignment=False``) it gets none; on an index without the
-stage it ranks exactly as it did before the typed walk.
+"""KAG's chunk retriever on an index built with KAG's stage walks the typed graph when
+asked (``kag-typed``, ``typed_graph=True``): with alignment a chunk reachable only
+through a concept gets PageRank mass, without (``kag-mi``, or the solver's
+``alignment=False``) it gets none; ``kag`` and an index without the stage rank exactly
+as before the typed walk.
 
 World: Vivaldi's page names Antonio Vivaldi, Bach's page Johann Sebastian Bach, both
 ``Person/composer``; with the chain ``composer -> musician`` they share the concept node
@@ -46,7 +47,7 @@ def ppr_titles(retriever: KAGChunkRetriever, name: str) -> list[str]:
 
 
 def test_alignment_reaches_a_chunk_through_a_shared_concept(context) -> None:
-    aligned = make_retriever(context, "kag", bm25_swap=False)
+    aligned = make_retriever(context, "kag-typed", bm25_swap=False)
     assert isinstance(aligned, KAGChunkRetriever)
     assert aligned.walk.graph == "kag-aligned"
     assert ppr_titles(aligned, "Antonio Vivaldi") == ["Vivaldi", "Bach"]
@@ -55,29 +56,35 @@ def test_alignment_reaches_a_chunk_through_a_shared_concept(context) -> None:
 def test_without_alignment_the_concept_carries_nothing(context) -> None:
     for retriever in (
         make_retriever(context, "kag-mi", bm25_swap=False),
-        make_retriever(context, "kag", bm25_swap=False, alignment=False),
+        make_retriever(context, "kag", bm25_swap=False, typed_graph=True, alignment=False),
     ):
         assert isinstance(retriever, KAGChunkRetriever)
         assert retriever.walk.graph == "kag"
         assert ppr_titles(retriever, "Antonio Vivaldi") == ["Vivaldi"]
 
 
-def test_typed_graph_off_walks_the_index_graph(context) -> None:
-    retriever = make_retriever(context, "kag", typed_graph=False)
-    assert isinstance(retriever, KAGChunkRetriever)
-    assert retriever.walk.graph == "index"
+def test_kag_walks_the_index_graph_unless_told(context) -> None:
+    for retriever in (
+        make_retriever(context, "kag"),
+        make_retriever(context, "kag-typed", typed_graph=False),
+    ):
+        assert isinstance(retriever, KAGChunkRetriever)
+        assert retriever.walk.graph == "index"
 
 
 def test_the_solver_walks_the_same_graph_with_its_alignment(context) -> None:
     for preset in ("LFSH", "CR"):
         for alignment, graph in ((True, "kag-aligned"), (False, "kag")):
-            pipeline, _ = solver(context, {}, preset=preset, alignment=alignment)
+            pipeline, _ = solver(context, {}, preset=preset, alignment=alignment, typed_graph=True)
             assert pipeline.chunks.config.alignment is alignment
             assert pipeline.chunks.walk.graph == graph
-    given = make_retriever(context, "kag")
+        pipeline, _ = solver(context, {}, preset=preset)
+        assert pipeline.chunks.walk.graph == "index"  # the default walk
     pipeline, _ = solver(context, {})
-    kept = type(pipeline)(pipeline.runner, given, pipeline.config, schema=pipeline.schema)
-    assert kept.chunks is given  # the engine's retriever, already right, is reused
+    for name in ("kag", "kag-typed"):
+        given = make_retriever(context, name)
+        kept = type(pipeline)(pipeline.runner, given, pipeline.config, schema=pipeline.schema)
+        assert kept.chunks is given  # the engine's retriever, already right, is reused
 
 
 def _before(retriever: KAGChunkRetriever, seeds, n: int) -> dict[int, float]:

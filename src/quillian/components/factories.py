@@ -52,7 +52,18 @@ __all__ = [
 
 CHUNKERS = ("passage", "words")
 EXTRACTORS = ("spacy", "precomputed", "llm", QUAD_EXTRACTOR, "kag-llm")
-RETRIEVERS = ("sa", "sa-paper", "ppr", "dense", "bm25", "kags", "kag", "kag-mi", "fused")
+RETRIEVERS = (
+    "sa",
+    "sa-paper",
+    "ppr",
+    "dense",
+    "bm25",
+    "kags",
+    "kag",
+    "kag-typed",
+    "kag-mi",
+    "fused",
+)
 #: Each retriever's configuration dataclass (its options), None for those with none.
 RETRIEVER_CONFIGS: dict[str, type | None] = {
     "sa": SAConfig,
@@ -62,11 +73,20 @@ RETRIEVER_CONFIGS: dict[str, type | None] = {
     "bm25": None,
     "kags": KAGSSearch,
     "kag": KAGChunkConfig,
+    "kag-typed": KAGChunkConfig,
     "kag-mi": KAGChunkConfig,
     "fused": FusedConfig,
 }
 #: The retrievers that embed the query (the others ignore a query vector).
-EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag", "kag-mi", "fused")
+EMBEDS_QUERY = ("sa", "sa-paper", "ppr", "dense", "kags", "kag", "kag-typed", "kag-mi", "fused")
+#: KAG's chunk retrievers and the graph each walks: ``kag`` the index's entity+chunk
+#: graph (the default: the best on the report's sets), ``kag-typed`` the typed graph
+#: with its alignment (K_Alignment), ``kag-mi`` the typed graph without it (M_Indexing).
+KAG_WALKS: dict[str, dict[str, bool]] = {
+    "kag": {},
+    "kag-typed": {"typed_graph": True, "alignment": True},
+    "kag-mi": {"typed_graph": True, "alignment": False},
+}
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -132,9 +152,8 @@ def make_retriever(
         return PPRRetriever(context, PPRConfig(**options))  # type: ignore[arg-type]
     if name == "dense":
         return DenseRetriever(context)
-    if name in ("kag", "kag-mi"):
-        # kag-mi: the M_Indexing arm of KAG's ablation (no alignment edges)
-        settings = {"alignment": name == "kag", **options}
+    if name in KAG_WALKS:
+        settings = {**KAG_WALKS[name], **options}
         return KAGChunkRetriever(
             context,
             KAGChunkConfig(**settings),  # type: ignore[arg-type]

@@ -125,3 +125,21 @@ def test_an_entity_of_two_classes_splits_its_seed_mass() -> None:
     reset = walk.reset([Seed(0, "A", 1.0, "test")])
     assert reset[A] == reset[len(base.nodes)] == 0.5
     assert walk.reset([Seed(3, "D", 0.0, "test")])[D] == 1e-6
+
+
+def test_one_name_in_two_classes_is_joined_with_alignment_only() -> None:
+    # D typed Others in c2 as well as Person in c3: the bridge from K's chunk to D's page
+    base = graph()
+    d_other = len(base.nodes)
+    nodes = [*base.nodes, KagNode("d", "Others")]  # the same name by its normalised key
+    edges = [*base.edges, KagEdge(d_other, SOURCE, C2, "c2")]
+    g = TypedGraph(nodes, edges)
+    aligned = edge_weights(*walk_edges(g, alignment=True))
+    assert aligned[(D, d_other)] == 1.0
+    assert (D, d_other) not in edge_weights(*walk_edges(g, alignment=False))
+    for alignment, reached in ((True, True), (False, False)):
+        walk = chunk_walk(g, CHUNKS, [["A"], ["S"], ["K"], ["D"]], alignment=alignment)
+        rank = personalized_pagerank(walk.walk, walk.reset([Seed(2, "K", 1.0, "test")]), 0.5)
+        mass = np.zeros(len(CHUNKS))
+        mass[walk.chunk_rows] = rank[walk.chunk_nodes]
+        assert bool(mass[3] > 0) is reached  # c3, D's page, only through the same-name link

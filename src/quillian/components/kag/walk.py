@@ -15,7 +15,9 @@ ways with these weights:
   aliases): 1;
 - with ``alignment``, ``synonym`` and ``similar`` links between entities: 1 (both are
   thresholded already: WordNet's same first sense, a name cosine of at least 0.8, so
-  HippoRAG 2's cosine weight would only move them between 0.8 and 1);
+  HippoRAG 2's cosine weight would only move them between 0.8 and 1), and a link of
+  weight 1 between the nodes of one name in two classes (:func:`same_name_links`: on
+  2Wiki-800, 0.882 -> 0.922 perfect@8, 2 won, none lost, the other sets unchanged);
 - with ``alignment``, ``belongTo`` (entity to concept) and ``isA`` (concept to concept,
   up to the schema's class): divided by the degree of each concept node it touches.
   A concept's edges then weigh 1 in all, as one ordinary neighbour: a concept two
@@ -51,7 +53,7 @@ from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.kag import ChunkWalk
 from quillian.types import normalize_name
 
-__all__ = ["chunk_topics", "chunk_walk", "typed_chunk_walk", "walk_edges"]
+__all__ = ["chunk_topics", "chunk_walk", "same_name_links", "typed_chunk_walk", "walk_edges"]
 
 
 def walk_edges(
@@ -81,7 +83,32 @@ def walk_edges(
     for end in (subjects, objects):
         at = concept[end]
         weights[at] /= degree[end[at]]
+    if alignment:
+        a, b = same_name_links(graph)
+        subjects, objects = np.concatenate([subjects, a]), np.concatenate([objects, b])
+        weights = np.concatenate([weights, np.ones(len(a))])
     return subjects, objects, weights
+
+
+def same_name_links(graph: TypedGraph) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Edges joining the entity nodes that share a normalised name in different classes
+    (each to the first of its name): the typed graph keeps one node per name and class,
+    as KAG's ids are, and NER types one person ``Person`` in one chunk and ``Others`` in
+    another, which cuts the bridge a multi-hop walk crosses. Joining them is the
+    alignment's entity disambiguation in its simplest form (one name, one entity)."""
+    first: dict[str, int] = {}
+    a: list[int] = []
+    b: list[int] = []
+    for i, node in enumerate(graph.nodes):
+        if node.label in (CHUNK, CONCEPT):
+            continue
+        key = normalize_name(node.name)
+        if key in first:
+            a.append(first[key])
+            b.append(i)
+        else:
+            first[key] = i
+    return np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)
 
 
 def chunk_walk(

@@ -82,7 +82,12 @@ class KAGConfig:
     0.722 -> 0.750 (docs/benchmarks.md)."""
     alignment: bool = True
     """Use the knowledge-alignment edges (K_Alignment); False reads the graph as
-    M_Indexing."""
+    M_Indexing. The chunk retrieval sees it only with ``typed_graph``."""
+    typed_graph: bool = False
+    """Chunk retrieval (CR and the graph presets' chunk fallback) walks the typed graph,
+    its alignment with ``alignment`` (as ``--retriever kag-typed`` / ``kag-mi``), instead
+    of the index's entity+chunk graph, which ranked better on the report's sets
+    (docs/benchmarks.md, "KAG's alignment in chunk retrieval")."""
     exact_threshold: float = 0.9
     """Entity-link score the exact (KG_cs) layer needs."""
     fuzzy_threshold: float = 0.8
@@ -159,19 +164,21 @@ class KAG(PipelineBase):
         self._given_aligned = knowledge is not None
 
     def _chunk_retriever(self, base: Retriever) -> KAGChunkRetriever:
-        """KAG's chunk retriever over the index's KAG graph, with this solver's
-        ``alignment``: ``base`` when it is one already (the CR preset and the graph
-        presets' chunk fallback walk the graph ``quillian retrieve --method kag`` walks)."""
-        alignment = self.config.alignment
+        """KAG's chunk retriever with this solver's ``alignment``, walking the typed graph
+        when ``typed_graph`` says so or ``base`` already does (``--retriever kag-typed``):
+        ``base`` itself when it is one already set so (the CR preset and the graph
+        presets' chunk fallback walk the graph ``quillian retrieve`` walks)."""
         if isinstance(base, KAGChunkRetriever):
-            if base.typed is not None and base.config.alignment == alignment:
+            typed = self.config.typed_graph or base.config.typed_graph
+            wanted = replace(base.config, alignment=self.config.alignment, typed_graph=typed)
+            if base.typed is not None and base.config == wanted:
                 return base
-            config = replace(base.config, alignment=alignment)
-            return KAGChunkRetriever(base.context, config, typed=typed_chunk_walk)
+            return KAGChunkRetriever(base.context, wanted, typed=typed_chunk_walk)
         context = getattr(base, "context")  # noqa: B009 - every index retriever has one
-        return KAGChunkRetriever(
-            context, KAGChunkConfig(alignment=alignment), typed=typed_chunk_walk
+        config = KAGChunkConfig(
+            alignment=self.config.alignment, typed_graph=self.config.typed_graph
         )
+        return KAGChunkRetriever(context, config, typed=typed_chunk_walk)
 
     def _schema(self) -> Schema:
         """The ``schema`` option's file, else the one the index was built with, else the
