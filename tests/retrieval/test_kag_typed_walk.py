@@ -88,14 +88,19 @@ def test_the_solver_walks_the_same_graph_with_its_alignment(context) -> None:
 
 
 def _before(retriever: KAGChunkRetriever, seeds, n: int) -> dict[int, float]:
-    """The PageRank half as it was before the typed walk (the commit before it)."""
+    """The PageRank half as it was before the typed walk (the commit before it), in
+    float32 and to the retriever's tolerance as it now runs."""
     kg = retriever.context.kg
     kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-    walk = Walk.over(kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), reorder=True)
+    walk = Walk.over(
+        kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), dtype=np.float32, reorder=True
+    )
     reset = np.zeros(kg.snapshot.n_nodes, dtype=np.float64)
     for seed in seeds:
         reset[seed.entity] += max(seed.score, 1e-6)
-    rank = personalized_pagerank(walk, reset, retriever.config.damping)
+    rank = personalized_pagerank(
+        walk, reset, retriever.config.damping, tol=retriever.config.tolerance
+    )
     chunk_scores = rank[kg.chunk_offset :]
     top = best_k(chunk_scores, n)
     return {int(c): float(chunk_scores[c]) for c in top if chunk_scores[c] > 0}

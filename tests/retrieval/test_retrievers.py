@@ -11,6 +11,8 @@ chosen by hand:
 """
 
 import math
+import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -30,6 +32,7 @@ from quillian.components.retrieval.base import (
 from quillian.components.retrieval.context import RecentSearches, RetrievalContext, endpoint_text
 from quillian.components.retrieval.dense import DenseRetriever
 from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
+from quillian.components.retrieval.kag import KAGChunkRetriever
 from quillian.components.retrieval.ppr import PPRConfig, PPRRetriever
 from quillian.components.retrieval.sa import SAConfig, SARetriever
 from quillian.errors import ConfigError
@@ -315,7 +318,15 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
     assert set(result.trace.timings_ms) == {sa.name, dense.name}
     with pytest.raises(ConfigError, match="two or more"):
         FusedConfig(members="sa")
-    assert make_retriever(context, "fused").retrieve("A", 2, Q).method == "fused:sa+ppr"
+    default = make_retriever(context, "fused")
+    assert default.retrieve("A", 2, Q).method == "fused:sa+ppr+kag"
+    assert isinstance(default, FusedRetriever)
+    kag = default.members[2]
+    assert isinstance(kag, KAGChunkRetriever)
+    assert kag.config.bm25_swap is False  # a member's swap would only move its 50th passage
+    alone = make_retriever(context, "kag")
+    assert isinstance(alone, KAGChunkRetriever)
+    assert alone.config.bm25_swap is True  # alone, the authors'
     with pytest.raises(ConfigError, match="cannot fuse itself"):
         make_retriever(context, "fused", members="sa,fused")
 
@@ -569,3 +580,43 @@ def test_an_entity_with_a_page_walks_to_it_alone(context) -> None:
         return scores["B"] / scores["A"]
 
     assert ratio(config) > ratio(replace(config, mention_links=True))
+
+
+class SlowRanking(FixedRanking):
+    """A FixedRanking that takes a while and names the thread it ran on."""
+
+    def __init__(self, name: str, chunks: list[int], seconds: float) -> None:
+        super().__init__(name, chunks)
+        self.seconds, self.threads = seconds, set()
+
+    def retrieve(self, query, k, query_vector=None):
+        time.sleep(self.seconds)
+        self.threads.add(threading.current_thread().name)
+        return super().retrieve(query, k, query_vector)
+
+
+class Failing(FixedRanking):
+    def retrieve(self, query, k, query_vector=None):
+        raise ConfigError("this member failed")
+
+
+def test_members_on_two_threads_fuse_exactly_as_in_turn() -> None:
+    members = [
+        SlowRanking("x", [0, 4, 5, 2], 0.02),
+        SlowRanking("y", [1, 6, 7, 2], 0.05),
+        SlowRanking("z", [2, 0, 9], 0.01),
+    ]
+    one = FusedRetriever(members, FusedConfig(workers=1)).retrieve("q", 5, Q)
+    threads = {m.name: set(m.threads) for m in members}
+    assert all(t == {threading.current_thread().name} for t in threads.values())
+    two = FusedRetriever(members, FusedConfig(workers=2)).retrieve("q", 5, Q)
+    assert [(p.chunk, p.score) for p in two.passages] == [(p.chunk, p.score) for p in one.passages]
+    assert two.method == "fused:x+y+z"  # the members' order, whoever ran them
+    assert set(two.trace.timings_ms) == {"x", "y", "z"}
+    helpers = {t for m in members for t in m.threads} - {threading.current_thread().name}
+    assert helpers and all(t.startswith("fused") for t in helpers)  # a helper took some
+    assert FusedConfig().workers == 2
+    with pytest.raises(ConfigError, match="workers"):
+        FusedConfig(workers=0)
+    with pytest.raises(ConfigError, match="this member failed"):
+        FusedRetriever([members[0], Failing("f", [])], FusedConfig()).retrieve("q", 5, Q)

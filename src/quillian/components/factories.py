@@ -87,6 +87,12 @@ KAG_WALKS: dict[str, dict[str, bool]] = {
     "kag-typed": {"typed_graph": True, "alignment": True},
     "kag-mi": {"typed_graph": True, "alignment": False},
 }
+#: Options of a retriever when it is a member of ``fused``: KAG's BM25 swap-in only
+#: replaces the 50th passage of the member's list there (a BM25 search per query for
+#: 1/51 of one passage's fused score).
+FUSED_MEMBER_OPTIONS: dict[str, dict[str, object]] = {
+    name: {"bm25_swap": False} for name in KAG_WALKS
+}
 #: The retrievers that can cross into another graph (``bridges``).
 SA_RETRIEVERS = ("sa", "sa-paper")
 
@@ -169,5 +175,9 @@ def make_retriever(
         config = FusedConfig(**options)  # type: ignore[arg-type]
         if "fused" in config.names:
             raise ConfigError("a fused retriever cannot fuse itself")
-        return FusedRetriever([make_retriever(context, m) for m in config.names], config)
+        members = [
+            make_retriever(context, m, None, **FUSED_MEMBER_OPTIONS.get(m, {}))
+            for m in config.names
+        ]
+        return FusedRetriever(members, config)
     raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")

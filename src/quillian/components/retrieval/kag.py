@@ -69,6 +69,11 @@ class KAGChunkConfig:
     """How many chunks each of PageRank and dense contributes to the fusion."""
     bm25_swap: bool = True
     """Put the BM25 top-1 in place of the last chunk when it is missing (the authors')."""
+    tolerance: float = 1e-6
+    """PageRank stops when one more power step would move less than this much
+    probability mass (L1), as ``ppr``'s does; at the damping 0.1 every score is then
+    within about 1e-7 of the exact one. 1e-6 rather than the solver's 1e-8 for speed
+    inside ``fused``; ``fused``'s rankings on the report's five indexes were the same."""
     typed_graph: bool = False
     """Walk the index's KAG graph when it was built with KAG's stage (the typed graph
     and its mutual index, as the authors' retriever does; the retrievers ``kag-typed``
@@ -90,6 +95,8 @@ class KAGChunkConfig:
             raise ConfigError(f"pagerank_weight must be in [0, 1], got {self.pagerank_weight}")
         if self.seed_k < 0 or self.candidates <= 0:
             raise ConfigError("seed_k must be >= 0 and candidates > 0")
+        if not 0.0 < self.tolerance < 1.0:
+            raise ConfigError(f"tolerance must be in (0, 1), got {self.tolerance}")
 
 
 def minmax_fuse(
@@ -139,7 +146,9 @@ class ChunkWalk:
         """The index's undirected entity+chunk graph (``related_to`` and the
         entity-chunk links), description nodes folded; entities seed themselves."""
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
-        walk = Walk.over(kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), reorder=True)
+        walk = Walk.over(
+            kg.snapshot, kinds, fold=(NodeKind.DESCRIPTION,), dtype=np.float32, reorder=True
+        )
         n, chunks = kg.n_entities, len(kg.chunk_ids)
         return cls(
             walk,
@@ -300,7 +309,9 @@ class KAGChunkRetriever:
         reset = walk.reset(seeds)
         if not reset.any():
             return {}
-        rank = personalized_pagerank(walk.walk, reset, self.config.damping)
+        rank = personalized_pagerank(
+            walk.walk, reset, self.config.damping, tol=self.config.tolerance
+        )
         chunk_scores = np.zeros(len(self.context.kg.chunk_ids), dtype=rank.dtype)
         chunk_scores[walk.chunk_rows] = rank[walk.chunk_nodes]
         top = best_k(chunk_scores, n)
