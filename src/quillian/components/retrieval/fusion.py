@@ -58,8 +58,10 @@ class FusedConfig:
     tie on three sets; 0 is 0.007 better on MuSiQue spaCy); sa+ppr at 1 scores
     2Wiki-800 0.961, MuSiQue spaCy 0.793, GPT 0.792, HotpotQA 0.890 against 0.941,
     0.760, 0.775, 0.890 at 60 (8 questions won, 2 lost), at or above the better
-    member on every set (docs/sections/lift2.md). 1 rather than 0 so that a passage
-    both members rank second outranks one that a single member ranks first."""
+    member on every set (docs/sections/lift2.md). With ``kag`` as a third member the
+    same cross-validation over 0, 1, 2, 5, 10, 60 picks 0 or 1 in 18 of 20 folds
+    (docs/benchmarks.md, "Tuning by cross-validation"). 1 rather than 0 so that a
+    passage two members rank second outranks one that a single member ranks first."""
     depth: int = 50
     """How many passages of each member's ranking take part."""
     workers: int = 2
