@@ -501,7 +501,9 @@ def _relation_aliases(directory: Path, n_relations: int) -> list[tuple[str, ...]
         return [() for _ in range(n_relations)]
     table = TextTable.load(directory, "relation_aliases", mmap=False)
     if len(table) != n_relations:
-        raise ValueError(f"{len(table)} relation alias rows for {n_relations} relations")
+        raise IndexIncompleteError(
+            f"{directory}: {len(table)} relation alias rows for {n_relations} relations"
+        )
     return [tuple(a for a in table[i].split("\t") if a) for i in range(n_relations)]
 
 

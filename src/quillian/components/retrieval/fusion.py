@@ -68,10 +68,10 @@ class FusedConfig:
     """Threads that run the members: the caller and ``workers - 1`` helpers, each
     taking the next member in order when it is free (list scheduling); 1 runs them one
     after the other. The PageRank members spend most of their time in sparse products,
-    which release the GIL, beside ``sa``'s Python: on all 6,119 2Wiki passages the three
-    members took 11.75 ms p50 in turn and 8.06 ms with ``ppr`` on a second thread
-    (docs/benchmarks.md, "Retrieval lift, round 10"). The fused ranking is the same
-    either way."""
+    which release the GIL, beside ``sa``'s Python: on all 6,119 2Wiki passages ``fused``
+    took 11.3 ms p50 with its three members in turn and 8.84 ms on two threads (8.69
+    for ``sa``+``ppr`` in the same run; docs/benchmarks.md, "Retrieval lift, round
+    10"). The fused ranking is the same either way."""
 
     def __post_init__(self) -> None:
         if self.rrf_k < 0 or self.depth < 1:
