@@ -152,7 +152,7 @@ def test_fused_sa_shows_the_path_that_reached_each_passage(context):
     paper = SARetriever(context, SAConfig.paper(seed_k=1, hops=2, relation_threshold=0.8))
     assert paper.retrieve("q", 3, Q).trace.paths == []  # the paper's algorithm: step 4 only
     # fused over sa keeps sa's paths to the passages it returns (the evidence shows them)
-    fused = FusedRetriever([sa, DenseRetriever(context)], FusedConfig(depth=4))
+    fused = FusedRetriever([sa, DenseRetriever(context)], FusedConfig(depth=4, second_hops=0))
     result = fused.retrieve("q", 3, Q)  # RRF: A (sa 1st, dense 2nd), D, B; C 4th
     assert titles(result) == ["A", "D", "B"]
     assert {p.passage for p in result.trace.paths} == {"B"}  # C's path is not kept
@@ -307,7 +307,7 @@ def test_triple_seeds_add_the_ends_of_the_nearest_relations(context) -> None:
 def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
     sa = SARetriever(context, SAConfig())
     dense = DenseRetriever(context)
-    fused = FusedRetriever([sa, dense], FusedConfig(rrf_k=60, depth=4))
+    fused = FusedRetriever([sa, dense], FusedConfig(rrf_k=60, depth=4, second_hops=0))
     result = fused.retrieve("A", 4, Q)
     a = [p.chunk for p in sa.retrieve("A", 4, Q).passages]
     b = [p.chunk for p in dense.retrieve("A", 4, Q).passages]
@@ -354,7 +354,7 @@ def test_a_small_rank_constant_keeps_each_members_first_passage() -> None:
     second = FixedRanking("y", [1, 6, 7, 2])
 
     def top2(rrf_k: int) -> set[str]:
-        fused = FusedRetriever([first, second], FusedConfig(rrf_k=rrf_k, depth=4))
+        fused = FusedRetriever([first, second], FusedConfig(rrf_k=rrf_k, depth=4, second_hops=0))
         return set(titles(fused.retrieve("q", 2, Q)))
 
     assert top2(60) == {"c2", "c0"}
@@ -368,7 +368,7 @@ def test_equal_fused_scores_go_to_the_members_evidence() -> None:
     # chunk order says
     first = FixedRanking("x", [0, 3], [1.0, 0.9])
     second = FixedRanking("y", [1, 2], [2.0, 0.2])
-    fused = FusedRetriever([first, second], FusedConfig(rrf_k=1, depth=2))
+    fused = FusedRetriever([first, second], FusedConfig(rrf_k=1, depth=2, second_hops=0))
     assert titles(fused.retrieve("q", 4, Q)) == ["c0", "c1", "c3", "c2"]
 
 
@@ -606,10 +606,10 @@ def test_members_on_two_threads_fuse_exactly_as_in_turn() -> None:
         SlowRanking("y", [1, 6, 7, 2], 0.05),
         SlowRanking("z", [2, 0, 9], 0.01),
     ]
-    one = FusedRetriever(members, FusedConfig(workers=1)).retrieve("q", 5, Q)
+    one = FusedRetriever(members, FusedConfig(workers=1, second_hops=0)).retrieve("q", 5, Q)
     threads = {m.name: set(m.threads) for m in members}
     assert all(t == {threading.current_thread().name} for t in threads.values())
-    two = FusedRetriever(members, FusedConfig(workers=2)).retrieve("q", 5, Q)
+    two = FusedRetriever(members, FusedConfig(workers=2, second_hops=0)).retrieve("q", 5, Q)
     assert [(p.chunk, p.score) for p in two.passages] == [(p.chunk, p.score) for p in one.passages]
     assert two.method == "fused:x+y+z"  # the members' order, whoever ran them
     assert set(two.trace.timings_ms) == {"x", "y", "z"}
@@ -619,4 +619,5 @@ def test_members_on_two_threads_fuse_exactly_as_in_turn() -> None:
     with pytest.raises(ConfigError, match="workers"):
         FusedConfig(workers=0)
     with pytest.raises(ConfigError, match="this member failed"):
-        FusedRetriever([members[0], Failing("f", [])], FusedConfig()).retrieve("q", 5, Q)
+        failing = FusedRetriever([members[0], Failing("f", [])], FusedConfig(second_hops=0))
+        failing.retrieve("q", 5, Q)

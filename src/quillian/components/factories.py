@@ -179,5 +179,5 @@ def make_retriever(
             make_retriever(context, m, None, **FUSED_MEMBER_OPTIONS.get(m, {}))
             for m in config.names
         ]
-        return FusedRetriever(members, config)
+        return FusedRetriever(members, config, context)
     raise ConfigError(f"unknown retrieval method {name!r}; choose one of {', '.join(RETRIEVERS)}")

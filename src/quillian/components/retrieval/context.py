@@ -32,7 +32,14 @@ from quillian.stores.protocols import VectorIndex
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 from quillian.types import Triple
 
-__all__ = ["RelationText", "RetrievalContext", "SeedMode", "chunk_links", "endpoint_text"]
+__all__ = [
+    "HopLinks",
+    "RelationText",
+    "RetrievalContext",
+    "SeedMode",
+    "chunk_links",
+    "endpoint_text",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +85,64 @@ class TextRows(NamedTuple):
     indptr: npt.NDArray[np.int64]
     order: npt.NDArray[np.int64]
     holding: int
+
+
+def _grouped(keys: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64], ...]:
+    """CSR of the positions of ``keys`` by key (``-1`` keys left out): those of key
+    ``k`` are ``order[indptr[k]:indptr[k + 1]]``, in position order."""
+    kept = np.flatnonzero(keys >= 0)
+    order = kept[np.argsort(keys[kept], kind="stable")]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys[kept], minlength=n), out=indptr[1:])
+    return indptr, order
+
+
+@dataclass(frozen=True, eq=False)
+class HopLinks:
+    """How passages lead to passages through relations: ``chunks``, each relation's
+    chunk (where its source sentence is; -1 if none); and, by chunk, entity and
+    entity, the relations in a chunk, those naming an entity (as subject or object)
+    and the entity's pages (the chunks about it: one per paragraph of its article)."""
+
+    chunks: npt.NDArray[np.int64]
+    _by_chunk: tuple[npt.NDArray[np.int64], ...]
+    _by_entity: tuple[npt.NDArray[np.int64], ...]
+    _pages: tuple[npt.NDArray[np.int64], ...]
+
+    @classmethod
+    def of(cls, kg: KnowledgeGraph, page_entities: npt.NDArray[np.int64]) -> HopLinks:
+        position = {chunk_id: i for i, chunk_id in enumerate(kg.chunk_ids)}
+        chunks = np.fromiter(
+            (
+                position.get(t.provenance.chunk_id, -1) if t.provenance is not None else -1
+                for t in kg.relations
+            ),
+            dtype=np.int64,
+            count=len(kg.relations),
+        )
+        ends = np.concatenate([kg.relation_subject, kg.relation_object]).astype(np.int64)
+        indptr, order = _grouped(ends, kg.n_entities)
+        return cls(
+            chunks,
+            _grouped(chunks, len(kg.chunk_ids)),
+            (indptr, order % max(len(kg.relations), 1)),
+            _grouped(page_entities, kg.n_entities),
+        )
+
+    def relations_in(self, chunk: int) -> npt.NDArray[np.int64]:
+        indptr, order = self._by_chunk
+        return order[indptr[chunk] : indptr[chunk + 1]]
+
+    def relations_naming(self, entity: int) -> npt.NDArray[np.int64]:
+        """The relations naming ``entity``, each once (a relation from the entity to
+        itself names it twice)."""
+        indptr, order = self._by_entity
+        return np.unique(order[indptr[entity] : indptr[entity + 1]])
+
+    def pages(self, entity: int) -> npt.NDArray[np.int64]:
+        """The chunks about ``entity``, in chunk order."""
+        indptr, order = self._pages
+        return order[indptr[entity] : indptr[entity + 1]]
 
 
 class RecentSearches:
@@ -176,6 +241,11 @@ class RetrievalContext:
         )
         out[rows[topic][::-1] - kg.chunk_offset] = targets[topic][::-1]  # first link wins
         return out
+
+    @cached_property
+    def hop_links(self) -> HopLinks:
+        """Relations by chunk and by entity, and each entity's page (second hops)."""
+        return HopLinks.of(self.kg, self.page_entities)
 
     @cached_property
     def description_entity(self) -> npt.NDArray[np.int32]:

@@ -12,9 +12,12 @@ rank high still goes first (chosen by cross-validation; see ``FusedConfig.rrf_k`
 Equal fused scores (frequent at a small constant: one member's second passage and the
 other's) are ordered by the members' own evidence, the sum of each member's score
 divided by its best score (CombSUM), then by chunk position.
+Each of the first ``second_hops`` fused passages is then followed by its second hop,
+the passage its relation nearest the question leads to
+(:mod:`~quillian.components.retrieval.second_hop`).
 The trace keeps the first member's seeds, activations and relations (the subgraph
-the answer's evidence came from), its paths to the passages fused returns, and each
-member's time.
+the answer's evidence came from), its paths to the passages fused returns (and the
+link each second hop came through), and each member's time.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.base import (
+    ActivationPath,
     RetrievalResult,
     RetrievalTrace,
     Retriever,
     ScoredPassage,
     check_k,
 )
+from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.second_hop import chain, hop_path
 from quillian.errors import ConfigError
 
 __all__ = ["FusedConfig", "FusedRetriever"]
@@ -73,7 +79,20 @@ class FusedConfig:
     for ``sa``+``ppr`` in the same run; docs/benchmarks.md, "Retrieval lift, round
     10"). The fused ranking is the same either way."""
 
+    second_hops: int = 2
+    """Follow each of the first N fused passages by its second hop, placed right after
+    it: the page its relation nearest the question leads to (the paragraph nearest the
+    question, where the page has several), or the passage whose relation names its own
+    entity (:mod:`~quillian.components.retrieval.second_hop`); 0: off. 2: over the
+    grid 0, 1, 2, 3, 5, leaving each dev set out in turn and choosing on the others
+    picks 2 for HotpotQA and MuSiQue's spaCy graph, 5 for MuSiQue's GPT-3.5 graph (2
+    scores there within 0.01 of it) and any for 2Wiki, where every value ties
+    (docs/benchmarks.md, "Retrieval lift, round 11"). For another corpus,
+    ``quillian bench tune --method fused --grid second_hops=0,1,2,3,5``."""
+
     def __post_init__(self) -> None:
+        if self.second_hops < 0:
+            raise ConfigError(f"second_hops must be >= 0, got {self.second_hops}")
         if self.rrf_k < 0 or self.depth < 1:
             raise ConfigError("rrf_k must be >= 0 and depth >= 1")
         if self.workers < 1:
@@ -87,13 +106,22 @@ class FusedConfig:
 
 
 class FusedRetriever:
-    """Reciprocal rank fusion of ``members`` (named ``fused:a+b``)."""
+    """Reciprocal rank fusion of ``members`` (named ``fused:a+b``); second hops need
+    the members' ``context``."""
 
-    def __init__(self, members: Sequence[Retriever], config: FusedConfig | None = None) -> None:
+    def __init__(
+        self,
+        members: Sequence[Retriever],
+        config: FusedConfig | None = None,
+        context: RetrievalContext | None = None,
+    ) -> None:
         if len(members) < 2:
             raise ConfigError("rank fusion needs at least two retrievers")
         self.members = list(members)
         self.config = config or FusedConfig()
+        if self.config.second_hops and context is None:
+            raise ConfigError("second hops need the index's retrieval context")
+        self.context = context
         self.name = "fused"
         self._helpers = min(self.config.workers, len(self.members)) - 1
         self._pool = ThreadPoolExecutor(self._helpers, "fused") if self._helpers > 0 else None
@@ -141,21 +169,39 @@ class FusedRetriever:
                 share = p.score / best if best > 0 else 0.0
                 evidence[p.chunk] = evidence.get(p.chunk, 0.0) + share
                 passages.setdefault(p.chunk, p)
-        ranked = sorted(scores, key=lambda c: (-scores[c], -evidence[c], c))[:k]
+        ranked = sorted(scores, key=lambda c: (-scores[c], -evidence[c], c))
         first = results[0].trace
         out = [
             ScoredPassage(c, passages[c].chunk_id, scores[c], passages[c].title, passages[c].text)
             for c in ranked
         ]
+        out, hop_paths = self._second_hops(query, query_vector, out)
+        out = out[:k]
         titles = {p.title for p in out}
         trace = RetrievalTrace(
             seeds=first.seeds,
             activated=first.activated,
             relations=first.relations,
-            paths=[path for path in first.paths if path.passage in titles],
+            paths=[path for path in [*first.paths, *hop_paths] if path.passage in titles],
             subgraph_nodes=first.subgraph_nodes,
             subgraph_edges=first.subgraph_edges,
             timings_ms=timings,
         )
         name = "fused:" + "+".join(r.method.split(":")[0] for r in results)
         return RetrievalResult(name, query, out, trace)
+
+    def _second_hops(
+        self,
+        query: str,
+        query_vector: npt.NDArray[np.float32] | None,
+        ranked: list[ScoredPassage],
+    ) -> tuple[list[ScoredPassage], list[ActivationPath]]:
+        """``ranked`` with the first passages' second hops placed (``second_hops``), and
+        the link each placed one came through."""
+        ctx, n = self.context, self.config.second_hops
+        if ctx is None or n == 0:
+            return ranked, []
+        q = ctx.embed_query(query) if query_vector is None else query_vector
+        named = frozenset(m.entity for m in ctx.lexicon.match(query))
+        out, hops = chain(ctx, q, ranked, n, named)
+        return out, [hop_path(ctx, hop) for hop in hops]
