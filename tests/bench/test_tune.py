@@ -71,6 +71,13 @@ def test_a_tuning_run_reports_held_out_in_sample_and_defaults(bench_settings) ->
     low, high = result["cv"]["ci"]
     assert low <= result["cv"]["score"] <= high
     assert result["cv"]["vs_default"]["wins"] + result["cv"]["vs_default"]["losses"] <= 4
+    # each grid point beside the defaults, question by question: damping 0.5 is the default
+    same = result["grid"][1]["vs_default"]
+    assert (same["diff"], same["wins"], same["losses"]) == (0.0, 0, 0)
+    for row in result["grid"]:
+        assert row["vs_default"]["diff"] == pytest.approx(
+            row["score"] - result["default"]["score"], abs=1e-3
+        )
 
 
 def test_the_cli_refuses_an_option_the_retriever_lacks(data, capsys) -> None:

@@ -151,6 +151,8 @@ def test_fused_places_second_hops_and_shows_the_link(ctx) -> None:
     assert (path.entity, path.passage) == (STOCKDALE, STOCKDALE)
     assert path.relations[0].sentence == "It is based on the story of Stockdale."
     assert path.relations[0].hop == 2
+    assert set(result.trace.timings_ms) == {"x", "y", "second_hops"}
+    assert "second_hops" not in plain.retrieve(FILM, 3, Q).trace.timings_ms
     with pytest.raises(ConfigError, match="retrieval context"):
         FusedRetriever(members, FusedConfig(second_hops=1))
     with pytest.raises(ConfigError, match="second_hops"):

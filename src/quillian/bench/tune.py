@@ -7,7 +7,8 @@ on the other folds is scored on that fold, so every question is scored by a choi
 without it. The mean of those held-out scores, with its bootstrap interval, estimates
 what the tuning procedure gives on new questions; it is compared question by question
 with the retriever's defaults. The point chosen on all the questions is reported too,
-with its (optimistic) in-sample score, marked as such.
+with its (optimistic) in-sample score, marked as such, and every grid point is compared
+with the defaults question by question.
 
 Every grid point ranks every question once (queries embedded once); the folds only
 regroup those scores, so cross-validation costs no more retrieval than the grid.
@@ -148,7 +149,10 @@ def run_tuning(
             "vs_default": paired(held_out.tolist(), default).as_dict(),
         },
         "chosen_on_all": {"options": points[best_all], "in_sample": figure(scores[best_all])},
-        "grid": [{"options": p, **figure(row)} for p, row in zip(points, scores, strict=True)],
+        "grid": [
+            {"options": p, **figure(row), "vs_default": paired(row.tolist(), default).as_dict()}
+            for p, row in zip(points, scores, strict=True)
+        ],
         "_run": {
             "dataset": settings.dataset,
             "questions": len(questions),

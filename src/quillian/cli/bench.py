@@ -175,7 +175,12 @@ def tune(
         return
     m = result["metric"]
     for row in result["grid"]:
-        print(f"{json.dumps(row['options']):40s} {m} {row['score']} {row['ci']}")
+        c = row["vs_default"]
+        print(
+            f"{json.dumps(row['options']):40s} {m} {row['score']} {row['ci']}  vs defaults "
+            f"{c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] wins {c['wins']} "
+            f"losses {c['losses']}"
+        )
     d, cv = result["default"], result["cv"]
     print(f"defaults: {m} {d['score']} {d['ci']}")
     print(f"cross-validated ({result['folds']} folds): {m} {cv['score']} {cv['ci']}")

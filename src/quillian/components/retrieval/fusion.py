@@ -65,8 +65,9 @@ class FusedConfig:
     2Wiki-800 0.961, MuSiQue spaCy 0.793, GPT 0.792, HotpotQA 0.890 against 0.941,
     0.760, 0.775, 0.890 at 60 (8 questions won, 2 lost), at or above the better
     member on every set (docs/sections/lift2.md). With ``kag`` as a third member the
-    same cross-validation over 0, 1, 2, 5, 10, 60 picks 0 or 1 in 18 of 20 folds
-    (docs/benchmarks.md, "Tuning by cross-validation"). 1 rather than 0 so that a
+    same cross-validation over 0, 1, 2, 5, 10, 60 picked 0 or 1 in 18 of 20 folds, and
+    with the second hops on, in all 20 (docs/benchmarks.md, "Tuning by
+    cross-validation"). 1 rather than 0 so that a
     passage two members rank second outranks one that a single member ranks first."""
     depth: int = 50
     """How many passages of each member's ranking take part."""
@@ -175,7 +176,12 @@ class FusedRetriever:
             ScoredPassage(c, passages[c].chunk_id, scores[c], passages[c].title, passages[c].text)
             for c in ranked
         ]
-        out, hop_paths = self._second_hops(query, query_vector, out)
+        if self.config.second_hops:
+            start = time.perf_counter()
+            out, hop_paths = self._second_hops(query, query_vector, out)
+            timings["second_hops"] = (time.perf_counter() - start) * 1000
+        else:
+            hop_paths = []
         out = out[:k]
         titles = {p.title for p in out}
         trace = RetrievalTrace(
@@ -199,7 +205,7 @@ class FusedRetriever:
         """``ranked`` with the first passages' second hops placed (``second_hops``), and
         the link each placed one came through."""
         ctx, n = self.context, self.config.second_hops
-        if ctx is None or n == 0:
+        if ctx is None:
             return ranked, []
         q = ctx.embed_query(query) if query_vector is None else query_vector
         named = frozenset(m.entity for m in ctx.lexicon.match(query))
