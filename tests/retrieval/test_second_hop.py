@@ -19,7 +19,7 @@ from quillian.components.graph.builder import GraphBuilder
 from quillian.components.retrieval.base import RetrievalResult, RetrievalTrace, ScoredPassage
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.fusion import FusedConfig, FusedRetriever
-from quillian.components.retrieval.second_hop import chain, second_hop
+from quillian.components.retrieval.second_hop import chain, second_hop, words
 from quillian.errors import ConfigError
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.types import Provenance, Triple
@@ -81,7 +81,7 @@ def ctx(tmp_path) -> RetrievalContext:
         text_vectors=texts,
         description_rows=np.arange(n_desc),
         relation_rows=n_desc + np.arange(len(kg.relations)),
-        chunk_titles=[FILM, STOCKDALE, STOCKDALE, WOODS, YEAR, GROSS],
+        chunk_titles=[FILM, STOCKDALE, STOCKDALE, WOODS, YEAR, f"{GROSS} (actor)"],
         chunk_texts=[f"text {i}" for i in range(6)],
     )
 
@@ -114,6 +114,18 @@ def test_a_passage_also_leads_back_to_one_that_names_its_entity(ctx) -> None:
     # a passage with no relation and no passage naming its entity leads nowhere
     assert second_hop(ctx, Q, 3, frozenset({entity(ctx, FILM)})) is not None  # back to c0
     assert second_hop(ctx, Q, 4, frozenset()) is None  # a date's page
+
+
+def test_a_page_the_question_names_by_title_is_not_a_second_hop(ctx) -> None:
+    stockdale = frozenset({entity(ctx, STOCKDALE)})
+    assert second_hop(ctx, Q, 0, stockdale).chunk == 5  # back to Gross's passage, 0.5
+    # the question names "Gross (actor)" by its title without the qualifier, though its
+    # entity was not matched: Woods's page (0.3) is the second hop
+    hop = second_hop(ctx, Q, 0, stockdale, words("Did Gross star in it?"))
+    assert hop is not None and hop.chunk == 3
+    assert second_hop(ctx, Q, 0, stockdale, words("Gross or Woods, who starred?")) is None
+    assert words('Due South\'s "Benton  Fraser"') == " due south s benton fraser "
+    assert words("Grosse Pointe") != words("Gross") and " gross " not in words("Grosse")
 
 
 def test_chain_places_each_second_hop_right_after_its_passage(ctx) -> None:

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,12 @@ from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
 from quillian.components.graph.synonyms import synonym_edges
 from quillian.components.retrieval.base import ScoredPassage, Seed
 from quillian.components.retrieval.bm25_index import BM25Index
-from quillian.components.retrieval.seeding import EntityLexicon, is_literal, page_aliases
+from quillian.components.retrieval.seeding import (
+    EntityLexicon,
+    LexicalMatch,
+    is_literal,
+    page_aliases,
+)
 from quillian.components.retrieval.triple_store import TripleStore
 from quillian.errors import ConfigError
 from quillian.stores.protocols import VectorIndex
@@ -145,24 +150,23 @@ class HopLinks:
         return order[indptr[entity] : indptr[entity + 1]]
 
 
-class RecentSearches:
-    """The last few vector searches of a context, by what was asked: the members of a
-    fused retriever (and a method's later steps) ask the same query the same searches,
-    each a scan of a vector index (before the int8 sketch, about 2 ms of fused's 13 on
-    2Wiki's 6,119 passages). Safe across threads:
-    a search asked while another thread runs it waits for that one's answer. A hit
-    returns a copy of the list; a search that raised is not kept."""
+T = TypeVar("T")
+
+
+class RecentSearches(Generic[T]):
+    """The last few searches of a context, by what was asked: the members of a fused
+    retriever (and a method's later steps) ask the same query the same searches, each
+    a scan of a vector index (before the int8 sketch, about 2 ms of fused's 13 on
+    2Wiki's 6,119 passages) or a match of the question against the entity names. Safe
+    across threads: a search asked while another thread runs it waits for that one's
+    answer. A hit returns a copy of the list; a search that raised is not kept."""
 
     def __init__(self, size: int = 32) -> None:
         self.size = size
-        self._found: OrderedDict[tuple[Hashable, ...], Future[list[tuple[int, float]]]] = (
-            OrderedDict()
-        )
+        self._found: OrderedDict[tuple[Hashable, ...], Future[list[T]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(
-        self, key: tuple[Hashable, ...], search: Callable[[], list[tuple[int, float]]]
-    ) -> list[tuple[int, float]]:
+    def get(self, key: tuple[Hashable, ...], search: Callable[[], list[T]]) -> list[T]:
         with self._lock:
             future = self._found.get(key)
             owner = future is None
@@ -343,8 +347,17 @@ class RetrievalContext:
         )
 
     @cached_property
-    def _recent(self) -> RecentSearches:
+    def _recent(self) -> RecentSearches[tuple[int, float]]:
         return RecentSearches()
+
+    @cached_property
+    def _recent_matches(self) -> RecentSearches[LexicalMatch]:
+        return RecentSearches()
+
+    def named_in(self, query: str) -> list[LexicalMatch]:
+        """The entity mentions in ``query`` (:meth:`EntityLexicon.match`), matched once
+        for every member of a fused retriever and its second hops."""
+        return self._recent_matches.get(("named", query), lambda: self.lexicon.match(query))
 
     def top_relations(
         self, q: npt.NDArray[np.float32], k: int, text: RelationText = "sentence"
@@ -475,7 +488,7 @@ class RetrievalContext:
         found: dict[int, Seed] = {}
         skip = None if literals else self.literal_entities
         if mode in ("lexical", "both", "auto"):
-            for m in self.lexicon.match(query):
+            for m in self.named_in(query):
                 if skip is not None and skip[m.entity]:
                     continue
                 name = self.entity_name(m.entity)

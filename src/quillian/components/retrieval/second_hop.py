@@ -21,6 +21,9 @@ chain ranks its first passage and then its second.
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +31,11 @@ import numpy.typing as npt
 
 from quillian.components.retrieval.base import ActivationPath, ScoredPassage, UsedRelation
 from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.seeding import title_base
 
-__all__ = ["SecondHop", "chain", "hop_path", "second_hop"]
+__all__ = ["SecondHop", "chain", "hop_path", "second_hop", "second_hops", "words"]
+
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,45 +50,86 @@ class SecondHop:
     similarity: float
 
 
+def words(text: str) -> str:
+    """``text`` as its case-folded words, space-separated and space-padded: a page title
+    is named in a question when its words are a run of the question's."""
+    return f" {' '.join(_WORD.findall(unicodedata.normalize('NFKC', text).casefold()))} "
+
+
 def second_hop(
     ctx: RetrievalContext,
     q: npt.NDArray[np.float32],
     source: int,
     named: frozenset[int],
+    asked: str = "",
 ) -> SecondHop | None:
     """The best second hop from chunk ``source`` for query vector ``q``, or None when
-    no relation leads out of it; ``named`` holds the entities the question names.
+    no relation leads out of it; ``named`` holds the entities the question names and
+    ``asked`` its :func:`words`: a page whose title (without its qualifier) the question
+    names is a first hop, not a second, and is passed over.
 
     Links are ranked by their relation text's cosine to the question; an entity with
     several pages (an article's paragraphs) leads to the one nearest the question; equal
     cosines go to the earlier relation, then the earlier chunk."""
+    return second_hops(ctx, q, [source], named, asked)[0]
+
+
+def second_hops(
+    ctx: RetrievalContext,
+    q: npt.NDArray[np.float32],
+    sources: Sequence[int],
+    named: frozenset[int],
+    asked: str = "",
+) -> list[SecondHop | None]:
+    """:func:`second_hop` of each of ``sources``, their links' texts and pages scored
+    together (one gather of vectors for all)."""
+    links = [_links(ctx, source, named) for source in sources]
+    every = [link for found in links for link in found]
+    if not every:
+        return [None] * len(sources)
+    by_relation = ctx.relation_similarity(q, [r for r, _, _ in every]).tolist()
+    by_chunk = ctx.chunk_similarity(q, [c for _, c, _ in every]).tolist()
+    out: list[SecondHop | None] = []
+    start = 0
+    for source, found in zip(sources, links, strict=True):
+        span = range(start, start + len(found))
+        start += len(found)
+        order = sorted(
+            span,
+            key=lambda i: (-round(by_relation[i], 6), -round(by_chunk[i], 6), *every[i][:2]),
+        )
+        out.append(next((_hop(source, every[i], by_relation[i]) for i in order
+                         if _unasked(ctx, every[i][1], asked)), None))  # fmt: skip
+    return out
+
+
+def _links(ctx: RetrievalContext, source: int, named: frozenset[int]) -> list[tuple[int, int, int]]:
+    """Every ``(relation, target chunk, entity)`` leading out of chunk ``source``:
+    forward to the pages of the entities its relations name, backward to the chunks
+    whose relations name its own entity."""
     links, kg = ctx.hop_links, ctx.kg
-    candidates: list[tuple[int, int, int]] = []  # (relation, target chunk, entity)
+    found: list[tuple[int, int, int]] = []
     for relation in links.relations_in(source).tolist():
         for end in (int(kg.relation_subject[relation]), int(kg.relation_object[relation])):
             if end >= 0 and _passes(ctx, end, named):
-                candidates += [(relation, p, end) for p in links.pages(end).tolist() if p != source]
+                found += [(relation, p, end) for p in links.pages(end).tolist() if p != source]
     own = int(ctx.page_entities[source])
     if own >= 0 and _passes(ctx, own, named):
         for relation in links.relations_naming(own).tolist():
             where = int(links.chunks[relation])
             if where >= 0 and where != source:
-                candidates.append((relation, where, own))
-    if not candidates:
-        return None
-    by_relation = ctx.relation_similarity(q, [r for r, _, _ in candidates]).tolist()
-    by_chunk = ctx.chunk_similarity(q, [c for _, c, _ in candidates]).tolist()
-    best = max(
-        range(len(candidates)),
-        key=lambda i: (
-            round(by_relation[i], 6),
-            round(by_chunk[i], 6),
-            -candidates[i][0],
-            -candidates[i][1],
-        ),
-    )
-    relation, chunk, entity = candidates[best]
-    return SecondHop(source, chunk, relation, entity, float(by_relation[best]))
+                found.append((relation, where, own))
+    return found
+
+
+def _unasked(ctx: RetrievalContext, chunk: int, asked: str) -> bool:
+    title = ctx.chunk_titles[chunk]
+    return not asked or words(title_base(title) or title) not in asked
+
+
+def _hop(source: int, link: tuple[int, int, int], similarity: float) -> SecondHop:
+    relation, chunk, entity = link
+    return SecondHop(source, chunk, relation, entity, float(similarity))
 
 
 def _passes(ctx: RetrievalContext, entity: int, named: frozenset[int]) -> bool:
@@ -95,20 +142,21 @@ def chain(
     ranked: list[ScoredPassage],
     sources: int,
     named: frozenset[int],
+    asked: str = "",
 ) -> tuple[list[ScoredPassage], list[SecondHop]]:
     """``ranked`` with the second hop of each of its first ``sources`` passages placed
     right after it (with its score), unless it is ranked above already; the hops
-    placed are returned too. The list keeps its length."""
+    placed are returned too. The list keeps its length. ``named`` and ``asked``: as for
+    :func:`second_hop`."""
     out: list[ScoredPassage] = []
     placed: set[int] = set()
     hops: list[SecondHop] = []
+    found = second_hops(ctx, q, [p.chunk for p in ranked[:sources]], named, asked)
     for i, passage in enumerate(ranked):
         if passage.chunk not in placed:
             out.append(passage)
             placed.add(passage.chunk)
-        if i >= sources:
-            continue
-        hop = second_hop(ctx, q, passage.chunk, named)
+        hop = found[i] if i < len(found) else None
         if hop is not None and hop.chunk not in placed:
             out.append(ctx.passage(hop.chunk, passage.score))
             placed.add(hop.chunk)
