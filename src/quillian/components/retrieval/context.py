@@ -105,9 +105,9 @@ def _grouped(keys: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64]
 @dataclass(frozen=True, eq=False)
 class HopLinks:
     """How passages lead to passages through relations: ``chunks``, each relation's
-    chunk (where its source sentence is; -1 if none); and, by chunk, entity and
-    entity, the relations in a chunk, those naming an entity (as subject or object)
-    and the entity's pages (the chunks about it: one per paragraph of its article)."""
+    chunk (where its source sentence is; -1 if none); the relations in each chunk; the
+    relations naming each entity (as subject or object); and each entity's pages (the
+    chunks about it: one per paragraph of its article)."""
 
     chunks: npt.NDArray[np.int64]
     _by_chunk: tuple[npt.NDArray[np.int64], ...]
@@ -248,7 +248,7 @@ class RetrievalContext:
 
     @cached_property
     def hop_links(self) -> HopLinks:
-        """Relations by chunk and by entity, and each entity's page (second hops)."""
+        """Relations by chunk and by entity, and each entity's pages (second hops)."""
         return HopLinks.of(self.kg, self.page_entities)
 
     @cached_property

@@ -180,7 +180,7 @@ class FusedRetriever:
                 share = p.score / best if best > 0 else 0.0
                 evidence[p.chunk] = evidence.get(p.chunk, 0.0) + share
                 passages.setdefault(p.chunk, p)
-        ranked = sorted(scores, key=lambda c: (-scores[c], -evidence[c], c))
+        ranked = sorted(scores, key=lambda c: (-scores[c], -evidence[c], c))[:k]
         first = results[0].trace
         out = [
             ScoredPassage(c, passages[c].chunk_id, scores[c], passages[c].title, passages[c].text)
@@ -192,7 +192,6 @@ class FusedRetriever:
             timings["second_hops"] = (time.perf_counter() - start) * 1000
         else:
             hop_paths = []
-        out = out[:k]
         titles = {p.title for p in out}
         trace = RetrievalTrace(
             seeds=first.seeds,

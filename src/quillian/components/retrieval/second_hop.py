@@ -11,12 +11,14 @@ their trained encoders: from a passage, the next one is
   passage names her father Paul Gross, the entity of the passage found first),
 
 choosing, among every such link, the one whose relation text (its source sentence)
-is nearest the question. The entity the link runs through is one the question does
-not name (that is what makes it a second hop), and not a date or number (those
-name no topic; see ``PPRConfig.literal_seeds``).
+is nearest the question; where the entity's article has several paragraphs, the one
+nearest the question. The entity the link runs through is one the question does not
+name (that is what makes it a second hop), and not a date or number (those name no
+topic; see ``PPRConfig.literal_seeds``); nor is the page one whose title the question
+names (a first hop).
 
 :func:`chain` places each of the first passages' second hops right after it, as a
-chain ranks its first passage and then its second.
+chain ranks its first passage and then its second (``FusedConfig.second_hops``).
 """
 
 from __future__ import annotations
