@@ -23,7 +23,7 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
 from quillian.components.graph.synonyms import synonym_edges
-from quillian.components.retrieval.base import ScoredPassage, Seed
+from quillian.components.retrieval.base import ScoredPassage, Seed, UsedRelation
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.seeding import (
     EntityLexicon,
@@ -454,6 +454,21 @@ class RetrievalContext:
             for i, s in zip(np.asarray(ids).tolist(), np.asarray(scores).tolist(), strict=True)
             if i >= 0
         ]
+
+    def used_relation(self, relation: int, weight: float, hop: int = 0) -> UsedRelation:
+        """Relation ``relation`` as a trace shows it, with its source sentence."""
+        triple = self.kg.relations[relation]
+        sentence = triple.provenance.sentence if triple.provenance else ""
+        return UsedRelation(
+            relation,
+            triple.subject,
+            triple.predicate,
+            triple.object,
+            triple.description,
+            weight,
+            sentence,
+            hop,
+        )
 
     def entity_name(self, entity: int) -> str:
         return self.kg.entities[entity].name

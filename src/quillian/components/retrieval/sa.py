@@ -407,7 +407,7 @@ class SARetriever:
                 if _bridge_text(bridge) not in out:
                     out[_bridge_text(bridge)] = self._bridge_relation(bridge, float(weights[i]))
             elif rel_ids[i] >= 0 and int(rel_ids[i]) not in out:
-                out[int(rel_ids[i])] = _used_relation(ctx, int(rel_ids[i]), float(weights[i]))
+                out[int(rel_ids[i])] = ctx.used_relation(int(rel_ids[i]), float(weights[i]))
             if len(out) >= cfg.max_relations:
                 break
         return list(out.values())
@@ -463,7 +463,7 @@ class SARetriever:
         if position < 0:
             return replace(self._bridge_relation(crossed[-position - 1], weight), hop=hop)
         rel = int(self.context.kg.snapshot.edge_relations[position])
-        return _used_relation(self.context, rel, weight, hop) if rel >= 0 else None
+        return self.context.used_relation(rel, weight, hop) if rel >= 0 else None
 
     def _bridge_relation(self, bridge: BridgeLike, weight: float) -> UsedRelation:
         source = self.bridges.name if self.bridges is not None else "another graph"
@@ -475,21 +475,6 @@ class SARetriever:
 def _bridge_text(bridge: BridgeLike) -> str:
     """The text a bridge is weighed by, like a relation: ``subject predicate object``."""
     return f"{bridge.subject} {bridge.predicate} {bridge.object}"
-
-
-def _used_relation(ctx: RetrievalContext, rel: int, weight: float, hop: int = 0) -> UsedRelation:
-    triple = ctx.kg.relations[rel]
-    sentence = triple.provenance.sentence if triple.provenance else ""
-    return UsedRelation(
-        rel,
-        triple.subject,
-        triple.predicate,
-        triple.object,
-        triple.description,
-        weight,
-        sentence,
-        hop,
-    )
 
 
 def _ms(start: float) -> float:

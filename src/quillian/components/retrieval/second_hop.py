@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.retrieval.base import ActivationPath, ScoredPassage, UsedRelation
+from quillian.components.retrieval.base import ActivationPath, ScoredPassage
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.seeding import title_base
 
@@ -167,19 +167,7 @@ def chain(
 
 
 def hop_path(ctx: RetrievalContext, hop: SecondHop) -> ActivationPath:
-    """A placed hop as the trace shows it: the relation it went through, to the title
-    of the passage it placed."""
-    kg = ctx.kg
-    triple = kg.relations[hop.relation]
-    prov = triple.provenance
-    used = UsedRelation(
-        relation=hop.relation,
-        subject=triple.subject,
-        predicate=triple.predicate,
-        object=triple.object,
-        description=triple.description,
-        weight=hop.similarity,
-        sentence=prov.sentence if prov is not None else "",
-        hop=2,
-    )
-    return ActivationPath(kg.entities[hop.entity].name, (used,), ctx.chunk_titles[hop.chunk])
+    """A placed hop as the trace shows it: the relation it went through (``hop`` 2),
+    to the title of the passage it placed."""
+    used = ctx.used_relation(hop.relation, hop.similarity, hop=2)
+    return ActivationPath(ctx.entity_name(hop.entity), (used,), ctx.chunk_titles[hop.chunk])
