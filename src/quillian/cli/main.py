@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from quillian.cli import answering, bench, dpo, indexing, kg, know3, serve
+from quillian.cli import answering, bench, dpo, indexing, kag, kg, know3, serve
 from quillian.cli.console import configure_logging
 from quillian.errors import QuillianError
 
@@ -47,6 +47,7 @@ answering.register(app)
 app.add_typer(bench.app, name="bench")
 app.add_typer(kg.app, name="kg")
 app.add_typer(know3.app, name="know3")
+app.add_typer(kag.app, name="kag")
 dpo.register(app)
 serve.register(app)
 
