@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from quillian.cli.flags import IndexDir, JsonFlag
+from quillian.components.extraction.base import ISSUE_KINDS
 from quillian.errors import InputError
 from quillian.index.layout import local_directory
 from quillian.methods.kag.issues import extraction_issues
@@ -18,7 +19,6 @@ __all__ = ["app"]
 
 app = typer.Typer(help="KAG tools.", no_args_is_help=True, rich_markup_mode="markdown")
 
-KINDS = ("failed", "rejected", "repaired", "kept")
 #: How much of a model's raw text a line shows (``--json`` gives it whole).
 RAW_CHARS = 80
 
@@ -28,7 +28,7 @@ def issues_command(
     index: IndexDir,
     kind: Annotated[
         str | None,
-        typer.Option(metavar="KIND", help=f"only issues of one kind: {', '.join(KINDS)}"),
+        typer.Option(metavar="KIND", help=f"only issues of one kind: {', '.join(ISSUE_KINDS)}"),
     ] = None,
     json_out: JsonFlag = False,
 ) -> None:
@@ -40,8 +40,8 @@ def issues_command(
     Others); *kept*: a result kept though it breaks a rule (a relation the schema does not
     declare for its subject's class). A server index is read from its local cache.
     """
-    if kind is not None and kind not in KINDS:
-        raise InputError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind is not None and kind not in ISSUE_KINDS:
+        raise InputError(f"--kind must be one of {', '.join(ISSUE_KINDS)}, got {kind!r}")
     found = [i for i in extraction_issues(local_directory(index)) if kind in (None, i.kind)]
     if json_out:
         print(json.dumps([asdict(i) for i in found], ensure_ascii=False))

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from quillian.types import Chunk, Triple
 
 __all__ = [
+    "ISSUE_KINDS",
     "ExtractedEntity",
     "Extraction",
     "ExtractionIssue",
@@ -53,6 +54,10 @@ class Extraction:
     doc_id: str
     entities: tuple[ExtractedEntity, ...] = ()
     triples: tuple[Triple, ...] = ()
+
+
+#: What an :class:`ExtractionIssue` says was done with the result it is about.
+ISSUE_KINDS = ("failed", "rejected", "repaired", "kept")
 
 
 @dataclass(frozen=True, slots=True)
