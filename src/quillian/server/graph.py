@@ -54,6 +54,29 @@ def _resolve_all(kg: KnowledgeGraph, values: list[str]) -> dict[str, int]:
     return {value: position for value, position in found.items() if position is not None}
 
 
+def _chunk_position(kg: KnowledgeGraph, chunk_id: str) -> int | None:
+    """The position of passage ``chunk_id`` among ``kg.chunk_ids`` (its node id is the
+    chunk id: a binary search in the snapshot's id map), or None."""
+    position = kg.snapshot.ids.index_of(chunk_id) - kg.chunk_offset
+    ok = 0 <= position < len(kg.chunk_ids) and kg.chunk_ids[position] == chunk_id
+    return position if ok else None
+
+
+def _out_edges(kg: KnowledgeGraph, node: int, kind: EdgeKind) -> list[int]:
+    """The targets of ``node``'s out-edges of one kind, in the order they were added."""
+    snapshot = kg.snapshot
+    start, end = int(snapshot.indptr[node]), int(snapshot.indptr[node + 1])
+    keep = snapshot.edge_kinds[start:end] == kind
+    return [int(t) for t in snapshot.indices[start:end][keep]]
+
+
+def _description_rows(kg: KnowledgeGraph, entity: int) -> list[int]:
+    """The rows of ``kg.descriptions`` about ``entity``, in order (its ``described_by``
+    links that end at a description node rather than a chunk)."""
+    rows = (node - kg.description_offset for node in _out_edges(kg, entity, EdgeKind.DESCRIBED_BY))
+    return sorted(row for row in rows if 0 <= row < len(kg.descriptions))
+
+
 def _degrees(context: RetrievalContext) -> npt.NDArray[np.int64]:
     kg = context.kg
     ends = np.concatenate([kg.relation_subject, kg.relation_object]).astype(np.int64)
@@ -133,16 +156,17 @@ def neighbourhood(
         m.EntityDescription(
             id=description_id(own_id, d.chunk_id, d.text), text=d.text, chunk_id=d.chunk_id
         )
-        for d in kg.descriptions
-        if d.entity == entity
+        for d in (kg.descriptions[row] for row in _description_rows(kg, entity))
     ]
     wanted = {d.chunk_id for d in descriptions} | {e.chunk_id for e in edges if e.chunk_id}
-    positions = {cid: i for i, cid in enumerate(kg.chunk_ids) if cid in wanted}
+    positions = sorted(p for p in (_chunk_position(kg, cid) for cid in wanted) if p is not None)
     passages = [
         m.SourcePassage(
-            chunk_id=cid, title=context.chunk_titles[pos], text=context.chunk_texts[pos]
+            chunk_id=kg.chunk_ids[pos],
+            title=context.chunk_titles[pos],
+            text=context.chunk_texts[pos],
         )
-        for cid, pos in sorted(positions.items(), key=lambda item: item[1])
+        for pos in positions
     ]
     return m.Neighbourhood(
         entity=_hit(context, entity, degrees),
@@ -161,32 +185,23 @@ def links(context: RetrievalContext, entities: list[str], chunk_ids: list[str]) 
     links), and the entities' description nodes read from those passages; entities are
     named in the answer by the ids the request gave."""
     kg = context.kg
-    snapshot = kg.snapshot
     given = {position: value for value, position in _resolve_all(kg, entities).items()}
-    position = {cid: i for i, cid in enumerate(kg.chunk_ids)}
-    unknown = [cid for cid in chunk_ids if cid not in position]
+    position = {cid: _chunk_position(kg, cid) for cid in dict.fromkeys(chunk_ids)}
+    unknown = [cid for cid, found in position.items() if found is None]
     if unknown:
         raise NotFound(f"no passages {unknown[:_NAMED]} in this workspace")
-
-    def out_edges(node: int, kind: EdgeKind) -> list[int]:
-        start, end = int(snapshot.indptr[node]), int(snapshot.indptr[node + 1])
-        keep = snapshot.edge_kinds[start:end] == kind
-        return [int(t) for t in snapshot.indices[start:end][keep]]
-
     mentions = [
         m.Mention(chunk_id=cid, entity=given[target])
-        for cid in dict.fromkeys(chunk_ids)
-        for target in out_edges(kg.chunk_offset + position[cid], EdgeKind.DESCRIBES)
+        for cid, found in position.items()
+        if found is not None
+        for target in _out_edges(kg, kg.chunk_offset + found, EdgeKind.DESCRIBES)
         if target in given
     ]
     shown = set(chunk_ids)
     descriptions = []
     for entity in sorted(given):
-        for node in out_edges(entity, EdgeKind.DESCRIBED_BY):
-            index = node - kg.description_offset
-            if not 0 <= index < len(kg.descriptions):
-                continue  # a chunk, not a description
-            record = kg.descriptions[index]
+        for row in _description_rows(kg, entity):
+            record = kg.descriptions[row]
             if record.chunk_id in shown:
                 descriptions.append(
                     m.DescriptionNode(
