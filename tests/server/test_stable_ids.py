@@ -138,6 +138,8 @@ def test_the_schema_says_what_an_id_is(client):
         assert prop["type"] == "string" and prop["pattern"].startswith("^ent-"), model
         assert "uploads" in prop["description"]
     assert models["UsedEdge"]["properties"]["relation"]["pattern"].startswith("^rel-")
+    assert models["EntityDescription"]["properties"]["id"]["pattern"].startswith("^desc-")
+    assert "chunk-" in models["Passage"]["properties"]["chunk_id"]["description"]
     (param,) = [
         p
         for p in schema["paths"]["/api/workspaces/{ws}/entities/{entity}"]["get"]["parameters"]

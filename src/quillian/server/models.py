@@ -54,6 +54,13 @@ RelationId = Annotated[
         "names, its predicate and its source sentence; the same across rebuilds",
     ),
 ]
+ChunkId = Annotated[
+    str,
+    Field(
+        description="a passage's id: 'chunk-' and 16 hex digits derived from its document, "
+        "its place there and its text; the same across uploads, deletes and rebuilds"
+    ),
+]
 DescriptionId = Annotated[
     str,
     Field(
@@ -116,7 +123,7 @@ class RetrieveRequest(_Body):
 
 class Passage(BaseModel):
     rank: int
-    chunk_id: str
+    chunk_id: ChunkId
     title: str
     text: str
     score: float
@@ -176,7 +183,7 @@ class AnswerRequest(_Body):
 
 
 class PassageCitation(BaseModel):
-    chunk_id: str
+    chunk_id: ChunkId
     title: str
     text: str
     score: float
@@ -331,7 +338,7 @@ class EntityPage(BaseModel):
 class EntityDescription(BaseModel):
     id: DescriptionId
     text: str
-    chunk_id: str
+    chunk_id: ChunkId
 
 
 class GraphEdge(BaseModel):
@@ -341,11 +348,11 @@ class GraphEdge(BaseModel):
     predicate: str
     description: str
     sentence: str
-    chunk_id: str
+    chunk_id: str = Field(description="the passage it was read from ('' when none)")
 
 
 class SourcePassage(BaseModel):
-    chunk_id: str
+    chunk_id: ChunkId
     title: str
     text: str
 
@@ -389,7 +396,7 @@ class DescriptionNode(BaseModel):
 
 
 class Mention(BaseModel):
-    chunk_id: str
+    chunk_id: ChunkId
     entity: EntityId
 
 
