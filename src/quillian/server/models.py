@@ -51,7 +51,8 @@ RelationId = Annotated[
     Field(
         pattern=r"^rel-[0-9a-f]{16}$",
         description="a relation's id: 'rel-' and 16 hex digits derived from its ends' "
-        "names, its predicate and its source sentence; the same across rebuilds",
+        "names, its predicate and its source sentence (the same fact read from the same "
+        "sentence twice has one id); the same across uploads, deletes and rebuilds",
     ),
 ]
 ChunkId = Annotated[
