@@ -177,7 +177,13 @@ def test_graph_browsing(client):
         assert babbage["id"] in (edge["source"], edge["target"]) and edge["sentence"]
     assert {p["chunk_id"] for p in near["passages"]} >= {e["chunk_id"] for e in near["edges"]}
     assert near["descriptions"] and near["nodes"]
-    assert client.get("/api/workspaces/main/entities/99999").status_code == 404
+    assert near["entity"]["id"] == babbage["id"] and babbage["id"] not in {
+        n["id"] for n in near["nodes"]
+    }
+    old = client.get("/api/workspaces/main/entities/99999")  # ids were positions once
+    assert old.status_code == 404 and "ids changed" in old.json()["detail"]
+    gone = client.get("/api/workspaces/main/entities/ent-0000000000000000")
+    assert gone.status_code == 404 and "ent-0000000000000000" in gone.json()["detail"]
     assert client.get("/api/workspaces/main/entities", params={"q": ""}).status_code == 422
 
 

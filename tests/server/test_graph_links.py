@@ -15,10 +15,10 @@ def client(built_index):
         yield client
 
 
-def _entity(client, name: str) -> int:
+def _entity(client, name: str) -> str:
     found = client.get("/api/workspaces/main/entities", params={"q": name}).json()
     hit = next(e for e in found["entities"] if e["name"] == name)
-    return int(hit["id"])
+    return hit["id"]
 
 
 def _chunk(client, title: str) -> str:
@@ -55,10 +55,16 @@ def test_links_join_passages_to_the_entities_they_describe(client):
 
 
 def test_links_refuse_unknown_entities_and_passages(client):
+    gone = "ent-0000000000000000"
     unknown = client.post(
-        "/api/workspaces/main/graph/links", json={"entities": [99999], "chunk_ids": []}
+        "/api/workspaces/main/graph/links", json={"entities": [gone], "chunk_ids": []}
     )
-    assert unknown.status_code == 404 and "99999" in unknown.json()["detail"]
+    assert unknown.status_code == 404 and gone in unknown.json()["detail"]
+    for old, words in ((99999, "ids changed"), ("3", "ids changed"), (False, "ent-")):
+        refused = client.post(
+            "/api/workspaces/main/graph/links", json={"entities": [old], "chunk_ids": []}
+        )
+        assert refused.status_code == 422 and words in refused.json()["detail"]
     missing = client.post(
         "/api/workspaces/main/graph/links", json={"entities": [], "chunk_ids": ["chk-nope"]}
     )

@@ -9,6 +9,7 @@ phone width. Screenshots of each screen go to ``runs/webui/``."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -340,8 +341,13 @@ def test_explore_finds_an_entity_and_walks_the_graph(ui):
     result.click()
     details = page.locator("#explore-graph .graph-details")
     details.get_by_role("heading", name="Relations", exact=False).wait_for()
-    labels = {n["label"] for n in graph_nodes(page, "#explore-graph")}
+    drawn = graph_nodes(page, "#explore-graph")
+    labels = {n["label"] for n in drawn}
     assert "Charles Babbage" in labels and len(labels) > 2
+    # entities are drawn under their content-derived ids, which outlive uploads
+    entities = [n for n in drawn if n["kind"] == "entity"]
+    assert all(re.fullmatch(r"e:ent-[0-9a-f]{16}", n["id"]) for n in entities)
+    assert all(n["id"] == f"e:{n['entity']}" for n in entities)
     walk = details.get_by_role("button", name="Walk to", exact=False).first
     target = walk.text_content().removeprefix("Walk to ")
     walk.click()

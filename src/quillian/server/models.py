@@ -3,11 +3,12 @@ the OpenAPI schema publishes and the web UI reads."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quillian.components.factories import RETRIEVERS
+from quillian.server.ids import ENTITY_ID_HELP, ENTITY_ID_PATTERN, refuse_position
 
 __all__ = [
     "AnswerRequest",
@@ -37,6 +38,38 @@ __all__ = [
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+#: Ids are content-derived (see :mod:`quillian.server.ids`): valid across uploads,
+#: deletes and rebuilds, never a position in the current graph.
+EntityId = Annotated[
+    str,
+    Field(pattern=ENTITY_ID_PATTERN, description=ENTITY_ID_HELP, examples=["ent-5d1f0a1c9e8b7a62"]),
+]
+RelationId = Annotated[
+    str,
+    Field(
+        pattern=r"^rel-[0-9a-f]{16}$",
+        description="a relation's id: 'rel-' and 16 hex digits derived from its ends' "
+        "names, its predicate and its source sentence (the same fact read from the same "
+        "sentence twice has one id); the same across uploads, deletes and rebuilds",
+    ),
+]
+ChunkId = Annotated[
+    str,
+    Field(
+        description="a passage's id: 'chunk-' and 16 hex digits derived from its document, "
+        "its place there and its text; the same across uploads, deletes and rebuilds"
+    ),
+]
+DescriptionId = Annotated[
+    str,
+    Field(
+        pattern=r"^desc-[0-9a-f]{16}$",
+        description="a description's id: 'desc-' and 16 hex digits derived from its "
+        "entity, its passage and its text; the same across rebuilds",
+    ),
+]
 
 
 class ErrorBody(BaseModel):
@@ -91,28 +124,28 @@ class RetrieveRequest(_Body):
 
 class Passage(BaseModel):
     rank: int
-    chunk_id: str
+    chunk_id: ChunkId
     title: str
     text: str
     score: float
 
 
 class SeedNode(BaseModel):
-    entity: int
+    entity: EntityId
     name: str
     score: float
     source: str = Field(description="why it was seeded: description or lexical match")
 
 
 class ActivatedNode(BaseModel):
-    entity: int
+    entity: EntityId
     name: str
     activation: float
     hop: int
 
 
 class UsedEdge(BaseModel):
-    relation: int
+    relation: RelationId
     subject: str
     predicate: str
     object: str
@@ -151,7 +184,7 @@ class AnswerRequest(_Body):
 
 
 class PassageCitation(BaseModel):
-    chunk_id: str
+    chunk_id: ChunkId
     title: str
     text: str
     score: float
@@ -289,7 +322,7 @@ class JobPage(BaseModel):
 
 
 class EntityHit(BaseModel):
-    id: int
+    id: EntityId
     name: str
     type: str
     aliases: list[str]
@@ -304,22 +337,23 @@ class EntityPage(BaseModel):
 
 
 class EntityDescription(BaseModel):
+    id: DescriptionId
     text: str
-    chunk_id: str
+    chunk_id: ChunkId
 
 
 class GraphEdge(BaseModel):
-    relation: int
-    source: int
-    target: int
+    relation: RelationId
+    source: EntityId
+    target: EntityId
     predicate: str
     description: str
     sentence: str
-    chunk_id: str
+    chunk_id: str = Field(description="the passage it was read from ('' when none)")
 
 
 class SourcePassage(BaseModel):
-    chunk_id: str
+    chunk_id: ChunkId
     title: str
     text: str
 
@@ -341,20 +375,30 @@ class Neighbourhood(BaseModel):
 class LinksRequest(_Body):
     """Entities and passages already on screen, whose links the UI wants to draw."""
 
-    entities: list[int] = Field(max_length=2000, description="entity ids (the subgraph's)")
+    entities: list[Annotated[str, Field(max_length=100)]] = Field(
+        max_length=2000, description=f"the subgraph's entities: each {ENTITY_ID_HELP}"
+    )
     chunk_ids: list[str] = Field(max_length=500, description="passages' chunk ids")
+
+    @field_validator("entities", mode="before")
+    @classmethod
+    def _no_positions(cls, value: object) -> object:
+        """Old integer ids are refused with the reason, not as 'not a string'."""
+        for item in value if isinstance(value, list) else ():
+            refuse_position(item)
+        return value
 
 
 class DescriptionNode(BaseModel):
-    id: int = Field(description="the description's index in the graph")
-    entity: int
+    id: DescriptionId
+    entity: EntityId
     text: str
     chunk_id: str = Field(description="the passage the description was read from")
 
 
 class Mention(BaseModel):
-    chunk_id: str
-    entity: int
+    chunk_id: ChunkId
+    entity: EntityId
 
 
 class GraphLinks(BaseModel):

@@ -1,4 +1,8 @@
-"""Engine results turned into the API's response models (no logic beyond the mapping)."""
+"""Engine results turned into the API's response models (no logic beyond the mapping).
+
+A trace names entities and relations by their positions in the graph its retriever
+read; the API names them by content-derived ids (:mod:`quillian.server.ids`), which
+stay valid after the positions change."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from quillian.components.retrieval.base import RetrievalResult
 from quillian.methods.base import AnswerResult
 from quillian.methods.spec import MethodSpec
 from quillian.server import models as m
+from quillian.server.ids import entity_id, relation_id
 from quillian.server.jobstore import Job
 
 __all__ = ["answer_view", "job_view", "method_view", "model_id", "retrieval_view"]
@@ -32,16 +37,20 @@ def retrieval_view(result: RetrievalResult, seconds: float) -> m.RetrieveRespons
         ],
         subgraph=m.Subgraph(
             seeds=[
-                m.SeedNode(entity=s.entity, name=s.name, score=s.score, source=s.source)
+                m.SeedNode(entity=entity_id(s.name), name=s.name, score=s.score, source=s.source)
                 for s in trace.seeds
             ],
             nodes=[
-                m.ActivatedNode(entity=a.entity, name=a.name, activation=a.activation, hop=a.hop)
+                m.ActivatedNode(
+                    entity=entity_id(a.name), name=a.name, activation=a.activation, hop=a.hop
+                )
                 for a in trace.activated
             ],
             edges=[
                 m.UsedEdge(
-                    relation=r.relation,
+                    relation=relation_id(
+                        r.subject, r.predicate, r.object, r.sentence or r.description
+                    ),
                     subject=r.subject,
                     predicate=r.predicate,
                     object=r.object,

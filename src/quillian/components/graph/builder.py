@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,34 @@ class KnowledgeGraph:
     @property
     def chunk_offset(self) -> int:
         return len(self.entities) + len(self.descriptions)
+
+    def entity_id(self, entity: int) -> str:
+        """The content-derived id of the entity at position ``entity`` (``ent-`` and a
+        hash of its normalised name, its snapshot node id): the same in every build,
+        whatever position the entity takes there."""
+        return self.entities[entity].node_id
+
+    def find_entity(self, entity_id: str) -> int | None:
+        """The position of the entity ``entity_id`` names, or None when none does.
+
+        The id of an entity's name is found in the snapshot's id map (a binary search);
+        failing that, the id of a name the entity carries as an alias finds it, so an id
+        outlives a change of name (the document that named the entity first deleted)."""
+        node = self.snapshot.ids.index_of(entity_id)
+        if 0 <= node < self.n_entities and self.entities[node].node_id == entity_id:
+            return node
+        return self._alias_ids.get(entity_id)
+
+    @cached_property
+    def _alias_ids(self) -> dict[str, int]:
+        """Entity position by the id of each alias (the first entity holding it), built
+        once per opened graph."""
+        found: dict[str, int] = {}
+        for index, record in enumerate(self.entities):
+            for alias in record.aliases:
+                if key := normalize_name(alias):
+                    found.setdefault(stable_id("ent", key), index)
+        return found
 
 
 class GraphBuilder:

@@ -1,15 +1,17 @@
 // An entity's neighbourhood (GET .../entities/{id}) as graph elements, and the details
-// panel shared by the Ask and Explore graphs.
+// panel shared by the Ask and Explore graphs. Ids are the API's content-derived strings
+// (entities "ent-…", relations "rel-…", descriptions "desc-…"): the same entity keeps
+// its id after uploads and deletes, so a drawn graph never points at another entity.
 
 import { call, workspacePath } from "./api.js";
 import { el, short } from "./dom.js";
 
 export const entityId = (entity) => `e:${entity}`;
 export const passageId = (chunkId) => `p:${chunkId}`;
-export const descriptionId = (index) => `d:${index}`;
+export const descriptionId = (id) => `d:${id}`;
 
 export function neighbourhood(ws, entity, limit = 50) {
-  return call(workspacePath(ws, `/entities/${entity}?limit=${limit}`));
+  return call(workspacePath(ws, `/entities/${encodeURIComponent(entity)}?limit=${limit}`));
 }
 
 /** The neighbourhood as nodes and edges: the entity, its neighbours, the relations,
@@ -24,12 +26,12 @@ export function neighbourhoodElements(near) {
     id: `r:${edge.relation}`, source: entityId(edge.source), target: entityId(edge.target),
     label: edge.predicate, sentence: edge.sentence || edge.description, kind: "relation",
   }));
-  near.descriptions.forEach((description, i) => {
-    const id = `${entityId(near.entity.id)}:d${i}`;
+  near.descriptions.forEach((description) => {
+    const id = descriptionId(description.id);
     nodes.push({ id, label: short(description.text, 40), kind: "description", text: description.text });
-    edges.push({ id: `${id}:of`, source: id, target: entityId(near.entity.id), kind: "describes", label: "" });
+    edges.push({ id: `${id}>e`, source: id, target: entityId(near.entity.id), kind: "describes", label: "" });
     if (description.chunk_id) {
-      edges.push({ id: `${id}:from`, source: passageId(description.chunk_id), target: id, kind: "source", label: "" });
+      edges.push({ id: `${id}<p`, source: passageId(description.chunk_id), target: id, kind: "source", label: "" });
     }
   });
   for (const passage of near.passages) {
@@ -67,7 +69,7 @@ export async function entityDetails(ws, entity, { onWalk, actions = [] }) {
       "ul",
       { class: "relations" },
       near.edges.map((edge) => {
-        const other = edge.source === entity ? edge.target : edge.source;
+        const other = edge.source === hit.id ? edge.target : edge.source;
         return el(
           "li",
           {},

@@ -48,14 +48,15 @@ export class ExploreScreen {
     try {
       const near = await neighbourhood(this.app.workspace, entity);
       const { nodes, edges } = neighbourhoodElements(near);
+      const key = entityId(near.entity.id); // the id it has now (an alias's id finds it too)
       if (fresh) {
         clear($("#trail"));
         this.graph.show(nodes, edges);
       } else {
-        this.graph.merge(nodes, edges, entityId(entity));
+        this.graph.merge(nodes, edges, key);
       }
-      $("#trail").append(el("li", {}, el("button", { type: "button", onclick: () => this.graph.open(entityId(entity)) }, name)));
-      await this.graph.open(entityId(entity));
+      $("#trail").append(el("li", {}, el("button", { type: "button", onclick: () => this.graph.open(key) }, name)));
+      await this.graph.open(key);
     } catch (error) {
       this.app.failed(error);
     }

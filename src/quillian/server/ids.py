@@ -1,0 +1,61 @@
+"""The ids the API hands out: derived from content, never from a position, so an id
+taken before an upload, a delete or a rebuild names the same thing after it, and an id
+whose thing is gone finds nothing (a 404) rather than whatever took its place.
+
+An entity's id is its snapshot node id, ``ent-`` and 16 hex digits of the SHA-256 of
+its normalised name (:func:`quillian.types.stable_id`); a relation's and a
+description's are made the same way from what they say and where it was read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from quillian.types import normalize_name, stable_id
+
+__all__ = [
+    "ENTITY_ID_HELP",
+    "ENTITY_ID_PATTERN",
+    "description_id",
+    "entity_id",
+    "refuse_position",
+    "relation_id",
+]
+
+ENTITY_ID_PATTERN = r"^ent-[0-9a-f]{16}$"
+_EXAMPLE = "ent-0123456789abcdef"
+ENTITY_ID_HELP = (
+    "an entity's id: 'ent-' and 16 hex digits derived from its normalised name, the "
+    "same across uploads, deletes and rebuilds (integer positions are not ids)"
+)
+_POSITION = re.compile(r"[+-]?\d+")
+_CHANGED = (
+    "entity ids changed: {value!r} is a position in an older graph; ids are now "
+    "content-derived strings like '" + _EXAMPLE + "' (find the entity again with "
+    "GET /api/workspaces/WS/entities?q=NAME)"
+)
+
+
+def entity_id(name: str) -> str:
+    """The id of the entity called ``name`` (or carrying it as an alias)."""
+    return stable_id("ent", normalize_name(name))
+
+
+def relation_id(subject: str, predicate: str, obj: str, source: str) -> str:
+    """The id of a relation: its ends' normalised names, its predicate, and the
+    sentence (or, without one, the description) it was read from."""
+    return stable_id("rel", normalize_name(subject), predicate, normalize_name(obj), source)
+
+
+def description_id(entity: str, chunk_id: str, text: str) -> str:
+    """The id of what the passage ``chunk_id`` says about the entity ``entity``."""
+    return stable_id("desc", entity, chunk_id, text)
+
+
+def refuse_position(value: object) -> None:
+    """Raise :class:`ValueError` saying ids changed when ``value`` is an old integer id
+    (an int, or a string of digits)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is no entity id: ids are strings like '{_EXAMPLE}'")
+    if isinstance(value, int) or (isinstance(value, str) and _POSITION.fullmatch(value)):
+        raise ValueError(_CHANGED.format(value=str(value)))
