@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from quillian.components.factories import RETRIEVERS
+from quillian.engine.engine import MAX_QUESTION_CHARS
 
 __all__ = [
     "AnswerRequest",
@@ -84,7 +85,7 @@ class MethodList(BaseModel):
 
 
 class RetrieveRequest(_Body):
-    query: str = Field(min_length=1, max_length=4000, description="the query text")
+    query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, description="the query text")
     method: str = Field(default="sa", description=f"the retriever: {', '.join(RETRIEVERS)}")
     k: int = Field(default=8, ge=1, le=100, description="passages to return")
 
@@ -141,7 +142,7 @@ class RetrieveResponse(BaseModel):
 
 
 class AnswerRequest(_Body):
-    question: str = Field(min_length=1, max_length=4000)
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     method: str = Field(default="sa-rag", description="the method (GET /api/methods lists them)")
     retriever: str | None = Field(
         default=None, description="a retriever instead of the method's own"
