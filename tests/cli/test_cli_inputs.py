@@ -229,6 +229,26 @@ def test_each_failed_document_is_listed_once_on_one_line(tmp_path, capsys):
     assert "no scripted answer" not in err  # not again in the log
 
 
+@pytest.mark.model
+def test_a_million_character_file_is_summed_up_once_and_consistently(tmp_path, capsys):
+    """Past spaCy's 1,000,000-character limit: whether the document fails or is
+    indexed in pieces, the summary's counts agree with the index's and a failure is one
+    line, not spaCy's advice again in the log."""
+    words = " ".join(["the", "river", "city", "alpha", "London", "is", "a"] * 80_000)
+    (tmp_path / "big.txt").write_text(words[:1_000_018])
+    (tmp_path / "small.json").write_text(json.dumps(CORPUS[0]))
+    argv = ["index", tmp_path / "big.txt", tmp_path / "small.json", "--out", tmp_path / "idx"]
+    code, out, err = run(capsys, *argv, "--embedder", "hash")
+    summary = next(line for line in out.splitlines() if line.startswith("documents:"))
+    failed = int(summary.split(", ")[2].split()[0])
+    assert f"failed_documents {failed}" in out
+    assert code == (1 if failed else 0)
+    lines = [line for line in out.splitlines() if line.strip().startswith("failed:")]
+    shown = [line.replace(str(tmp_path / "big.txt"), "big.txt") for line in lines]
+    assert len(lines) == failed and all(len(line) < 330 for line in shown)
+    assert "E088" not in err and "max_length" not in err
+
+
 def test_a_multi_line_failure_prints_as_one_line(capsys):
     failure = IngestFailure("doc-1", "big", "/data/big.txt", f"ValueError: {SPACY_ADVICE}")
     report = BuildReport(

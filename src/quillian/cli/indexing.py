@@ -14,7 +14,7 @@ from typing import Annotated, cast
 
 import typer
 
-from quillian.cli.console import stage_bars
+from quillian.cli.console import one_line, stage_bars
 from quillian.cli.flags import EndpointTextsOpt, IndexDir, LLMFlags, choice, shares_flags
 from quillian.cli.render import print_build
 from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
@@ -174,6 +174,8 @@ def index(
             raise ConfigError("--dry-run estimates the llm extractor's cost only")
         with closing(llm.open_engine()) as engine:
             _print_estimate(engine, documents, settings)
+        for error in refused:  # the estimate leaves them out
+            print(f"refused: {one_line(str(error))}", file=sys.stderr)
         return
     else:
         budget = None
