@@ -127,16 +127,6 @@ def test_missing_index_is_a_clear_error(tmp_path, capsys):
     assert "no such index directory" in capsys.readouterr().err
 
 
-def test_bad_corpus_names_the_entry_and_stores_nothing(tmp_path, capsys):
-    (tmp_path / "bad.json").write_text(json.dumps([{"title": "x", "text": "ok"}, {"title": 3}]))
-    code = main(
-        ["index", str(tmp_path / "bad.json"), "--out", str(tmp_path / "idx"), "--embedder", "hash"]
-    )
-    err = capsys.readouterr().err
-    assert code == 2 and "bad.json" in err and "entry 1" in err
-    assert not (tmp_path / "idx").exists()
-
-
 def test_unknown_file_type_is_refused(tmp_path, capsys):
     (tmp_path / "notes.pdf").write_bytes(b"%PDF")
     assert (

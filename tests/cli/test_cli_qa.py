@@ -383,6 +383,7 @@ def test_model_flags_open_the_engine_from_the_environment(tmp_path, monkeypatch)
         "concurrency": 4,
         "embedding_cache": tmp_path / "e.sqlite",
         "kg": "index",
+        "max_question_chars": 4000,
     }
     assert MethodFlags(no_cache=True).engine_options()["embedding_cache"] is None
     monkeypatch.setenv("QUILLIAN_LLM_API_KEY", "q-key")

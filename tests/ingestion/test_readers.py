@@ -149,7 +149,10 @@ def test_wrong_field_type_names_the_field(tmp_path: Path) -> None:
     ("data", "message"),
     [
         (["just", "strings"], r"entry 0: expected an object with 'title' and 'text', got a string"),
-        ("a string", r"expected a list of \{title, text\} objects .* got a string"),
+        (
+            "a string",
+            r"expected a list of \{\"title\", \"text\"\} objects, one such .* got a string",
+        ),
         ({"T": [1, 2]}, r"field 'T': entry 0 \('T'\): expected a list of sentence strings"),
         ({"T": None}, r"entry 0 \('T'\): expected a list of sentence strings, got null"),
     ],
@@ -195,3 +198,71 @@ def test_empty_jsonl_entry_names_its_line(tmp_path: Path) -> None:
     skipped: list[InputError] = []
     assert len(list(read_documents(path, on_skip=skipped.append))) == 1
     assert skipped[0].line == 2 and skipped[0].field == "text"
+
+
+def test_one_document_object_is_one_document(tmp_path: Path) -> None:
+    path = write(tmp_path / "one.json", json.dumps({"title": "Ada", "text": "Ada wrote.", "x": 1}))
+    (doc,) = read_documents(path)
+    assert (doc.title, doc.text, doc.source) == ("Ada", "Ada wrote.", str(path))
+    (untitled,) = read_documents(write(tmp_path / "u.json", json.dumps({"text": "alone"})))
+    assert (untitled.title, untitled.text) == ("", "alone")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"title": "Ada", "body": "no text"}, r"the document object: missing field 'text'"),
+        ({"title": "Ada", "text": 5}, r"field 'text' must be a string, got a int"),
+        ({"text": "t", "title": ["x"]}, r"field 'title' must be a string, got a list"),
+    ],
+)
+def test_a_malformed_document_object_is_refused(tmp_path: Path, data: object, message: str) -> None:
+    path = write(tmp_path / "one.json", json.dumps(data))
+    with pytest.raises(InputError, match=message):
+        list(read_documents(path))
+    refused: list[InputError] = []
+    assert list(read_documents(path, on_refused=refused.append)) == []
+    assert len(refused) == 1 and str(refused[0]).startswith(str(path))
+
+
+def test_top_level_json_of_no_known_shape_names_the_shapes(tmp_path: Path) -> None:
+    for data in (5, "text", None, True):
+        path = write(tmp_path / "c.json", json.dumps(data))
+        with pytest.raises(InputError, match=r"c\.json: expected a list of .* one such object"):
+            list(read_documents(path, on_refused=lambda e: None))
+
+
+def test_malformed_entries_are_refused_one_by_one_and_the_rest_read(tmp_path: Path) -> None:
+    corpus = [
+        {"title": "A", "text": "a"},
+        {"title": "no text"},
+        "a string",
+        {"title": "B", "text": ["not", "a string"]},
+        {"title": "C", "text": "c"},
+    ]
+    path = write(tmp_path / "c.json", json.dumps(corpus))
+    refused: list[InputError] = []
+    docs = list(read_documents(path, on_refused=refused.append))
+    assert [d.title for d in docs] == ["A", "C"]
+    assert [str(e).split(": ", 1)[1] for e in refused] == [
+        "entry 1: missing field 'text'",
+        "entry 2: expected an object with 'title' and 'text', got a string",
+        "entry 3: field 'text' must be a string, got a list",
+    ]
+    with pytest.raises(InputError, match="entry 1: missing field 'text'"):
+        list(read_documents(path, strict=True, on_refused=refused.append))
+
+
+def test_malformed_jsonl_lines_are_refused_one_by_one(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.jsonl", '{"text": "a"}\n{"text": \n[1]\n{"text": "d"}\n')
+    refused: list[InputError] = []
+    assert [d.text for d in read_documents(path, on_refused=refused.append)] == ["a", "d"]
+    assert [e.line for e in refused] == [2, 3]
+    assert "invalid JSON" in str(refused[0]) and "entry 2: expected an object" in str(refused[1])
+
+
+def test_malformed_hotpotqa_items_are_refused_one_by_one(tmp_path: Path) -> None:
+    path = write(tmp_path / "h.json", json.dumps({"Good": ["One."], "Bad": [1, 2]}))
+    refused: list[InputError] = []
+    assert [d.title for d in read_documents(path, on_refused=refused.append)] == ["Good"]
+    assert "entry 1 ('Bad'): expected a list of sentence strings" in str(refused[0])

@@ -14,6 +14,7 @@ from quillian.cli.console import stage_bars
 from quillian.cli.flags import (
     IndexDir,
     JsonFlag,
+    MaxQuestionOpt,
     MethodFlags,
     NoCacheFlag,
     choice,
@@ -32,6 +33,7 @@ from quillian.cli.render import (
 from quillian.components.factories import RETRIEVER_CONFIGS, RETRIEVERS
 from quillian.config import config_options
 from quillian.engine import Engine
+from quillian.engine.engine import MAX_QUESTION_CHARS
 from quillian.errors import ConfigError
 from quillian.methods.base import AnswerResult
 from quillian.methods.know3.check import Verification
@@ -63,7 +65,7 @@ def retrieve(
     index: IndexDir,
     question: Question,
     method: Annotated[str, choice(RETRIEVERS)] = "sa",
-    k: Annotated[int, typer.Option("-k", help="passages to return")] = 8,
+    k: Annotated[int, typer.Option("-k", min=1, help="passages to return")] = 8,
     kg: Annotated[
         str | None,
         typer.Option(
@@ -82,6 +84,7 @@ def retrieve(
     ] = None,
     json_out: JsonFlag = False,
     no_cache: NoCacheFlag = False,
+    max_question_chars: MaxQuestionOpt = MAX_QUESTION_CHARS,
 ) -> None:
     """Retrieve passages for QUESTION from the index DIR (no LLM).
 
@@ -92,7 +95,13 @@ def retrieve(
     cache = embedding_cache_path(no_cache)
     known = {o.name: o for o in config_options(RETRIEVER_CONFIGS[method])}
     options = {method: parse_options(option or (), known, f"retriever {method!r}")}
-    engine = Engine.open(index, kg=kg, embedding_cache=cache, retriever_options=options)
+    engine = Engine.open(
+        index,
+        kg=kg,
+        embedding_cache=cache,
+        retriever_options=options,
+        max_question_chars=max_question_chars,
+    )
     with closing(engine):
         result = engine.retrieve(question, method, k)
     if json_out:

@@ -83,7 +83,7 @@ class BenchData(Flags):
 def retrieval(
     data: BenchData,
     first_n: Annotated[
-        int | None, typer.Option(metavar="N", help="index only the first N passages")
+        int | None, typer.Option(min=1, metavar="N", help="index only the first N passages")
     ] = None,
     methods: Annotated[
         str | None,
@@ -150,10 +150,10 @@ def tune(
         str | None,
         typer.Option(metavar="METRIC", help="what to maximise (default: perfect@8 or R@5)"),
     ] = None,
-    folds: Annotated[int, typer.Option(metavar="N", help="cross-validation folds")] = 5,
+    folds: Annotated[int, typer.Option(min=2, metavar="N", help="cross-validation folds")] = 5,
     seed: Annotated[int, typer.Option(metavar="N", help="the folds' shuffle")] = 0,
     first_n: Annotated[
-        int | None, typer.Option(metavar="N", help="index only the first N passages")
+        int | None, typer.Option(min=1, metavar="N", help="index only the first N passages")
     ] = None,
     json_out: JsonFlag = False,
 ) -> None:
@@ -218,7 +218,9 @@ def qa(
     ],
     out: Annotated[Path, typer.Option(metavar="DIR", help="where results are written")],
     model: BenchFlags,
-    limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="the first N questions")
+    ] = None,
     offset: Annotated[
         int, typer.Option(min=0, metavar="N", help="skip the first N questions (runs in parts)")
     ] = 0,

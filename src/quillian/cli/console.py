@@ -34,6 +34,7 @@ __all__ = [
     "StageBars",
     "configure_logging",
     "count_bar",
+    "one_line",
     "progress_line",
     "stage_bars",
     "working",
@@ -44,6 +45,19 @@ stderr = Console(stderr=True)
 
 #: Seconds between two progress lines of one step where stderr is not a terminal.
 LOG_EVERY = 10.0
+
+#: The most characters :func:`one_line` keeps of a message from a library.
+LINE_LIMIT = 300
+
+
+def one_line(message: str, limit: int | None = LINE_LIMIT) -> str:
+    """``message`` on one line: its lines joined by spaces, runs of spaces as one, and
+    cut at ``limit`` characters (None: whole) with an ellipsis. A library's advice
+    that spans lines (spaCy's five about a long text) prints as one line."""
+    flat = " ".join(message.split())
+    if limit is not None and len(flat) > limit:
+        return flat[: limit - 1].rstrip() + "…"
+    return flat
 
 
 def configure_logging(verbose: bool) -> None:

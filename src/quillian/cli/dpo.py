@@ -31,7 +31,9 @@ def dpo_data(
     questions: Annotated[Path, typer.Option(metavar="FILE", help="the questions")],
     out: Annotated[Path, typer.Option(metavar="FILE", help="the preference rows (JSONL)")],
     model: MethodFlags,
-    limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="the first N questions")
+    ] = None,
     rounds: Annotated[str, typer.Option(metavar="1,2", help="activation rounds, pooled")] = "1,2",
     judge: Annotated[
         str | None, typer.Option(metavar="SPEC", help="judge LLM (default: --llm)")

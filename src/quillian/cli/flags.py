@@ -29,6 +29,7 @@ import typer
 from quillian.components.factories import RETRIEVERS
 from quillian.config import OptionSpec, parse_option_value
 from quillian.engine import Engine
+from quillian.engine.engine import MAX_QUESTION_CHARS
 from quillian.errors import ConfigError
 from quillian.eval.datasets import Dataset
 from quillian.methods.table import method_spec
@@ -42,6 +43,7 @@ __all__ = [
     "IndexDir",
     "JsonFlag",
     "LLMFlags",
+    "MaxQuestionOpt",
     "MethodFlags",
     "NoCacheFlag",
     "choice",
@@ -71,6 +73,13 @@ KG_HELP = (
 IndexDir = Annotated[str, typer.Argument(metavar="DIR", show_default=False)]
 #: ``--json``: machine-readable output.
 JsonFlag = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+#: ``--max-question-chars``: the longest question taken (the engine's limit).
+MaxQuestionOpt = Annotated[
+    int,
+    typer.Option(
+        min=1, metavar="N", help="refuse a question longer than N characters (before any work)"
+    ),
+]
 #: ``--no-cache``: neither LLM responses nor embedded questions are read or kept.
 NoCacheFlag = Annotated[
     bool, typer.Option("--no-cache", help="do not cache LLM responses or question embeddings")
@@ -249,14 +258,20 @@ class MethodFlags(LLMFlags):
     verify_theta0: Annotated[
         float,
         typer.Option(
+            min=0.0,
             metavar="THETA0",
             help="--verify accepts an answer whose score is below θ0·128/(1+e) (Know3-RAG's "
             "turn-0 threshold; pick θ0 with 'quillian know3 calibrate')",
         ),
     ] = 1.0
+    max_question_chars: MaxQuestionOpt = MAX_QUESTION_CHARS
 
     def engine_options(self) -> dict[str, Any]:
-        return {**super().engine_options(), "kg": self.kg}
+        return {
+            **super().engine_options(),
+            "kg": self.kg,
+            "max_question_chars": self.max_question_chars,
+        }
 
     def verify_options(self) -> dict[str, Any] | None:
         """Know3-RAG's options for ``--verify`` (None: no verification)."""

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, cast
 
 import typer
 
-from quillian.cli.console import stage_bars
+from quillian.cli.console import one_line, stage_bars
 from quillian.cli.flags import EndpointTextsOpt, IndexDir, LLMFlags, choice, shares_flags
 from quillian.cli.render import print_build
 from quillian.components.extraction.llm_budget import ExtractionBudget, estimate_extraction
@@ -24,13 +26,20 @@ from quillian.components.factories import (
     EXTRACTORS,
     make_chunker,
 )
-from quillian.components.ingestion.readers import read_documents
+from quillian.components.ingestion import pipeline
+from quillian.components.ingestion.readers import OnSkip, read_documents
 from quillian.components.kag.alignment import SIMILAR_THRESHOLD
 from quillian.components.llm.accounting import Ledger
 from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index import BuildReport
-from quillian.index.layout import is_server_location, location_name
+from quillian.index.layout import (
+    MANIFEST,
+    WRITER_LOCK,
+    has_manifest,
+    is_server_location,
+    location_name,
+)
 from quillian.methods.kag.stages import CONCEPT_SOURCES
 from quillian.methods.table import method_spec
 from quillian.types import Document
@@ -39,6 +48,18 @@ __all__ = ["delete", "index", "register", "sample_corpus"]
 
 #: Skipped inputs named in the error when nothing is left to index.
 SKIPS_SHOWN = 3
+
+#: The input formats, for ``quillian index --help`` (the README's "Corpus formats").
+CORPUS_FORMATS = (
+    "PATH is a file or a folder (read recursively; hidden names skipped): **.txt** is "
+    "one document titled by the file name; **.md** one document titled by its first "
+    '\'# \' heading; **.json** a list of documents `[{"title": ..., "text": ...}]`, '
+    'one document `{"title": ..., "text": ...}`, or HotpotQA\'s '
+    "`{title: [sentences]}`; **.jsonl** one document object a line. `text` is needed "
+    "and must be a string, `title` is optional, other fields are ignored. A malformed "
+    "entry is refused on its own, named with its reason, and the rest is indexed "
+    "(exit 1); empty documents are skipped."
+)
 
 
 def sample_corpus() -> Path:
@@ -58,8 +79,8 @@ def index(
     ] = None,
     sample: Annotated[bool, typer.Option("--sample", help="the bundled sample corpus")] = False,
     chunker: Annotated[str, choice(CHUNKERS)] = "passage",
-    chunk_size: Annotated[int, typer.Option(help="words per chunk (words chunker)")] = 500,
-    overlap: Annotated[int, typer.Option(help="overlapping words (words chunker)")] = 200,
+    chunk_size: Annotated[int, typer.Option(min=1, help="words per chunk (words chunker)")] = 500,
+    overlap: Annotated[int, typer.Option(min=0, help="overlapping words (words chunker)")] = 200,
     extractor: Annotated[str, choice(EXTRACTORS)] = "spacy",
     extractions: Annotated[
         Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
@@ -72,10 +93,12 @@ def index(
         bool, typer.Option("--dry-run", help="--extractor llm: estimate calls and tokens only")
     ] = False,
     budget_tokens: Annotated[
-        int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N tokens")
+        int | None,
+        typer.Option(min=1, metavar="N", help="--extractor llm: stop after about N tokens"),
     ] = None,
     budget_calls: Annotated[
-        int | None, typer.Option(metavar="N", help="--extractor llm: stop after about N calls")
+        int | None,
+        typer.Option(min=1, metavar="N", help="--extractor llm: stop after about N calls"),
     ] = None,
     for_methods: Annotated[
         list[str] | None,
@@ -113,7 +136,8 @@ def index(
     ] = None,
     endpoint_texts: EndpointTextsOpt = None,
 ) -> None:
-    """Index files, folders or JSON corpora into DIR (--out).
+    """Index files, folders or JSON corpora into DIR (--out): a new or empty folder,
+    or an index to add to.
 
     Rerunning on the same DIR skips documents already indexed and resumes an
     interrupted build. With --extractor llm, the knowledge graph is extracted by the
@@ -136,10 +160,12 @@ def index(
         method_spec(m).needs_schema for m in settings.methods
     ):
         raise ConfigError("--schema, --concepts and --similar shape KAG's graph: add --for kag")
-    documents = read_inputs([sample_corpus()] if sample else paths or [])
+    _check_out(out)
+    refused: list[InputError] = []
+    documents = read_inputs([sample_corpus()] if sample else paths or [], refused.append)
     uses_model = settings.extractor in ("llm", QUAD_EXTRACTOR, "kag-llm") or concepts == "llm"
     if not uses_model:
-        with stage_bars() as progress:
+        with stage_bars() as progress, _failures_listed_once():
             report = index_documents(out, documents, settings, on_progress=progress)
     elif dry_run and settings.extractor == "kag-llm":
         raise ConfigError("--dry-run estimates the llm extractor only, not kag-llm")
@@ -148,24 +174,34 @@ def index(
             raise ConfigError("--dry-run estimates the llm extractor's cost only")
         with closing(llm.open_engine()) as engine:
             _print_estimate(engine, documents, settings)
+        for error in refused:  # the estimate leaves them out
+            print(f"refused: {one_line(str(error))}", file=sys.stderr)
         return
     else:
         budget = None
         if budget_tokens or budget_calls:
             budget = ExtractionBudget(max_calls=budget_calls, max_tokens=budget_tokens)
-        report = _index_with_llm(llm.open_engine(), out, documents, settings, budget)
-    print_build(report, _shown(out))
-    if report.ingest is not None and report.ingest.failed:
+        with _failures_listed_once():
+            report = _index_with_llm(llm.open_engine(), out, documents, settings, budget)
+    print_build(report, _shown(out), refused)
+    if refused or (report.ingest is not None and report.ingest.failed):
         raise typer.Exit(1)
 
 
-def read_inputs(paths: list[Path]) -> list[Document]:
-    """Every document in ``paths``; input holding none (empty files, an empty list) is
-    refused, naming what was skipped."""
+def read_inputs(paths: list[Path], on_refused: OnSkip | None = None) -> list[Document]:
+    """Every document in ``paths``; input holding none (empty files, an empty list, only
+    refused entries) is refused, naming what was skipped. ``on_refused`` sees each
+    malformed corpus entry, refused on its own (None: it refuses the whole input)."""
     if not paths:
         raise ConfigError("give a PATH to index, or --sample for the bundled corpus")
     skipped: list[InputError] = []
-    documents = [doc for path in paths for doc in read_documents(path, on_skip=skipped.append)]
+    documents = [
+        doc
+        for path in paths
+        for doc in read_documents(
+            path, on_skip=skipped.append, on_refused=_also(skipped, on_refused)
+        )
+    ]
     if not documents:
         named = [str(s) for s in skipped[:SKIPS_SHOWN]]
         if len(skipped) > SKIPS_SHOWN:
@@ -173,6 +209,56 @@ def read_inputs(paths: list[Path]) -> list[Document]:
         why = "; ".join(named) or f"{', '.join(map(str, paths))}: no documents"
         raise InputError(f"nothing to index: {why}")
     return documents
+
+
+@contextmanager
+def _failures_listed_once() -> Iterator[None]:
+    """The build's summary lists each failed document once, on one line: the
+    ingestion's own warnings about them (the document, then again its batch) are left
+    to ``-v``."""
+    log = logging.getLogger(pipeline.__name__)
+    if log.isEnabledFor(logging.INFO):
+        yield
+        return
+
+    def below_warning(record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
+
+    log.addFilter(below_warning)
+    try:
+        yield
+    finally:
+        log.removeFilter(below_warning)
+
+
+def _also(seen: list[InputError], then: OnSkip | None) -> OnSkip | None:
+    """``then``, also keeping each error in ``seen`` (None where ``then`` is None)."""
+    if then is None:
+        return None
+
+    def both(error: InputError) -> None:
+        seen.append(error)
+        then(error)
+
+    return both
+
+
+def _check_out(out: str) -> None:
+    """Refuse an ``--out`` that names a file, or a folder holding other files than an
+    index's, before anything is read or written there."""
+    if is_server_location(out):
+        return
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {out}: a file, not a folder; choose an empty or new folder")
+    if not path.is_dir() or has_manifest(path):
+        return
+    others = [entry.name for entry in path.iterdir() if entry.name != WRITER_LOCK]
+    if others:
+        raise ConfigError(
+            f"--out {out}: a folder holding other files ({len(others)}) and no index "
+            f"(no {MANIFEST}); choose an empty or new folder"
+        )
 
 
 def _print_estimate(engine: Engine, documents: list[Document], settings: IndexSettings) -> None:
@@ -247,7 +333,7 @@ def delete(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(index)
+    app.command(epilog=CORPUS_FORMATS)(index)
     app.command()(delete)
 
 

@@ -86,7 +86,7 @@ def import_(
         ),
     ] = "auto",
     max_bad_lines: Annotated[
-        int, typer.Option(help="stop when a file has more malformed lines (-1: never)")
+        int, typer.Option(min=-1, help="stop when a file has more malformed lines (-1: never)")
     ] = 10_000,
     entities: Annotated[
         Path | None, typer.Option(rich_help_panel=W5M, help="tab-separated: id, name, aliases")
@@ -194,8 +194,8 @@ def _wikidata5m_files(
 def show(
     graph_dir: GraphDir,
     name: Annotated[str, typer.Argument(metavar="NAME", help="a name, an alias or an id")],
-    triples: Annotated[int, typer.Option(help="triples shown per entity")] = 10,
-    limit: Annotated[int, typer.Option(help="entities shown at most")] = 5,
+    triples: Annotated[int, typer.Option(min=0, help="triples shown per entity")] = 10,
+    limit: Annotated[int, typer.Option(min=1, help="entities shown at most")] = 5,
 ) -> None:
     """Look an entity up by name, alias or id: its names, description and triples."""
     with ImportedGraph.open(graph_dir) as graph:
@@ -227,9 +227,11 @@ def link(
     min_score: Annotated[float, typer.Option(help="keep links scoring this")] = 0.6,
     description_candidates: Annotated[
         int,
-        typer.Option(help="nearest descriptions considered besides name matches (0: names only)"),
+        typer.Option(
+            min=0, help="nearest descriptions considered besides name matches (0: names only)"
+        ),
     ] = 5,
-    show: Annotated[int, typer.Option(help="links printed, best first")] = 10,
+    show: Annotated[int, typer.Option(min=0, help="links printed, best first")] = 10,
     json_out: JsonFlag = False,
 ) -> None:
     """Align an index's document-graph entities to an imported graph.
@@ -276,8 +278,12 @@ def link(
 def ann(
     graph_dir: GraphDir,
     kind: Annotated[str | None, choice(ANN_KINDS)] = None,
-    nlist: Annotated[int | None, typer.Option(help="lists (default: about sqrt(entities))")] = None,
-    nprobe: Annotated[int | None, typer.Option(help="lists scanned per query by default")] = None,
+    nlist: Annotated[
+        int | None, typer.Option(min=1, help="lists (default: about sqrt(entities))")
+    ] = None,
+    nprobe: Annotated[
+        int | None, typer.Option(min=1, help="lists scanned per query by default")
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Build, tune or drop an imported graph's description ANN index.
@@ -318,13 +324,17 @@ KGE = ComplExConfig()
 @app.command("train-kge")
 def train_kge_command(
     graph_dir: Annotated[str, typer.Argument(metavar="KG|INDEX", show_default=False)],
-    dim: Annotated[int, typer.Option(help="reals per embedding (even)")] = KGE.dim,
-    epochs: Annotated[int, typer.Option(help="passes over the triples")] = KGE.epochs,
+    dim: Annotated[int, typer.Option(min=2, help="reals per embedding (even)")] = KGE.dim,
+    epochs: Annotated[int, typer.Option(min=1, help="passes over the triples")] = KGE.epochs,
     learning_rate: Annotated[float, typer.Option(help="Adagrad learning rate")] = KGE.learning_rate,
     n3_weight: Annotated[float, typer.Option(help="N3 regularisation weight")] = KGE.n3_weight,
-    batch_size: Annotated[int, typer.Option(help="training examples per step")] = KGE.batch_size,
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="training examples per step")
+    ] = KGE.batch_size,
     mode: Annotated[str, choice(KGE_MODES, "objective (auto: by graph size)")] = KGE.mode,
-    negatives: Annotated[int, typer.Option(help="shared negatives per batch")] = KGE.negatives,
+    negatives: Annotated[
+        int, typer.Option(min=1, help="shared negatives per batch")
+    ] = KGE.negatives,
     seed: Annotated[int, typer.Option(help="seed of initialisation and sampling")] = KGE.seed,
     restart: Annotated[
         bool, typer.Option("--restart", help="ignore an interrupted run's checkpoint")

@@ -54,7 +54,9 @@ def calibrate_command(
             "the only share targeted: later turns' shares follow from θ0 and are reported",
         ),
     ] = 0.3,
-    limit: Annotated[int | None, typer.Option(metavar="N", help="the first N questions")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="the first N questions")
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Pick θ0 so that a target share of QUESTIONS is answered at turn 0.

@@ -3,21 +3,24 @@
 Each command lives in its own module (:mod:`.indexing`, :mod:`.answering`,
 :mod:`.bench`, :mod:`.kg`, :mod:`.dpo`); the flags they share, and how those open an
 engine, are in :mod:`.flags`. :func:`main` maps outcomes to exit codes: 0 done, 1 a
-result that failed (an unanswered question, failed documents), 2 a usage or
-:class:`~quillian.errors.QuillianError` error (one line on stderr), 130 interrupted.
+result that failed (an unanswered question, failed documents), 2 a usage error, a
+:class:`~quillian.errors.QuillianError` or an operating-system error (a path missing,
+unreadable or not writable), 3 an unexpected error, 130 interrupted. Every error is one
+line on stderr; ``--debug`` (or ``QUILLIAN_DEBUG=1``) prints the traceback too.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
 from quillian.cli import answering, bench, dpo, indexing, kag, kg, know3, serve
-from quillian.cli.console import configure_logging
+from quillian.cli.console import configure_logging, one_line
 from quillian.errors import QuillianError
 
 __all__ = ["app", "main"]
@@ -28,12 +31,31 @@ class Interrupted(Exception):
     exit) to :func:`main`."""
 
 
+class Failed(Exception):
+    """An error a command raised, carried past typer to :func:`main` with whether
+    ``--debug`` asked for its traceback."""
+
+    def __init__(self, error: BaseException, debug: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.debug = debug
+
+
+#: The environment variable that, set to 1, prints an error's traceback (``--debug``).
+DEBUG_ENV = "QUILLIAN_DEBUG"
+
+
 class _Group(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted from None
+        except (typer.TyperException, typer.Exit, typer.Abort):
+            raise  # typer's own: usage errors, an exit code
+        except Exception as exc:
+            debug = bool(ctx.params.get("debug")) or os.environ.get(DEBUG_ENV, "") == "1"
+            raise Failed(exc, debug) from exc
 
 
 app = typer.Typer(
@@ -55,6 +77,10 @@ serve.register(app)
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log progress details")] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help=f"print an error's traceback (also: {DEBUG_ENV}=1)"),
+    ] = False,
 ) -> None:
     """Knowledge-graph RAG: index documents, retrieve, answer questions, benchmark."""
     configure_logging(verbose)
@@ -72,13 +98,36 @@ def main(argv: list[str] | None = None) -> int:
         command.main(args=args, prog_name="quillian", obj=args, standalone_mode=True)
     except SystemExit as done:  # typer ends every run this way, usage errors included
         return _exit_code(done.code)
-    except QuillianError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except Failed as failed:
+        return _report(failed.error, failed.debug)
+    except (QuillianError, OSError) as exc:  # raised before a command ran
+        return _report(exc, os.environ.get(DEBUG_ENV, "") == "1")
     except Interrupted:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     return 0
+
+
+def _report(error: BaseException, debug: bool) -> int:
+    """One line on stderr for ``error`` (its traceback first with ``debug``); the exit
+    code: 2 for Quillian's and the operating system's errors, 3 for any other."""
+    if debug:
+        traceback.print_exception(error)
+    if isinstance(error, QuillianError):
+        print(f"error: {one_line(str(error), limit=None)}", file=sys.stderr)
+        return 2
+    if isinstance(error, OSError) and error.strerror:
+        where = f"{error.filename}: " if error.filename is not None else ""
+        print(f"error: {where}{error.strerror}", file=sys.stderr)
+        return 2
+    hint = "" if debug else f"; run with --debug (or {DEBUG_ENV}=1) for the traceback"
+    print(f"error: unexpected {_described(error)}{hint}", file=sys.stderr)
+    return 3
+
+
+def _described(error: BaseException) -> str:
+    message = one_line(str(error))
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def _exit_code(code: object) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from quillian.cli.console import one_line
 from quillian.cli.steps import step_lines
+from quillian.components.ingestion.pipeline import IngestFailure
 from quillian.components.retrieval.base import ActivationPath, RetrievalResult
 from quillian.index import BuildReport
 from quillian.methods.base import AnswerResult
@@ -15,6 +17,7 @@ from quillian.methods.know3.check import Verification
 from quillian.methods.spec import MethodSpec
 
 __all__ = [
+    "failure_name",
     "method_line",
     "method_record",
     "print_answer",
@@ -113,15 +116,17 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
                 print(f"  {line}")
 
 
-def print_build(report: BuildReport, out: Path) -> None:
-    """What a build or a deletion did, and the index's counts."""
+def print_build(report: BuildReport, out: Path, refused: Sequence[Exception] = ()) -> None:
+    """What a build or a deletion did, and the index's counts: each failed document
+    (and each input entry ``refused`` before the build) on one line with its reason."""
     ingest = report.ingest
     if ingest is not None:
-        print(
-            f"documents: {ingest.new} new, {ingest.skipped} already indexed, {ingest.failed} failed"
-        )
+        counts = f"{ingest.new} new, {ingest.skipped} already indexed, {ingest.failed} failed"
+        print(f"documents: {counts}" + (f", {len(refused)} refused" if refused else ""))
         for failure in ingest.failures:
-            print(f"  failed: {failure.source or failure.doc_id}: {failure.error}")
+            print(f"  failed: {failure_name(failure)}: {one_line(failure.error)}")
+    for error in refused:
+        print(f"  refused: {one_line(str(error))}")
     if report.deleted:
         print(f"removed {len(report.deleted)} documents: {', '.join(report.deleted)}")
     print("index:", ", ".join(f"{k} {v}" for k, v in report.counts.items()))
@@ -129,6 +134,15 @@ def print_build(report: BuildReport, out: Path) -> None:
         print(f"unchanged: nothing new, same settings and stages as the build in {out}")
         return
     print(f"written to {out}")
+
+
+def failure_name(failure: IngestFailure) -> str:
+    """A failed document as a user finds it: its file, and its title where the file
+    holds many (a corpus), else its id."""
+    if not failure.source:
+        return f"{failure.title} ({failure.doc_id})" if failure.title else failure.doc_id
+    titled = failure.title and Path(failure.source).stem != failure.title
+    return f"{failure.source} ({failure.title})" if titled else failure.source
 
 
 def method_record(spec: MethodSpec) -> dict[str, Any]:

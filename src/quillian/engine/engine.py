@@ -66,12 +66,18 @@ from quillian.methods.table import method_spec
 from quillian.stores.embedded.sqlite import SqliteKeyValueStore
 from quillian.types import Document, Progress
 
-__all__ = ["Engine", "EngineOptions"]
+__all__ = ["MAX_QUESTION_CHARS", "Engine", "EngineOptions"]
 
 logger = logging.getLogger(__name__)
 
 #: Embedders computed without a model: never cached.
 MODEL_FREE_EMBEDDERS = ("hash", "keyword")
+
+#: The longest question (characters) the engine takes unless told otherwise
+#: (:attr:`EngineOptions.max_question_chars`), and the HTTP and MCP edges take: about a
+#: thousand tokens, a few seconds of prompt for the local model on a CPU, where a
+#: 100,000-character question ran 8.5 minutes.
+MAX_QUESTION_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,9 @@ class EngineOptions:
     lazy_model: bool = False
     """Load a local model on the first call the response cache misses, not when the
     engine's ``async with`` starts (a one-shot command; a server keeps False)."""
+    max_question_chars: int = MAX_QUESTION_CHARS
+    """The longest question (characters) retrieval and answering take; a longer one is
+    refused before any work."""
     refresh_s: float | None = 1.0
     """At most how often (seconds) the opened index is checked for a newer complete
     build written by another process (``quillian index`` beside a server), which is
@@ -346,14 +355,14 @@ class Engine:
         query_vector: npt.NDArray[np.float32] | None = None,
     ) -> RetrievalResult:
         """Top-``k`` passages for ``query`` and the trace that led to them."""
-        _check_question(query)
+        self._check_question(query)
         check_k(k)
         return self.retriever(method).retrieve(query, k, query_vector)
 
     async def aretrieve(self, query: str, method: str = "sa", k: int = 8) -> RetrievalResult:
         """:meth:`retrieve` off the event loop, on the engine's worker threads. Queries
         retrieved at the same time are embedded together (:class:`QueryBatcher`)."""
-        _check_question(query)
+        self._check_question(query)
         check_k(k)
         retriever = await self._offload(self.retriever, method)
         vector = await self._batcher.embed(query) if method in EMBEDS_QUERY else None
@@ -395,7 +404,7 @@ class Engine:
     ) -> AnswerResult:
         """Answer ``question`` with ``method``; ``options`` are the method's options;
         ``observer`` sees each retrieval (with its trace) and step as it happens."""
-        _check_question(question)
+        self._check_question(question)
         pipeline = await self._offload(self.pipeline, method, retriever=retriever, **options)
         return await pipeline.answer(question, observer)
 
@@ -477,10 +486,17 @@ class Engine:
             lazy=self.options.lazy_model,
         )
 
-
-def _check_question(question: str) -> None:
-    if not isinstance(question, str) or not question.strip():
-        raise ConfigError("the question is empty")
+    def _check_question(self, question: str) -> None:
+        """Refuse an empty question, or one longer than ``max_question_chars``."""
+        if not isinstance(question, str) or not question.strip():
+            raise ConfigError("the question is empty")
+        limit = self.options.max_question_chars
+        if len(question) > limit:
+            raise ConfigError(
+                f"the question has {len(question):,} characters, more than the limit of "
+                f"{limit:,}: shorten it, or raise the limit (max_question_chars; "
+                "--max-question-chars on the command line)"
+            )
 
 
 def _prompts(overrides: Sequence[Path]) -> PromptRegistry:

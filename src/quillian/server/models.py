@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quillian.components.factories import RETRIEVERS
+from quillian.engine.engine import MAX_QUESTION_CHARS
 from quillian.server.ids import ENTITY_ID_HELP, ENTITY_ID_PATTERN, refuse_position
 
 __all__ = [
@@ -117,7 +118,7 @@ class MethodList(BaseModel):
 
 
 class RetrieveRequest(_Body):
-    query: str = Field(min_length=1, max_length=4000, description="the query text")
+    query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, description="the query text")
     method: str = Field(default="sa", description=f"the retriever: {', '.join(RETRIEVERS)}")
     k: int = Field(default=8, ge=1, le=100, description="passages to return")
 
@@ -174,7 +175,7 @@ class RetrieveResponse(BaseModel):
 
 
 class AnswerRequest(_Body):
-    question: str = Field(min_length=1, max_length=4000)
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     method: str = Field(default="sa-rag", description="the method (GET /api/methods lists them)")
     retriever: str | None = Field(
         default=None, description="a retriever instead of the method's own"

@@ -6,8 +6,10 @@ Supported inputs, chosen by extension:
 * ``.md``, ``.markdown`` - one document; title is the first ``# `` heading outside a
   code fence, else the file stem. The text is the whole file, heading included.
 * ``.json`` - a corpus: a list of ``{"title": ..., "text": ...}`` objects (MuSiQue,
-  2Wiki) or a ``{title: [sentences]}`` object (HotpotQA; sentences are joined with
-  ``""`` because each carries its own leading space). ``title`` may be omitted.
+  2Wiki), one such object (one document), or a ``{title: [sentences]}`` object
+  (HotpotQA; sentences are joined with ``""`` because each carries its own leading
+  space). ``title`` may be omitted; other fields are ignored. An object with a string
+  ``"text"`` or ``"title"`` field is one document, any other object a HotpotQA corpus.
 * ``.jsonl`` - one ``{"title", "text"}`` object per line; blank lines are ignored.
 * a folder - every supported file below it, recursively, in sorted path order;
   hidden files and folders (names starting with ``.``) are ignored.
@@ -18,11 +20,14 @@ get ``metadata={"index": i}``, ``i`` counting entries from 0; messages use the s
 numbering ("entry 17"), and lines count from 1.
 
 Malformed input raises :class:`~quillian.errors.InputError` naming the file and the
-line, entry or field. Input that is well-formed but holds nothing to index - an empty
-file, an entry whose text is empty, a file with an unsupported extension inside a
-folder - is *skipped and reported*: logged as a warning and passed to ``on_skip``.
-With ``strict=True`` every such skip raises instead. A file named directly with an
-unsupported extension always raises.
+line, entry or field. With ``on_refused``, a malformed *entry* of a corpus (not an
+object, no ``text``, a field that is not a string, a JSONL line that is not JSON) is
+refused on its own instead: logged as a warning and passed to ``on_refused``, and the
+file's other entries are read. Input that is well-formed but holds nothing to index -
+an empty file, an entry whose text is empty, a file with an unsupported extension
+inside a folder - is *skipped and reported*: logged as a warning and passed to
+``on_skip``. With ``strict=True`` every such skip or refusal raises instead. A file
+named directly with an unsupported extension always raises.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Any
 from quillian.errors import InputError
 from quillian.types import Document
 
-__all__ = ["SUFFIXES", "OnSkip", "markdown_title", "read_documents"]
+__all__ = ["JSON_SHAPES", "SUFFIXES", "OnSkip", "markdown_title", "read_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +56,14 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 class _Skips:
-    """Reports skipped input: raise when strict, else log and call ``on_skip``."""
+    """Reports skipped input: raise when strict, else log and call ``on_skip``; and
+    refused entries: raise when strict or nobody takes them, else log and call
+    ``on_refused``."""
 
-    def __init__(self, strict: bool, on_skip: OnSkip | None) -> None:
+    def __init__(self, strict: bool, on_skip: OnSkip | None, on_refused: OnSkip | None) -> None:
         self.strict = strict
         self.on_skip = on_skip
+        self.on_refused = on_refused
 
     def report(self, error: InputError) -> None:
         if self.strict:
@@ -64,9 +72,19 @@ class _Skips:
         if self.on_skip is not None:
             self.on_skip(error)
 
+    def refuse(self, error: InputError) -> None:
+        if self.strict or self.on_refused is None:
+            raise error
+        logger.info("refused: %s", error)
+        self.on_refused(error)
+
 
 def read_documents(
-    path: str | Path, *, strict: bool = False, on_skip: OnSkip | None = None
+    path: str | Path,
+    *,
+    strict: bool = False,
+    on_skip: OnSkip | None = None,
+    on_refused: OnSkip | None = None,
 ) -> Iterator[Document]:
     """Yield the documents in a file or folder, in a deterministic order.
 
@@ -76,12 +94,14 @@ def read_documents(
         strict: Raise on empty documents and unsupported files in folders instead of
             skipping them.
         on_skip: Called with an :class:`InputError` for every skipped file or entry.
+        on_refused: Called with an :class:`InputError` for every malformed corpus entry,
+            the file's other entries still read; None: a malformed entry raises.
 
     Raises:
         InputError: The path is missing or unreadable, a file is not UTF-8, a JSON
             corpus is invalid or has the wrong shape, or (when ``strict``) a skip.
     """
-    skips = _Skips(strict, on_skip)
+    skips = _Skips(strict, on_skip, on_refused)
     path = Path(path)
     if path.is_dir():
         yield from _read_folder(path, skips)
@@ -159,6 +179,12 @@ def markdown_title(text: str) -> str | None:
     return None
 
 
+#: What a ``.json`` corpus may hold, for the message refusing anything else.
+JSON_SHAPES = (
+    'a list of {"title", "text"} objects, one such object, or a {title: [sentences]} object'
+)
+
+
 def _read_json(path: Path, skips: _Skips) -> Iterator[Document]:
     text = _read_text(path)
     try:
@@ -169,18 +195,53 @@ def _read_json(path: Path, skips: _Skips) -> Iterator[Document]:
         ) from None
     if isinstance(data, list):
         for index, entry in enumerate(data):
-            doc = _entry_document(entry, path, index, f"entry {index}", None)
-            yield from _keep(doc, path, f"entry {index}", skips, field="text")
+            yield from _entry(entry, path, index, None, skips)
+    elif _is_document(data):
+        yield from _single(data, path, skips)
     elif isinstance(data, dict):
         for index, (title, sentences) in enumerate(data.items()):
-            doc = _titled_document(title, sentences, path, index)
-            yield from _keep(doc, path, f"entry {index} ({title!r})", skips, field=title)
+            where = f"entry {index} ({title!r})"
+            try:
+                doc = _titled_document(title, sentences, path, index)
+            except InputError as exc:
+                skips.refuse(exc)
+                continue
+            yield from _keep(doc, path, where, skips, field=title)
     else:
-        raise InputError(
-            "expected a list of {title, text} objects or a {title: [sentences]} object, "
-            f"got {_kind(data)}",
-            path=str(path),
-        )
+        raise InputError(f"expected {JSON_SHAPES}, got {_kind(data)}", path=str(path))
+
+
+def _is_document(data: Any) -> bool:
+    """Whether a JSON object is one document (a string ``text`` or ``title`` field)
+    rather than a ``{title: [sentences]}`` corpus."""
+    return isinstance(data, dict) and any(
+        isinstance(data.get(name), str) for name in ("text", "title")
+    )
+
+
+def _single(data: dict[str, Any], path: Path, skips: _Skips) -> Iterator[Document]:
+    """The one document a ``{"title", "text"}`` object holds."""
+    where = "the document object"
+    try:
+        doc = _entry_document(data, path, 0, where, None)
+    except InputError as exc:
+        skips.refuse(exc)
+        return
+    doc = Document(text=doc.text, title=doc.title, source=doc.source)
+    yield from _keep(doc, path, where, skips, field="text")
+
+
+def _entry(
+    entry: Any, path: Path, index: int, line: int | None, skips: _Skips
+) -> Iterator[Document]:
+    """The document of one corpus entry; a malformed one is refused on its own."""
+    where = f"entry {index}"
+    try:
+        doc = _entry_document(entry, path, index, where, line)
+    except InputError as exc:
+        skips.refuse(exc)
+        return
+    yield from _keep(doc, path, where, skips, field="text", line=line)
 
 
 def _read_jsonl(path: Path, skips: _Skips) -> Iterator[Document]:
@@ -191,11 +252,15 @@ def _read_jsonl(path: Path, skips: _Skips) -> Iterator[Document]:
         try:
             entry = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(
-                f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=lineno
-            ) from None
-        doc = _entry_document(entry, path, index, f"entry {index}", lineno)
-        yield from _keep(doc, path, f"entry {index}", skips, field="text", line=lineno)
+            skips.refuse(
+                InputError(
+                    f"invalid JSON: {exc.msg} (column {exc.colno})",
+                    path=str(path),
+                    line=lineno,
+                )
+            )
+        else:
+            yield from _entry(entry, path, index, lineno, skips)
         index += 1
 
 
