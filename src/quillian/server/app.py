@@ -2,8 +2,9 @@
 
 The app opens every workspace (engine, LLM session, job runner) when it starts and
 closes them when it stops. Errors become JSON ``{"detail": ...}`` with a 4xx naming the
-problem (see :mod:`quillian.server.failures`); the middleware checks the API key and
-the body size, counts and times requests, and writes the access log.
+problem (see :mod:`quillian.server.failures`); every route checks the caller's API key
+through one app-wide dependency (:func:`quillian.server.deps.authenticate`); the
+middleware checks the body size, counts and times requests, and writes the access log.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from quillian import __version__
 from quillian.errors import QuillianError
-from quillian.server.deps import Context
+from quillian.server.deps import Context, authenticate
 from quillian.server.failures import describe
+from quillian.server.keys import Unauthorized
 from quillian.server.models import ErrorBody
 from quillian.server.observability import BodyTooLarge, Metrics, ServerMiddleware
 from quillian.server.routers import documents, graph, jobs, openai, retrieval, system, workspaces
@@ -49,6 +51,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
         summary="Knowledge-graph RAG as a service: retrieval with the activated subgraph, "
         "answers with citations, documents and ingestion jobs, graph browsing.",
         lifespan=lifespan,
+        dependencies=[Depends(authenticate)],
+        openapi_url=None,  # served by the system router, behind the key check
+        docs_url=None,
+        redoc_url=None,
     )
     metrics = Metrics()
     app.state.quillian = Context(settings, spaces, metrics)
@@ -58,11 +64,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
     }
     for router in (system, workspaces, retrieval, documents, jobs, graph, openai):
         app.include_router(router.router, responses=errors)
-    ui_paths = mount_ui(app)  # the web UI at /, its files under /ui/
+    mount_ui(app)  # the web UI at /, its files under /ui/ (both open: no data, no secret)
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         status, message = describe(exc)
-        return _error(request, status, message)
+        response = _error(request, status, message)
+        if isinstance(exc, Unauthorized):
+            response.headers["WWW-Authenticate"] = "ApiKey"
+        return response
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -83,9 +92,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(
         ServerMiddleware,
         metrics=metrics,
-        api_key=settings.api_key,
         max_body=settings.max_request_bytes,
-        open_paths=("/healthz", *ui_paths),
     )
     return app
 

@@ -1,14 +1,14 @@
 """Requests counted and timed by route (Prometheus text format), structured access
-logs, API-key checks and the request size limit: the server's ASGI middleware.
+logs and the request size limit: the server's ASGI middleware.
 
-The API key is compared in constant time and never logged: the access log records the
-method, route, status, duration and client address, not headers.
+API keys are checked by the app's dependencies (:mod:`quillian.server.deps`), never
+here, and never logged: the access log records the method, route, status, duration,
+client address and the id of the key used (not the key, nor any header).
 """
 
 from __future__ import annotations
 
 import bisect
-import hmac
 import json
 import logging
 import threading
@@ -97,22 +97,12 @@ def gauge(
 
 
 class ServerMiddleware:
-    """Auth, the body size limit, metrics and the access log around every request."""
+    """The body size limit, metrics and the access log around every request."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        metrics: Metrics,
-        api_key: str,
-        max_body: int,
-        open_paths: tuple[str, ...] = ("/healthz",),
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body: int) -> None:
         self.app = app
         self.metrics = metrics
-        self.api_key = api_key.encode()
         self.max_body = max_body
-        self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -148,6 +138,7 @@ class ServerMiddleware:
                         "status": status,
                         "ms": round(seconds * 1000, 2),
                         "client": client[0],
+                        "key": (scope.get("state") or {}).get("key_id"),  # its id, set in deps
                     }
                 )
             )
@@ -155,14 +146,6 @@ class ServerMiddleware:
     def _refuse(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
         """A (status, message, headers) reply for a request refused before it runs."""
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
-        if self.api_key and scope["path"] not in self.open_paths and scope["method"] != "OPTIONS":
-            given = headers.get("x-api-key", b"")
-            bearer = headers.get("authorization", b"")
-            if not given and bearer[:7].lower() == b"bearer ":
-                given = bearer[7:].strip()
-            if not hmac.compare_digest(given, self.api_key):
-                why = "wrong API key" if given else "an API key is required (X-API-Key)"
-                return 401, why, {"www-authenticate": "ApiKey"}
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             return (
