@@ -15,14 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.routing import iter_route_contexts
 from starlette.routing import Mount
 
 from quillian.cli.main import main
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError
 from quillian.server.app import create_app
-from quillian.server.deps import OPEN_PATHS
 from quillian.server.keys import Role, add_key, key_hash, read_keys, revoke_key
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.testing.server import QUESTION, ROUTES, running, serve_process, wait_for_job
@@ -150,42 +149,42 @@ def test_every_key_workspace_and_action(tenants, key_name, ws, action):
 
 
 def test_every_route_is_open_or_needs_a_key(tenants, built_index):
-    """Every route of the app, enumerated: the open ones answer without a key, every
-    other one is 401 without a key; the actions above name every workspace route, so a
-    new route cannot go untried."""
+    """Every route of the app, enumerated: the open ones (liveness, the web UI's page
+    and files) answer without a key, every other one is 401 without a key, in the app's
+    error shape; the actions above name every workspace route, so none goes untried."""
     client, _, ids, _ = tenants
     app = create_app(ServerSettings(workspaces=(WorkspaceSpec("A", built_index),)))
     tried = {(m, "/api/workspaces/{ws}" + r.split("?")[0]) for _, _, m, r, _ in ACTIONS}
     seen = set()
     for route in iter_route_contexts(app.routes):
-        if isinstance(route.original_route, Mount):  # the web UI's static files, open
+        if isinstance(route.original_route, Mount):  # the web UI's static files
             assert route.path == "/ui"
             assert client.get("/ui/style.css").status_code == 200
+            assert client.get("/ui/js/api.js").status_code == 200
             continue
-        assert isinstance(route.original_route, APIRoute), route  # so the key check runs
-        assert route.path is not None and route.methods is not None
+        assert route.path is not None and route.methods is not None, route
         for method in route.methods - {"HEAD"}:
             path = route.path.format(
-                ws="A",
-                doc_id=ids["A"]["doc"],
-                entity=ids["A"]["entity"],
-                job_id=ids["A"]["job"],
+                ws="A", doc_id=ids["A"]["doc"], entity=ids["A"]["entity"], job_id=ids["A"]["job"]
             )
             seen.add((method, route.path))
             response = client.request(method, path)
-            if route.path in OPEN_PATHS:
+            if route.path in ("/healthz", "/"):
                 assert response.status_code == 200, route.path
             else:
                 assert response.status_code == 401, (method, route.path)
                 assert response.headers["www-authenticate"] == "ApiKey"
+                assert response.json()["detail"] == "an API key is required (X-API-Key)"
     workspace_routes = {
         (m, p.replace("{doc_id}", "{doc}").replace("{job_id}", "{job}"))
         for m, p in seen
         if p.startswith("/api/workspaces/{ws}")
     }
     assert workspace_routes == {(m, p.replace("doc-not-there", "{doc}")) for m, p in tried}
-    assert len(seen) > len(workspace_routes) + 6  # the rest: lists, /v1, metrics, docs
-    assert {"/healthz", "/"} == OPEN_PATHS
+    assert {("GET", "/openapi.json"), ("GET", "/metrics"), ("POST", "/v1/chat/completions")} < seen
+    malformed = {"content": b"{not json", "headers": {"content-type": "application/json"}}
+    for path in ("/api/workspaces/A/documents", "/v1/chat/completions"):
+        assert client.post(path, **malformed).status_code == 401  # before the body is read
 
 
 def test_a_write_key_changes_its_workspace_a_read_key_cannot(tenants):

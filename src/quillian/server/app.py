@@ -2,9 +2,9 @@
 
 The app opens every workspace (engine, LLM session, job runner) when it starts and
 closes them when it stops. Errors become JSON ``{"detail": ...}`` with a 4xx naming the
-problem (see :mod:`quillian.server.failures`); every route checks the caller's API key
-through one app-wide dependency (:func:`quillian.server.deps.authenticate`); the
-middleware checks the body size, counts and times requests, and writes the access log.
+problem (see :mod:`quillian.server.failures`); the middleware checks the API key and
+the body size, counts and times requests, and writes the access log; the routes'
+dependencies check what the key may do (:mod:`quillian.server.deps`).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from quillian import __version__
 from quillian.errors import QuillianError
-from quillian.server.deps import Context, authenticate
+from quillian.server.deps import Context
 from quillian.server.failures import describe
 from quillian.server.keys import Unauthorized
 from quillian.server.models import ErrorBody
@@ -51,20 +51,16 @@ def create_app(settings: ServerSettings) -> FastAPI:
         summary="Knowledge-graph RAG as a service: retrieval with the activated subgraph, "
         "answers with citations, documents and ingestion jobs, graph browsing.",
         lifespan=lifespan,
-        dependencies=[Depends(authenticate)],
-        openapi_url=None,  # served by the system router, behind the key check
-        docs_url=None,
-        redoc_url=None,
     )
     metrics = Metrics()
-    app.state.quillian = Context(settings, spaces, metrics)
+    ctx = app.state.quillian = Context(settings, spaces, metrics)
     errors: dict[int | str, dict[str, Any]] = {
         "4XX": {"model": ErrorBody, "description": "Refused: the detail names the problem"},
         "5XX": {"model": ErrorBody, "description": "The server or its model failed"},
     }
     for router in (system, workspaces, retrieval, documents, jobs, graph, openai):
         app.include_router(router.router, responses=errors)
-    mount_ui(app)  # the web UI at /, its files under /ui/ (both open: no data, no secret)
+    ui_paths = mount_ui(app)  # the web UI at /, its files under /ui/
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         status, message = describe(exc)
@@ -92,7 +88,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(
         ServerMiddleware,
         metrics=metrics,
+        keys=ctx.keys,
+        refused=failed,
         max_body=settings.max_request_bytes,
+        open_paths=("/healthz", *ui_paths),
     )
     return app
 

@@ -1,14 +1,14 @@
 """What routes receive through FastAPI's dependencies: the settings, the workspaces, the
 caller's rights, and the workspace a path names.
 
-Every request is checked here, in one place: :func:`authenticate` is a dependency of the
-whole app, so every route (each router's, the UI page, the API's schema and docs) runs it
-and only the paths in :data:`OPEN_PATHS` go without a key. A route reaches a workspace
-only through :data:`WorkspaceDep` (read) or :data:`WritableWorkspaceDep` (write), or
-:func:`open_workspace` where the workspace is named in the body, which check the key's
-role on that workspace first. No or an unknown key is a 401, a known key without the
-rights a 403; both are raised through the app's exception handlers, and neither names
-the key presented.
+The middleware (:mod:`quillian.server.observability`) lets in only requests with a key
+the server knows, or to an open path, and leaves the key's :class:`Grant` in the
+request's state. What the key may do is checked here: a route reaches a workspace only
+through :data:`WorkspaceDep` (read) or :data:`WritableWorkspaceDep` (upload, delete,
+cancel), or :func:`open_workspace` where the workspace is named in the body, and each
+checks the key's role on that workspace first (403 otherwise, raised through the app's
+exception handlers). Lists show what :meth:`Grant.sees`; :data:`AdminDep` is for what
+spans every workspace.
 """
 
 from __future__ import annotations
@@ -17,29 +17,21 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from quillian.server.keys import EVERY_WORKSPACE, OPEN, Grant, KeyRing, Role, Unauthorized
+from quillian.server.keys import EVERY_WORKSPACE, Grant, KeyRing, Role, Unauthorized
 from quillian.server.observability import Metrics
 from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import Workspace, Workspaces
 
 __all__ = [
-    "OPEN_PATHS",
     "AdminDep",
     "Ctx",
     "GrantDep",
     "WorkspaceDep",
     "WritableWorkspaceDep",
-    "authenticate",
     "context",
+    "grant",
     "open_workspace",
 ]
-
-#: The routes served without a key: liveness and the web UI's page (its other files are
-#: a static mount, outside the routes). Neither holds data.
-OPEN_PATHS = frozenset({"/healthz", "/"})
-
-#: The grant on an open path: no workspace, no right.
-_ANONYMOUS = Grant("anonymous", "", Role.READ)
 
 
 class Context:
@@ -60,32 +52,16 @@ def context(request: Request) -> Context:
 Ctx = Annotated[Context, Depends(context)]
 
 
-def _presented(request: Request) -> str:
-    """The key of a request: ``X-API-Key``, else an ``Authorization: Bearer`` token."""
-    given = request.headers.get("x-api-key", "")
-    bearer = request.headers.get("authorization", "")
-    if not given and bearer[:7].lower() == "bearer ":
-        given = bearer[7:].strip()
-    return given
+def grant(request: Request) -> Grant:
+    """The rights of the request's key, as the middleware found them (a request it did
+    not see has none)."""
+    found = getattr(request.state, "grant", None)
+    if not isinstance(found, Grant):
+        raise Unauthorized("an API key is required (X-API-Key)")
+    return found
 
 
-def authenticate(request: Request, ctx: Ctx) -> Grant:
-    """The rights of the request's key (every right on a server without keys); 401 for
-    no key or an unknown one, except on :data:`OPEN_PATHS`. The key's id (never the key)
-    is left for the access log."""
-    if not ctx.keys.enabled:
-        return OPEN
-    if getattr(request.scope.get("route"), "path", None) in OPEN_PATHS:
-        return _ANONYMOUS
-    presented = _presented(request)
-    grant = ctx.keys.identify(presented)
-    if grant is None:
-        raise Unauthorized("wrong API key" if presented else "an API key is required (X-API-Key)")
-    request.state.key_id = grant.key_id
-    return grant
-
-
-GrantDep = Annotated[Grant, Depends(authenticate)]
+GrantDep = Annotated[Grant, Depends(grant)]
 
 
 def open_workspace(ctx: Context, grant: Grant, name: str, role: Role) -> Workspace:

@@ -47,6 +47,7 @@ from quillian.errors import ConfigError, QuillianError
 
 __all__ = [
     "ADMIN_KEY_ID",
+    "ANONYMOUS",
     "EVERY_WORKSPACE",
     "OPEN",
     "Forbidden",
@@ -147,6 +148,8 @@ class Grant:
 
 #: The grant of every request to a server that has no keys (open, as without keys).
 OPEN = Grant("none", EVERY_WORKSPACE, Role.ADMIN)
+#: The grant of a request to an open path of a server with keys: no right at all.
+ANONYMOUS = Grant("anonymous", "", Role.READ)
 
 
 @dataclass(frozen=True)

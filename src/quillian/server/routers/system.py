@@ -1,13 +1,9 @@
-"""``/healthz`` (no key needed), ``/metrics`` (Prometheus text format, an admin key),
-and the API's description: ``/openapi.json``, ``/docs`` and ``/redoc`` (any key)."""
+"""``/healthz`` (no key needed) and ``/metrics`` (Prometheus text format, an admin key)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from fastapi import APIRouter, Request
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 from quillian.server.deps import AdminDep, Ctx
@@ -48,23 +44,3 @@ def metrics(ctx: Ctx, _: AdminDep) -> PlainTextResponse:
     return PlainTextResponse(
         ctx.metrics.render(extra), media_type="text/plain; version=0.0.4; charset=utf-8"
     )
-
-
-# FastAPI's own schema and docs routes would bypass the app's dependencies (the key
-# check): the app turns them off and serves them here, as routes like any other.
-
-
-@router.get("/openapi.json", include_in_schema=False)
-def openapi(request: Request) -> dict[str, Any]:
-    schema: dict[str, Any] = request.app.openapi()
-    return schema
-
-
-@router.get("/docs", include_in_schema=False)
-def swagger(request: Request) -> HTMLResponse:
-    return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{request.app.title} API")
-
-
-@router.get("/redoc", include_in_schema=False)
-def redoc(request: Request) -> HTMLResponse:
-    return get_redoc_html(openapi_url="/openapi.json", title=f"{request.app.title} API")
