@@ -409,6 +409,7 @@ def test_revoke_keeps_the_other_keys(tmp_path):
 def test_quillian_serve_with_a_keys_file_and_without(built_index, tmp_path):
     keys_file = tmp_path / "keys.toml"
     _, read_key = add_key(keys_file, "A", Role.READ)
+    add_key(keys_file, "Z", Role.READ)  # a workspace this server does not serve
     args = [f"A={built_index}", "--keys", str(keys_file)]
     log = tmp_path / "keys.log"
     with (
@@ -424,7 +425,10 @@ def test_quillian_serve_with_a_keys_file_and_without(built_index, tmp_path):
         )
         assert refused.status_code == 403
     text = log.read_text()
-    assert f"serving A; a key is needed: the keys in {keys_file}" in text
+    assert (
+        f"serving A; a key is needed: the 2 key(s) in {keys_file} "
+        "(some for workspaces not served here: Z)"
+    ) in text
     assert read_key not in text and '"status": 403' in text
 
     open_log = tmp_path / "open.log"

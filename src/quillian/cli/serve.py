@@ -15,6 +15,7 @@ from quillian.cli.flags import KG_HELP, LLM_HELP
 from quillian.engine import Engine
 from quillian.errors import MissingExtraError
 from quillian.server import ServerSettings, WorkspaceSpec
+from quillian.server.keys import EVERY_WORKSPACE, read_keys
 
 __all__ = ["mcp", "register", "serve"]
 
@@ -105,7 +106,12 @@ def _access_line(settings: ServerSettings) -> str:
     names = ", ".join(w.name for w in settings.workspaces)
     given = []
     if settings.keys_file is not None:
-        given.append(f"the keys in {settings.keys_file}")
+        entries = read_keys(settings.keys_file)
+        given.append(f"the {len(entries)} key(s) in {settings.keys_file}")
+        served = {w.name for w in settings.workspaces} | {EVERY_WORKSPACE}
+        stray = sorted({e.workspace for e in entries} - served)
+        if stray:
+            given[-1] += f" (some for workspaces not served here: {', '.join(stray)})"
     if settings.api_key:
         given.append("the admin key of --api-key / QUILLIAN_API_KEY")
     if not given:
