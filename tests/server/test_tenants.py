@@ -398,10 +398,14 @@ def test_the_settings_never_show_a_key(built_index):
     assert ADMIN_FLAG_KEY not in repr(settings) and "sk-x1" not in repr(settings)
 
 
-def test_revoke_keeps_the_other_keys(tmp_path):
+def test_add_keeps_what_is_in_the_file_and_revoke_keeps_the_other_keys(tmp_path):
     keys_file = tmp_path / "keys.toml"
     first, _ = add_key(keys_file, "A", Role.READ)
+    with keys_file.open("a") as out:
+        out.write("# the docs site's key, until March\n")  # a person's note
     second, _ = add_key(keys_file, "B", Role.WRITE, note="ci")
+    assert "# the docs site's key, until March" in keys_file.read_text()  # kept by add
+    assert read_keys(keys_file) == [first, second]
     revoke_key(keys_file, first.id)
     assert read_keys(keys_file) == [second]
 

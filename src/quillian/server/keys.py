@@ -38,7 +38,6 @@ import os
 import re
 import secrets
 import tomllib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -252,9 +251,9 @@ def _entry(path: Path, number: int, table: object) -> KeyEntry:
 
 
 def add_key(path: Path, workspace: str, role: Role, note: str = "") -> tuple[KeyEntry, str]:
-    """Make a key for ``role`` on ``workspace``, append its hash to the keys file (made
-    if missing, readable by its owner only) and return the entry and the key, which is
-    stored nowhere."""
+    """Make a key for ``role`` on ``workspace``, add its hash at the end of the keys file
+    (made if missing, readable by its owner only) and return the entry and the key,
+    which is stored nowhere."""
     entries = read_keys(path) if path.exists() else []
     if role == Role.ADMIN and workspace not in ("", EVERY_WORKSPACE):
         raise ConfigError("an admin key is for every workspace: leave --workspace out")
@@ -274,14 +273,10 @@ def add_key(path: Path, workspace: str, role: Role, note: str = "") -> tuple[Key
     key = new_key(key_id)
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     entry = KeyEntry(key_id, workspace, role, key_hash(key), created, note)
-    fresh = not path.exists()
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-    with os.fdopen(os.open(path, flags, 0o600), "a", encoding="utf-8") as out:
-        if fresh:
-            out.write(_HEADER)
-        elif not path.read_text(encoding="utf-8").endswith("\n"):
-            out.write("\n")
-        out.write("\n" + entry.toml())
+    text = path.read_text(encoding="utf-8") if path.exists() else _HEADER
+    if not text.endswith("\n"):
+        text += "\n"
+    _write(path, text + "\n" + entry.toml())  # what was there, comments too, and the key
     return entry, key
 
 
@@ -293,12 +288,13 @@ def revoke_key(path: Path, key_id: str) -> KeyEntry:
     if not gone:
         known = ", ".join(e.id for e in entries) or "none"
         raise ConfigError(f"no key {key_id!r} in {path} (its keys: {known})")
-    _write(path, [e for e in entries if e.id != key_id])
+    _write(path, _HEADER + "".join("\n" + e.toml() for e in entries if e.id != key_id))
     return gone[0]
 
 
-def _write(path: Path, entries: Sequence[KeyEntry]) -> None:
-    text = _HEADER + "".join("\n" + e.toml() for e in entries)
+def _write(path: Path, text: str) -> None:
+    """Replace the keys file with ``text`` at once (a server reading it sees the old
+    file or the new, never half of one), readable by its owner only."""
     tmp = path.with_name(f".{path.name}.tmp")
     with os.fdopen(
         os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8"
