@@ -21,11 +21,14 @@ and readable by a person::
 Only a SHA-256 hash of each key is stored. The keys are 256-bit random tokens made by
 :func:`new_key`, so a fast unsalted hash is enough: no dictionary or rainbow table
 reaches a random 256-bit value, and checking one costs microseconds on every request
-(a deliberately slow hash such as scrypt would add tens of milliseconds to each call
-and protect nothing more). A key is compared as its hash, in constant time.
+(a deliberately slow hash such as scrypt or PBKDF2 is made to cost milliseconds per
+check, on every request, and would protect nothing more). A key is compared as its
+hash, in constant time. ``quillian keys add`` makes every key; the file takes no key a
+person chose.
 
 A running server reads the file again when it changes, so ``quillian keys revoke``
-takes effect on the next request. Importing this module needs no web framework.
+takes effect on the next request; a file broken by a hand edit counts as holding no key
+until it is fixed (the log says why). Importing this module needs no web framework.
 """
 
 from __future__ import annotations
