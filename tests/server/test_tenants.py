@@ -287,6 +287,16 @@ def test_openai_chat_needs_read_on_the_models_workspace(tenants, key_name, ws):
     assert anonymous.status_code == 401 and "API key" in anonymous.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("key_name", [None, *KEY_NAMES])
+def test_health_names_only_the_workspaces_a_key_may_read(tenants, key_name):
+    client, keys, _, _ = tenants
+    headers = {"X-API-Key": keys[key_name].secret} if key_name else {}
+    health = client.get("/healthz", headers=headers)
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    visible = [ws for ws in SPACES if key_name and keys[key_name].may(ws, Role.READ)]
+    assert health.json()["workspaces"] == visible
+
+
 def test_a_workspace_key_cannot_tell_a_hidden_workspace_from_a_missing_one(tenants):
     client, keys, _, _ = tenants
     read_a = {"X-API-Key": keys["read-A"].secret}

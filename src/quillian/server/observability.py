@@ -179,7 +179,8 @@ class ServerMiddleware:
         if not self.keys.enabled:
             grant: Grant | None = OPEN
         elif scope["path"] in self.open_paths or scope["method"] == "OPTIONS":
-            grant = ANONYMOUS  # an open path, or a CORS preflight (it carries no key)
+            # an open path, or a CORS preflight (it carries no key): a key is optional
+            grant = self.keys.identify(_presented(scope)) or ANONYMOUS
         else:
             grant = self.keys.identify(_presented(scope))
         if grant is not None:

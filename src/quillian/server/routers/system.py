@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
-from quillian.server.deps import AdminDep, Ctx
+from quillian.server.deps import AdminDep, Ctx, GrantDep
 from quillian.server.observability import gauge
 
 router = APIRouter(tags=["operations"])
@@ -18,9 +18,10 @@ class Health(BaseModel):
 
 
 @router.get("/healthz", response_model=Health)
-def healthz(ctx: Ctx) -> Health:
-    """Liveness: the process answers and its workspaces are open."""
-    return Health(status="ok", workspaces=ctx.workspaces.names)
+def healthz(ctx: Ctx, grant: GrantDep) -> Health:
+    """Liveness: the process answers and its workspaces are open (named where the key
+    may read them: on a server with keys, none without one)."""
+    return Health(status="ok", workspaces=[n for n in ctx.workspaces.names if grant.sees(n)])
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
