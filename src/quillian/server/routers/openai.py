@@ -20,7 +20,7 @@ from quillian.server import models as m
 from quillian.server.answering import answer, answer_events
 from quillian.server.deps import Ctx, GrantDep, open_workspace
 from quillian.server.failures import describe
-from quillian.server.keys import Grant, Role
+from quillian.server.keys import Forbidden, Grant, Role
 from quillian.server.sse import SSE_HEADERS, sse
 from quillian.server.views import MODEL_PREFIX, model_id
 from quillian.server.workspaces import Workspace
@@ -106,6 +106,11 @@ def _target(ctx: Ctx, grant: Grant, model: str) -> tuple[Workspace, str]:
     if not name.startswith(MODEL_PREFIX):
         raise ConfigError(f"unknown model {model!r}; models are quillian-METHOD (GET /v1/models)")
     method = method_spec(name.removeprefix(MODEL_PREFIX)).name
+    if not ws and not grant.sees(ctx.workspaces.default):  # and not say its name
+        raise Forbidden(
+            f"API key {grant.key_id} has no access to the default workspace; "
+            f"name yours: {name}@WORKSPACE (GET /v1/models)"
+        )
     return open_workspace(ctx, grant, ws or ctx.workspaces.default, Role.READ), method
 
 
