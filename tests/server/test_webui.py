@@ -17,6 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from quillian.server.keys import Role, add_key
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.testing.server import QUESTION, ROUTES, build_index, running, serve_process
 
@@ -469,3 +470,36 @@ def test_without_a_model_ask_retrieves_and_draws_the_subgraph(page, built_index)
         assert "Charles Babbage was born in London" in page.locator("#evidence").text_content()
         seeds = [n["label"] for n in graph_nodes(page, "#ask-graph") if n.get("seed")]
         assert "Charles Babbage" in seeds
+
+
+def test_a_read_key_sees_its_workspace_only_and_why_it_cannot_upload(page, built_index, tmp_path):
+    keys_file = tmp_path / "keys.toml"
+    read, read_key = add_key(keys_file, "wiki", Role.READ)
+    wiki = tmp_path / "wiki"
+    shutil.copytree(built_index, wiki)
+    notes = build_index(tmp_path / "notes", {"Grace Hopper": "Grace Hopper wrote a compiler."})
+    spaces = (WorkspaceSpec("wiki", wiki), WorkspaceSpec("notes", notes))
+    settings = ServerSettings(workspaces=spaces, keys_file=keys_file, api_key=KEY)
+    lamarr = [{"name": "lamarr.md", "mimeType": "text/markdown", "buffer": LAMARR}]
+    with running(settings) as client:
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(str(client.base_url))
+        page.fill("#api-key", read_key)
+        page.press("#api-key", "Enter")
+        contains(page, "#workspace-info", "entities")
+        assert page.locator("#workspace option").all_text_contents() == ["wiki"]
+        page.click("#tab-documents")
+        contains(page, "#doc-count", "of 4")
+        page.set_input_files("#files", lamarr)
+        why = f"API key {read.id} may only read workspace 'wiki'; this needs a write key"
+        contains(page, "#notice", why)
+        contains(page, "#jobs", "Upload of lamarr.md refused")
+        shot(page, "read-key-upload")
+        assert client.get("/api/workspaces/wiki/documents").json()["total"] == 4
+
+        page.fill("#api-key", KEY)  # the admin key: every workspace, uploads accepted
+        page.press("#api-key", "Enter")
+        expect(page.locator("#workspace option")).to_have_count(2, timeout=TIMEOUT_MS)
+        page.set_input_files("#files", lamarr)
+        page.locator("#jobs .job[data-state='succeeded']").wait_for()
+        contains(page, "#doc-count", "of 5")

@@ -10,10 +10,12 @@ from typing import Annotated
 
 import typer
 
+from quillian.cli import keys as keys_cli
 from quillian.cli.flags import KG_HELP, LLM_HELP
 from quillian.engine import Engine
 from quillian.errors import MissingExtraError
 from quillian.server import ServerSettings, WorkspaceSpec
+from quillian.server.keys import EVERY_WORKSPACE, read_keys
 
 __all__ = ["mcp", "register", "serve"]
 
@@ -33,8 +35,17 @@ def serve(
         str | None,
         typer.Option(
             metavar="KEY",
-            help="require this key (X-API-Key) on every route but /healthz "
-            "(default: $QUILLIAN_API_KEY; none: open)",
+            help="an admin key (X-API-Key or a bearer token), valid on every workspace "
+            "(default: $QUILLIAN_API_KEY; with neither this nor --keys the server is open)",
+        ),
+    ] = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            envvar="QUILLIAN_KEYS",
+            help="API keys per workspace with roles (made by `quillian keys add`); "
+            "every route but /healthz and the web UI's files then needs a key",
         ),
     ] = None,
     cors_origin: Annotated[
@@ -78,6 +89,7 @@ def serve(
         concurrency=concurrency,
         workers=workers,
         api_key=api_key if api_key is not None else environ.get("QUILLIAN_API_KEY", ""),
+        keys_file=keys,
         cors_origins=tuple(cors_origin or ()),
         max_request_bytes=int(max_body_mb * 1024 * 1024),
         request_timeout_s=timeout,
@@ -85,7 +97,29 @@ def serve(
     )
     app = create_app(settings)
     _access_log(access_log)
+    print(_access_line(settings), file=sys.stderr)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="info")
+
+
+def _access_line(settings: ServerSettings) -> str:
+    """Who may use the server, in one line for its start (never a key)."""
+    names = ", ".join(w.name for w in settings.workspaces)
+    given = []
+    if settings.keys_file is not None:
+        entries = read_keys(settings.keys_file)
+        given.append(f"the {len(entries)} key(s) in {settings.keys_file}")
+        served = {w.name for w in settings.workspaces} | {EVERY_WORKSPACE}
+        stray = sorted({e.workspace for e in entries} - served)
+        if stray:
+            given[-1] += f" (some for workspaces not served here: {', '.join(stray)})"
+    if settings.api_key:
+        given.append("the admin key of --api-key / QUILLIAN_API_KEY")
+    if not given:
+        return (
+            f"serving {names} OPEN: no API key is needed, anyone who reaches this address "
+            "may read and change every workspace (--keys FILE or --api-key KEY to require one)"
+        )
+    return f"serving {names}; a key is needed: {' or '.join(given)}"
 
 
 def _access_log(enabled: bool) -> None:
@@ -132,3 +166,4 @@ def mcp(
 def register(app: typer.Typer) -> None:
     app.command()(serve)
     app.command()(mcp)
+    app.add_typer(keys_cli.app, name="keys")

@@ -3,7 +3,8 @@
 The app opens every workspace (engine, LLM session, job runner) when it starts and
 closes them when it stops. Errors become JSON ``{"detail": ...}`` with a 4xx naming the
 problem (see :mod:`quillian.server.failures`); the middleware checks the API key and
-the body size, counts and times requests, and writes the access log.
+the body size, counts and times requests, and writes the access log; the routes'
+dependencies check what the key may do (:mod:`quillian.server.deps`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from quillian import __version__
 from quillian.errors import QuillianError
 from quillian.server.deps import Context
 from quillian.server.failures import describe
+from quillian.server.keys import Unauthorized
 from quillian.server.models import ErrorBody
 from quillian.server.observability import BodyTooLarge, Metrics, ServerMiddleware
 from quillian.server.routers import documents, graph, jobs, openai, retrieval, system, workspaces
@@ -51,7 +53,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         lifespan=lifespan,
     )
     metrics = Metrics()
-    app.state.quillian = Context(settings, spaces, metrics)
+    ctx = app.state.quillian = Context(settings, spaces, metrics)
     errors: dict[int | str, dict[str, Any]] = {
         "4XX": {"model": ErrorBody, "description": "Refused: the detail names the problem"},
         "5XX": {"model": ErrorBody, "description": "The server or its model failed"},
@@ -62,7 +64,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         status, message = describe(exc)
-        return _error(request, status, message)
+        response = _error(request, status, message)
+        if isinstance(exc, Unauthorized):
+            response.headers["WWW-Authenticate"] = "ApiKey"
+        return response
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -83,7 +88,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(
         ServerMiddleware,
         metrics=metrics,
-        api_key=settings.api_key,
+        keys=ctx.keys,
+        refused=failed,
         max_body=settings.max_request_bytes,
         open_paths=("/healthz", *ui_paths),
     )

@@ -1,5 +1,15 @@
-"""What routes receive through FastAPI's dependencies: the settings, the workspaces and
-the workspace a path names."""
+"""What routes receive through FastAPI's dependencies: the settings, the workspaces, the
+caller's rights, and the workspace a path names.
+
+The middleware (:mod:`quillian.server.observability`) lets in only requests with a key
+the server knows, or to an open path, and leaves the key's :class:`Grant` in the
+request's state. What the key may do is checked here: a route reaches a workspace only
+through :data:`WorkspaceDep` (read) or :data:`WritableWorkspaceDep` (upload, delete,
+cancel), or :func:`open_workspace` where the workspace is named in the body, and each
+checks the key's role on that workspace first (403 otherwise, raised through the app's
+exception handlers). Lists show what :meth:`Grant.sees`; :data:`AdminDep` is for what
+spans every workspace.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +17,21 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
+from quillian.server.keys import EVERY_WORKSPACE, Grant, KeyRing, Role, Unauthorized
 from quillian.server.observability import Metrics
 from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import Workspace, Workspaces
 
-__all__ = ["Ctx", "WorkspaceDep", "context", "workspace"]
+__all__ = [
+    "AdminDep",
+    "Ctx",
+    "GrantDep",
+    "WorkspaceDep",
+    "WritableWorkspaceDep",
+    "context",
+    "grant",
+    "open_workspace",
+]
 
 
 class Context:
@@ -21,6 +41,7 @@ class Context:
         self.settings = settings
         self.workspaces = workspaces
         self.metrics = metrics
+        self.keys = KeyRing(settings.keys_file, settings.api_key)
 
 
 def context(request: Request) -> Context:
@@ -31,11 +52,44 @@ def context(request: Request) -> Context:
 Ctx = Annotated[Context, Depends(context)]
 
 
-def workspace(
-    ctx: Ctx,
-    ws: Annotated[str, Path(description="the workspace's name (GET /api/workspaces)")],
-) -> Workspace:
-    return ctx.workspaces.get(ws)
+def grant(request: Request) -> Grant:
+    """The rights of the request's key, as the middleware found them (a request it did
+    not see has none)."""
+    found = getattr(request.state, "grant", None)
+    if not isinstance(found, Grant):
+        raise Unauthorized("an API key is required (X-API-Key)")
+    return found
+
+
+GrantDep = Annotated[Grant, Depends(grant)]
+
+
+def open_workspace(ctx: Context, grant: Grant, name: str, role: Role) -> Workspace:
+    """Workspace ``name``, once the key may act on it with ``role`` (403 otherwise, the
+    same for a workspace that does not exist, so a tenant learns no other's name)."""
+    grant.check(name, role)
+    return ctx.workspaces.get(name)
+
+
+WorkspaceName = Annotated[str, Path(description="the workspace's name (GET /api/workspaces)")]
+
+
+def workspace(ctx: Ctx, grant: GrantDep, ws: WorkspaceName) -> Workspace:
+    return open_workspace(ctx, grant, ws, Role.READ)
+
+
+def writable_workspace(ctx: Ctx, grant: GrantDep, ws: WorkspaceName) -> Workspace:
+    return open_workspace(ctx, grant, ws, Role.WRITE)
+
+
+def admin(grant: GrantDep) -> Grant:
+    grant.check(EVERY_WORKSPACE, Role.ADMIN)
+    return grant
 
 
 WorkspaceDep = Annotated[Workspace, Depends(workspace)]
+"""The workspace of the path, for a key that may read it."""
+WritableWorkspaceDep = Annotated[Workspace, Depends(writable_workspace)]
+"""The workspace of the path, for a key that may change it (upload, delete, cancel)."""
+AdminDep = Annotated[Grant, Depends(admin)]
+"""An admin key's grant (every workspace)."""

@@ -15,6 +15,7 @@ from quillian.errors import (
     UnknownIdError,
 )
 from quillian.server.jobs import JobConflict
+from quillian.server.keys import Forbidden, Unauthorized
 from quillian.server.observability import BodyTooLarge
 from quillian.server.workspaces import UnknownWorkspace
 
@@ -29,6 +30,10 @@ class NotFound(QuillianError, LookupError):
 
 def describe(exc: BaseException) -> tuple[int, str]:
     """The status and message for ``exc``."""
+    if isinstance(exc, Unauthorized):
+        return 401, str(exc)
+    if isinstance(exc, Forbidden):
+        return 403, str(exc)
     if isinstance(exc, NotFound | UnknownWorkspace | UnknownIdError):
         return 404, str(exc)
     if isinstance(exc, JobConflict):

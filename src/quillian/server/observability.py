@@ -1,14 +1,17 @@
 """Requests counted and timed by route (Prometheus text format), structured access
 logs, API-key checks and the request size limit: the server's ASGI middleware.
 
-The API key is compared in constant time and never logged: the access log records the
-method, route, status, duration and client address, not headers.
+Every request but those to the open paths needs a key the server knows, checked here
+before the body is read (401 otherwise); what the key may do is checked by the routes'
+dependencies (:mod:`quillian.server.deps`), which find its :class:`Grant` in the
+request's state. Keys are compared as hashes in constant time and never logged: the
+access log records the method, route, status, duration, client address and the key's
+id, not the key nor any header.
 """
 
 from __future__ import annotations
 
 import bisect
-import hmac
 import json
 import logging
 import threading
@@ -16,6 +19,11 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from quillian.server.keys import ANONYMOUS, OPEN, Grant, KeyRing, Unauthorized
 
 __all__ = ["BodyTooLarge", "Metrics", "ServerMiddleware", "gauge"]
 
@@ -97,20 +105,25 @@ def gauge(
 
 
 class ServerMiddleware:
-    """Auth, the body size limit, metrics and the access log around every request."""
+    """Auth, the body size limit, metrics and the access log around every request.
+
+    A request without a known key is answered by ``refused`` (the app's exception
+    handler, so the refusal has the app's error shape) with :class:`Unauthorized`."""
 
     def __init__(
         self,
         app: ASGIApp,
         *,
         metrics: Metrics,
-        api_key: str,
+        keys: KeyRing,
+        refused: Callable[[Request, Exception], Awaitable[Response]],
         max_body: int,
         open_paths: tuple[str, ...] = ("/healthz",),
     ) -> None:
         self.app = app
         self.metrics = metrics
-        self.api_key = api_key.encode()
+        self.keys = keys
+        self.refused = refused
         self.max_body = max_body
         self.open_paths = open_paths
 
@@ -127,7 +140,14 @@ class ServerMiddleware:
                 status = int(message["status"])
             await send(message)
 
+        grant: Grant | None = None
         try:
+            grant = self._identify(scope)
+            if grant is None:
+                why = "wrong API key" if _presented(scope) else "an API key is required (X-API-Key)"
+                response = await self.refused(Request(scope), Unauthorized(why))
+                await response(scope, receive, send_status)
+                return
             refusal = self._refuse(scope)
             if refusal is not None:
                 await _reply(send_status, *refusal)
@@ -148,21 +168,28 @@ class ServerMiddleware:
                         "status": status,
                         "ms": round(seconds * 1000, 2),
                         "client": client[0],
+                        "key": grant.key_id if grant else None,  # its id, never the key
                     }
                 )
             )
 
+    def _identify(self, scope: Scope) -> Grant | None:
+        """The grant of the request's key, also left in its state for the routes; None
+        for a request that needs a key and has none the server knows."""
+        if not self.keys.enabled:
+            grant: Grant | None = OPEN
+        elif scope["path"] in self.open_paths or scope["method"] == "OPTIONS":
+            # an open path, or a CORS preflight (it carries no key): a key is optional
+            grant = self.keys.identify(_presented(scope)) or ANONYMOUS
+        else:
+            grant = self.keys.identify(_presented(scope))
+        if grant is not None:
+            scope.setdefault("state", {})["grant"] = grant
+        return grant
+
     def _refuse(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
         """A (status, message, headers) reply for a request refused before it runs."""
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
-        if self.api_key and scope["path"] not in self.open_paths and scope["method"] != "OPTIONS":
-            given = headers.get("x-api-key", b"")
-            bearer = headers.get("authorization", b"")
-            if not given and bearer[:7].lower() == b"bearer ":
-                given = bearer[7:].strip()
-            if not hmac.compare_digest(given, self.api_key):
-                why = "wrong API key" if given else "an API key is required (X-API-Key)"
-                return 401, why, {"www-authenticate": "ApiKey"}
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             return (
@@ -185,6 +212,16 @@ class ServerMiddleware:
             return message
 
         return limited
+
+
+def _presented(scope: Scope) -> str:
+    """The key of a request: ``X-API-Key``, else an ``Authorization: Bearer`` token."""
+    headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+    given = headers.get("x-api-key", b"")
+    bearer = headers.get("authorization", b"")
+    if not given and bearer[:7].lower() == b"bearer ":
+        given = bearer[7:].strip()
+    return given.decode("latin-1")
 
 
 async def _reply(send: Send, status: int, message: str, headers: dict[str, str]) -> None:

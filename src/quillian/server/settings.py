@@ -1,4 +1,4 @@
-"""What a server serves and how: workspaces, model, limits, key and CORS, resolved once
+"""What a server serves and how: workspaces, model, limits, keys and CORS, resolved once
 at the edge (flags and environment) into a frozen :class:`ServerSettings`."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class ServerSettings:
     """The chat model spec (or a chat model) for answering; None: retrieval only."""
     kg: str | None = None
     """The knowledge graph spec of the KG methods."""
-    llm_api_key: str = ""
+    llm_api_key: str = field(default="", repr=False)
     cache_path: Path | None = None
     """The LLM response cache (None: none)."""
     concurrency: int = 4
@@ -68,8 +68,13 @@ class ServerSettings:
     """Threads for CPU-bound retrieval per workspace."""
     retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per retriever kind, configuration overrides (``{"sa": {"hops": 4}}``)."""
-    api_key: str = ""
-    """When set, every route but ``/healthz`` needs it (``X-API-Key`` or a bearer token)."""
+    api_key: str = field(default="", repr=False)
+    """An admin key (every workspace, every action), given as ``X-API-Key`` or a bearer
+    token. With it or :attr:`keys_file`, every route but ``/healthz`` and the web UI's
+    files needs a key; with neither, the server is open."""
+    keys_file: Path | None = None
+    """The keys file: API keys per workspace with roles, stored hashed
+    (see :mod:`quillian.server.keys`)."""
     cors_origins: tuple[str, ...] = ()
     """Origins allowed by CORS; empty: CORS off."""
     max_request_bytes: int = 32 * 1024 * 1024

@@ -14,7 +14,7 @@ from quillian.components.ingestion.readers import SUFFIXES, read_documents
 from quillian.engine.documents import DocumentInfo
 from quillian.errors import InputError
 from quillian.server import models as m
-from quillian.server.deps import WorkspaceDep
+from quillian.server.deps import WorkspaceDep, WritableWorkspaceDep
 from quillian.server.failures import NotFound
 from quillian.server.jobstore import Job, JobFailure
 from quillian.server.views import job_view
@@ -76,7 +76,7 @@ def _fields(info: DocumentInfo) -> dict[str, Any]:
 
 @router.post("", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
 async def add_documents(
-    body: m.DocumentsIn, workspace: WorkspaceDep, response: Response
+    body: m.DocumentsIn, workspace: WritableWorkspaceDep, response: Response
 ) -> m.JobOut:
     """Ingest documents given as JSON texts, in the background."""
     documents = [
@@ -91,7 +91,7 @@ async def add_documents(
 
 @router.post("/files", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
 async def upload_files(
-    workspace: WorkspaceDep,
+    workspace: WritableWorkspaceDep,
     response: Response,
     files: Annotated[list[UploadFile], File(description=f"files: {', '.join(SUFFIXES)}")],
 ) -> m.JobOut:
@@ -136,7 +136,9 @@ def _read_upload(name: str, data: bytes) -> list[Document]:
 
 
 @router.delete("/{doc_id}", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
-async def delete_document(doc_id: str, workspace: WorkspaceDep, response: Response) -> m.JobOut:
+async def delete_document(
+    doc_id: str, workspace: WritableWorkspaceDep, response: Response
+) -> m.JobOut:
     """Remove a document exactly: what only it supported goes, shared entities and
     relations keep their other provenance. Runs as a job."""
     known = await asyncio.to_thread(workspace.engine.known_documents, [doc_id])

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from quillian.server import models as m
-from quillian.server.deps import WorkspaceDep
+from quillian.server.deps import WorkspaceDep, WritableWorkspaceDep
 from quillian.server.failures import NotFound
 from quillian.server.jobstore import Job
 from quillian.server.sse import SSE_HEADERS, sse
@@ -71,7 +71,7 @@ async def job_events(job_id: str, workspace: WorkspaceDep) -> StreamingResponse:
 
 
 @router.post("/{job_id}/cancel", response_model=m.JobOut)
-def cancel_job(job_id: str, workspace: WorkspaceDep) -> m.JobOut:
+def cancel_job(job_id: str, workspace: WritableWorkspaceDep) -> m.JobOut:
     """Cancel a job: a queued one is dropped; a running ingestion stops at the next
     document, keeps what it stored and rebuilds the index over it (409 once it is
     rebuilding). A finished job is returned as it is."""

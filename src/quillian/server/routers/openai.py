@@ -18,8 +18,9 @@ from quillian.errors import ConfigError
 from quillian.methods.table import METHODS, method_spec
 from quillian.server import models as m
 from quillian.server.answering import answer, answer_events
-from quillian.server.deps import Ctx
+from quillian.server.deps import Ctx, GrantDep, open_workspace
 from quillian.server.failures import describe
+from quillian.server.keys import Forbidden, Grant, Role
 from quillian.server.sse import SSE_HEADERS, sse
 from quillian.server.views import MODEL_PREFIX, model_id
 from quillian.server.workspaces import Workspace
@@ -87,24 +88,30 @@ CHAT_STREAM: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/models", response_model=ModelList)
-def list_models(ctx: Ctx) -> ModelList:
-    """One model per method and workspace."""
+def list_models(ctx: Ctx, grant: GrantDep) -> ModelList:
+    """One model per method and workspace the key may read."""
     default = ctx.workspaces.default
     return ModelList(
         data=[
             ModelCard(id=model_id(name, None if ws == default else ws))
             for ws in ctx.workspaces.names
+            if grant.sees(ws)
             for name in METHODS
         ]
     )
 
 
-def _target(ctx: Ctx, model: str) -> tuple[Workspace, str]:
+def _target(ctx: Ctx, grant: Grant, model: str) -> tuple[Workspace, str]:
     name, _, ws = model.partition("@")
     if not name.startswith(MODEL_PREFIX):
         raise ConfigError(f"unknown model {model!r}; models are quillian-METHOD (GET /v1/models)")
     method = method_spec(name.removeprefix(MODEL_PREFIX)).name
-    return ctx.workspaces.get(ws or ctx.workspaces.default), method
+    if not ws and not grant.sees(ctx.workspaces.default):  # and not say its name
+        raise Forbidden(
+            f"API key {grant.key_id} has no access to the default workspace; "
+            f"name yours: {name}@WORKSPACE (GET /v1/models)"
+        )
+    return open_workspace(ctx, grant, ws or ctx.workspaces.default, Role.READ), method
 
 
 def _question(messages: list[ChatMessageIn]) -> str:
@@ -131,9 +138,12 @@ def _request(body: ChatRequest, method: str, stream: bool) -> m.AnswerRequest:
 
 
 @router.post("/chat/completions", response_model=ChatCompletion, responses=CHAT_STREAM)
-async def chat_completions(body: ChatRequest, ctx: Ctx) -> ChatCompletion | StreamingResponse:
-    """Answer the last user message with the model's method."""
-    workspace, method = _target(ctx, body.model)
+async def chat_completions(
+    body: ChatRequest, ctx: Ctx, grant: GrantDep
+) -> ChatCompletion | StreamingResponse:
+    """Answer the last user message with the model's method (a key that may read the
+    model's workspace)."""
+    workspace, method = _target(ctx, grant, body.model)
     request = _request(body, method, body.stream)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())

@@ -1,4 +1,4 @@
-"""``/healthz`` (no key needed) and ``/metrics`` (Prometheus text format)."""
+"""``/healthz`` (no key needed) and ``/metrics`` (Prometheus text format, an admin key)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
-from quillian.server.deps import Ctx
+from quillian.server.deps import AdminDep, Ctx, GrantDep
 from quillian.server.observability import gauge
 
 router = APIRouter(tags=["operations"])
@@ -18,13 +18,14 @@ class Health(BaseModel):
 
 
 @router.get("/healthz", response_model=Health)
-def healthz(ctx: Ctx) -> Health:
-    """Liveness: the process answers and its workspaces are open."""
-    return Health(status="ok", workspaces=ctx.workspaces.names)
+def healthz(ctx: Ctx, grant: GrantDep) -> Health:
+    """Liveness: the process answers and its workspaces are open (named where the key
+    may read them: on a server with keys, none without one)."""
+    return Health(status="ok", workspaces=[n for n in ctx.workspaces.names if grant.sees(n)])
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def metrics(ctx: Ctx) -> PlainTextResponse:
+def metrics(ctx: Ctx, _: AdminDep) -> PlainTextResponse:
     """Requests and latency by route, LLM calls and tokens, jobs by state."""
     calls, tokens, jobs = [], [], []
     for ws in ctx.workspaces:

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from quillian.components.factories import RETRIEVERS
 from quillian.methods.table import METHODS
 from quillian.server import models as m
-from quillian.server.deps import Ctx, WorkspaceDep
+from quillian.server.deps import Ctx, GrantDep, WorkspaceDep
 from quillian.server.views import method_view
 from quillian.server.workspaces import Workspace
 
@@ -31,9 +31,9 @@ def _info(workspace: Workspace) -> m.WorkspaceInfo:
 
 
 @router.get("/workspaces", response_model=list[m.WorkspaceInfo])
-def list_workspaces(ctx: Ctx) -> list[m.WorkspaceInfo]:
-    """Every workspace (a named index) this server serves."""
-    return [_info(ws) for ws in ctx.workspaces]
+def list_workspaces(ctx: Ctx, grant: GrantDep) -> list[m.WorkspaceInfo]:
+    """The workspaces (named indexes) this server serves that the key may read."""
+    return [_info(ws) for ws in ctx.workspaces if grant.sees(ws.name)]
 
 
 @router.get("/workspaces/{ws}", response_model=m.WorkspaceInfo)
