@@ -43,6 +43,7 @@ from quillian.errors import (
     IndexSchemaError,
     MissingExtraError,
 )
+from quillian.index.integrity import FILES, record_index_files
 
 __all__ = [
     "GENERATION",
@@ -207,17 +208,20 @@ def read_manifest(location: str | Path) -> dict[str, Any]:
 def write_manifest(location: str | Path, manifest: dict[str, Any]) -> None:
     """Replace the manifest atomically, one :data:`GENERATION` past the stored one (an
     embedded index's directory is created; a server workspace is created, and its cache
-    directory gets a copy). The writer holds :func:`writer_lock`, so no other write
-    comes between reading the stored generation and replacing it."""
+    directory gets a copy). A manifest saying ``complete`` records the size and checksum
+    of the files beside the stores (:mod:`quillian.index.integrity`). The writer holds
+    :func:`writer_lock`, so no other write comes between reading the stored generation
+    and replacing it."""
+    directory = local_directory(location)
+    if manifest.get("state") == "complete":  # the files are final: record them
+        manifest = {**manifest, FILES: record_index_files(directory)}
     if is_server_location(location):
         backend = server_backend()
         with backend.Workspace(str(location)) as workspace:
             stored = backend.read_manifest(workspace) if workspace.exists else None
             manifest = _next_generation(manifest, stored)
             backend.write_manifest(workspace, manifest)
-        directory = backend.parse_location(str(location)).cache
     else:
-        directory = index_directory(location)
         manifest = _next_generation(manifest, _stored_manifest(directory / MANIFEST))
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (MANIFEST + ".tmp")
