@@ -30,8 +30,8 @@ __all__ = [
     "FileRecord",
     "check_digest",
     "check_size",
+    "damaged",
     "file_record",
-    "rebuild_hint",
     "record_files",
     "verify_files",
     "walk_files",
@@ -66,32 +66,33 @@ def record_files(directory: Path, names: Iterable[str]) -> dict[str, FileRecord]
     return {name: file_record(directory / name) for name in names}
 
 
-def rebuild_hint(path: Path) -> str:
-    """The command that rebuilds the index holding ``path`` (the nearest folder above it
-    with an index manifest), or "" where it lies in none."""
-    for parent in path.parents:
-        if (parent / INDEX_MARKER).is_file():
-            return f"quillian index CORPUS --out {parent}"
-    return ""
+def damaged(path: Path, reason: str, *, rebuild: str = "") -> IndexDamagedError:
+    """The error for the damaged file ``path``: named within the index holding it (the
+    nearest folder above it with an index manifest), whose rebuild command it gives
+    unless ``rebuild`` says another."""
+    root = next((p for p in path.parents if (p / INDEX_MARKER).is_file()), None)
+    if root is None:
+        return IndexDamagedError(str(path), reason, rebuild=rebuild)
+    hint = rebuild or f"quillian index CORPUS --out {root}"
+    name = path.relative_to(root).as_posix()
+    return IndexDamagedError(str(path), reason, rebuild=hint, name=name)
 
 
 def check_size(path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "") -> None:
     """Raise :class:`IndexDamagedError` when ``path`` is missing or its size is not the
     recorded one (nothing to check without a record). ``rebuild`` is the command the
-    message names (by default, :func:`rebuild_hint`'s)."""
+    message names (by default, that of the index holding ``path``)."""
     if not record:
         return
-    rebuild = rebuild or rebuild_hint(path)
     try:
         found = path.stat().st_size
     except OSError:
-        raise IndexDamagedError(str(path), "missing", rebuild=rebuild) from None
+        raise damaged(path, "missing", rebuild=rebuild) from None
     expected = int(record.get("size", -1))
     if found != expected:
         what = "truncated" if found < expected else "grown"
-        raise IndexDamagedError(
-            str(path), f"{what}: expected {expected} bytes, found {found}", rebuild=rebuild
-        )
+        reason = f"{what}: expected {expected} bytes, found {found}"
+        raise damaged(path, reason, rebuild=rebuild)
 
 
 def check_digest(path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "") -> None:
@@ -100,8 +101,7 @@ def check_digest(path: Path, record: Mapping[str, Any] | None, *, rebuild: str =
     check_size(path, record, rebuild=rebuild)
     want = (record or {}).get(ALGORITHM)
     if want and _digest(path) != want:
-        rebuild = rebuild or rebuild_hint(path)
-        raise IndexDamagedError(str(path), "checksum mismatch", rebuild=rebuild)
+        raise damaged(path, "checksum mismatch", rebuild=rebuild)
 
 
 def verify_files(

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from quillian.errors import IndexDamagedError
-from quillian.stores.integrity import rebuild_hint
+from quillian.stores.integrity import damaged
 
 __all__ = ["is_mapped", "load_mapped"]
 
@@ -32,8 +31,7 @@ def load_mapped(path: str | Path, mmap_file: bool = True) -> np.ndarray[Any, Any
     except FileNotFoundError:
         raise
     except (OSError, ValueError, EOFError) as exc:  # numpy's words for a cut or bad header
-        reason = f"not a readable array: {exc}"
-        raise IndexDamagedError(str(path), reason, rebuild=rebuild_hint(Path(path))) from exc
+        raise damaged(Path(path), f"not a readable array: {exc}") from exc
 
 
 def is_mapped(array: object) -> bool:

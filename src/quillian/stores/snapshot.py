@@ -19,12 +19,11 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import (
-    IndexDamagedError,
     IndexIncompleteError,
     IndexMissingError,
     InputError,
 )
-from quillian.stores.integrity import rebuild_hint, record_files, verify_files
+from quillian.stores.integrity import damaged, record_files, verify_files
 from quillian.stores.mapped import load_mapped
 
 __all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr"]
@@ -273,12 +272,9 @@ class GraphSnapshot:
         try:
             meta = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            hint = rebuild_hint(marker)
-            raise IndexDamagedError(str(marker), f"unreadable: {exc}", rebuild=hint) from exc
+            raise damaged(marker, f"unreadable: {exc}") from exc
         if not isinstance(meta, dict):
-            raise IndexDamagedError(
-                str(marker), "not a snapshot record", rebuild=rebuild_hint(marker)
-            )
+            raise damaged(marker, "not a snapshot record")
         if meta.get("format") != SNAPSHOT_FORMAT:
             raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
         if verify and isinstance(meta.get("files"), dict):

@@ -166,8 +166,10 @@ def quick_check(path: Path) -> None:
         raise _damaged(path, str(exc)) from exc
     finally:
         conn.close()
-    if rows != ["ok"]:
-        raise _damaged(path, "integrity check failed: " + "; ".join(rows))
+    if rows != ["ok"]:  # a report line per problem, under a "*** in database" heading
+        found = [line for row in rows for line in row.splitlines() if line.strip("* ")]
+        problems = [line for line in found if not line.startswith("***")]
+        raise _damaged(path, "integrity check failed: " + "; ".join(problems[:2]))
 
 
 def _connect(path: Path) -> sqlite3.Connection:
