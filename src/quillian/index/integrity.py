@@ -73,8 +73,13 @@ def check_files(directory: Path, manifest: Mapping[str, Any], name: str) -> None
     """Check the files ``manifest`` records under ``directory`` (the index ``name``);
     raises :class:`IndexDamagedError` naming the first that differs."""
     records = manifest.get(FILES)
-    if isinstance(records, dict):
+    if not isinstance(records, dict):
+        return
+    try:
         verify_files(directory, records, rebuild=rebuild_command(name))
+    except IndexDamagedError as exc:  # named within the index
+        within = Path(exc.path).relative_to(directory).as_posix()
+        raise IndexDamagedError(exc.path, exc.reason, rebuild=exc.rebuild, name=within) from None
 
 
 def check_store_files(directory: Path, name: str) -> None:

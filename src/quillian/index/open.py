@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,20 +14,23 @@ from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
-from quillian.index.integrity import check_database, check_files
+from quillian.index.integrity import FILES, check_database, check_files
 from quillian.index.layout import (
     generation,
     has_stage,
     is_server_location,
     location_name,
     read_manifest,
+    server_backend,
 )
 from quillian.index.stages import EndpointTextStage
-from quillian.index.storage import Storage, open_storage
+from quillian.index.storage import ServerStorage, Storage, open_storage
 from quillian.stores.mapped import load_mapped
 from quillian.stores.protocols import VectorIndex
 
 __all__ = ["OPEN_ATTEMPTS", "Index", "load_graph", "open_index"]
+
+logger = logging.getLogger(__name__)
 
 #: How many times :func:`open_index` loads an index that another process keeps
 #: rewriting under it before it gives up.
@@ -105,6 +109,21 @@ def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, An
     return manifest
 
 
+def _check_files(storage: Storage, manifest: dict[str, Any], name: str) -> None:
+    """Check the files the manifest records; a server index's cached copies found
+    damaged are fetched again from the server first."""
+    try:
+        check_files(storage.directory, manifest, name)
+    except IndexDamagedError as exc:
+        if not isinstance(storage, ServerStorage):
+            raise
+        logger.warning("%s; fetching the cached files again from the server", exc)
+        server_backend().refetch_files(
+            storage.workspace, storage.directory, list(manifest.get(FILES) or ())
+        )
+        check_files(storage.directory, manifest, name)
+
+
 def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) -> Index:
     """The index at ``location`` with every artifact loaded or memory-mapped, each file
     checked against the size and checksum recorded when it was written (the largest, a
@@ -114,7 +133,7 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
     if not is_server_location(location):
         check_database(Path(location))
     with open_storage(location) as storage:
-        check_files(storage.directory, manifest, location_name(location))
+        _check_files(storage, manifest, location_name(location))
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
         if any(c is None for c in chunks):
