@@ -231,6 +231,18 @@ def test_a_damaged_database_is_named_before_a_build_uses_it(
     assert rankings(index) == clean
 
 
+def test_chunks_missing_from_the_database_are_named(index: Path) -> None:
+    with open_storage(index) as storage:
+        gone = next(storage.documents.iter_chunks()).doc_id
+        storage.documents.delete_documents([gone])
+    with pytest.raises(IndexDamagedError) as info:
+        rankings(index)
+    assert str(info.value) == (
+        f"{index / 'store.sqlite'} is damaged (1 chunk(s) the graph names are missing); "
+        f"rebuild with: quillian index CORPUS --out {index} after moving store.sqlite aside"
+    )
+
+
 def test_nan_vectors_in_a_damaged_cache_are_recomputed(index: Path, tmp_path: Path) -> None:
     nan = np.full(KeywordEmbedder().dim, np.nan, np.float32).tobytes()
     with open_storage(index) as storage:

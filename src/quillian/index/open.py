@@ -14,7 +14,13 @@ from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
-from quillian.index.integrity import FILES, check_database, check_files
+from quillian.index.integrity import (
+    FILES,
+    STORE_DB,
+    check_database,
+    check_files,
+    rebuild_command,
+)
 from quillian.index.layout import (
     generation,
     has_stage,
@@ -25,6 +31,7 @@ from quillian.index.layout import (
 )
 from quillian.index.stages import EndpointTextStage
 from quillian.index.storage import ServerStorage, Storage, open_storage
+from quillian.stores.embedded.sqlite import sqlite_rebuild_hint
 from quillian.stores.mapped import load_mapped
 from quillian.stores.protocols import VectorIndex
 
@@ -124,6 +131,16 @@ def _check_files(storage: Storage, manifest: dict[str, Any], name: str) -> None:
         check_files(storage.directory, manifest, name)
 
 
+def _missing_chunks(location: str | Path, missing: int) -> IndexDamagedError:
+    """The error for ``missing`` chunks the graph names but the document store lacks."""
+    reason = f"{missing} chunk(s) the graph names are missing"
+    if is_server_location(location):
+        name = location_name(location)
+        return IndexDamagedError(name, reason, rebuild=rebuild_command(name))
+    db = Path(location) / STORE_DB
+    return IndexDamagedError(str(db), reason, rebuild=sqlite_rebuild_hint(db), name=STORE_DB)
+
+
 def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) -> Index:
     """The index at ``location`` with every artifact loaded or memory-mapped, each file
     checked against the size and checksum recorded when it was written (the largest, a
@@ -136,8 +153,8 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
         _check_files(storage, manifest, location_name(location))
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
-        if any(c is None for c in chunks):
-            raise IndexIncompleteError(f"{location}: chunk table and graph disagree")
+        if missing := sum(c is None for c in chunks):
+            raise _missing_chunks(location, missing)
         tables = storage.directory / "tables"
         context = RetrievalContext(
             kg=kg,
