@@ -2,7 +2,8 @@
 
 An embedded index is a directory (``SCHEMA_VERSION`` 1)::
 
-    DIR/manifest.json        schema version, state (building | complete), config, counts
+    DIR/manifest.json        schema version, state (building | complete), config, counts,
+                             size and checksum of each file under tables/ and bm25/
     DIR/store.sqlite         documents, chunks, ingestion status, extractions, embedding cache
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              entities, descriptions, relations (JSONL) and row maps (.npy)
@@ -16,7 +17,8 @@ state refuses to open for retrieval. Every write of the manifest raises its
 replaces files rather than rewriting them, so a reader that finds the generation
 unchanged after loading the index loaded one build's files, and one already holding an
 index keeps a consistent view while another process rebuilds it
-(:func:`~quillian.index.open.open_index`).
+(:func:`~quillian.index.open.open_index`). Every stored file carries a checksum, in the
+manifest or its store's own record, checked when it is read (:mod:`quillian.index.integrity`).
 
 A PostgreSQL index (``postgresql://user@host:port/db?workspace=NAME``, extra
 ``postgres``) keeps the same content in one schema: documents, status, key-value data,
