@@ -1,6 +1,7 @@
 """The stores record what they write and refuse what changed since: the exact vector
 index (checked at open, a large file on its first use, and never copied on into a new
-generation), the graph snapshot, and SQLite's own check of a database."""
+generation), the FAISS index, the graph snapshot, and SQLite's own check of a
+database."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from quillian.errors import IndexDamagedError, StoreError
 from quillian.stores.embedded import vectors as exact_vectors
 from quillian.stores.embedded.sqlite import SqliteDocumentStore, quick_check
-from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Document
 
@@ -158,3 +159,16 @@ def test_quick_check_passes_a_sound_database(tmp_path: Path) -> None:
 
 def test_a_damaged_error_is_a_store_error() -> None:
     assert issubclass(IndexDamagedError, StoreError)
+
+
+def test_a_scribbled_hnsw_graph_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(0)
+    with FaissHNSWIndex(tmp_path / "h", DIM) as index:
+        index.add(np.arange(40), rng.normal(size=(40, DIM)).astype(np.float32))
+    path = tmp_path / "h" / "hnsw-000001.faiss"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexDamagedError, match=r"hnsw-000001\.faiss is damaged \(checksum"):
+        FaissHNSWIndex(tmp_path / "h")
