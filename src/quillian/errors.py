@@ -11,6 +11,7 @@ import numpy.typing as npt
 __all__ = [
     "BudgetExhausted",
     "ConfigError",
+    "IndexDamagedError",
     "IndexError_",
     "IndexIncompleteError",
     "IndexMissingError",
@@ -95,6 +96,22 @@ class IndexMissingError(IndexError_, FileNotFoundError):
 
 class IndexIncompleteError(IndexError_):
     """The index directory was left half-written (an interrupted build)."""
+
+
+class IndexDamagedError(IndexIncompleteError, StoreError):
+    """A stored file of an index no longer holds what was written: its checksum or size
+    differs from the one recorded when it was written, or its store's own integrity
+    check fails. ``path`` names the file, ``reason`` what is wrong, ``rebuild`` the
+    command that writes it again, ``name`` the file within its index (for messages that
+    must not show the machine's paths, such as the HTTP server's)."""
+
+    def __init__(self, path: str, reason: str, *, rebuild: str = "", name: str = "") -> None:
+        how = f"; rebuild with: {rebuild}" if rebuild else ""
+        super().__init__(f"{path} is damaged ({reason}){how}")
+        self.path = path
+        self.reason = reason
+        self.rebuild = rebuild
+        self.name = name or path.rsplit("/", 1)[-1]
 
 
 class IndexSchemaError(IndexError_):

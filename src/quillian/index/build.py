@@ -41,11 +41,14 @@ from quillian.components.extraction.filters import settle_title_aliases
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
+from quillian.index.integrity import check_database, files_intact
 from quillian.index.issues import issues_namespace, store_issues, stored_issues
 from quillian.index.layout import (
     SCHEMA_VERSION,
     STAGES,
     has_manifest,
+    index_directory,
+    is_server_location,
     location_name,
     read_manifest,
     write_manifest,
@@ -115,6 +118,8 @@ def build_index(
     """
     with writer_lock(out):
         progress = on_progress or no_progress
+        if not is_server_location(out):
+            check_database(index_directory(out), up_to=None)
         previous = read_manifest(out) if has_manifest(out) else {}
         manifest = _begin(out, chunker, extractor, embedder, config)
         manifest[STAGES] = [stage.name for stage in stages]
@@ -144,7 +149,9 @@ def build_index(
             except _BudgetStop as stop:
                 raise stop.error from None
             report.seconds["ingest_extract"] = time.perf_counter() - start
-            if _unchanged(previous, manifest, report, pending):
+            if _unchanged(previous, manifest, report, pending) and files_intact(
+                storage.directory, previous, location_name(out)
+            ):
                 # nothing new, nothing removed, the same settings and stages as the complete
                 # build on disk: rebuilding would write the same index again
                 report.counts = dict(previous.get("counts", {}))

@@ -2,7 +2,8 @@
 
 An embedded index is a directory (``SCHEMA_VERSION`` 1)::
 
-    DIR/manifest.json        schema version, state (building | complete), config, counts
+    DIR/manifest.json        schema version, state (building | complete), config, counts,
+                             size and checksum of each file under tables/ and bm25/
     DIR/store.sqlite         documents, chunks, ingestion status, extractions, embedding cache
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              entities, descriptions, relations (JSONL) and row maps (.npy)
@@ -16,7 +17,8 @@ state refuses to open for retrieval. Every write of the manifest raises its
 replaces files rather than rewriting them, so a reader that finds the generation
 unchanged after loading the index loaded one build's files, and one already holding an
 index keeps a consistent view while another process rebuilds it
-(:func:`~quillian.index.open.open_index`).
+(:func:`~quillian.index.open.open_index`). Every stored file carries a checksum, in the
+manifest or its store's own record, checked when it is read (:mod:`quillian.index.integrity`).
 
 A PostgreSQL index (``postgresql://user@host:port/db?workspace=NAME``, extra
 ``postgres``) keeps the same content in one schema: documents, status, key-value data,
@@ -43,6 +45,7 @@ from quillian.errors import (
     IndexSchemaError,
     MissingExtraError,
 )
+from quillian.index.integrity import FILES, record_index_files
 
 __all__ = [
     "GENERATION",
@@ -207,17 +210,20 @@ def read_manifest(location: str | Path) -> dict[str, Any]:
 def write_manifest(location: str | Path, manifest: dict[str, Any]) -> None:
     """Replace the manifest atomically, one :data:`GENERATION` past the stored one (an
     embedded index's directory is created; a server workspace is created, and its cache
-    directory gets a copy). The writer holds :func:`writer_lock`, so no other write
-    comes between reading the stored generation and replacing it."""
+    directory gets a copy). A manifest saying ``complete`` records the size and checksum
+    of the files beside the stores (:mod:`quillian.index.integrity`). The writer holds
+    :func:`writer_lock`, so no other write comes between reading the stored generation
+    and replacing it."""
+    directory = local_directory(location)
+    if manifest.get("state") == "complete":  # the files are final: record them
+        manifest = {**manifest, FILES: record_index_files(directory)}
     if is_server_location(location):
         backend = server_backend()
         with backend.Workspace(str(location)) as workspace:
             stored = backend.read_manifest(workspace) if workspace.exists else None
             manifest = _next_generation(manifest, stored)
             backend.write_manifest(workspace, manifest)
-        directory = backend.parse_location(str(location)).cache
     else:
-        directory = index_directory(location)
         manifest = _next_generation(manifest, _stored_manifest(directory / MANIFEST))
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (MANIFEST + ".tmp")

@@ -2,25 +2,42 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from quillian.components.embedding.base import Embedder
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
-from quillian.errors import ConfigError, IndexIncompleteError, InputError
+from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError, InputError
 from quillian.index.artifacts import load_tables
-from quillian.index.layout import generation, has_stage, location_name, read_manifest
+from quillian.index.integrity import (
+    FILES,
+    STORE_DB,
+    check_database,
+    check_files,
+    rebuild_command,
+)
+from quillian.index.layout import (
+    generation,
+    has_stage,
+    is_server_location,
+    location_name,
+    read_manifest,
+    server_backend,
+)
 from quillian.index.stages import EndpointTextStage
-from quillian.index.storage import Storage, open_storage
+from quillian.index.storage import ServerStorage, Storage, open_storage
+from quillian.stores.embedded.sqlite import sqlite_rebuild_hint
+from quillian.stores.mapped import load_mapped
 from quillian.stores.protocols import VectorIndex
 
 __all__ = ["OPEN_ATTEMPTS", "Index", "load_graph", "open_index"]
+
+logger = logging.getLogger(__name__)
 
 #: How many times :func:`open_index` loads an index that another process keeps
 #: rewriting under it before it gives up.
@@ -67,7 +84,12 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
     files, so an opened index serves on from the build it was opened at."""
     for _ in range(OPEN_ATTEMPTS):
         manifest = _complete_manifest(location, embedder)
-        index = _load(location, manifest, embedder)
+        try:
+            index = _load(location, manifest, embedder)
+        except IndexDamagedError:
+            if generation(read_manifest(location)) != generation(manifest):
+                continue  # a build replaced files under the check: load its index
+            raise
         now = read_manifest(location)
         if generation(now) == generation(manifest) and now.get("state") == "complete":
             return index
@@ -94,21 +116,53 @@ def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, An
     return manifest
 
 
+def _check_files(storage: Storage, manifest: dict[str, Any], name: str) -> None:
+    """Check the files the manifest records; a server index's cached copies found
+    damaged are fetched again from the server first."""
+    try:
+        check_files(storage.directory, manifest, name)
+    except IndexDamagedError as exc:
+        if not isinstance(storage, ServerStorage):
+            raise
+        logger.warning("%s; fetching the cached files again from the server", exc)
+        server_backend().refetch_files(
+            storage.workspace, storage.directory, list(manifest.get(FILES) or ())
+        )
+        check_files(storage.directory, manifest, name)
+
+
+def _missing_chunks(location: str | Path, missing: int) -> IndexDamagedError:
+    """The error for ``missing`` chunks the graph names but the document store lacks."""
+    reason = f"{missing} chunk(s) the graph names are missing"
+    if is_server_location(location):
+        name = location_name(location)
+        return IndexDamagedError(name, reason, rebuild=rebuild_command(name))
+    db = Path(location) / STORE_DB
+    return IndexDamagedError(str(db), reason, rebuild=sqlite_rebuild_hint(db), name=STORE_DB)
+
+
 def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) -> Index:
-    """The index at ``location`` with every artifact loaded or memory-mapped."""
+    """The index at ``location`` with every artifact loaded or memory-mapped, each file
+    checked against the size and checksum recorded when it was written (the largest, a
+    vector collection's, on its first search) and an embedded index's database by
+    SQLite's ``quick_check`` where it is small: a damaged one raises
+    :class:`~quillian.errors.IndexDamagedError` naming it."""
+    if not is_server_location(location):
+        check_database(Path(location))
     with open_storage(location) as storage:
+        _check_files(storage, manifest, location_name(location))
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
-        if any(c is None for c in chunks):
-            raise IndexIncompleteError(f"{location}: chunk table and graph disagree")
+        if missing := sum(c is None for c in chunks):
+            raise _missing_chunks(location, missing)
         tables = storage.directory / "tables"
         context = RetrievalContext(
             kg=kg,
             embedder=embedder,
             chunk_vectors=storage.vectors("chunks"),
             text_vectors=storage.vectors("texts"),
-            description_rows=np.load(tables / "description_rows.npy"),
-            relation_rows=np.load(tables / "relation_rows.npy"),
+            description_rows=load_mapped(tables / "description_rows.npy", False),
+            relation_rows=load_mapped(tables / "relation_rows.npy", False),
             chunk_titles=[c.title for c in chunks if c is not None],
             chunk_texts=[c.text for c in chunks if c is not None],
             bm25=BM25Index.load(storage.directory / "bm25"),

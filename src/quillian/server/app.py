@@ -63,7 +63,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ui_paths = mount_ui(app)  # the web UI at /, its files under /ui/
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
-        status, message = describe(exc)
+        status, message = describe(exc, request.path_params.get("ws"))
         response = _error(request, status, message)
         if isinstance(exc, Unauthorized):
             response.headers["WWW-Authenticate"] = "ApiKey"

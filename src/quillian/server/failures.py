@@ -7,6 +7,7 @@ import logging
 
 from quillian.errors import (
     ConfigError,
+    IndexDamagedError,
     IndexIncompleteError,
     IndexMissingError,
     InputError,
@@ -28,8 +29,8 @@ class NotFound(QuillianError, LookupError):
     """A job, document or entity that does not exist."""
 
 
-def describe(exc: BaseException) -> tuple[int, str]:
-    """The status and message for ``exc``."""
+def describe(exc: BaseException, workspace: str | None = None) -> tuple[int, str]:
+    """The status and message for ``exc`` (met serving ``workspace``, where known)."""
     if isinstance(exc, Unauthorized):
         return 401, str(exc)
     if isinstance(exc, Forbidden):
@@ -40,6 +41,12 @@ def describe(exc: BaseException) -> tuple[int, str]:
         return 409, str(exc)
     if isinstance(exc, BodyTooLarge):
         return 413, str(exc)
+    if isinstance(exc, IndexDamagedError):  # named within the index: no server path
+        where = f"workspace {workspace}: " if workspace else ""
+        return 503, (
+            f"{where}the index file {exc.name} is damaged ({exc.reason}); rebuild the "
+            "index with: quillian index CORPUS --out LOCATION"
+        )
     if isinstance(exc, IndexIncompleteError | IndexMissingError):
         return 503, str(exc)
     if isinstance(exc, ConfigError | InputError):

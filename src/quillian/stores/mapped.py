@@ -5,6 +5,9 @@ Python: every index or slice of it costs a few microseconds more than a plain ar
 The retrievers index the graph snapshot's and the vector indexes' arrays tens of times a
 query (on 2Wiki's 6,119-passage index about 60 times, 0.2 ms of `fused`'s 9). A plain
 ``ndarray`` view of the same mapping reads the same pages, with no copy.
+
+A file that is not a whole ``.npy`` array (truncated, its header scribbled over) raises
+:class:`~quillian.errors.IndexDamagedError` naming it, not numpy's error.
 """
 
 from __future__ import annotations
@@ -15,13 +18,20 @@ from typing import Any
 
 import numpy as np
 
+from quillian.stores.integrity import damaged
+
 __all__ = ["is_mapped", "load_mapped"]
 
 
 def load_mapped(path: str | Path, mmap_file: bool = True) -> np.ndarray[Any, Any]:
     """The ``.npy`` array at ``path``, memory-mapped read-only as a plain ndarray view
     (read into memory whole when ``mmap_file`` is False)."""
-    return np.asarray(np.load(path, mmap_mode="r" if mmap_file else None))
+    try:
+        return np.asarray(np.load(path, mmap_mode="r" if mmap_file else None))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError) as exc:  # numpy's words for a cut or bad header
+        raise damaged(Path(path), f"not a readable array: {exc}") from exc
 
 
 def is_mapped(array: object) -> bool:

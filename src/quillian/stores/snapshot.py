@@ -2,7 +2,9 @@
 
 The snapshot is what every graph algorithm consumes. It is saved as plain ``.npy``
 files and reopened memory-mapped, so a 21M-edge graph opens in milliseconds and
-costs no Python objects per node.
+costs no Python objects per node. ``snapshot.json`` records each file's size and
+checksum; loading checks them (a damaged file raises
+:class:`~quillian.errors.IndexDamagedError` naming it), at about 1 ms a megabyte.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from quillian.errors import IndexIncompleteError, IndexMissingError, InputError
+from quillian.errors import (
+    IndexIncompleteError,
+    IndexMissingError,
+    InputError,
+)
+from quillian.stores.integrity import damaged, record_files, verify_files
 from quillian.stores.mapped import load_mapped
 
 __all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr"]
@@ -134,6 +141,7 @@ def build_csr(
 
 
 _ARRAYS = ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations")
+_FILES = tuple(f"{name}.npy" for name in ("ids_blob", "ids_offsets", "ids_order", *_ARRAYS))
 SNAPSHOT_FORMAT = 1
 
 
@@ -238,21 +246,38 @@ class GraphSnapshot:
         self.ids.save(path)
         for name in _ARRAYS:
             np.save(path / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
-        meta = {"format": SNAPSHOT_FORMAT, "n_nodes": self.n_nodes, "n_edges": self.n_edges}
+        meta = {
+            "format": SNAPSHOT_FORMAT,
+            "n_nodes": self.n_nodes,
+            "n_edges": self.n_edges,
+            "files": record_files(path, _FILES),
+        }
         tmp = path / "snapshot.json.tmp"
         tmp.write_text(json.dumps(meta))
         tmp.replace(marker)
 
     @classmethod
-    def load(cls, directory: str | Path, mmap: bool = True) -> GraphSnapshot:
+    def load(
+        cls, directory: str | Path, mmap: bool = True, *, verify: bool = True
+    ) -> GraphSnapshot:
+        """The snapshot :meth:`save` wrote, its files checked against their recorded
+        sizes and checksums first (a snapshot saved before the records is trusted;
+        ``verify=False`` skips the check, for the writer that has just saved it)."""
         path = Path(directory)
         marker = path / "snapshot.json"
         if not path.is_dir():
             raise IndexMissingError(f"{path}: no graph snapshot directory")
         if not marker.exists():
             raise IndexIncompleteError(f"{path}: graph snapshot is incomplete (no snapshot.json)")
-        meta = json.loads(marker.read_text())
+        try:
+            meta = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise damaged(marker, f"unreadable: {exc}") from exc
+        if not isinstance(meta, dict):
+            raise damaged(marker, "not a snapshot record")
         if meta.get("format") != SNAPSHOT_FORMAT:
             raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
+        if verify and isinstance(meta.get("files"), dict):
+            verify_files(path, meta["files"])
         arrays = {name: load_mapped(path / f"{name}.npy", mmap) for name in _ARRAYS}
         return cls(IdMap.load(path, mmap=mmap), **arrays)

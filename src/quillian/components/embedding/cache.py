@@ -84,8 +84,8 @@ class CachedEmbedder(_Wrapper):
     Vectors are stored as raw float32 bytes in ``namespace``. Unseen texts are
     de-duplicated and embedded in batches of ``batch_size``, shortest first; each batch
     is written to the store as soon as it is embedded, so an interrupted run keeps its
-    progress. A stored value of the wrong length (another model, a corrupt write) is
-    recomputed.
+    progress. A stored value of the wrong length (another model, a corrupt write) or
+    holding a value that is not finite (a damaged database) is recomputed.
     """
 
     def __init__(
@@ -108,12 +108,16 @@ class CachedEmbedder(_Wrapper):
         out = np.empty((len(texts), dim), dtype=np.float32)
         missing: dict[str, list[int]] = {}
         for i, raw in enumerate(raws):
-            if raw is not None and len(raw) == 4 * dim:
-                out[i] = np.frombuffer(raw, dtype=np.float32)
+            vector = np.frombuffer(raw, dtype=np.float32) if raw and len(raw) == 4 * dim else None
+            if vector is not None and np.isfinite(vector).all():
+                out[i] = vector
             else:
-                if raw is not None:
+                if raw is not None:  # a damaged store: NaN would stop the build for good
                     logger.warning(
-                        "cached embedding %s has %d bytes; recomputing", keys[i], len(raw)
+                        "cached embedding %s is damaged (%d bytes%s); recomputing",
+                        keys[i],
+                        len(raw),
+                        ", not finite" if vector is not None else "",
                     )
                 missing.setdefault(keys[i], []).append(i)
         if missing:

@@ -217,6 +217,7 @@ class FaissHNSWIndex:
         self._generation = int(meta["generation"])
         self._files.remove_stale(self._generation)
         index_path = self._files.path("hnsw", self._generation, ".faiss")
+        self._files.verify(meta)  # faiss reads the whole graph now: check it whole first
         try:
             self._index = self._faiss.read_index(str(index_path))
             rows = np.load(self._files.path("ids", self._generation))

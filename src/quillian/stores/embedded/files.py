@@ -6,7 +6,8 @@ file and :func:`os.replace`. The manifest replacement is the commit: a crash bef
 leaves the previous generation in force, a crash after it the new one. Files of other
 generations are removed once the manifest names a new one, or at the next open.
 Existing files are never rewritten in place, so arrays memory-mapped from an older
-generation stay valid.
+generation stay valid. The manifest records each data file's size and checksum
+(:mod:`quillian.stores.integrity`), which :meth:`Generations.verify` checks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from quillian.errors import IndexIncompleteError, IndexSchemaError, StoreError
+from quillian.stores.integrity import check_digest, file_record, verify_files
 
 __all__ = ["Generations", "fsync_path", "write_json_atomic"]
 
@@ -126,14 +128,34 @@ class Generations:
         return self.directory / f"{name}-{generation:06d}{suffix}"
 
     def commit(self, meta: dict[str, Any], files: Sequence[Path]) -> None:
-        """Sync ``files``, make ``meta`` (with its ``generation``) the committed state,
-        then remove the files of other generations."""
+        """Sync ``files``, make ``meta`` (with its ``generation``, and the size and
+        checksum of each of ``files`` under ``"files"``) the committed state, then
+        remove the files of other generations."""
         for path in files:
             fsync_path(path)
+        records = {path.name: file_record(path) for path in files}
         write_json_atomic(
-            self.manifest_path, {**meta, "kind": self.kind, "format": self.format_version}
+            self.manifest_path,
+            {**meta, "files": records, "kind": self.kind, "format": self.format_version},
         )
         self.remove_stale(int(meta["generation"]))
+
+    def verify(self, meta: dict[str, Any], *, hash_up_to: int | None = None) -> list[Path]:
+        """Check the committed files against the records in ``meta``: every size, and
+        the checksum of each file of at most ``hash_up_to`` bytes (all when None).
+        Returns the files whose checksum is left to :meth:`verify_later`. A manifest
+        written before the records checks nothing."""
+        records = meta.get("files")
+        if not isinstance(records, dict):
+            return []
+        left = verify_files(self.directory, records, hash_up_to=hash_up_to)
+        return [self.directory / name for name in left]
+
+    def verify_later(self, meta: dict[str, Any], paths: Sequence[Path]) -> None:
+        """Check the checksums :meth:`verify` left for later."""
+        records = meta.get("files") or {}
+        for path in paths:
+            check_digest(path, records.get(path.name))
 
     def remove_stale(self, keep: int) -> None:
         """Delete generation files other than ``keep``'s, and leftover temp files."""

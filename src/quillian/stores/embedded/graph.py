@@ -130,7 +130,7 @@ class CSRGraphStore:
             return self._base
         combined = self._combine()
         _write_snapshot(combined, self._dir)
-        self._base = GraphSnapshot.load(self._dir, mmap=True)
+        self._base = GraphSnapshot.load(self._dir, mmap=True, verify=False)  # just written
         self._new_ids, self._new_kinds, self._edges = [], [], []
         return self._base
 

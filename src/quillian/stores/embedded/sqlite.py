@@ -15,11 +15,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from quillian.errors import InputError
-from quillian.stores.embedded._sqlite import PAGE, SqliteStore
+from quillian.stores.embedded._sqlite import PAGE, SqliteStore, quick_check, sqlite_rebuild_hint
 from quillian.stores.protocols import DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
-__all__ = ["SqliteDocumentStore", "SqliteKeyValueStore", "SqliteStatusStore"]
+__all__ = [
+    "SqliteDocumentStore",
+    "SqliteKeyValueStore",
+    "SqliteStatusStore",
+    "quick_check",
+    "sqlite_rebuild_hint",
+]
 
 #: The stored columns of a document and of a chunk, in the order of :func:`_document_row`
 #: and :func:`_chunk_row` (the PostgreSQL store uses the same layout).

@@ -15,7 +15,11 @@ Both implement :class:`~quillian.stores.protocols.VectorIndex` and share its sem
 On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count and the
 current generation) and that generation's ``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy``
 (FAISS: ``hnsw-NNNNNN.faiss``). A flush writes a new generation and commits it by
-atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded.files`).
+atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded.files`), which
+records each file's size and checksum. Opening checks every size and the checksum of
+files up to :data:`HASH_AT_OPEN` bytes; a larger vectors file is checked on the first
+search or read (a damaged file raises :class:`~quillian.errors.IndexDamagedError`,
+never a wrong ranking).
 
 :class:`ExactVectorWriter` writes a new exact index in one pass when the number of
 vectors is known up front (a bulk import), in memory of the order of one batch.
@@ -70,6 +74,9 @@ SKETCH_MIN_ROWS = 4096
 #: A sketch serves searches for ``k`` up to the committed rows over this (the exact
 #: scoring of the candidates, a few times ``k`` rows, must stay small beside the scan).
 SKETCH_ROWS_PER_K = 8
+#: Files of at most this many bytes have their checksum checked when the index opens;
+#: larger ones on the first search or read (opening stays instant on a large index).
+HASH_AT_OPEN = 4 << 20
 #: Largest committed matrix sketched, in values (a sketch takes one byte a value, built
 #: on the first search: 128 MiB and about 2 s at this size).
 SKETCH_MAX_VALUES = 1 << 27
@@ -117,6 +124,8 @@ class ExactVectorIndex:
         self._files = Generations(Path(directory), "exact")
         self._use_sketch = sketch
         self._sketch_lock = threading.Lock()
+        self._verify_lock = threading.Lock()
+        self._unverified: list[Path] = []
         meta = self._files.read()
         if meta is None:
             self._dim = check_dim(dim, directory)
@@ -296,10 +305,13 @@ class ExactVectorIndex:
 
     def _load(self, meta: dict[str, object] | None) -> None:
         """(Re)open the committed generation memory-mapped, with nothing pending."""
+        self._meta = meta or {}
         if meta is None:
             self._base_vectors = np.empty((0, self._dim), self._dtype)
             self._base_ids = np.empty(0, np.int64)
+            self._unverified = []
         else:
+            self._unverified = self._files.verify(meta, hash_up_to=HASH_AT_OPEN)
             self._base_vectors, self._base_ids = self._open_generation(meta)
         self._dead = np.zeros(len(self._base_ids), dtype=bool)
         self._n_dead = 0
@@ -358,8 +370,15 @@ class ExactVectorIndex:
         return count
 
     def _check_open(self) -> None:
+        """Refuse a closed index; on the first use after opening, check the checksums
+        left from the open (:data:`HASH_AT_OPEN`)."""
         if self._closed:
             raise StoreError(f"{self.directory}: the vector index is closed")
+        if self._unverified:
+            with self._verify_lock:
+                if self._unverified:
+                    self._files.verify_later(self._meta, self._unverified)
+                    self._unverified = []
 
 
 class ExactVectorWriter:

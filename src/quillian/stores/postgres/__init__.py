@@ -13,7 +13,13 @@ from quillian.stores.postgres._pg import (
     writer_lock,
 )
 from quillian.stores.postgres.documents import PgDocumentStore, PgKeyValueStore, PgStatusStore
-from quillian.stores.postgres.files import pull_files, push_files, read_manifest, write_manifest
+from quillian.stores.postgres.files import (
+    pull_files,
+    push_files,
+    read_manifest,
+    refetch_files,
+    write_manifest,
+)
 from quillian.stores.postgres.graph import PgGraphStore
 from quillian.stores.postgres.vectors import PgVectorIndex
 
@@ -30,6 +36,7 @@ __all__ = [
     "pull_files",
     "push_files",
     "read_manifest",
+    "refetch_files",
     "write_manifest",
     "writer_lock",
 ]

@@ -6,7 +6,8 @@ index; :func:`push_files` uploads what changed (one transaction), :func:`pull_fi
 brings the directory up to date with the server (only files whose hash differs). The
 manifest lives in ``quillian_meta``, not among the files. ``.sync.json`` records, per
 file, the hash last synchronised with its size and modification time, so an unchanged
-file is neither hashed nor sent again.
+file is neither hashed nor sent again; a cached file found damaged all the same (its
+checksum in the index manifest differs) is fetched again by :func:`refetch_files`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import Any
 
 from quillian.stores.postgres._pg import Workspace
 
-__all__ = ["SKIPPED", "pull_files", "push_files", "read_manifest", "write_manifest"]
+__all__ = [
+    "SKIPPED",
+    "pull_files",
+    "push_files",
+    "read_manifest",
+    "refetch_files",
+    "write_manifest",
+]
 
 _SYNC = ".sync.json"
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
@@ -54,6 +62,17 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
             record[path] = _entry(target, sha)
     _save_record(directory, {p: e for p, e in record.items() if p in remote})
     return len(stale)
+
+
+def refetch_files(workspace: Workspace, directory: Path, paths: list[str]) -> int:
+    """Fetch ``paths`` (relative to ``directory``) from the server again, whatever the
+    cache's record says of them; returns how many were fetched."""
+    record = _record(directory)
+    for path in paths:
+        (directory / path).unlink(missing_ok=True)
+        record.pop(path, None)
+    _save_record(directory, record)
+    return pull_files(workspace, directory)
 
 
 def push_files(workspace: Workspace, directory: Path) -> int:

@@ -12,6 +12,7 @@ the version. Graph algorithms stay in numpy; no graph extension is needed.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import struct
@@ -23,10 +24,12 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from quillian.errors import InputError
+from quillian.errors import IndexDamagedError, InputError
 from quillian.stores.embedded.graph import _column, edge_columns
 from quillian.stores.postgres._pg import PgStore, Workspace
 from quillian.stores.snapshot import GraphSnapshot, IdMap
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PgGraphStore"]
 
@@ -149,7 +152,11 @@ class PgGraphStore(PgStore):
             version = _version(conn)
             target = self.cache / f"{self.workspace.id}-{version}"
             if (target / "snapshot.json").exists():
-                return GraphSnapshot.load(target, mmap=True)
+                try:
+                    return GraphSnapshot.load(target, mmap=True)
+                except IndexDamagedError as exc:  # the tables are the truth: cache again
+                    logger.warning("%s; caching it again from the graph tables", exc)
+                    shutil.rmtree(target, ignore_errors=True)
             snapshot = _read_snapshot(conn)
         staging = self.cache / f".staging-{os.getpid()}-{version}"
         shutil.rmtree(staging, ignore_errors=True)

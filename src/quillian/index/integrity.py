@@ -1,0 +1,125 @@
+"""An index's files checked against what was written: the manifest's records of the
+files beside the stores, and SQLite's own check of ``store.sqlite``.
+
+The stores record and check their own files (a vector collection in its ``index.json``,
+the graph snapshot in its ``snapshot.json``, see :mod:`quillian.stores.integrity`). The
+files the build writes beside them, under :data:`RECORDED` (the graph tables, whatever
+format they take, and the BM25 index), are recorded in the manifest under :data:`FILES`
+when a build completes, and checked when the index opens and before a build reuses it.
+A manifest without records (an index built before them) is trusted, and its next build
+writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from quillian.errors import IndexDamagedError
+from quillian.stores.embedded.sqlite import quick_check
+from quillian.stores.integrity import damaged, record_files, verify_files, walk_files
+
+__all__ = [
+    "FILES",
+    "QUICK_CHECK_AT_OPEN",
+    "RECORDED",
+    "STORE_DB",
+    "check_database",
+    "check_files",
+    "check_store_files",
+    "files_intact",
+    "rebuild_command",
+    "record_index_files",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The manifest key holding each recorded file's size and checksum, by relative path.
+FILES = "files"
+#: Folders of an index whose files the manifest records (those under ``graph/`` and
+#: ``vectors/`` are recorded by their stores).
+RECORDED = ("tables", "bm25")
+#: Folders whose stores record their own files, and the names of those records.
+SELF_CHECKED = ("graph", "vectors")
+STORE_RECORDS = ("index.json", "snapshot.json")
+#: The database of an embedded index.
+STORE_DB = "store.sqlite"
+#: Databases up to this size get SQLite's ``quick_check`` when the index opens; a build
+#: checks it whatever its size.
+QUICK_CHECK_AT_OPEN = 128 << 20  # 0.1 s for a 71 MB store (1.4 ms a megabyte)
+
+
+def rebuild_command(name: str) -> str:
+    """The command that rebuilds the files of the index ``name`` (a directory, or a server
+    location without its password): indexing its corpus again skips the documents it
+    stores and, finding a file damaged, rebuilds every file from them."""
+    return f"quillian index CORPUS --out {name}"
+
+
+def record_index_files(directory: Path) -> dict[str, dict[str, Any]]:
+    """Records of every file under ``directory``'s :data:`RECORDED` folders."""
+    names = [
+        f"{folder}/{name}"
+        for folder in RECORDED
+        if (directory / folder).is_dir()
+        for name in walk_files(directory / folder)
+    ]
+    return record_files(directory, names)
+
+
+def check_files(directory: Path, manifest: Mapping[str, Any], name: str) -> None:
+    """Check the files ``manifest`` records under ``directory`` (the index ``name``);
+    raises :class:`IndexDamagedError` naming the first that differs."""
+    records = manifest.get(FILES)
+    if not isinstance(records, dict):
+        return
+    try:
+        verify_files(directory, records, rebuild=rebuild_command(name))
+    except IndexDamagedError as exc:  # named within the index
+        within = Path(exc.path).relative_to(directory).as_posix()
+        raise IndexDamagedError(exc.path, exc.reason, rebuild=exc.rebuild, name=within) from None
+
+
+def check_store_files(directory: Path, name: str) -> None:
+    """Check, whole, the files the stores under ``directory``'s :data:`SELF_CHECKED`
+    folders record in their own records (:data:`STORE_RECORDS`)."""
+    for folder in SELF_CHECKED:
+        for record in sorted((directory / folder).rglob("*.json")):
+            if record.name not in STORE_RECORDS or any(
+                p.startswith(".") for p in record.relative_to(directory).parts
+            ):
+                continue
+            try:
+                meta = json.loads(record.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                reason = f"unreadable: {exc}"
+                raise damaged(record, reason, rebuild=rebuild_command(name)) from exc
+            files = meta.get("files") if isinstance(meta, dict) else None
+            if isinstance(files, dict):
+                verify_files(record.parent, files, rebuild=rebuild_command(name))
+
+
+def files_intact(directory: Path, manifest: Mapping[str, Any], name: str) -> bool:
+    """Whether every recorded file of the index ``name`` at ``directory`` (the
+    manifest's and the stores' own) is as written: a build reuses an index's files only
+    then. A damaged one is logged."""
+    try:
+        check_files(directory, manifest, name)
+        check_store_files(directory, name)
+    except IndexDamagedError as exc:
+        logger.warning("%s: rebuilding", exc)
+        return False
+    return True
+
+
+def check_database(directory: Path, *, up_to: int | None = QUICK_CHECK_AT_OPEN) -> None:
+    """SQLite's ``quick_check`` of an embedded index's database, when it is at most
+    ``up_to`` bytes (always when None); raises :class:`IndexDamagedError` naming it."""
+    db = directory / STORE_DB
+    if not db.is_file():
+        return
+    if up_to is None or db.stat().st_size <= up_to:
+        quick_check(db)

@@ -1,0 +1,148 @@
+"""Checksums of stored files, recorded when a file is written and verified when read.
+
+Every array and table an index stores is recorded here as ``{"size": N, "blake2b": HEX}``
+by whoever commits it (a vector store's ``index.json``, the graph snapshot's
+``snapshot.json``, the index manifest for the files beside the stores), and checked on
+the way back in: the size at once (a truncated file never reaches numpy's parser), the
+digest when the file is opened, or on its first read where it is large and
+memory-mapped. A file that differs raises :class:`~quillian.errors.IndexDamagedError`
+naming it; a file with no record (an index written before the records) is trusted as
+before.
+
+BLAKE2b is the hash: on the development machine it hashed 1.08 GB/s (zlib's CRC-32 1.4
+to 2.3 GB/s, SHA-256 0.65 to 1.2 GB/s, on 64 MiB in memory), a cost of about 1 ms a
+megabyte where a file is verified, and unlike CRC-32 it leaves no practical chance of a
+damaged file passing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from quillian.errors import IndexDamagedError
+
+__all__ = [
+    "ALGORITHM",
+    "FileRecord",
+    "check_digest",
+    "check_size",
+    "damaged",
+    "file_record",
+    "record_files",
+    "verify_files",
+    "walk_files",
+]
+
+#: The hash every record carries (the record's key for the digest).
+ALGORITHM = "blake2b"
+#: The file that marks an index's directory (the index layer's manifest): a damaged
+#: file's message names the command that rebuilds the index it lies in.
+INDEX_MARKER = "manifest.json"
+#: Bytes read per step while hashing.
+_BLOCK = 1 << 20
+
+FileRecord = dict[str, Any]
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as handle:
+        while block := handle.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_record(path: Path) -> FileRecord:
+    """The record of the file at ``path`` as it is now: its size and digest."""
+    return {"size": path.stat().st_size, ALGORITHM: _digest(path)}
+
+
+def record_files(directory: Path, names: Iterable[str]) -> dict[str, FileRecord]:
+    """Records of the files ``names`` (paths relative to ``directory``)."""
+    return {name: file_record(directory / name) for name in names}
+
+
+def damaged(path: Path, reason: str, *, rebuild: str = "") -> IndexDamagedError:
+    """The error for the damaged file ``path``: named within the index holding it (the
+    nearest folder above it with an index manifest), whose rebuild command it gives
+    unless ``rebuild`` says another."""
+    root = next((p for p in path.parents if (p / INDEX_MARKER).is_file()), None)
+    if root is None:
+        return IndexDamagedError(str(path), reason, rebuild=rebuild)
+    hint = rebuild or f"quillian index CORPUS --out {root}"
+    name = path.relative_to(root).as_posix()
+    return IndexDamagedError(str(path), reason, rebuild=hint, name=name)
+
+
+def check_size(path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "") -> None:
+    """Raise :class:`IndexDamagedError` when ``path`` is missing or its size is not the
+    recorded one (nothing to check without a record). ``rebuild`` is the command the
+    message names (by default, that of the index holding ``path``)."""
+    if not record:
+        return
+    try:
+        found = path.stat().st_size
+    except OSError:
+        raise damaged(path, "missing", rebuild=rebuild) from None
+    expected = int(record.get("size", -1))
+    if found != expected:
+        what = "truncated" if found < expected else "grown"
+        reason = f"{what}: expected {expected} bytes, found {found}"
+        raise damaged(path, reason, rebuild=rebuild)
+
+
+def check_digest(path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "") -> None:
+    """Raise :class:`IndexDamagedError` when ``path`` differs from ``record`` in size or
+    digest (a record without a digest checks the size only)."""
+    check_size(path, record, rebuild=rebuild)
+    want = (record or {}).get(ALGORITHM)
+    if want and _digest(path) != want:
+        raise damaged(path, "checksum mismatch", rebuild=rebuild)
+
+
+def verify_files(
+    directory: Path,
+    records: Mapping[str, Mapping[str, Any]],
+    *,
+    rebuild: str = "",
+    hash_up_to: int | None = None,
+) -> list[str]:
+    """Check the files ``records`` names under ``directory``: every size, and the digest
+    of each file of at most ``hash_up_to`` bytes (every file when None). Returns the
+    names whose digest was left for a later check."""
+    left = []
+    for name, record in sorted(records.items()):
+        path = directory / name
+        if hash_up_to is not None and int(record.get("size", 0)) > hash_up_to:
+            check_size(path, record, rebuild=rebuild)
+            left.append(name)
+        else:
+            check_digest(path, record, rebuild=rebuild)
+    return left
+
+
+def walk_files(directory: Path, skip: Iterable[str] = ()) -> list[str]:
+    """Every regular file under ``directory`` as a relative POSIX path, leaving out the
+    top-level names in ``skip``, hidden files and folders, and temporary ones (``.tmp``,
+    ``.part``)."""
+    skipped = set(skip)
+    found = []
+    for root, dirs, files in os.walk(directory):
+        here = Path(root)
+        top = here == directory
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and not d.endswith(".tmp") and not (top and d in skipped)
+        )
+        for name in sorted(files):
+            if name.startswith(".") or name.endswith((".tmp", ".part")):
+                continue
+            if top and name in skipped:
+                continue
+            found.append((here / name).relative_to(directory).as_posix())
+    return found

@@ -1,0 +1,280 @@
+"""A damaged index file gives one line naming it and how to rebuild it, never a changed
+ranking: a same-size scribble or a truncation of every kind of file (graph arrays,
+vectors, BM25 data, each table), through ``open_index``, the CLI and the HTTP server;
+a damaged ``store.sqlite`` is named before a build writes over it; indexing the corpus
+again rebuilds what was damaged; an index written before the checksums still opens."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.cli.main import main
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.factories import make_retriever
+from quillian.errors import IndexDamagedError
+from quillian.index import open_index, open_storage
+from quillian.server.settings import ServerSettings, WorkspaceSpec
+from quillian.stores.embedded import vectors as exact_vectors
+from quillian.testing.corpus import build_tiny
+from quillian.testing.server import running
+
+
+def people(n: int = 90) -> dict[str, str]:
+    """People and towns that mention each other: a graph with links to rank over."""
+    rows = {}
+    for i in range(n):
+        if i % 3:
+            rows[f"Person {i}"] = (
+                f"Person {i} was taught by Person {(i * 7) % n} in Town {i % 20}. "
+                f"Person {i} later met Person {(i + 5) % n}."
+            )
+        else:
+            rows[f"Town {i // 3}"] = f"Town {i // 3} lies near Town {(i // 3 + 1) % 30}."
+    return rows
+
+
+QUESTIONS = tuple(f"Who taught Person {i}?" for i in range(1, 40, 4))
+METHODS = ("ppr", "dense", "bm25", "sa")
+#: One file of every kind the index stores beside ``store.sqlite``.
+FILES = (
+    "graph/weights.npy",
+    "graph/indices.npy",
+    "graph/indptr.npy",
+    "graph/ids_blob.npy",
+    "vectors/chunks/vectors-000001.npy",
+    "vectors/chunks/ids-000001.npy",
+    "vectors/texts/vectors-000001.npy",
+    "bm25/data.csc.index.npy",
+    "bm25/vocab.index.json",
+    "tables/entities.jsonl",
+    "tables/descriptions.jsonl",
+    "tables/relations.jsonl",
+    "tables/chunks.jsonl",
+    "tables/description_rows.npy",
+    "tables/relation_rows.npy",
+    "tables/relation_subject.npy",
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("damage") / "idx"
+    build_tiny(path, people())
+    return path
+
+
+@pytest.fixture(scope="module")
+def clean(built: Path) -> dict[str, list[list[str]]]:
+    return rankings(built)
+
+
+@pytest.fixture
+def index(built: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the built index, to damage."""
+    target = tmp_path / "idx"
+    shutil.copytree(built, target)
+    return target
+
+
+def rankings(location: Path) -> dict[str, list[list[str]]]:
+    """Each method's top 10 chunk ids for each question."""
+    context = open_index(location, KeywordEmbedder()).context
+    return {
+        method: [
+            [p.chunk_id for p in make_retriever(context, method).retrieve(q, 10).passages]
+            for q in QUESTIONS
+        ]
+        for method in METHODS
+    }
+
+
+def scribble(path: Path) -> None:
+    """Flip the lowest bit of 16 bytes three quarters into ``path``: the same size, still
+    parseable where the file is text."""
+    data = bytearray(path.read_bytes())
+    at = len(data) * 3 // 4
+    for i in range(at, min(at + 16, len(data))):
+        data[i] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> tuple[int, int]:
+    """Cut ``path`` to half; its sizes before and after."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return len(data), len(data) // 2
+
+
+def assert_one_line(message: str, index: Path, name: str, reason: str) -> None:
+    assert "\n" not in message
+    assert message == (
+        f"{index / name} is damaged ({reason}); rebuild with: quillian index CORPUS --out {index}"
+    )
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_scribbled_file_is_named_never_ranked(index: Path, name: str) -> None:
+    scribble(index / name)
+    with pytest.raises(IndexDamagedError) as info:
+        rankings(index)
+    assert_one_line(str(info.value), index, name, "checksum mismatch")
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_truncated_file_is_named_with_its_sizes(index: Path, name: str) -> None:
+    expected, found = truncate(index / name)
+    with pytest.raises(IndexDamagedError) as info:
+        rankings(index)
+    reason = f"truncated: expected {expected} bytes, found {found}"
+    assert_one_line(str(info.value), index, name, reason)
+
+
+def overwrite_row(path: Path, row: int, value: float) -> None:
+    """Set every value of ``row`` of the ``.npy`` matrix at ``path``, in place."""
+    matrix = np.load(path, mmap_mode="r+")
+    matrix[row] = value
+    matrix.flush()
+    del matrix
+
+
+def test_a_scribble_over_the_chunk_vectors_never_changes_dense_ranking(
+    index: Path, clean: dict[str, list[list[str]]]
+) -> None:
+    # the issue's reproducer: one chunk's vector made huge wins every dense question
+    overwrite_row(index / "vectors/chunks/vectors-000001.npy", 7, 100.0)
+    with pytest.raises(IndexDamagedError, match=r"vectors-000001\.npy is damaged"):
+        rankings(index)
+
+
+def test_a_large_vectors_file_is_checked_on_its_first_search(
+    index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exact_vectors, "HASH_AT_OPEN", 0)  # every file counts as large
+    overwrite_row(index / "vectors/chunks/vectors-000001.npy", 7, 100.0)
+    context = open_index(index, KeywordEmbedder()).context  # sizes check out
+    with pytest.raises(IndexDamagedError) as info:
+        make_retriever(context, "dense").retrieve(QUESTIONS[0], 10)
+    assert_one_line(
+        str(info.value), index, "vectors/chunks/vectors-000001.npy", "checksum mismatch"
+    )
+
+
+def test_indexing_the_corpus_again_rebuilds_damaged_files(
+    index: Path, clean: dict[str, list[list[str]]]
+) -> None:
+    for name in ("vectors/chunks/vectors-000001.npy", "graph/weights.npy", "tables/chunks.jsonl"):
+        scribble(index / name)
+    build_tiny(index, people())  # nothing new: without the damage it would reuse the files
+    assert rankings(index) == clean
+
+
+def test_an_index_without_checksums_opens_as_before(
+    index: Path, clean: dict[str, list[list[str]]]
+) -> None:
+    records = [
+        index / "manifest.json",
+        index / "graph" / "snapshot.json",
+        *(index / "vectors").glob("*/index.json"),
+    ]
+    for path in records:
+        meta = json.loads(path.read_text())
+        del meta["files"]
+        path.write_text(json.dumps(meta))
+    assert rankings(index) == clean
+    # the next build records them (a new Quillian version rebuilds every file, as here
+    # a new document does)
+    build_tiny(index, {**people(), "Town 99": "Town 99 lies far away."})
+    assert all("files" in json.loads(path.read_text()) for path in records)
+
+
+def test_a_truncated_array_without_checksum_is_one_line(index: Path) -> None:
+    meta = json.loads((index / "graph" / "snapshot.json").read_text())
+    del meta["files"]
+    (index / "graph" / "snapshot.json").write_text(json.dumps(meta))
+    truncate(index / "graph" / "weights.npy")
+    with pytest.raises(IndexDamagedError) as info:
+        rankings(index)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{index / 'graph/weights.npy'} is damaged")
+    assert message.endswith(f"rebuild with: quillian index CORPUS --out {index}")
+
+
+def scribble_database(path: Path) -> None:
+    """64 bytes of noise over the start of a b-tree page in the middle of ``path``."""
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2 // 4096 * 4096
+    rng = np.random.default_rng(3)
+    data[at : at + 64] = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_database_is_named_before_a_build_uses_it(
+    index: Path, clean: dict[str, list[list[str]]]
+) -> None:
+    db = index / "store.sqlite"
+    scribble_database(db)
+    hint = f"rebuild with: quillian index CORPUS --out {index} after moving store.sqlite aside"
+    for attempt in (lambda: rankings(index), lambda: build_tiny(index, people())):
+        with pytest.raises(IndexDamagedError) as info:
+            attempt()
+        message = str(info.value)
+        assert "\n" not in message
+        assert message.startswith(f"{db} is damaged (integrity check failed: ")
+        assert message.endswith(hint)
+    db.rename(index / "store.sqlite.damaged")  # what the message says to do
+    build_tiny(index, people())
+    assert rankings(index) == clean
+
+
+def test_chunks_missing_from_the_database_are_named(index: Path) -> None:
+    with open_storage(index) as storage:
+        gone = next(storage.documents.iter_chunks()).doc_id
+        storage.documents.delete_documents([gone])
+    with pytest.raises(IndexDamagedError) as info:
+        rankings(index)
+    assert str(info.value) == (
+        f"{index / 'store.sqlite'} is damaged (1 chunk(s) the graph names are missing); "
+        f"rebuild with: quillian index CORPUS --out {index} after moving store.sqlite aside"
+    )
+
+
+def test_nan_vectors_in_a_damaged_cache_are_recomputed(index: Path, tmp_path: Path) -> None:
+    nan = np.full(KeywordEmbedder().dim, np.nan, np.float32).tobytes()
+    with open_storage(index) as storage:
+        keys = list(storage.kv.keys("embeddings"))
+        storage.kv.put_many("embeddings", dict.fromkeys(keys, nan))
+    more = {**people(), "Town 99": "Town 99 lies far away."}
+    build_tiny(index, more)  # was: "vectors contain NaN", then every later build again
+    build_tiny(tmp_path / "clean", more)
+    assert rankings(index) == rankings(tmp_path / "clean")
+
+
+def test_the_cli_says_it_in_one_line(index: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scribble(index / "vectors/chunks/vectors-000001.npy")
+    code = main(["retrieve", str(index), QUESTIONS[0], "--method", "dense"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err == (
+        f"error: {index / 'vectors/chunks/vectors-000001.npy'} is damaged (checksum mismatch); "
+        f"rebuild with: quillian index CORPUS --out {index}\n"
+    )
+
+
+def test_the_server_answers_503_naming_the_workspace_not_its_path(index: Path) -> None:
+    scribble(index / "vectors/chunks/vectors-000001.npy")
+    with running(ServerSettings(workspaces=(WorkspaceSpec("people", index),))) as client:
+        response = client.post(
+            "/api/workspaces/people/retrieve", json={"query": QUESTIONS[0], "method": "dense"}
+        )
+    assert response.status_code == 503
+    detail = response.json()["detail"]
+    assert detail == (
+        "workspace people: the index file vectors/chunks/vectors-000001.npy is damaged "
+        "(checksum mismatch); rebuild the index with: quillian index CORPUS --out LOCATION"
+    )
+    assert str(index.parent) not in response.text

@@ -1,0 +1,174 @@
+"""The stores record what they write and refuse what changed since: the exact vector
+index (checked at open, a large file on its first use, and never copied on into a new
+generation), the FAISS index, the graph snapshot, and SQLite's own check of a
+database."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.errors import IndexDamagedError, StoreError
+from quillian.stores.embedded import vectors as exact_vectors
+from quillian.stores.embedded.sqlite import SqliteDocumentStore, quick_check
+from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex
+from quillian.stores.snapshot import GraphSnapshot
+from quillian.types import Document
+
+DIM = 8
+
+
+def vector_index(directory: Path, n: int = 50) -> np.ndarray:
+    """An exact index of ``n`` random unit vectors at ``directory``; the vectors."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with ExactVectorIndex(directory, DIM) as index:
+        index.add(np.arange(n), vectors)
+    return vectors
+
+
+def set_row(path: Path, row: int, value: float) -> None:
+    matrix = np.load(path, mmap_mode="r+")
+    matrix[row] = value
+    matrix.flush()
+    del matrix
+
+
+def test_a_scribbled_vectors_file_is_refused_at_open(tmp_path: Path) -> None:
+    vector_index(tmp_path / "v")
+    path = tmp_path / "v" / "vectors-000001.npy"
+    set_row(path, 3, 10.0)
+    with pytest.raises(IndexDamagedError) as info:
+        ExactVectorIndex(tmp_path / "v")
+    assert str(info.value) == f"{path} is damaged (checksum mismatch)"
+    assert info.value.name == "vectors-000001.npy"
+
+
+def test_a_truncated_ids_file_is_refused_with_its_sizes(tmp_path: Path) -> None:
+    vector_index(tmp_path / "v")
+    path = tmp_path / "v" / "ids-000001.npy"
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(IndexDamagedError, match=f"truncated: expected {size} bytes, found 100"):
+        ExactVectorIndex(tmp_path / "v")
+
+
+def test_a_large_file_is_checked_on_first_use_and_never_copied_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exact_vectors, "HASH_AT_OPEN", 0)
+    vectors = vector_index(tmp_path / "v")
+    set_row(tmp_path / "v" / "vectors-000001.npy", 3, 10.0)
+    index = ExactVectorIndex(tmp_path / "v")  # sizes check out: opens
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):
+        index.search(vectors[:1], 5)
+    # adding and flushing would write the damaged rows into a new generation, with a
+    # fresh checksum: refused as well
+    other = ExactVectorIndex(tmp_path / "v")
+    with pytest.raises(IndexDamagedError):
+        other.add([99], vectors[:1])
+    assert sorted(p.name for p in (tmp_path / "v").glob("*.npy")) == [
+        "ids-000001.npy",
+        "vectors-000001.npy",
+    ]
+
+
+def test_an_index_written_before_the_records_opens(tmp_path: Path) -> None:
+    vectors = vector_index(tmp_path / "v")
+    manifest = tmp_path / "v" / "index.json"
+    meta = json.loads(manifest.read_text())
+    del meta["files"]
+    manifest.write_text(json.dumps(meta))
+    ids, _ = ExactVectorIndex(tmp_path / "v").search(vectors[:1], 1)
+    assert ids.tolist() == [[0]]
+
+
+def snapshot(directory: Path) -> GraphSnapshot:
+    graph = GraphSnapshot.from_edges(
+        ["a", "b", "c", "d"], [0, 0, 0, 2], [0, 1, 2, 3], [1, 2, 3, 0], 2, [1.0, 2.0, 3.0, 4.0]
+    )
+    graph.save(directory)
+    return graph
+
+
+@pytest.mark.parametrize("name", ["weights", "indices", "indptr", "kinds", "ids_blob"])
+def test_a_scribbled_snapshot_array_is_refused(tmp_path: Path, name: str) -> None:
+    snapshot(tmp_path / "g")
+    path = tmp_path / "g" / f"{name}.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # the last value: the header still parses
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexDamagedError) as info:
+        GraphSnapshot.load(tmp_path / "g")
+    assert str(info.value) == f"{path} is damaged (checksum mismatch)"
+
+
+def test_a_truncated_snapshot_array_without_records_is_one_line(tmp_path: Path) -> None:
+    snapshot(tmp_path / "g")
+    marker = tmp_path / "g" / "snapshot.json"
+    meta = json.loads(marker.read_text())
+    del meta["files"]
+    marker.write_text(json.dumps(meta))
+    path = tmp_path / "g" / "weights.npy"
+    path.write_bytes(path.read_bytes()[:-8])
+    with pytest.raises(IndexDamagedError) as info:
+        GraphSnapshot.load(tmp_path / "g")
+    message = str(info.value)
+    assert message.startswith(f"{path} is damaged (not a readable array: ") and "\n" not in message
+
+
+def test_a_snapshot_written_whole_loads_equal(tmp_path: Path) -> None:
+    graph = snapshot(tmp_path / "g")
+    loaded = GraphSnapshot.load(tmp_path / "g")
+    assert np.array_equal(loaded.weights, graph.weights)
+    assert np.array_equal(loaded.indices, graph.indices)
+
+
+def damaged_database(path: Path) -> None:
+    with SqliteDocumentStore(path) as store:
+        store.put_documents([Document(f"text {i} " * 50, f"title {i}") for i in range(200)])
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2 // 4096 * 4096
+    data[at : at + 64] = np.random.default_rng(3).integers(0, 256, 64, np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+
+
+def test_quick_check_names_a_damaged_database_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    damaged_database(path)
+    with pytest.raises(IndexDamagedError) as info:
+        quick_check(path)
+    message = str(info.value)  # "integrity check failed: ..." or "... malformed"
+    assert message.startswith(f"{path} is damaged (") and "\n" not in message
+    assert message.endswith(f"after moving {path.name} aside")
+
+
+def test_quick_check_passes_a_sound_database(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    with SqliteDocumentStore(path) as store:
+        store.put_documents([Document("text", "title")])
+    quick_check(path)
+
+
+def test_a_damaged_error_is_a_store_error() -> None:
+    assert issubclass(IndexDamagedError, StoreError)
+
+
+def test_a_scribbled_hnsw_graph_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(0)
+    with FaissHNSWIndex(tmp_path / "h", DIM) as index:
+        index.add(np.arange(40), rng.normal(size=(40, DIM)).astype(np.float32))
+    path = tmp_path / "h" / "hnsw-000001.faiss"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexDamagedError, match=r"hnsw-000001\.faiss is damaged \(checksum"):
+        FaissHNSWIndex(tmp_path / "h")
