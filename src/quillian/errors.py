@@ -15,6 +15,7 @@ __all__ = [
     "IndexIncompleteError",
     "IndexMissingError",
     "IndexSchemaError",
+    "IndexStageMissingError",
     "InputError",
     "LLMAuthError",
     "LLMError",
@@ -99,6 +100,11 @@ class IndexIncompleteError(IndexError_):
 
 class IndexSchemaError(IndexError_):
     """The index was written with a schema version this Quillian cannot read."""
+
+
+class IndexStageMissingError(IndexError_):
+    """The index lacks a build stage (or a trained model) a method needs; the message
+    names what is missing and the command that adds it, never a filesystem path."""
 
 
 class MissingExtraError(QuillianError, ImportError):

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
+from quillian.server.failures import describe, private_paths
 from quillian.server.observability import Metrics
 from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import Workspace, Workspaces
@@ -21,6 +22,11 @@ class Context:
         self.settings = settings
         self.workspaces = workspaces
         self.metrics = metrics
+        self.private = private_paths(settings)
+
+    def describe(self, exc: BaseException) -> tuple[int, str]:
+        """The status and message of ``exc`` for a client (no path of the server's)."""
+        return describe(exc, self.private)
 
 
 def context(request: Request) -> Context:

@@ -1,24 +1,32 @@
 """Errors as HTTP statuses: every refusal is a 4xx naming the problem; only what the
-server itself got wrong is a 500 (and its details go to the log, not the client)."""
+server itself got wrong is a 500 (and its details go to the log, not the client). No
+message leaves with a path of the server's: :func:`private_paths` names them and
+:func:`describe` puts a placeholder (``INDEX``, ``STATE``...) in their place."""
 
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 
 from quillian.errors import (
     ConfigError,
     IndexIncompleteError,
     IndexMissingError,
+    IndexStageMissingError,
     InputError,
     LLMError,
     QuillianError,
     UnknownIdError,
 )
+from quillian.index.layout import is_server_location, local_directory
 from quillian.server.jobs import JobConflict
 from quillian.server.observability import BodyTooLarge
+from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import UnknownWorkspace
 
-__all__ = ["NotFound", "describe"]
+__all__ = ["NotFound", "describe", "private_paths"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,12 +35,20 @@ class NotFound(QuillianError, LookupError):
     """A job, document or entity that does not exist."""
 
 
-def describe(exc: BaseException) -> tuple[int, str]:
-    """The status and message for ``exc``."""
+def describe(exc: BaseException, private: Sequence[tuple[str, str]] = ()) -> tuple[int, str]:
+    """The status and message for ``exc``, each of the ``private`` paths (a path and
+    its placeholder, the longest first) replaced in the message."""
+    status, message = _describe(exc)
+    for path, placeholder in private:
+        message = message.replace(path, placeholder)
+    return status, message
+
+
+def _describe(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, NotFound | UnknownWorkspace | UnknownIdError):
         return 404, str(exc)
-    if isinstance(exc, JobConflict):
-        return 409, str(exc)
+    if isinstance(exc, JobConflict | IndexStageMissingError):
+        return 409, str(exc)  # the index as it is cannot do it: the message says how to
     if isinstance(exc, BodyTooLarge):
         return 413, str(exc)
     if isinstance(exc, IndexIncompleteError | IndexMissingError):
@@ -49,3 +65,23 @@ def describe(exc: BaseException) -> tuple[int, str]:
         return 400, str(exc)
     logger.error("unexpected error", exc_info=exc)
     return 500, f"internal error ({type(exc).__name__})"
+
+
+def private_paths(settings: ServerSettings) -> tuple[tuple[str, str], ...]:
+    """The server's paths a message must not show, each with its placeholder: every
+    workspace's index (and a server index's location and local cache), its jobs' state,
+    the LLM cache and the temporary directory; the longest first."""
+    pairs: list[tuple[str | Path, str]] = []
+    for spec in settings.workspaces:
+        pairs += [(spec.location, "INDEX"), (settings.state_for(spec), "STATE")]
+        if is_server_location(spec.location):
+            pairs.append((local_directory(spec.location), "INDEX"))
+    if settings.cache_path is not None:
+        pairs.append((settings.cache_path, "CACHE"))
+    forms: dict[str, str] = {}
+    for path, placeholder in pairs:
+        forms.setdefault(str(path), placeholder)
+        if not is_server_location(path):
+            forms.setdefault(str(Path(path).resolve()), placeholder)
+    forms.setdefault(str(Path(tempfile.gettempdir()).resolve()) + "/", "TMP/")
+    return tuple(sorted(forms.items(), key=lambda pair: -len(pair[0])))

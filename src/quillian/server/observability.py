@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from quillian.server.models import error_content
+
 __all__ = ["BodyTooLarge", "Metrics", "ServerMiddleware", "gauge"]
 
 access_log = logging.getLogger("quillian.server.access")
@@ -130,9 +132,9 @@ class ServerMiddleware:
         try:
             refusal = self._refuse(scope)
             if refusal is not None:
-                await _reply(send_status, *refusal)
+                await _reply(send_status, scope["path"], *refusal)
             else:
-                await self.app(scope, self._limited(receive), send_status)
+                await self._limited_app(scope, receive, send_status)
         finally:
             seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "unmatched"
@@ -172,23 +174,44 @@ class ServerMiddleware:
             )
         return None
 
-    def _limited(self, receive: Receive) -> Receive:
+    async def _limited_app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app, reading at most ``max_body`` bytes of a body of any length (chunked,
+        without Content-Length, too): past it, the app's reading fails, and whatever it
+        answers, the client gets a 413."""
         seen = 0
+        too_large = f"request body is over the limit of {self.max_body} bytes"
+        over = False
+        replied = False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise BodyTooLarge(f"request body is over the limit of {self.max_body} bytes")
+                    over = True
+                    raise BodyTooLarge(too_large)
             return message
 
-        return limited
+        async def send_413(message: Message) -> None:
+            nonlocal replied
+            if not over:
+                await send(message)
+            elif not replied:  # the app's own answer to the failed read, replaced
+                replied = True
+                await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
+
+        try:
+            await self.app(scope, limited, send_413)
+        except BodyTooLarge:
+            if not replied:
+                await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
 
 
-async def _reply(send: Send, status: int, message: str, headers: dict[str, str]) -> None:
-    body = json.dumps({"detail": message}).encode()
+async def _reply(
+    send: Send, path: str, status: int, message: str, headers: dict[str, str]
+) -> None:
+    body = json.dumps(error_content(path, status, message)).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
