@@ -100,6 +100,8 @@ def check_option_value(option: OptionSpec, value: Any) -> Any:
     )
     if wrong:
         raise ConfigError(f"option {option.name}: {value!r} is not {_a(option.type_name)}")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ConfigError(f"option {option.name}: {value} is out of range")
     return value
 
 

@@ -25,10 +25,12 @@ EXAMPLES = 12  # per operation and phase: the whole run stays well under two min
 
 #: The operations whose bodies carry constraints JSON Schema cannot state, refused with
 #: a 400 that names the problem: a method's options and needs (its options' ranges, a
-#: knowledge graph, a model), a conversation's user message, an uploaded file's content.
+#: knowledge graph, a model), a conversation's user message, an uploaded file's content,
+#: a document's text that is only whitespace (as Python's str.isspace has it).
 SEMANTIC_400 = (
     "POST /api/workspaces/{ws}/answer",
     "POST /v1/chat/completions",
+    "POST /api/workspaces/{ws}/documents",
     "POST /api/workspaces/{ws}/documents/files",
 )
 
@@ -58,7 +60,8 @@ def _config(ids: dict[str, object], doomed: str) -> str:
 
 
 def _requests(metrics: str, route: str, status: str) -> float:
-    pattern = rf'quillian_http_requests_total\{{route="{re.escape(route)}",method="\w+",status="{status}"\}} (\S+)'
+    labels = rf'route="{re.escape(route)}",method="\w+",status="{status}"'
+    pattern = rf"quillian_http_requests_total\{{{labels}\}} (\S+)"
     return sum(float(n) for n in re.findall(pattern, metrics))
 
 

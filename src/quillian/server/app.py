@@ -28,6 +28,7 @@ from quillian.server import models as m
 from quillian.server.answering import ANSWER_EVENTS
 from quillian.server.deps import Context
 from quillian.server.failures import NotFound
+from quillian.server.failures import invalid as invalid_request
 from quillian.server.observability import BodyTooLarge, Metrics, ServerMiddleware
 from quillian.server.routers import documents, graph, jobs, openai, retrieval, system, workspaces
 from quillian.server.settings import ServerSettings
@@ -44,7 +45,7 @@ STREAMS = (ANSWER_EVENTS, jobs.JOB_EVENTS, openai.CHAT_EVENTS)
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 DESCRIPTION = (
-    "Errors: every 4xx and 5xx is `{\"detail\": message}`, and under `/v1` OpenAI's "
+    'Errors: every 4xx and 5xx is `{"detail": message}`, and under `/v1` OpenAI\'s '
     '`{"error": {"message", "type", "param", "code"}}`. `OPTIONS` on any route answers '
     "204 with an `Allow` header listing its methods; another method it does not take is "
     "a 405 with `Allow`. Streams (`text/event-stream`) publish each event's name and "
@@ -113,8 +114,7 @@ def _handle_errors(app: FastAPI, ctx: Context) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(_problem(e) for e in exc.errors())
-        return _error(request, 422, f"invalid request: {problems}")
+        return _error(request, 422, f"invalid request: {invalid_request(exc.errors())}")
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -139,11 +139,6 @@ def _error(
 ) -> JSONResponse:
     body = m.error_content(request.url.path, status, message)
     return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _problem(error: dict[str, object]) -> str:
-    where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")  # type: ignore[attr-defined]
-    return f"{where or 'body'}: {error.get('msg')}"
 
 
 async def _options(request: Request) -> Response:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from quillian.errors import (
     ConfigError,
@@ -22,11 +23,12 @@ from quillian.errors import (
 )
 from quillian.index.layout import is_server_location, local_directory
 from quillian.server.jobs import JobConflict
+from quillian.server.models import NOT_BLANK
 from quillian.server.observability import BodyTooLarge
 from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import UnknownWorkspace
 
-__all__ = ["NotFound", "describe", "private_paths"]
+__all__ = ["NotFound", "describe", "invalid", "private_paths"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,3 +87,16 @@ def private_paths(settings: ServerSettings) -> tuple[tuple[str, str], ...]:
             forms.setdefault(str(Path(path).resolve()), placeholder)
     forms.setdefault(str(Path(tempfile.gettempdir()).resolve()) + "/", "TMP/")
     return tuple(sorted(forms.items(), key=lambda pair: -len(pair[0])))
+
+
+def invalid(errors: Sequence[Mapping[str, Any]]) -> str:
+    """Pydantic's validation errors as one line: ``where: what`` for each."""
+    problems = []
+    for error in errors:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        what = str(error.get("msg"))
+        pattern = (error.get("ctx") or {}).get("pattern")
+        if error.get("type") == "string_pattern_mismatch" and pattern == NOT_BLANK:
+            what = "is blank (only whitespace)"
+        problems.append(f"{where}: {what}")
+    return "; ".join(problems)

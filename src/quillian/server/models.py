@@ -21,13 +21,13 @@ __all__ = [
     "EntityHit",
     "EntityPage",
     "ErrorBody",
-    "OpenAIErrorBody",
     "GraphLinks",
     "JobOut",
     "JobPage",
     "LinksRequest",
     "MethodInfo",
     "Neighbourhood",
+    "OpenAIErrorBody",
     "Passage",
     "RetrieveRequest",
     "RetrieveResponse",
@@ -66,8 +66,11 @@ RetrieverName = Annotated[str, Field(json_schema_extra={"enum": list(RETRIEVERS)
 #: A method's name (or alias); the schema lists them.
 MethodName = Annotated[str, Field(json_schema_extra={"enum": method_names(with_aliases=True)})]
 
+#: The pattern of text with something besides whitespace.
+NOT_BLANK = r"\S"
+
 #: Text with something besides whitespace.
-NonBlank = Annotated[str, Field(pattern=r"\S")]
+NonBlank = Annotated[str, Field(min_length=1, pattern=NOT_BLANK)]
 
 
 class ErrorBody(BaseModel):
@@ -319,7 +322,7 @@ class StreamError(BaseModel):
 
 
 class DocumentIn(_Body):
-    text: NonBlank
+    text: str = Field(min_length=1, description="refused when blank (only whitespace)")
     title: str = ""
     source: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -208,9 +208,7 @@ class ServerMiddleware:
                 await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
 
 
-async def _reply(
-    send: Send, path: str, status: int, message: str, headers: dict[str, str]
-) -> None:
+async def _reply(send: Send, path: str, status: int, message: str, headers: dict[str, str]) -> None:
     body = json.dumps(error_content(path, status, message)).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in headers.items()]

@@ -137,8 +137,7 @@ class KAGSRetriever:
     def __init__(self, context: RetrievalContext, config: KAGSSearch | None = None) -> None:
         if context.triples is None:
             raise IndexStageMissingError(
-                "this index has no KAGS triples; build it with "
-                "`quillian index ... --for kags`"
+                "this index has no KAGS triples; build it with `quillian index ... --for kags`"
             )
         self.context = context
         self.store: TripleStore = context.triples

@@ -104,7 +104,9 @@ async def add_documents(
 async def upload_files(
     workspace: WorkspaceDep,
     response: Response,
-    files: Annotated[list[UploadFile], File(min_length=1, description=f"files: {', '.join(SUFFIXES)}")],
+    files: Annotated[
+        list[UploadFile], File(min_length=1, description=f"files: {', '.join(SUFFIXES)}")
+    ],
 ) -> m.JobOut:
     """Ingest uploaded files (text, markdown, JSON or JSONL corpora) in the background.
 

@@ -39,6 +39,17 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+#: What the conversation must hold: a user message with text (the question).
+_USER_QUESTION = {
+    "type": "object",
+    "properties": {
+        "role": {"const": "user"},
+        "content": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": m.NOT_BLANK},
+    },
+    "required": ["role", "content"],
+}
+
+
 class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     role: str
@@ -49,7 +60,11 @@ class ChatRequest(BaseModel):
     # temperature, max_tokens... are accepted; what is read has its type (strict)
     model_config = ConfigDict(extra="allow", strict=True)
     model: str = Field(description="quillian-METHOD or quillian-METHOD@WORKSPACE")
-    messages: list[ChatMessageIn] = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(
+        min_length=1,
+        description="the conversation; the question is its last user message with text",
+        json_schema_extra={"contains": _USER_QUESTION},
+    )
     stream: bool = False
     quillian: dict[str, Any] = Field(
         default_factory=dict, description="method options ({'k': 4}, 'retriever': 'ppr')"
@@ -136,14 +151,18 @@ def _target(ctx: Ctx, model: str) -> tuple[Workspace, str]:
 
 
 def _question(messages: list[ChatMessageIn]) -> str:
+    """The last user message with text (a string, or its text parts)."""
     for message in reversed(messages):
         if message.role != "user":
             continue
         if isinstance(message.content, str):
-            return message.content
-        parts = message.content or []
-        return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
-    raise ConfigError("the conversation has no user message to answer")
+            text = message.content
+        else:
+            parts = message.content or []
+            text = "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+        if text.strip():
+            return text
+    raise ConfigError("the conversation has no user message with text to answer")
 
 
 def _request(body: ChatRequest, method: str, stream: bool) -> m.AnswerRequest:

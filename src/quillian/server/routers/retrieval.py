@@ -18,6 +18,7 @@ from quillian.server.views import retrieval_view
 
 router = APIRouter(prefix="/api/workspaces/{ws}", tags=["retrieval and answers"])
 
+
 @router.post("/retrieve", response_model=m.RetrieveResponse)
 async def retrieve(
     body: m.RetrieveRequest, workspace: WorkspaceDep, ctx: Ctx
