@@ -219,3 +219,20 @@ def test_a_missing_build_stage_is_one_409_with_the_command_and_no_path(server, b
         assert "quillian " in detail, detail  # the command that adds it
         assert "/" not in detail.replace("--for", ""), detail  # no server path
         assert str(built_index.parent) not in detail
+
+
+def test_no_error_shows_a_path_of_the_server(built_index, tmp_path):
+    index = tmp_path / "idx"
+    shutil.copytree(built_index, index)
+    (index / "kge").mkdir()
+    (index / "kge" / "manifest.json").write_text("{not json")  # a damaged model
+    settings = ServerSettings(
+        workspaces=(WorkspaceSpec("main", index),), llm=ScriptedChatModel(ROUTES)
+    )
+    with running(settings) as client:
+        body = {"question": QUESTION, "method": "know3-rag"}
+        response = client.post(f"{BASE}/answer", json=body)
+    detail = response.json()["detail"]
+    assert response.status_code == 400 and "unreadable model manifest" in detail
+    assert detail.startswith("INDEX/kge/manifest.json: ")  # named, where it is
+    assert str(tmp_path) not in detail and str(tmp_path.resolve()) not in detail
