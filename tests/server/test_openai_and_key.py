@@ -127,6 +127,15 @@ def test_every_v1_error_is_openais_error_object_which_its_client_shows(server):
     )
     with pytest.raises(openai.UnprocessableEntityError, match="messages"):
         openai_client(server).chat.completions.create(model="quillian-sa-rag", messages=[])
+    with pytest.raises(openai.BadRequestError) as raised:  # one line naming the field
+        openai_client(server).chat.completions.create(
+            model="quillian-sa-rag",
+            messages=[{"role": "user", "content": QUESTION}],
+            extra_body={"quillian": {"retriever": 5}},
+        )
+    assert (
+        raised.value.body["message"] == "invalid request: retriever: Input should be a valid string"
+    )
     with pytest.raises(openai.ConflictError, match="quillian index"):  # no KAGS stage
         openai_client(server).chat.completions.create(
             model="quillian-kags", messages=[{"role": "user", "content": QUESTION}]

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from quillian.errors import (
     ConfigError,
     IndexIncompleteError,
@@ -47,6 +49,8 @@ def describe(exc: BaseException, private: Sequence[tuple[str, str]] = ()) -> tup
 
 
 def _describe(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, ValidationError):  # a request the route built from another
+        return 400, f"invalid request: {invalid(exc.errors())}"
     if isinstance(exc, NotFound | UnknownWorkspace | UnknownIdError):
         return 404, str(exc)
     if isinstance(exc, JobConflict | IndexStageMissingError):

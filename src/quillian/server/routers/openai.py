@@ -13,6 +13,7 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from quillian.errors import ConfigError
 from quillian.methods.table import METHODS, method_spec
@@ -40,7 +41,7 @@ class ModelList(BaseModel):
 
 
 #: What the conversation must hold: a user message with text (the question).
-_USER_QUESTION = {
+_USER_QUESTION: JsonDict = {
     "type": "object",
     "properties": {
         "role": {"const": "user"},
