@@ -203,9 +203,11 @@ class ServerMiddleware:
 
         try:
             await self.app(scope, limited, send_413)
-        except BodyTooLarge:
-            if not replied:
-                await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
+        except Exception:
+            if not over:
+                raise
+        if over and not replied:  # the app raised, or answered nothing
+            await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
 
 
 async def _reply(send: Send, path: str, status: int, message: str, headers: dict[str, str]) -> None:
