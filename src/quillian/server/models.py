@@ -80,6 +80,8 @@ class ErrorBody(BaseModel):
 
 
 class OpenAIError(BaseModel):
+    """What went wrong, as OpenAI's API says it."""
+
     message: str
     type: str = Field(description="invalid_request_error, rate_limit_error or server_error")
     param: str | None = None
