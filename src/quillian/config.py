@@ -19,7 +19,13 @@ from typing import Any
 
 from quillian.errors import ConfigError
 
-__all__ = ["OptionSpec", "build_config", "config_options", "parse_option_value"]
+__all__ = [
+    "OptionSpec",
+    "build_config",
+    "check_option_value",
+    "config_options",
+    "parse_option_value",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,28 @@ def parse_option_value(option: OptionSpec, text: str) -> Any:
     return value
 
 
+def check_option_value(option: OptionSpec, value: Any) -> Any:
+    """``value`` as a value of ``option``'s type, from any edge: text is parsed as on the
+    command line (:func:`parse_option_value`); any other value must already have the
+    type (an int where a float is meant becomes a float, a bool is not a number)."""
+    if isinstance(value, str):
+        return parse_option_value(option, value)
+    expected = option.type
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    wrong = (
+        typing.get_origin(expected) is typing.Literal
+        or expected is str
+        or (isinstance(expected, type) and not isinstance(value, expected))
+        or (expected in (int, float) and isinstance(value, bool))
+    )
+    if wrong:
+        raise ConfigError(f"option {option.name}: {value!r} is not {_a(option.type_name)}")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ConfigError(f"option {option.name}: {value} is out of range")
+    return value
+
+
 def _a(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
@@ -87,15 +115,19 @@ def build_config(owner: str, config_cls: type | None, options: dict[str, Any]) -
         if options:
             raise ConfigError(f"{owner} takes no options, got {', '.join(sorted(options))}")
         return None
-    known = {o.name for o in config_options(config_cls)}
-    unknown = sorted(set(options) - known)
+    specs = {o.name: o for o in config_options(config_cls)}
+    unknown = sorted(set(options) - set(specs))
     if unknown:
         raise ConfigError(
             f"{owner}: unknown option(s) {', '.join(unknown)}; "
-            f"options are {', '.join(sorted(known)) or 'none'}"
+            f"options are {', '.join(sorted(specs)) or 'none'}"
         )
     try:
-        return config_cls(**options)
+        typed = {name: check_option_value(specs[name], v) for name, v in options.items()}
+    except ConfigError as exc:
+        raise ConfigError(f"{owner}: {exc}") from None
+    try:
+        return config_cls(**typed)
     except TypeError as exc:
         raise ConfigError(f"{owner}: {exc}") from exc
 

@@ -16,6 +16,7 @@ __all__ = [
     "IndexIncompleteError",
     "IndexMissingError",
     "IndexSchemaError",
+    "IndexStageMissingError",
     "InputError",
     "LLMAuthError",
     "LLMError",
@@ -116,6 +117,11 @@ class IndexDamagedError(IndexIncompleteError, StoreError):
 
 class IndexSchemaError(IndexError_):
     """The index was written with a schema version this Quillian cannot read."""
+
+
+class IndexStageMissingError(IndexError_):
+    """The index lacks a build stage (or a trained model) a method needs; the message
+    names what is missing and the command that adds it, never a filesystem path."""
 
 
 class MissingExtraError(QuillianError, ImportError):

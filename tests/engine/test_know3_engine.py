@@ -17,7 +17,7 @@ from quillian.components.kge.storage import model_directory
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.engine.kge import train_kge
-from quillian.errors import ModelLoadError
+from quillian.errors import IndexStageMissingError, ModelLoadError
 from quillian.eval.qa import summarize
 from quillian.methods.steps import ConfidenceCheck, ReferenceFilter, TurnAnswer
 from quillian.methods.table import method_spec
@@ -98,7 +98,7 @@ def test_missing_and_stale_models_are_refused(tmp_path, location):
         async with Engine.open(where, llm=model()) as engine:
             return await engine.answer(QUESTION, "know3-rag")
 
-    with pytest.raises(ModelLoadError, match="quillian kg train-kge"):
+    with pytest.raises(IndexStageMissingError, match="quillian kg train-kge"):
         asyncio.run(ask(copy))
     # a model trained on another graph (one document more) is refused, not misread
     other = tmp_path / "other"

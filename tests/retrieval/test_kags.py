@@ -15,7 +15,7 @@ import pytest
 from quillian.components.retrieval.kags import KAGSRetriever, KAGSSearch, dedup_relations
 from quillian.components.retrieval.triple_store import NAMESPACE, SENTENCE_VECTORS
 from quillian.engine import Engine, IndexSettings, index_documents
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, IndexStageMissingError
 from quillian.index import open_storage
 from quillian.testing.kags import KAGS_DOCS as DOCS
 from quillian.testing.kags import S_ALPHA, S_LAMBDA, S_MU, kags_index
@@ -148,5 +148,5 @@ def test_bad_settings_and_an_index_without_triples_are_refused(tmp_path: Path) -
     with pytest.raises(ConfigError, match="top_k"):
         KAGSSearch(top_k=0)
     index_documents(tmp_path, DOCS, IndexSettings(extractor="spacy", embedder="keyword"))
-    with pytest.raises(ConfigError, match="no KAGS triples"):
+    with pytest.raises(IndexStageMissingError, match="no KAGS triples"):
         Engine.open(tmp_path, embedder="keyword").retriever("kags")

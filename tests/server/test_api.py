@@ -91,7 +91,7 @@ def test_retrieve_returns_passages_and_the_activated_subgraph(client):
     [
         ("/api/workspaces/main/retrieve", {"query": "x", "method": "nope"}, 400, "nope"),
         ("/api/workspaces/main/retrieve", {"query": ""}, 422, "query"),
-        ("/api/workspaces/main/retrieve", {"query": "   "}, 400, "empty"),
+        ("/api/workspaces/main/retrieve", {"query": "   "}, 422, "query: is blank"),
         ("/api/workspaces/main/retrieve", {"query": "x", "k": 0}, 422, "k"),
         ("/api/workspaces/other/retrieve", {"query": "x"}, 404, "other"),
         ("/api/workspaces/main/answer", {"question": "x", "method": "magic"}, 400, "magic"),

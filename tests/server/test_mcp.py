@@ -13,7 +13,7 @@ import quillian
 from quillian.testing.server import QUESTION
 
 
-def test_tools_over_stdio(built_index, routes_file):
+def test_tools_over_stdio(built_index, routes_file, tmp_path):
     params = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -28,20 +28,32 @@ def test_tools_over_stdio(built_index, routes_file):
         env={"PYTHONPATH": str(Path(quillian.__file__).parents[1])},
     )
 
-    async def go():
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-            retrieved = await session.call_tool(
-                "retrieve", {"query": "Where was Charles Babbage born?", "k": 2}
-            )
-            answered = await session.call_tool("answer", {"question": QUESTION})
-            entity = await session.call_tool("entity", {"name": "babbage"})
-            missing = await session.call_tool("entity", {"name": "Nobody At All"})
-            bad = await session.call_tool("retrieve", {"query": "x", "method": "nope"})
-            return tools, retrieved, answered, entity, missing, bad
+    stderr = tmp_path / "stderr.txt"
 
-    tools, retrieved, answered, entity, missing, bad = asyncio.run(asyncio.wait_for(go(), 120))
+    async def go():
+        with stderr.open("w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                return await calls(session)
+
+    async def calls(session):
+        await session.initialize()
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        retrieved = await session.call_tool(
+            "retrieve", {"query": "Where was Charles Babbage born?", "k": 2}
+        )
+        answered = await session.call_tool("answer", {"question": QUESTION})
+        entity = await session.call_tool("entity", {"name": "babbage"})
+        missing = await session.call_tool("entity", {"name": "Nobody At All"})
+        bad = await session.call_tool("retrieve", {"query": "x", "method": "nope"})
+        empty = await session.call_tool("answer", {"question": ""})
+        huge = await session.call_tool("retrieve", {"query": "x", "k": 10**30})
+        return tools, retrieved, answered, entity, missing, bad, empty, huge
+
+    results = asyncio.run(asyncio.wait_for(go(), 120))
+    tools, retrieved, answered, entity, missing, bad, empty, huge = results
     assert set(tools) == {"retrieve", "answer", "entity"}
     assert "question" in tools["answer"].input_schema["properties"]
     assert not retrieved.is_error
@@ -54,3 +66,8 @@ def test_tools_over_stdio(built_index, routes_file):
     assert entity.structured_content["edges"]
     assert missing.is_error and "Nobody At All" in missing.content[0].text
     assert bad.is_error and "nope" in bad.content[0].text
+    # a refused input is one line naming the problem, and the server prints no traceback
+    assert empty.is_error and "question" in empty.content[0].text
+    assert "\n" not in empty.content[0].text
+    assert huge.is_error and "k: " in huge.content[0].text
+    assert "Traceback" not in stderr.read_text()

@@ -83,10 +83,11 @@ def test_streamed_chat_completion_ends_with_done(server):
 
 
 def test_unknown_model_is_a_clear_error(server):
-    with pytest.raises(openai.BadRequestError, match="unknown model"):
+    with pytest.raises(openai.NotFoundError, match="unknown model") as raised:  # as at OpenAI
         openai_client(server).chat.completions.create(
             model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
         )
+    assert raised.value.code == "not_found" and raised.value.type == "invalid_request_error"
     with pytest.raises(openai.NotFoundError, match="nowhere"):
         openai_client(server).chat.completions.create(
             model="quillian-sa-rag@nowhere", messages=[{"role": "user", "content": "hi"}]
@@ -98,10 +99,13 @@ def test_the_key_is_required_everywhere_but_health_and_never_logged(server, capl
     caplog.set_level(logging.DEBUG)
     with httpx.Client(base_url=base) as anonymous:
         assert anonymous.get("/healthz").status_code == 200
-        for path in ("/api/workspaces", "/metrics", "/openapi.json", "/v1/models"):
+        for path in ("/api/workspaces", "/metrics", "/openapi.json"):
             response = anonymous.get(path)
             assert response.status_code == 401, path
-            assert "API key" in response.json()["detail"]
+            assert response.json() == {"detail": "an API key is required (X-API-Key)"}
+        response = anonymous.get("/v1/models")  # OpenAI's error object, under /v1
+        assert response.status_code == 401
+        assert response.json()["error"]["message"] == "an API key is required (X-API-Key)"
         wrong = anonymous.get("/api/workspaces", headers={"X-API-Key": "not-the-key"})
         assert wrong.status_code == 401 and wrong.json() == {"detail": "wrong API key"}
         bearer = anonymous.get("/api/workspaces", headers={"Authorization": f"Bearer {KEY}"})
@@ -110,3 +114,38 @@ def test_the_key_is_required_everywhere_but_health_and_never_logged(server, capl
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert '"status": 401' in logged  # the refusals are in the access log...
     assert "not-the-key" not in logged and KEY not in logged  # ...the keys are not
+
+
+def test_every_v1_error_is_openais_error_object_which_its_client_shows(server):
+    base = f"{str(server.base_url).rstrip('/')}/v1"
+    wrong = openai.OpenAI(base_url=base, api_key="not-the-key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as raised:
+        wrong.models.list()
+    assert str(raised.value) == "Error code: 401 - wrong API key"  # the message, shown
+    assert (
+        raised.value.code == "invalid_api_key" and raised.value.body["message"] == "wrong API key"
+    )
+    with pytest.raises(openai.UnprocessableEntityError, match="messages"):
+        openai_client(server).chat.completions.create(model="quillian-sa-rag", messages=[])
+    with pytest.raises(openai.BadRequestError) as raised:  # one line naming the field
+        openai_client(server).chat.completions.create(
+            model="quillian-sa-rag",
+            messages=[{"role": "user", "content": QUESTION}],
+            extra_body={"quillian": {"retriever": 5}},
+        )
+    assert (
+        raised.value.body["message"] == "invalid request: retriever: Input should be a valid string"
+    )
+    with pytest.raises(openai.ConflictError, match="quillian index"):  # no KAGS stage
+        openai_client(server).chat.completions.create(
+            model="quillian-kags", messages=[{"role": "user", "content": QUESTION}]
+        )
+    for response in (
+        server.get("/v1/nowhere"),
+        server.put("/v1/models"),
+        server.post("/v1/chat/completions", content=b"{"),
+    ):
+        error = response.json()["error"]
+        assert response.status_code >= 400 and set(error) == {"message", "type", "param", "code"}
+        assert "detail" not in response.json()
+    assert server.put("/v1/models").headers["allow"] == "GET, OPTIONS"

@@ -25,10 +25,11 @@ from quillian.components.kge.sources import (
     triples_from_imported_graph,
     triples_from_knowledge_graph,
 )
+from quillian.components.kge.storage import MANIFEST as MODEL_MANIFEST
 from quillian.components.kge.storage import MODEL_DIR, load_model, model_directory
 from quillian.components.kge.storage import read_manifest as read_model_manifest
 from quillian.components.kge.triples import TripleSet
-from quillian.errors import ConfigError, IndexIncompleteError
+from quillian.errors import ConfigError, IndexIncompleteError, IndexStageMissingError
 from quillian.index import Index, load_graph, open_storage, read_manifest
 from quillian.index.layout import is_server_location
 from quillian.methods.know3.knowledge import Know3Knowledge
@@ -160,7 +161,14 @@ def open_knowledge(
         directory = location
         relation_embedder = embedder
         relation_aliases = None  # a document graph's predicates are their own names
-    stored = load_model(model_directory(directory), triples)
+    model = model_directory(directory)
+    if not (model / MODEL_MANIFEST).is_file():
+        what = "imported graph" if spec.directory is not None else "index"
+        raise IndexStageMissingError(
+            f"this {what} has no trained KG-embedding model; train one with "
+            f"`quillian kg train-kge {'KG' if spec.directory is not None else 'INDEX'}`"
+        )
+    stored = load_model(model, triples)
     confidence = TripleConfidence(stored.model, triples)
     relations = RelationIndex(triples.relation_names, relation_embedder, aliases=relation_aliases)
     return Know3Knowledge(source, confidence, relations, relation_embedder)

@@ -17,15 +17,32 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from quillian.components.llm.base import streaming_tokens
 from quillian.components.retrieval.base import RetrievalResult
 from quillian.engine import Engine
 from quillian.methods.base import AnswerResult
 from quillian.methods.steps import Step
 from quillian.server import models as m
+from quillian.server.sse import EventStream
 from quillian.server.views import answer_view, retrieval_view
 
-__all__ = ["AnswerEvent", "EventObserver", "answer", "answer_events"]
+__all__ = ["ANSWER_EVENTS", "AnswerEvent", "EventObserver", "answer", "answer_events"]
+
+#: The answer stream's events, as the OpenAPI schema publishes them.
+ANSWER_EVENTS = EventStream(
+    "The answer (JSON), or with ``stream: true`` server-sent events: ``retrieval`` for "
+    "each retrieval, ``step`` for each step, ``token`` while the model writes, then "
+    "``final`` (the AnswerResponse) or ``error``.",
+    (
+        ("retrieval", m.RetrieveResponse),
+        ("step", m.StepEvent),
+        ("token", m.TokenEvent),
+        ("final", m.AnswerResponse),
+        ("error", m.StreamError),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +50,7 @@ class AnswerEvent:
     """One event of an answer stream: its name and its body."""
 
     name: str
-    data: m.RetrieveResponse | m.AnswerResponse | dict[str, Any]
+    data: BaseModel
 
 
 class EventObserver:
@@ -58,10 +75,10 @@ class EventObserver:
         self._put(AnswerEvent("retrieval", view))
 
     def step(self, step: Step) -> None:
-        self._put(AnswerEvent("step", step.as_dict()))
+        self._put(AnswerEvent("step", m.StepEvent.model_validate(step.as_dict())))
 
     def token(self, prompt: str, text: str) -> None:
-        self._put(AnswerEvent("token", {"prompt": prompt, "text": text}))
+        self._put(AnswerEvent("token", m.TokenEvent(prompt=prompt, text=text)))
 
 
 async def _run(
@@ -103,16 +120,16 @@ async def answer_events(
                 event = await asyncio.wait_for(observer.queue.get(), max(remaining, 0.0))
             except TimeoutError:
                 message = f"the answer took longer than {timeout_s:g} s"
-                yield AnswerEvent("error", {"status": 504, "detail": message})
+                yield AnswerEvent("error", m.StreamError(status=504, detail=message))
                 return
             if event is not None:
                 yield event
                 continue
             if task.cancelled():
-                yield AnswerEvent("error", {"status": 499, "detail": "cancelled"})
+                yield AnswerEvent("error", m.StreamError(status=499, detail="cancelled"))
             elif (exc := task.exception()) is not None:
                 status, message = describe(exc)
-                yield AnswerEvent("error", {"status": status, "detail": message})
+                yield AnswerEvent("error", m.StreamError(status=status, detail=message))
             else:
                 yield AnswerEvent("final", answer_view(task.result(), observer.retrievals))
             return

@@ -17,6 +17,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
+from quillian.server.failures import describe, private_paths
 from quillian.server.keys import EVERY_WORKSPACE, Grant, KeyRing, Role, Unauthorized
 from quillian.server.observability import Metrics
 from quillian.server.settings import ServerSettings
@@ -42,6 +43,12 @@ class Context:
         self.workspaces = workspaces
         self.metrics = metrics
         self.keys = KeyRing(settings.keys_file, settings.api_key)
+        self.private = private_paths(settings)
+
+    def describe(self, exc: BaseException, workspace: str | None = None) -> tuple[int, str]:
+        """The status and message of ``exc`` for a client (no path of the server's), met
+        serving ``workspace`` where known."""
+        return describe(exc, self.private, workspace)
 
 
 def context(request: Request) -> Context:

@@ -1,26 +1,38 @@
 """Errors as HTTP statuses: every refusal is a 4xx naming the problem; only what the
-server itself got wrong is a 500 (and its details go to the log, not the client)."""
+server itself got wrong is a 500 (and its details go to the log, not the client). No
+message leaves with a path of the server's: :func:`private_paths` names them and
+:func:`describe` puts a placeholder (``INDEX``, ``STATE``...) in their place."""
 
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from quillian.errors import (
     ConfigError,
     IndexDamagedError,
     IndexIncompleteError,
     IndexMissingError,
+    IndexStageMissingError,
     InputError,
     LLMError,
     QuillianError,
     UnknownIdError,
 )
+from quillian.index.layout import is_server_location, local_directory
 from quillian.server.jobs import JobConflict
 from quillian.server.keys import Forbidden, Unauthorized
+from quillian.server.models import NOT_BLANK
 from quillian.server.observability import BodyTooLarge
+from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import UnknownWorkspace
 
-__all__ = ["NotFound", "describe"]
+__all__ = ["NotFound", "describe", "invalid", "private_paths"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,16 +41,29 @@ class NotFound(QuillianError, LookupError):
     """A job, document or entity that does not exist."""
 
 
-def describe(exc: BaseException, workspace: str | None = None) -> tuple[int, str]:
-    """The status and message for ``exc`` (met serving ``workspace``, where known)."""
+def describe(
+    exc: BaseException, private: Sequence[tuple[str, str]] = (), workspace: str | None = None
+) -> tuple[int, str]:
+    """The status and message for ``exc`` (met serving ``workspace``, where known), each
+    of the ``private`` paths (a path and its placeholder, the longest first) replaced in
+    the message."""
+    status, message = _describe(exc, workspace)
+    for path, placeholder in private:
+        message = message.replace(path, placeholder)
+    return status, message
+
+
+def _describe(exc: BaseException, workspace: str | None) -> tuple[int, str]:
     if isinstance(exc, Unauthorized):
         return 401, str(exc)
     if isinstance(exc, Forbidden):
         return 403, str(exc)
+    if isinstance(exc, ValidationError):  # a request the route built from another
+        return 400, f"invalid request: {invalid(exc.errors())}"
     if isinstance(exc, NotFound | UnknownWorkspace | UnknownIdError):
         return 404, str(exc)
-    if isinstance(exc, JobConflict):
-        return 409, str(exc)
+    if isinstance(exc, JobConflict | IndexStageMissingError):
+        return 409, str(exc)  # the index as it is cannot do it: the message says how to
     if isinstance(exc, BodyTooLarge):
         return 413, str(exc)
     if isinstance(exc, IndexDamagedError):  # named within the index: no server path
@@ -61,3 +86,36 @@ def describe(exc: BaseException, workspace: str | None = None) -> tuple[int, str
         return 400, str(exc)
     logger.error("unexpected error", exc_info=exc)
     return 500, f"internal error ({type(exc).__name__})"
+
+
+def private_paths(settings: ServerSettings) -> tuple[tuple[str, str], ...]:
+    """The server's paths a message must not show, each with its placeholder: every
+    workspace's index (and a server index's location and local cache), its jobs' state,
+    the LLM cache and the temporary directory; the longest first."""
+    pairs: list[tuple[str | Path, str]] = []
+    for spec in settings.workspaces:
+        pairs += [(spec.location, "INDEX"), (settings.state_for(spec), "STATE")]
+        if is_server_location(spec.location):
+            pairs.append((local_directory(spec.location), "INDEX"))
+    if settings.cache_path is not None:
+        pairs.append((settings.cache_path, "CACHE"))
+    forms: dict[str, str] = {}
+    for path, placeholder in pairs:
+        forms.setdefault(str(path), placeholder)
+        if not is_server_location(path):
+            forms.setdefault(str(Path(path).resolve()), placeholder)
+    forms.setdefault(str(Path(tempfile.gettempdir()).resolve()) + "/", "TMP/")
+    return tuple(sorted(forms.items(), key=lambda pair: -len(pair[0])))
+
+
+def invalid(errors: Sequence[Mapping[str, Any]]) -> str:
+    """Pydantic's validation errors as one line: ``where: what`` for each."""
+    problems = []
+    for error in errors:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        what = str(error.get("msg"))
+        pattern = (error.get("ctx") or {}).get("pattern")
+        if error.get("type") == "string_pattern_mismatch" and pattern == NOT_BLANK:
+            what = "is blank (only whitespace)"
+        problems.append(f"{where}: {what}")
+    return "; ".join(problems)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from quillian.components.factories import RETRIEVERS
 from quillian.engine.engine import MAX_QUESTION_CHARS
+from quillian.methods.table import method_names
 from quillian.server.ids import ENTITY_ID_HELP, ENTITY_ID_PATTERN, refuse_position
 
 __all__ = [
@@ -28,17 +29,50 @@ __all__ = [
     "LinksRequest",
     "MethodInfo",
     "Neighbourhood",
+    "OpenAIErrorBody",
     "Passage",
     "RetrieveRequest",
     "RetrieveResponse",
+    "StepEvent",
+    "StreamError",
     "Subgraph",
+    "TokenEvent",
     "Usage",
     "WorkspaceInfo",
+    "error_content",
+    "openai_error",
 ]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, and every value of its declared type
+    (strict: ``"stream": 0`` is not a bool, ``"k": "3"`` not an int)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+#: The largest offset a page may start at (SQLite and numpy take 64-bit integers).
+MAX_OFFSET = 2**31 - 1
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: An integer as JSON Schema has it: ``8`` or ``8.0``, never ``"8"`` or ``true``.
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+
+#: A retriever's name; the schema lists them.
+RetrieverName = Annotated[str, Field(json_schema_extra={"enum": list(RETRIEVERS)})]
+
+#: A method's name (or alias); the schema lists them.
+MethodName = Annotated[str, Field(json_schema_extra={"enum": method_names(with_aliases=True)})]
+
+#: The pattern of text with something besides whitespace.
+NOT_BLANK = r"\S"
+
+#: Text with something besides whitespace.
+NonBlank = Annotated[str, Field(min_length=1, pattern=NOT_BLANK)]
 
 
 #: Ids are content-derived (see :mod:`quillian.server.ids`): valid across uploads,
@@ -74,9 +108,56 @@ DescriptionId = Annotated[
 
 
 class ErrorBody(BaseModel):
-    """Every 4xx and 5xx: what went wrong, in a sentence."""
+    """Every 4xx and 5xx outside ``/v1``: what went wrong, in a sentence."""
 
     detail: str
+
+
+class OpenAIError(BaseModel):
+    """What went wrong, as OpenAI's API says it."""
+
+    message: str
+    type: str = Field(description="invalid_request_error, rate_limit_error or server_error")
+    param: str | None = None
+    code: str | None = Field(description="invalid_api_key, not_found, request_too_large...")
+
+
+class OpenAIErrorBody(BaseModel):
+    """Every 4xx and 5xx under ``/v1``: OpenAI's error object, which its clients show."""
+
+    error: OpenAIError
+
+
+#: The OpenAI-compatible routes' prefix: their errors take OpenAI's shape.
+OPENAI_PREFIX = "/v1/"
+
+_OPENAI_CODES = {
+    401: "invalid_api_key",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "request_too_large",
+    429: "rate_limit_exceeded",
+}
+
+
+def openai_error(status: int, message: str) -> OpenAIErrorBody:
+    """OpenAI's error object for a refusal (or failure) with HTTP ``status``."""
+    if status >= 500:
+        kind, code = "server_error", "server_error"
+    else:
+        kind = "rate_limit_error" if status == 429 else "invalid_request_error"
+        code = _OPENAI_CODES.get(status, "invalid_request")
+    return OpenAIErrorBody(error=OpenAIError(message=message, type=kind, code=code))
+
+
+def error_content(path: str, status: int, message: str) -> dict[str, Any]:
+    """The body of an error at ``path``: :class:`ErrorBody`, or :class:`OpenAIErrorBody`
+    under ``/v1``."""
+    if path.startswith(OPENAI_PREFIX):
+        return openai_error(status, message).model_dump()
+    return ErrorBody(detail=message).model_dump()
 
 
 # --- workspaces and methods ------------------------------------------------------------
@@ -118,9 +199,9 @@ class MethodList(BaseModel):
 
 
 class RetrieveRequest(_Body):
-    query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, description="the query text")
-    method: str = Field(default="sa", description=f"the retriever: {', '.join(RETRIEVERS)}")
-    k: int = Field(default=8, ge=1, le=100, description="passages to return")
+    query: NonBlank = Field(max_length=MAX_QUESTION_CHARS, description="the query text")
+    method: RetrieverName = Field(default="sa", description="the retriever")
+    k: WholeNumber = Field(default=8, ge=1, le=100, description="passages to return")
 
 
 class Passage(BaseModel):
@@ -175,9 +256,11 @@ class RetrieveResponse(BaseModel):
 
 
 class AnswerRequest(_Body):
-    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
-    method: str = Field(default="sa-rag", description="the method (GET /api/methods lists them)")
-    retriever: str | None = Field(
+    question: NonBlank = Field(max_length=MAX_QUESTION_CHARS)
+    method: MethodName = Field(
+        default="sa-rag", description="the method (GET /api/methods lists them)"
+    )
+    retriever: RetrieverName | None = Field(
         default=None, description="a retriever instead of the method's own"
     )
     options: dict[str, Any] = Field(default_factory=dict, description="the method's options")
@@ -250,11 +333,32 @@ class AnswerResponse(BaseModel):
     seconds: float
 
 
+class StepEvent(BaseModel):
+    """A step the method recorded, as it happens (``{kind, ...}``, as in ``steps``)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+
+
+class TokenEvent(BaseModel):
+    """Text the model wrote for a prompt, while it writes."""
+
+    prompt: str
+    text: str
+
+
+class StreamError(BaseModel):
+    """A stream's last event when it failed: the status the request would have had."""
+
+    status: int
+    detail: str
+
+
 # --- documents and jobs ----------------------------------------------------------------
 
 
 class DocumentIn(_Body):
-    text: str = Field(min_length=1)
+    text: str = Field(min_length=1, description="refused when blank (only whitespace)")
     title: str = ""
     source: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -376,7 +480,7 @@ class Neighbourhood(BaseModel):
 class LinksRequest(_Body):
     """Entities and passages already on screen, whose links the UI wants to draw."""
 
-    entities: list[Annotated[str, Field(max_length=100)]] = Field(
+    entities: list[EntityId] = Field(
         max_length=2000, description=f"the subgraph's entities: each {ENTITY_ID_HELP}"
     )
     chunk_ids: list[str] = Field(max_length=500, description="passages' chunk ids")

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from quillian.server.keys import ANONYMOUS, OPEN, Grant, KeyRing, Unauthorized
+from quillian.server.models import error_content
 
 __all__ = ["BodyTooLarge", "Metrics", "ServerMiddleware", "gauge"]
 
@@ -150,9 +151,9 @@ class ServerMiddleware:
                 return
             refusal = self._refuse(scope)
             if refusal is not None:
-                await _reply(send_status, *refusal)
+                await _reply(send_status, scope["path"], *refusal)
             else:
-                await self.app(scope, self._limited(receive), send_status)
+                await self._limited_app(scope, receive, send_status)
         finally:
             seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "unmatched"
@@ -199,19 +200,40 @@ class ServerMiddleware:
             )
         return None
 
-    def _limited(self, receive: Receive) -> Receive:
+    async def _limited_app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app, reading at most ``max_body`` bytes of a body of any length (chunked,
+        without Content-Length, too): past it, the app's reading fails, and whatever it
+        answers, the client gets a 413."""
         seen = 0
+        too_large = f"request body is over the limit of {self.max_body} bytes"
+        over = False
+        replied = False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise BodyTooLarge(f"request body is over the limit of {self.max_body} bytes")
+                    over = True
+                    raise BodyTooLarge(too_large)
             return message
 
-        return limited
+        async def send_413(message: Message) -> None:
+            nonlocal replied
+            if not over:
+                await send(message)
+            elif not replied:  # the app's own answer to the failed read, replaced
+                replied = True
+                await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
+
+        try:
+            await self.app(scope, limited, send_413)
+        except Exception:
+            if not over:
+                raise
+        if over and not replied:  # the app raised, or answered nothing
+            await _reply(send, scope["path"], 413, too_large, {"connection": "close"})
 
 
 def _presented(scope: Scope) -> str:
@@ -224,8 +246,8 @@ def _presented(scope: Scope) -> str:
     return given.decode("latin-1")
 
 
-async def _reply(send: Send, status: int, message: str, headers: dict[str, str]) -> None:
-    body = json.dumps({"detail": message}).encode()
+async def _reply(send: Send, path: str, status: int, message: str, headers: dict[str, str]) -> None:
+    body = json.dumps(error_content(path, status, message)).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})

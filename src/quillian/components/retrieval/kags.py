@@ -49,7 +49,7 @@ from quillian.components.retrieval.base import (
 )
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import TripleStore
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, IndexStageMissingError
 from quillian.stores.protocols import VectorIndex
 from quillian.types import normalize_name
 
@@ -136,9 +136,8 @@ class KAGSRetriever:
 
     def __init__(self, context: RetrievalContext, config: KAGSSearch | None = None) -> None:
         if context.triples is None:
-            raise ConfigError(
-                "this index has no KAGS triples; build it with the kags method's stage "
-                "(quillian index ... --for kags)"
+            raise IndexStageMissingError(
+                "this index has no KAGS triples; build it with `quillian index ... --for kags`"
             )
         self.context = context
         self.store: TripleStore = context.triples

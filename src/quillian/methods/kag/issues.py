@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from quillian.components.extraction.base import ExtractionIssue
-from quillian.errors import IndexIncompleteError
+from quillian.errors import IndexStageMissingError
 
 __all__ = ["ISSUES_FILE", "extraction_issues", "save_extraction_issues"]
 
@@ -29,7 +29,7 @@ def extraction_issues(location: str | Path) -> list[ExtractionIssue]:
     none, such as recorded extractions)."""
     path = Path(location) / ISSUES_FILE
     if not path.parent.is_dir():
-        raise IndexIncompleteError(
+        raise IndexStageMissingError(
             f"{location} has no KAG graph; build it with `quillian index ... --for kag`"
         )
     if not path.is_file():  # a graph built before issues were kept

@@ -34,7 +34,7 @@ from quillian.components.kag.schema import Schema, default_schema, load_schema
 from quillian.components.kag.typing import NERTyper, TypingReport
 from quillian.components.llm.tasks import TaskRunner
 from quillian.components.retrieval.context import RetrievalContext
-from quillian.errors import ConfigError, IndexIncompleteError, MissingExtraError
+from quillian.errors import ConfigError, IndexStageMissingError, MissingExtraError
 from quillian.index.artifacts import replace_dir
 from quillian.index.stages import BuildState
 from quillian.index.storage import open_storage
@@ -223,7 +223,7 @@ def open_knowledge(
     embedder), with or without its alignment edges; kept while the file, the context and
     the schema stay the same, so its caches (concept vectors) serve every question."""
     if context.directory is None or not (context.directory / GRAPH_FILE).is_file():
-        raise IndexIncompleteError(
+        raise IndexStageMissingError(
             "this index has no KAG graph; build it with `quillian index ... --for kag`"
         )
     stamp = (context.directory / GRAPH_FILE).stat().st_mtime

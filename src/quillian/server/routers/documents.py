@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Query, Response, UploadFile
+from fastapi import APIRouter, Depends, File, HTTPException, Query, Response, UploadFile
+from fastapi import Path as PathParam
 
 from quillian.components.ingestion.readers import SUFFIXES, read_documents
 from quillian.engine.documents import DocumentInfo
@@ -28,6 +29,16 @@ ACCEPTED: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _document_id(doc_id: Annotated[str, PathParam(description="the document's id")]) -> str:
+    """The path's document id; ``files`` is the upload's path, which takes only POST."""
+    if doc_id == "files":
+        raise HTTPException(405)
+    return doc_id
+
+
+DocId = Annotated[str, Depends(_document_id)]
+
+
 def _accepted(job: Job, workspace: Workspace, response: Response) -> m.JobOut:
     response.status_code = 202
     response.headers["Location"] = f"/api/workspaces/{workspace.name}/jobs/{job.id}"
@@ -37,7 +48,7 @@ def _accepted(job: Job, workspace: Workspace, response: Response) -> m.JobOut:
 @router.get("", response_model=m.DocumentPage)
 async def list_documents(
     workspace: WorkspaceDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=m.MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> m.DocumentPage:
     """Documents ordered by id, each with its status (pending, processing, processed,
@@ -52,7 +63,7 @@ async def list_documents(
 
 
 @router.get("/{doc_id}", response_model=m.DocumentDetail)
-async def get_document(doc_id: str, workspace: WorkspaceDep) -> m.DocumentDetail:
+async def get_document(doc_id: DocId, workspace: WorkspaceDep) -> m.DocumentDetail:
     """One document: its status, its text and its chunks' ids."""
     found = await asyncio.to_thread(workspace.engine.document, doc_id)
     if found is None:
@@ -93,7 +104,9 @@ async def add_documents(
 async def upload_files(
     workspace: WritableWorkspaceDep,
     response: Response,
-    files: Annotated[list[UploadFile], File(description=f"files: {', '.join(SUFFIXES)}")],
+    files: Annotated[
+        list[UploadFile], File(min_length=1, description=f"files: {', '.join(SUFFIXES)}")
+    ],
 ) -> m.JobOut:
     """Ingest uploaded files (text, markdown, JSON or JSONL corpora) in the background.
 
@@ -137,7 +150,7 @@ def _read_upload(name: str, data: bytes) -> list[Document]:
 
 @router.delete("/{doc_id}", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
 async def delete_document(
-    doc_id: str, workspace: WritableWorkspaceDep, response: Response
+    doc_id: DocId, workspace: WritableWorkspaceDep, response: Response
 ) -> m.JobOut:
     """Remove a document exactly: what only it supported goes, shared entities and
     relations keep their other provenance. Runs as a job."""

@@ -22,7 +22,7 @@ router = APIRouter(prefix="/api/workspaces/{ws}", tags=["graph"])
 async def find_entities(
     workspace: WorkspaceDep,
     q: Annotated[str, Query(min_length=1, max_length=200, description="part of a name")],
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=m.MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> m.EntityPage:
     """Entities whose name or alias contains ``q``: exact, then prefix matches first."""
@@ -38,7 +38,7 @@ async def entity_neighbourhood(
         Path(max_length=100, description=ENTITY_ID_HELP, examples=["ent-5d1f0a1c9e8b7a62"]),
     ],
     workspace: WorkspaceDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=m.MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> m.Neighbourhood:
     """An entity with its descriptions, related entities, relations (with source

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
@@ -12,19 +12,17 @@ from quillian.server import models as m
 from quillian.server.deps import WorkspaceDep, WritableWorkspaceDep
 from quillian.server.failures import NotFound
 from quillian.server.jobstore import Job
-from quillian.server.sse import SSE_HEADERS, sse
+from quillian.server.sse import SSE_HEADERS, EventStream, sse
 from quillian.server.views import job_view
 from quillian.server.workspaces import Workspace
 
 router = APIRouter(prefix="/api/workspaces/{ws}/jobs", tags=["jobs"])
 
-PROGRESS_STREAM: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "Server-sent events: ``progress`` (a JobOut) at each change, then "
-        "``done`` (the finished JobOut).",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
-}
+JOB_EVENTS = EventStream(
+    "Server-sent events: ``progress`` (a JobOut) at each change, then ``done`` (the "
+    "finished JobOut).",
+    (("progress", m.JobOut), ("done", m.JobOut)),
+)
 
 
 def _job(workspace: Workspace, job_id: str) -> Job:
@@ -37,7 +35,7 @@ def _job(workspace: Workspace, job_id: str) -> Job:
 @router.get("", response_model=m.JobPage)
 def list_jobs(
     workspace: WorkspaceDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=m.MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> m.JobPage:
     """Jobs, newest first."""
@@ -57,7 +55,7 @@ def get_job(job_id: str, workspace: WorkspaceDep) -> m.JobOut:
     return job_view(_job(workspace, job_id), workspace.name)
 
 
-@router.get("/{job_id}/events", responses=PROGRESS_STREAM, response_class=StreamingResponse)
+@router.get("/{job_id}/events", responses=JOB_EVENTS.responses(), response_class=StreamingResponse)
 async def job_events(job_id: str, workspace: WorkspaceDep) -> StreamingResponse:
     """The job's progress as server-sent events, until it finishes."""
     _job(workspace, job_id)

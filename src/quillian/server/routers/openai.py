@@ -13,15 +13,16 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from quillian.errors import ConfigError
 from quillian.methods.table import METHODS, method_spec
 from quillian.server import models as m
 from quillian.server.answering import answer, answer_events
 from quillian.server.deps import Ctx, GrantDep, open_workspace
-from quillian.server.failures import describe
+from quillian.server.failures import NotFound
 from quillian.server.keys import Forbidden, Grant, Role
-from quillian.server.sse import SSE_HEADERS, sse
+from quillian.server.sse import DONE, SSE_HEADERS, EventStream, sse
 from quillian.server.views import MODEL_PREFIX, model_id
 from quillian.server.workspaces import Workspace
 
@@ -40,16 +41,32 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+#: What the conversation must hold: a user message with text (the question).
+_USER_QUESTION: JsonDict = {
+    "type": "object",
+    "properties": {
+        "role": {"const": "user"},
+        "content": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": m.NOT_BLANK},
+    },
+    "required": ["role", "content"],
+}
+
+
 class ChatMessageIn(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     role: str
     content: str | list[dict[str, Any]] | None = None
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # temperature, max_tokens... are accepted
-    model: str
-    messages: list[ChatMessageIn] = Field(min_length=1)
+    # temperature, max_tokens... are accepted; what is read has its type (strict)
+    model_config = ConfigDict(extra="allow", strict=True)
+    model: str = Field(description="quillian-METHOD or quillian-METHOD@WORKSPACE")
+    messages: list[ChatMessageIn] = Field(
+        min_length=1,
+        description="the conversation; the question is its last user message with text",
+        json_schema_extra={"contains": _USER_QUESTION},
+    )
     stream: bool = False
     quillian: dict[str, Any] = Field(
         default_factory=dict, description="method options ({'k': 4}, 'retriever': 'ppr')"
@@ -78,34 +95,66 @@ class ChatCompletion(BaseModel):
     quillian: m.AnswerResponse = Field(description="citations, steps, subgraphs, usage")
 
 
-CHAT_STREAM: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "A chat.completion, or with ``stream: true`` chat.completion.chunk "
-        "events ending with ``data: [DONE]``.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
-}
+class ChunkDelta(BaseModel):
+    role: str | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: ChatUsage | None = None
+    quillian: m.AnswerResponse | None = Field(
+        default=None, description="on the last chunk: citations, steps, subgraphs, usage"
+    )
+
+
+CHAT_EVENTS = EventStream(
+    "A chat.completion, or with ``stream: true`` chat.completion.chunk events (or an "
+    "error object) ending with ``data: [DONE]``.",
+    ((None, ChatCompletionChunk), (None, m.OpenAIErrorBody)),
+    done=True,
+)
+
+
+def model_ids(workspaces: list[str], shown: list[str] | None = None) -> list[str]:
+    """The models: one per method and workspace of ``shown`` (default: all), the first
+    workspace's unsuffixed."""
+    return [
+        model_id(name, None if ws == workspaces[0] else ws)
+        for ws in (workspaces if shown is None else shown)
+        for name in METHODS
+    ]
 
 
 @router.get("/models", response_model=ModelList)
 def list_models(ctx: Ctx, grant: GrantDep) -> ModelList:
     """One model per method and workspace the key may read."""
-    default = ctx.workspaces.default
-    return ModelList(
-        data=[
-            ModelCard(id=model_id(name, None if ws == default else ws))
-            for ws in ctx.workspaces.names
-            if grant.sees(ws)
-            for name in METHODS
-        ]
-    )
+    names = ctx.workspaces.names
+    shown = [ws for ws in names if grant.sees(ws)]
+    return ModelList(data=[ModelCard(id=name) for name in model_ids(names, shown)])
 
 
 def _target(ctx: Ctx, grant: Grant, model: str) -> tuple[Workspace, str]:
+    """The workspace and method a model names (an unknown one is a 404, as at OpenAI),
+    for a key that may read that workspace."""
     name, _, ws = model.partition("@")
+    unknown = f"unknown model {model!r}; models are quillian-METHOD (GET /v1/models)"
     if not name.startswith(MODEL_PREFIX):
-        raise ConfigError(f"unknown model {model!r}; models are quillian-METHOD (GET /v1/models)")
-    method = method_spec(name.removeprefix(MODEL_PREFIX)).name
+        raise NotFound(unknown)
+    try:
+        method = method_spec(name.removeprefix(MODEL_PREFIX)).name
+    except ConfigError:
+        raise NotFound(unknown) from None
     if not ws and not grant.sees(ctx.workspaces.default):  # and not say its name
         raise Forbidden(
             f"API key {grant.key_id} has no access to the default workspace; "
@@ -115,14 +164,18 @@ def _target(ctx: Ctx, grant: Grant, model: str) -> tuple[Workspace, str]:
 
 
 def _question(messages: list[ChatMessageIn]) -> str:
+    """The last user message with text (a string, or its text parts)."""
     for message in reversed(messages):
         if message.role != "user":
             continue
         if isinstance(message.content, str):
-            return message.content
-        parts = message.content or []
-        return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
-    raise ConfigError("the conversation has no user message to answer")
+            text = message.content
+        else:
+            parts = message.content or []
+            text = "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+        if text.strip():
+            return text
+    raise ConfigError("the conversation has no user message with text to answer")
 
 
 def _request(body: ChatRequest, method: str, stream: bool) -> m.AnswerRequest:
@@ -137,7 +190,7 @@ def _request(body: ChatRequest, method: str, stream: bool) -> m.AnswerRequest:
     )
 
 
-@router.post("/chat/completions", response_model=ChatCompletion, responses=CHAT_STREAM)
+@router.post("/chat/completions", response_model=ChatCompletion, responses=CHAT_EVENTS.responses())
 async def chat_completions(
     body: ChatRequest, ctx: Ctx, grant: GrantDep
 ) -> ChatCompletion | StreamingResponse:
@@ -159,30 +212,25 @@ async def chat_completions(
             quillian=result,
         )
 
-    def chunk(delta: dict[str, str], finish: str | None = None, **extra: Any) -> bytes:
+    def chunk(delta: ChunkDelta, finish: str | None = None, **extra: Any) -> bytes:
+        choice = ChunkChoice(delta=delta, finish_reason=finish)
         return sse(
             None,
-            {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": body.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                **extra,
-            },
+            ChatCompletionChunk(
+                id=completion_id, created=created, model=body.model, choices=[choice], **extra
+            ),
         )
 
     async def events() -> AsyncIterator[bytes]:
-        yield chunk({"role": "assistant"})
-        async for event in answer_events(workspace.engine, request, timeout, describe):
-            if event.name == "final" and isinstance(event.data, m.AnswerResponse):
+        yield chunk(ChunkDelta(role="assistant"))
+        async for event in answer_events(workspace.engine, request, timeout, ctx.describe):
+            if isinstance(event.data, m.AnswerResponse):
                 result = event.data
-                yield chunk({"content": result.answer})
-                extra = {"usage": _usage(result).model_dump(), "quillian": result.model_dump()}
-                yield chunk({}, "stop", **extra)
-            elif event.name == "error":
-                yield sse(None, {"error": {"message": event.data["detail"], "type": "error"}})  # type: ignore[index]
-        yield b"data: [DONE]\n\n"
+                yield chunk(ChunkDelta(content=result.answer))
+                yield chunk(ChunkDelta(), "stop", usage=_usage(result), quillian=result)
+            elif isinstance(event.data, m.StreamError):
+                yield sse(None, m.openai_error(event.data.status, event.data.detail))
+        yield DONE
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
 

@@ -6,27 +6,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from quillian.server import models as m
-from quillian.server.answering import answer, answer_events
+from quillian.server.answering import ANSWER_EVENTS, answer, answer_events
 from quillian.server.deps import Ctx, WorkspaceDep
-from quillian.server.failures import describe
 from quillian.server.sse import SSE_HEADERS, sse
 from quillian.server.views import retrieval_view
 
 router = APIRouter(prefix="/api/workspaces/{ws}", tags=["retrieval and answers"])
-
-EVENT_STREAM: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "The answer (JSON), or with ``stream: true`` server-sent events: "
-        "``retrieval``, ``step``, then ``final`` (an AnswerResponse) or ``error``.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
-}
 
 
 @router.post("/retrieve", response_model=m.RetrieveResponse)
@@ -41,7 +31,7 @@ async def retrieve(
     return retrieval_view(result, time.perf_counter() - start)
 
 
-@router.post("/answer", response_model=m.AnswerResponse, responses=EVENT_STREAM)
+@router.post("/answer", response_model=m.AnswerResponse, responses=ANSWER_EVENTS.responses())
 async def answer_question(
     body: m.AnswerRequest, workspace: WorkspaceDep, ctx: Ctx
 ) -> m.AnswerResponse | StreamingResponse:
@@ -52,7 +42,7 @@ async def answer_question(
         return await answer(workspace.engine, body, timeout)
 
     async def events() -> AsyncIterator[bytes]:
-        async for event in answer_events(workspace.engine, body, timeout, describe):
+        async for event in answer_events(workspace.engine, body, timeout, ctx.describe):
             yield sse(event.name, event.data)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
