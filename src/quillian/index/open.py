@@ -82,14 +82,14 @@ def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, An
     manifest = read_manifest(location)
     if manifest.get("state") != "complete":
         raise IndexIncompleteError(
-            f"{location}: index is incomplete (state {manifest.get('state')!r}); "
+            f"{location_name(location)}: index is incomplete (state {manifest.get('state')!r}); "
             "rerun `quillian index` to resume the build"
         )
     built_with = manifest.get("config", {}).get("embedder")
     if built_with and built_with != embedder.model_id:
         raise InputError(
             f"index was built with embedder {built_with!r} but {embedder.model_id!r} was given",
-            path=str(location),
+            path=location_name(location),
         )
     return manifest
 
@@ -100,7 +100,7 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
         if any(c is None for c in chunks):
-            raise IndexIncompleteError(f"{location}: chunk table and graph disagree")
+            raise IndexIncompleteError(f"{location_name(location)}: chunk table and graph disagree")
         tables = storage.directory / "tables"
         context = RetrievalContext(
             kg=kg,
