@@ -12,6 +12,7 @@ from quillian.errors import (
     InputError,
     LLMError,
     QuillianError,
+    StoreUnavailableError,
     UnknownIdError,
 )
 from quillian.server.jobs import JobConflict
@@ -35,6 +36,8 @@ def describe(exc: BaseException) -> tuple[int, str]:
         return 409, str(exc)
     if isinstance(exc, BodyTooLarge):
         return 413, str(exc)
+    if isinstance(exc, StoreUnavailableError):  # the database is away: try again later
+        return 503, str(exc)
     if isinstance(exc, IndexIncompleteError | IndexMissingError):
         return 503, str(exc)
     if isinstance(exc, ConfigError | InputError):

@@ -149,10 +149,11 @@ class _Lease:
             self._thread.join()
         FENCES.pop(self.location.url, None)
         try:
-            conn = self.conn if self.conn is not None and not self.conn.closed else None
-            conn = conn or connect_once(self.location, autocommit=True)
-            self.conn = conn
-            conn.execute(_RELEASE, {"token": self.token})
+            try:
+                self._connection(once=True).execute(_RELEASE, {"token": self.token})
+            except psycopg.Error:  # a connection the server dropped since the last beat
+                self._drop()
+                self._connection(once=True).execute(_RELEASE, {"token": self.token})
         except (psycopg.Error, StoreError) as exc:
             _LEFT.add(self.token)
             why = first_line(exc)
@@ -179,6 +180,10 @@ class _Lease:
             self.probe = False
         return free
 
+    @property
+    def _options(self) -> dict[str, Any]:
+        return {"autocommit": True, "options": f"-c search_path={self.location.workspace}"}
+
     def _free(self, owner: str, holder: str, lapsed: bool, same_run: bool) -> bool:
         """Whether the lease may be taken: released or run out; its holder's session
         gone on the same server run (this lease's probe got the advisory lock); or its
@@ -197,14 +202,15 @@ class _Lease:
             return False
         return False
 
-    def _connection(self) -> psycopg.Connection[Any]:
+    def _connection(self, *, once: bool = False) -> psycopg.Connection[Any]:
         """The lease's own connection (not pooled: it holds the advisory lock), made
-        with the table in place (a workspace older than the lease has none yet)."""
+        with the table in place (a workspace older than the lease has none yet); a new
+        one is retried until the deadline unless made ``once``."""
         if self.conn is not None and not self.conn.closed and not self.conn.broken:
             return self.conn
         self._drop()
         schema = self.location.workspace
-        conn = connect(self.location, autocommit=True, options=f"-c search_path={schema}")
+        conn = (connect_once if once else connect)(self.location, **self._options)
         exists = _one(
             conn,
             "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -223,14 +229,7 @@ class _Lease:
         args = {"token": self.token, "ttl": LEASE_SECONDS}
         while not self._stop.wait(HEARTBEAT):
             try:
-                if self.conn is None or self.conn.closed or self.conn.broken:
-                    self._drop()
-                    self.conn = connect_once(
-                        self.location,
-                        autocommit=True,
-                        options=f"-c search_path={self.location.workspace}",
-                    )
-                conn = self.conn
+                conn = self._connection(once=True)
                 if not self.probe:
                     self.probe = bool(_one(conn, "SELECT pg_try_advisory_lock(%s)", (self.key,)))
                 if conn.execute(_RENEW, {**args, "probe": self.probe}).rowcount == 0:
