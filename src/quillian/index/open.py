@@ -100,7 +100,7 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)
         if any(c is None for c in chunks):
-            raise IndexIncompleteError(f"{location_name(location)}: chunk table and graph disagree")
+            raise IndexIncompleteError(f"{location}: chunk table and graph disagree")
         tables = storage.directory / "tables"
         context = RetrievalContext(
             kg=kg,

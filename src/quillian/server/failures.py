@@ -36,9 +36,9 @@ def describe(exc: BaseException) -> tuple[int, str]:
         return 409, str(exc)
     if isinstance(exc, BodyTooLarge):
         return 413, str(exc)
-    if isinstance(exc, StoreUnavailableError):  # the database is away: try again later
-        return 503, str(exc)
     if isinstance(exc, IndexIncompleteError | IndexMissingError):
+        return 503, str(exc)
+    if isinstance(exc, StoreUnavailableError):  # the database is away: try again later
         return 503, str(exc)
     if isinstance(exc, ConfigError | InputError):
         return 400, str(exc)
