@@ -33,17 +33,15 @@ from typing import Any
 import psycopg
 
 from quillian.errors import StoreError
-from quillian.stores.postgres._pg import (
-    FENCES,
-    LEASE_DDL,
+from quillian.stores.postgres._connect import (
     PostgresLocation,
     Retry,
-    Workspace,
     connect,
     connect_once,
     connection_lost,
     first_line,
 )
+from quillian.stores.postgres._pg import FENCES, LEASE_DDL, Workspace
 
 __all__ = ["HEARTBEAT", "LEASE_SECONDS", "writer_lock"]
 
