@@ -29,6 +29,7 @@ __all__ = [
     "ModelLoadError",
     "QuillianError",
     "StoreError",
+    "StoreUnavailableError",
     "UnknownIdError",
 ]
 
@@ -71,6 +72,16 @@ class InputError(QuillianError, ValueError):
 
 class StoreError(QuillianError):
     """A store could not read or write its data."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server could not be reached, or the connection to it was lost, and
+    did not come back within the retry deadline.
+
+    Not a failure of the document or request being handled: a build stops on it (the
+    index stays incomplete, and rerunning it resumes) rather than recording documents
+    as failed.
+    """
 
 
 class UnknownIdError(StoreError, KeyError):

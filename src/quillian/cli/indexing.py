@@ -295,7 +295,7 @@ def _index_with_llm(
     try:
         return asyncio.run(run())
     except BudgetExhausted as exc:
-        print(f"{exc}\n{out} is incomplete; rerun to resume", file=sys.stderr)
+        print(f"{exc}\n{_shown(str(out))} is incomplete; rerun to resume", file=sys.stderr)
         raise typer.Exit(1) from None
 
 

@@ -31,7 +31,7 @@ from quillian.components.kge.storage import read_manifest as read_model_manifest
 from quillian.components.kge.triples import TripleSet
 from quillian.errors import ConfigError, IndexIncompleteError, IndexStageMissingError
 from quillian.index import Index, load_graph, open_storage, read_manifest
-from quillian.index.layout import is_server_location
+from quillian.index.layout import is_server_location, location_name
 from quillian.methods.know3.knowledge import Know3Knowledge
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ def graph_triples(location: str | Path) -> TripleSet:
     manifest = read_manifest(location)
     if manifest.get("state") != "complete":
         raise IndexIncompleteError(
-            f"{location}: index is incomplete; rerun `quillian index` before training on it"
+            f"{location_name(location)}: index is incomplete; rerun `quillian index` before "
+            "training on it"
         )
     with open_storage(location) as storage:
         return triples_from_knowledge_graph(load_graph(storage))

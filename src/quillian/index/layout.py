@@ -34,6 +34,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,6 +47,7 @@ from quillian.errors import (
     MissingExtraError,
 )
 from quillian.index.integrity import FILES, record_index_files
+from quillian.stores.locations import location_name as _location_name
 
 __all__ = [
     "GENERATION",
@@ -114,18 +116,19 @@ def local_directory(location: str | Path) -> Path:
 
 
 def location_name(location: str | Path) -> str:
-    """``location`` for messages: a server URL without its password."""
-    if is_server_location(location):
-        return str(server_backend().parse_location(str(location)).display)
-    return str(location)
+    """``location`` for messages, log lines and traces: a server URL without its
+    password or connection parameters (the one renderer,
+    :func:`quillian.stores.locations.location_name`, which needs no driver)."""
+    return _location_name(location)
 
 
 @contextmanager
 def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
     """Hold the index's writer lock while a build or a delete writes it: an exclusive
     ``flock`` on :data:`WRITER_LOCK` in its local directory and, for a server index,
-    the workspace's advisory lock on the server too (processes on other machines hold
-    their own caches, so only the server can make them take turns). Two processes
+    the workspace's writer lease on the server too (processes on other machines hold
+    their own caches, so only the server can make them take turns; the lease outlives
+    a server restart, see :mod:`quillian.stores.postgres.lease`). Two processes
     writing one index at once interleave the stages' files: two ``bench qa`` runs
     started together on one index left its graph without a snapshot. A second writer
     waits, and says so once in the log; readers do not take the lock. With ``create``
@@ -135,7 +138,8 @@ def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
         if is_server_location(location):
             backend = server_backend()
             server = backend.parse_location(str(location))
-            held.enter_context(backend.writer_lock(server, lambda: _say_waited(location)))
+            waited = partial(_say_waited, location)
+            held.enter_context(backend.writer_lock(server, waited, create=create))
         directory = local_directory(location)
         if not create and not directory.is_dir():
             yield
@@ -163,7 +167,7 @@ def index_directory(location: str | Path) -> Path:
     its files live in a cache directory the storage factory picks)."""
     text = str(location)
     if is_server_location(text):
-        raise ConfigError(f"{text.split('@')[-1]}: a server location, not a directory")
+        raise ConfigError(f"{location_name(text)}: a server location, not a directory")
     if not text.strip():
         raise ConfigError("the index location is empty")
     return Path(location)

@@ -104,14 +104,14 @@ def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, An
     manifest = read_manifest(location)
     if manifest.get("state") != "complete":
         raise IndexIncompleteError(
-            f"{location}: index is incomplete (state {manifest.get('state')!r}); "
+            f"{location_name(location)}: index is incomplete (state {manifest.get('state')!r}); "
             "rerun `quillian index` to resume the build"
         )
     built_with = manifest.get("config", {}).get("embedder")
     if built_with and built_with != embedder.model_id:
         raise InputError(
             f"index was built with embedder {built_with!r} but {embedder.model_id!r} was given",
-            path=str(location),
+            path=location_name(location),
         )
     return manifest
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from quillian.errors import IndexMissingError
+from quillian.errors import IndexMissingError, StoreUnavailableError
 from quillian.index.layout import index_directory, is_server_location, server_backend
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.embedded.sqlite import (
@@ -93,15 +93,22 @@ class ServerStorage(Storage):
         )
         return store
 
-    def close(self) -> None:
+    def close(self, *, push: bool = True) -> None:
+        """Send the changed files to the server (unless not to ``push``) and close."""
         if self.workspace is None:
             return
         try:
-            server_backend().push_files(self.workspace, self.directory)
+            if push:
+                server_backend().push_files(self.workspace, self.directory)
         finally:
             super().close()
             self.workspace.close()
             self.workspace = None
+
+    def __exit__(self, *exc_info: object) -> None:
+        # the server is gone: sending the files would wait out the deadline again, and
+        # a rerun rebuilds them (the manifest still says the build is not complete)
+        self.close(push=not isinstance(exc_info[1], StoreUnavailableError))
 
 
 def open_storage(location: str | Path, *, create: bool = False) -> Storage:

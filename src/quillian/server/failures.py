@@ -22,6 +22,7 @@ from quillian.errors import (
     InputError,
     LLMError,
     QuillianError,
+    StoreUnavailableError,
     UnknownIdError,
 )
 from quillian.index.layout import is_server_location, local_directory
@@ -73,6 +74,8 @@ def _describe(exc: BaseException, workspace: str | None) -> tuple[int, str]:
             "index with: quillian index CORPUS --out LOCATION"
         )
     if isinstance(exc, IndexIncompleteError | IndexMissingError):
+        return 503, str(exc)
+    if isinstance(exc, StoreUnavailableError):  # the database is away: try again later
         return 503, str(exc)
     if isinstance(exc, ConfigError | InputError):
         return 400, str(exc)

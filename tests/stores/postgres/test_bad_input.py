@@ -49,7 +49,7 @@ def _schemas(server: PostgresServer, name: str) -> int:
 
 
 def test_unreachable_server_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = "postgresql://quillian@127.0.0.1:1/db?workspace=w"
+    url = "postgresql://quillian@127.0.0.1:1/db?workspace=w&deadline=1"
     with pytest.raises(StoreError, match="unreachable") as info:
         read_manifest(url)
     assert "127.0.0.1:1" in str(info.value)

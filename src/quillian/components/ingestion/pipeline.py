@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quillian.components.chunking.base import Chunker
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, StoreUnavailableError
 from quillian.stores.protocols import (
     DocStatus,
     DocumentStore,
@@ -262,6 +262,8 @@ def _run_hook(
     try:
         return dict(process(docs, chunks) or {})
     except Exception as exc:  # batch boundary: isolate the failing documents
+        if isinstance(exc, StoreUnavailableError):
+            raise  # a lost store is not the documents' failure: stop, a rerun resumes
         if len(docs) == 1:
             return {docs[0].id: exc}
         logger.warning(

@@ -10,7 +10,6 @@ from quillian.stores.postgres._pg import (
     Workspace,
     is_postgres_location,
     parse_location,
-    writer_lock,
 )
 from quillian.stores.postgres.documents import PgDocumentStore, PgKeyValueStore, PgStatusStore
 from quillian.stores.postgres.files import (
@@ -21,6 +20,7 @@ from quillian.stores.postgres.files import (
     write_manifest,
 )
 from quillian.stores.postgres.graph import PgGraphStore
+from quillian.stores.postgres.lease import writer_lock
 from quillian.stores.postgres.vectors import PgVectorIndex
 
 __all__ = [

@@ -1,38 +1,54 @@
-"""The PostgreSQL plumbing shared by every server store: locations, connections,
-workspaces (one schema each) and error translation.
+"""The PostgreSQL plumbing shared by every server store: workspaces (one schema
+each), their connection pool and error translation; locations and single connections
+are in :mod:`._connect`.
 
 A location is ``postgresql://user[:password]@host:port/db?workspace=NAME`` (a Unix
 socket: ``postgresql://user@/db?host=/socket/dir&workspace=NAME``). ``workspace``
 names the schema that holds the index (default ``public``); ``cache`` names the local
 directory for the derived files (graph snapshot, BM25, tables), by default one per
-location under ``$QUILLIAN_CACHE`` or ``~/.cache/quillian``. Every other query parameter
-goes to libpq unchanged.
+location under ``$QUILLIAN_CACHE`` or ``~/.cache/quillian``. ``deadline`` is how many
+seconds a refused or lost connection is retried before giving up (default
+:data:`~._connect.DEADLINE`). Every other query parameter goes to libpq unchanged;
+libpq's ``connect_timeout`` defaults to :data:`~._connect.CONNECT_TIMEOUT` here.
 
-Opening a workspace connects once to check the server (reachable, credentials, the
-``vector`` extension) and raises :class:`~quillian.errors.StoreError` naming the
+Opening a workspace connects once to check the server (reachable, credentials, rights,
+the ``vector`` extension) and raises :class:`~quillian.errors.StoreError` naming the
 problem before anything is written; then a :class:`psycopg_pool.ConnectionPool`
-serves the stores, each connection with ``search_path`` set to the workspace.
+serves the stores, each connection with ``search_path`` set to the workspace and
+checked when it is taken from the pool (a server restart leaves stale ones there).
+
+Outages: a connection that cannot be made, or a pooled one that is found dead, is
+retried with a doubling pause until the deadline; a server still away by then, or a
+connection lost in the middle of a statement (which cannot be replayed), raises
+:class:`~quillian.errors.StoreUnavailableError`, one line with libpq's reason. A build
+stops on it with its index incomplete, and rerunning it resumes. No message names a
+password: locations are shown by :func:`~quillian.stores.locations.location_name`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Self
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from quillian.errors import ConfigError, StoreError
+from quillian.errors import StoreError, StoreUnavailableError
+from quillian.stores.postgres._connect import (
+    PostgresLocation,
+    Retry,
+    connect,
+    connect_once,
+    connection_lost,
+    denied,
+    first_line,
+    is_postgres_location,
+    parse_location,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -41,18 +57,23 @@ __all__ = [
     "Workspace",
     "is_postgres_location",
     "parse_location",
-    "writer_lock",
 ]
 
-SCHEMES = ("postgresql://", "postgres://")
 #: The version of the workspace tables this Quillian reads and writes.
 SCHEMA_VERSION = 1
 #: The HNSW search breadth of every pooled connection; a search for more than half as
 #: many neighbours widens it for its own transaction.
 EF_SEARCH = 64
-#: Seconds to wait for the server before calling it unreachable.
-CONNECT_TIMEOUT = 10
-_WORKSPACE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+#: Seconds to wait for a connection from the pool before probing the server directly.
+POOL_WAIT = 5.0
+
+#: The writer lease (see lease.py): one row, kept by the writer's heartbeat; a
+#: workspace made before it existed gets it from its first writer.
+LEASE_DDL = (
+    "CREATE TABLE IF NOT EXISTS writer_lease (id smallint PRIMARY KEY CHECK (id = 1), "
+    "owner text NOT NULL, holder text NOT NULL, started timestamptz, "
+    "expires timestamptz NOT NULL)"
+)
 
 # Every table of a workspace; vector collections add one table each (see vectors.py).
 # Keys and ids use the "C" collation so that ORDER BY matches Python's sorted().
@@ -78,96 +99,13 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS graph_edges (seq bigint GENERATED ALWAYS AS IDENTITY "
     "PRIMARY KEY, source bigint NOT NULL, target bigint NOT NULL, kind smallint NOT NULL, "
     "weight real NOT NULL, relation integer NOT NULL)",
+    LEASE_DDL,
 )
 
 
-def is_postgres_location(location: object) -> bool:
-    """Whether ``location`` is a PostgreSQL URL rather than a directory."""
-    return isinstance(location, str) and location.startswith(SCHEMES)
-
-
-@dataclass(frozen=True)
-class PostgresLocation:
-    """A parsed location: the URL given, what libpq gets, the workspace and the local
-    cache; :attr:`display` leaves out the password."""
-
-    url: str
-    conninfo: str
-    workspace: str
-    cache: Path
-    display: str
-
-    def __str__(self) -> str:
-        return self.display
-
-
-def parse_location(location: str) -> PostgresLocation:
-    """Split ``location`` into libpq's URL, the workspace and the cache directory."""
-    if not is_postgres_location(location):
-        raise ConfigError(f"{location!r}: not a postgresql:// location")
-    parts = urlsplit(location)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {k: v for k, v in query if k in ("workspace", "cache")}
-    rest = [(k, v) for k, v in query if k not in ("workspace", "cache")]
-    workspace = ours.get("workspace", "public") or "public"
-    if not _WORKSPACE.fullmatch(workspace):
-        raise ConfigError(
-            f"workspace {workspace!r}: use lower-case letters, digits and underscores "
-            "(at most 63, not starting with a digit)"
-        )
-    conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
-    host = parts.hostname or dict(rest).get("host", "localhost")
-    user = parts.username or os.environ.get("PGUSER", "")
-    where = f"{host}:{parts.port}" if parts.port else host
-    display = f"postgresql://{user}@{where}{parts.path}?workspace={workspace}"
-    if ours.get("cache"):
-        cache = Path(ours["cache"]).expanduser()
-    else:
-        root = Path(os.environ.get("QUILLIAN_CACHE", "~/.cache/quillian")).expanduser()
-        cache = root / "postgres" / hashlib.sha256(display.encode()).hexdigest()[:16]
-    return PostgresLocation(location, conninfo, workspace, cache, display)
-
-
-def connect(location: PostgresLocation, **kwargs: Any) -> psycopg.Connection[Any]:
-    """One connection to the server, its failure translated into a :class:`StoreError`
-    that says whether the server is unreachable or the credentials are wrong."""
-    try:
-        return psycopg.connect(location.conninfo, connect_timeout=CONNECT_TIMEOUT, **kwargs)
-    except psycopg.OperationalError as exc:
-        raise StoreError(f"{location}: {_explain(exc)}") from exc
-
-
-@contextmanager
-def writer_lock(location: PostgresLocation, on_wait: Callable[[], None]) -> Iterator[None]:
-    """Hold the workspace's writer lock on the server: a session-level advisory lock
-    (``pg_advisory_lock``) keyed by the workspace, so builds and deletes run from
-    different machines, each with its own local cache, take turns as writers on one
-    machine do. ``on_wait`` is called once before waiting for another writer; the lock
-    goes with its connection, so a writer that dies frees it."""
-    digest = hashlib.sha256(f"quillian.writer:{location.workspace}".encode()).digest()
-    key = int.from_bytes(digest[:8], "big", signed=True)
-    with connect(location, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-        if not (row and row[0]):
-            on_wait()
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-
-
-def _explain(exc: psycopg.OperationalError) -> str:
-    text = str(exc).strip()
-    lines = [line for line in text.splitlines() if line.strip()]
-    detail = lines[0].strip().removeprefix("connection failed: ") if lines else repr(exc)
-    if "password authentication failed" in text or "no password supplied" in text:
-        return f"wrong credentials: the server refused the user name or password ({detail})"
-    if re.search(r'database ".*" does not exist', text):
-        return f"no such database ({detail})"
-    if re.search(r'role ".*" does not exist', text):
-        return f"no such user ({detail})"
-    return f"PostgreSQL server unreachable ({detail})"
+#: Per location URL, the token of the writer lease this process holds (lease.py): every
+#: transaction on that location checks the lease is still its own before it commits.
+FENCES: dict[str, str] = {}
 
 
 class Workspace:
@@ -186,12 +124,24 @@ class Workspace:
         )
         self.schema = self.location.workspace
         with connect(self.location, autocommit=True) as conn:
-            self.exists = _schema_ready(conn, self.schema)
-            if create and not self.exists:
-                self._create(conn)
-                self.exists = True
-            elif self.exists:
-                self._check_version(conn)
+            try:
+                self.exists = _schema_ready(conn, self.schema)
+                if self.exists:
+                    _check_rights(conn, self.location, write=create)
+                if create and not self.exists:
+                    self._create(conn)
+                    self.exists = True
+                elif self.exists:
+                    self._check_version(conn)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise denied(self.location, exc, conn.info.user) from exc
+            except psycopg.Error as exc:
+                if connection_lost(exc, conn):
+                    raise StoreUnavailableError(
+                        f"{self.location}: lost the connection to the PostgreSQL server "
+                        f"({first_line(exc)}); run the command again once it is back"
+                    ) from exc
+                raise StoreError(f"{self.location}: {first_line(exc)}") from exc
         self._lock = threading.Lock()
         self._pool: ConnectionPool[Any] | None = None
         self._max_size = max_size
@@ -223,16 +173,72 @@ class Workspace:
     ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in one transaction (committed on success), with server
         errors raised as :class:`StoreError` naming the location and the action.
-        ``transaction=False`` (one read statement) saves the BEGIN and COMMIT round trips."""
+        ``transaction=False`` (one read statement) saves the BEGIN and COMMIT round trips.
+
+        Taking the connection is retried until the deadline while the server is away;
+        a connection lost in the body raises :class:`StoreUnavailableError` (the body
+        cannot be replayed). While this process holds the location's writer lease, a
+        transaction checks the lease is still its own before it commits (fencing: a
+        writer that lost it to another stops before its writes land)."""
+        pool, conn = self._checkout(action)
         try:
-            with self._get_pool().connection() as conn:
-                if transaction:
-                    with conn.transaction():
-                        yield conn
-                else:
+            if transaction:
+                with conn.transaction():
                     yield conn
+                    self._fence(conn, action)  # last, so it holds the lease row to COMMIT
+            else:
+                yield conn
         except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: cannot {action}: {exc}") from exc
+            raise self._error(action, exc, conn) from exc
+        finally:
+            pool.putconn(conn)
+
+    def _checkout(self, action: str) -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
+        """A live connection from the pool; while none comes, the server is probed with
+        a connection of its own for the reason, the pool is replaced (its connections
+        died with the server) and the attempt retried until the deadline."""
+        retry = Retry(self.location, action)
+        while True:
+            pool = self._get_pool()
+            try:
+                return pool, pool.getconn(timeout=min(max(retry.left(), 0.5), POOL_WAIT))
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                self._reset_pool(pool)
+                reason = self._probe() or f"no connection from the pool ({first_line(exc)})"
+            retry.wait(reason)
+            while reason := self._probe():  # no pool (its reconnection pauses) till it answers
+                retry.wait(reason)
+
+    def _probe(self) -> str:
+        """Why the server cannot be reached now ("" where it answers)."""
+        try:
+            connect_once(self.location).close()
+        except StoreError as exc:
+            return str(exc).removeprefix(f"{self.location}: ")
+        return ""
+
+    def _fence(self, conn: psycopg.Connection[Any], action: str) -> None:
+        token = FENCES.get(self.location.url)
+        if token is None:
+            return
+        row = conn.execute("SELECT owner FROM writer_lease WHERE id = 1 FOR SHARE").fetchone()
+        if row is None or row[0] != token:
+            raise StoreUnavailableError(
+                f"{self.location}: cannot {action}: this process lost the writer lock "
+                "(another writer took it while this one could not reach the server); "
+                "stopped before writing. The other writer's build goes on"
+            )
+
+    def _error(self, action: str, exc: psycopg.Error, conn: psycopg.Connection[Any]) -> StoreError:
+        if connection_lost(exc, conn):
+            return StoreUnavailableError(
+                f"{self.location}: cannot {action}: lost the connection to the PostgreSQL "
+                f"server ({first_line(exc)}). What was stored is kept: run the command "
+                "again once the server is back"
+            )
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return denied(self.location, exc, conn.info.user)
+        return StoreError(f"{self.location}: cannot {action}: {first_line(exc)}")
 
     def meta(self, key: str) -> str | None:
         """A value of the workspace's ``quillian_meta`` table."""
@@ -260,13 +266,25 @@ class Workspace:
                     max_size=self._max_size,
                     kwargs={
                         "options": f"{search_path} -c hnsw.ef_search={EF_SEARCH}",
-                        "connect_timeout": CONNECT_TIMEOUT,
                         "autocommit": True,
                     },
+                    check=ConnectionPool.check_connection,
+                    reconnect_timeout=max(self.location.deadline, 1.0),
                     open=True,
                     name=f"quillian-{self.schema}",
                 )
             return self._pool
+
+    def _reset_pool(self, pool: ConnectionPool[Any]) -> None:
+        """Close ``pool`` if it is still the workspace's: the next connection asked for
+        makes a new one, which connects at once rather than after the old one's
+        reconnection pauses."""
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+            else:
+                return
+        pool.close(timeout=1.0)
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         _ensure_vector(conn, self.location)
@@ -300,9 +318,38 @@ class Workspace:
 
 
 def _schema_ready(conn: psycopg.Connection[Any], schema: str) -> bool:
-    """Whether ``schema`` holds a Quillian workspace (its metadata table)."""
-    row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".quillian_meta',)).fetchone()
-    return row is not None and row[0] is not None
+    """Whether ``schema`` holds a Quillian workspace (its metadata table), read from
+    the catalogs, which any user may read (``to_regclass`` needs rights on the schema)."""
+    row = conn.execute(
+        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = 'quillian_meta'",
+        (schema,),
+    ).fetchone()
+    return row is not None
+
+
+def _check_rights(conn: psycopg.Connection[Any], location: PostgresLocation, write: bool) -> None:
+    """Refuse, in one line, a user who may not use the workspace: no USAGE on its
+    schema, or a table it may not read (or, to ``write``, change)."""
+    user = conn.info.user
+    schema = location.workspace
+    usage = conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (schema,)).fetchone()
+    if not (usage and usage[0]):
+        raise denied(location, _Refused(f"permission denied for schema {schema}"), user)
+    needed = ("SELECT", "INSERT", "UPDATE", "DELETE") if write else ("SELECT",)
+    checks = " AND ".join(f"has_table_privilege(c.oid, '{p}')" for p in needed)
+    row = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE n.nspname = %s AND c.relkind = 'r' AND NOT ({checks}) ORDER BY c.relname LIMIT 1",
+        (schema,),
+    ).fetchone()
+    if row is not None:
+        what = "write" if write else "read"
+        raise denied(location, _Refused(f"permission denied to {what} table {row[0]}"), user)
+
+
+class _Refused(Exception):
+    """A right found missing before the server refused a statement."""
 
 
 def _ensure_vector(conn: psycopg.Connection[Any], location: PostgresLocation) -> None:
