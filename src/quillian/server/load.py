@@ -224,7 +224,7 @@ async def _during_ingestion(
     async def watch() -> None:
         while True:
             job.update((await client.get(location)).json())
-            if job["state"] in ("succeeded", "failed", "cancelled"):
+            if job["state"] in ("succeeded", "partial", "failed", "cancelled"):
                 done.set()
                 return
             await asyncio.sleep(0.5)
