@@ -1,5 +1,7 @@
 """Sentence, name, title and date helpers shared by the extractors."""
 
+import itertools
+
 import pytest
 
 from quillian.components.extraction.text import (
@@ -193,4 +195,4 @@ def test_split_long_pieces_cover_any_text_within_the_limit(limit):
     pieces = split_long(text, limit)
     assert "".join(text[a:b] for a, b in pieces) == text
     assert all(0 < b - a <= limit for a, b in pieces)
-    assert all(b == c for (_, b), (c, _) in zip(pieces, pieces[1:], strict=False))
+    assert all(b == c for (_, b), (c, _) in itertools.pairwise(pieces))

@@ -18,10 +18,11 @@ from quillian.types import Document
 
 #: Characters that break lines for ``str.splitlines`` or are otherwise easy to lose:
 #: separators, controls, NUL, a BOM, carriage returns, astral characters.
-AWKWARD = list("\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\x1f\r\n\x00\x01\x7f\ufeff\t ") + [
-    "\U0001f600",
+AWKWARD = [
+    *"\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\x1f\r\n\x00\x01\x7f\ufeff\t ",
+    "😀",
     "\U0010ffff",
-    "\U00020000",
+    "𠀀",
 ]
 #: Any text a JSON string can hold but a lone surrogate (category Cs), rich in the
 #: awkward characters.

@@ -15,8 +15,9 @@ from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.testing.server import ROUTES, running, wait_for_job
 
 #: Characters that break lines for ``str.splitlines`` or are otherwise easy to lose.
-AWKWARD = list("\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\x1f\r\n\x00\x01\x7f\ufeff\t ") + [
-    "\U0001f600",
+AWKWARD = [
+    *"\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\x1f\r\n\x00\x01\x7f\ufeff\t ",
+    "😀",
     "\U0010ffff",
 ]
 #: Any text but a lone surrogate (category Cs).

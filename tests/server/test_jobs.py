@@ -318,6 +318,19 @@ def test_an_unpaired_surrogate_is_refused_alone_naming_the_document(index_copy):
         assert after == before + 2
 
 
+def test_job_events_carry_any_title_whole(index_copy):
+    """The event stream's JSON is ASCII: a refused document's title with U+2028 or U+0085
+    comes through a client that splits lines with ``str.splitlines`` (httpx does)."""
+    title = "Line\u2028and\x85next"
+    with running(settings_for(index_copy)) as client:
+        body = {"documents": [HOPPER, {"title": title, "text": "x", "metadata": {"k": "\udc00"}}]}
+        response = post_json(client, "/api/workspaces/ws0/documents", body)
+        with client.stream("GET", f"{response.headers['location']}/events") as stream:
+            events = sse_events(stream.iter_lines())
+        done = json.loads(events[-1][1])
+        assert done["state"] == "partial" and done["failures"][0]["title"] == title
+
+
 def test_a_job_an_older_server_left_on_disk_is_read_exactly(index_copy):
     """Jobs written by the JSON Lines payload store (``payloads/JOB.jsonl``, raw U+2028
     in its lines) resume with their documents whole."""

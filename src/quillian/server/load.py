@@ -138,7 +138,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     routes.write_text(json.dumps(ROUTES))
     questions = [
         json.loads(line)["question"]
-        for line in Path(args.questions).read_text().splitlines()
+        for line in Path(args.questions).read_text(encoding="utf-8").split("\n")
         if line.strip()
     ]
     corpus = json.loads(Path(args.corpus).read_text())

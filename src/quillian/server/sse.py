@@ -14,12 +14,16 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def sse(event: str | None, data: BaseModel | dict[str, Any] | str) -> bytes:
-    """One event; ``event`` None sends an unnamed one (the OpenAI stream's form)."""
+    """One event; ``event`` None sends an unnamed one (the OpenAI stream's form).
+
+    The JSON is ASCII, every other character escaped: a client that splits the stream
+    with ``str.splitlines`` (httpx's ``iter_lines`` does) would break a line at a raw
+    U+2028 or U+0085 in a passage or a title."""
     if isinstance(data, BaseModel):
-        text = data.model_dump_json()
+        text = json.dumps(data.model_dump(mode="json"))
     elif isinstance(data, str):
         text = data
     else:
-        text = json.dumps(data, ensure_ascii=False)
+        text = json.dumps(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n".encode()

@@ -10,7 +10,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Query, Response, UploadFile
 
-from quillian.components.ingestion import SUFFIXES, document_problem, read_documents
+from quillian.components.ingestion import (
+    SUFFIXES,
+    document_problem,
+    read_documents,
+    unpaired_surrogate,
+)
 from quillian.engine.documents import DocumentInfo
 from quillian.errors import InputError
 from quillian.server import models as m
@@ -93,7 +98,7 @@ async def add_documents(
         if problem is None:
             documents.append(doc)
         else:
-            failures.append(JobFailure(_escaped(doc.source), f"document {i}: {problem}"))
+            failures.append(_refused(doc, f"document {i}: {problem}"))
     return await _submit(workspace, response, documents, failures)
 
 
@@ -125,7 +130,7 @@ async def upload_files(
                 documents.append(doc)
             else:
                 where = f"entry {doc.metadata['index']}: " if "index" in doc.metadata else ""
-                failures.append(JobFailure(_escaped(name), f"{_escaped(name)}: {where}{problem}"))
+                failures.append(_refused(doc, f"{_escaped(name)}: {where}{problem}"))
     return await _submit(workspace, response, documents, failures)
 
 
@@ -144,6 +149,13 @@ async def _submit(
 def _problem(failure: JobFailure) -> str:
     named = failure.error.startswith(failure.source) or failure.source == "api"
     return failure.error if named else f"{failure.source}: {failure.error}"
+
+
+def _refused(doc: Document, error: str) -> JobFailure:
+    """The failure of a document refused at upload: its id where it has one (its title
+    and text are Unicode), its title and source with any lone surrogate escaped."""
+    has_id = unpaired_surrogate(doc.title + doc.text) is None
+    return JobFailure(_escaped(doc.source), error, doc.id if has_id else "", _escaped(doc.title))
 
 
 def _escaped(text: str) -> str:
