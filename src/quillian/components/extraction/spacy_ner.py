@@ -58,7 +58,7 @@ from quillian.components.extraction.text import (
 from quillian.errors import ConfigError, MissingExtraError
 from quillian.types import Chunk
 
-__all__ = ["DEFAULT_TYPES", "MAX_CHARS", "SpacyExtractor"]
+__all__ = ["DEFAULT_TYPES", "MAX_CHARS", "SpacyExtractor", "load_ner_pipeline", "read_entities"]
 
 logger = logging.getLogger(__name__)
 
@@ -158,15 +158,13 @@ class SpacyExtractor:
         chunks = list(chunks)
         if not chunks:
             return []
-        nlp = self._load()
-        limit = min(self.max_chars, nlp.max_length)
-        pieces = [(i, span) for i, c in enumerate(chunks) for span in split_long(c.text, limit)]
-        found: list[list[tuple[str, int, int]]] = [[] for _ in chunks]
-        for batch in _batches(pieces, self.batch_size, limit):
-            texts = [chunks[i].text[start:end] for i, (start, end) in batch]
-            docs = nlp.pipe(texts, batch_size=len(texts), n_process=self.n_process)
-            for (i, (start, _)), doc in zip(batch, docs, strict=True):
-                found[i] += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
+        found = read_entities(
+            self._load(),
+            [c.text for c in chunks],
+            batch_size=self.batch_size,
+            max_chars=self.max_chars,
+            n_process=self.n_process,
+        )
         return [
             Extraction(
                 chunk.id,
@@ -239,6 +237,32 @@ class SpacyExtractor:
         if self._nlp is None:
             self._nlp = load_ner_pipeline(self.model)
         return self._nlp
+
+
+def read_entities(
+    nlp: Any,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    max_chars: int = MAX_CHARS,
+    n_process: int = 1,
+) -> list[list[tuple[str, int, int]]]:
+    """Per text, the ``(label, start, end)`` of each entity the spaCy pipeline ``nlp``
+    finds in it, offsets into the text.
+
+    A text longer than ``max_chars`` (or the model's ``max_length``) is read in pieces
+    (:func:`text.split_long`), and a batch holds at most ``batch_size`` texts and
+    ``max_chars`` characters, so no text is refused for its length and memory stays
+    bounded."""
+    limit = min(max_chars, nlp.max_length)
+    pieces = [(i, span) for i, text in enumerate(texts) for span in split_long(text, limit)]
+    found: list[list[tuple[str, int, int]]] = [[] for _ in texts]
+    for batch in _batches(pieces, batch_size, limit):
+        chunk = [texts[i][start:end] for i, (start, end) in batch]
+        docs = nlp.pipe(chunk, batch_size=len(chunk), n_process=n_process)
+        for (i, (start, _)), doc in zip(batch, docs, strict=True):
+            found[i] += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
+    return found
 
 
 _Piece = tuple[int, tuple[int, int]]
