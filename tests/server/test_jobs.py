@@ -351,3 +351,22 @@ def test_a_job_an_older_server_left_on_disk_is_read_exactly(index_copy):
         done = wait_for_job(client, f"/api/workspaces/ws0/jobs/{job.id}")
         assert done["state"] == "succeeded" and done["resumed"] == 1
         assert stored(client, doc.id)["text"] == text
+
+
+def test_a_document_longer_than_spacy_takes_is_indexed_not_reported_as_success(index_copy):
+    """Issue 51, defect 2: a document over spaCy's 1,000,000 characters failed inside
+    spaCy and the job said ``succeeded`` with ``failed_documents`` 0; it is indexed.
+    (Long filler words keep the model's work, and this test, short.)"""
+    filler = " ".join(["Lorem" + "x" * 60] * 15) + ".\n\n"
+    text = filler * (1_000_050 // len(filler) + 1) + HOPPER["text"]
+    assert len(text) > 1_000_000
+    with running(settings_for(index_copy)) as client:
+        body = {"documents": [{"title": "Long", "text": text}]}
+        response = client.post("/api/workspaces/ws0/documents", json=body)
+        job = wait_for_job(client, response.headers["location"], timeout_s=180)
+        assert job["state"] == "succeeded" and job["failures"] == [], job["failures"]
+        assert job["report"]["counts"]["failed_documents"] == 0
+        (doc_id,) = job["doc_ids"]
+        got = stored(client, doc_id)
+        assert got["status"] == "processed" and got["characters"] == len(text)
+        assert "Long" in titles(client, "Grace Hopper New York")
