@@ -1,5 +1,7 @@
 """Sentence, name, title and date helpers shared by the extractors."""
 
+import itertools
+
 import pytest
 
 from quillian.components.extraction.text import (
@@ -11,6 +13,7 @@ from quillian.components.extraction.text import (
     lead_description,
     parse_title,
     sentence_of,
+    split_long,
     split_sentences,
     title_aliases,
 )
@@ -170,3 +173,26 @@ def test_title_index_finds_other_passages_titles():
         ("Ulster Cycle Tales", "Ulster Cycle Tales"),  # the longest match wins
         ("Coney Island Baby", "Coney Island Baby (film)"),  # an alias names its title
     ]
+
+
+def test_split_long_cuts_at_paragraphs_then_sentences_then_spaces():
+    text = "First para one. Two.\n\nSecond para here. More words follow"
+    pieces = split_long(text, 30)
+    assert "".join(text[a:b] for a, b in pieces) == text
+    assert all(b - a <= 30 for a, b in pieces)
+    assert text[slice(*pieces[0])] == "First para one. Two.\n\n"
+    assert split_long("Sentence one. Sentence two goes on", 20)[0] == (0, 14)
+    assert split_long("aaaa bbbb cccc dddd", 12)[0] == (0, 10)
+    assert split_long("x" * 25, 10) == [(0, 10), (10, 20), (20, 25)]
+    assert split_long("short", 10) == [(0, 5)] and split_long("", 3) == [(0, 0)]
+    with pytest.raises(ValueError):
+        split_long("text", 0)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 7, 64])
+def test_split_long_pieces_cover_any_text_within_the_limit(limit):
+    text = "Ab. cd\n\nef gh.  \u2028ij\x85kl\U0001f600 " * 9
+    pieces = split_long(text, limit)
+    assert "".join(text[a:b] for a, b in pieces) == text
+    assert all(0 < b - a <= limit for a, b in pieces)
+    assert all(b == c for (_, b), (c, _) in itertools.pairwise(pieces))

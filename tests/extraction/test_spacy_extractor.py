@@ -195,3 +195,21 @@ def test_empty_titled_chunk_keeps_its_topic(extractor):
         ("Empty passage", True, "")
     ]
     assert extraction.triples == ()
+
+
+@pytest.mark.model
+def test_a_chunk_longer_than_the_model_takes_is_read_in_pieces(extractor):
+    """spaCy refuses a text over its ``max_length``: a longer chunk is read in pieces
+    cut at boundaries, and every mention's span indexes the whole chunk."""
+    paragraph = "Ada Lovelace met Charles Babbage in London on 5 June 1833. " * 3
+    text = "\n\n".join([paragraph] * 40)
+    small = SpacyExtractor(max_chars=1000)
+    small._load().max_length = 5000  # as if spaCy's 1,000,000 were 5,000
+    (whole,) = extractor.extract_local([chunk(text)])
+    (pieced,) = small.extract_local([chunk(text)])
+    assert len(text) > 5000
+    assert pieced.entities == whole.entities
+    assert pieced.entities[-1].end > len(text) - len(paragraph)
+    assert all(text[e.start : e.end] == e.name for e in pieced.entities)
+    with pytest.raises(ConfigError, match="max_chars"):
+        SpacyExtractor(max_chars=0)

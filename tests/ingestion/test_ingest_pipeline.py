@@ -9,7 +9,7 @@ import pytest
 
 from quillian.components.chunking import PassageChunker, WordWindowChunker
 from quillian.components.ingestion import IngestReport, ingest, per_document
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, LLMUnavailableError, MissingExtraError, StoreError
 from quillian.stores.protocols import DocStatus
 from quillian.testing.memory import MemoryDocumentStore, MemoryStatusStore
 from quillian.types import Chunk, Document
@@ -225,3 +225,50 @@ def test_a_document_without_chunks_is_still_processed(stores: Stores) -> None:
 def test_batch_size_is_validated(stores: Stores) -> None:
     with pytest.raises(ConfigError, match="batch_size must be greater than 0, got 0"):
         run(corpus(1), stores, batch_size=0)
+
+
+def disk_error(doc: Document, chunks: list[Chunk]) -> None:
+    raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(28, "No space left on device"),
+        StoreError("the database server is gone"),
+        LLMUnavailableError("the endpoint is down"),
+        MissingExtraError("spacy", "nlp"),
+    ],
+    ids=["disk", "store", "llm", "extra"],
+)
+def test_an_error_not_about_the_document_stops_the_ingestion(stores: Stores, error) -> None:
+    """An outage is not one document's failure after another: it propagates, and the
+    batch in hand stays PROCESSING (not FAILED, not PROCESSED) for the next run."""
+    docs = corpus(4)
+    with pytest.raises(type(error)):
+        run(docs, stores, process=Recorder(kill_on_call=1, exc=error), batch_size=2)
+    statuses = stores[1].get_status([d.id for d in docs])
+    assert [statuses[d.id].status for d in docs] == [DocStatus.PROCESSING] * 2 + [
+        DocStatus.PENDING
+    ] * 2
+    with pytest.raises(OSError):
+        run(docs, stores, process=per_document(disk_error))
+    report = run(docs, stores)
+    assert (report.new, report.failed) == (4, 0)
+
+
+def test_a_document_no_store_can_hold_is_refused_alone_and_counted(stores: Stores) -> None:
+    """Text with an unpaired surrogate (a JSON ``"\\ud800"`` escape) has no UTF-8 form:
+    the document is refused, named, marked FAILED and counted; the others go in."""
+    bad = Document("lone \ud800 surrogate", "Bad", "corpus.json", {"index": 3})
+    docs = [*corpus(2), bad]
+    report = run(docs, stores)
+    assert (report.total, report.new, report.failed) == (3, 2, 1)
+    (failure,) = report.failures
+    assert failure.source == "corpus.json" and failure.title == "Bad"
+    assert failure.error == (
+        "entry 3: text holds an unpaired surrogate (U+D800 at character 5), which is not "
+        "Unicode text; send the character it stands for, or drop it"
+    )
+    assert stores[1].counts()[DocStatus.FAILED] == 1
+    assert stores[1].get_status([failure.doc_id])[failure.doc_id].error == failure.error

@@ -307,9 +307,11 @@ def test_documents_upload_see_processed_and_delete(ui):
             {"name": "scan.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4 \x00\x01"},
         ],
     )
-    jobs = page.locator("#jobs .job[data-state='succeeded']")
-    jobs.nth(1).wait_for()
-    failure = page.locator("#jobs .failures li", has_text="scan.pdf")
+    page.locator("#jobs .job[data-state='succeeded']").wait_for()
+    partial = page.locator("#jobs .job[data-state='partial']")  # the pdf was refused
+    partial.wait_for()
+    assert "1 refused" in partial.text_content()
+    failure = partial.locator(".failures li", has_text="scan.pdf")
     assert failure.count() == 1 and ".pdf" in failure.text_content()
     hopper = page.locator("#doc-list .card", has_text="Grace Hopper")
     lamarr = page.locator("#doc-list .card", has_text="Hedy Lamarr")

@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     docs = list(read_documents(args.corpus))
     questions = [d.title for d in docs[:: max(1, len(docs) // args.n_questions)]]
     if args.questions:
-        lines = args.questions.read_text(encoding="utf-8").splitlines()
+        lines = [
+            line for line in args.questions.read_text(encoding="utf-8").split("\n") if line.strip()
+        ]
         questions = [json.loads(line)["question"] for line in lines[: args.n_questions]]
     half = len(docs) // 2
     out: dict[str, Any] = {"documents": len(docs), "questions": len(questions)}

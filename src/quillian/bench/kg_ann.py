@@ -134,7 +134,7 @@ def run(
         picked = rng.choice(len(graph), min(names, len(graph)), replace=False)
         texts = {"names": [graph.entity_name(int(e)) for e in picked]}
         if questions is not None:
-            lines = questions.read_text(encoding="utf-8").splitlines()
+            lines = questions.read_text(encoding="utf-8").split("\n")
             texts["questions"] = [json.loads(line)["question"] for line in lines if line.strip()]
         result["entities"] = len(graph)
     started = time.perf_counter()

@@ -217,7 +217,7 @@ def trace_matches(kg: KnowledgeGraph, traces: list[Path]) -> dict[str, Any]:
     folded = {relation_key(n) for n in triples_from_knowledge_graph(kg, fold=True).relation_names}
     total = by_spelling = by_folding = 0
     for path in traces:
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in filter(str.strip, path.read_text(encoding="utf-8").split("\n")):
             for predicate in _linked_predicates(json.loads(line)):
                 total += 1
                 named = normalize_name(predicate) in spelled

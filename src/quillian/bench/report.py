@@ -478,7 +478,11 @@ def passage_figures(run_dir: Path, index_dir: Path | None = None) -> dict[str, d
         manifest = json.loads((predictions.parent / "manifest.json").read_text())
         dataset = manifest["dataset"]
         gold = {q.id: q.gold for q in load_questions(dataset, manifest["questions_file"])}
-        rows = [json.loads(line) for line in predictions.read_text().splitlines() if line]
+        rows = [
+            json.loads(line)
+            for line in predictions.read_text(encoding="utf-8").split("\n")
+            if line.strip()
+        ]
         passages = [r.get("evidence", {}).get("passages", []) for r in rows]
         if not rows or not any(passages):
             continue

@@ -154,7 +154,11 @@ def build_index(
             ):
                 # nothing new, nothing removed, the same settings and stages as the complete
                 # build on disk: rebuilding would write the same index again
-                report.counts = dict(previous.get("counts", {}))
+                # (documents refused by this build are new failures: counted anew)
+                report.counts = {
+                    **previous.get("counts", {}),
+                    "failed_documents": _failed_documents(storage),
+                }
                 report.reused = True
                 manifest.update(
                     state="complete",
@@ -311,11 +315,16 @@ def _rebuild(
         "documents": storage.documents.count_documents(),
         "chunks": len(chunks),
         **state.counts,
-        "failed_documents": storage.status.counts().get(DocStatus.FAILED, 0),
+        "failed_documents": _failed_documents(storage),
     }
     if issues or isinstance(extractor, IssueRecorder):
         report.counts["extraction_issues"] = len(issues)
         report.counts["extraction_failures"] = sum(i.kind == "failed" for i in issues)
+
+
+def _failed_documents(storage: Storage) -> int:
+    """Documents that failed to index and are kept as failed (the build's count)."""
+    return storage.status.counts().get(DocStatus.FAILED, 0)
 
 
 class _KeyRecorder:

@@ -2,9 +2,14 @@
 loop, reporting progress to the job record and to anyone watching it.
 
 An ``add`` job ingests documents (already parsed and stored with the job) into the
-workspace's index; a ``delete`` job removes documents exactly (see
-:meth:`~quillian.engine.Engine.delete_documents`). Retrieval keeps being served from the
-index opened before the job; the engine opens the new one when the job is done.
+workspace's index, each stored or refused on its own: a job whose documents were all
+stored ends ``succeeded``, one where some were refused (at upload or while indexing,
+each listed with its reason in ``failures``) ends ``partial``, and one where none could
+be ``failed``. An error that is not about a document (a full disk, a lost database)
+fails the job and leaves the index incomplete, for a rerun to resume. A ``delete`` job
+removes documents exactly (see :meth:`~quillian.engine.Engine.delete_documents`).
+Retrieval keeps being served from the index opened before the job; the engine opens the
+new one when the job is done.
 
 Cancelling a queued job drops it. Cancelling a running ``add`` job takes effect at the
 next document (ingestion commits documents in batches of 64, so the batch in hand is
@@ -48,6 +53,17 @@ class ServerStopping(JobCancelled):
 
 class JobConflict(ConfigError):
     """A job cannot do what was asked in its present state (cancel while rebuilding)."""
+
+
+def _outcome(job: Job) -> tuple[JobState, str]:
+    """How a job that ran to its end finished: ``succeeded``; ``partial`` when some of
+    its documents were refused (each listed in its failures); ``failed`` when all were."""
+    if not job.failures:
+        return JobState.SUCCEEDED, ""
+    failed = len(job.failures)
+    if job.kind == JobKind.ADD and failed >= job.documents_total:
+        return JobState.FAILED, f"none of the {failed} document(s) could be ingested"
+    return JobState.PARTIAL, ""
 
 
 class JobRunner:
@@ -200,7 +216,8 @@ class JobRunner:
                 return
             self._record_ingest(job, report)
         job.report = {"counts": report.counts, "seconds": report.seconds}
-        self._finish(job, JobState.SUCCEEDED)
+        state, error = _outcome(job)
+        self._finish(job, state, error=error)
 
     def _wind_up_cancel(self, job: Job) -> None:
         """Forget the documents not stored and rebuild the index over those that were."""

@@ -1,7 +1,11 @@
 """Ingestion jobs on disk, so a restarted server knows them and resumes the unfinished.
 
-A workspace's jobs live in ``jobs.sqlite`` in its state directory; the documents a job
-ingests are written next to it (``payloads/JOB.jsonl``) before the job is accepted.
+A workspace's jobs live in ``jobs.sqlite`` in its state directory, one row each, and the
+documents an ``add`` job ingests are rows of the same database, written in the same
+transaction as the job: a job on record always has its documents. Text is stored as
+SQLite text, so every string Python can encode as UTF-8 comes back exactly (line and
+paragraph separators, control characters and NUL included). Jobs an older server left
+with their documents in ``payloads/JOB.jsonl`` are still read.
 """
 
 from __future__ import annotations
@@ -14,9 +18,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from quillian.stores.embedded.files import write_atomic
 from quillian.types import Document
 
 __all__ = ["Job", "JobFailure", "JobKind", "JobState", "JobStore"]
@@ -27,12 +30,17 @@ class JobState(StrEnum):
     RUNNING = "running"
     CANCELLING = "cancelling"
     SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    """Finished with some documents stored and some refused (see the job's failures)."""
     FAILED = "failed"
     CANCELLED = "cancelled"
 
     @property
     def finished(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+        return self in _FINISHED
+
+
+_FINISHED = frozenset({JobState.SUCCEEDED, JobState.PARTIAL, JobState.FAILED, JobState.CANCELLED})
 
 
 class JobKind(StrEnum):
@@ -91,11 +99,11 @@ class Job:
 
 
 class JobStore:
-    """Jobs by id in SQLite (one row of JSON each) and their documents as JSONL."""
+    """Jobs by id in SQLite (one row of JSON each) and their documents as rows beside them."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        (directory / "payloads").mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(directory / "jobs.sqlite", check_same_thread=False)
         with self._db:
@@ -104,32 +112,38 @@ class JobStore:
                 "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, created REAL, "
                 "state TEXT, body TEXT)"
             )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS job_documents (job_id TEXT NOT NULL, "
+                "position INTEGER NOT NULL, text TEXT NOT NULL, title TEXT NOT NULL, "
+                "source TEXT NOT NULL, metadata TEXT NOT NULL, PRIMARY KEY (job_id, position))"
+            )
 
     def create(self, job: Job, documents: list[Document]) -> None:
-        """Store ``documents`` first, then the job: a job on record can always run."""
-        lines = [
-            json.dumps(
-                {"text": d.text, "title": d.title, "source": d.source, "metadata": d.metadata},
-                ensure_ascii=False,
-            )
-            for d in documents
+        """Store ``job`` with its ``documents``, together or not at all.
+
+        Raises :class:`UnicodeEncodeError` for a string UTF-8 cannot hold (an unpaired
+        surrogate): the edges refuse those first (:func:`~quillian.components.ingestion.
+        unpaired_surrogate`)."""
+        rows = [
+            (job.id, i, d.text, d.title, d.source, json.dumps(d.metadata))
+            for i, d in enumerate(documents)
         ]
-        data = ("\n".join(lines) + "\n").encode("utf-8")
-
-        def write(handle: BinaryIO) -> None:
-            handle.write(data)
-
-        write_atomic(self._payload(job.id), write)
-        self.save(job)
+        with self._lock, self._db:
+            self._db.executemany("INSERT INTO job_documents VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self._db.execute(*self._upsert(job))
 
     def save(self, job: Job) -> None:
-        job.updated = time.time()
-        body = json.dumps(job.as_dict(), ensure_ascii=False)
         with self._lock, self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO jobs (id, created, state, body) VALUES (?, ?, ?, ?)",
-                (job.id, job.created, str(job.state), body),
-            )
+            self._db.execute(*self._upsert(job))
+
+    @staticmethod
+    def _upsert(job: Job) -> tuple[str, tuple[Any, ...]]:
+        job.updated = time.time()
+        body = json.dumps(job.as_dict())
+        return (
+            "INSERT OR REPLACE INTO jobs (id, created, state, body) VALUES (?, ?, ?, ?)",
+            (job.id, job.created, str(job.state), body),
+        )
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -163,18 +177,30 @@ class JobStore:
         return {str(state): int(n) for state, n in rows}
 
     def documents(self, job_id: str) -> list[Document]:
-        path = self._payload(job_id)
+        """The documents of job ``job_id``, as they were given."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT text, title, source, metadata FROM job_documents WHERE job_id = ? "
+                "ORDER BY position",
+                (job_id,),
+            ).fetchall()
+        if rows:
+            return [
+                Document(text, title, source, json.loads(meta))
+                for text, title, source, meta in rows
+            ]
+        return self._legacy_documents(job_id)
+
+    def _legacy_documents(self, job_id: str) -> list[Document]:
+        """The documents of a job an older server stored as ``payloads/JOB.jsonl``: one
+        JSON object a line, split on ``\\n`` only (JSON escapes it in strings; other line
+        breaks such as U+2028 may stand in the text unescaped)."""
+        path = self.directory / "payloads" / f"{job_id}.jsonl"
         if not path.is_file():
             return []
-        return [
-            Document(**json.loads(line))
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
+        lines = path.read_bytes().decode("utf-8").split("\n")
+        return [Document(**json.loads(line)) for line in lines if line.strip()]
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-    def _payload(self, job_id: str) -> Path:
-        return self.directory / "payloads" / f"{job_id}.jsonl"

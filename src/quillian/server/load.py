@@ -138,7 +138,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     routes.write_text(json.dumps(ROUTES))
     questions = [
         json.loads(line)["question"]
-        for line in Path(args.questions).read_text().splitlines()
+        for line in Path(args.questions).read_text(encoding="utf-8").split("\n")
         if line.strip()
     ]
     corpus = json.loads(Path(args.corpus).read_text())
@@ -224,7 +224,7 @@ async def _during_ingestion(
     async def watch() -> None:
         while True:
             job.update((await client.get(location)).json())
-            if job["state"] in ("succeeded", "failed", "cancelled"):
+            if job["state"] in ("succeeded", "partial", "failed", "cancelled"):
                 done.set()
                 return
             await asyncio.sleep(0.5)

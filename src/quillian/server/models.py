@@ -401,11 +401,14 @@ class JobOut(BaseModel):
     id: str
     workspace: str
     kind: Literal["add", "delete"]
-    state: Literal["queued", "running", "cancelling", "succeeded", "failed", "cancelled"]
+    state: Literal[
+        "queued", "running", "cancelling", "succeeded", "partial", "failed", "cancelled"
+    ] = Field(description="partial: finished with some documents refused, each listed in failures")
     created: float
     updated: float
     documents_total: int
     documents_done: int
+    documents_failed: int = Field(description="documents (or files) refused: len(failures)")
     stage: str = Field(description="ingest, graph, embed:chunks, embed:texts, bm25, ...")
     stage_done: int
     stage_total: int

@@ -9,6 +9,7 @@ an :class:`EventStream` names each event and its data's model, and becomes the r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,14 @@ _REF = "#/components/schemas/{model}"
 
 
 def sse(event: str | None, data: BaseModel) -> bytes:
-    """One event; ``event`` None sends an unnamed one (the OpenAI stream's form)."""
+    """One event; ``event`` None sends an unnamed one (the OpenAI stream's form).
+
+    The JSON is ASCII, every other character escaped: a client that splits the stream
+    with ``str.splitlines`` (httpx's ``iter_lines`` does) would break a line at a raw
+    U+2028 or U+0085 in a passage or a title."""
+    text = json.dumps(data.model_dump(mode="json"))
     head = f"event: {event}\n" if event else ""
-    return f"{head}data: {data.model_dump_json()}\n\n".encode()
+    return f"{head}data: {text}\n\n".encode()
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,9 @@ def method_view(spec: MethodSpec) -> m.MethodInfo:
 
 
 def job_view(job: Job, workspace: str) -> m.JobOut:
-    return m.JobOut.model_validate({**job.as_dict(), "workspace": workspace})
+    return m.JobOut.model_validate(
+        {**job.as_dict(), "workspace": workspace, "documents_failed": len(job.failures)}
+    )
 
 
 def _plain(value: Any) -> Any:

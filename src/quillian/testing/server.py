@@ -131,7 +131,7 @@ def wait_for_job(client: httpx.Client, location: str, timeout_s: float = 60.0) -
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         job: dict[str, Any] = client.get(location).json()
-        if job["state"] in ("succeeded", "failed", "cancelled"):
+        if job["state"] in ("succeeded", "partial", "failed", "cancelled"):
             return job
         time.sleep(0.05)
     raise TimeoutError(f"job {location} did not finish in {timeout_s} s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.spacy_ner import load_ner_pipeline
 from quillian.components.kag.typing import NERTyper
 from quillian.stores.embedded.sqlite import SqliteKeyValueStore
 from quillian.types import Chunk
@@ -51,3 +52,16 @@ def test_nothing_untyped_runs_nothing() -> None:
     typed = [Extraction(C1, "d1", ents("Ada Lovelace", typed={"Ada Lovelace": "PERSON"}))]
     out, report = NERTyper(None, model="no-such-model").type(CHUNKS, typed)
     assert out == typed and report.chunks_run == 0
+
+
+def test_a_chunk_longer_than_the_model_takes_is_typed_in_pieces() -> None:
+    """spaCy refuses a text over its ``max_length`` (1,000,000 characters): a longer
+    chunk is read in pieces, so KAG's typing stage does not fail on it."""
+    text = "Filler words go here. " * 300 + "Ada Lovelace worked with Charles Babbage in London."
+    chunk = Chunk("long", 0, text, 0, len(text))
+    typer = NERTyper(None)
+    typer._nlp = load_ner_pipeline(typer.model)
+    typer._nlp.max_length = 2000  # as if spaCy's 1,000,000 were 2,000
+    extraction = Extraction(chunk.id, "long", ents("Ada Lovelace", "London"))
+    (typed,), _ = typer.type([chunk], [extraction])
+    assert {x.name: x.type for x in typed.entities} == {"Ada Lovelace": "PERSON", "London": "GPE"}

@@ -250,14 +250,14 @@ def link_triples(
     """
     if not passage.sentences:
         return []
-    by_sentence: dict[int, list[EntityDraft]] = {}
+    by_sentence: dict[int, list[tuple[EntityDraft, int]]] = {}
     for draft in drafts:
-        for index in dict.fromkeys(sentence_of(passage.sentences, s) for s, _ in draft.spans):
-            by_sentence.setdefault(index, []).append(draft)
+        for index, at in _first_in_sentences(passage, draft).items():
+            by_sentence.setdefault(index, []).append((draft, at))
     linked: set[frozenset[str]] = set()
     triples: list[Triple] = []
     for index in sorted(by_sentence):
-        members = _capped(by_sentence[index], passage, index, max_per_sentence)
+        members = _capped(by_sentence[index], max_per_sentence)
         for a, b in combinations(members, 2):
             _link(passage, a, b, index, linked, triples)
     topic = next((d for d in drafts if d.is_topic), None)
@@ -269,15 +269,21 @@ def link_triples(
     return triples
 
 
-def _capped(
-    members: list[EntityDraft], passage: Passage, index: int, limit: int
-) -> list[EntityDraft]:
-    start, end = passage.sentences[index]
+def _first_in_sentences(passage: Passage, draft: EntityDraft) -> dict[int, int]:
+    """Per sentence where ``draft`` is mentioned, its first mention's position there
+    (one pass over its spans: a long passage mentions an entity thousands of times)."""
+    first: dict[int, int] = {}
+    for s, _ in draft.spans:
+        index = sentence_of(passage.sentences, s)
+        start, end = passage.sentences[index]
+        at = s if start <= s < end else start
+        first[index] = min(at, first.get(index, at))
+    return first
 
-    def position(draft: EntityDraft) -> int:
-        return min((s for s, _ in draft.spans if start <= s < end), default=start)
 
-    ordered = sorted(members, key=lambda d: (not d.is_topic, position(d)))
+def _capped(members: list[tuple[EntityDraft, int]], limit: int) -> list[EntityDraft]:
+    """A sentence's topics, then its first ``limit`` other entities by position."""
+    ordered = [d for d, _ in sorted(members, key=lambda m: (not m[0].is_topic, m[1]))]
     topics = [d for d in ordered if d.is_topic]
     return topics + [d for d in ordered if not d.is_topic][:limit]
 

@@ -28,6 +28,7 @@ __all__ = [
     "lead_description",
     "parse_title",
     "sentence_of",
+    "split_long",
     "split_sentences",
     "title_aliases",
 ]
@@ -133,6 +134,42 @@ def describe(text: str, spans: Sequence[Span], indices: Iterable[int], limit: in
 def lead_description(text: str, spans: Sequence[Span], limit: int = 300) -> str:
     """The leading sentence(s) of ``text`` up to ``limit`` chars; the first one always whole."""
     return describe(text, spans, range(len(spans)), limit)
+
+
+_PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
+_SPACE = re.compile(r"\s+")
+
+
+def split_long(text: str, limit: int) -> list[Span]:
+    """Cut ``text`` into consecutive pieces of at most ``limit`` characters, for a model
+    that refuses longer input (spaCy's ``nlp.max_length``).
+
+    The pieces cover the text exactly (``"".join`` of them is ``text``), so an offset
+    in a piece plus the piece's start is an offset in ``text``. Each cut falls, within
+    the second half of a piece, after the last paragraph break, else after the last
+    sentence end (:func:`split_sentences`'s boundary), else after the last whitespace,
+    and only in text without any of those at exactly ``limit`` characters.
+    A text within ``limit`` is one piece.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    spans: list[Span] = []
+    start = 0
+    while len(text) - start > limit:
+        end = _cut(text, start + max(1, limit // 2), start + limit)
+        spans.append((start, end))
+        start = end
+    spans.append((start, len(text)))
+    return spans
+
+
+def _cut(text: str, low: int, high: int) -> int:
+    """The best place in ``(low, high]`` to end a piece (see :func:`split_long`)."""
+    for pattern in (_PARAGRAPH, _BOUNDARY, _SPACE):
+        ends = [m.end() for m in pattern.finditer(text, low, high)]
+        if ends and ends[-1] > low:
+            return ends[-1]
+    return high
 
 
 # --- names -------------------------------------------------------------------------------

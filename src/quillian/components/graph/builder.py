@@ -188,6 +188,8 @@ class GraphBuilder:
             self.descriptions.append(DescriptionRecord(entity, text, chunk_id))
 
     def _add_relation(self, triple: Triple) -> None:
+        if not (normalize_name(triple.subject) and normalize_name(triple.object)):
+            return  # an end with no usable name is no node (as in ``add``): drop the link
         subject = self._by_key.get(normalize_name(triple.subject))
         obj = self._by_key.get(normalize_name(triple.object))
         if subject is None:

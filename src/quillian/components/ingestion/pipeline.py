@@ -6,17 +6,37 @@ a run that was killed - leaving documents PENDING or PROCESSING - resumes where 
 stopped. Work commits per batch: a document counts as done only after its chunks are
 stored and ``process`` has returned for it.
 
+A document fails on its own: an error raised while chunking or processing it (by a
+model, a parser, a limit) marks it FAILED with its error and the others go on. An error
+that is not about the document - the disk, the database or a model endpoint gone,
+memory exhausted, a missing dependency (:data:`INFRASTRUCTURE_ERRORS`) - aborts the
+call instead, leaving the batch PROCESSING for the next run to redo: recording it as
+every remaining document's failure would turn an outage into a complete-looking index
+with holes. A document that no store can hold (text with an unpaired surrogate,
+:func:`~quillian.components.ingestion.checks.document_problem`) is refused before
+anything is written.
+
 One ``ingest`` call at a time may use a given pair of stores.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quillian.components.chunking.base import Chunker
-from quillian.errors import ConfigError, StoreUnavailableError
+from quillian.components.ingestion.checks import document_problem
+from quillian.errors import (
+    ConfigError,
+    IndexError_,
+    LLMAuthError,
+    LLMModelNotFoundError,
+    LLMUnavailableError,
+    MissingExtraError,
+    StoreError,
+)
 from quillian.stores.protocols import (
     DocStatus,
     DocumentStore,
@@ -24,18 +44,43 @@ from quillian.stores.protocols import (
     StatusStore,
     iter_batches,
 )
-from quillian.types import Chunk, Document
+from quillian.types import Chunk, Document, stable_id
 
 __all__ = [
+    "INFRASTRUCTURE_ERRORS",
     "IngestFailure",
     "IngestReport",
     "ProcessHook",
     "ProgressCallback",
     "ingest",
+    "is_document_error",
     "per_document",
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Errors that are not about the document in hand: they abort an ingestion instead of
+#: failing one document after another (a lost connection, a full disk, a model endpoint
+#: down or refusing the key, a dependency or setting missing, a damaged index).
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    MemoryError,
+    sqlite3.DatabaseError,
+    StoreError,
+    IndexError_,
+    ConfigError,
+    MissingExtraError,
+    LLMUnavailableError,
+    LLMAuthError,
+    LLMModelNotFoundError,
+)
+
+
+def is_document_error(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while working on a document, fails that document alone
+    (else it is one of :data:`INFRASTRUCTURE_ERRORS` and stops the ingestion)."""
+    return isinstance(exc, Exception) and not isinstance(exc, INFRASTRUCTURE_ERRORS)
+
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called after each document: ``(documents done, documents to do, doc_id)``."""
@@ -115,7 +160,8 @@ def ingest(
     """
     if batch_size <= 0:
         raise ConfigError(f"batch_size must be greater than 0, got {batch_size}")
-    unique, duplicates = _dedupe(documents)
+    storable, refused = _refuse_unstorable(documents, status_store)
+    unique, duplicates = _dedupe(storable)
     known = status_store.get_status([doc.id for doc in unique])
     todo = [doc for doc in unique if _needs_work(known.get(doc.id), retry_failed)]
     resumed = sum(1 for doc in todo if doc.id in known)
@@ -124,14 +170,14 @@ def ingest(
     for batch in iter_batches(todo, batch_size):
         run.batch(batch)
     report = IngestReport(
-        total=len(unique),
+        total=len(unique) + len(refused),
         new=len(todo) - len(run.failures),
         skipped=len(unique) - len(todo),
-        failed=len(run.failures),
+        failed=len(run.failures) + len(refused),
         resumed=resumed,
         duplicates=duplicates,
         chunks=run.chunks,
-        failures=tuple(run.failures),
+        failures=(*refused, *run.failures),
     )
     logger.info(
         "ingested %d new, %d skipped, %d failed of %d documents (%d chunks)",
@@ -152,10 +198,41 @@ def per_document(fn: Callable[[Document, list[Chunk]], object]) -> ProcessHook:
             try:
                 fn(doc, doc_chunks)
             except Exception as exc:  # the per-document boundary: record, keep going
+                if not is_document_error(exc):
+                    raise
                 errors[doc.id] = exc
         return errors
 
     return hook
+
+
+def _refuse_unstorable(
+    documents: Iterable[Document], status_store: StatusStore
+) -> tuple[list[Document], list[IngestFailure]]:
+    """Split off the documents no store can hold: each is marked FAILED (under an id
+    of its escaped text, since its own cannot be computed) and reported."""
+    storable: list[Document] = []
+    refused: list[IngestFailure] = []
+    for doc in documents:
+        problem = document_problem(doc)
+        if problem is None:
+            storable.append(doc)
+            continue
+        where = f"entry {doc.metadata['index']}: " if "index" in doc.metadata else ""
+        title, source = _escaped(doc.title), _escaped(doc.source)
+        doc_id = stable_id("doc", title, _escaped(doc.text))
+        failure = IngestFailure(doc_id, title, source, f"{where}{problem}")
+        logger.warning("document %s (%s) refused: %s", failure.doc_id, source, failure.error)
+        status_store.set_status(
+            [failure.doc_id], DocStatus.FAILED, error=failure.error, source=source
+        )
+        refused.append(failure)
+    return storable, refused
+
+
+def _escaped(text: str) -> str:
+    """``text`` with any lone surrogate written as a ``\\udXXX`` escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _dedupe(documents: Iterable[Document]) -> tuple[list[Document], int]:
@@ -238,6 +315,8 @@ class _Run:
             try:
                 chunked[doc.id] = self.chunker.chunk(doc)
             except Exception as exc:  # one bad document must not stop the batch
+                if not is_document_error(exc):
+                    raise
                 errors[doc.id] = exc
         return chunked
 
@@ -262,7 +341,7 @@ def _run_hook(
     try:
         return dict(process(docs, chunks) or {})
     except Exception as exc:  # batch boundary: isolate the failing documents
-        if isinstance(exc, StoreUnavailableError):
+        if not is_document_error(exc):
             raise  # a lost store is not the documents' failure: stop, a rerun resumes
         if len(docs) == 1:
             return {docs[0].id: exc}

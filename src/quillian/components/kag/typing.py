@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from quillian.components.extraction.base import Extraction
-from quillian.components.extraction.spacy_ner import load_ner_pipeline
+from quillian.components.extraction.spacy_ner import load_ner_pipeline, read_entities
 from quillian.stores.protocols import KeyValueStore
 from quillian.types import Chunk, normalize_name
 
@@ -116,13 +116,12 @@ class NERTyper:
             if self._nlp is None:
                 self._nlp = load_ner_pipeline(self.model)
             fresh: dict[str, dict[str, str]] = {}
-            texts = (f"{c.title}\n{c.text}" if c.title else c.text for c in missing)
-            for chunk, doc in zip(
-                missing, self._nlp.pipe(texts, batch_size=self.batch_size), strict=True
-            ):
+            texts = [f"{c.title}\n{c.text}" if c.title else c.text for c in missing]
+            ents = read_entities(self._nlp, texts, batch_size=self.batch_size)  # long: pieces
+            for chunk, text, spans in zip(missing, texts, ents, strict=True):
                 found: dict[str, str] = {}
-                for ent in doc.ents:
-                    found.setdefault(normalize_name(ent.text), ent.label_)
+                for label, start, end in spans:
+                    found.setdefault(normalize_name(text[start:end]), label)
                 fresh[chunk.id] = found
             report.chunks_run = len(missing)
             if self.kv is not None:

@@ -11,7 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, File, HTTPException, Query, Response, UploadFile
 from fastapi import Path as PathParam
 
-from quillian.components.ingestion.readers import SUFFIXES, read_documents
+from quillian.components.ingestion import (
+    SUFFIXES,
+    document_problem,
+    read_documents,
+    unpaired_surrogate,
+)
 from quillian.engine.documents import DocumentInfo
 from quillian.errors import InputError
 from quillian.server import models as m
@@ -89,15 +94,23 @@ def _fields(info: DocumentInfo) -> dict[str, Any]:
 async def add_documents(
     body: m.DocumentsIn, workspace: WritableWorkspaceDep, response: Response
 ) -> m.JobOut:
-    """Ingest documents given as JSON texts, in the background."""
-    documents = [
-        Document(d.text, d.title, d.source or "api", dict(d.metadata)) for d in body.documents
-    ]
-    blank = [i for i, d in enumerate(documents) if not d.text.strip()]
-    if blank:
-        raise InputError(f"document(s) {', '.join(map(str, blank))} have only blank text")
-    job = await asyncio.to_thread(workspace.jobs.submit_add, documents, [])
-    return _accepted(job, workspace, response)
+    """Ingest documents given as JSON texts, in the background.
+
+    Each document is stored or refused on its own: one with only blank text, or with
+    text no store can hold (an unpaired surrogate escape such as ``"\\ud800"``), is
+    listed in the job's failures (named by its position, from 0) and the others are
+    ingested; the job then ends ``partial``. If none can be ingested, the upload is
+    refused with each one's problem."""
+    documents: list[Document] = []
+    failures: list[JobFailure] = []
+    for i, d in enumerate(body.documents):
+        doc = Document(d.text, d.title, d.source or "api", dict(d.metadata))
+        problem = "only blank text" if not doc.text.strip() else document_problem(doc)
+        if problem is None:
+            documents.append(doc)
+        else:
+            failures.append(_refused(doc, f"document {i}: {problem}"))
+    return await _submit(workspace, response, documents, failures)
 
 
 @router.post("/files", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
@@ -110,23 +123,57 @@ async def upload_files(
 ) -> m.JobOut:
     """Ingest uploaded files (text, markdown, JSON or JSONL corpora) in the background.
 
-    A file that cannot be read (binary, PDF, not UTF-8, malformed JSON) is reported as a
-    failure of the job while the others are ingested; if none can be read, the upload
-    is refused with each file's problem."""
+    A file that cannot be read (binary, PDF, not UTF-8, malformed JSON), or an entry of
+    a corpus whose text no store can hold, is reported as a failure of the job (which
+    then ends ``partial``) while the others are ingested; if none can be read, the
+    upload is refused with each file's problem."""
     documents: list[Document] = []
     failures: list[JobFailure] = []
     for upload in files:
         name = Path(upload.filename or "upload.txt").name
         data = await upload.read()
         try:
-            documents += await asyncio.to_thread(_read_upload, name, data)
+            read = await asyncio.to_thread(_read_upload, name, data)
         except InputError as exc:
-            failures.append(JobFailure(name, str(exc)))
+            failures.append(JobFailure(_escaped(name), str(exc)))
+            continue
+        for doc in read:
+            problem = document_problem(doc)
+            if problem is None:
+                documents.append(doc)
+            else:
+                where = f"entry {doc.metadata['index']}: " if "index" in doc.metadata else ""
+                failures.append(_refused(doc, f"{_escaped(name)}: {where}{problem}"))
+    return await _submit(workspace, response, documents, failures)
+
+
+async def _submit(
+    workspace: Workspace, response: Response, documents: list[Document], failures: list[JobFailure]
+) -> m.JobOut:
+    """Start the job ingesting ``documents`` (``failures``: those refused at upload);
+    with nothing to ingest, refuse the upload naming every problem."""
     if not documents:
-        problems = "; ".join(f"{f.source}: {f.error}" for f in failures) or "no files"
+        problems = "; ".join(_problem(f) for f in failures) or "no documents"
         raise InputError(f"nothing to ingest: {problems}")
     job = await asyncio.to_thread(workspace.jobs.submit_add, documents, failures)
     return _accepted(job, workspace, response)
+
+
+def _problem(failure: JobFailure) -> str:
+    named = failure.error.startswith(failure.source) or failure.source == "api"
+    return failure.error if named else f"{failure.source}: {failure.error}"
+
+
+def _refused(doc: Document, error: str) -> JobFailure:
+    """The failure of a document refused at upload: its id where it has one (its title
+    and text are Unicode), its title and source with any lone surrogate escaped."""
+    has_id = unpaired_surrogate(doc.title + doc.text) is None
+    return JobFailure(_escaped(doc.source), error, doc.id if has_id else "", _escaped(doc.title))
+
+
+def _escaped(text: str) -> str:
+    """``text`` with any lone surrogate written as an escape (a response cannot carry it)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _TMP_MARK = "quillian-upload-"

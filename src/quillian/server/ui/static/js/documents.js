@@ -104,7 +104,8 @@ export class DocumentsScreen {
       state.className = `status ${j.state}`;
       state.textContent = j.state;
       const stage = j.stage ? ` · ${j.stage} ${j.stage_done}/${j.stage_total}` : "";
-      detail.textContent = `${j.documents_done}/${j.documents_total} documents${stage}${j.error ? ` · ${j.error}` : ""}`;
+      const refused = j.documents_failed ? ` · ${j.documents_failed} refused (listed below)` : "";
+      detail.textContent = `${j.documents_done}/${j.documents_total} documents${refused}${stage}${j.error ? ` · ${j.error}` : ""}`;
       clear(failures).append(...j.failures.map((f) => {
         const who = f.title || f.source;
         return el("li", { class: "error" }, f.error.startsWith(who) ? f.error : `${who}: ${f.error}`);
