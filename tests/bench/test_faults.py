@@ -19,6 +19,7 @@ def test_a_kill_then_a_rerun_gives_the_clean_build(target, tmp_path, capsys):
     (run,) = part["runs"]
     assert run["differences"] == [] and run["equal"], run
     assert part["of"] == 1 and code == 0
+    assert part["control_differences"] == []  # two clean builds agree in every part
     assert part["clean_counts"]["documents"] == part["clean_counts"]["chunks"] == 40
     assert part["clean_counts"]["edges"] > 0
     if target == "index":

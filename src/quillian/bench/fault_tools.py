@@ -270,9 +270,25 @@ def index_summary(location: str, questions: Sequence[str] = QUESTIONS) -> dict[s
 
 
 def summary_differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
-    """The parts of two :func:`index_summary` results that differ (empty: equal)."""
+    """The parts of two :func:`index_summary` results that differ (empty: equal); a
+    top-5 list that differs says how: ``passages`` (another set), ``order`` (the same
+    passages in another order) or ``scores`` (the same ranking, scores apart by at most
+    the figure given)."""
     if "error" in got or "error" in want:
         return [f"error: {got.get('error') or want.get('error')}"]
     parts = [k for k in want if k != "top5" and got.get(k) != want[k]]
-    parts += [f"top5 {k}" for k, v in want["top5"].items() if got["top5"].get(k) != v]
+    for key, ranked in want["top5"].items():
+        other = got["top5"].get(key, [])
+        if other != ranked:
+            parts.append(f"top5 {key} ({_how(other, ranked)})")
     return parts
+
+
+def _how(got: list[list[Any]], want: list[list[Any]]) -> str:
+    ids, want_ids = [p[0] for p in got], [p[0] for p in want]
+    if set(ids) != set(want_ids):
+        return f"{len(set(want_ids) - set(ids))} passages"
+    if ids != want_ids:
+        return "order"
+    delta = max(abs(a[1] - b[1]) for a, b in zip(got, want, strict=True))
+    return f"scores, {delta:.0e}"

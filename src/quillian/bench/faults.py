@@ -112,30 +112,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _held(report: dict[str, Any]) -> bool:
-    """Whether the campaign met its goals: every rerun equal; no 5xx, nothing lost."""
+    """Whether the campaign met its goals: every rerun equal to the clean build (in
+    every part two clean builds agree on); no 5xx, nothing lost."""
     if "soak" in report:
         soak = report["soak"]
         return soak["server_errors"] == 0 and soak["documents"]["lost"] == 0
-    return all(report[t]["equal"] == report[t]["of"] for t in TARGETS if t in report)
+    return all(report[t]["equal_beyond_control"] == report[t]["of"] for t in TARGETS if t in report)
 
 
 def _crash_table(report: dict[str, Any]) -> str:
-    rows = [f"{'backend':<10}{'target':<8}{'equal':>7}{'of':>4}  kills landed in"]
+    rows = [f"{'backend':<10}{'target':<8}{'equal':>7}{'of':>4}{'equal*':>8}  kills landed in"]
     for target in TARGETS:
         if target not in report:
             continue
         part = report[target]
         landed = sorted({r["landed"].split(" ")[0] for r in part["runs"]})
         rows.append(
-            f"{report['backend']:<10}{target:<8}{part['equal']:>7}{part['of']:>4}  "
-            + ", ".join(landed)
+            f"{report['backend']:<10}{target:<8}{part['equal']:>7}{part['of']:>4}"
+            f"{part['equal_beyond_control']:>8}  " + ", ".join(landed)
         )
+        if part.get("control_differences"):
+            rows.append("  control (no kill) differs in " + ", ".join(part["control_differences"]))
         rows += [
-            f"  run {r['run']}: killed at {r['delay_s']} s ({r['landed']}), differs in "
+            f"  run {r['run']}: aimed at {r['aim']}, killed in {r['landed']}, differs in "
             + ", ".join(r["differences"])
             for r in part["runs"]
             if not r["equal"]
         ]
+    rows.append("equal*: equal in every part that a second clean build (the control) repeats")
     return "\n".join(rows)
 
 
@@ -154,6 +158,8 @@ def _soak_table(report: dict[str, Any]) -> str:
         f"documents: accepted {docs['accepted']}, refused {docs['refused']}, deleted "
         f"{docs['deleted']}, lost {docs['lost']}, altered {docs['altered']}, "
         f"not deleted {docs['not_deleted']}",
+        *(f"  lost {n}: {why}" for why, n in docs.get("lost_by_reason", {}).items()),
+        f"jobs: {json.dumps(soak['jobs'])}",
     ]
     return "\n".join(rows)
 

@@ -312,6 +312,7 @@ async def _account(state: _State, client: httpx.AsyncClient) -> dict[str, Any]:
     ws = f"{state.url}/api/workspaces/{WORKSPACE}"
     tally: Counter[str] = Counter()
     lost: list[dict[str, Any]] = []
+    reasons: Counter[str] = Counter()
     for doc_id, (title, text, job_url) in state.texts.items():
         job = state.jobs.get(job_url.rsplit("/", 1)[-1], {})
         if doc_id in {f.get("doc_id") for f in job.get("failures", [])}:
@@ -329,6 +330,7 @@ async def _account(state: _State, client: httpx.AsyncClient) -> dict[str, Any]:
             tally["lost"] += 1
             why = f"GET {got.status_code} {body.get('status', '')}; job {job.get('state')}"
             lost.append({"doc": doc_id, "why": why, "job_error": job.get("error", "")[:200]})
+            reasons[f"job {job.get('state')}: {job.get('error', '')[:80]}"] += 1
             continue
         if body.get("text") != text:
             tally["altered"] += 1
@@ -346,6 +348,7 @@ async def _account(state: _State, client: httpx.AsyncClient) -> dict[str, Any]:
         "not_retrieved": tally["not_retrieved"],
         "altered": tally["altered"],
         "not_deleted": tally["not_deleted"],
+        "lost_by_reason": dict(reasons.most_common()),
         "examples": lost[:5],
     }
 
@@ -363,7 +366,7 @@ def _report(state: _State, elapsed: float, documents: dict[str, Any]) -> dict[st
     server_errors = sum(
         n for counts in state.statuses.values() for s, n in counts.items() if s.startswith("5")
     )
-    jobs = Counter(j.get("state", "?") for j in state.jobs.values())
+    jobs = Counter(f"{j.get('kind', '?')} {j.get('state', '?')}" for j in state.jobs.values())
     return {
         "seconds": round(elapsed, 1),
         "load": load,
