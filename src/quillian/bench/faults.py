@@ -153,7 +153,7 @@ def _soak_table(report: dict[str, Any]) -> str:
             for route, r in soak["load"].items()
         ),
         f"statuses: {json.dumps(soak['statuses'])}",
-        f"5xx: {soak['server_errors']}; unavailable while killed: {soak['unavailable']}; "
+        f"5xx: {soak['server_errors']}; unreachable (transport errors): {soak['unavailable']}; "
         f"server kills survived: {soak['faults']['survived']} of {soak['faults']['kills']}",
         f"documents: accepted {docs['accepted']}, refused {docs['refused']}, deleted "
         f"{docs['deleted']}, lost {docs['lost']}, altered {docs['altered']}, "

@@ -109,8 +109,9 @@ async def _send(
     try:
         response = await client.request(method, state.url + path, content=content, headers=headers)
         await response.aread()
-    except httpx.TransportError:
+    except httpx.TransportError as exc:
         state.unavailable += 1
+        state.samples.setdefault(f"{kind} {type(exc).__name__}", str(exc)[:300])
         await asyncio.sleep(0.2)
         return None
     state.record(kind, response.status_code, time.perf_counter() - start)
