@@ -370,3 +370,20 @@ def test_a_document_longer_than_spacy_takes_is_indexed_not_reported_as_success(i
         got = stored(client, doc_id)
         assert got["status"] == "processed" and got["characters"] == len(text)
         assert "Long" in titles(client, "Grace Hopper New York")
+
+
+def test_a_failed_job_records_no_server_path(index_copy):
+    """A job that fails on a damaged index file records the error with the index's
+    path hidden (clients read job records: the server's filesystem is not theirs)."""
+    store = index_copy / "store.sqlite"
+    data = bytearray(store.read_bytes())
+    data[4096:8192] = b"\xff" * 4096  # the second page: SQLite's check finds it
+    store.write_bytes(bytes(data))
+    with running(settings_for(index_copy)) as client:
+        response = client.post("/api/workspaces/ws0/documents", json={"documents": [HOPPER]})
+        assert response.status_code == 202
+        job = wait_for_job(client, response.headers["location"])
+        assert job["state"] == "failed"
+        assert "damaged" in job["error"] and "INDEX/" in job["error"]
+        assert str(index_copy) not in json.dumps(job)
+        assert str(index_copy.resolve()) not in json.dumps(job)

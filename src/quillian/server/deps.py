@@ -17,9 +17,10 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from quillian.server.failures import describe, private_paths
+from quillian.server.failures import describe
 from quillian.server.keys import EVERY_WORKSPACE, Grant, KeyRing, Role, Unauthorized
 from quillian.server.observability import Metrics
+from quillian.server.privacy import private_paths
 from quillian.server.settings import ServerSettings
 from quillian.server.workspaces import Workspace, Workspaces
 

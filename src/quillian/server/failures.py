@@ -6,9 +6,7 @@ message leaves with a path of the server's: :func:`private_paths` names them and
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,15 +23,14 @@ from quillian.errors import (
     StoreUnavailableError,
     UnknownIdError,
 )
-from quillian.index.layout import is_server_location, local_directory
 from quillian.server.jobs import JobConflict
 from quillian.server.keys import Forbidden, Unauthorized
 from quillian.server.models import NOT_BLANK
 from quillian.server.observability import BodyTooLarge
-from quillian.server.settings import ServerSettings
+from quillian.server.privacy import hide_paths
 from quillian.server.workspaces import UnknownWorkspace
 
-__all__ = ["NotFound", "describe", "invalid", "private_paths"]
+__all__ = ["NotFound", "describe", "invalid"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +46,7 @@ def describe(
     of the ``private`` paths (a path and its placeholder, the longest first) replaced in
     the message."""
     status, message = _describe(exc, workspace)
-    for path, placeholder in private:
-        message = message.replace(path, placeholder)
-    return status, message
+    return status, hide_paths(message, private)
 
 
 def _describe(exc: BaseException, workspace: str | None) -> tuple[int, str]:
@@ -89,26 +84,6 @@ def _describe(exc: BaseException, workspace: str | None) -> tuple[int, str]:
         return 400, str(exc)
     logger.error("unexpected error", exc_info=exc)
     return 500, f"internal error ({type(exc).__name__})"
-
-
-def private_paths(settings: ServerSettings) -> tuple[tuple[str, str], ...]:
-    """The server's paths a message must not show, each with its placeholder: every
-    workspace's index (and a server index's location and local cache), its jobs' state,
-    the LLM cache and the temporary directory; the longest first."""
-    pairs: list[tuple[str | Path, str]] = []
-    for spec in settings.workspaces:
-        pairs += [(spec.location, "INDEX"), (settings.state_for(spec), "STATE")]
-        if is_server_location(spec.location):
-            pairs.append((local_directory(spec.location), "INDEX"))
-    if settings.cache_path is not None:
-        pairs.append((settings.cache_path, "CACHE"))
-    forms: dict[str, str] = {}
-    for path, placeholder in pairs:
-        forms.setdefault(str(path), placeholder)
-        if not is_server_location(path):
-            forms.setdefault(str(Path(path).resolve()), placeholder)
-    forms.setdefault(str(Path(tempfile.gettempdir()).resolve()) + "/", "TMP/")
-    return tuple(sorted(forms.items(), key=lambda pair: -len(pair[0])))
 
 
 def invalid(errors: Sequence[Mapping[str, Any]]) -> str:

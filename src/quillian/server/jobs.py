@@ -32,6 +32,7 @@ from quillian.engine import Engine
 from quillian.errors import ConfigError, QuillianError
 from quillian.index import BuildReport
 from quillian.server.jobstore import Job, JobFailure, JobKind, JobState, JobStore
+from quillian.server.privacy import PrivatePaths, hide_paths
 from quillian.types import Document
 
 __all__ = ["JobCancelled", "JobConflict", "JobRunner"]
@@ -69,9 +70,11 @@ def _outcome(job: Job) -> tuple[JobState, str]:
 class JobRunner:
     """Runs one workspace's jobs one at a time and tells watchers about each change."""
 
-    def __init__(self, engine: Engine, store: JobStore) -> None:
+    def __init__(self, engine: Engine, store: JobStore, *, private: PrivatePaths = ()) -> None:
         self.engine = engine
         self.store = store
+        self.private = private
+        """The server's paths no recorded error may show (clients read the records)."""
         self._live: dict[str, Job] = {}
         self._saved: dict[str, float] = {}
         self._watchers: dict[str, set[asyncio.Queue[Job]]] = {}
@@ -110,7 +113,7 @@ class JobRunner:
 
     def submit_add(self, documents: list[Document], failures: list[JobFailure]) -> Job:
         job = Job.new(JobKind.ADD, list(dict.fromkeys(d.id for d in documents)))
-        job.failures = list(failures)
+        job.failures = [replace(f, error=hide_paths(f.error, self.private)) for f in failures]
         job.documents_total += len(failures)
         job.documents_done = len(failures)
         return self._submit(job, documents)
@@ -186,7 +189,8 @@ class JobRunner:
                 await asyncio.to_thread(self._run, job)
             except Exception as exc:  # the job boundary: record it, serve the next
                 logger.exception("job %s failed", job.id)
-                self._finish(job, JobState.FAILED, error=f"{type(exc).__name__}: {exc}")
+                error = hide_paths(f"{type(exc).__name__}: {exc}", self.private)
+                self._finish(job, JobState.FAILED, error=error)
             with contextlib.suppress(QuillianError):
                 await asyncio.to_thread(lambda: self.engine.index)  # open the new index
 
@@ -233,7 +237,10 @@ class JobRunner:
         ingest = report.ingest
         if ingest is None:
             return
-        job.failures += [JobFailure(f.source, f.error, f.doc_id, f.title) for f in ingest.failures]
+        job.failures += [
+            JobFailure(f.source, hide_paths(f.error, self.private), f.doc_id, f.title)
+            for f in ingest.failures
+        ]
         job.documents_done = job.documents_total
 
     def _progress(self, job: Job) -> Callable[[str, int, int], None]:

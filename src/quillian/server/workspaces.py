@@ -14,6 +14,7 @@ from quillian.errors import QuillianError
 from quillian.index import read_manifest
 from quillian.server.jobs import JobRunner
 from quillian.server.jobstore import JobStore
+from quillian.server.privacy import private_paths
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 
 __all__ = ["UnknownWorkspace", "Workspace", "Workspaces"]
@@ -43,6 +44,7 @@ class Workspaces:
         self.settings = settings
         self._open: dict[str, Workspace] = {}
         self._stack = contextlib.AsyncExitStack()
+        self._private = private_paths(settings)
         for spec in settings.workspaces:  # a missing index fails at start, not on use
             read_manifest(spec.location)
 
@@ -81,7 +83,7 @@ class Workspaces:
             await self._stack.enter_async_context(engine)
             store = JobStore(s.state_for(spec))
             self._stack.callback(store.close)
-            runner = JobRunner(engine, store)
+            runner = JobRunner(engine, store, private=self._private)
             self._stack.push_async_callback(runner.stop)
             self._open[spec.name] = Workspace(spec.name, spec, engine, runner)
             resumed = runner.start()
