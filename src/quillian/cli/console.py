@@ -75,6 +75,9 @@ def configure_logging(verbose: bool) -> None:
     # (bm25s sets DEBUG), after this runs
     handler.setLevel(level)
     logging.basicConfig(level=level, handlers=[handler])
+    # psycopg's pool logs each failed reconnect as a multi-line warning while the store
+    # rides out an outage; the store itself ends in one line when it gives up (-v shows them)
+    logging.getLogger("psycopg.pool").setLevel(logging.WARNING if verbose else logging.ERROR)
 
 
 def _display(*columns: ProgressColumn | str) -> Progress:
