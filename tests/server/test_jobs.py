@@ -387,3 +387,26 @@ def test_a_failed_job_records_no_server_path(index_copy):
         assert "damaged" in job["error"] and "INDEX/" in job["error"]
         assert str(index_copy) not in json.dumps(job)
         assert str(index_copy.resolve()) not in json.dumps(job)
+
+
+def test_a_blank_or_unstorable_document_is_refused_alone_in_a_json_upload(index_copy):
+    """One blank document, or one with a lone surrogate escape in its text, is refused
+    on its own: the batch is accepted, the good document stored, each refusal listed
+    (it was a 422 for the whole request, the good document with it)."""
+    body = (
+        '{"documents": [{"title": "Hopper", "text": "Grace Hopper was born in New York."},'
+        ' {"title": "Blank", "text": ""}, {"title": "Lone", "text": "a\\ud800b"}]}'
+    )
+    with running(settings_for(index_copy)) as client:
+        response = client.post(
+            "/api/workspaces/ws0/documents",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == 202, response.text
+        job = wait_for_job(client, response.headers["location"])
+        assert job["state"] == "partial" and job["documents_failed"] == 2
+        reasons = {f["title"]: f["error"] for f in job["failures"]}
+        assert set(reasons) == {"Blank", "Lone"}
+        assert "blank" in reasons["Blank"] and "surrogate" in reasons["Lone"]
+        assert titles(client, "Grace Hopper New York")[0] == "Hopper"

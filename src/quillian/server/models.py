@@ -358,7 +358,11 @@ class StreamError(BaseModel):
 
 
 class DocumentIn(_Body):
-    text: str = Field(min_length=1, description="refused when blank (only whitespace)")
+    text: str = Field(
+        description="the document's text; a blank one, or one no store can hold (a lone "
+        "surrogate escape such as \"\\ud800\"), is refused on its own and listed with its "
+        "reason in the job's failures"
+    )
     title: str = ""
     source: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
