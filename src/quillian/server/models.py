@@ -360,7 +360,7 @@ class StreamError(BaseModel):
 class DocumentIn(_Body):
     text: str = Field(
         description="the document's text; a blank one, or one no store can hold (a lone "
-        "surrogate escape such as \"\\ud800\"), is refused on its own and listed with its "
+        'surrogate escape such as "\\ud800"), is refused on its own and listed with its '
         "reason in the job's failures"
     )
     title: str = ""
