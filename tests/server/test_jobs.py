@@ -410,3 +410,29 @@ def test_a_blank_or_unstorable_document_is_refused_alone_in_a_json_upload(index_
         assert set(reasons) == {"Blank", "Lone"}
         assert "blank" in reasons["Blank"] and "surrogate" in reasons["Lone"]
         assert titles(client, "Grace Hopper New York")[0] == "Hopper"
+
+
+def test_while_a_resumed_job_builds_the_index_queries_are_told_why_and_when(index_copy):
+    """After a restart mid-job the index is incomplete until the resumed job finishes:
+    a query meanwhile is a 503 that names the job and asks to retry (Retry-After), with
+    no server path, and is answered once the job is done."""
+    store = JobStore(index_copy / "server")
+    docs = [Document(d["text"], d["title"], "api") for d in [HOPPER, *many(150)]]
+    job = Job.new(JobKind.ADD, [d.id for d in docs])
+    job.state = JobState.RUNNING
+    store.create(job, docs)
+    store.close()
+    manifest = json.loads((index_copy / "manifest.json").read_text())
+    (index_copy / "manifest.json").write_text(json.dumps({**manifest, "state": "building"}))
+    query = {"query": "Grace Hopper", "method": "bm25", "k": 1}
+    with running(settings_for(index_copy)) as client:
+        refused = client.post("/api/workspaces/ws0/retrieve", json=query)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "2"
+        detail = refused.json()["detail"]
+        assert f"being built by job {job.id}" in detail and "after a restart" in detail
+        assert str(index_copy) not in detail
+        done = wait_for_job(client, f"/api/workspaces/ws0/jobs/{job.id}")
+        assert done["state"] == "succeeded"
+        answered = client.post("/api/workspaces/ws0/retrieve", json=query)
+        assert answered.status_code == 200

@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match, Mount, compile_path
 
 from quillian import __version__
-from quillian.errors import QuillianError
+from quillian.errors import IndexDamagedError, QuillianError
 from quillian.server import models as m
 from quillian.server.answering import ANSWER_EVENTS
 from quillian.server.deps import Context
@@ -39,6 +39,10 @@ from quillian.server.ui import mount_ui
 from quillian.server.workspaces import Workspaces
 
 __all__ = ["create_app"]
+
+#: Seconds a client is asked to wait after a 503 that passes (an index being built, a
+#: database away), in ``Retry-After``.
+RETRY_AFTER_S = 2
 
 #: The event streams the routes send, whose events' models the schema publishes.
 STREAMS = (ANSWER_EVENTS, jobs.JOB_EVENTS, openai.CHAT_EVENTS)
@@ -121,6 +125,8 @@ def _handle_errors(
         response = _error(request, status, message)
         if isinstance(exc, Unauthorized):
             response.headers["WWW-Authenticate"] = "ApiKey"
+        if status == 503 and not isinstance(exc, IndexDamagedError):  # it passes
+            response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:

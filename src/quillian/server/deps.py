@@ -17,7 +17,9 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
+from quillian.errors import IndexDamagedError, IndexIncompleteError
 from quillian.server.failures import describe
+from quillian.server.jobstore import Job
 from quillian.server.keys import EVERY_WORKSPACE, Grant, KeyRing, Role, Unauthorized
 from quillian.server.observability import Metrics
 from quillian.server.privacy import private_paths
@@ -48,8 +50,23 @@ class Context:
 
     def describe(self, exc: BaseException, workspace: str | None = None) -> tuple[int, str]:
         """The status and message of ``exc`` for a client (no path of the server's), met
-        serving ``workspace`` where known."""
+        serving ``workspace`` where known; an index incomplete because this server's own
+        job is building it (one resumed after a restart) says so."""
+        job = self._building(exc, workspace)
+        if job is not None:
+            return 503, (
+                f"workspace {workspace} is being built by job {job.id} ({job.stage or 'queued'}"
+                f"{' after a restart' if job.resumed else ''}); it answers again when the job "
+                "is done: retry shortly"
+            )
         return describe(exc, self.private, workspace)
+
+    def _building(self, exc: BaseException, workspace: str | None) -> Job | None:
+        if not isinstance(exc, IndexIncompleteError) or isinstance(exc, IndexDamagedError):
+            return None
+        if workspace is None or workspace not in self.workspaces.names:
+            return None
+        return self.workspaces.get(workspace).jobs.running()
 
 
 def context(request: Request) -> Context:

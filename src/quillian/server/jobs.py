@@ -177,6 +177,12 @@ class JobRunner:
     def counts(self) -> dict[str, int]:
         return self.store.counts()
 
+    def running(self) -> Job | None:
+        """The job this server is running now (None: none)."""
+        live = [j for j in self._live.values() if j.state in (JobState.RUNNING, JobState.QUEUED)]
+        running = [j for j in live if j.state == JobState.RUNNING]
+        return replace((running or live)[0]) if live else None
+
     # --- the worker -------------------------------------------------------------------
 
     async def _work(self) -> None:
