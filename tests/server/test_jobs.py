@@ -299,7 +299,8 @@ def test_an_unpaired_surrogate_is_refused_alone_naming_the_document(index_copy):
 
         in_text = {"documents": [{"title": "x", "text": "lone \udfff"}]}
         refused = post_json(client, "/api/workspaces/ws0/documents", in_text)
-        assert refused.status_code == 422 and "documents.0.text" in refused.json()["detail"]
+        assert refused.status_code == 400  # the only document: nothing to ingest
+        assert "document 0: text holds an unpaired surrogate" in refused.json()["detail"]
         only_bad = {"documents": [{"text": "fine", "metadata": {"\udc00": 1}}]}
         refused = post_json(client, "/api/workspaces/ws0/documents", only_bad)
         assert refused.status_code == 400
@@ -436,3 +437,22 @@ def test_while_a_resumed_job_builds_the_index_queries_are_told_why_and_when(inde
         assert done["state"] == "succeeded"
         answered = client.post("/api/workspaces/ws0/retrieve", json=query)
         assert answered.status_code == 200
+
+
+def test_a_malformed_entry_of_an_uploaded_corpus_is_refused_alone(index_copy):
+    """One entry without text in an uploaded JSON corpus is listed as refused; the
+    file's other entries are ingested (the whole file was refused before)."""
+    corpus = [HOPPER, {"title": "No text"}, {"title": "Lovelace", "text": "Ada was in London."}]
+    with running(settings_for(index_copy)) as client:
+        response = client.post(
+            "/api/workspaces/ws0/documents/files",
+            files=[("files", ("corpus.json", json.dumps(corpus).encode(), "application/json"))],
+        )
+        assert response.status_code == 202, response.text
+        job = wait_for_job(client, response.headers["location"])
+        assert job["state"] == "partial" and job["documents_failed"] == 1
+        (failure,) = job["failures"]
+        assert failure["source"] == "corpus.json" and "text" in failure["error"]
+        assert "/" not in failure["error"].split("corpus.json")[0]  # no server path
+        assert titles(client, "Grace Hopper")[0] == "Grace Hopper"
+        assert "Lovelace" in titles(client, "Ada London")

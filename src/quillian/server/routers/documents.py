@@ -123,20 +123,22 @@ async def upload_files(
 ) -> m.JobOut:
     """Ingest uploaded files (text, markdown, JSON or JSONL corpora) in the background.
 
-    A file that cannot be read (binary, PDF, not UTF-8, malformed JSON), or an entry of
-    a corpus whose text no store can hold, is reported as a failure of the job (which
-    then ends ``partial``) while the others are ingested; if none can be read, the
-    upload is refused with each file's problem."""
+    A file that cannot be read (binary, PDF, not UTF-8, malformed JSON), a malformed
+    entry of a corpus (no ``text``, a field that is not a string), or an entry whose
+    text no store can hold, is reported as a failure of the job (which then ends
+    ``partial``) while the others, the file's other entries among them, are ingested;
+    if none can be read, the upload is refused with each file's problem."""
     documents: list[Document] = []
     failures: list[JobFailure] = []
     for upload in files:
         name = Path(upload.filename or "upload.txt").name
         data = await upload.read()
         try:
-            read = await asyncio.to_thread(_read_upload, name, data)
+            read, refused = await asyncio.to_thread(_read_upload, name, data)
         except InputError as exc:
             failures.append(JobFailure(_escaped(name), str(exc)))
             continue
+        failures += [JobFailure(_escaped(name), reason) for reason in refused]
         for doc in read:
             problem = document_problem(doc)
             if problem is None:
@@ -179,20 +181,23 @@ def _escaped(text: str) -> str:
 _TMP_MARK = "quillian-upload-"
 
 
-def _read_upload(name: str, data: bytes) -> list[Document]:
-    """The documents in one uploaded file, read by the same readers as ``quillian index``."""
+def _read_upload(name: str, data: bytes) -> tuple[list[Document], list[str]]:
+    """The documents in one uploaded file, read by the same readers as ``quillian index``,
+    and why each malformed entry of a corpus was refused (the file's others are read)."""
     with tempfile.TemporaryDirectory(prefix=_TMP_MARK) as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)
         skipped: list[InputError] = []
+        refused: list[InputError] = []
         try:
-            docs = list(read_documents(path, on_skip=skipped.append))
+            docs = list(read_documents(path, on_skip=skipped.append, on_refused=refused.append))
         except InputError as exc:
             raise InputError(str(exc).replace(str(path), name)) from None
+        reasons = [str(exc).replace(str(path), name) for exc in refused]
         if not docs:
-            why = str(skipped[0]) if skipped else "no documents"
-            raise InputError(why.replace(str(path), name))
-        return [Document(d.text, d.title, name, d.metadata) for d in docs]
+            why = reasons or [str(skipped[0]) if skipped else "no documents"]
+            raise InputError("; ".join(why).replace(str(path), name))
+        return [Document(d.text, d.title, name, d.metadata) for d in docs], reasons
 
 
 @router.delete("/{doc_id}", status_code=202, response_model=m.JobOut, responses=ACCEPTED)
