@@ -126,6 +126,8 @@ def test_a_document_holding_nul_is_indexed_with_the_others(
         assert _passage(engine, "compiler") == nul["text"].strip()
         names = {e.name for e in engine.index.context.kg.entities}
         assert {"Grace\x00Hopper", "Ada Lovelace", "Charles Babbage"} <= names
+        relations = {(r.subject, r.predicate, r.object) for r in engine.index.context.kg.relations}
+        assert ("Grace\x00Hopper", "wrote", "a") in relations
     finally:
         engine.close()
 
