@@ -21,6 +21,7 @@ from psycopg_pool import PoolTimeout
 
 from quillian.errors import ConfigError, StoreError, StoreUnavailableError
 from quillian.stores.locations import SERVER_SCHEMES, location_name
+from quillian.stores.postgres.textcodec import ADAPTERS
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -168,9 +169,10 @@ def connect(location: PostgresLocation, **kwargs: Any) -> psycopg.Connection[Any
 
 def connect_once(location: PostgresLocation, **kwargs: Any) -> psycopg.Connection[Any]:
     """One attempt at :func:`connect`: :class:`StoreUnavailableError` where the server
-    did not answer."""
+    did not answer. The connection stores any string, NUL included (see
+    :mod:`.textcodec`)."""
     try:
-        return psycopg.connect(location.conninfo, **kwargs)
+        return psycopg.connect(location.conninfo, context=ADAPTERS, **kwargs)
     except psycopg.OperationalError as exc:
         reason, transient = _explain(exc)
         error = StoreUnavailableError if transient else StoreError

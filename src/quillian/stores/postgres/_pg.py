@@ -49,6 +49,7 @@ from quillian.stores.postgres._connect import (
     is_postgres_location,
     parse_location,
 )
+from quillian.stores.postgres.textcodec import ADAPTERS
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -267,6 +268,7 @@ class Workspace:
                     kwargs={
                         "options": f"{search_path} -c hnsw.ef_search={EF_SEARCH}",
                         "autocommit": True,
+                        "context": ADAPTERS,
                     },
                     check=ConnectionPool.check_connection,
                     reconnect_timeout=max(self.location.deadline, 1.0),
