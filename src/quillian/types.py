@@ -27,11 +27,25 @@ __all__ = [
 def stable_id(prefix: str, *parts: str) -> str:
     """Return ``prefix-<16 hex chars>`` derived from the SHA-256 of ``parts``.
 
-    Parts are joined with a separator that cannot occur in UTF-8 text, so
-    ``("ab", "c")`` and ``("a", "bc")`` give different ids.
+    Parts are joined with the unit separator U+001F, each part's own U+001F and U+001E
+    escaped with U+001E, so ``("ab", "c")`` and ``("a", "bc")`` give different ids, and
+    so do ``("a" + US + "b", "c")`` and ``("a", "b" + US + "c")`` (text may hold any
+    character). A part holding neither character is hashed as it is: ids made before
+    the escape stay.
     """
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    joined = _SEP.join(_escaped_part(part) for part in parts)
+    digest = hashlib.sha256(joined.encode("utf-8")).hexdigest()
     return f"{prefix}-{digest[:16]}"
+
+
+#: The separator of a stable id's parts (U+001F) and its escape (U+001E).
+_SEP, _ESC = "\x1f", "\x1e"
+
+
+def _escaped_part(text: str) -> str:
+    if _SEP not in text and _ESC not in text:
+        return text
+    return text.replace(_ESC, _ESC + _ESC).replace(_SEP, _ESC + _SEP)
 
 
 #: A long step's progress callback: ``(stage, done, total)``, ``total`` 0 when not known.
