@@ -164,17 +164,24 @@ def test_cancel_keeps_the_index_whole_and_queries_are_served_during_ingestion(in
         assert served == 5 and titles(client, "Charles Babbage")
 
 
-def test_a_restarted_server_resumes_unfinished_jobs(index_copy):
-    """A server stopped mid-job left the job running and the index building: the next
-    one takes the job up and finishes the index."""
-    store = JobStore(index_copy / "server")
-    docs = [Document(d["text"], d["title"], "api") for d in [HOPPER, *many(3)]]
+def left_running(index, documents) -> Job:
+    """What a server stopped mid-job leaves: an add job of ``documents`` on record as
+    running, and the index building."""
+    store = JobStore(index / "server")
+    docs = [Document(d["text"], d["title"], "api") for d in documents]
     job = Job.new(JobKind.ADD, [d.id for d in docs])
     job.state = JobState.RUNNING
     store.create(job, docs)
     store.close()
-    manifest = json.loads((index_copy / "manifest.json").read_text())
-    (index_copy / "manifest.json").write_text(json.dumps({**manifest, "state": "building"}))
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps({**manifest, "state": "building"}))
+    return job
+
+
+def test_a_restarted_server_resumes_unfinished_jobs(index_copy):
+    """A server stopped mid-job left the job running and the index building: the next
+    one takes the job up and finishes the index."""
+    job = left_running(index_copy, [HOPPER, *many(3)])
     with running(settings_for(index_copy)) as client:
         done = wait_for_job(client, f"/api/workspaces/ws0/jobs/{job.id}")
         assert done["state"] == "succeeded" and done["resumed"] == 1
@@ -417,14 +424,7 @@ def test_while_a_resumed_job_builds_the_index_queries_are_told_why_and_when(inde
     """After a restart mid-job the index is incomplete until the resumed job finishes:
     a query meanwhile is a 503 that names the job and asks to retry (Retry-After), with
     no server path, and is answered once the job is done."""
-    store = JobStore(index_copy / "server")
-    docs = [Document(d["text"], d["title"], "api") for d in [HOPPER, *many(150)]]
-    job = Job.new(JobKind.ADD, [d.id for d in docs])
-    job.state = JobState.RUNNING
-    store.create(job, docs)
-    store.close()
-    manifest = json.loads((index_copy / "manifest.json").read_text())
-    (index_copy / "manifest.json").write_text(json.dumps({**manifest, "state": "building"}))
+    job = left_running(index_copy, [HOPPER, *many(150)])
     query = {"query": "Grace Hopper", "method": "bm25", "k": 1}
     with running(settings_for(index_copy)) as client:
         refused = client.post("/api/workspaces/ws0/retrieve", json=query)
