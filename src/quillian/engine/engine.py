@@ -297,7 +297,7 @@ class Engine:
         """Index ``documents`` into this engine's index; later calls see them."""
         location = self._location()
         report = index_documents(location, documents, settings, on_progress=on_progress)
-        self._forget()
+        self._reopen()
         return report
 
     def delete_documents(
@@ -306,7 +306,7 @@ class Engine:
         """Remove documents from this engine's index (see
         :func:`quillian.engine.delete_documents`); later calls no longer see them."""
         report = delete_documents(self._location(), doc_ids, on_progress=on_progress)
-        self._forget()
+        self._reopen()
         return report
 
     def documents(self, offset: int = 0, limit: int = 50) -> DocumentPage:
@@ -338,6 +338,25 @@ class Engine:
         if self.location is None:
             raise ConfigError("this engine has no index location")
         return self.location
+
+    def _reopen(self) -> None:
+        """After this engine wrote its index: open the build it completed in place of the
+        one opened before, if any (so that one serves until the new one is open, and
+        never a half-built index); if it cannot be opened (another writer began
+        meanwhile), the one opened before serves on until that writer's build completes
+        (:meth:`_check_newer`)."""
+        opened = self._index
+        if opened is None or self.location is None:
+            return
+        try:
+            newer = open_index(self.location, self.embedder())
+        except QuillianError as exc:
+            logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
+            return
+        with self._opening:
+            self._forget()
+            self._index = newer
+            self._checked = time.monotonic()
 
     def _forget(self) -> None:
         """Drop what was opened from the index, so the next use reads it anew."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from functools import partial
@@ -62,6 +63,7 @@ __all__ = [
     "local_directory",
     "location_name",
     "read_manifest",
+    "reader_lock",
     "server_backend",
     "write_manifest",
     "writer_lock",
@@ -79,6 +81,8 @@ SERVER_SCHEMES = ("postgresql://", "postgres://")
 WRITER_LOCK = ".writer.lock"
 #: The manifest key counting its writes (:func:`write_manifest`).
 GENERATION = "generation"
+#: The local directories whose writer lock the current thread holds.
+_writing = threading.local()
 
 
 def generation(manifest: Mapping[str, Any]) -> int:
@@ -141,6 +145,10 @@ def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
             waited = partial(_say_waited, location)
             held.enter_context(backend.writer_lock(server, waited, create=create))
         directory = local_directory(location)
+        mine = _held_here()
+        key = _key(directory)
+        mine.add(key)
+        held.callback(mine.discard, key)
         if not create and not directory.is_dir():
             yield
             return
@@ -153,6 +161,42 @@ def writer_lock(location: str | Path, *, create: bool = True) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX)
         held.callback(fcntl.flock, handle, fcntl.LOCK_UN)
         yield
+
+
+@contextmanager
+def reader_lock(directory: Path) -> Iterator[bool]:
+    """While held, no build or delete writes ``directory`` (a server index's local
+    cache, which readers bring up to date and read): a shared lock on
+    :data:`WRITER_LOCK`, taken without waiting. Yields whether the directory may be
+    read and synchronised: true when the lock was taken or the calling thread is the
+    writer itself; false while another writer holds it (its files are then a build in
+    progress, neither the last build's nor the next's)."""
+    if _key(directory) in _held_here():
+        yield True
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / WRITER_LOCK).open("a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _held_here() -> set[str]:
+    """The directories whose writer lock this thread holds."""
+    held: set[str] | None = getattr(_writing, "directories", None)
+    if held is None:
+        held = _writing.directories = set()
+    return held
+
+
+def _key(directory: Path) -> str:
+    return str(directory.absolute())
 
 
 def _say_waited(location: str | Path) -> None:

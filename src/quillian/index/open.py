@@ -81,7 +81,10 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
     one build. A changed one means a writer began meanwhile: the load is tried again
     (the index then says ``building`` and refuses to open, as it does to any reader
     while a build runs). What is loaded stays valid while later builds replace the
-    files, so an opened index serves on from the build it was opened at."""
+    files, so an opened index serves on from the build it was opened at. A server
+    index's local cache is read under its reader lock
+    (:func:`~quillian.index.layout.reader_lock`), so no build on this machine rewrites it
+    meanwhile; while one does, the index is not opened (it is being built)."""
     for _ in range(OPEN_ATTEMPTS):
         manifest = _complete_manifest(location, embedder)
         try:
@@ -150,6 +153,11 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
     if not is_server_location(location):
         check_database(Path(location))
     with open_storage(location) as storage:
+        if isinstance(storage, ServerStorage) and not storage.synced:
+            raise IndexIncompleteError(
+                f"{location_name(location)}: a build on this machine is writing the index's "
+                "local files; open it again once that build finishes"
+            )
         _check_files(storage, manifest, location_name(location))
         kg = load_graph(storage)
         chunks = storage.documents.get_chunks(kg.chunk_ids)

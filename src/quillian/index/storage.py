@@ -13,12 +13,18 @@ construct a backend themselves.
 from __future__ import annotations
 
 import shutil
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 from quillian.errors import IndexMissingError, StoreUnavailableError
-from quillian.index.layout import index_directory, is_server_location, server_backend
+from quillian.index.layout import (
+    index_directory,
+    is_server_location,
+    reader_lock,
+    server_backend,
+)
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.embedded.sqlite import (
     SqliteDocumentStore,
@@ -79,9 +85,17 @@ class Storage:
 @dataclass
 class ServerStorage(Storage):
     """The stores of an index in a PostgreSQL workspace; ``directory`` is the local
-    cache of its files, sent back to the server by :meth:`close`."""
+    cache of its files, sent back to the server by :meth:`close`.
+
+    ``synced`` says whether the cache was brought up to date when the storage opened:
+    not while a build or delete on this machine writes it (its files are that build's
+    work in progress, so they are neither fetched over nor sent back; the database
+    stores serve as ever). While a synced storage is open, no local build writes the
+    cache."""
 
     workspace: Any = field(kw_only=True)
+    synced: bool = field(default=True, kw_only=True)
+    _held: ExitStack = field(default_factory=ExitStack, kw_only=True, repr=False)
 
     def vectors(self, name: str, dim: int | None = None, *, fresh: bool = False) -> VectorIndex:
         index: VectorIndex = server_backend().PgVectorIndex(self.workspace, name, dim, fresh=fresh)
@@ -98,12 +112,15 @@ class ServerStorage(Storage):
         if self.workspace is None:
             return
         try:
-            if push:
+            if push and self.synced:
                 server_backend().push_files(self.workspace, self.directory)
         finally:
-            super().close()
-            self.workspace.close()
-            self.workspace = None
+            try:
+                super().close()
+                self.workspace.close()
+                self.workspace = None
+            finally:
+                self._held.close()
 
     def __exit__(self, *exc_info: object) -> None:
         # the server is gone: sending the files would wait out the deadline again, and
@@ -131,18 +148,24 @@ def open_storage(location: str | Path, *, create: bool = False) -> Storage:
 def _open_server(location: str, create: bool) -> ServerStorage:
     backend = server_backend()
     workspace = backend.Workspace(location, create=create)
+    held = ExitStack()
     try:
         if not workspace.exists:
             raise IndexMissingError(f"{workspace.name}: no such workspace")
         cache = workspace.location.cache
-        backend.pull_files(workspace, cache)
+        synced = held.enter_context(reader_lock(cache))
+        if synced:
+            backend.pull_files(workspace, cache)
         return ServerStorage(
             cache,
             documents=backend.PgDocumentStore(workspace),
             status=backend.PgStatusStore(workspace),
             kv=backend.PgKeyValueStore(workspace),
             workspace=workspace,
+            synced=synced,
+            _held=held,
         )
     except BaseException:
+        held.close()
         workspace.close()
         raise

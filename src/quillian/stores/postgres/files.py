@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ __all__ = [
 _SYNC = ".sync.json"
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
 #: (rebuilt from the graph tables), the manifest copy, the sync record itself and the
-#: HTTP server's job state (``quillian serve`` keeps it per machine).
-SKIPPED = frozenset({"graph", "manifest.json", "server", _SYNC})
+#: HTTP server's job state (``quillian serve`` keeps it per machine) and the writer lock
+#: (its ``flock`` works only while every process locks the same file: fetching the
+#: server's files must never remove it).
+SKIPPED = frozenset({"graph", "manifest.json", "server", _SYNC, ".writer.lock"})
 _MANIFEST_KEY = "manifest"
 
 
@@ -41,7 +44,11 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
     """Make ``directory`` hold the workspace's files; returns how many were fetched."""
     directory.mkdir(parents=True, exist_ok=True)
     with workspace.connection("list the index files") as conn:
-        remote = dict(conn.execute("SELECT path, sha256 FROM files").fetchall())
+        remote = {
+            path: sha
+            for path, sha in conn.execute("SELECT path, sha256 FROM files").fetchall()
+            if path.split("/")[0] not in SKIPPED  # an older version sent the writer lock
+        }
     record = _record(directory)
     local = _scan(directory, record)
     stale = sorted(p for p, sha in remote.items() if local.get(p, ("",))[0] != sha)
@@ -56,7 +63,7 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
         for path, sha, data in rows:
             target = directory / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + f".{os.getpid()}.part")
+            tmp = target.with_name(target.name + _part())
             tmp.write_bytes(bytes(data))
             tmp.replace(target)
             record[path] = _entry(target, sha)
@@ -124,12 +131,15 @@ def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]
             rel = path.relative_to(directory).as_posix()
             if rel in SKIPPED or name.endswith(".part"):
                 continue
-            stat = path.stat()
-            known = record.get(rel)
-            if known and known[1:] == [stat.st_size, stat.st_mtime_ns]:
-                out[rel] = known
-            else:
-                out[rel] = _entry(path, _sha256(path))
+            try:
+                stat = path.stat()
+                known = record.get(rel)
+                if known and known[1:] == [stat.st_size, stat.st_mtime_ns]:
+                    out[rel] = known
+                else:
+                    out[rel] = _entry(path, _sha256(path))
+            except FileNotFoundError:  # another reader removed it (the server has none)
+                continue
     return out
 
 
@@ -153,7 +163,13 @@ def _record(directory: Path) -> dict[str, list[Any]]:
         return {}
 
 
+def _part() -> str:
+    """A temporary file's suffix of this thread's own: readers in two threads may bring
+    one cache up to date at once."""
+    return f".{os.getpid()}-{threading.get_ident()}.part"
+
+
 def _save_record(directory: Path, record: dict[str, list[Any]]) -> None:
-    tmp = directory / (_SYNC + ".part")
+    tmp = directory / (_SYNC + _part())
     tmp.write_text(json.dumps(record, sort_keys=True), encoding="utf-8")
     tmp.replace(directory / _SYNC)
