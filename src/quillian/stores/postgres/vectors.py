@@ -8,7 +8,9 @@ which HNSW finds fewer than ``min(k, len)`` neighbours is padded with id -1 and 
 -inf. Writes go straight to the server (binary ``COPY`` into a temporary table, then one
 upsert, in one transaction). A collection opened ``fresh`` (a build rewriting it whole)
 drops its HNSW index and :meth:`flush` (or :meth:`close`) builds it again once, over
-every vector, as pgvector advises for bulk loads; until then a search is exact.
+every vector, as pgvector advises for bulk loads; until then a search is exact. A
+collection of at most :data:`EXACT_LIMIT` vectors is always searched exactly, ties
+ranked by id, so two builds of the same vectors answer alike.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 #: Collections up to this many vectors are read whole by the first ``get`` (see there).
 MEMO_LIMIT = 250_000
 F32 = npt.NDArray[np.float32]
+#: Collections up to this many vectors are searched exactly: a scan ranked by score,
+#: then id, so two builds of the same vectors answer alike (HNSW's graph is built with
+#: random levels, and its ranking of ties follows the table's physical order).
+EXACT_LIMIT = 20_000
 #: HNSW build parameters (pgvector's defaults).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -134,17 +140,21 @@ class PgVectorIndex(PgStore):
     def search(
         self, queries: npt.ArrayLike, k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """The ``k`` best ids and inner-product scores per query, best first (HNSW)."""
+        """The ``k`` best ids and inner-product scores per query, best first: exact up
+        to :data:`EXACT_LIMIT` vectors (ties by id), through HNSW beyond."""
         q = as_matrix(queries, self._dim, field="queries")
         k = check_k(k)
-        statement = sql.SQL(
-            "SELECT id, (embedding <#> %s::vector) FROM {} "
-            "ORDER BY embedding <#> %s::vector LIMIT %s"
-        ).format(self._table)
         found: list[list[tuple[int, float]]] = []
         ef = min(1000, 2 * k)
-        with self._conn("search vectors", transaction=ef > EF_SEARCH) as conn:
-            if ef > EF_SEARCH:  # pooled connections search EF_SEARCH wide
+        with self._conn("search vectors") as conn:
+            exact = self._rows(conn) <= EXACT_LIMIT
+            order = "embedding <#> %s::vector, id" if exact else "embedding <#> %s::vector"
+            statement = sql.SQL(
+                "SELECT id, (embedding <#> %s::vector) FROM {} ORDER BY " + order + " LIMIT %s"
+            ).format(self._table)
+            if exact:  # a second sort key already keeps the planner off the HNSW index
+                conn.execute("SET LOCAL enable_indexscan = off")
+            elif ef > EF_SEARCH:  # pooled connections search EF_SEARCH wide
                 conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
             for row in q:
                 text = _vector_text(row)
@@ -228,6 +238,11 @@ class PgVectorIndex(PgStore):
                 )
             )
         self._needs_index = False
+
+    def _rows(self, conn: Any) -> int:
+        """How many vectors the collection holds (counted once per handle, again after
+        it writes)."""
+        return self._count if self._count is not None else self._count_rows(conn)
 
     def _count_rows(self, conn: Any) -> int:
         row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._table)).fetchone()
