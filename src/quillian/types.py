@@ -19,6 +19,7 @@ __all__ = [
     "Entity",
     "Provenance",
     "Triple",
+    "entity_id",
     "normalize_name",
     "stable_id",
 ]
@@ -77,6 +78,12 @@ def normalize_name(name: str) -> str:
     return text
 
 
+def entity_id(name: str) -> str:
+    """The id of the entity called ``name`` (``ent-`` and a hash of its normalised name):
+    the same in every build and graph, whatever position the entity takes there."""
+    return stable_id("ent", normalize_name(name))
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     """A source document as read from a file or a corpus entry."""
@@ -133,7 +140,7 @@ class Entity:
 
     @property
     def id(self) -> str:
-        return stable_id("ent", normalize_name(self.name))
+        return entity_id(self.name)
 
     @property
     def keys(self) -> frozenset[str]:

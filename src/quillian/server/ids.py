@@ -3,7 +3,7 @@ taken before an upload, a delete or a rebuild names the same thing after it, and
 whose thing is gone finds nothing (a 404) rather than whatever took its place.
 
 An entity's id is its snapshot node id, ``ent-`` and 16 hex digits of the SHA-256 of
-its normalised name (:func:`quillian.types.stable_id`); a relation's and a
+its normalised name (:func:`quillian.types.entity_id`, re-exported here); a relation's and a
 description's are made the same way from what they say and where it was read.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from quillian.types import normalize_name, stable_id
+from quillian.types import entity_id, normalize_name, stable_id
 
 __all__ = [
     "ENTITY_ID_HELP",
@@ -34,11 +34,6 @@ _CHANGED = (
     "content-derived strings like '" + _EXAMPLE + "' (find the entity again with "
     "GET /api/workspaces/WS/entities?q=NAME)"
 )
-
-
-def entity_id(name: str) -> str:
-    """The id of the entity called ``name`` (or carrying it as an alias)."""
-    return stable_id("ent", normalize_name(name))
 
 
 def relation_id(subject: str, predicate: str, obj: str, source: str) -> str:

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
-from quillian.types import Triple, normalize_name, stable_id
+from quillian.types import Triple, entity_id, normalize_name, stable_id
 
 __all__ = ["DescriptionRecord", "EntityRecord", "GraphBuilder", "KnowledgeGraph"]
 
@@ -43,7 +43,7 @@ class EntityRecord:
 
     @property
     def node_id(self) -> str:
-        return stable_id("ent", normalize_name(self.name))
+        return entity_id(self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +113,8 @@ class KnowledgeGraph:
         found: dict[str, int] = {}
         for index, record in enumerate(self.entities):
             for alias in record.aliases:
-                if key := normalize_name(alias):
-                    found.setdefault(stable_id("ent", key), index)
+                if normalize_name(alias):
+                    found.setdefault(entity_id(alias), index)
         return found
 
 
