@@ -1,7 +1,8 @@
 """Errors as HTTP statuses: every refusal is a 4xx naming the problem; only what the
 server itself got wrong is a 500 (and its details go to the log, not the client). No
 message leaves with a path of the server's:
-:func:`~quillian.server.privacy.private_paths` names them and :func:`describe` puts a placeholder (``INDEX``, ``STATE``...) in their place."""
+:func:`~quillian.server.privacy.private_paths` names them and :func:`describe` puts a
+placeholder (``INDEX``, ``STATE``...) in their place."""
 
 from __future__ import annotations
 
