@@ -11,12 +11,16 @@ drops its HNSW index and :meth:`flush` (or :meth:`close`) builds it again once, 
 every vector, as pgvector advises for bulk loads; until then a search is exact. A
 collection of at most :data:`EXACT_LIMIT` vectors is always searched exactly, ties
 ranked by id, so two builds of the same vectors answer alike.
+
+``get`` reads only the ids asked for (one statement) and keeps the last
+:data:`CACHE_VECTORS` vectors it read; nothing reads a whole collection into the process.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -37,13 +41,16 @@ from quillian.stores.postgres._pg import EF_SEARCH, PgStore, Workspace
 __all__ = ["PgVectorIndex"]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
-#: Collections up to this many vectors are read whole by the first ``get`` (see there).
-MEMO_LIMIT = 250_000
+#: Vectors a handle keeps after :meth:`PgVectorIndex.get` (6 MB at 384 dimensions).
+CACHE_VECTORS = 4096
 F32 = npt.NDArray[np.float32]
 #: Collections up to this many vectors are searched exactly: a scan ranked by score,
 #: then id, so two builds of the same vectors answer alike (HNSW's graph is built with
 #: random levels, and its ranking of ties follows the table's physical order).
 EXACT_LIMIT = 20_000
+#: HNSW's search breadth (``hnsw.ef_search``) for a collection above EXACT_LIMIT: see
+#: the module doc for the recall it gives.
+HNSW_EF_SEARCH = 100
 #: HNSW build parameters (pgvector's defaults).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -59,6 +66,8 @@ class PgVectorIndex(PgStore):
             existing one (a mismatch is a :class:`~quillian.errors.ConfigError` naming
             both, raised before anything is written).
         fresh: empty the collection first (a build rewrites it whole).
+        ef_search: HNSW's search breadth (raised to twice ``k``, at most 1,000).
+        exact_limit: the largest collection searched exactly.
     """
 
     def __init__(
@@ -68,17 +77,29 @@ class PgVectorIndex(PgStore):
         dim: int | None = None,
         *,
         fresh: bool = False,
+        ef_search: int = HNSW_EF_SEARCH,
+        exact_limit: int = EXACT_LIMIT,
     ) -> None:
         super().__init__(workspace)
         self._needs_index = False
         try:
+            for field, value, top in (
+                ("ef_search", ef_search, 1000),
+                ("exact_limit", exact_limit, None),
+            ):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ConfigError(f"{field} must be a positive integer, got {value!r}")
+                if top is not None and value > top:
+                    raise ConfigError(f"{field} must be at most {top} (pgvector), got {value}")
+            self.ef_search = ef_search
+            self.exact_limit = exact_limit
             if not _NAME.fullmatch(name):
                 raise ConfigError(f"vector collection name {name!r}: use a-z, 0-9 and _")
             self.name = name
             self._table = sql.Identifier(f"vectors_{name}")
             self._index = sql.Identifier(f"vectors_{name}_hnsw")
             self._count: int | None = None
-            self._memo: tuple[npt.NDArray[np.int64], F32] | None = None
+            self._cache: OrderedDict[int, F32] = OrderedDict()
             self._dim = self._open(dim, fresh)
         except BaseException:
             self.close()
@@ -135,27 +156,32 @@ class PgVectorIndex(PgStore):
                 ).format(self._table)
             )
             conn.execute("DROP TABLE staged_vectors")
-            self._count = self._memo = None
+            self._count = None
+            self._cache.clear()
 
     def search(
         self, queries: npt.ArrayLike, k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The ``k`` best ids and inner-product scores per query, best first: exact up
-        to :data:`EXACT_LIMIT` vectors (ties by id), through HNSW beyond."""
+        to ``exact_limit`` vectors (ties by id), through HNSW beyond (recall: see the
+        module doc)."""
         q = as_matrix(queries, self._dim, field="queries")
         k = check_k(k)
         found: list[list[tuple[int, float]]] = []
-        ef = min(1000, 2 * k)
+        ef = max(self.ef_search, min(1000, 2 * k))
         with self._conn("search vectors") as conn:
-            exact = self._rows(conn) <= EXACT_LIMIT
+            exact = self._rows(conn) <= self.exact_limit
             order = "embedding <#> %s::vector, id" if exact else "embedding <#> %s::vector"
             statement = sql.SQL(
                 "SELECT id, (embedding <#> %s::vector) FROM {} ORDER BY " + order + " LIMIT %s"
             ).format(self._table)
             if exact:  # a second sort key already keeps the planner off the HNSW index
                 conn.execute("SET LOCAL enable_indexscan = off")
-            elif ef > EF_SEARCH:  # pooled connections search EF_SEARCH wide
-                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
+            else:
+                if ef != EF_SEARCH:  # pooled connections search EF_SEARCH wide
+                    conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
+                if k > ef:  # HNSW alone returns at most ef rows; scan on, in order
+                    conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             for row in q:
                 text = _vector_text(row)
                 found.append(conn.execute(statement, (text, text, k)).fetchall())
@@ -172,32 +198,38 @@ class PgVectorIndex(PgStore):
         return ids, scores
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`.
+        """Vectors (float32) in the order of ``ids``; raises :class:`UnknownIdError`
+        naming every unknown id.
 
-        The first ``get`` on a collection of at most :data:`MEMO_LIMIT` vectors reads
-        them all (one binary ``COPY``) and answers from memory until this handle writes
-        again, as a retrieval context keeps the chunk texts it opened with; a larger
-        collection is read per call."""
+        Reads only the ids asked for that this handle does not hold: one round trip
+        (``id = ANY(...)``). The last :data:`CACHE_VECTORS` vectors read are kept
+        (least recently used dropped first) until this handle writes, as a retriever
+        asks for the same relations' vectors several times in one query."""
         ids = as_ids(ids)
-        if self._memo is None and len(self) <= MEMO_LIMIT:
-            self._memo = self._read_all()
-        if self._memo is not None:
-            known, matrix = self._memo
-        else:
-            known, matrix = self._read(np.unique(ids))
-        rows = np.searchsorted(known, ids)
-        rows = np.minimum(rows, max(len(known) - 1, 0))
-        missing = (known[rows] != ids) if len(known) else np.ones(len(ids), dtype=bool)
-        if missing.any():
-            raise UnknownIdError(np.unique(ids[missing]))
-        return matrix[rows]
+        unique = np.unique(ids)
+        cache = self._cache
+        missing = np.array([i for i in unique.tolist() if i not in cache], dtype=np.int64)
+        if len(missing):
+            got, matrix = self._read(missing)
+            if len(got) < len(missing):
+                raise UnknownIdError(np.setdiff1d(missing, got))
+            for i, row in zip(got.tolist(), matrix, strict=True):
+                cache[i] = row
+        out = np.empty((len(ids), self._dim), dtype=np.float32)
+        for i, row in enumerate(ids.tolist()):
+            out[i] = cache[row]
+            cache.move_to_end(row)
+        while len(cache) > CACHE_VECTORS:
+            cache.popitem(last=False)
+        return out
 
     def _read(self, unique: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], F32]:
-        """The stored ``(ids, vectors)`` among ``unique``, by id."""
+        """The stored ``(ids, vectors)`` among ``unique``, by id, in one statement."""
         with self._conn("read vectors", transaction=False) as conn:
             rows = conn.execute(
                 sql.SQL(
-                    "SELECT id, vector_send(embedding) FROM {} WHERE id = ANY(%s) ORDER BY id"
+                    "SELECT id, vector_send(embedding) FROM {} WHERE id = ANY(%s::bigint[]) "
+                    "ORDER BY id"
                 ).format(self._table),
                 (unique.tolist(),),
             ).fetchall()
@@ -205,20 +237,6 @@ class PgVectorIndex(PgStore):
         # vector_send: int16 dim, int16 unused, then big-endian float4s
         raw = b"".join(bytes(r[1])[4:] for r in rows)
         return got, np.frombuffer(raw, dtype=">f4").astype(np.float32).reshape(-1, self._dim)
-
-    def _read_all(self) -> tuple[npt.NDArray[np.int64], F32]:
-        """Every ``(id, vector)`` of the collection, by id, in one binary ``COPY``."""
-        buffer = bytearray()
-        with self._conn("read vectors") as conn:
-            copy_sql = sql.SQL(
-                "COPY (SELECT id, embedding FROM {} ORDER BY id) TO STDOUT (FORMAT BINARY)"
-            ).format(self._table)
-            with conn.cursor().copy(copy_sql) as copy:
-                for block in copy:
-                    buffer += block
-        rows = np.frombuffer(bytes(buffer[len(_PGCOPY_HEADER) : -2]), dtype=_row_dtype(self._dim))
-        self._count = len(rows)
-        return rows["id"].astype(np.int64), rows["values"].astype(np.float32)
 
     def flush(self) -> None:
         """Build the HNSW index if this collection lacks it (every :meth:`add` is already
