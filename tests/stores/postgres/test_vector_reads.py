@@ -147,3 +147,19 @@ def test_bad_search_settings_are_refused(postgres_url: str, field: str) -> None:
         PgVectorIndex(postgres_url, "chunks", DIM, **settings)
     with pytest.raises(ConfigError, match="ef_search"):
         PgVectorIndex(postgres_url, "chunks", DIM, ef_search=1001)
+
+
+def test_hyphenated_names_get_tables_of_their_own(postgres_url: str) -> None:
+    """KAGS's and KAG's collections (``kags-triples``, ``kag-names``) work on PostgreSQL,
+    apart from a collection spelled with ``_``; ambiguous names are refused."""
+    rows = _unit(np.random.default_rng(1), 4)
+    with PgVectorIndex(postgres_url, "kags-triples", DIM) as dashed:
+        dashed.add(np.arange(2), rows[:2])
+    with PgVectorIndex(postgres_url, "kags_triples", DIM) as plain:
+        plain.add(np.arange(2), rows[2:])
+    with PgVectorIndex(postgres_url, "kags-triples") as dashed:  # reopened: its HNSW index
+        np.testing.assert_array_equal(dashed.get([0, 1]), rows[:2])
+        assert dashed.search(rows[:1], 1)[0][0, 0] == 0
+    for bad in ("kags__triples", "kags-_triples", "Kags", "-kags", "k" * 60):
+        with pytest.raises(ConfigError, match="collection name"):
+            PgVectorIndex(postgres_url, bad, DIM)

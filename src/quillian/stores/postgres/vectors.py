@@ -40,7 +40,11 @@ from quillian.stores.postgres._pg import EF_SEARCH, PgStore, Workspace
 
 __all__ = ["PgVectorIndex"]
 
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
+#: A collection's name: a-z, 0-9, ``_`` and ``-`` (``kags-triples``), never two of
+#: ``_-`` in a row; its table spells ``-`` as ``__``, so two names never share a table.
+_NAME = re.compile(r"[a-z](?:[a-z0-9]|[_-](?![_-]))*")
+#: PostgreSQL's longest identifier: the index's name ``vectors_<name>_hnsw`` fits it.
+_MAX_TABLE = 63 - len("_hnsw")
 #: Vectors a handle keeps after :meth:`PgVectorIndex.get` (6 MB at 384 dimensions).
 CACHE_VECTORS = 4096
 F32 = npt.NDArray[np.float32]
@@ -93,11 +97,16 @@ class PgVectorIndex(PgStore):
                     raise ConfigError(f"{field} must be at most {top} (pgvector), got {value}")
             self.ef_search = ef_search
             self.exact_limit = exact_limit
-            if not _NAME.fullmatch(name):
-                raise ConfigError(f"vector collection name {name!r}: use a-z, 0-9 and _")
+            table = "vectors_" + name.replace("-", "__")
+            if not _NAME.fullmatch(name) or len(table) > _MAX_TABLE:
+                raise ConfigError(
+                    f"vector collection name {name!r}: use a-z, 0-9, and single _ or -, "
+                    f"starting with a letter, at most {_MAX_TABLE - len('vectors_')} long"
+                )
             self.name = name
-            self._table = sql.Identifier(f"vectors_{name}")
-            self._index = sql.Identifier(f"vectors_{name}_hnsw")
+            self._table = sql.Identifier(table)
+            self._index = sql.Identifier(f"{table}_hnsw")
+            self._index_name = f"{table}_hnsw"
             self._count: int | None = None
             self._cache: OrderedDict[int, F32] = OrderedDict()
             self._dim = self._open(dim, fresh)
@@ -287,9 +296,7 @@ class PgVectorIndex(PgStore):
                     conn.execute(sql.SQL("TRUNCATE {}").format(self._table))
                     self._needs_index = True
                 else:  # a build that stopped before its flush left no index
-                    found = conn.execute(
-                        "SELECT to_regclass(%s)", (f"vectors_{self.name}_hnsw",)
-                    ).fetchone()
+                    found = conn.execute("SELECT to_regclass(%s)", (self._index_name,)).fetchone()
                     self._needs_index = found is None or found[0] is None
                 return stored
             dim = check_dim(dim, f"{self.workspace.name} vector collection {self.name!r}")
