@@ -58,3 +58,33 @@ def test_the_lock_is_per_workspace(
         assert read_manifest(other)["state"] == "complete"
     finally:
         postgres_server.execute(f'DROP SCHEMA IF EXISTS "{workspace}" CASCADE')
+
+
+def test_a_slow_graph_read_under_the_lease_outlasts_its_heartbeat(
+    postgres_server: PostgresServer, postgres_url: str, tmp_path, monkeypatch
+) -> None:
+    """A build reads the graph in one REPEATABLE READ transaction while it holds the
+    lease, whose heartbeat updates the lease row every few seconds: a read that outlasts
+    a beat must not fail on the fence's lock of that row (a serialization error before)."""
+    from quillian.stores.postgres import graph, parse_location
+    from quillian.stores.postgres.graph import PgGraphStore
+
+    build_tiny(postgres_url, CORPUS)
+    schema = parse_location(postgres_url).workspace
+    version = graph._version
+
+    def beat_meanwhile(conn):  # the heartbeat lands after the read's snapshot is taken
+        found = version(conn)
+        postgres_server.execute(
+            f'UPDATE "{schema}".writer_lease SET expires = expires + interval \'1 second\''
+        )
+        return found + 1  # a version not cached yet: the snapshot is read from the tables
+
+    with writer_lock(postgres_url):
+        store = PgGraphStore(postgres_url, tmp_path / "graph-cache")
+        monkeypatch.setattr(graph, "_version", beat_meanwhile)
+        try:
+            snapshot = store.snapshot()
+        finally:
+            store.close()
+    assert snapshot.n_nodes > 0
