@@ -105,3 +105,24 @@ def test_chunkers_follow_the_protocol() -> None:
     assert isinstance(WordWindowChunker(), Chunker)
     assert isinstance(PassageChunker(), Chunker)
     assert PassageChunker().name == "passage"
+
+
+def test_a_long_document_becomes_passages_cut_at_paragraphs() -> None:
+    paragraphs = [f"Paragraph {i} says something. " * 8 for i in range(40)]
+    doc = Document(text="\n\n".join(paragraphs) + "\n", title="Book")
+    chunks = PassageChunker(max_chars=1000).chunk(doc)
+    assert len(chunks) > 1
+    assert all(len(c.text) <= 1000 for c in chunks)
+    assert all(c.text == doc.text[c.start : c.end] == c.text.strip() for c in chunks)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    # every cut falls at a paragraph break, and the passages cover every paragraph in order
+    assert all(c.text.startswith("Paragraph") and c.text.endswith("something.") for c in chunks)
+    assert " ".join(c.text for c in chunks).split() == doc.text.split()
+
+
+def test_a_passage_within_the_bound_stays_whole_and_the_bound_names_the_chunker() -> None:
+    text = "word " * 1599 + "end"  # 7,998 characters: within the default bound
+    assert len(PassageChunker().chunk(Document(text=text))) == 1
+    assert PassageChunker(max_chars=500).name == "passage-500"
+    with pytest.raises(ConfigError, match="max_chars must be at least 1, got 0"):
+        PassageChunker(max_chars=0)

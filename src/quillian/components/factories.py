@@ -98,7 +98,8 @@ SA_RETRIEVERS = ("sa", "sa-paper")
 
 
 def make_chunker(name: str, size: int = 500, overlap: int = 200) -> Chunker:
-    """``passage`` (one chunk per passage) or ``words`` (windows of ``size`` words)."""
+    """``passage`` (one chunk per passage; a document over 8,000 characters cut into
+    passages of at most that) or ``words`` (windows of ``size`` words)."""
     if name == "passage":
         return PassageChunker()
     if name == "words":

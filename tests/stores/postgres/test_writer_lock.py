@@ -76,7 +76,7 @@ def test_a_slow_graph_read_under_the_lease_outlasts_its_heartbeat(
     def beat_meanwhile(conn):  # the heartbeat lands after the read's snapshot is taken
         found = version(conn)
         postgres_server.execute(
-            f'UPDATE "{schema}".writer_lease SET expires = expires + interval \'1 second\''
+            f"UPDATE \"{schema}\".writer_lease SET expires = expires + interval '1 second'"
         )
         return found + 1  # a version not cached yet: the snapshot is read from the tables
 
