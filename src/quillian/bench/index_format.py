@@ -16,7 +16,7 @@ after it; after the queries), the first ``sa`` query and ``sa``'s p50/p95 over
 a tree taken in turn (``best_*``: the least of them), and whether each of ``sa``,
 ``ppr``, ``dense`` and ``bm25`` returns the same top ``--k`` passages on both. Prints
 one JSON object, with the machine's load average before and after; progress goes to
-stderr.
+stderr. ``--reuse`` measures again the indexes an earlier run left in ``--work``.
 """
 
 from __future__ import annotations
@@ -116,21 +116,29 @@ def run_index_format_bench(
     k: int = 5,
     rounds: int = 3,
     repeats: int = 2,
+    reuse: bool = False,
 ) -> dict[str, Any]:
     """Build ``corpus`` with this tree and ``baseline`` and measure both (see above)."""
     asked = work / f"{name}-questions.json"
     asked.write_text(json.dumps(list(questions)))
     seed = work / f"{name}-seed"
-    shutil.rmtree(seed, ignore_errors=True)
-    logger.info("%s: indexing once to fill the caches", name)
-    first = _child(HERE, "build", str(corpus), str(seed), extractor, embedder)
-    report: dict[str, Any] = {"cold_build_seconds": first["seconds"], "counts": first["counts"]}
     trees = (("baseline", baseline), ("new", HERE))
-    for label, src in trees:
-        out = work / f"{name}-{label}"
-        logger.info("%s: building with %s (%s)", name, label, src)
-        built = _seeded_build(src, seed, corpus, out, extractor, embedder)
-        report[label] = {"build_stage_seconds": built["stage_seconds"], "sizes": sizes(out)}
+    report: dict[str, Any] = {}
+    if reuse:  # the indexes an earlier run left in ``work``: measure them again
+        for label, _ in trees:
+            out = work / f"{name}-{label}"
+            stages = json.loads((out / "manifest.json").read_text()).get("build_seconds", {})
+            report[label] = {"build_stage_seconds": stages, "sizes": sizes(out)}
+    else:
+        shutil.rmtree(seed, ignore_errors=True)
+        logger.info("%s: indexing once to fill the caches", name)
+        first = _child(HERE, "build", str(corpus), str(seed), extractor, embedder)
+        report.update(cold_build_seconds=first["seconds"], counts=first["counts"])
+        for label, src in trees:
+            out = work / f"{name}-{label}"
+            logger.info("%s: building with %s (%s)", name, label, src)
+            built = _seeded_build(src, seed, corpus, out, extractor, embedder)
+            report[label] = {"build_stage_seconds": built["stage_seconds"], "sizes": sizes(out)}
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in trees}
     for repeat in range(repeats):  # alternating, so a change of load falls on both
         for label, src in trees:
@@ -140,7 +148,7 @@ def run_index_format_bench(
             runs[label].append(_child(src, *args))
     for label, measured in runs.items():
         report[label]["runs"] = [{k: v for k, v in m.items() if k != "top"} for m in measured]
-        for key in ("open_seconds", "rss_after_open_mb", "sa_p50_ms"):
+        for key in ("open_seconds", "rss_after_open_mb", "sa_p50_ms", "sa_cpu_p50_ms"):
             report[label][f"best_{key}"] = min(m[key] for m in measured)
     report["agreement"] = agreement(runs["new"][0]["top"], runs["baseline"][0]["top"])
     return report
@@ -173,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="sa timing rounds a process")
     parser.add_argument("--repeats", type=int, default=2, help="measuring processes a tree")
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the indexes --work holds, no builds"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     work = args.work or Path(tempfile.mkdtemp(prefix="index-format-"))
@@ -197,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             k=args.k,
             rounds=args.rounds,
             repeats=args.repeats,
+            reuse=args.reuse,
         )
     report["load_after"] = os.getloadavg()
     sys.stdout.write(json.dumps(report, indent=2) + "\n")
