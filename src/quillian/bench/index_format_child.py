@@ -13,6 +13,7 @@ each method's top ``K`` chunk ids per question.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,10 +31,10 @@ def rss_mb() -> float:
 
 
 def build(corpus: str, out: str, extractor: str, embedder: str) -> dict[str, Any]:
-    from quillian.cli.main import main
-
     start = time.perf_counter()
-    code = main(["index", corpus, "--out", out, "--extractor", extractor, "--embedder", embedder])
+    index = ["index", corpus, "--out", out, "--extractor", extractor, "--embedder", embedder]
+    cli = [sys.executable, "-P", "-m", "quillian.cli.main", *index]  # the edge, run as one
+    code = subprocess.run(cli, stdout=sys.stderr, check=False).returncode
     manifest = json.loads((Path(out) / "manifest.json").read_text())
     return {
         "exit": code,
