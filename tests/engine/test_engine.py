@@ -3,8 +3,10 @@ index with a scripted model, concurrency, the method table, exact deletion."""
 
 import asyncio
 import json
+import sqlite3
 import threading
 import time
+from contextlib import closing
 
 import pytest
 
@@ -177,10 +179,9 @@ EXTRACTIONS = [
 
 
 def _tables(path):
-    return {
-        name: (path / "tables" / name).read_text()
-        for name in ("entities.jsonl", "descriptions.jsonl", "relations.jsonl", "chunks.jsonl")
-    }
+    """The graph tables as SQL text (every row, each text once)."""
+    with closing(sqlite3.connect(path / "tables" / "graph.sqlite")) as conn:
+        return list(conn.iterdump())
 
 
 def test_delete_leaves_the_index_built_without_the_document(tmp_path):

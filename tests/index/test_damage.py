@@ -51,10 +51,9 @@ FILES = (
     "vectors/texts/vectors-000001.npy",
     "bm25/data.csc.index.npy",
     "bm25/vocab.index.json",
-    "tables/entities.jsonl",
-    "tables/descriptions.jsonl",
-    "tables/relations.jsonl",
-    "tables/chunks.jsonl",
+    "tables/graph.sqlite",
+    "tables/page_entities.npy",
+    "tables/by_entity_order.npy",
     "tables/description_rows.npy",
     "tables/relation_rows.npy",
     "tables/relation_subject.npy",
@@ -167,7 +166,7 @@ def test_a_large_vectors_file_is_checked_on_its_first_search(
 def test_indexing_the_corpus_again_rebuilds_damaged_files(
     index: Path, clean: dict[str, list[list[str]]]
 ) -> None:
-    for name in ("vectors/chunks/vectors-000001.npy", "graph/weights.npy", "tables/chunks.jsonl"):
+    for name in ("vectors/chunks/vectors-000001.npy", "graph/weights.npy", "tables/graph.sqlite"):
         scribble(index / name)
     build_tiny(index, people())  # nothing new: without the damage it would reuse the files
     assert rankings(index) == clean

@@ -6,9 +6,11 @@ index another process writes opened once its build completes."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.server.jobstore import Job, JobKind, JobState, JobStore
@@ -112,10 +114,9 @@ def test_uploaded_files_bad_ones_fail_with_their_error_others_are_ingested(index
 
 
 def _tables(path):
-    return {
-        name: (path / "tables" / name).read_text()
-        for name in ("entities.jsonl", "descriptions.jsonl", "relations.jsonl")
-    }
+    """The graph tables as SQL text (every row, each text once)."""
+    with closing(sqlite3.connect(path / "tables" / "graph.sqlite")) as conn:
+        return list(conn.iterdump())
 
 
 def test_delete_is_exact_and_the_passages_are_gone(index_copy, tmp_path):

@@ -177,13 +177,18 @@ def _unchanged(
     previous: dict[str, Any], manifest: dict[str, Any], report: BuildReport, pending: Any
 ) -> bool:
     """Whether this build found the index complete and had nothing to change: no
-    document added, none being deleted, and the same version, settings and stages."""
+    document added, none being deleted, and the same schema, version, settings and
+    stages (an index of an older schema is rebuilt in the new one from its stored
+    extractions)."""
     return (
         previous.get("state") == "complete"
         and not pending
         and report.ingest is not None
         and report.ingest.new == 0
-        and all(previous.get(k) == manifest.get(k) for k in ("quillian_version", "config", STAGES))
+        and all(
+            previous.get(k) == manifest.get(k)
+            for k in ("schema_version", "quillian_version", "config", STAGES)
+        )
     )
 
 

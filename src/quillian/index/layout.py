@@ -1,12 +1,13 @@
 """An index's location and its manifest.
 
-An embedded index is a directory (``SCHEMA_VERSION`` 1)::
+An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSON Lines)::
 
     DIR/manifest.json        schema version, state (building | complete), config, counts,
                              size and checksum of each file under tables/ and bm25/
     DIR/store.sqlite         documents, chunks, ingestion status, extractions, embedding cache
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
-    DIR/tables/              entities, descriptions, relations (JSONL) and row maps (.npy)
+    DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
+                             text once) and arrays derived from it (.npy)
     DIR/vectors/chunks/      chunk embeddings (id = chunk position)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)
     DIR/bm25/                the BM25 index
@@ -71,7 +72,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 #: The manifest key listing the build stages that made the index.
 STAGES = "stages"

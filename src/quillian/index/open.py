@@ -12,16 +12,23 @@ from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.components.retrieval.triple_store import read_triples
-from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError, InputError
-from quillian.index.artifacts import load_tables
+from quillian.errors import (
+    ConfigError,
+    IndexDamagedError,
+    IndexIncompleteError,
+    IndexSchemaError,
+    InputError,
+)
 from quillian.index.integrity import (
     FILES,
+    QUICK_CHECK_AT_OPEN,
     STORE_DB,
     check_database,
     check_files,
     rebuild_command,
 )
 from quillian.index.layout import (
+    SCHEMA_VERSION,
     generation,
     has_stage,
     is_server_location,
@@ -31,6 +38,7 @@ from quillian.index.layout import (
 )
 from quillian.index.stages import EndpointTextStage
 from quillian.index.storage import ServerStorage, Storage, open_storage
+from quillian.index.tables import StoredTables, load_tables
 from quillian.stores.embedded.sqlite import sqlite_rebuild_hint
 from quillian.stores.mapped import load_mapped
 from quillian.stores.protocols import VectorIndex
@@ -42,6 +50,11 @@ logger = logging.getLogger(__name__)
 #: How many times :func:`open_index` loads an index that another process keeps
 #: rewriting under it before it gives up.
 OPEN_ATTEMPTS = 3
+#: Files beside the stores up to this size have their checksum checked when the index
+#: opens (about 1 ms a megabyte); a larger one (the tables database of a big corpus) has
+#: its size checked, its checksum by every build that reuses it, and SQLite's own page
+#: checks name it damaged where a read finds it so.
+HASH_AT_OPEN = QUICK_CHECK_AT_OPEN
 
 
 @dataclass
@@ -55,6 +68,10 @@ class Index:
 
 def load_graph(storage: Storage) -> KnowledgeGraph:
     """The index's knowledge graph: the graph store's snapshot and the graph tables."""
+    return _load_graph(storage)[0]
+
+
+def _load_graph(storage: Storage) -> tuple[KnowledgeGraph, StoredTables]:
     store = storage.graph()
     try:
         snapshot = store.snapshot()
@@ -110,6 +127,13 @@ def _complete_manifest(location: str | Path, embedder: Embedder) -> dict[str, An
             f"{location_name(location)}: index is incomplete (state {manifest.get('state')!r}); "
             "rerun `quillian index` to resume the build"
         )
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        name = location_name(location)
+        raise IndexSchemaError(
+            f"{name}: index schema version {manifest.get('schema_version')!r} is older than "
+            f"this Quillian reads ({SCHEMA_VERSION}); rerun `{rebuild_command(name)}` to "
+            "convert it (its stored extractions are reused)"
+        )
     built_with = manifest.get("config", {}).get("embedder")
     if built_with and built_with != embedder.model_id:
         raise InputError(
@@ -123,7 +147,7 @@ def _check_files(storage: Storage, manifest: dict[str, Any], name: str) -> None:
     """Check the files the manifest records; a server index's cached copies found
     damaged are fetched again from the server first."""
     try:
-        check_files(storage.directory, manifest, name)
+        check_files(storage.directory, manifest, name, hash_up_to=HASH_AT_OPEN)
     except IndexDamagedError as exc:
         if not isinstance(storage, ServerStorage):
             raise
@@ -131,7 +155,7 @@ def _check_files(storage: Storage, manifest: dict[str, Any], name: str) -> None:
         server_backend().refetch_files(
             storage.workspace, storage.directory, list(manifest.get(FILES) or ())
         )
-        check_files(storage.directory, manifest, name)
+        check_files(storage.directory, manifest, name, hash_up_to=HASH_AT_OPEN)
 
 
 def _missing_chunks(location: str | Path, missing: int) -> IndexDamagedError:
@@ -159,9 +183,8 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
                 "local files; open it again once that build finishes"
             )
         _check_files(storage, manifest, location_name(location))
-        kg = load_graph(storage)
-        chunks = storage.documents.get_chunks(kg.chunk_ids)
-        if missing := sum(c is None for c in chunks):
+        kg, stored = _load_graph(storage)
+        if (missing := len(kg.chunk_ids) - storage.documents.count_chunks()) > 0:
             raise _missing_chunks(location, missing)
         tables = storage.directory / "tables"
         context = RetrievalContext(
@@ -169,10 +192,10 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
             embedder=embedder,
             chunk_vectors=storage.vectors("chunks"),
             text_vectors=storage.vectors("texts"),
-            description_rows=load_mapped(tables / "description_rows.npy", False),
-            relation_rows=load_mapped(tables / "relation_rows.npy", False),
-            chunk_titles=[c.title for c in chunks if c is not None],
-            chunk_texts=[c.text for c in chunks if c is not None],
+            description_rows=load_mapped(tables / "description_rows.npy"),
+            relation_rows=load_mapped(tables / "relation_rows.npy"),
+            chunk_titles=stored.chunk_titles,
+            chunk_texts=stored.chunk_texts,
             bm25=BM25Index.load(storage.directory / "bm25"),
             triples=read_triples(storage.kv, storage.vectors, kg.chunk_ids),
             directory=storage.directory,

@@ -24,9 +24,11 @@ from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import endpoint_text
+from quillian.components.retrieval.derived import text_rows
 from quillian.errors import IndexIncompleteError
-from quillian.index.artifacts import replace_dir, save_tables
+from quillian.index.artifacts import replace_dir
 from quillian.index.storage import Storage
+from quillian.index.tables import save_tables
 from quillian.types import Chunk, Progress
 
 __all__ = [
@@ -94,7 +96,7 @@ class GraphStage:
             kg = builder.build([c.id for c in state.chunks], store=store)
         finally:
             store.close()
-        save_tables(state.storage.directory, kg)
+        save_tables(state.storage.directory, kg, state.chunks)
         state.kg = kg
         state.counts.update(
             entities=kg.n_entities,
@@ -136,8 +138,11 @@ class EmbedStage:
     def run(self, state: BuildState) -> None:
         texts, desc_rows, rel_rows = unique_texts(state.graph())
         tables = state.storage.directory / "tables"
-        np.save(tables / "description_rows.npy", desc_rows)
-        np.save(tables / "relation_rows.npy", rel_rows)
+        for what, rows in (("description", desc_rows), ("relation", rel_rows)):
+            np.save(tables / f"{what}_rows.npy", rows)
+            indptr, order = text_rows(rows, len(texts))
+            np.save(tables / f"{what}_text_indptr.npy", indptr)
+            np.save(tables / f"{what}_text_order.npy", order)
         for name, items in (("chunks", [chunk_text(c) for c in state.chunks]), ("texts", texts)):
             _embed_into(state, name, items, self.window)
 

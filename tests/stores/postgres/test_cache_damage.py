@@ -68,9 +68,9 @@ def test_a_damaged_cached_table_is_fetched_again(postgres_url: str) -> None:
     build_tiny(postgres_url, CORPUS)
     clean = rankings(postgres_url)
     cache = server_backend().parse_location(postgres_url).cache
-    for name in ("tables/relations.jsonl", "bm25/data.csc.index.npy"):
+    for name in ("tables/graph.sqlite", "bm25/data.csc.index.npy"):
         scribble_keeping_time(cache / name)
     assert rankings(postgres_url) == clean
-    truncated = cache / "tables" / "chunks.jsonl"
+    truncated = cache / "tables" / "graph.sqlite"
     truncated.write_bytes(truncated.read_bytes()[:10])
     assert rankings(postgres_url) == clean

@@ -12,10 +12,10 @@ merged entity gains the new aliases and a new description node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,13 @@ from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.types import Triple, entity_id, normalize_name, stable_id
 
-__all__ = ["DescriptionRecord", "EntityRecord", "GraphBuilder", "KnowledgeGraph"]
+__all__ = [
+    "DescriptionRecord",
+    "EntityRecord",
+    "GraphBuilder",
+    "GraphIndexes",
+    "KnowledgeGraph",
+]
 
 #: ``described_by`` weight of a chunk that is about the entity (its title entity) versus
 #: one that merely mentions it; rankers use it to prefer a passage about an entity.
@@ -59,6 +65,25 @@ class DescriptionRecord:
         return stable_id("desc", str(self.entity), self.chunk_id, self.text)
 
 
+class GraphIndexes(Protocol):
+    """What an index's build derived from its graph and stored (see
+    :mod:`quillian.index.tables`), so a reader need not pass over every relation,
+    entity or chunk to derive it again."""
+
+    def array(self, name: str) -> npt.NDArray[Any] | None:
+        """The stored array ``name`` (memory-mapped), or None where none is stored."""
+        ...
+
+    def entity_by_alias(self, alias_id: str) -> int | None:
+        """The position of the first entity with an alias whose id is ``alias_id``."""
+        ...
+
+    def names(self, titled: bool) -> Callable[[str], Sequence[int]] | None:
+        """The entities a normalised name key names (an entity lexicon's resolver), with
+        or without the pages' base titles; None where none is stored."""
+        ...
+
+
 @dataclass(frozen=True)
 class KnowledgeGraph:
     """The built graph: the snapshot plus the tables its node and edge ids point into.
@@ -67,15 +92,20 @@ class KnowledgeGraph:
     ``entities``), then descriptions, then chunks. ``relations[i]`` is the triple carried
     by edges whose ``edge_relations`` is ``i``; ``relation_subject``/``relation_object``
     are the entity indices of its endpoints.
+
+    The tables are read-only sequences: lists for a graph just built, rows of an
+    index's tables database read on demand for an opened one, whose ``indexes`` hold
+    what its build derived from them.
     """
 
     snapshot: GraphSnapshot
-    entities: list[EntityRecord]
-    descriptions: list[DescriptionRecord]
-    chunk_ids: list[str]
-    relations: list[Triple]
+    entities: Sequence[EntityRecord]
+    descriptions: Sequence[DescriptionRecord]
+    chunk_ids: Sequence[str]
+    relations: Sequence[Triple]
     relation_subject: npt.NDArray[np.int32]
     relation_object: npt.NDArray[np.int32]
+    indexes: GraphIndexes | None = field(default=None, compare=False)
 
     @property
     def n_entities(self) -> int:
@@ -104,6 +134,8 @@ class KnowledgeGraph:
         node = self.snapshot.ids.index_of(entity_id)
         if 0 <= node < self.n_entities and self.entities[node].node_id == entity_id:
             return node
+        if self.indexes is not None:
+            return self.indexes.entity_by_alias(entity_id)
         return self._alias_ids.get(entity_id)
 
     @cached_property

@@ -32,14 +32,15 @@ entities changed since (new documents renumber them) is refused until linked aga
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -237,18 +238,23 @@ class Alignment:
 
 def index_fingerprint(index_dir: Path) -> str:
     """Identity of an index's entities: a hash of its entity and description tables, the
-    numbering and texts an alignment refers to. Rebuilding the index from the same
-    documents keeps it; adding documents (which renumbers entities) changes it."""
-    tables = Path(index_dir) / "tables"
-    digest = hashlib.sha256()
-    for name in ("entities.jsonl", "descriptions.jsonl"):
-        path = tables / name
-        if not path.exists():
-            raise IndexMissingError(f"{index_dir}: not an index (no tables/{name})")
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
+    numbering and texts an alignment refers to, which the index's build stored in its
+    tables database (``tables/graph.sqlite``, key ``entity_fingerprint``). Rebuilding the
+    index from the same documents keeps it; adding documents (which renumbers entities)
+    changes it."""
+    path = Path(index_dir) / "tables" / "graph.sqlite"
+    if not path.is_file():
+        raise IndexMissingError(f"{index_dir}: not an index (no tables/graph.sqlite)")
+    uri = path.absolute().as_uri() + "?immutable=1"
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'entity_fingerprint'")
+            found = row.fetchone()
+    except sqlite3.Error as exc:
+        raise IndexIncompleteError(f"{path}: unreadable tables: {exc}") from exc
+    if found is None:
+        raise IndexIncompleteError(f"{path}: no entity fingerprint; rebuild the index")
+    return str(found[0])
 
 
 def _words(name: str) -> set[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,20 +21,20 @@ import numpy.typing as npt
 
 from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.assemble import RELATED_TO
-from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
+from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.graph.synonyms import synonym_edges
+from quillian.components.retrieval import derived
 from quillian.components.retrieval.base import ScoredPassage, Seed, UsedRelation
 from quillian.components.retrieval.bm25_index import BM25Index
+from quillian.components.retrieval.derived import HOP_ARRAYS, chunk_links, hop_arrays
 from quillian.components.retrieval.seeding import (
     EntityLexicon,
     LexicalMatch,
-    is_literal,
     page_aliases,
 )
 from quillian.components.retrieval.triple_store import TripleStore
 from quillian.errors import ConfigError
 from quillian.stores.protocols import VectorIndex
-from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 from quillian.types import Triple
 
 __all__ = [
@@ -61,14 +61,6 @@ SeedMode = Literal["description", "lexical", "both", "auto"]
 RelationText = Literal["sentence", "endpoints"]
 
 
-def chunk_links(snapshot: GraphSnapshot, chunk_offset: int) -> npt.NDArray[np.bool_]:
-    """Per edge of ``snapshot``, whether it leads from an entity to a chunk (a
-    ``described_by`` link to a node at or after ``chunk_offset``)."""
-    return (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBED_BY) & (
-        np.asarray(snapshot.indices) >= chunk_offset
-    )
-
-
 def endpoint_text(relation: Triple) -> str:
     """A relation as its ends and predicate, then its source sentence: "Milwaukee —
     birthplace of — Herbert Simon: Simon was born in Milwaukee." (the sentence alone
@@ -92,16 +84,6 @@ class TextRows(NamedTuple):
     holding: int
 
 
-def _grouped(keys: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64], ...]:
-    """CSR of the positions of ``keys`` by key (``-1`` keys left out): those of key
-    ``k`` are ``order[indptr[k]:indptr[k + 1]]``, in position order."""
-    kept = np.flatnonzero(keys >= 0)
-    order = kept[np.argsort(keys[kept], kind="stable")]
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys[kept], minlength=n), out=indptr[1:])
-    return indptr, order
-
-
 @dataclass(frozen=True, eq=False)
 class HopLinks:
     """How passages lead to passages through relations: ``chunks``, each relation's
@@ -116,22 +98,21 @@ class HopLinks:
 
     @classmethod
     def of(cls, kg: KnowledgeGraph, page_entities: npt.NDArray[np.int64]) -> HopLinks:
-        position = {chunk_id: i for i, chunk_id in enumerate(kg.chunk_ids)}
-        chunks = np.fromiter(
-            (
-                position.get(t.provenance.chunk_id, -1) if t.provenance is not None else -1
-                for t in kg.relations
-            ),
-            dtype=np.int64,
-            count=len(kg.relations),
-        )
-        ends = np.concatenate([kg.relation_subject, kg.relation_object]).astype(np.int64)
-        indptr, order = _grouped(ends, kg.n_entities)
+        """The links of ``kg``: read where its build stored them, else derived."""
+        indexes = kg.indexes
+        stored = {name: indexes.array(name) for name in HOP_ARRAYS} if indexes else {}
+        if any(a is None for a in stored.values()) or not stored:
+            return cls.of_arrays(hop_arrays(kg, page_entities))
+        return cls.of_arrays({k: v for k, v in stored.items() if v is not None})
+
+    @classmethod
+    def of_arrays(cls, arrays: Mapping[str, npt.NDArray[np.int64]]) -> HopLinks:
+        """The links from the arrays of :func:`~.derived.hop_arrays`."""
         return cls(
-            chunks,
-            _grouped(chunks, len(kg.chunk_ids)),
-            (indptr, order % max(len(kg.relations), 1)),
-            _grouped(page_entities, kg.n_entities),
+            arrays["relation_chunks"],
+            (arrays["by_chunk_indptr"], arrays["by_chunk_order"]),
+            (arrays["by_entity_indptr"], arrays["by_entity_order"]),
+            (arrays["pages_indptr"], arrays["pages_order"]),
         )
 
     def relations_in(self, chunk: int) -> npt.NDArray[np.int64]:
@@ -222,29 +203,27 @@ class RetrievalContext:
     def lexicon(self) -> EntityLexicon:
         """Entity names and aliases; then, with :attr:`title_aliases`, each page's base
         title for its entity (an entity's own name keeps a key both use)."""
+        indexes = self.kg.indexes
+        stored = indexes.names(self.title_aliases) if indexes is not None else None
+        if stored is not None:
+            return EntityLexicon.over(stored, max_words=EntityLexicon.MAX_WORDS)
         names = [(i, [e.name, *e.aliases]) for i, e in enumerate(self.kg.entities)]
         if self.title_aliases:
-            pages = self.page_entities
-            titled = [(int(e), self.chunk_titles[c]) for c, e in enumerate(pages) if e >= 0]
+            pages = self.page_entities.tolist()
+            titled = [(e, t) for e, t in zip(pages, self.chunk_titles, strict=True) if e >= 0]
             names += page_aliases(titled)
         return EntityLexicon.from_names(names)
+
+    def _stored(self, name: str) -> npt.NDArray[Any] | None:
+        """The array ``name`` the index's build stored, or None (a graph built here)."""
+        return self.kg.indexes.array(name) if self.kg.indexes is not None else None
 
     @cached_property
     def page_entities(self) -> npt.NDArray[np.int64]:
         """Per chunk, the entity it is about (its title entity: a chunk-to-entity link
         of ``TOPIC_WEIGHT``), or -1."""
-        kg, snapshot = self.kg, self.kg.snapshot
-        out = np.full(len(kg.chunk_ids), -1, dtype=np.int64)
-        rows = snapshot.edge_sources()
-        targets = np.asarray(snapshot.indices)
-        topic = (
-            (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBES)
-            & (rows >= kg.chunk_offset)
-            & (targets < kg.n_entities)
-            & (np.asarray(snapshot.weights) >= TOPIC_WEIGHT)
-        )
-        out[rows[topic][::-1] - kg.chunk_offset] = targets[topic][::-1]  # first link wins
-        return out
+        stored = self._stored("page_entities")
+        return derived.page_entities(self.kg) if stored is None else stored
 
     @cached_property
     def hop_links(self) -> HopLinks:
@@ -253,39 +232,36 @@ class RetrievalContext:
 
     @cached_property
     def description_entity(self) -> npt.NDArray[np.int32]:
-        return np.array([d.entity for d in self.kg.descriptions], dtype=np.int32)
+        stored = self._stored("description_entity")
+        return derived.description_entities(self.kg) if stored is None else stored
 
     @cached_property
     def _descriptions_by_row(self) -> TextRows:
-        return self._by_row(self.description_rows)
+        return self._by_row("description", self.description_rows)
 
     @cached_property
     def _relations_by_row(self) -> TextRows:
-        return self._by_row(self.relation_rows)
+        return self._by_row("relation", self.relation_rows)
 
-    def _by_row(self, rows: npt.NDArray[np.int64]) -> TextRows:
+    def _by_row(self, what: str, rows: npt.NDArray[np.int64]) -> TextRows:
         """CSR of the items (descriptions or relations) whose text sits in each row."""
-        order = np.argsort(rows, kind="stable")
-        indptr = np.zeros(len(self.text_vectors) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=len(self.text_vectors)), out=indptr[1:])
+        indptr, order = self._stored(f"{what}_text_indptr"), self._stored(f"{what}_text_order")
+        if indptr is None or order is None or len(indptr) != len(self.text_vectors) + 1:
+            indptr, order = derived.text_rows(rows, len(self.text_vectors))
         return TextRows(indptr, order, int(np.count_nonzero(np.diff(indptr))))
 
     @cached_property
     def literal_entities(self) -> npt.NDArray[np.bool_]:
         """Per entity, whether it is a date, time or number rather than a name
         (:func:`~quillian.components.retrieval.seeding.is_literal`)."""
-        return np.fromiter(
-            (is_literal(e.name, e.type) for e in self.kg.entities),
-            dtype=np.bool_,
-            count=self.kg.n_entities,
-        )
+        stored = self._stored("literal_entities")
+        return derived.literal_entities(self.kg) if stored is None else stored
 
     @cached_property
     def entity_chunks(self) -> npt.NDArray[np.int64]:
         """Per entity, how many chunks are linked to it (about it or mentioning it)."""
-        snapshot, n_ent = self.kg.snapshot, self.kg.n_entities
-        to_chunk = chunk_links(snapshot, self.kg.chunk_offset)
-        return np.bincount(snapshot.edge_sources()[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
+        stored = self._stored("entity_chunks")
+        return derived.entity_chunks(self.kg) if stored is None else stored
 
     @cached_property
     def entity_specificity(self) -> npt.NDArray[np.float64]:

@@ -26,6 +26,7 @@ __all__ = [
     "LexicalMatch",
     "initials_spelled",
     "is_literal",
+    "lexicon_keys",
     "page_aliases",
     "title_base",
 ]
@@ -169,6 +170,19 @@ def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]
     return [(found[0][0], [found[0][1]]) for found in by_key.values() if len(found) == 1]
 
 
+def lexicon_keys(names: Iterable[tuple[int, Iterable[str]]]) -> dict[str, int]:
+    """The keys :class:`EntityLexicon` matches for ``(entity, [name, *aliases])`` pairs
+    (each name normalised, with its initials spelled out), the first entity keeping a
+    key."""
+    keys: dict[str, int] = {}
+    for entity, entity_names in names:
+        for name in entity_names:
+            for variant in initials_spelled(name):
+                if key := normalize_name(variant):
+                    keys.setdefault(key, entity)
+    return keys
+
+
 @dataclass(frozen=True, slots=True)
 class LexicalMatch:
     entity: int
@@ -193,10 +207,13 @@ class EntityLexicon:
     imported graph's :meth:`~quillian.components.kg.base.ExternalGraph.lookup`.
     """
 
+    #: The longest n-gram tried by default.
+    MAX_WORDS = 10
+
     def __init__(
         self,
         keys: Mapping[str, int],
-        max_words: int = 10,
+        max_words: int = MAX_WORDS,
         min_chars: int = 3,
         require_capital: bool = True,
     ) -> None:
@@ -221,13 +238,7 @@ class EntityLexicon:
     @classmethod
     def from_names(cls, names: Iterable[tuple[int, Iterable[str]]]) -> EntityLexicon:
         """Build from ``(entity, [name, *aliases])`` pairs; the first entity keeps a key."""
-        keys: dict[str, int] = {}
-        for entity, entity_names in names:
-            for name in entity_names:
-                for variant in initials_spelled(name):
-                    if key := normalize_name(variant):
-                        keys.setdefault(key, entity)
-        return cls(keys)
+        return cls(lexicon_keys(names))
 
     def __len__(self) -> int:
         return len(self._keys)

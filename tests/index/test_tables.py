@@ -1,0 +1,222 @@
+"""The graph tables database: what it stores reads back equal to the graph built in
+memory, each text once, a row at a time from any thread; and an index of the JSON Lines
+schema is refused at open and converted by indexing it again, without extracting."""
+
+import json
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.factories import make_retriever
+from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
+from quillian.components.retrieval import derived
+from quillian.components.retrieval.seeding import EntityLexicon, page_aliases
+from quillian.errors import IndexSchemaError
+from quillian.index import build_index, open_index
+from quillian.index.tables import TABLES_DB, load_tables, save_tables
+from quillian.testing.corpus import LOVELACE, build_tiny
+from quillian.testing.extractors import TitleLinkExtractor
+from quillian.types import Chunk, Document, Provenance, Triple, entity_id
+
+TEXT = "Ada Lovelace met Charles Babbage. Babbage was born in London."
+SENTENCE = "Ada Lovelace met Charles Babbage."
+METHODS = ("sa", "ppr", "dense", "bm25")
+
+
+def chunks() -> list[Chunk]:
+    return [
+        Chunk("d1", 0, TEXT, 0, len(TEXT), "Ada Lovelace"),
+        Chunk("d2", 0, "London (city) is the capital.", 0, 29, "London (city)"),
+    ]
+
+
+def graph() -> KnowledgeGraph:
+    """Two chunks; one relation's sentence is its chunk's text between the offsets, one
+    is not, and a description text is shared."""
+    shared = "A person of note."
+    in_chunk = Provenance("d1", "c1", 0, len(SENTENCE), SENTENCE)
+    elsewhere = Provenance("d1", "c1", 34, 62, "Babbage, born in London.")
+    builder = GraphBuilder()
+    builder.add(
+        Extraction(
+            "c1",
+            "d1",
+            (
+                ExtractedEntity("Ada Lovelace", "PERSON", ("Countess Lovelace",), shared, True),
+                ExtractedEntity("Charles Babbage", "PERSON", ("Babbage",), shared),
+                ExtractedEntity("1815"),
+            ),
+            (
+                Triple("Ada Lovelace", "met", "Charles Babbage", SENTENCE, in_chunk),
+                Triple("Charles Babbage", "born in", "London", "born in London", elsewhere),
+                Triple("Ada Lovelace", "born", "1815"),
+            ),
+        )
+    )
+    builder.add(Extraction("c2", "d2", (ExtractedEntity("London", "GPE", is_topic=True),), ()))
+    return builder.build(["c1", "c2"])
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[KnowledgeGraph, KnowledgeGraph, Path]:
+    kg = graph()
+    save_tables(tmp_path, kg, chunks())
+    opened, _ = load_tables(tmp_path, kg.snapshot)
+    return kg, opened, tmp_path
+
+
+def test_the_tables_read_back_as_built(stored: tuple[KnowledgeGraph, KnowledgeGraph, Path]) -> None:
+    kg, opened, _ = stored
+    assert list(opened.entities) == list(kg.entities)
+    assert list(opened.descriptions) == list(kg.descriptions)
+    assert list(opened.relations) == list(kg.relations)
+    assert list(opened.chunk_ids) == list(kg.chunk_ids)
+    assert opened.relations[-1] == kg.relations[-1]
+    assert opened.entities[1:3] == list(kg.entities)[1:3]
+    assert len(opened.relations) == 3 and opened.n_entities == kg.n_entities
+    with pytest.raises(IndexError):
+        opened.relations[3]
+    assert np.array_equal(opened.relation_subject, kg.relation_subject)
+
+
+def test_each_text_is_stored_once(stored: tuple[KnowledgeGraph, KnowledgeGraph, Path]) -> None:
+    _, _, directory = stored
+    with sqlite3.connect(directory / TABLES_DB) as conn:
+        texts = [t for (t,) in conn.execute("SELECT text FROM texts")]
+        refs = conn.execute("SELECT sentence FROM relations ORDER BY pos").fetchall()
+    assert len(texts) == len(set(texts))
+    assert SENTENCE in texts  # the first relation's description ...
+    assert texts.count("A person of note.") == 1  # ... and a shared description, once
+    assert refs[0] == (-1,)  # the sentence is the chunk's text between the offsets
+    assert "Babbage, born in London." in texts  # one that is not is stored as text
+
+
+def test_what_retrieval_derives_is_stored(
+    stored: tuple[KnowledgeGraph, KnowledgeGraph, Path],
+) -> None:
+    kg, opened, _ = stored
+    indexes = opened.indexes
+    assert indexes is not None
+    pages = derived.page_entities(kg)
+    assert np.array_equal(indexes.array("page_entities"), pages)
+    assert np.array_equal(indexes.array("literal_entities"), derived.literal_entities(kg))
+    assert np.array_equal(indexes.array("description_entity"), derived.description_entities(kg))
+    assert np.array_equal(indexes.array("entity_chunks"), derived.entity_chunks(kg))
+    for name, array in derived.hop_arrays(kg, pages).items():
+        assert np.array_equal(indexes.array(name), array), name
+    # the lexicon's keys resolve as the lexicon built in memory does
+    titles = [c.title for c in chunks()]
+    names = [(i, [e.name, *e.aliases]) for i, e in enumerate(kg.entities)]
+    titled = page_aliases([(int(e), titles[c]) for c, e in enumerate(pages) if e >= 0])
+    for use_titles, pairs in ((False, names), (True, names + titled)):
+        memory = EntityLexicon.from_names(pairs)
+        resolve = indexes.names(use_titles)
+        assert resolve is not None
+        lexicon = EntityLexicon.over(resolve, max_words=EntityLexicon.MAX_WORDS)
+        question = "Where did Countess Lovelace meet Babbage in London?"
+        assert lexicon.match(question) == memory.match(question)
+    assert lexicon.match("the London (city) area") == memory.match("the London (city) area")
+    # an alias's id finds its entity
+    alias = kg.entities[0].aliases[0]
+    assert opened.find_entity(entity_id(alias)) == kg.find_entity(entity_id(alias)) == 0
+    assert opened.find_entity("ent-none") is None
+
+
+def test_rows_are_read_from_many_threads(
+    stored: tuple[KnowledgeGraph, KnowledgeGraph, Path],
+) -> None:
+    kg, _, directory = stored
+    expected = list(kg.relations)
+    failures: list[str] = []
+
+    def read() -> None:
+        opened, _ = load_tables(directory, kg.snapshot)  # a cold cache per thread group
+        for _ in range(200):
+            for i, triple in enumerate(expected):
+                if opened.relations[i] != triple or list(opened.relations) != expected:
+                    failures.append(f"row {i}")
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    shared, _ = load_tables(directory, kg.snapshot)
+
+    def read_shared() -> None:
+        for _ in range(300):
+            for i in (2, 0, 1):
+                if shared.relations[i] != expected[i] or shared.entities[i] != kg.entities[i]:
+                    failures.append(f"shared row {i}")
+
+    threads += [threading.Thread(target=read_shared) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_an_opened_index_reads_its_build_after_a_rebuild(tmp_path: Path) -> None:
+    kg = graph()
+    save_tables(tmp_path, kg, chunks())
+    opened, _ = load_tables(tmp_path, kg.snapshot)
+    assert opened.entities[0] == kg.entities[0]  # the connection is open
+    other = GraphBuilder()
+    other.add(Extraction("c1", "d1", (ExtractedEntity("Zed"),), ()))
+    save_tables(tmp_path, other.build(["c1", "c2"]), chunks())  # tables/ replaced
+    assert [e.name for e in opened.entities] == [e.name for e in kg.entities]
+    assert list(opened.relations) == list(kg.relations)
+
+
+def rankings(location: str) -> dict[str, list[list[str]]]:
+    """Each method's top 5 chunk ids for two questions."""
+    context = open_index(location, KeywordEmbedder()).context
+    ask = ("Where was the collaborator of Ada Lovelace born?", "What is London?")
+    return {
+        m: [[p.chunk_id for p in make_retriever(context, m).retrieve(q, 5).passages] for q in ask]
+        for m in METHODS
+    }
+
+
+def _make_old(index: Path) -> None:
+    """Turn a built index into one of schema 1 (JSON Lines tables)."""
+    shutil.rmtree(index / "tables")
+    (index / "tables").mkdir()
+    for name in ("entities", "descriptions", "relations", "chunks"):
+        (index / "tables" / f"{name}.jsonl").write_text("{}\n")
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["schema_version"] = 1
+    (index / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_an_old_index_is_refused_then_converted_without_extracting(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    build_tiny(index, LOVELACE)
+    clean = rankings(str(index))
+    _make_old(index)
+    with pytest.raises(IndexSchemaError) as info:
+        rankings(str(index))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message == (
+        f"{index}: index schema version 1 is older than this Quillian reads (2); rerun "
+        f"`quillian index CORPUS --out {index}` to convert it (its stored extractions "
+        "are reused)"
+    )
+    extractor = TitleLinkExtractor(dict(LOVELACE))
+    report = build_index(
+        [Document(text, title) for title, text in LOVELACE.items()],
+        index,
+        chunker=PassageChunker(),
+        extractor=extractor,
+        embedder=KeywordEmbedder(),
+    )
+    assert extractor.calls == 0 and not report.reused  # rebuilt from stored extractions
+    assert (index / TABLES_DB).is_file() and not (index / "tables" / "entities.jsonl").exists()
+    assert json.loads((index / "manifest.json").read_text())["schema_version"] == 2
+    assert rankings(str(index)) == clean
+    assert set(clean) == set(METHODS)
