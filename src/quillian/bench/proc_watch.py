@@ -35,6 +35,9 @@ class Watched:
     """Largest sampled RSS of the process tree, GiB."""
     maxrss_gb: float
     """The kernel's peak RSS of the main process (its ``ru_maxrss``), GiB."""
+    cpu_s: float
+    """User plus system CPU seconds of the process and the children it waited for: less
+    sensitive than wall time to other work on a shared machine."""
     returncode: int
     stopped: str | None
     """``timeout`` or ``memory`` when the watcher killed it, else None."""
@@ -129,6 +132,7 @@ def watch(
         seconds=seconds,
         peak_rss_gb=peak / GIB,
         maxrss_gb=usage.ru_maxrss * 1024 / GIB,
+        cpu_s=usage.ru_utime + usage.ru_stime,
         returncode=child.returncode,
         stopped=stopped,
         stdout="".join(out_parts),
