@@ -69,12 +69,14 @@ def probe(index: Path, questions: list[str]) -> dict[str, Any]:
     }
 
 
-def _call(start: float, cpu: float, doc_ids: list[str]) -> dict[str, Any]:
+def _call(start: float, cpu: float, doc_ids: list[str], report: Any) -> dict[str, Any]:
     """What a timed library call reports: its wall and CPU seconds (this process, all
-    threads), the documents and the resident memory after it."""
+    threads), the build's seconds per stage (its report's ``seconds``, where the tree
+    has one), the documents and the resident memory after it."""
     return {
         "call_s": time.perf_counter() - start,
         "call_cpu_s": time.process_time() - cpu,
+        "stages_s": dict(getattr(report, "seconds", None) or {}),
         "doc_ids": doc_ids,
         "rss_gb": _rss(),
     }
@@ -87,8 +89,8 @@ def add(index: str, path: Path) -> dict[str, Any]:
 
     docs = list(read_documents(path))
     start, cpu = time.perf_counter(), time.process_time()
-    index_documents(index, docs, IndexSettings())
-    return _call(start, cpu, [d.id for d in docs])
+    report = index_documents(index, docs, IndexSettings())
+    return _call(start, cpu, [d.id for d in docs], report)
 
 
 def delete(index: str, corpus: Path, position: int) -> dict[str, Any]:
@@ -99,8 +101,8 @@ def delete(index: str, corpus: Path, position: int) -> dict[str, Any]:
 
     doc_id = next(d.id for i, d in enumerate(read_documents(corpus)) if i == position)
     start, cpu = time.perf_counter(), time.process_time()
-    delete_documents(index, [doc_id])
-    return _call(start, cpu, [doc_id])
+    report = delete_documents(index, [doc_id])
+    return _call(start, cpu, [doc_id], report)
 
 
 def main(argv: list[str]) -> None:
