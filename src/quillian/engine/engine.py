@@ -183,24 +183,56 @@ class Engine:
         if time.monotonic() - self._checked < every or not self._checking.acquire(blocking=False):
             return
         try:
-            self._checked = time.monotonic()
-            try:
-                manifest = read_manifest(self.location)
-                if manifest.get("state") != "complete":
-                    return
-                if generation(manifest) == generation(opened.manifest):
-                    return
-                newer = open_index(self.location, self.embedder())
-            except QuillianError as exc:
-                logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
-                return
-            with self._opening:
-                if self._index is opened:
-                    self._forget()
-                    self._index = newer
-            logger.info("%s: opened the build another process completed", self._name())
+            self._open_newer(opened)
+        except QuillianError as exc:
+            logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
         finally:
             self._checking.release()
+
+    def refresh(self) -> bool:
+        """Open the index's newest complete build now, if it is not the one opened: the
+        first open, or a newer build in place of the opened one, which serves the calls
+        in flight and those arriving meanwhile (a server's watcher calls this when the
+        manifest's generation changes, so no request pays for the open). Returns whether
+        a build was opened; raises :class:`~quillian.errors.QuillianError` when it
+        cannot be (incomplete, damaged, the server away), the opened one serving on."""
+        if self.location is None:
+            return False
+        with self._checking:
+            opened = self._index
+            if opened is None:
+                with self._opening:
+                    if self._index is not None:
+                        return False
+                    self._index = open_index(self.location, self.embedder())
+                    self._checked = time.monotonic()
+                return True
+            return self._open_newer(opened)
+
+    @property
+    def opened_generation(self) -> int | None:
+        """The manifest generation of the opened index (None: none opened yet)."""
+        opened = self._index
+        return None if opened is None else generation(opened.manifest)
+
+    def _open_newer(self, opened: Index) -> bool:
+        """Open the stored build in place of ``opened`` if it is complete and newer;
+        whether it did (the caller holds ``_checking``)."""
+        assert self.location is not None
+        self._checked = time.monotonic()
+        manifest = read_manifest(self.location)
+        if manifest.get("state") != "complete":
+            return False
+        if generation(manifest) == generation(opened.manifest):
+            return False
+        newer = open_index(self.location, self.embedder())
+        with self._opening:
+            if self._index is not opened:
+                return False
+            self._forget()
+            self._index = newer
+        logger.info("%s: opened the build another process completed", self._name())
+        return True
 
     def _name(self) -> str:
         return location_name(self.location) if self.location is not None else "(no index)"
