@@ -20,7 +20,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from quillian.testing.server import CORPUS, build_index, serve_process, wait_for_job
+from quillian.engine import index_documents
+from quillian.testing.server import CORPUS, SETTINGS, build_index, serve_process, wait_for_job
+from quillian.types import Document
 
 pytest.importorskip("psycopg")
 
@@ -29,6 +31,8 @@ pytestmark = pytest.mark.postgres
 #: The longest a finished job may take to show on another replica (the issue's target).
 CATCH_UP_S = 2.0
 METHODS = ("sa", "bm25", "dense", "ppr")
+DOCUMENTS = "/api/workspaces/pg/documents"
+RETRIEVE = "/api/workspaces/pg/retrieve"
 
 
 def person(name: str) -> dict[str, str]:
@@ -36,7 +40,7 @@ def person(name: str) -> dict[str, str]:
 
 
 def titles(client: httpx.Client, query: str) -> list[str]:
-    body = client.post("/api/workspaces/pg/retrieve", json={"query": query, "method": "bm25"})
+    body = client.post(RETRIEVE, json={"query": query, "method": "bm25"})
     assert body.status_code == 200, body.text
     return [p["title"] for p in body.json()["passages"]]
 
@@ -78,7 +82,7 @@ class Readers:
             while not self._done.is_set():
                 query = {"query": "Where was Ada Lovelace born?", "method": method, "k": 4}
                 try:
-                    response = client.post("/api/workspaces/pg/retrieve", json=query)
+                    response = client.post(RETRIEVE, json=query)
                 except httpx.TransportError as exc:
                     self.failures.append(f"{method} {exc!r}")
                     continue
@@ -120,7 +124,7 @@ def test_an_upload_through_one_replica_is_retrieved_through_the_other(replicas) 
     assert "Grace Hopper" not in titles(b, "Grace Hopper")
     with Readers(str(b.base_url)) as readers:
         body = {"documents": [person("Grace Hopper")]}
-        upload = a.post("/api/workspaces/pg/documents", json=body)
+        upload = a.post(DOCUMENTS, json=body)
         assert upload.status_code == 202
         job = wait_for_job(b, upload.headers["location"])  # the job, seen through B
         assert job["state"] == "succeeded", job
@@ -128,3 +132,42 @@ def test_an_upload_through_one_replica_is_retrieved_through_the_other(replicas) 
     print(f"waited {waited:.2f}s answered {readers.answered}")
     assert waited <= CATCH_UP_S
     assert readers.failures == [] and readers.answered > 0
+
+
+def test_restarted_and_new_replicas_catch_up(workspace: str, tmp_path: Path) -> None:
+    """A replica stopped during an upload and started again, one started while a build
+    runs, and a build by ``quillian index``'s code on another machine: each replica
+    retrieves every document once its build is complete."""
+    b_location = on_machine(workspace, tmp_path / "b-cache")
+    with ExitStack() as stack:
+        a = replica(stack, on_machine(workspace, tmp_path / "a-cache"), tmp_path / "a.log")
+        with ExitStack() as b_stack:
+            b = replica(b_stack, b_location, tmp_path / "b.log")
+            assert "Grace Hopper" not in titles(b, "Grace Hopper")
+        body = {"documents": [person("Grace Hopper")]}
+        assert wait_for_job(a, a.post(DOCUMENTS, json=body).headers["location"])["state"] == (
+            "succeeded"
+        )
+        b = replica(stack, b_location, tmp_path / "b2.log")  # restarted after the build
+        assert "Grace Hopper" in titles(b, "Grace Hopper")
+
+        many = {"documents": [person(f"Person {i}") for i in range(20)]}
+        upload = a.post(DOCUMENTS, json=many)
+        c = replica(stack, on_machine(workspace, tmp_path / "c-cache"), tmp_path / "c.log")
+        while True:  # started during the build: 200 from the last build, or 503 till done
+            job = b.get(upload.headers["location"]).json()
+            response = c.post(RETRIEVE, json={"query": "Grace Hopper", "method": "bm25"})
+            assert response.status_code in (200, 503), response.text
+            if response.status_code == 503:
+                assert response.headers["retry-after"]
+            if job["state"] in ("succeeded", "partial", "failed", "cancelled"):
+                break
+            time.sleep(0.1)
+        assert job["state"] == "succeeded", job
+        for client in (a, b, c):
+            assert until_retrieved(client, "Person 19", timeout_s=10) <= CATCH_UP_S
+
+        elsewhere = on_machine(workspace, tmp_path / "d-cache")  # `quillian index` elsewhere
+        index_documents(elsewhere, [Document(**person("Barbara Liskov"))], SETTINGS)
+        for client in (a, b, c):
+            assert until_retrieved(client, "Barbara Liskov", timeout_s=10) <= CATCH_UP_S
