@@ -21,7 +21,14 @@ import httpx
 import pytest
 
 from quillian.engine import index_documents
-from quillian.testing.server import CORPUS, SETTINGS, build_index, serve_process, wait_for_job
+from quillian.testing.server import (
+    CORPUS,
+    SETTINGS,
+    build_index,
+    serve_process,
+    sse_events,
+    wait_for_job,
+)
 from quillian.types import Document
 
 pytest.importorskip("psycopg")
@@ -132,6 +139,25 @@ def test_an_upload_through_one_replica_is_retrieved_through_the_other(replicas) 
     print(f"waited {waited:.2f}s answered {readers.answered}")
     assert waited <= CATCH_UP_S
     assert readers.failures == [] and readers.answered > 0
+    with b.stream("GET", upload.headers["location"] + "/events") as events:  # done: at once
+        names = [name for name, _ in sse_events(events.iter_lines())]
+    assert names[-1] == "done"
+    listed = b.get("/api/workspaces/pg/jobs").json()
+    assert job["id"] in [j["id"] for j in listed["jobs"]]
+
+
+def test_a_job_is_cancelled_through_another_replica(replicas) -> None:
+    a, b = replicas
+    many = {"documents": [person(f"Person {i}") for i in range(30)]}
+    first = a.post(DOCUMENTS, json=many).headers["location"]
+    queued = a.post(DOCUMENTS, json={"documents": [person("Kurt Noether")]}).headers["location"]
+    cancelled = b.post(queued + "/cancel")  # A runs it: B asks A through the record
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["state"] in ("cancelling", "cancelled")
+    assert wait_for_job(b, queued)["state"] == "cancelled"
+    assert wait_for_job(b, first)["state"] == "succeeded"
+    assert until_retrieved(b, "Person 29", timeout_s=10) <= CATCH_UP_S
+    assert "Kurt Noether" not in titles(a, "Kurt Noether")
 
 
 def test_restarted_and_new_replicas_catch_up(workspace: str, tmp_path: Path) -> None:

@@ -252,6 +252,10 @@ class JobRunner:
         if job.state == JobState.CANCELLING:  # a restart found it stopping
             self._wind_up_cancel(job)
             return
+        if self.store.shared:  # a cancel asked through another replica ends it here
+            self._changed(job, save=True)
+            if job.state.finished:
+                return
         job.state = JobState.RUNNING
         self._changed(job, save=True)
         if job.kind == JobKind.DELETE:

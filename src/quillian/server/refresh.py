@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.engine import Engine
-from quillian.errors import QuillianError
+from quillian.errors import IndexDamagedError, IndexIncompleteError, QuillianError
 from quillian.index.layout import MANIFEST, generation, is_server_location, server_backend
 from quillian.server.jobs import JobRunner
 from quillian.server.sharedjobs import ADOPT_EVERY_S
@@ -94,6 +94,9 @@ class IndexWatcher:
         try:
             opened = await asyncio.to_thread(self.engine.refresh)
         except QuillianError as exc:
+            if isinstance(exc, IndexIncompleteError) and not isinstance(exc, IndexDamagedError):
+                logger.info("workspace %s: build %d superseded (%s)", self.name, state[0], exc)
+                return False  # another build began: the next look tells
             self._failed = (state[0], time.monotonic() + RETRY_S)
             logger.warning(
                 "workspace %s: cannot open build %d yet (%s); retrying in %g s",
