@@ -117,6 +117,10 @@ class EngineOptions:
     """At most how often (seconds) the opened index is checked for a newer complete
     build written by another process (``quillian index`` beside a server), which is
     then opened in its place; None: never."""
+    pin_vectors: bool = False
+    """Hold a PostgreSQL index's vectors in memory from the build opened (a server
+    replica: it answers from that build while another process rebuilds the workspace);
+    False: search them on the server."""
 
 
 class Engine:
@@ -168,7 +172,7 @@ class Engine:
             if self._index is None:
                 if self.location is None:
                     raise ConfigError("this needs an index; give its directory")
-                self._index = open_index(self.location, self.embedder())
+                self._index = self._open_index()
                 self._checked = time.monotonic()
             return self._index
 
@@ -204,7 +208,7 @@ class Engine:
                 with self._opening:
                     if self._index is not None:
                         return False
-                    self._index = open_index(self.location, self.embedder())
+                    self._index = self._open_index()
                     self._checked = time.monotonic()
                 return True
             return self._open_newer(opened)
@@ -225,7 +229,7 @@ class Engine:
             return False
         if generation(manifest) == generation(opened.manifest):
             return False
-        newer = open_index(self.location, self.embedder())
+        newer = self._open_index()
         with self._opening:
             if self._index is not opened:
                 return False
@@ -233,6 +237,10 @@ class Engine:
             self._index = newer
         logger.info("%s: opened the build another process completed", self._name())
         return True
+
+    def _open_index(self) -> Index:
+        assert self.location is not None
+        return open_index(self.location, self.embedder(), pin_vectors=self.options.pin_vectors)
 
     def _name(self) -> str:
         return location_name(self.location) if self.location is not None else "(no index)"
@@ -381,7 +389,7 @@ class Engine:
         if opened is None or self.location is None:
             return
         try:
-            newer = open_index(self.location, self.embedder())
+            newer = self._open_index()
         except QuillianError as exc:
             logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
             return

@@ -77,6 +77,7 @@ class Workspaces:
             engine = Engine.open(
                 spec.location,
                 refresh_s=None,  # the watcher opens new builds, off the requests' path
+                pin_vectors=True,  # answer from the opened build while another builds
                 llm=s.llm,
                 kg=s.kg,
                 api_key=s.llm_api_key,

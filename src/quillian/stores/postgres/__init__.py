@@ -23,6 +23,7 @@ from quillian.stores.postgres.files import (
 from quillian.stores.postgres.graph import PgGraphStore
 from quillian.stores.postgres.jobs import PgJobTable
 from quillian.stores.postgres.lease import writer_lock
+from quillian.stores.postgres.pinned import PinnedVectors
 from quillian.stores.postgres.vectors import PgVectorIndex
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PgKeyValueStore",
     "PgStatusStore",
     "PgVectorIndex",
+    "PinnedVectors",
     "PostgresLocation",
     "Workspace",
     "is_postgres_location",
