@@ -164,10 +164,13 @@ async def _run(urls: list[str], args: argparse.Namespace) -> dict[str, Any]:
         caught_up = asyncio.Event()  # the load goes on till the job is built and served
         during = asyncio.create_task(_phase(urls, args.clients, args.seconds, caught_up))
         job, done = await _job(http, job_url)
-        last = documents[-1]["title"]
-        on_b = await _retrievable(http, urls[1], last, 60)
-        caught_up.set()
-        loaded = await during
+        try:
+            if job["state"] != "succeeded":
+                raise RuntimeError(f"the job {job['state']}: {job.get('error', '')[:300]}")
+            on_b = await _retrievable(http, urls[1], documents[-1]["title"], 60)
+        finally:
+            caught_up.set()
+            loaded = await during
         probes = [
             await _probe(http, urls, i, args.base + args.documents) for i in range(args.probes)
         ]

@@ -170,7 +170,7 @@ class Workspace:
 
     @contextmanager
     def connection(
-        self, action: str, *, transaction: bool = True
+        self, action: str, *, transaction: bool = True, fence: bool = True
     ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in one transaction (committed on success), with server
         errors raised as :class:`StoreError` naming the location and the action.
@@ -180,13 +180,16 @@ class Workspace:
         a connection lost in the body raises :class:`StoreUnavailableError` (the body
         cannot be replayed). While this process holds the location's writer lease, a
         transaction checks the lease is still its own before it commits (fencing: a
-        writer that lost it to another stops before its writes land)."""
+        writer that lost it to another stops before its writes land); a transaction that
+        only reads says ``fence=False``: one at ``REPEATABLE READ`` may not lock the lease
+        row, which the lease's heartbeat updates meanwhile (a serialization failure)."""
         pool, conn = self._checkout(action)
         try:
             if transaction:
                 with conn.transaction():
                     yield conn
-                    self._fence(conn, action)  # last, so it holds the lease row to COMMIT
+                    if fence:
+                        self._fence(conn, action)  # last: it holds the lease row to COMMIT
             else:
                 yield conn
         except psycopg.Error as exc:
@@ -401,10 +404,13 @@ class PgStore:
         return f"{type(self).__name__}({self.workspace.name!r})"
 
     @contextmanager
-    def _conn(self, action: str, *, transaction: bool = True) -> Iterator[psycopg.Connection[Any]]:
-        """A connection (in one transaction unless told otherwise); raises
-        :class:`StoreError` once the store is closed."""
+    def _conn(
+        self, action: str, *, transaction: bool = True, fence: bool = True
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A connection (in one transaction unless told otherwise; see
+        :meth:`Workspace.connection` for ``fence``); raises :class:`StoreError` once the
+        store is closed."""
         if self._closed:
             raise StoreError(f"{self.workspace.name}: cannot {action}: the store is closed")
-        with self.workspace.connection(action, transaction=transaction) as conn:
+        with self.workspace.connection(action, transaction=transaction, fence=fence) as conn:
             yield conn
