@@ -120,14 +120,26 @@ def on_machine(location: str, cache: Path) -> str:
 
 @pytest.fixture
 def replicas(workspace: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """Two replicas, each with its own cache as on two machines."""
     with ExitStack() as stack:
         a = replica(stack, on_machine(workspace, tmp_path / "a-cache"), tmp_path / "a.log")
         b = replica(stack, on_machine(workspace, tmp_path / "b-cache"), tmp_path / "b.log")
         yield a, b
 
 
-def test_an_upload_through_one_replica_is_retrieved_through_the_other(replicas) -> None:
-    a, b = replicas
+@pytest.fixture
+def one_cache(workspace: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """Two replicas on one machine sharing the location's local cache."""
+    with ExitStack() as stack:
+        a = replica(stack, workspace, tmp_path / "a.log")
+        yield a, replica(stack, workspace, tmp_path / "b.log")
+
+
+@pytest.mark.parametrize("pair", ["replicas", "one_cache"])
+def test_an_upload_through_one_replica_is_retrieved_through_the_other(
+    pair: str, request: pytest.FixtureRequest
+) -> None:
+    a, b = request.getfixturevalue(pair)
     assert "Grace Hopper" not in titles(b, "Grace Hopper")
     with Readers(str(b.base_url)) as readers:
         body = {"documents": [person("Grace Hopper")]}

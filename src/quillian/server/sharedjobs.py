@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class SharedJobStore:
 
     def save(self, job: Job) -> bool:
         """Record ``job`` (this replica runs it); whether another asked to cancel it."""
+        job.updated = time.time()
         body = json.dumps(job.as_dict())
         return bool(self._table.save(job.id, str(job.state), body))
 
