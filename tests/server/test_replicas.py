@@ -109,7 +109,7 @@ def workspace(postgres_url: str) -> str:
 
 
 def replica(stack: ExitStack, location: str, log: Path) -> httpx.Client:
-    url = stack.enter_context(serve_process([f"pg={location}"], log))
+    url = stack.enter_context(serve_process([f"pg={location}"], log, timeout_s=240))
     return stack.enter_context(httpx.Client(base_url=url, timeout=60))
 
 

@@ -149,7 +149,9 @@ class Engine:
         self._offload = ThreadOffload(options.workers)
         self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
-        self._checking = threading.Lock()  # one thread looks for a newer build at a time
+        # one thread opens a newer build at a time (two opening at once also met CPython
+        # 3.11.7's "AST constructor recursion depth mismatch" in numpy's header parsing)
+        self._checking = threading.Lock()
         self._checked = 0.0  # when it last looked (time.monotonic)
         self._embedding_cache: SqliteKeyValueStore | None = None
         if options.kg is not None:
@@ -384,19 +386,21 @@ class Engine:
         one opened before, if any (so that one serves until the new one is open, and
         never a half-built index); if it cannot be opened (another writer began
         meanwhile), the one opened before serves on until that writer's build completes
-        (:meth:`_check_newer`)."""
-        opened = self._index
-        if opened is None or self.location is None:
-            return
-        try:
-            newer = self._open_index()
-        except QuillianError as exc:
-            logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
-            return
-        with self._opening:
-            self._forget()
-            self._index = newer
-            self._checked = time.monotonic()
+        (:meth:`_check_newer`). It takes turns with :meth:`refresh`, so a server's
+        watcher does not open the same build beside it."""
+        with self._checking:
+            opened = self._index
+            if opened is None or self.location is None:
+                return
+            try:
+                newer = self._open_index()
+            except QuillianError as exc:
+                logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
+                return
+            with self._opening:
+                self._forget()
+                self._index = newer
+                self._checked = time.monotonic()
 
     def _forget(self) -> None:
         """Drop what was opened from the index, so the next use reads it anew."""
