@@ -117,6 +117,10 @@ class EngineOptions:
     """At most how often (seconds) the opened index is checked for a newer complete
     build written by another process (``quillian index`` beside a server), which is
     then opened in its place; None: never."""
+    pin_vectors: bool = False
+    """Hold a PostgreSQL index's vectors in memory from the build opened (a server
+    replica: it answers from that build while another process rebuilds the workspace);
+    False: search them on the server."""
 
 
 class Engine:
@@ -145,7 +149,9 @@ class Engine:
         self._offload = ThreadOffload(options.workers)
         self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
-        self._checking = threading.Lock()  # one thread looks for a newer build at a time
+        # one thread opens a newer build at a time (two opening at once also met CPython
+        # 3.11.7's "AST constructor recursion depth mismatch" in numpy's header parsing)
+        self._checking = threading.Lock()
         self._checked = 0.0  # when it last looked (time.monotonic)
         self._embedding_cache: SqliteKeyValueStore | None = None
         if options.kg is not None:
@@ -168,7 +174,7 @@ class Engine:
             if self._index is None:
                 if self.location is None:
                     raise ConfigError("this needs an index; give its directory")
-                self._index = open_index(self.location, self.embedder())
+                self._index = self._open_index()
                 self._checked = time.monotonic()
             return self._index
 
@@ -183,24 +189,60 @@ class Engine:
         if time.monotonic() - self._checked < every or not self._checking.acquire(blocking=False):
             return
         try:
-            self._checked = time.monotonic()
-            try:
-                manifest = read_manifest(self.location)
-                if manifest.get("state") != "complete":
-                    return
-                if generation(manifest) == generation(opened.manifest):
-                    return
-                newer = open_index(self.location, self.embedder())
-            except QuillianError as exc:
-                logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
-                return
-            with self._opening:
-                if self._index is opened:
-                    self._forget()
-                    self._index = newer
-            logger.info("%s: opened the build another process completed", self._name())
+            self._open_newer(opened)
+        except QuillianError as exc:
+            logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
         finally:
             self._checking.release()
+
+    def refresh(self) -> bool:
+        """Open the index's newest complete build now, if it is not the one opened: the
+        first open, or a newer build in place of the opened one, which serves the calls
+        in flight and those arriving meanwhile (a server's watcher calls this when the
+        manifest's generation changes, so no request pays for the open). Returns whether
+        a build was opened; raises :class:`~quillian.errors.QuillianError` when it
+        cannot be (incomplete, damaged, the server away), the opened one serving on."""
+        if self.location is None:
+            return False
+        with self._checking:
+            opened = self._index
+            if opened is None:
+                with self._opening:
+                    if self._index is not None:
+                        return False
+                    self._index = self._open_index()
+                    self._checked = time.monotonic()
+                return True
+            return self._open_newer(opened)
+
+    @property
+    def opened_generation(self) -> int | None:
+        """The manifest generation of the opened index (None: none opened yet)."""
+        opened = self._index
+        return None if opened is None else generation(opened.manifest)
+
+    def _open_newer(self, opened: Index) -> bool:
+        """Open the stored build in place of ``opened`` if it is complete and newer;
+        whether it did (the caller holds ``_checking``)."""
+        assert self.location is not None
+        self._checked = time.monotonic()
+        manifest = read_manifest(self.location)
+        if manifest.get("state") != "complete":
+            return False
+        if generation(manifest) == generation(opened.manifest):
+            return False
+        newer = self._open_index()
+        with self._opening:
+            if self._index is not opened:
+                return False
+            self._forget()
+            self._index = newer
+        logger.info("%s: opened the build another process completed", self._name())
+        return True
+
+    def _open_index(self) -> Index:
+        assert self.location is not None
+        return open_index(self.location, self.embedder(), pin_vectors=self.options.pin_vectors)
 
     def _name(self) -> str:
         return location_name(self.location) if self.location is not None else "(no index)"
@@ -344,19 +386,21 @@ class Engine:
         one opened before, if any (so that one serves until the new one is open, and
         never a half-built index); if it cannot be opened (another writer began
         meanwhile), the one opened before serves on until that writer's build completes
-        (:meth:`_check_newer`)."""
-        opened = self._index
-        if opened is None or self.location is None:
-            return
-        try:
-            newer = open_index(self.location, self.embedder())
-        except QuillianError as exc:
-            logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
-            return
-        with self._opening:
-            self._forget()
-            self._index = newer
-            self._checked = time.monotonic()
+        (:meth:`_check_newer`). It takes turns with :meth:`refresh`, so a server's
+        watcher does not open the same build beside it."""
+        with self._checking:
+            opened = self._index
+            if opened is None or self.location is None:
+                return
+            try:
+                newer = self._open_index()
+            except QuillianError as exc:
+                logger.warning("%s: keeping the index opened earlier: %s", self._name(), exc)
+                return
+            with self._opening:
+                self._forget()
+                self._index = newer
+                self._checked = time.monotonic()
 
     def _forget(self) -> None:
         """Drop what was opened from the index, so the next use reads it anew."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,17 +81,29 @@ def _load_graph(storage: Storage) -> tuple[KnowledgeGraph, StoredTables]:
     return load_tables(storage.directory, snapshot)
 
 
-def _optional_vectors(storage: Storage, name: str) -> VectorIndex | None:
+def _optional_vectors(vectors: Callable[[str], VectorIndex], name: str) -> VectorIndex | None:
     """The vector collection ``name``, or None for an index built before it existed."""
     try:
-        return storage.vectors(name)
+        return vectors(name)
     except ConfigError:
         return None
 
 
-def open_index(location: str | Path, embedder: Embedder) -> Index:
+def _pinned(storage: Storage) -> Callable[[str], VectorIndex]:
+    """Open a server index's vector collections as copies in memory (an embedded
+    index's are memory-mapped files a build replaces, never rewrites: kept as they are)."""
+    if not isinstance(storage, ServerStorage):
+        return storage.vectors
+    pinned = server_backend().PinnedVectors
+    return lambda name: pinned.read(name, storage.vectors(name))
+
+
+def open_index(location: str | Path, embedder: Embedder, *, pin_vectors: bool = False) -> Index:
     """Open a complete index for retrieval; ``embedder`` must match the one it was built
-    with.
+    with. ``pin_vectors`` reads a server index's vector collections into memory now
+    (:class:`~quillian.stores.postgres.pinned.PinnedVectors`), so the index answers
+    from this build while another process rebuilds the collections in place (a server
+    replica); otherwise they are searched on the server.
 
     Every file is loaded (or memory-mapped) here, then the manifest is read again: a
     build writes the manifest (a new :func:`~quillian.index.layout.generation`) before
@@ -105,7 +118,7 @@ def open_index(location: str | Path, embedder: Embedder) -> Index:
     for _ in range(OPEN_ATTEMPTS):
         manifest = _complete_manifest(location, embedder)
         try:
-            index = _load(location, manifest, embedder)
+            index = _load(location, manifest, embedder, pin_vectors)
         except IndexDamagedError:
             if generation(read_manifest(location)) != generation(manifest):
                 continue  # a build replaced files under the check: load its index
@@ -168,7 +181,9 @@ def _missing_chunks(location: str | Path, missing: int) -> IndexDamagedError:
     return IndexDamagedError(str(db), reason, rebuild=sqlite_rebuild_hint(db), name=STORE_DB)
 
 
-def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) -> Index:
+def _load(
+    location: str | Path, manifest: dict[str, Any], embedder: Embedder, pin_vectors: bool = False
+) -> Index:
     """The index at ``location`` with every artifact loaded or memory-mapped, each file
     checked against the size and checksum recorded when it was written (the largest, a
     vector collection's, on its first search) and an embedded index's database by
@@ -187,20 +202,21 @@ def _load(location: str | Path, manifest: dict[str, Any], embedder: Embedder) ->
         if (missing := len(kg.chunk_ids) - storage.documents.count_chunks()) > 0:
             raise _missing_chunks(location, missing)
         tables = storage.directory / "tables"
+        vectors = _pinned(storage) if pin_vectors else storage.vectors
         context = RetrievalContext(
             kg=kg,
             embedder=embedder,
-            chunk_vectors=storage.vectors("chunks"),
-            text_vectors=storage.vectors("texts"),
+            chunk_vectors=vectors("chunks"),
+            text_vectors=vectors("texts"),
             description_rows=load_mapped(tables / "description_rows.npy"),
             relation_rows=load_mapped(tables / "relation_rows.npy"),
             chunk_titles=stored.chunk_titles,
             chunk_texts=stored.chunk_texts,
             bm25=BM25Index.load(storage.directory / "bm25"),
-            triples=read_triples(storage.kv, storage.vectors, kg.chunk_ids),
+            triples=read_triples(storage.kv, vectors, kg.chunk_ids),
             directory=storage.directory,
             endpoint_vectors=(
-                _optional_vectors(storage, "endpoints")
+                _optional_vectors(vectors, "endpoints")
                 if has_stage(manifest, EndpointTextStage.name)
                 else None
             ),

@@ -27,12 +27,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
+from typing import Any
 
 from quillian.engine import Engine
 from quillian.errors import ConfigError, QuillianError
 from quillian.index import BuildReport
 from quillian.server.jobstore import Job, JobFailure, JobKind, JobState, JobStore
 from quillian.server.privacy import PrivatePaths, hide_paths
+from quillian.server.sharedjobs import SharedJobStore
 from quillian.types import Document
 
 __all__ = ["JobCancelled", "JobConflict", "JobRunner"]
@@ -70,7 +72,9 @@ def _outcome(job: Job) -> tuple[JobState, str]:
 class JobRunner:
     """Runs one workspace's jobs one at a time and tells watchers about each change."""
 
-    def __init__(self, engine: Engine, store: JobStore, *, private: PrivatePaths = ()) -> None:
+    def __init__(
+        self, engine: Engine, store: JobStore | SharedJobStore, *, private: PrivatePaths = ()
+    ) -> None:
         self.engine = engine
         self.store = store
         self.private = private
@@ -88,7 +92,23 @@ class JobRunner:
     def start(self) -> list[Job]:
         """Start the worker and queue the jobs a stopped server left unfinished."""
         self._loop = asyncio.get_running_loop()
-        resumed = self.store.unfinished()
+        resumed = self.take_up()
+        self._worker = asyncio.create_task(self._work(), name="quillian-jobs")
+        return resumed
+
+    def take_up(self) -> list[Job]:
+        """Queue the unfinished jobs of servers that stopped (this one's previous run;
+        with shared records, any replica of the workspace); returns them."""
+        return self._queue_resumed(self.store.take_up())
+
+    async def adopt(self) -> list[Job]:
+        """:meth:`take_up`, its reads off the event loop (a running replica adopting
+        the jobs of one that stopped)."""
+        if self._stopping:
+            return []
+        return self._queue_resumed(await asyncio.to_thread(self.store.take_up))
+
+    def _queue_resumed(self, resumed: list[Job]) -> list[Job]:
         for job in resumed:
             job.resumed += 1
             if job.state == JobState.RUNNING:
@@ -96,7 +116,6 @@ class JobRunner:
             self._live[job.id] = job
             self.store.save(job)
             self._queue.put_nowait(job.id)
-        self._worker = asyncio.create_task(self._work(), name="quillian-jobs")
         return resumed
 
     async def stop(self) -> None:
@@ -143,9 +162,11 @@ class JobRunner:
         job = self._live.get(job_id)
         if job is None:
             stored = self.store.get(job_id)
-            if stored is not None and not stored.state.finished:
-                raise JobConflict(f"job {job_id} is not held by this server")
-            return stored
+            if stored is None or stored.state.finished:
+                return stored
+            if self.store.ask_cancel(job_id):  # the replica running it acts on it
+                return self.store.get(job_id)
+            raise JobConflict(f"job {job_id} is not held by this server")
         if job.state == JobState.QUEUED:
             self._finish(job, JobState.CANCELLED)
         elif job.state == JobState.RUNNING:
@@ -159,7 +180,12 @@ class JobRunner:
         return replace(job)
 
     async def watch(self, job_id: str) -> AsyncIterator[Job]:
-        """The job now, then at each change, until it has finished."""
+        """The job now, then at each change, until it has finished (a job another
+        replica runs: its record, read every :data:`SAVE_EVERY_S` seconds)."""
+        if job_id not in self._live and self.store.shared:
+            async for recorded in self._watch_record(job_id):
+                yield recorded
+            return
         queue: asyncio.Queue[Job] = asyncio.Queue()
         self._watchers.setdefault(job_id, set()).add(queue)
         try:
@@ -174,14 +200,33 @@ class JobRunner:
             if not self._watchers[job_id]:
                 del self._watchers[job_id]
 
+    async def _watch_record(self, job_id: str) -> AsyncIterator[Job]:
+        last: dict[str, Any] | None = None
+        while True:
+            job = await asyncio.to_thread(self.get, job_id)
+            if job is None:
+                return
+            if job.as_dict() != last:
+                last = job.as_dict()
+                yield job
+            if job.state.finished:
+                return
+            await asyncio.sleep(SAVE_EVERY_S)
+
     def counts(self) -> dict[str, int]:
         return self.store.counts()
 
     def running(self) -> Job | None:
-        """The job this server is running now (None: none)."""
+        """The job this server is running now, else (with records shared by replicas)
+        the newest job another replica runs (None: none)."""
         live = [j for j in self._live.values() if j.state in (JobState.RUNNING, JobState.QUEUED)]
         running = [j for j in live if j.state == JobState.RUNNING]
-        return replace((running or live)[0]) if live else None
+        if live:
+            return replace((running or live)[0])
+        if self.store.shared:
+            _, recent = self.store.page(0, 20)
+            return next((j for j in recent if j.state == JobState.RUNNING), None)
+        return None
 
     # --- the worker -------------------------------------------------------------------
 
@@ -207,6 +252,10 @@ class JobRunner:
         if job.state == JobState.CANCELLING:  # a restart found it stopping
             self._wind_up_cancel(job)
             return
+        if self.store.shared:  # a cancel asked through another replica ends it here
+            self._changed(job, save=True)
+            if job.state.finished:
+                return
         job.state = JobState.RUNNING
         self._changed(job, save=True)
         if job.kind == JobKind.DELETE:
@@ -278,10 +327,20 @@ class JobRunner:
         self._live.pop(job.id, None)
         self._saved.pop(job.id, None)
 
+    def _cancel_asked(self, job: Job) -> None:
+        """Act on a cancel asked through another replica, as :meth:`cancel` would
+        (a job past its ingestion runs to its end)."""
+        if job.state == JobState.RUNNING and job.kind == JobKind.ADD:
+            if job.stage in ("", "ingest"):
+                job.state = JobState.CANCELLING
+        elif job.state == JobState.QUEUED:
+            self._finish(job, JobState.CANCELLED)
+
     def _changed(self, job: Job, *, save: bool = False) -> None:
         now = time.time()
         if save or now - self._saved.get(job.id, 0.0) >= SAVE_EVERY_S:
-            self.store.save(job)
+            if self.store.save(job):  # another replica asked to cancel it
+                self._cancel_asked(job)
             self._saved[job.id] = now
         else:
             job.updated = now

@@ -132,9 +132,24 @@ class JobStore:
             self._db.executemany("INSERT INTO job_documents VALUES (?, ?, ?, ?, ?, ?)", rows)
             self._db.execute(*self._upsert(job))
 
-    def save(self, job: Job) -> None:
+    #: Whether other servers read and write these records too (replicas of a workspace).
+    shared = False
+
+    def save(self, job: Job) -> bool:
+        """Record ``job``; returns whether another server asked to cancel it (never,
+        for records only this server keeps)."""
         with self._lock, self._db:
             self._db.execute(*self._upsert(job))
+        return False
+
+    def ask_cancel(self, job_id: str) -> bool:
+        """Ask the server running job ``job_id`` to cancel it: only this server runs
+        the jobs it keeps, so there is none to ask (False)."""
+        return False
+
+    def take_up(self) -> list[Job]:
+        """The unfinished jobs this server takes up when it starts (all it keeps)."""
+        return self.unfinished()
 
     @staticmethod
     def _upsert(job: Job) -> tuple[str, tuple[Any, ...]]:

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from quillian.engine import Engine
 from quillian.errors import QuillianError
 from quillian.index import read_manifest
+from quillian.index.layout import is_server_location
 from quillian.server.jobs import JobRunner
 from quillian.server.jobstore import JobStore
 from quillian.server.privacy import private_paths
+from quillian.server.refresh import IndexWatcher
 from quillian.server.settings import ServerSettings, WorkspaceSpec
+from quillian.server.sharedjobs import SharedJobStore
 
 __all__ = ["UnknownWorkspace", "Workspace", "Workspaces"]
 
@@ -32,6 +35,7 @@ class Workspace:
     spec: WorkspaceSpec
     engine: Engine
     jobs: JobRunner
+    watcher: IndexWatcher
 
     def manifest(self) -> dict[str, object]:
         return read_manifest(self.spec.location)
@@ -72,6 +76,8 @@ class Workspaces:
         for spec in s.workspaces:
             engine = Engine.open(
                 spec.location,
+                refresh_s=None,  # the watcher opens new builds, off the requests' path
+                pin_vectors=True,  # answer from the opened build while another builds
                 llm=s.llm,
                 kg=s.kg,
                 api_key=s.llm_api_key,
@@ -81,12 +87,14 @@ class Workspaces:
                 retriever_options=s.retriever_options,
             )
             await self._stack.enter_async_context(engine)
-            store = JobStore(s.state_for(spec))
+            store = await asyncio.to_thread(_job_store, s, spec)
             self._stack.callback(store.close)
             runner = JobRunner(engine, store, private=self._private)
             self._stack.push_async_callback(runner.stop)
-            self._open[spec.name] = Workspace(spec.name, spec, engine, runner)
+            watcher = IndexWatcher(spec.name, spec.location, engine, runner)
+            self._open[spec.name] = Workspace(spec.name, spec, engine, runner, watcher)
             resumed = runner.start()
+            self._stack.push_async_callback(_cancel, asyncio.create_task(watcher.run()))
             if resumed:
                 logger.info("workspace %s: resuming %d unfinished job(s)", spec.name, len(resumed))
             elif read_manifest(spec.location).get("state") == "complete":
@@ -97,6 +105,21 @@ class Workspaces:
     async def close(self) -> None:
         await self._stack.aclose()
         self._open.clear()
+
+
+def _job_store(settings: ServerSettings, spec: WorkspaceSpec) -> JobStore | SharedJobStore:
+    """The workspace's job records: in a PostgreSQL workspace itself, shared by every
+    replica serving it (with the unfinished jobs of the local records an older server
+    kept), else in the state directory."""
+    if is_server_location(spec.location):
+        return SharedJobStore(str(spec.location), legacy=settings.state_for(spec))
+    return JobStore(settings.state_for(spec))
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _open_index(engine: Engine) -> None:

@@ -13,6 +13,7 @@ from quillian.stores.postgres._pg import (
 )
 from quillian.stores.postgres.documents import PgDocumentStore, PgKeyValueStore, PgStatusStore
 from quillian.stores.postgres.files import (
+    manifest_state,
     pull_files,
     push_files,
     read_manifest,
@@ -20,18 +21,23 @@ from quillian.stores.postgres.files import (
     write_manifest,
 )
 from quillian.stores.postgres.graph import PgGraphStore
+from quillian.stores.postgres.jobs import PgJobTable
 from quillian.stores.postgres.lease import writer_lock
+from quillian.stores.postgres.pinned import PinnedVectors
 from quillian.stores.postgres.vectors import PgVectorIndex
 
 __all__ = [
     "PgDocumentStore",
     "PgGraphStore",
+    "PgJobTable",
     "PgKeyValueStore",
     "PgStatusStore",
     "PgVectorIndex",
+    "PinnedVectors",
     "PostgresLocation",
     "Workspace",
     "is_postgres_location",
+    "manifest_state",
     "parse_location",
     "pull_files",
     "push_files",

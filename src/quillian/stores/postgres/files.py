@@ -23,6 +23,7 @@ from quillian.stores.postgres._pg import Workspace
 
 __all__ = [
     "SKIPPED",
+    "manifest_state",
     "pull_files",
     "push_files",
     "read_manifest",
@@ -110,6 +111,19 @@ def read_manifest(workspace: Workspace) -> dict[str, Any] | None:
     """The workspace's manifest, or ``None`` when it has none."""
     raw = workspace.meta(_MANIFEST_KEY)
     return None if raw is None else dict(json.loads(raw))
+
+
+def manifest_state(workspace: Workspace) -> tuple[int, str] | None:
+    """The stored manifest's generation and state (``building`` or ``complete``), or
+    ``None`` when there is none: one indexed read of two fields, cheap enough for every
+    replica to poll twice a second (the manifest itself lists every file)."""
+    with workspace.connection("read the manifest's generation", transaction=False) as conn:
+        row = conn.execute(
+            "SELECT coalesce((value::jsonb ->> 'generation')::bigint, 0), "
+            "coalesce(value::jsonb ->> 'state', '') FROM quillian_meta WHERE key = %s",
+            (_MANIFEST_KEY,),
+        ).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
 
 
 def write_manifest(workspace: Workspace, manifest: dict[str, Any]) -> None:

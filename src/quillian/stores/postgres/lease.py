@@ -43,7 +43,7 @@ from quillian.stores.postgres._connect import (
 )
 from quillian.stores.postgres._pg import FENCES, LEASE_DDL, Workspace
 
-__all__ = ["HEARTBEAT", "LEASE_SECONDS", "writer_lock"]
+__all__ = ["HEARTBEAT", "LEASE_SECONDS", "holder_name", "process_gone", "writer_lock"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class _Lease:
     def __init__(self, location: PostgresLocation) -> None:
         self.location = location
         self.token = uuid.uuid4().hex
-        self.holder = f"{socket.gethostname()} pid {os.getpid()}"
+        self.holder = holder_name()
         digest = hashlib.sha256(f"quillian.writer:{location.workspace}".encode()).digest()
         self.key = int.from_bytes(digest[:8], "big", signed=True)
         self.conn: psycopg.Connection[Any] | None = None
@@ -189,16 +189,7 @@ class _Lease:
         process of this host that no longer runs)."""
         if lapsed or (self.probe and same_run) or owner in _LEFT:
             return True
-        host, _, pid = holder.rpartition(" pid ")
-        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-            return False
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
+        return process_gone(holder)
 
     def _connection(self, *, once: bool = False) -> psycopg.Connection[Any]:
         """The lease's own connection (not pooled: it holds the advisory lock), made
@@ -245,6 +236,26 @@ class _Lease:
                 self.conn.close()
         self.conn = None
         self.probe = False
+
+
+def holder_name() -> str:
+    """This process as a lease or a job record names its holder: ``HOST pid N``."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def process_gone(holder: str) -> bool:
+    """Whether ``holder`` (:func:`holder_name`) names a process of this host, not this
+    one, that no longer runs (a process elsewhere cannot be checked: False)."""
+    host, _, pid = holder.rpartition(" pid ")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: Any = None) -> Any:
