@@ -36,6 +36,10 @@ from quillian.types import normalize_name
 
 __all__ = ["DocumentGraph"]
 
+#: Entities whose description vectors one read of the vector collection fetches (one
+#: round trip on PostgreSQL instead of one per entity).
+_VECTOR_BATCH = 1024
+
 
 class DocumentGraph:
     """The ``related_to`` graph of an index, read-only, behind the ExternalGraph protocol."""
@@ -93,14 +97,21 @@ class DocumentGraph:
         if ctx.embedder.model_id != model_id:
             return None
         indptr, order = self._descriptions
+        rows = [
+            np.unique(ctx.description_rows[order[indptr[e] : indptr[e + 1]]])
+            for e in (self._check(e) for e in entities)
+        ]
         out = np.zeros((len(entities), ctx.embedder.dim), dtype=np.float32)
-        missing: list[int] = []
-        for i, e in enumerate(self._check(e) for e in entities):
-            rows = ctx.description_rows[order[indptr[e] : indptr[e + 1]]]
-            if len(rows):
-                out[i] = ctx.text_vectors.get(np.unique(rows)).mean(axis=0)
-            else:
-                missing.append(i)
+        missing = [i for i, held in enumerate(rows) if not len(held)]
+        for start in range(0, len(rows), _VECTOR_BATCH):  # one read per batch of entities
+            part = rows[start : start + _VECTOR_BATCH]
+            wanted = np.unique(np.concatenate([np.asarray(r, dtype=np.int64) for r in part]))
+            if not len(wanted):
+                continue
+            vectors = ctx.text_vectors.get(wanted)
+            for i, held in enumerate(part, start):
+                if len(held):
+                    out[i] = vectors[np.searchsorted(wanted, held)].mean(axis=0)
         if missing:
             names = [self.entity_name(entities[i]) for i in missing]
             out[missing] = ctx.embedder.embed(names)
