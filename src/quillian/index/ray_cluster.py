@@ -1,0 +1,156 @@
+"""Ray for the Ray executor of a build (extra ``ray``): imported on first use, kept on
+loopback and offline.
+
+``--ray local`` starts a one-machine Ray instance in this process and stops it when the
+build ends; ``--ray HOST:PORT`` (or ``ray://HOST:PORT``) joins a running cluster, which
+is checked for a listener first so an address nothing answers on fails in
+:data:`CONNECT_TIMEOUT` seconds with one line. Usage statistics are off and no dashboard
+starts. By default Ray advertises, and binds its servers to, the machine's interface
+address even when asked for 127.0.0.1 (``ray.init`` resolves a loopback
+``_node_ip_address`` to it); for a local instance or a cluster on a loopback address,
+Ray is told it runs on one machine (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), which
+keeps every Ray process on 127.0.0.1. Both variables must be set before Ray is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from urllib.parse import urlsplit
+
+from quillian.errors import ConfigError, MissingExtraError, QuillianError, WorkerError
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "LOCAL",
+    "import_ray",
+    "is_loopback",
+    "ray_session",
+    "worker_errors",
+]
+
+#: ``--ray local``: a Ray instance started for the build, in this process.
+LOCAL = "local"
+#: Seconds a cluster address has to accept a connection.
+CONNECT_TIMEOUT = 5.0
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` is ``local`` or a cluster on this machine's loopback."""
+    return address == LOCAL or _host_port(address)[0] in _LOOPBACK_HOSTS
+
+
+def import_ray(address: str = LOCAL) -> ModuleType:
+    """Ray, imported with usage statistics off (and, for a loopback ``address``, on
+    loopback only); names the extra to install when Ray is missing."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if is_loopback(address):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "ray", "ray") from exc
+    return ray
+
+
+@contextmanager
+def ray_session(address: str = LOCAL, *, num_cpus: int = 2) -> Iterator[ModuleType]:
+    """Ray, connected for the length of the block: ``local`` starts an instance with
+    ``num_cpus`` CPUs, any other address joins that cluster. When this process already
+    runs Ray (a caller's own session), it is used as it is and left running."""
+    if address != LOCAL:
+        _check_reachable(address)
+    ray = import_ray(address)
+    if ray.is_initialized():
+        yield ray
+        return
+    common = {"log_to_driver": False, "logging_level": logging.WARNING}
+    if address == LOCAL:
+        ray.init(
+            address=LOCAL,
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            **common,
+        )
+    else:
+        ray.init(address=address, **common)
+    try:
+        quiet_data(ray)
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def quiet_data(ray: ModuleType) -> None:
+    """No progress bars or per-dataset log lines from Ray Data (the build reports its
+    own progress)."""
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def _host_port(address: str) -> tuple[str, int | None]:
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        return parts.hostname or "", parts.port
+    except ValueError:
+        return parts.hostname or "", None
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse, in one line and within :data:`CONNECT_TIMEOUT`, an address nothing
+    listens on (Ray itself would retry for minutes)."""
+    host, port = _host_port(address)
+    if not host or port is None:
+        raise ConfigError(
+            f"--ray {address}: expected 'local' or a cluster address HOST:PORT (or ray://HOST:PORT)"
+        )
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it "
+            "with `ray start --head` or use --ray local"
+        ) from None
+
+
+@contextmanager
+def worker_errors(ray: ModuleType) -> Iterator[None]:
+    """Ray's errors as one line: a Quillian error a worker raised (a malformed input
+    file, a missing extra, an unreachable store) as itself, anything else that stopped
+    the job (a worker that died for good, a bug) as :class:`WorkerError`."""
+    try:
+        yield
+    except ray.exceptions.RayError as exc:
+        cause = _quillian_cause(exc)
+        if cause is not None:
+            raise cause from None
+        raise WorkerError(f"the Ray job failed: {_last_line(exc)}") from None
+
+
+def _quillian_cause(exc: BaseException) -> QuillianError | None:
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        err = todo.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, QuillianError):
+            return err
+        todo += [getattr(err, "cause", None), err.__cause__, err.__context__]
+    return None
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
