@@ -35,6 +35,8 @@ from quillian.types import Progress, stable_id
 
 __all__ = ["RAY_EXTRACTORS", "RayOptions", "index_on_ray"]
 
+#: Batches per block of the read corpus (a block is the unit Ray hands an actor).
+BATCHES_PER_BLOCK = 2
 #: Extractors ``--ray`` runs by name; another (an LLM's) is given as a function.
 RAY_EXTRACTORS = ("spacy", "precomputed")
 
@@ -89,9 +91,11 @@ def index_on_ray(
             f"{settings.extractor} extractor as a function (index_on_ray(extractor=...))"
         )
     with ray_session(options.address, num_cpus=options.num_cpus) as ray, worker_errors(ray):
-        data = read_dataset(ray, paths).materialize()
+        # blocks of a few batches each, so both pools' actors share a single large file
+        rows = options.batch_size * BATCHES_PER_BLOCK
+        data = read_dataset(ray, paths).repartition(target_num_rows_per_block=rows).materialize()
         titles, unstorable = _survey(data, on_refused)
-        storable = data.filter(expr="refused == '' and problem == ''").count()
+        storable = data.filter(expr="refused == '' and problem == '' and fatal == ''").count()
         if storable == 0 and not unstorable and not has_manifest(location):
             raise InputError("nothing to index: the input holds no documents")
         made = extractor or partial(
@@ -117,7 +121,9 @@ def _survey(data: Any, on_refused: OnSkip | None) -> tuple[list[str], list[Inges
     """The corpus's titles and the documents no store can hold; each refused entry goes
     to ``on_refused`` (None: the first is raised)."""
     titles: list[str] = []
-    for row in data.select_columns(["title", "refused"]).iter_rows():
+    for row in data.select_columns(["title", "refused", "fatal"]).iter_rows():
+        if row["fatal"]:
+            raise InputError(row["fatal"])
         if row["refused"]:
             error = InputError(row["refused"])
             if on_refused is None:

@@ -178,7 +178,7 @@ class Extract:
         out: list[dict[str, Any]] = []
         todo: list[tuple[Document, list[Chunk]]] = []
         for row in _rows(batch):
-            if row["refused"] or row["problem"]:
+            if row["refused"] or row["problem"] or row["fatal"]:
                 continue
             doc = document_of(row)
             base = {"doc_id": doc.id, "title": doc.title, "source": doc.source, "error": ""}

@@ -9,7 +9,8 @@ starts. By default Ray advertises, and binds its servers to, the machine's inter
 address even when asked for 127.0.0.1 (``ray.init`` resolves a loopback
 ``_node_ip_address`` to it); for a local instance or a cluster on a loopback address,
 Ray is told it runs on one machine (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), which
-keeps every Ray process on 127.0.0.1. Both variables must be set before Ray is imported.
+keeps every Ray process on 127.0.0.1. Both variables are read when Ray is imported (the
+second is also set on Ray's constant should Ray be imported already).
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from ipaddress import ip_address
 from types import ModuleType
+from typing import Any
 from urllib.parse import urlsplit
+
+import psutil
 
 from quillian.errors import ConfigError, MissingExtraError, QuillianError, WorkerError
 
@@ -29,6 +34,8 @@ __all__ = [
     "LOCAL",
     "import_ray",
     "is_loopback",
+    "listeners_off_loopback",
+    "ray_processes",
     "ray_session",
     "worker_errors",
 ]
@@ -54,8 +61,13 @@ def import_ray(address: str = LOCAL) -> ModuleType:
     try:
         import ray
         import ray.data
+        from ray._private import ray_constants
     except ImportError as exc:
         raise MissingExtraError(exc.name or "ray", "ray") from exc
+    if is_loopback(address):
+        # read once at import: Ray may have been imported before this (Ray 2.60's own
+        # name for the variable above; what listens is checked by the tests)
+        ray_constants.ENABLE_RAY_CLUSTER = False
     return ray
 
 
@@ -154,3 +166,31 @@ def _quillian_cause(exc: BaseException) -> QuillianError | None:
 def _last_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
+
+
+def ray_processes() -> list[Any]:
+    """This process and every process it started (a local Ray instance's GCS, raylet
+    and workers), as :class:`psutil.Process` objects."""
+    me = psutil.Process()
+    return [me, *me.children(recursive=True)]
+
+
+def listeners_off_loopback(processes: Sequence[Any] | None = None) -> list[str]:
+    """Each TCP socket one of ``processes`` (default: :func:`ray_processes`) listens on
+    at an address other than loopback, as ``name pid address:port``; empty when all
+    of Ray stays on this machine."""
+    found: list[str] = []
+    for proc in processes if processes is not None else ray_processes():
+        try:
+            connections = proc.net_connections(kind="tcp")
+            name = proc.name()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for conn in connections:
+            if conn.status != psutil.CONN_LISTEN:
+                continue
+            address = ip_address(conn.laddr.ip)
+            mapped = getattr(address, "ipv4_mapped", None)
+            if not (mapped or address).is_loopback:
+                found.append(f"{name} {proc.pid} {conn.laddr.ip}:{conn.laddr.port}")
+    return found

@@ -10,8 +10,9 @@ and ``title`` when present.
 Each row is a document: ``title``, ``text``, ``source``, ``metadata`` (JSON), and
 ``problem`` for one no store can hold (its title and text then escaped, since Arrow
 cannot carry an unpaired surrogate either), or ``refused``: a malformed corpus entry,
-refused on its own with its reason. A malformed file (invalid JSON, not UTF-8) fails
-the read with the readers' own error, before anything is written.
+refused on its own with its reason, or ``fatal``: a malformed file (invalid JSON, not
+UTF-8), with the readers' own error, which the driver raises before anything is
+written.
 """
 
 from __future__ import annotations
@@ -89,7 +90,10 @@ def document_of(row: dict[str, Any]) -> Document:
 def _read_file(item: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of one file, read by Quillian's readers."""
     refused: list[InputError] = []
-    rows = [_row(doc) for doc in read_documents(item["path"], on_refused=refused.append)]
+    try:
+        rows = [_row(doc) for doc in read_documents(item["path"], on_refused=refused.append)]
+    except InputError as exc:  # the whole file: the driver raises it (Ray would wrap it)
+        return [{**_refused(""), "fatal": str(exc)}]
     rows += [_refused(str(error)) for error in refused]
     return rows
 
@@ -108,6 +112,7 @@ def _row(doc: Document) -> dict[str, Any]:
         "metadata": json.dumps(doc.metadata),
         "problem": problem or "",
         "refused": "",
+        "fatal": "",
     }
 
 
