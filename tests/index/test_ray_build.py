@@ -21,7 +21,7 @@ from quillian.cli.indexing import read_inputs
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.engine import IndexSettings, RayOptions, index_documents, index_on_ray
 from quillian.engine.indexing import build_plan
-from quillian.errors import ConfigError, InputError, MissingExtraError, WorkerError
+from quillian.errors import ConfigError, InputError, WorkerError
 from quillian.index import build_index, open_storage
 from quillian.index.ray_cluster import listeners_off_loopback
 from quillian.stores.protocols import DocStatus
@@ -212,7 +212,7 @@ def test_bad_entries_are_refused_alone_and_a_bad_file_writes_nothing(ray_instanc
 
 def test_a_worker_lacking_the_extra_or_dying_for_good_fails_in_one_line(ray_instance, tmp_path):
     corpus = write_corpus(tmp_path / "corpus", titles=list(CORPUS)[:2])
-    with pytest.raises(MissingExtraError, match=r"quillian\[nlp\]"):
+    with pytest.raises(WorkerError, match=r"MissingExtraError: .*quillian\[nlp\]'$"):
         lacking = partial(MissingInWorker, os.getpid(), title_link)
         index_on_ray(tmp_path / "a", [corpus], KEYWORD, extractor=lacking)
     with pytest.raises(WorkerError) as dying:

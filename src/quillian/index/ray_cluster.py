@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -45,6 +46,8 @@ LOCAL = "local"
 #: Seconds a cluster address has to accept a connection.
 CONNECT_TIMEOUT = 5.0
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: A traceback's last line: ``module.ErrorName: message``.
+_RAISED = re.compile(r"^[\w.]+(Error|Exception|Exhausted|Exit): ")
 
 
 def is_loopback(address: str) -> bool:
@@ -164,8 +167,13 @@ def _quillian_cause(exc: BaseException) -> QuillianError | None:
 
 
 def _last_line(exc: BaseException) -> str:
+    """The line of Ray's message naming the error a worker raised (a Quillian error
+    first: Ray cannot always send the error itself back), else its last line."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
+    raised = [line for line in lines if _RAISED.match(line)]
+    ours = [line for line in raised if line.startswith("quillian.errors.")]
+    chosen = (ours or raised or lines or [type(exc).__name__])[-1]
+    return chosen.removeprefix("quillian.errors.")
 
 
 def ray_processes() -> list[Any]:

@@ -124,6 +124,7 @@ def _refused(reason: str) -> dict[str, Any]:
         "metadata": "{}",
         "problem": "",
         "refused": reason,
+        "fatal": "",
     }
 
 
