@@ -115,21 +115,21 @@ def _compare_builds(corpus: Path, work: Path, embedder: str) -> None:
 def _measured(command: list[str]) -> tuple[float, int]:
     """Wall seconds and peak summed RSS of ``command`` and its descendants."""
     start = time.perf_counter()
-    errors = tempfile.TemporaryFile()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
-    root = psutil.Process(proc.pid)
-    peak = 0
-    while proc.poll() is None:
-        total = 0
-        for p in [root, *_children(root)]:
-            with suppress(psutil.Error):
-                total += p.memory_info().rss
-        peak = max(peak, total)
-        time.sleep(0.1)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        errors.seek(0)
-        raise SystemExit(f"{' '.join(command)} failed: {errors.read().decode()[-2000:]}")
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        root = psutil.Process(proc.pid)
+        peak = 0
+        while proc.poll() is None:
+            total = 0
+            for p in [root, *_children(root)]:
+                with suppress(psutil.Error):
+                    total += p.memory_info().rss
+            peak = max(peak, total)
+            time.sleep(0.1)
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(command)} failed: {errors.read().decode()[-2000:]}")
     return seconds, peak
 
 
@@ -154,12 +154,7 @@ def _digest(location: Path, embedder: str, questions: list[str]) -> dict[str, An
         "relations": sorted(
             repr((r.subject, r.predicate, r.object, r.description)) for r in kg.relations
         ),
-        "chunk vectors": hashlib.sha256(
-            b"".join(
-                vectors[i].tobytes()
-                for i in sorted(range(len(kg.chunk_ids)), key=kg.chunk_ids.__getitem__)
-            )
-        ).hexdigest(),
+        "chunk vectors": hashlib.sha256(b"".join(vectors[i].tobytes() for i in order)).hexdigest(),
         "top 5": {
             (m, q): [
                 (p.chunk_id, round(p.score, 5))
