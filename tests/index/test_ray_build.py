@@ -85,14 +85,19 @@ def clean_build(location, corpus: Path):
     return build_index(docs, location, **plan)
 
 
-def test_a_ray_build_equals_a_single_process_build(ray_instance, tmp_path, same_index):
+def test_a_ray_build_equals_a_single_process_build(
+    ray_instance, tmp_path, index_location, same_index
+):
+    """On both backends: the embedded store's single writer actor, and PostgreSQL's
+    workers writing directly."""
     corpus = write_corpus(tmp_path / "corpus")
-    index_documents(tmp_path / "one", read_inputs([corpus]), KEYWORD)
-    report = index_on_ray(tmp_path / "ray", [corpus], KEYWORD)
+    one, on_ray = index_location("one"), index_location("ray")
+    index_documents(one, read_inputs([corpus]), KEYWORD)
+    report = index_on_ray(on_ray, [corpus], KEYWORD)
     assert report.ingest.new == len(CORPUS) and report.ingest.failed == 0
     assert report.counts["documents"] == len(CORPUS) and report.counts["relations"] > 0
-    same_index(tmp_path / "ray", tmp_path / "one", KeywordEmbedder(), QUERIES, NAMESPACES)
-    again = index_on_ray(tmp_path / "ray", [corpus], KEYWORD)  # nothing new: reused
+    same_index(on_ray, one, KeywordEmbedder(), QUERIES, NAMESPACES)
+    again = index_on_ray(on_ray, [corpus], KEYWORD)  # nothing new: reused
     assert again.reused and again.ingest.skipped == len(CORPUS)
 
 
