@@ -29,7 +29,7 @@ import json
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,11 @@ import numpy as np
 from quillian.components.embedding.cache import embedding_key
 from quillian.components.embedding.factory import make_embedder
 from quillian.components.extraction.base import Extraction, Extractor, IssueRecorder
-from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.extraction.serde import (
+    extraction_from_json,
+    extraction_to_json,
+    issues_to_json,
+)
 from quillian.components.factories import make_chunker
 from quillian.components.ingestion.pipeline import IngestFailure, IngestReport, is_document_error
 from quillian.index.build import cache_namespace
@@ -49,12 +53,10 @@ from quillian.index.storage import Storage
 from quillian.stores.protocols import DocStatus
 from quillian.types import Chunk, Document, Progress
 
-__all__ = ["EMBEDDINGS", "RayIngest", "RayJob", "graph_texts"]
+__all__ = ["RayIngest", "RayJob", "graph_texts", "job_for"]
 
 logger = logging.getLogger(__name__)
 
-#: The embedding cache's namespace (the build's :class:`CachedEmbedder` default).
-EMBEDDINGS = "embeddings"
 #: Times Ray restarts a dead actor and retries its task before the job fails.
 WORKER_RETRIES = 3
 
@@ -255,8 +257,6 @@ class Extract:
             by_chunk: dict[str, list[Any]] = {}
             for issue in self.extractor.take_issues():
                 by_chunk.setdefault(issue.chunk_id, []).append(issue)
-            from quillian.components.extraction.serde import issues_to_json
-
             issues.update({cid: issues_to_json(i).decode() for cid, i in by_chunk.items()})
 
 
@@ -354,7 +354,7 @@ class RayIngest:
                 [failure.doc_id], DocStatus.FAILED, error=failure.error, source=failure.source
             )
         processed = frozenset(r.doc_id for r in storage.status.with_status(DocStatus.PROCESSED))
-        job = _replace(self.job, processed=processed)
+        job = replace(self.job, processed=processed)
         writer = self._writer(job)
         try:
             rows = self._run(job, writer, self.total, progress)
@@ -402,12 +402,6 @@ class RayIngest:
             rows.append(dict(row))
             progress("ingest", len(rows), total)
         return rows
-
-
-def _replace(job: RayJob, **changes: Any) -> RayJob:
-    from dataclasses import replace
-
-    return replace(job, **changes)
 
 
 def _report(rows: list[dict[str, Any]], unstorable: Sequence[IngestFailure]) -> IngestReport:

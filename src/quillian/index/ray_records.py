@@ -22,7 +22,10 @@ from quillian.stores.embedded.sqlite import (
 from quillian.stores.protocols import DocStatus, DocumentStore, KeyValueStore, StatusStore
 from quillian.types import Chunk, Document
 
-__all__ = ["Records", "StoreWriter", "WriteBatch", "open_records"]
+__all__ = ["EMBEDDINGS", "Records", "StoreWriter", "WriteBatch", "open_records"]
+
+#: The embedding cache's namespace (the build's :class:`CachedEmbedder` default).
+EMBEDDINGS = "embeddings"
 
 
 @dataclass
@@ -101,7 +104,7 @@ class StoreWriter:
             if gone:
                 kv.delete_many(batch.issues_namespace, gone)
         if batch.embeddings:
-            kv.put_many("embeddings", batch.embeddings)
+            kv.put_many(EMBEDDINGS, batch.embeddings)
         self.records.documents.put_documents(batch.documents)
         self.records.documents.put_chunks(batch.chunks)
         by_source: dict[str, list[str]] = {}
