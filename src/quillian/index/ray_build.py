@@ -47,7 +47,7 @@ from quillian.components.ingestion.pipeline import IngestFailure, IngestReport, 
 from quillian.index.build import cache_namespace
 from quillian.index.issues import issues_namespace
 from quillian.index.ray_read import document_of
-from quillian.index.ray_records import StoreWriter, WriteBatch
+from quillian.index.ray_records import EMBEDDINGS, StoreWriter, WriteBatch
 from quillian.index.stages import chunk_text
 from quillian.index.storage import Storage
 from quillian.stores.protocols import DocStatus
