@@ -146,24 +146,30 @@ def worker_errors(ray: ModuleType) -> Iterator[None]:
     try:
         yield
     except ray.exceptions.RayError as exc:
-        cause = _quillian_cause(exc)
-        if cause is not None:
-            raise cause from None
-        raise WorkerError(f"the Ray job failed: {_last_line(exc)}") from None
+        chain = _causes(exc)
+        ours = [e for e in chain if isinstance(e, QuillianError)]
+        if ours:
+            raise ours[0] from None
+        user = [e for e in chain if not type(e).__module__.startswith("ray.")]
+        why = f"{type(user[0]).__name__}: {_first_line(user[0])}" if user else _last_line(exc)
+        raise WorkerError(f"the Ray job failed: {why}") from None
 
 
-def _quillian_cause(exc: BaseException) -> QuillianError | None:
-    seen: set[int] = set()
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it, breadth first (Ray keeps a task's error as ``cause``)."""
+    seen: list[BaseException] = []
     todo: list[BaseException | None] = [exc]
     while todo:
-        err = todo.pop()
-        if err is None or id(err) in seen:
+        err = todo.pop(0)
+        if err is None or any(err is s for s in seen):
             continue
-        seen.add(id(err))
-        if isinstance(err, QuillianError):
-            return err
+        seen.append(err)
         todo += [getattr(err, "cause", None), err.__cause__, err.__context__]
-    return None
+    return seen
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
 
 
 def _last_line(exc: BaseException) -> str:
