@@ -127,10 +127,10 @@ DRIVER = textwrap.dedent(
     from quillian.engine import IndexSettings, RayOptions, index_on_ray
     from quillian.testing.extractors import TitleLinkExtractor
     from quillian.testing.ray import PidReportingExtractor
-    corpus, out, pids, titles = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    address, corpus, out, pids, titles = *sys.argv[1:5], sys.argv[5:]
     make = partial(PidReportingExtractor, partial(TitleLinkExtractor, titles), pids, 1.0)
     index_on_ray(out, [Path(corpus)], IndexSettings(embedder="keyword"),
-                 RayOptions(workers=1, batch_size=1), extractor=make)
+                 RayOptions(address, workers=1, batch_size=1), extractor=make)
     """
 )
 
@@ -151,7 +151,8 @@ def test_a_killed_driver_resumes_on_rerun(ray_instance, tmp_path, same_index):
     corpus = write_corpus(tmp_path / "corpus")
     out, pids = tmp_path / "ray", tmp_path / "pids"
     pids.mkdir()
-    args = [sys.executable, "-c", DRIVER, str(corpus), str(out), str(pids), *CORPUS]
+    address = ray_instance.get_runtime_context().gcs_address  # the driver joins it
+    args = [sys.executable, "-c", DRIVER, address, str(corpus), str(out), str(pids), *CORPUS]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     driver = subprocess.Popen(args, env=env, start_new_session=True, stderr=subprocess.DEVNULL)
     try:
@@ -159,12 +160,8 @@ def test_a_killed_driver_resumes_on_rerun(ray_instance, tmp_path, same_index):
         while processed(out) < 2 and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert driver.poll() is None, "the driver finished before it could be killed"
-        family = [psutil.Process(driver.pid), *psutil.Process(driver.pid).children(True)]
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        for proc in family:
-            if proc.is_running():
-                proc.kill()
+        os.killpg(driver.pid, signal.SIGKILL)  # Ray ends the actors of a dead driver
         driver.wait()
     done = processed(out)
     assert 2 <= done < len(CORPUS)
