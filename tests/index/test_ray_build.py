@@ -55,7 +55,9 @@ KEYWORD = IndexSettings(embedder="keyword")
 def ray_instance():
     with local_ray(num_cpus=2) as ray:
         yield ray
-        assert listeners_off_loopback() == []
+        assert listeners_off_loopback() == []  # workers started by the tests included
+    left = [p for p in psutil.process_iter(["name"]) if p.info["name"].startswith("ray::")]
+    assert not [p for p in left if p.ppid() == 1 and p.status() != "zombie"], "Ray left workers"
 
 
 def write_corpus(folder: Path, titles=tuple(CORPUS)) -> Path:

@@ -34,12 +34,12 @@ def local_ray(num_cpus: int = 2) -> Iterator[ModuleType]:
     listens off loopback; on exit Ray is shut down and any process it left is killed."""
     before = {p.pid for p in ray_processes()}
     with ray_session("local", num_cpus=num_cpus) as ray:
-        started = [p for p in ray_processes() if p.pid not in before]
         try:
             off = listeners_off_loopback()
             assert not off, f"Ray listens off loopback: {off}"
             yield ray
         finally:
+            started = [p for p in ray_processes() if p.pid not in before]  # workers too
             ray.shutdown()
             _kill(started)
 
