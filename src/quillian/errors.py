@@ -31,6 +31,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "UnknownIdError",
+    "WorkerError",
 ]
 
 
@@ -144,6 +145,12 @@ class MissingExtraError(QuillianError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class WorkerError(QuillianError):
+    """A distributed executor (Ray) could not finish: a worker died for good, or failed
+    on something that is not one document's fault. The message names the cause in one
+    line; what was stored before stays, and a rerun resumes."""
 
 
 class LLMError(QuillianError):

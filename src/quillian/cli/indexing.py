@@ -30,7 +30,14 @@ from quillian.components.ingestion import pipeline
 from quillian.components.ingestion.readers import OnSkip, read_documents
 from quillian.components.kag.alignment import SIMILAR_THRESHOLD
 from quillian.components.llm.accounting import Ledger
-from quillian.engine import Engine, IndexSettings, delete_documents, index_documents
+from quillian.engine import (
+    Engine,
+    IndexSettings,
+    RayOptions,
+    delete_documents,
+    index_documents,
+    index_on_ray,
+)
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index import BuildReport
 from quillian.index.layout import (
@@ -135,6 +142,15 @@ def index(
         ),
     ] = None,
     endpoint_texts: EndpointTextsOpt = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="local|ADDRESS",
+            help="read, chunk, extract and embed on Ray (extra ray): 'local' starts an "
+            "instance on this machine, HOST:PORT joins a running cluster",
+        ),
+    ] = None,
 ) -> None:
     """Index files, folders or JSON corpora into DIR (--out): a new or empty folder,
     or an index to add to.
@@ -162,9 +178,12 @@ def index(
         raise ConfigError("--schema, --concepts and --similar shape KAG's graph: add --for kag")
     _check_out(out)
     refused: list[InputError] = []
-    documents = read_inputs([sample_corpus()] if sample else paths or [], refused.append)
     uses_model = settings.extractor in ("llm", QUAD_EXTRACTOR, "kag-llm") or concepts == "llm"
-    if not uses_model:
+    if ray is not None:
+        inputs = [sample_corpus()] if sample else paths or []
+        report = _index_on_ray(out, inputs, settings, ray, refused)
+    elif not uses_model:
+        documents = read_inputs([sample_corpus()] if sample else paths or [], refused.append)
         with stage_bars() as progress, _failures_listed_once():
             report = index_documents(out, documents, settings, on_progress=progress)
     elif dry_run and settings.extractor == "kag-llm":
@@ -172,12 +191,14 @@ def index(
     elif dry_run:
         if settings.extractor != "llm":
             raise ConfigError("--dry-run estimates the llm extractor's cost only")
+        documents = read_inputs([sample_corpus()] if sample else paths or [], refused.append)
         with closing(llm.open_engine()) as engine:
             _print_estimate(engine, documents, settings)
         for error in refused:  # the estimate leaves them out
             print(f"refused: {one_line(str(error))}", file=sys.stderr)
         return
     else:
+        documents = read_inputs([sample_corpus()] if sample else paths or [], refused.append)
         budget = None
         if budget_tokens or budget_calls:
             budget = ExtractionBudget(max_calls=budget_calls, max_tokens=budget_tokens)
@@ -186,6 +207,24 @@ def index(
     print_build(report, _shown(out), refused)
     if refused or (report.ingest is not None and report.ingest.failed):
         raise typer.Exit(1)
+
+
+def _index_on_ray(
+    out: str, paths: list[Path], settings: IndexSettings, address: str, refused: list[InputError]
+) -> BuildReport:
+    """``quillian index --ray``: the per-document work on Ray; each malformed corpus
+    entry is refused on its own, into ``refused``, as without Ray."""
+    if not paths:
+        raise ConfigError("give a PATH to index, or --sample for the bundled corpus")
+    with stage_bars() as progress, _failures_listed_once():
+        return index_on_ray(
+            out,
+            paths,
+            settings,
+            RayOptions(address),
+            on_refused=refused.append,
+            on_progress=progress,
+        )
 
 
 def read_inputs(paths: list[Path], on_refused: OnSkip | None = None) -> list[Document]:

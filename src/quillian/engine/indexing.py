@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.components.embedding.factory import embedder_name, make_embedder
-from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.base import Extraction, Extractor
 from quillian.components.extraction.llm_budget import ExtractionBudget
 from quillian.components.factories import make_chunker, make_extractor
 from quillian.components.kag.schema import load_schema
@@ -23,7 +23,15 @@ from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
 from quillian.types import Chunk, Document, Progress
 
-__all__ = ["IndexSettings", "delete_documents", "index_documents", "stages_for"]
+__all__ = [
+    "IndexSettings",
+    "build_plan",
+    "check_settings",
+    "delete_documents",
+    "embedder_for",
+    "index_documents",
+    "stages_for",
+]
 
 
 @dataclass(frozen=True)
@@ -110,20 +118,38 @@ def index_documents(
     docs = list(documents)
     if not docs and not _has_index(location):
         raise InputError("nothing to index: the input holds no documents")
-    if settings.kag_schema is not None:
-        load_schema(settings.kag_schema)  # a bad schema fails before anything is written
-    if settings.kag_concepts == "llm" and runner is None:
-        raise ConfigError("KAG's llm concept completion needs a chat model (--llm SPEC)")
+    check_settings(settings, runner)
+    return build_index(
+        docs,
+        location,
+        **build_plan(location, settings, [d.title for d in docs if d.title], runner, budget),
+        on_progress=on_progress,
+    )
+
+
+def build_plan(
+    location: str | Path,
+    settings: IndexSettings,
+    titles: Sequence[str],
+    runner: TaskRunner | None = None,
+    budget: ExtractionBudget | None = None,
+    *,
+    extractor: Extractor | None = None,
+) -> dict[str, Any]:
+    """What :func:`~quillian.index.build_index` builds the index at ``location`` with
+    (chunker, extractor, embedder, config, stages), from ``settings`` and what the index
+    was built with before; ``titles`` are the corpus's document titles; ``extractor``,
+    when given, is used instead of the one ``settings`` names. Both executors build from
+    it: one definition of an index."""
     manifest = read_manifest(location) if _has_index(location) else {}
     previous = manifest.get("config", {})
     endpoint_texts = settings.endpoint_texts
     if endpoint_texts is None:
         endpoint_texts = has_stage(manifest, EndpointTextStage.name)
-    embedder = settings.embedder or embedder_name(previous if _has_index(location) else None)
+    embedder = embedder_for(location, settings)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
-    titles = [d.title for d in docs if d.title]
-    extractor = make_extractor(
+    extractor = extractor or make_extractor(
         settings.extractor,
         settings.extractions,
         titles,
@@ -131,22 +157,36 @@ def index_documents(
         budget=budget,
         schema=settings.kag_schema,
     )
-    return build_index(
-        docs,
-        location,
-        chunker=make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
-        extractor=extractor,
-        embedder=make_embedder(embedder),
-        config={
+    return {
+        "chunker": make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
+        "extractor": extractor,
+        "embedder": make_embedder(embedder),
+        "config": {
             "embedder_name": embedder,
             "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
             **options,
         },
-        on_progress=on_progress,
-        stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),
+        "stages": stages_for(methods, options, runner, endpoint_texts=endpoint_texts),
+    }
+
+
+def embedder_for(location: str | Path, settings: IndexSettings) -> str:
+    """The embedder's name: the settings', else the index's own, else the default."""
+    if settings.embedder:
+        return settings.embedder
+    return embedder_name(
+        read_manifest(location).get("config", {}) if _has_index(location) else None
     )
+
+
+def check_settings(settings: IndexSettings, runner: TaskRunner | None) -> None:
+    """Refuse settings that cannot build, before anything is written."""
+    if settings.kag_schema is not None:
+        load_schema(settings.kag_schema)
+    if settings.kag_concepts == "llm" and runner is None:
+        raise ConfigError("KAG's llm concept completion needs a chat model (--llm SPEC)")
 
 
 def delete_documents(

@@ -19,7 +19,7 @@ deleted, equals one built at once from the same documents.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ from quillian.types import Chunk, Document, Progress, no_progress
 __all__ = [
     "EXTRACT_BATCH",
     "BuildReport",
+    "IngestStep",
     "build_index",
     "cache_namespace",
     "delete_documents",
@@ -79,6 +80,12 @@ EXTRACT_BATCH = 16
 #: anything and dropped when its rebuild is done: a delete or build run after a killed
 #: delete finishes it first.
 DELETING = "deleting"
+
+
+IngestStep = Callable[[Storage, Progress], IngestReport]
+"""Another executor's ingestion (:mod:`quillian.index.ray_build`): it stores documents,
+chunks, statuses and per-chunk extractions (and may warm the embedding cache) in the
+build's ``storage``, as the single-process ingestion does, and reports what it did."""
 
 
 @dataclass
@@ -103,6 +110,7 @@ def build_index(
     config: dict[str, Any] | None = None,
     on_progress: Progress | None = None,
     stages: Sequence[BuildStage] = DEFAULT_STAGES,
+    ingest_step: IngestStep | None = None,
 ) -> BuildReport:
     """Ingest ``documents`` into the index at ``out`` and (re)build its graph and indexes.
 
@@ -115,6 +123,10 @@ def build_index(
     finished so far are stored, the manifest stays ``building`` (the index does not
     open) and the error is re-raised; rerunning the build resumes, extracting only the
     chunks not stored yet.
+
+    ``ingest_step``, when given, ingests in place of the single-process ingestion (and
+    ``documents`` is not read): another executor, whose results the same stages build
+    on.
     """
     with writer_lock(out):
         progress = on_progress or no_progress
@@ -138,13 +150,17 @@ def build_index(
                     raise _BudgetStop(exc) from exc
 
             try:
-                report.ingest = ingest(
-                    documents,
-                    chunker=chunker,
-                    doc_store=storage.documents,
-                    status_store=storage.status,
-                    process=hook,
-                    on_progress=lambda d, n, _: progress("ingest", d, n),
+                report.ingest = (
+                    ingest_step(storage, progress)
+                    if ingest_step
+                    else ingest(
+                        documents,
+                        chunker=chunker,
+                        doc_store=storage.documents,
+                        status_store=storage.status,
+                        process=hook,
+                        on_progress=lambda d, n, _: progress("ingest", d, n),
+                    )
                 )
             except _BudgetStop as stop:
                 raise stop.error from None
