@@ -9,6 +9,9 @@ entity is gone is a :class:`NotFound`, never the entity now at its old position.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 import numpy.typing as npt
 
@@ -77,10 +80,32 @@ def _description_rows(kg: KnowledgeGraph, entity: int) -> list[int]:
     return sorted(row for row in rows if 0 <= row < len(kg.descriptions))
 
 
+#: Per opened index, each entity's degree and its name and aliases casefolded: one pass
+#: over the entity table (read lazily from the index's tables database) per opened index,
+#: not one per request; dropped with the index.
+_SEARCHED: weakref.WeakKeyDictionary[
+    RetrievalContext, tuple[npt.NDArray[np.int64], list[tuple[str, ...]]]
+] = weakref.WeakKeyDictionary()
+_SEARCHED_LOCK = threading.Lock()
+
+
 def _degrees(context: RetrievalContext) -> npt.NDArray[np.int64]:
-    kg = context.kg
-    ends = np.concatenate([kg.relation_subject, kg.relation_object]).astype(np.int64)
-    return np.bincount(ends, minlength=kg.n_entities)
+    return _searched(context)[0]
+
+
+def _searched(
+    context: RetrievalContext,
+) -> tuple[npt.NDArray[np.int64], list[tuple[str, ...]]]:
+    with _SEARCHED_LOCK:
+        found = _SEARCHED.get(context)
+    if found is None:
+        kg = context.kg
+        ends = np.concatenate([kg.relation_subject, kg.relation_object]).astype(np.int64)
+        names = [tuple(n.casefold() for n in (r.name, *r.aliases)) for r in kg.entities]
+        found = (np.bincount(ends, minlength=kg.n_entities), names)
+        with _SEARCHED_LOCK:
+            _SEARCHED[context] = found
+    return found
 
 
 def _hit(context: RetrievalContext, entity: int, degrees: npt.NDArray[np.int64]) -> m.EntityHit:
@@ -109,14 +134,13 @@ def search_entities(
     """Entities whose name or an alias contains ``query`` (case-insensitive): exact
     matches first, then prefixes, then the rest, each by degree (most related first)."""
     needle = query.casefold().strip()
-    degrees = _degrees(context)
+    degrees, all_names = _searched(context)
     ranked: list[tuple[int, int, str, int]] = []
-    for index, record in enumerate(context.kg.entities):
-        names = [record.name.casefold(), *(a.casefold() for a in record.aliases)]
+    for index, names in enumerate(all_names):
         if not any(needle in name for name in names):
             continue
         rank = 0 if needle in names else 1 if any(n.startswith(needle) for n in names) else 2
-        ranked.append((rank, -int(degrees[index]), record.name, index))
+        ranked.append((rank, -int(degrees[index]), context.kg.entities[index].name, index))
     ranked.sort()
     page = ranked[offset : offset + limit]
     return len(ranked), [_hit(context, index, degrees) for *_, index in page]
