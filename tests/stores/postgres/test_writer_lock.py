@@ -88,3 +88,25 @@ def test_a_slow_graph_read_under_the_lease_outlasts_its_heartbeat(
         finally:
             store.close()
     assert snapshot.n_nodes > 0
+
+
+def test_a_writer_that_lost_the_lease_is_stopped_but_its_reads_are_not(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """Fencing: once another writer holds the lease row, a transaction of this process
+    that writes fails before its commit, naming the lost lock, and nothing it wrote
+    lands; one that only reads (listing the index files, reading metadata) still
+    answers, as a replica's reads must while a build of its own runs."""
+    from quillian.errors import StoreUnavailableError
+    from quillian.stores.postgres import Workspace, parse_location
+
+    build_tiny(postgres_url, CORPUS)
+    schema = parse_location(postgres_url).workspace
+    with writer_lock(postgres_url), Workspace(postgres_url, create=False) as workspace:
+        postgres_server.execute(f"UPDATE \"{schema}\".writer_lease SET owner = 'someone else'")
+        assert workspace.meta("workspace_id")  # a read: answered
+        with workspace.connection("list the index files") as conn:
+            assert conn.execute("SELECT count(*) FROM files").fetchone()[0] > 0
+        with pytest.raises(StoreUnavailableError, match="lost the writer lock"):
+            workspace.set_meta("fenced", "written")
+        assert workspace.meta("fenced") is None  # the refused write did not land

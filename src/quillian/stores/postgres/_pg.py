@@ -170,7 +170,7 @@ class Workspace:
 
     @contextmanager
     def connection(
-        self, action: str, *, transaction: bool = True, fence: bool = True
+        self, action: str, *, transaction: bool = True
     ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in one transaction (committed on success), with server
         errors raised as :class:`StoreError` naming the location and the action.
@@ -179,18 +179,18 @@ class Workspace:
         Taking the connection is retried until the deadline while the server is away;
         a connection lost in the body raises :class:`StoreUnavailableError` (the body
         cannot be replayed). While this process holds the location's writer lease, a
-        transaction checks the lease is still its own before it commits (fencing: a
-        writer that lost it to another stops before its writes land). A transaction
-        that only reads passes ``fence=False``: it has nothing to fence, and in
-        REPEATABLE READ the lease row's heartbeat (every few seconds) would make the
-        check fail with a serialization error once the read outlasts a beat."""
+        transaction that wrote checks the lease is still its own before it commits
+        (fencing: a writer that lost it to another stops before its writes land). One
+        that only read has nothing to fence and is not checked: a read must not fail for
+        a lease it does not need, and in REPEATABLE READ the lease row's heartbeat (every
+        few seconds) would make the check a serialization error once the read outlasts a
+        beat."""
         pool, conn = self._checkout(action)
         try:
             if transaction:
                 with conn.transaction():
                     yield conn
-                    if fence:  # last, so it holds the lease row to COMMIT
-                        self._fence(conn, action)
+                    self._fence(conn, action)  # last: it holds the lease row to COMMIT
             else:
                 yield conn
         except psycopg.Error as exc:
@@ -225,6 +225,9 @@ class Workspace:
     def _fence(self, conn: psycopg.Connection[Any], action: str) -> None:
         token = FENCES.get(self.location.url)
         if token is None:
+            return
+        wrote = conn.execute("SELECT pg_current_xact_id_if_assigned() IS NOT NULL").fetchone()
+        if not (wrote and wrote[0]):  # a read: no transaction id was assigned
             return
         row = conn.execute("SELECT owner FROM writer_lease WHERE id = 1 FOR SHARE").fetchone()
         if row is None or row[0] != token:
@@ -405,13 +408,11 @@ class PgStore:
         return f"{type(self).__name__}({self.workspace.name!r})"
 
     @contextmanager
-    def _conn(
-        self, action: str, *, transaction: bool = True, fence: bool = True
-    ) -> Iterator[psycopg.Connection[Any]]:
-        """A connection (in one transaction unless told otherwise; ``fence`` as in
+    def _conn(self, action: str, *, transaction: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A connection (in one transaction unless told otherwise, fenced as in
         :meth:`Workspace.connection`); raises :class:`StoreError` once the store is
         closed."""
         if self._closed:
             raise StoreError(f"{self.workspace.name}: cannot {action}: the store is closed")
-        with self.workspace.connection(action, transaction=transaction, fence=fence) as conn:
+        with self.workspace.connection(action, transaction=transaction) as conn:
             yield conn

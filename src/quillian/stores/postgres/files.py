@@ -44,7 +44,7 @@ _MANIFEST_KEY = "manifest"
 def pull_files(workspace: Workspace, directory: Path) -> int:
     """Make ``directory`` hold the workspace's files; returns how many were fetched."""
     directory.mkdir(parents=True, exist_ok=True)
-    with workspace.connection("list the index files", fence=False) as conn:  # a read
+    with workspace.connection("list the index files") as conn:
         remote = {
             path: sha
             for path, sha in conn.execute("SELECT path, sha256 FROM files").fetchall()

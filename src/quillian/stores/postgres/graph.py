@@ -147,7 +147,7 @@ class PgGraphStore(PgStore):
     def snapshot(self) -> GraphSnapshot:
         """The graph as a CSR snapshot: the cached one when the tables have not changed
         since it was built, else rebuilt from the tables and cached."""
-        with self._conn("read the graph", fence=False) as conn:  # a read: nothing to fence
+        with self._conn("read the graph") as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             version = _version(conn)
             target = self.cache / f"{self.workspace.id}-{version}"
