@@ -84,7 +84,7 @@ def clean_build(location, corpus: Path):
     """The single-process build of ``corpus`` with the title-link extractor."""
     docs = read_inputs([corpus])
     plan = build_plan(location, KEYWORD, [d.title for d in docs], extractor=title_link())
-    return build_index(docs, location, **plan)
+    return build_index(docs, location, **plan.args())
 
 
 def test_a_ray_build_equals_a_single_process_build(

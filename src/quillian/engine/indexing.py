@@ -4,10 +4,12 @@ build stages of the methods the index is for."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from quillian.components.chunking.base import Chunker
+from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.factory import embedder_name, make_embedder
 from quillian.components.extraction.base import Extraction, Extractor
 from quillian.components.extraction.llm_budget import ExtractionBudget
@@ -24,6 +26,7 @@ from quillian.methods.table import method_spec
 from quillian.types import Chunk, Document, Progress
 
 __all__ = [
+    "BuildPlan",
     "IndexSettings",
     "build_plan",
     "check_settings",
@@ -122,9 +125,25 @@ def index_documents(
     return build_index(
         docs,
         location,
-        **build_plan(location, settings, [d.title for d in docs if d.title], runner, budget),
+        **build_plan(location, settings, [d.title for d in docs if d.title], runner, budget).args(),
         on_progress=on_progress,
     )
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What an index is built with: :func:`~quillian.index.build_index`'s components,
+    recorded settings and stages, made by :func:`build_plan` for either executor."""
+
+    chunker: Chunker
+    extractor: Extractor
+    embedder: Embedder
+    config: dict[str, Any]
+    stages: tuple[BuildStage, ...]
+
+    def args(self) -> dict[str, Any]:
+        """The plan as :func:`~quillian.index.build_index`'s keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def build_plan(
@@ -135,7 +154,7 @@ def build_plan(
     budget: ExtractionBudget | None = None,
     *,
     extractor: Extractor | None = None,
-) -> dict[str, Any]:
+) -> BuildPlan:
     """What :func:`~quillian.index.build_index` builds the index at ``location`` with
     (chunker, extractor, embedder, config, stages), from ``settings`` and what the index
     was built with before; ``titles`` are the corpus's document titles; ``extractor``,
@@ -157,19 +176,19 @@ def build_plan(
         budget=budget,
         schema=settings.kag_schema,
     )
-    return {
-        "chunker": make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
-        "extractor": extractor,
-        "embedder": make_embedder(embedder),
-        "config": {
+    return BuildPlan(
+        chunker=make_chunker(settings.chunker, settings.chunk_size, settings.overlap),
+        extractor=extractor,
+        embedder=make_embedder(embedder),
+        config={
             "embedder_name": embedder,
             "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
             **options,
         },
-        "stages": stages_for(methods, options, runner, endpoint_texts=endpoint_texts),
-    }
+        stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),
+    )
 
 
 def embedder_for(location: str | Path, settings: IndexSettings) -> str:

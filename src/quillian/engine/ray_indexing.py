@@ -104,7 +104,7 @@ def index_on_ray(
         plan = build_plan(location, settings, titles, extractor=made() if extractor else None)
         job = job_for(
             str(location),
-            plan["extractor"],
+            plan.extractor,
             made,
             chunker=(settings.chunker, settings.chunk_size, settings.overlap),
             embedder=embedder_for(location, settings),
@@ -114,7 +114,7 @@ def index_on_ray(
             extract_cpus=options.extract_cpus,
         )
         step = RayIngest(ray, data, job, total=storable, unstorable=unstorable)
-        return build_index((), location, **plan, ingest_step=step, on_progress=on_progress)
+        return build_index((), location, **plan.args(), ingest_step=step, on_progress=on_progress)
 
 
 def _survey(data: Any, on_refused: OnSkip | None) -> tuple[list[str], list[IngestFailure]]:
