@@ -52,10 +52,13 @@ def test_the_command_reads_tune_files(tmp_path, capsys) -> None:
     for name, t in TUNES.items():
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(t))
-    main([str(p) for p in paths] + ["--json"])
+    # these hand-made results hold no per-question scores: no repeated splits
+    main([str(p) for p in paths] + ["--splits", "0", "--json"])
     assert json.loads(capsys.readouterr().out)["chosen_on_all"] == {"n": 2}
-    main([str(p) for p in paths])
+    main([str(p) for p in paths] + ["--splits", "0"])
     assert "a: chosen on the others {'n': 1} -> R@5 0.6" in capsys.readouterr().out
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(SystemExit, match=r"bad\.json: cannot read"):
         main([str(paths[0]), str(tmp_path / "bad.json")])
+    with pytest.raises(SystemExit, match="a: no per-question scores"):
+        main([str(p) for p in paths])

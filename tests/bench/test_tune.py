@@ -78,6 +78,13 @@ def test_a_tuning_run_reports_held_out_in_sample_and_defaults(bench_settings) ->
         assert row["vs_default"]["diff"] == pytest.approx(
             row["score"] - result["default"]["score"], abs=1e-3
         )
+        assert np.mean(row["per_question"]) == pytest.approx(row["score"], abs=1e-4)
+    # per-question scores kept for pooling across sets, and the repeated half-splits
+    assert len(result["default"]["per_question"]) == len(result["questions"]) == 4
+    splits = result["splits"]
+    assert splits["splits"] == 200 and len(splits["variants"]) == 3
+    assert splits["variants"][1]["pooled"]["gain"] == 0.0  # the default itself
+    assert isinstance(splits["decision"]["change"], bool)
 
 
 def test_the_cli_refuses_an_option_the_retriever_lacks(data, capsys) -> None:

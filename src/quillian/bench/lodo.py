@@ -7,7 +7,16 @@ headline metric, from its ``bench tune --json`` result) is scored on the held-ou
 Every set is then scored by a choice made without it; the point chosen on all sets is
 reported too, as an in-sample choice. Equal means go to the earlier grid point.
 
-    python -m quillian.bench.lodo runs/tune-hops-*.json [--json]
+With three or four sets, leaving one out gives three or four estimates. The repeated
+half-splits of :mod:`quillian.bench.splits` (``--splits``, 200 by default) pool every
+set's per-question scores instead: the out-of-sample gain of choosing among the grid,
+per set and pooled with its spread, each point's held-out gain over the baseline (the
+tunes' defaults, or the grid point ``--baseline`` names, such as the option turned
+off), and the decision, discounted for the variants counted (the grid's, plus
+``--tried`` tried before it).
+
+    python -m quillian.bench.lodo runs/tune-hops-*.json [--splits 200] [--tried N]
+        [--baseline '{"second_hops": 0}'] [--json]
 """
 
 from __future__ import annotations
@@ -18,9 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quillian.errors import InputError
+import numpy as np
 
-__all__ = ["leave_one_set_out", "main"]
+from quillian.bench.splits import SPLITS, SetScores, repeated_splits, splits_summary
+from quillian.errors import ConfigError, InputError
+
+__all__ = ["leave_one_set_out", "main", "pooled_splits"]
 
 
 def _grid(name: str, tune: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -71,10 +83,62 @@ def leave_one_set_out(tunes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def pooled_splits(
+    tunes: Mapping[str, Mapping[str, Any]],
+    *,
+    splits: int = SPLITS,
+    seed: int = 0,
+    tried: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`~quillian.bench.splits.repeated_splits` over the per-question scores of
+    every tune result (all over the same grid), against the tunes' defaults or the grid
+    point ``baseline``."""
+    leave_one_set_out(tunes)  # the same checks: two or more sets, one grid, one method
+    first = next(iter(tunes.values()))
+    labels = [p["options"] for p in first["grid"]]
+    if baseline is not None and dict(baseline) not in labels:
+        raise InputError(f"--baseline {json.dumps(baseline)} is not a point of the grid")
+    sets = {}
+    for name, tune in tunes.items():
+        by_point = {json.dumps(p["options"], sort_keys=True): p for p in tune["grid"]}
+        try:
+            rows = [by_point[json.dumps(label, sort_keys=True)]["per_question"] for label in labels]
+            base = (
+                by_point[json.dumps(baseline, sort_keys=True)]["per_question"]
+                if baseline is not None
+                else tune["default"]["per_question"]
+            )
+            sets[name] = SetScores(
+                str(tune.get("metric")), np.asarray(rows, np.float64), np.asarray(base, np.float64)
+            )
+        except KeyError:
+            raise InputError(
+                f"{name}: no per-question scores (a tune result of an older version): run "
+                "`quillian bench tune ... --json` again, or pass --splits 0"
+            ) from None
+        except (ConfigError, ValueError) as exc:
+            raise InputError(f"{name}: {exc}") from exc
+    return {
+        "baseline": dict(baseline) if baseline is not None else "defaults",
+        **repeated_splits(sets, labels, splits=splits, seed=seed, tried=tried),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tunes", nargs="+", type=Path, help="bench tune --json outputs")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--splits", type=int, default=SPLITS, help="random half-splits pooled (0: none)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the splits' seed")
+    parser.add_argument(
+        "--tried", type=int, default=0, help="variants tried before this grid, counted too"
+    )
+    parser.add_argument(
+        "--baseline", type=json.loads, default=None, help="a grid point's options as JSON"
+    )
     args = parser.parse_args(argv)
     tunes = {}
     for path in args.tunes:
@@ -84,7 +148,11 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"{path}: cannot read a tune result ({exc})") from exc
     try:
         result = leave_one_set_out(tunes)
-    except InputError as exc:
+        if args.splits:
+            result["splits"] = pooled_splits(
+                tunes, splits=args.splits, seed=args.seed, tried=args.tried, baseline=args.baseline
+            )
+    except (InputError, ConfigError) as exc:
         raise SystemExit(str(exc)) from exc
     if args.json:
         print(json.dumps(result))
@@ -95,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
             f" (default {row['default']}; best on this set alone {row['best_here']})"
         )
     print(f"chosen on all: {result['chosen_on_all']}")
+    if "splits" in result:
+        print(f"against {json.dumps(result['splits']['baseline'])}:")
+        print(splits_summary(result["splits"]))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from quillian.bench.qa import (
     summary_table,
 )
 from quillian.bench.retrieval import METHODS, BenchSettings, default_index_dir, run_retrieval_bench
+from quillian.bench.splits import splits_summary
 from quillian.bench.tune import parse_grid, run_tuning
 from quillian.cli.console import CountBar, count_bar, stage_bars
 from quillian.cli.flags import (
@@ -191,6 +192,7 @@ def tune(
     )
     best = result["chosen_on_all"]
     print(f"best on all questions (in-sample): {json.dumps(best['options'])} {best['in_sample']}")
+    print(splits_summary(result["splits"]))
 
 
 def _pair(text: str) -> tuple[str, str]:
