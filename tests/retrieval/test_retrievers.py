@@ -316,8 +316,12 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
     assert result.passages[0].score == pytest.approx(max(expected.values()))
     assert result.method == "fused:sa+dense"
     assert set(result.trace.timings_ms) == {sa.name, dense.name}
-    with pytest.raises(ConfigError, match="two or more"):
-        FusedConfig(members="sa")
+    with pytest.raises(ConfigError, match="one or more"):
+        FusedConfig(members=" , ")
+    # one member alone is its own ranking (what a tuning grid sets the fusion against)
+    alone_sa = make_retriever(context, "fused", members="sa", second_hops=0)
+    assert [p.chunk for p in alone_sa.retrieve("A", 4, Q).passages] == a
+    assert FusedConfig(members="sa+ppr").names == FusedConfig(members="sa, ppr").names
     default = make_retriever(context, "fused")
     assert default.retrieve("A", 2, Q).method == "fused:sa+ppr+kag"
     assert isinstance(default, FusedRetriever)

@@ -22,6 +22,7 @@ link each second hop came through), and each member's time.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -49,7 +50,10 @@ __all__ = ["FusedConfig", "FusedRetriever"]
 @dataclass(frozen=True)
 class FusedConfig:
     members: str = "sa,ppr,kag"
-    """The retrievers fused, comma-separated (built with their defaults): the three
+    """The retrievers fused, separated by commas or ``+`` (``sa+ppr``, as a
+    ``bench tune`` grid writes them), built with their defaults; one member alone is
+    its own ranking (with the second hops, when on), so a grid can set the fusion
+    against one of its members. The three
     published graph walks Quillian has, SA-RAG's spreading activation, HippoRAG's
     personalized PageRank (damping 0.5) and KAG's chunk retriever (PageRank at damping
     0.1, which keeps the mass near the question's entities, fused with dense). Adding
@@ -108,12 +112,12 @@ class FusedConfig:
             raise ConfigError("rrf_k must be >= 0 and depth >= 1")
         if self.workers < 1:
             raise ConfigError(f"workers must be at least 1, got {self.workers}")
-        if len(self.names) < 2:
-            raise ConfigError(f"rank fusion needs two or more members, got {self.members!r}")
+        if not self.names:
+            raise ConfigError(f"rank fusion needs one or more members, got {self.members!r}")
 
     @property
     def names(self) -> list[str]:
-        return [n.strip() for n in self.members.split(",") if n.strip()]
+        return [n.strip() for n in re.split(r"[,+]", self.members) if n.strip()]
 
 
 class FusedRetriever:
@@ -126,8 +130,8 @@ class FusedRetriever:
         config: FusedConfig | None = None,
         context: RetrievalContext | None = None,
     ) -> None:
-        if len(members) < 2:
-            raise ConfigError("rank fusion needs at least two retrievers")
+        if not members:
+            raise ConfigError("rank fusion needs at least one retriever")
         self.members = list(members)
         self.config = config or FusedConfig()
         if self.config.second_hops and context is None:
