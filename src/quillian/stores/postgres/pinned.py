@@ -1,14 +1,18 @@
-"""A vector collection held in memory as it was read: what a server replica searches, so
-it answers from the build it opened while another process rewrites the collection.
+"""A vector collection held in memory as it was read: what a server replica searches
+for a collection written by position, so it answers from the build it opened while
+another process rewrites the collection.
 
-A build empties a PostgreSQL collection and fills it again (ids by position); a replica
-that searched the table meanwhile would find it empty, half filled, or holding ids its
-own build never had (a passage position past its chunk list). A pinned copy is read
+A build that writes a collection by position (an index built before keyed collections,
+until its next build converts it; a method's own collections, such as KAGS's triples)
+empties it and fills it again; a replica that searched the table meanwhile would find
+it empty, half filled, or holding ids its own build never had. A pinned copy is read
 once, when the index is opened (between the two reads of the manifest's generation
 that prove the files and rows belong to one build), and searched exactly, ties by the
 smaller id (the best candidates scored again in float64, so copies of a vector tie), as
-the table is searched up to its exact-search size. It costs
-``4 * dim`` bytes of memory per vector (a 384-dimensional collection: 1.5 KiB each).
+the table is searched up to its exact-search size. It costs ``4 * dim`` bytes of
+memory per vector (a 384-dimensional collection: 1.5 KiB each). The default stages'
+collections are keyed by content and need no copy: their deletes are deferred
+(:mod:`quillian.stores.postgres.vectors`), so the live table serves an older snapshot.
 """
 
 from __future__ import annotations
