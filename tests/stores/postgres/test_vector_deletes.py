@@ -54,8 +54,10 @@ def test_a_collection_written_before_deletes_gains_its_column(postgres_url: str)
     x = unit_vectors(5, DIM, 2)
     with PgVectorIndex(postgres_url, "chunks", DIM) as index:
         index.add(np.arange(5), x)
-        with index.workspace.connection("drop the column") as conn:
-            conn.execute("ALTER TABLE vectors_chunks DROP COLUMN retired_at")
+    index = PgVectorIndex(postgres_url, "chunks")  # the table as an older Quillian left it
+    with index.workspace.connection("drop the column") as conn:
+        conn.execute("ALTER TABLE vectors_chunks DROP COLUMN retired_at")
+    index.close()
     with PgVectorIndex(postgres_url, "chunks") as index:
         index.delete([0])
         assert len(index) == 4 and index.search(x[1], 1)[0][0, 0] == 1

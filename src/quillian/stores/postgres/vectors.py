@@ -118,7 +118,7 @@ class PgVectorIndex(PgStore):
         super().__init__(workspace)
         self.retired = retired
         self.grace_s = grace_s
-        self._deleted = False
+        self._wrote = False
         self._live = sql.SQL("TRUE" if retired else "retired_at IS NULL")
         self._needs_index = False
         try:
@@ -204,6 +204,7 @@ class PgVectorIndex(PgStore):
             conn.execute("DROP TABLE staged_vectors")
             self._count = None
             self._cache.clear()
+            self._wrote = True
 
     def delete(self, ids: npt.ArrayLike) -> None:
         """Delete vectors (unknown ids are ignored): marked retired now, in one
@@ -222,7 +223,7 @@ class PgVectorIndex(PgStore):
             )
         self._count = None
         self._cache.clear()
-        self._deleted = True
+        self._wrote = True
 
     def ids(self) -> npt.NDArray[np.int64]:
         """Every id this handle serves, ascending (one statement)."""
@@ -315,12 +316,13 @@ class PgVectorIndex(PgStore):
         return got, np.frombuffer(raw, dtype=">f4").astype(np.float32).reshape(-1, self._dim)
 
     def flush(self) -> None:
-        """Purge the vectors retired more than ``grace_s`` seconds ago, and build
+        """After writes through this handle, purge the vectors retired more than
+        ``grace_s`` seconds ago; build
         the HNSW index if this collection lacks it (every :meth:`add` and
         :meth:`delete` is already committed when it returns)."""
         if self._closed:
             raise StoreError(f"{self.workspace.name}: the vector index is closed")
-        if self._deleted and not self.retired:
+        if self._wrote and not self.retired:
             with self._conn("purge retired vectors") as conn:
                 conn.execute(
                     sql.SQL(
@@ -328,7 +330,7 @@ class PgVectorIndex(PgStore):
                     ).format(self._table),
                     (self.grace_s,),
                 )
-            self._deleted = False
+            self._wrote = False
         if not self._needs_index:
             return
         with self._conn("build the HNSW index") as conn:
