@@ -10,6 +10,8 @@ the state's storage.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
-from quillian.errors import ConfigError, IndexIncompleteError
+from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.artifacts import replace_dir
 from quillian.index.storage import Storage
 from quillian.index.tables import save_tables
@@ -46,6 +48,8 @@ __all__ = [
     "keys_path",
     "run_stages",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: A one-word entity name used by more documents than this, and no document's title, is
 #: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
@@ -205,9 +209,8 @@ def _embed_into(
     names = items if names is None else names
     keys = vector_keys(state.embedder.model_id, names)
     check_distinct(keys, names, collection)
-    index = _open_collection(state, collection)
+    index, stored = _open_collection(state, collection)
     try:
-        stored = index.ids()
         wanted, first = np.unique(keys, return_index=True)
         new = first[~np.isin(wanted, stored, assume_unique=True)]
         new.sort()
@@ -226,13 +229,27 @@ def _embed_into(
     np.save(keys_path(state.storage.directory, collection), keys)
 
 
-def _open_collection(state: BuildState, collection: str) -> VectorIndex:
-    """The collection to update; started anew when it holds another dimension (an
-    index rebuilt with another embedding model)."""
+def _open_collection(
+    state: BuildState, collection: str
+) -> tuple[VectorIndex, npt.NDArray[np.int64]]:
+    """The collection to update and the ids it holds; started anew when it holds
+    another dimension (an index rebuilt with another embedding model) or a file of it
+    is damaged (a build rewrites every damaged file)."""
+    dim = state.embedder.dim
     try:
-        return state.storage.vectors(collection, state.embedder.dim)
-    except ConfigError:
-        return state.storage.vectors(collection, state.embedder.dim, fresh=True)
+        index = state.storage.vectors(collection, dim)
+    except (ConfigError, IndexDamagedError) as exc:
+        logger.warning("vector collection %r: %s; writing it anew", collection, exc)
+        index = state.storage.vectors(collection, dim, fresh=True)
+        return index, index.ids()
+    try:
+        return index, index.ids()  # checks the files left unchecked at the open
+    except IndexDamagedError as exc:
+        logger.warning("vector collection %r: %s; writing it anew", collection, exc)
+        with contextlib.suppress(IndexDamagedError):
+            index.close()
+        index = state.storage.vectors(collection, dim, fresh=True)
+        return index, index.ids()
 
 
 class BM25Stage:

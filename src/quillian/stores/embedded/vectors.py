@@ -83,6 +83,12 @@ SKETCH_MIN_ROWS = 4096
 #: A sketch serves searches for ``k`` up to the committed rows over this (the exact
 #: scoring of the candidates, a few times ``k`` rows, must stay small beside the scan).
 SKETCH_ROWS_PER_K = 8
+#: Scores within this of the k-th best count as tied with it: a search widens its
+#: candidates until none lies at the edge, so ties rank by id wherever the rows lie.
+TIE_EPS = 1e-5
+#: ... up to this many candidates (beyond, rows tied with the k-th at the edge of the
+#: candidates are ranked as the float32 scan met them).
+TIE_ROWS = 4096
 #: Files of at most this many bytes have their checksum checked when the index opens;
 #: larger ones on the first search or read (opening stays instant on a large index).
 HASH_AT_OPEN = 4 << 20
@@ -240,20 +246,27 @@ class ExactVectorIndex:
         if k == 0:
             return np.empty((len(q), 0), np.int64), np.empty((len(q), 0), np.float32)
         wide = min(2 * k + TIE_MARGIN, len(self))
+        while True:
+            ids, scores = rescore(q, self._candidates(q, wide), self.get, wide)
+            tied = scores[:, -1] >= scores[:, k - 1] - TIE_EPS  # ties may lie beyond
+            if not tied.any() or wide >= min(len(self), TIE_ROWS):
+                return ids[:, :k], scores[:, :k]
+            wide = min(len(self), TIE_ROWS, 4 * wide)
+
+    def _candidates(self, q: npt.NDArray[np.float32], wide: int) -> I64:
+        """The ``wide`` best ids of each query by the float32 scan (or sketch)."""
         segments = self._base.searched()
         tail: Segment = (self._tail.vectors, self._tail.ids, None)
         sketch = self._sketched(len(q), wide)
         if sketch is None:
-            found, _ = exact_topk(q, [*segments, tail], wide)
-        else:
-            rows_found = []
-            first, rest = segments[0], [*segments[1:], tail]
-            for query in q:
-                rows = sketch.candidates(query, wide, first[2])
-                shortlist: Segment = (first[0][rows], first[1][rows], None)
-                rows_found.append(exact_topk(query[None, :], [shortlist, *rest], wide)[0])
-            found = np.concatenate(rows_found)
-        return rescore(q, found, self.get, k)
+            return exact_topk(q, [*segments, tail], wide)[0]
+        found = []
+        first, rest = segments[0], [*segments[1:], tail]
+        for query in q:
+            rows = sketch.candidates(query, wide, first[2])
+            shortlist: Segment = (first[0][rows], first[1][rows], None)
+            found.append(exact_topk(query[None, :], [shortlist, *rest], wide)[0])
+        return np.concatenate(found)
 
     def _sketched(self, n_queries: int, k: int) -> Int8Sketch | None:
         """The first segment's sketch when a search of ``n_queries`` for ``k`` should
