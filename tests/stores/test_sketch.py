@@ -96,7 +96,7 @@ def test_a_sketched_search_returns_what_a_full_scan_returns(tmp_path: Path, dtyp
     assert plain._sketch is None
 
 
-def test_the_sketch_follows_the_committed_generation(tmp_path: Path) -> None:
+def test_the_sketch_follows_the_first_segment(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     n, dim = vectors_module.SKETCH_MIN_ROWS, 16
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
@@ -108,8 +108,12 @@ def test_the_sketch_follows_the_committed_generation(tmp_path: Path) -> None:
     first = index._sketch
     index.add([7], [-query])  # row 7 now points away
     index.flush()
-    assert index._sketch is None  # a new generation: sketched again on the next search
+    assert index._sketch is first  # a new segment: the first one, and its sketch, stay
     assert index.search(query, 1)[0][0, 0] != 7
+    index.add(np.arange(n, 2 * n), vectors)  # as many rows again: merged into one
+    index.flush()
+    assert index.segments == 1 and index._sketch is None  # sketched again on next search
+    assert index.search(query, 1)[0][0, 0] == n + 7  # the copy of row 7 as it was
     assert index._sketch is not None and index._sketch is not first
 
 

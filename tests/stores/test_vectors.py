@@ -84,7 +84,8 @@ def test_reopened_vectors_are_memory_mapped(tmp_path: Path) -> None:
     with ExactVectorIndex(tmp_path, 4) as index:
         index.add([1, 2], unit_vectors(2, 4, 0))
     again = ExactVectorIndex(tmp_path)
-    assert is_mapped(again._base_vectors) and not isinstance(again._base_vectors, np.memmap)
+    vectors = again._base.parts[0].vectors
+    assert is_mapped(vectors) and not isinstance(vectors, np.memmap)
     assert json.loads((tmp_path / "index.json").read_text())["count"] == 2
     again.close()
 

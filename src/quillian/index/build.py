@@ -361,6 +361,11 @@ class _KeyRecorder:
         self.keys.update(embedding_key(self.model_id, t) for t in texts)
         return self.inner.embed(texts)
 
+    def keep(self, texts: Sequence[str]) -> None:
+        """Record ``texts`` as used without embedding them (their vectors are already
+        in an index collection): the cache keeps them, as a clean build would."""
+        self.keys.update(embedding_key(self.model_id, t) for t in texts)
+
 
 def _forget_unused(kv: KeyValueStore, namespace: str, used: Iterable[str]) -> None:
     """Delete what ``namespace`` holds beyond ``used``: after a complete rebuild the

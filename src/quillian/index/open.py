@@ -12,6 +12,7 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import RetrievalContext
+from quillian.components.retrieval.keyed import KeyedVectors
 from quillian.components.retrieval.triple_store import read_triples
 from quillian.errors import (
     ConfigError,
@@ -37,7 +38,7 @@ from quillian.index.layout import (
     read_manifest,
     server_backend,
 )
-from quillian.index.stages import EndpointTextStage
+from quillian.index.stages import EndpointTextStage, keys_path
 from quillian.index.storage import ServerStorage, Storage, open_storage
 from quillian.index.tables import StoredTables, load_tables
 from quillian.stores.embedded.sqlite import sqlite_rebuild_hint
@@ -98,12 +99,32 @@ def _pinned(storage: Storage) -> Callable[[str], VectorIndex]:
     return lambda name: pinned.read(name, storage.vectors(name))
 
 
+def _collections(storage: Storage, pin_vectors: bool) -> Callable[[str], VectorIndex]:
+    """Open each vector collection as the retrievers read it, by position: one the build
+    keyed by content (its keys saved by position, :func:`keys_path`) through
+    :class:`KeyedVectors`, searched where it lies, as a snapshot (a server collection
+    keeps the vectors a later build deletes until no opened index can still name them,
+    see :class:`~quillian.stores.postgres.vectors.PgVectorIndex`); one written by
+    position (an index built before keys, a method's own collection) as it is, or, with
+    ``pin_vectors``, copied into memory on a server, as a build rewrites it in place."""
+    plain = _pinned(storage) if pin_vectors else storage.vectors
+
+    def open_collection(name: str) -> VectorIndex:
+        path = keys_path(storage.directory, name)
+        if not path.exists():
+            return plain(name)
+        return KeyedVectors(storage.vectors(name, snapshot=True), load_mapped(path))
+
+    return open_collection
+
+
 def open_index(location: str | Path, embedder: Embedder, *, pin_vectors: bool = False) -> Index:
     """Open a complete index for retrieval; ``embedder`` must match the one it was built
-    with. ``pin_vectors`` reads a server index's vector collections into memory now
+    with. ``pin_vectors`` reads a server index's positional vector collections (an
+    index built before keyed collections, a method's own) into memory now
     (:class:`~quillian.stores.postgres.pinned.PinnedVectors`), so the index answers
-    from this build while another process rebuilds the collections in place (a server
-    replica); otherwise they are searched on the server.
+    from this build while another process rebuilds them in place (a server replica);
+    keyed collections are searched on the server in any case (see :func:`_collections`).
 
     Every file is loaded (or memory-mapped) here, then the manifest is read again: a
     build writes the manifest (a new :func:`~quillian.index.layout.generation`) before
@@ -202,7 +223,7 @@ def _load(
         if (missing := len(kg.chunk_ids) - storage.documents.count_chunks()) > 0:
             raise _missing_chunks(location, missing)
         tables = storage.directory / "tables"
-        vectors = _pinned(storage) if pin_vectors else storage.vectors
+        vectors = _collections(storage, pin_vectors)
         context = RetrievalContext(
             kg=kg,
             embedder=embedder,

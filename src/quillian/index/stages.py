@@ -10,10 +10,13 @@ the state's storage.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -25,10 +28,12 @@ from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import text_rows
-from quillian.errors import IndexIncompleteError
+from quillian.components.retrieval.keyed import check_distinct, vector_keys
+from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.artifacts import replace_dir
 from quillian.index.storage import Storage
 from quillian.index.tables import save_tables
+from quillian.stores.protocols import VectorIndex
 from quillian.types import Chunk, Progress
 
 __all__ = [
@@ -40,8 +45,11 @@ __all__ = [
     "EndpointTextStage",
     "GraphStage",
     "chunk_text",
+    "keys_path",
     "run_stages",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: A one-word entity name used by more documents than this, and no document's title, is
 #: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
@@ -127,7 +135,11 @@ def unique_texts(
 
 
 class EmbedStage:
-    """Chunk vectors, and vectors of the graph's distinct description and relation texts."""
+    """Chunk vectors, and vectors of the graph's distinct description and relation texts,
+    each stored under a key derived from its content (:mod:`~.keyed`): the collections
+    ``chunks`` and ``texts`` gain the vectors of new keys and lose those of keys no
+    longer used, and ``tables/chunk_keys.npy`` and ``tables/text_keys.npy`` give each
+    position's key (a chunk's in ``kg.chunk_ids`` order, a text's row)."""
 
     name = "embed"
     #: Texts per progress report (about 10 s of passages on two cores, with the time
@@ -143,13 +155,16 @@ class EmbedStage:
             indptr, order = text_rows(rows, len(texts))
             np.save(tables / f"{what}_text_indptr.npy", indptr)
             np.save(tables / f"{what}_text_order.npy", order)
-        for name, items in (("chunks", [chunk_text(c) for c in state.chunks]), ("texts", texts)):
-            _embed_into(state, name, items, self.window)
+        chunk_texts = [chunk_text(c) for c in state.chunks]
+        chunk_names = [f"{c.id}\n{t}" for c, t in zip(state.chunks, chunk_texts, strict=True)]
+        _embed_into(state, "chunks", chunk_texts, self.window, names=chunk_names)
+        _embed_into(state, "texts", texts, self.window)
 
 
 class EndpointTextStage:
     """Vectors of each relation's text with its endpoint names (``endpoints``, by
-    relation index), which triple seeding matches the question against.
+    relation index, keyed by the text: ``tables/endpoint_keys.npy``), which triple
+    seeding matches the question against.
 
     A build option, not a default stage (``quillian index --endpoint-texts``): it embeds
     one more text per relation (45-74% of a build's texts on the report's corpora), and
@@ -163,17 +178,78 @@ class EndpointTextStage:
         _embed_into(state, "endpoints", texts, EmbedStage.window)
 
 
-def _embed_into(state: BuildState, collection: str, items: list[str], window: int) -> None:
-    """Embed ``items`` into the fresh vector collection ``collection`` (ids by position)."""
-    index = state.storage.vectors(collection, state.embedder.dim, fresh=True)
+#: The file of each keyed collection's position-to-key array, under ``tables/``.
+KEYS_FILE = "{}_keys.npy"
+_KEYS_NAME = {"chunks": "chunk", "texts": "text", "endpoints": "endpoint"}
+
+
+def keys_path(directory: Path, collection: str) -> Path:
+    """Where the build saves the keys of ``collection`` by position."""
+    return directory / "tables" / KEYS_FILE.format(_KEYS_NAME.get(collection, collection))
+
+
+@runtime_checkable
+class RecordsCacheUse(Protocol):
+    """A build's embedder that records the cached texts it used (the cache keeps them)."""
+
+    def keep(self, texts: Sequence[str]) -> None: ...
+
+
+def _embed_into(
+    state: BuildState,
+    collection: str,
+    items: list[str],
+    window: int,
+    *,
+    names: list[str] | None = None,
+) -> None:
+    """Bring the vector collection ``collection`` to ``items``: each keyed by its name
+    (``names``, else the item itself; see :func:`vector_keys`), only the keys it lacks
+    embedded and added, the keys no item uses deleted. Saves the keys by position."""
+    names = items if names is None else names
+    keys = vector_keys(state.embedder.model_id, names)
+    check_distinct(keys, names, collection)
+    index, stored = _open_collection(state, collection)
     try:
-        for start in range(0, len(items), window):
-            batch = items[start : start + window]
-            index.add(np.arange(start, start + len(batch)), state.embedder.embed(batch))
-            state.progress(f"embed:{collection}", start + len(batch), len(items))
+        wanted, first = np.unique(keys, return_index=True)
+        new = first[~np.isin(wanted, stored, assume_unique=True)]
+        new.sort()
+        index.delete(np.setdiff1d(stored, wanted, assume_unique=True))
+        for start in range(0, len(new), window):
+            batch = new[start : start + window]
+            index.add(keys[batch], state.embedder.embed([items[i] for i in batch]))
+            state.progress(f"embed:{collection}", start + len(batch), len(new))
+        if isinstance(state.embedder, RecordsCacheUse):
+            kept = np.ones(len(items), bool)
+            kept[new] = False
+            state.embedder.keep([items[i] for i in np.flatnonzero(kept)])
         index.flush()
     finally:
         index.close()
+    np.save(keys_path(state.storage.directory, collection), keys)
+
+
+def _open_collection(
+    state: BuildState, collection: str
+) -> tuple[VectorIndex, npt.NDArray[np.int64]]:
+    """The collection to update and the ids it holds; started anew when it holds
+    another dimension (an index rebuilt with another embedding model) or a file of it
+    is damaged (a build rewrites every damaged file)."""
+    dim = state.embedder.dim
+    try:
+        index = state.storage.vectors(collection, dim)
+    except (ConfigError, IndexDamagedError) as exc:
+        logger.warning("vector collection %r: %s; writing it anew", collection, exc)
+        index = state.storage.vectors(collection, dim, fresh=True)
+        return index, index.ids()
+    try:
+        return index, index.ids()  # checks the files left unchecked at the open
+    except IndexDamagedError as exc:
+        logger.warning("vector collection %r: %s; writing it anew", collection, exc)
+        with contextlib.suppress(IndexDamagedError):
+            index.close()
+        index = state.storage.vectors(collection, dim, fresh=True)
+        return index, index.ids()
 
 
 class BM25Stage:

@@ -56,9 +56,14 @@ class Storage:
     status: StatusStore
     kv: KeyValueStore
 
-    def vectors(self, name: str, dim: int | None = None, *, fresh: bool = False) -> VectorIndex:
+    def vectors(
+        self, name: str, dim: int | None = None, *, fresh: bool = False, snapshot: bool = False
+    ) -> VectorIndex:
         """The vector collection ``name`` (the default stages write ``chunks``, and
-        ``texts`` for description and relation texts; a method's stage may add its own)."""
+        ``texts`` for description and relation texts; a method's stage may add its own).
+        ``snapshot``: opened for an index read while later builds may write the
+        collection (an embedded collection is a mapped generation in any case; a
+        server one then also serves the vectors deleted but not yet purged)."""
         path = self.directory / "vectors" / name
         if fresh:
             shutil.rmtree(path, ignore_errors=True)
@@ -97,8 +102,12 @@ class ServerStorage(Storage):
     synced: bool = field(default=True, kw_only=True)
     _held: ExitStack = field(default_factory=ExitStack, kw_only=True, repr=False)
 
-    def vectors(self, name: str, dim: int | None = None, *, fresh: bool = False) -> VectorIndex:
-        index: VectorIndex = server_backend().PgVectorIndex(self.workspace, name, dim, fresh=fresh)
+    def vectors(
+        self, name: str, dim: int | None = None, *, fresh: bool = False, snapshot: bool = False
+    ) -> VectorIndex:
+        index: VectorIndex = server_backend().PgVectorIndex(
+            self.workspace, name, dim, fresh=fresh, retired=snapshot
+        )
         return index
 
     def graph(self, *, fresh: bool = False) -> GraphStore:

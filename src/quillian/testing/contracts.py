@@ -418,6 +418,33 @@ class VectorIndexContract(_Contract[VectorIndex]):
             np.testing.assert_allclose(again.get(np.arange(40)), x, atol=self.atol)
             np.testing.assert_array_equal(again.search(x[:5], 3)[0], before[0])
 
+    def test_delete_removes_ids_and_ignores_unknown_ones(self, store: VectorIndex) -> None:
+        x = unit_vectors(20, self.dim, 13)
+        store.add(np.arange(20), x)
+        store.flush()
+        store.delete([3, 4, 999])
+        store.add([21], x[3])  # added after the flush, deleted before the next
+        store.delete([21, 5])
+        assert len(store) == 17
+        np.testing.assert_array_equal(store.ids(), np.setdiff1d(np.arange(20), [3, 4, 5]))
+        with pytest.raises(KeyError):
+            store.get([4])
+        ids, _ = store.search(x[3:6], 17)
+        assert not set(ids.ravel().tolist()) & {3, 4, 5, 21}
+        store.add([4], x[4])  # a deleted id may come back
+        assert store.search(x[4], 1)[0][0, 0] == 4
+        with self.reopened(store) as again:
+            assert len(again) == 18 and 3 not in again.ids().tolist()
+            np.testing.assert_allclose(again.get([4, 19]), x[[4, 19]], atol=self.atol)
+
+    def test_ties_rank_by_the_smaller_id(self, store: VectorIndex) -> None:
+        x = unit_vectors(6, self.dim, 14)
+        store.add([50, 40, 30], np.stack([x[0], x[0], x[1]]))
+        store.flush()
+        store.add([20, 10], np.stack([x[0], x[2]]))
+        ids, scores = store.search(x[0], 3)
+        assert ids[0].tolist() == [20, 40, 50] and len(set(scores[0].tolist())) == 1
+
     def test_use_after_close_raises(self, store: VectorIndex) -> None:
         store.close()
         with pytest.raises(StoreError, match="closed"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +11,7 @@ from quillian.errors import ConfigError, InputError, UnknownIdError
 
 __all__ = [
     "BLOCK",
+    "TIE_MARGIN",
     "GrowableIds",
     "GrowableRows",
     "RowLookup",
@@ -22,6 +23,7 @@ __all__ = [
     "exact_topk",
     "keep_last",
     "merge_topk",
+    "rescore",
     "search_among",
     "topk",
 ]
@@ -93,6 +95,14 @@ class RowLookup:
         self._keys: I64 = ids[order]
         self._rows: I64 = order.astype(np.int64)
         self._recent: dict[int, int] = {}
+
+    @classmethod
+    def of(cls, ids: I64, rows: I64) -> RowLookup:
+        """A lookup of distinct ``ids`` at the given ``rows``."""
+        lookup = cls()
+        order = np.argsort(ids, kind="stable")
+        lookup._keys, lookup._rows = ids[order], np.asarray(rows, np.int64)[order]
+        return lookup
 
     def rows_of(self, ids: I64) -> I64:
         """Row of each id, -1 where absent."""
@@ -251,6 +261,32 @@ def _topk_queries(queries: F32, segments: list[Segment], k: int) -> tuple[I64, F
             block_scores = np.take_along_axis(scores, cols, 1)
             best_ids, best_scores = merge_topk(best_ids, best_scores, block_ids, block_scores, k)
     return sort_desc(best_ids, best_scores)
+
+
+#: Candidates beyond twice ``k`` that a float32 search passes on to :func:`rescore`, so
+#: that ties at the k-th place are all seen: a matrix product may score two copies of
+#: one vector a float32 ulp apart (their rows summed in other lanes).
+TIE_MARGIN = 8
+
+
+def rescore(
+    queries: F32, candidates: I64, vectors_of: Callable[[I64], F32], k: int
+) -> tuple[I64, F32]:
+    """The ``k`` best of each query's ``candidates`` (ids, -1 for none), scored again
+    one vector at a time in float64 and ranked by score, then the smaller id: the same
+    ranking wherever the vectors lie in an index. ``k`` must not exceed any row's
+    candidates."""
+    unique = np.unique(candidates[candidates >= 0])
+    matrix = vectors_of(unique).astype(np.float64)
+    ids = np.empty((len(queries), k), np.int64)
+    scores = np.empty((len(queries), k), np.float32)
+    for j, found in enumerate(candidates):
+        found = found[found >= 0]
+        rows = matrix[np.searchsorted(unique, found)]
+        exact = (rows @ queries[j].astype(np.float64)).astype(np.float32)
+        order = np.lexsort((found, -exact))[:k]
+        ids[j], scores[j] = found[order], exact[order]
+    return ids, scores
 
 
 def search_among(queries: F32, k: int, ids: I64, vectors: F32) -> tuple[I64, F32]:

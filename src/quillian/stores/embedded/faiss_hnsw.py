@@ -136,6 +136,27 @@ class FaissHNSWIndex:
         self._selector = None
         self._dirty = True
 
+    def delete(self, ids: npt.ArrayLike) -> None:
+        """Remove vectors (their graph rows are marked dead, as replaced ones are);
+        unknown ids are ignored."""
+        self._check_open()
+        ids = np.unique(as_ids(ids))
+        rows = self._lookup.rows_of(ids)
+        known = rows >= 0
+        if not known.any():
+            return
+        self._rows.array[rows[known]] = -1
+        self._n_dead += int(known.sum())
+        self._lookup.set(ids[known], np.full(int(known.sum()), -1, np.int64))
+        self._selector = None
+        self._dirty = True
+
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Every indexed id, ascending."""
+        self._check_open()
+        rows = self._rows.array
+        return np.sort(rows[rows >= 0])
+
     def search(
         self, queries: npt.ArrayLike, k: int, *, allowed: npt.ArrayLike | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:

@@ -18,12 +18,12 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from quillian.errors import IndexIncompleteError, IndexSchemaError, StoreError
-from quillian.stores.integrity import check_digest, file_record, verify_files
+from quillian.stores.integrity import FileRecord, check_digest, file_record, verify_files
 
 __all__ = ["Generations", "fsync_path", "write_json_atomic"]
 
@@ -93,12 +93,20 @@ class Generations:
 
     MANIFEST = "index.json"
 
-    def __init__(self, directory: Path, kind: str, format_version: int = 1) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        kind: str,
+        format_version: int = 1,
+        *,
+        reads: Sequence[int] = (),
+    ) -> None:
         if directory.exists() and not directory.is_dir():
             raise StoreError(f"{directory}: is not a directory")
         self.directory = directory
         self.kind = kind
         self.format_version = format_version
+        self.reads = {format_version, *reads}
 
     @property
     def manifest_path(self) -> Path:
@@ -116,10 +124,10 @@ class Generations:
         if not isinstance(meta, dict) or meta.get("kind") != self.kind:
             found = meta.get("kind") if isinstance(meta, dict) else None
             raise StoreError(f"{path}: holds a {found!r} index, expected {self.kind!r}")
-        if meta.get("format") != self.format_version:
+        if meta.get("format") not in self.reads:
             raise IndexSchemaError(
                 f"{path}: index format {meta.get('format')!r}, "
-                f"this Quillian reads format {self.format_version}"
+                f"this Quillian reads format {' or '.join(map(str, sorted(self.reads)))}"
             )
         return meta
 
@@ -127,18 +135,38 @@ class Generations:
         """Path of data file ``name`` in ``generation``."""
         return self.directory / f"{name}-{generation:06d}{suffix}"
 
-    def commit(self, meta: dict[str, Any], files: Sequence[Path]) -> None:
+    def commit(
+        self,
+        meta: dict[str, Any],
+        files: Sequence[Path],
+        kept: Mapping[str, FileRecord | None] | None = None,
+    ) -> dict[str, Any]:
         """Sync ``files``, make ``meta`` (with its ``generation``, and the size and
         checksum of each of ``files`` under ``"files"``) the committed state, then
-        remove the files of other generations."""
+        remove the files of other generations.
+
+        ``kept``: the records of files an earlier generation wrote that this one goes on
+        using (a segmented index's older segments; None for one written before records);
+        they are neither hashed again nor removed, and every other generation file is.
+        Returns the manifest written."""
         for path in files:
             fsync_path(path)
         records = {path.name: file_record(path) for path in files}
-        write_json_atomic(
-            self.manifest_path,
-            {**meta, "files": records, "kind": self.kind, "format": self.format_version},
-        )
-        self.remove_stale(int(meta["generation"]))
+        written = {
+            **meta,
+            "files": {
+                **{n: r for n, r in (kept or {}).items() if r is not None},
+                **records,
+            },
+            "kind": self.kind,
+            "format": self.format_version,
+        }
+        write_json_atomic(self.manifest_path, written)
+        if kept is None:
+            self.remove_stale(int(meta["generation"]))
+        else:
+            self.remove_others({*kept, *records})
+        return written
 
     def verify(self, meta: dict[str, Any], *, hash_up_to: int | None = None) -> list[Path]:
         """Check the committed files against the records in ``meta``: every size, and
@@ -156,6 +184,17 @@ class Generations:
         records = meta.get("files") or {}
         for path in paths:
             check_digest(path, records.get(path.name))
+
+    def remove_others(self, keep: Collection[str]) -> None:
+        """Delete generation files not named in ``keep``, and leftover temp files."""
+        if not self.directory.is_dir():
+            return
+        for child in self.directory.iterdir():
+            match = _GENERATION_FILE.match(child.name)
+            if match and (child.name not in keep or match.group(2)):
+                with contextlib.suppress(OSError):  # mapped, where that forbids removal
+                    child.unlink()
+        (self.directory / (self.MANIFEST + ".tmp")).unlink(missing_ok=True)
 
     def remove_stale(self, keep: int) -> None:
         """Delete generation files other than ``keep``'s, and leftover temp files."""

@@ -6,17 +6,22 @@ Both implement :class:`~quillian.stores.protocols.VectorIndex` and share its sem
   one batch), so re-indexing a document after an interrupted ingestion is idempotent.
 * Vectors must be finite and of the index's dimension; ids must be non-negative ints.
   A rejected batch changes nothing.
+* ``delete`` removes ids (unknown ones are ignored); ``ids`` lists the indexed ones.
 * ``get`` of an id the index does not hold raises :class:`UnknownIdError`, which is both
   a :class:`~quillian.errors.QuillianError` and a :class:`KeyError`.
 * ``flush`` persists; ``close`` flushes, then releases the files. One writer per
   directory; the index object itself is not thread-safe for writes (searches may run
   on several threads at once).
 
-On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count and the
-current generation) and that generation's ``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy``
-(FAISS: ``hnsw-NNNNNN.faiss``). A flush writes a new generation and commits it by
+On disk an index directory holds ``index.json`` (kind, format, dim, dtype, count, the
+current generation and its segments) and the files of its segments,
+``vectors-NNNNNN.npy`` and ``ids-NNNNNN.npy`` each, named by the generation that wrote
+them, plus ``dead-NNNNNN.npy``, the rows deleted or replaced since
+(:mod:`~quillian.stores.embedded._segments`; FAISS: ``hnsw-NNNNNN.faiss``). A flush
+writes only what changed, as a new segment and dead list, and commits them by
 atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded.files`), which
-records each file's size and checksum. Opening checks every size and the checksum of
+records each file's size and checksum; a file is never rewritten, so a reader keeps the
+generation it mapped. Opening checks every size and the checksum of
 files up to :data:`HASH_AT_OPEN` bytes; a larger vectors file is checked on the first
 search or read (a damaged file raises :class:`~quillian.errors.IndexDamagedError`,
 never a wrong ranking).
@@ -30,15 +35,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Self
+from typing import Any, BinaryIO, Self
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
+from quillian.stores.embedded._segments import Segments, merge_start
 from quillian.stores.embedded._vecutil import (
-    BLOCK,
     I64,
+    TIE_MARGIN,
     GrowableRows,
     RowLookup,
     Segment,
@@ -49,12 +55,12 @@ from quillian.stores.embedded._vecutil import (
     check_k,
     exact_topk,
     keep_last,
+    rescore,
     search_among,
 )
 from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
 from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded.sketch import Int8Sketch
-from quillian.stores.mapped import load_mapped
 
 __all__ = [
     "ExactVectorIndex",
@@ -65,6 +71,9 @@ __all__ = [
 ]
 
 DTYPES = ("float32", "float16")
+#: The manifest format written: 2 lists segments and dead rows; 1 (one generation's
+#: files, no deletes) is still read, and rewritten as 2 by the next flush.
+FORMAT = 2
 
 #: A search of at most this many queries scans the int8 sketch (more go through BLAS's
 #: matrix product, which reads the floats once for all of them).
@@ -74,6 +83,12 @@ SKETCH_MIN_ROWS = 4096
 #: A sketch serves searches for ``k`` up to the committed rows over this (the exact
 #: scoring of the candidates, a few times ``k`` rows, must stay small beside the scan).
 SKETCH_ROWS_PER_K = 8
+#: Scores within this of the k-th best count as tied with it: a search widens its
+#: candidates until none lies at the edge, so ties rank by id wherever the rows lie.
+TIE_EPS = 1e-5
+#: ... up to this many candidates (beyond, rows tied with the k-th at the edge of the
+#: candidates are ranked as the float32 scan met them).
+TIE_ROWS = 4096
 #: Files of at most this many bytes have their checksum checked when the index opens;
 #: larger ones on the first search or read (opening stays instant on a large index).
 HASH_AT_OPEN = 4 << 20
@@ -91,27 +106,28 @@ class ExactVectorIndex:
         dim: vector dimension; required for a new index, checked against an existing one.
         dtype: storage type, ``"float32"`` (default) or ``"float16"`` (half the memory;
             scores are computed in float32). Checked against an existing index.
-        sketch: search few queries through an int8 sketch of the committed rows and
-            score its candidates exactly (:mod:`~quillian.stores.embedded.sketch`: the
-            same results, a quarter of the bytes read; built on the first such search,
-            in memory, for matrices of :data:`SKETCH_MIN_ROWS` to
-            :data:`SKETCH_MAX_VALUES`). ``False``: every search scans the floats.
+        sketch: search few queries through an int8 sketch of the first (largest)
+            segment and score its candidates exactly
+            (:mod:`~quillian.stores.embedded.sketch`: the same results, a quarter of the
+            bytes read; built on the first such search, in memory, for segments of
+            :data:`SKETCH_MIN_ROWS` to :data:`SKETCH_MAX_VALUES`). ``False``: every
+            search scans the floats.
 
-    Added vectors stay in memory until :meth:`flush`, which writes a new generation
-    atomically. Search covers flushed and unflushed vectors alike.
+    Added vectors stay in memory until :meth:`flush`, which writes them as a new
+    segment of a new generation, atomically (:mod:`~quillian.stores.embedded._segments`).
+    Search covers flushed and unflushed vectors alike. Ties are ranked by the smaller id,
+    the best candidates scored again in float64, so copies of a vector tie wherever
+    their rows lie (an index grown in steps ranks like one written at once).
     """
 
-    # The committed generation (memory-mapped), with rows replaced since marked dead;
-    # unflushed vectors live in ``_tail``. ``_lookup`` maps an id to its row, counting
-    # base rows first, then tail rows.
-    _base_vectors: npt.NDArray[np.generic]
-    _base_ids: npt.NDArray[np.int64]
-    _dead: npt.NDArray[np.bool_]
-    _n_dead: int
+    # The committed generation's segments (memory-mapped), with rows deleted or replaced
+    # since marked dead; unflushed vectors live in ``_tail``. ``_lookup`` maps an id to
+    # its row, counting committed rows first, then tail rows (-1: deleted).
+    _base: Segments
     _tail: GrowableRows
     _lookup: RowLookup
     _dirty: bool
-    _sketch: Int8Sketch | None  # of the committed rows, made on the first sketched search
+    _sketch: Int8Sketch | None  # of the first segment, made on the first sketched search
 
     def __init__(
         self,
@@ -121,7 +137,7 @@ class ExactVectorIndex:
         dtype: str | None = None,
         sketch: bool = True,
     ) -> None:
-        self._files = Generations(Path(directory), "exact")
+        self._files = Generations(Path(directory), "exact", FORMAT, reads=(1,))
         self._use_sketch = sketch
         self._sketch_lock = threading.Lock()
         self._verify_lock = threading.Lock()
@@ -135,7 +151,9 @@ class ExactVectorIndex:
         else:
             self._dim, self._dtype = _check_stored(meta, dim, dtype, self._files.directory)
             self._generation = int(meta["generation"])
-            self._files.remove_stale(self._generation)
+        self._base = Segments(self._files, self._dim, self._dtype)
+        if meta is not None:
+            self._files.remove_others(self._base.names(meta))
         self._closed = False
         self._load(meta)
 
@@ -154,8 +172,13 @@ class ExactVectorIndex:
         """The index directory."""
         return self._files.directory
 
+    @property
+    def segments(self) -> int:
+        """Committed segments (a flush adds one; merges keep them few)."""
+        return len(self._base.parts)
+
     def __len__(self) -> int:
-        return len(self._base_ids) - self._n_dead + len(self._tail)
+        return len(self._base) - self._base.n_dead + len(self._tail)
 
     def __repr__(self) -> str:
         return f"ExactVectorIndex({str(self.directory)!r}, dim={self._dim}, dtype={self.dtype})"
@@ -170,23 +193,45 @@ class ExactVectorIndex:
         """Add vectors; an id already present gets the new vector (later wins)."""
         self._check_open()
         ids, stored = self._validate(ids, vectors)
-        n_base = len(self._base_ids)
+        n_base = len(self._base)
         rows = self._lookup.rows_of(ids)
         in_tail = rows >= n_base
         self._tail.overwrite(rows[in_tail] - n_base, stored[in_tail])
-        in_base = (rows >= 0) & ~in_tail
-        if in_base.any():
-            self._dead[rows[in_base]] = True
-            self._n_dead += int(in_base.sum())
+        self._kill(rows[(rows >= 0) & ~in_tail])
         new = ~in_tail
         tail_rows = self._tail.append(ids[new], stored[new])
         self._lookup.set(ids[new], tail_rows + n_base)
         self._dirty = True
 
+    def delete(self, ids: npt.ArrayLike) -> None:
+        """Remove vectors; unknown ids are ignored. Persisted by :meth:`flush`, which
+        writes only the dead rows' list (merges and compaction reclaim their space)."""
+        self._check_open()
+        ids = np.unique(as_ids(ids))
+        rows = self._lookup.rows_of(ids)
+        known = rows >= 0
+        if not known.any():
+            return
+        n_base = len(self._base)
+        self._kill(rows[known & (rows < n_base)])
+        self._lookup.set(ids[known], np.full(int(known.sum()), -1, np.int64))
+        if (rows >= n_base).any():  # unflushed: rebuild the tail without them
+            keep = ~np.isin(self._tail.ids, ids)
+            kept_ids, kept = self._tail.ids[keep].copy(), self._tail.vectors[keep].copy()
+            self._tail = GrowableRows(self._dim, self._dtype)
+            self._lookup.set(kept_ids, self._tail.append(kept_ids, kept) + n_base)
+        self._dirty = True
+
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Every indexed id, ascending."""
+        self._check_open()
+        return np.sort(np.concatenate([self._base.live_ids(), self._tail.ids]))
+
     def search(
         self, queries: npt.ArrayLike, k: int, *, allowed: npt.ArrayLike | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """The ``k`` best ids and inner-product scores per query, best first.
+        """The ``k`` best ids and inner-product scores per query, best first (ties by
+        the smaller id).
 
         ``allowed`` (an extra over the protocol) restricts the search to those ids, all
         of which must be indexed; it costs time in the size of ``allowed``, not the index.
@@ -197,23 +242,38 @@ class ExactVectorIndex:
         if allowed is not None:
             candidates = np.unique(as_ids(allowed))
             return search_among(q, k, candidates, self.get(candidates))
-        tail: Segment = (self._tail.vectors, self._tail.ids, None)
-        dead = self._dead if self._n_dead else None
         k = min(k, len(self))
-        sketch = self._sketched(len(q), k)
+        if k == 0:
+            return np.empty((len(q), 0), np.int64), np.empty((len(q), 0), np.float32)
+        wide = min(2 * k + TIE_MARGIN, len(self))
+        while True:
+            ids, scores = rescore(q, self._candidates(q, wide), self.get, wide)
+            tied = scores[:, -1] >= scores[:, k - 1] - TIE_EPS  # ties may lie beyond
+            if not tied.any() or wide >= min(len(self), TIE_ROWS):
+                return ids[:, :k], scores[:, :k]
+            wide = min(len(self), TIE_ROWS, 4 * wide)
+
+    def _candidates(self, q: npt.NDArray[np.float32], wide: int) -> I64:
+        """The ``wide`` best ids of each query by the float32 scan (or sketch)."""
+        segments = self._base.searched()
+        tail: Segment = (self._tail.vectors, self._tail.ids, None)
+        sketch = self._sketched(len(q), wide)
         if sketch is None:
-            return exact_topk(q, [(self._base_vectors, self._base_ids, dead), tail], k)
+            return exact_topk(q, [*segments, tail], wide)[0]
         found = []
+        first, rest = segments[0], [*segments[1:], tail]
         for query in q:
-            rows = sketch.candidates(query, k, dead)
-            shortlist: Segment = (self._base_vectors[rows], self._base_ids[rows], None)
-            found.append(exact_topk(query[None, :], [shortlist, tail], k))
-        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+            rows = sketch.candidates(query, wide, first[2])
+            shortlist: Segment = (first[0][rows], first[1][rows], None)
+            found.append(exact_topk(query[None, :], [shortlist, *rest], wide)[0])
+        return np.concatenate(found)
 
     def _sketched(self, n_queries: int, k: int) -> Int8Sketch | None:
-        """The committed rows' sketch when a search of ``n_queries`` for ``k`` should
+        """The first segment's sketch when a search of ``n_queries`` for ``k`` should
         use it (built here the first time), else None."""
-        n = len(self._base_ids)
+        if not self._base.parts:
+            return None
+        n = len(self._base.parts[0])
         if (
             not self._use_sketch
             or k < 1
@@ -225,7 +285,7 @@ class ExactVectorIndex:
             return None
         with self._sketch_lock:
             if self._sketch is None:
-                self._sketch = Int8Sketch.of(self._base_vectors)
+                self._sketch = Int8Sketch.of(self._base.parts[0].vectors)
             return self._sketch
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -235,10 +295,13 @@ class ExactVectorIndex:
         rows = self._lookup.rows_of(ids)
         if (rows < 0).any():
             raise UnknownIdError(ids[rows < 0])
-        n_base = len(self._base_ids)
+        n_base = len(self._base)
         out = np.empty((len(ids), self._dim), dtype=np.float32)
         in_base = rows < n_base
-        out[in_base] = self._base_vectors[rows[in_base]]
+        if in_base.any():
+            part = np.empty((int(in_base.sum()), self._dim), np.float32)
+            self._base.rows(rows[in_base], part)
+            out[in_base] = part
         out[~in_base] = self._tail.vectors[rows[~in_base] - n_base]
         return out
 
@@ -258,39 +321,62 @@ class ExactVectorIndex:
         self._check_open()
         if size <= 0:
             raise ConfigError(f"size must be greater than 0, got {size}")
-        if len(self._base_ids):
-            path = self._files.path("vectors", self._generation)
+        for s, part in enumerate(self._base.parts):
+            offset = int(self._base.starts[s])
+            path = self._files.path("vectors", part.generation)
             with path.open("rb") as handle:
                 if np.lib.format.read_magic(handle) == (1, 0):
                     np.lib.format.read_array_header_1_0(handle)
                 else:
                     np.lib.format.read_array_header_2_0(handle)
-                for start in range(0, len(self._base_ids), size):
-                    stop = min(start + size, len(self._base_ids))
+                for start in range(0, len(part), size):
+                    stop = min(start + size, len(part))
                     block = np.fromfile(handle, self._dtype, (stop - start) * self._dim)
                     if len(block) != (stop - start) * self._dim:
                         raise IndexIncompleteError(f"{path}: shorter than its header says")
-                    live = ~self._dead[start:stop]
+                    live = ~self._base.dead[offset + start : offset + stop]
                     vectors = block.reshape(-1, self._dim)[live].astype(np.float32)
-                    yield np.asarray(self._base_ids[start:stop])[live], vectors
+                    yield np.asarray(part.ids[start:stop])[live], vectors
         for start in range(0, len(self._tail), size):
             block = self._tail.vectors[start : start + size]
             yield self._tail.ids[start : start + size].copy(), block.astype(np.float32)
 
     def flush(self) -> None:
-        """Persist every added vector: write a new generation, then commit it atomically."""
+        """Persist every change: write the added vectors as a new segment (merged with
+        the trailing ones, see :func:`~quillian.stores.embedded._segments.merge_start`)
+        and the dead rows, then commit the new generation atomically. The segments kept
+        are neither rewritten nor hashed again."""
         self._check_open()
         if not self._dirty:
             return
-        generation = self._generation + 1
-        vectors_path = self._files.path("vectors", generation)
-        ids_path = self._files.path("ids", generation)
-        count = self._write_vectors(vectors_path)
-        np.save(ids_path, self._live_ids())
-        meta = {"generation": generation, "dim": self._dim, "dtype": self.dtype, "count": count}
-        self._files.commit(meta, [vectors_path, ids_path])
+        base, generation = self._base, self._generation + 1
+        live = [base.live(s) for s in range(len(base.parts))] + [len(self._tail)]
+        start = merge_start(live, base.n_dead, len(base) + len(self._tail))
+        written: list[Path] = []
+        segments = [(p.generation, len(p)) for p in base.parts[:start]]
+        if start < len(base.parts) or len(self._tail):
+            written, rows = base.write_merged(
+                start, (self._tail.vectors, self._tail.ids), generation
+            )
+            segments.append((generation, rows))
+        dead = np.flatnonzero(base.dead[: base.starts[start]])
+        if len(dead):
+            np.save(self._files.path("dead", generation), dead)
+            written.append(self._files.path("dead", generation))
+        meta = {
+            "generation": generation,
+            "dim": self._dim,
+            "dtype": self.dtype,
+            "count": len(self),
+            "segments": [list(s) for s in segments],
+            "dead": len(dead),
+        }
+        old = self._meta.get("files") or {}
+        retained = {self._files.path(f, p.generation).name for p in base.parts[:start]
+                    for f in ("vectors", "ids")}  # fmt: skip
+        meta = self._files.commit(meta, written, kept={n: old.get(n) for n in retained})
         self._generation = generation
-        self._load(meta)
+        self._reload(meta, start)
 
     def close(self) -> None:
         """Flush, then release the memory-mapped files; closing twice is harmless."""
@@ -299,43 +385,43 @@ class ExactVectorIndex:
         self.flush()
         self._closed = True
         self._sketch = None
-        self._base_vectors = np.empty((0, self._dim), self._dtype)
-        self._base_ids = np.empty(0, np.int64)
+        self._base = Segments(self._files, self._dim, self._dtype)
         self._tail = GrowableRows(self._dim, self._dtype)
 
-    def _load(self, meta: dict[str, object] | None) -> None:
+    def _kill(self, rows: I64) -> None:
+        """Mark committed ``rows`` dead."""
+        if len(rows):
+            self._base.dead[rows] = True
+            self._base.n_dead = int(self._base.dead.sum())
+
+    def _load(self, meta: dict[str, Any] | None) -> None:
         """(Re)open the committed generation memory-mapped, with nothing pending."""
         self._meta = meta or {}
-        if meta is None:
-            self._base_vectors = np.empty((0, self._dim), self._dtype)
-            self._base_ids = np.empty(0, np.int64)
-            self._unverified = []
-        else:
-            self._unverified = self._files.verify(meta, hash_up_to=HASH_AT_OPEN)
-            self._base_vectors, self._base_ids = self._open_generation(meta)
-        self._dead = np.zeros(len(self._base_ids), dtype=bool)
-        self._n_dead = 0
+        self._unverified = [] if meta is None else self._files.verify(meta, hash_up_to=HASH_AT_OPEN)
+        self._base.open(meta)
         self._tail = GrowableRows(self._dim, self._dtype)
-        self._lookup = RowLookup(np.asarray(self._base_ids))
+        live = np.flatnonzero(~self._base.dead)
+        ids = [np.asarray(p.ids) for p in self._base.parts]
+        all_ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
+        self._lookup = RowLookup.of(all_ids[live], live)
         self._dirty = meta is None
         self._sketch = None
 
-    def _open_generation(
-        self, meta: dict[str, object]
-    ) -> tuple[npt.NDArray[np.generic], npt.NDArray[np.int64]]:
-        vectors_path = self._files.path("vectors", self._generation)
-        try:
-            vectors = load_mapped(vectors_path)
-            ids = load_mapped(self._files.path("ids", self._generation))
-        except (OSError, ValueError) as exc:
-            raise IndexIncompleteError(f"{self.directory}: cannot read the index: {exc}") from exc
-        expected = (meta["count"], self._dim)
-        if vectors.shape != expected or ids.shape != expected[:1] or vectors.dtype != self._dtype:
-            raise IndexIncompleteError(
-                f"{vectors_path}: expected {expected} {self.dtype}, "
-                f"found {vectors.shape} {vectors.dtype} with {ids.shape[0]} ids"
-            )
-        return vectors, ids
+    def _reload(self, meta: dict[str, Any], start: int) -> None:
+        """After a flush that rewrote segments ``start`` on: map the new generation and
+        renumber only the rewritten rows (all, after a compaction)."""
+        if start == 0:
+            self._load(meta)
+            self._unverified = []  # written and hashed just now
+            return
+        n_kept = int(self._base.starts[start])
+        self._meta = meta
+        self._base.open(meta)
+        if len(self._base.parts) > start:
+            new = np.asarray(self._base.parts[start].ids)
+            self._lookup.set(new, np.arange(len(new), dtype=np.int64) + n_kept)
+        self._tail = GrowableRows(self._dim, self._dtype)
+        self._dirty = False
 
     def _validate(
         self, ids: npt.ArrayLike, vectors: npt.ArrayLike
@@ -346,28 +432,6 @@ class ExactVectorIndex:
             raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
         ids, matrix = keep_last(ids, matrix)
         return ids, _cast(matrix, self._dtype)
-
-    def _live_ids(self) -> I64:
-        base = np.asarray(self._base_ids)[~self._dead]
-        return np.concatenate([base, self._tail.ids])
-
-    def _write_vectors(self, path: Path) -> int:
-        """Stream the live base rows, then the tail, into a new ``.npy`` file."""
-        count = len(self)
-        out = np.lib.format.open_memmap(
-            path, mode="w+", dtype=self._dtype, shape=(count, self._dim)
-        )
-        pos = 0
-        step = max(1, BLOCK // self._dim)
-        for start in range(0, len(self._base_ids), step):
-            block = self._base_vectors[start : start + step]
-            block = block[~self._dead[start : start + step]]
-            out[pos : pos + len(block)] = block
-            pos += len(block)
-        out[pos:] = self._tail.vectors
-        out.flush()
-        del out
-        return count
 
     def _check_open(self) -> None:
         """Refuse a closed index; on the first use after opening, check the checksums
@@ -404,7 +468,7 @@ class ExactVectorWriter:
     def __init__(
         self, directory: str | Path, dim: int, count: int, *, dtype: str = "float32"
     ) -> None:
-        self._files = Generations(Path(directory), "exact")
+        self._files = Generations(Path(directory), "exact", FORMAT, reads=(1,))
         if self._files.read() is not None:
             raise StoreError(f"{directory}: already holds an index; a bulk write needs a new one")
         self._dim = check_dim(dim, directory)
@@ -485,6 +549,8 @@ class ExactVectorWriter:
             "dim": self._dim,
             "dtype": self._dtype.name,
             "count": self._count,
+            "segments": [[self.GENERATION, self._count]],
+            "dead": 0,
         }
         self._files.commit(meta, self._paths)
         self._state = "committed"

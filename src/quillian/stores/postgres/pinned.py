@@ -1,14 +1,18 @@
-"""A vector collection held in memory as it was read: what a server replica searches, so
-it answers from the build it opened while another process rewrites the collection.
+"""A vector collection held in memory as it was read: what a server replica searches
+for a collection written by position, so it answers from the build it opened while
+another process rewrites the collection.
 
-A build empties a PostgreSQL collection and fills it again (ids by position); a replica
-that searched the table meanwhile would find it empty, half filled, or holding ids its
-own build never had (a passage position past its chunk list). A pinned copy is read
+A build that writes a collection by position (an index built before keyed collections,
+until its next build converts it; a method's own collections, such as KAGS's triples)
+empties it and fills it again; a replica that searched the table meanwhile would find
+it empty, half filled, or holding ids its own build never had. A pinned copy is read
 once, when the index is opened (between the two reads of the manifest's generation
 that prove the files and rows belong to one build), and searched exactly, ties by the
 smaller id (the best candidates scored again in float64, so copies of a vector tie), as
-the table is searched up to its exact-search size. It costs
-``4 * dim`` bytes of memory per vector (a 384-dimensional collection: 1.5 KiB each).
+the table is searched up to its exact-search size. It costs ``4 * dim`` bytes of
+memory per vector (a 384-dimensional collection: 1.5 KiB each). The default stages'
+collections are keyed by content and need no copy: their deletes are deferred
+(:mod:`quillian.stores.postgres.vectors`), so the live table serves an older snapshot.
 """
 
 from __future__ import annotations
@@ -18,21 +22,17 @@ import numpy.typing as npt
 
 from quillian.errors import StoreError
 from quillian.stores.embedded._vecutil import (
+    TIE_MARGIN,
     UnknownIdError,
     as_ids,
     as_matrix,
     check_k,
+    rescore,
     search_among,
 )
 from quillian.stores.protocols import VectorIndex
 
 __all__ = ["PinnedVectors"]
-
-#: Candidates beyond twice ``k`` that the float32 search passes on to be scored again
-#: in float64, so that ties at the k-th place are all seen: a matrix product may score
-#: two copies of one vector a float32 ulp apart (their rows summed in other lanes),
-#: where pgvector scores them alike and ranks them by id.
-TIE_MARGIN = 8
 
 
 class PinnedVectors:
@@ -78,16 +78,9 @@ class PinnedVectors:
             width = (len(q), 0)
             return np.full(width, -1, np.int64), np.full(width, -np.inf, np.float32)
         k = min(k, len(self._ids))
-        candidates, _ = search_among(q, min(2 * k + TIE_MARGIN, len(self._ids)), self._ids,
-                                     self._vectors)  # fmt: skip
-        ids = np.empty((len(q), k), np.int64)
-        scores = np.empty((len(q), k), np.float32)
-        for j, found in enumerate(candidates):  # rescored one by one: copies tie exactly
-            rows = self._vectors[np.searchsorted(self._ids, found)].astype(np.float64)
-            exact = (rows @ q[j].astype(np.float64)).astype(np.float32)
-            order = np.lexsort((found, -exact))[:k]
-            ids[j], scores[j] = found[order], exact[order]
-        return ids, scores
+        wide = min(2 * k + TIE_MARGIN, len(self._ids))
+        candidates, _ = search_among(q, wide, self._ids, self._vectors)
+        return rescore(q, candidates, self.get, k)
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """Vectors in the order of ``ids``; raises :class:`UnknownIdError`."""
@@ -100,6 +93,13 @@ class PinnedVectors:
 
     def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
         raise StoreError(f"vector collection {self.name!r} is a read-only copy")
+
+    def delete(self, ids: npt.ArrayLike) -> None:
+        raise StoreError(f"vector collection {self.name!r} is a read-only copy")
+
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Every id held, ascending."""
+        return self._ids.copy()
 
     def flush(self) -> None:
         """Nothing to write."""

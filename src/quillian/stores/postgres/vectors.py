@@ -20,6 +20,21 @@ WordNet glosses, 200 held-out queries, at a p50 of 19 to 35 ms (20,000) and 52 m
 (``python -m quillian.bench.pg_recall``; docs/benchmarks.md). The breadth used before,
 64, found 0.970 to 0.974; pgvector's default, 40, 0.943 to 0.955.
 
+Deletes are deferred. A build updates a collection keyed by content in place (it adds the
+keys it lacks and deletes those no longer used), while server replicas keep answering
+from the index generation they opened, whose keys may include vectors the build deletes.
+So :meth:`~PgVectorIndex.delete` only marks a row retired (``retired_at``, the time);
+it is left out of ``len``, ``ids``, ``get`` and ``search`` of a handle opened plainly,
+and still served by one opened with ``retired=True`` (what an opened index reads:
+:class:`~quillian.components.retrieval.keyed.KeyedVectors` drops the keys its generation
+does not name). A later build's :meth:`~PgVectorIndex.flush` purges the rows retired
+more than :data:`RETIRED_GRACE_S` (an hour) before. The rule rests on readers following
+the newest generation: a server replica reopens within seconds of a build completing
+(:mod:`quillian.server.refresh`), so no opened index still names a vector an hour after
+the build that deleted it (one held open longer, or one left on an older generation by a
+build that was killed and rerun an hour later, finds such vectors gone: its searches skip
+them, its reads name them unknown). Adding a retired id again revives it.
+
 ``get`` reads only the ids asked for (one statement) and keeps the last
 :data:`CACHE_VECTORS` vectors it read; nothing reads a whole collection into the process.
 """
@@ -63,6 +78,9 @@ EXACT_LIMIT = 20_000
 #: HNSW's search breadth (``hnsw.ef_search``) for a collection above EXACT_LIMIT: see
 #: the module doc for the recall it gives.
 HNSW_EF_SEARCH = 200
+#: Seconds a deleted vector is kept (retired) before a later build's flush purges it:
+#: see the module doc.
+RETIRED_GRACE_S = 3600
 #: HNSW build parameters (pgvector's defaults).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -80,6 +98,9 @@ class PgVectorIndex(PgStore):
         fresh: empty the collection first (a build rewrites it whole).
         ef_search: HNSW's search breadth (raised to twice ``k``, at most 1,000).
         exact_limit: the largest collection searched exactly.
+        retired: also serve the vectors deleted but not yet purged (an index opened
+            before the build that deleted them still names them; see the module doc).
+        grace_s: seconds a deleted vector is kept before :meth:`flush` purges it.
     """
 
     def __init__(
@@ -91,8 +112,14 @@ class PgVectorIndex(PgStore):
         fresh: bool = False,
         ef_search: int = HNSW_EF_SEARCH,
         exact_limit: int = EXACT_LIMIT,
+        retired: bool = False,
+        grace_s: float = RETIRED_GRACE_S,
     ) -> None:
         super().__init__(workspace)
+        self.retired = retired
+        self.grace_s = grace_s
+        self._wrote = False
+        self._live = sql.SQL("TRUE" if retired else "retired_at IS NULL")
         self._needs_index = False
         try:
             for field, value, top in (
@@ -113,6 +140,7 @@ class PgVectorIndex(PgStore):
                 )
             self.name = name
             self._table = sql.Identifier(table)
+            self._table_name = table
             self._index = sql.Identifier(f"{table}_hnsw")
             self._index_name = f"{table}_hnsw"
             self._count: int | None = None
@@ -169,12 +197,41 @@ class PgVectorIndex(PgStore):
             conn.execute(
                 sql.SQL(
                     "INSERT INTO {} (id, embedding) SELECT id, embedding FROM staged_vectors "
-                    "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding"
+                    "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
+                    "retired_at = NULL"
                 ).format(self._table)
             )
             conn.execute("DROP TABLE staged_vectors")
             self._count = None
             self._cache.clear()
+            self._wrote = True
+
+    def delete(self, ids: npt.ArrayLike) -> None:
+        """Delete vectors (unknown ids are ignored): marked retired now, in one
+        statement, and purged by a later :meth:`flush` once ``grace_s`` has passed
+        (see the module doc)."""
+        ids = np.unique(as_ids(ids))
+        if not len(ids):
+            return
+        with self._conn("delete vectors") as conn:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET retired_at = now() "
+                    "WHERE id = ANY(%s::bigint[]) AND retired_at IS NULL"
+                ).format(self._table),
+                (ids.tolist(),),
+            )
+        self._count = None
+        self._cache.clear()
+        self._wrote = True
+
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Every id this handle serves, ascending (one statement)."""
+        with self._conn("list vector ids", transaction=False) as conn:
+            rows = conn.execute(
+                sql.SQL("SELECT id FROM {} WHERE {} ORDER BY id").format(self._table, self._live)
+            ).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def search(
         self, queries: npt.ArrayLike, k: int
@@ -190,14 +247,17 @@ class PgVectorIndex(PgStore):
             exact = self._rows(conn) <= self.exact_limit
             order = "embedding <#> %s::vector, id" if exact else "embedding <#> %s::vector"
             statement = sql.SQL(
-                "SELECT id, (embedding <#> %s::vector) FROM {} ORDER BY " + order + " LIMIT %s"
-            ).format(self._table)
+                "SELECT id, (embedding <#> %s::vector) FROM {} WHERE {} ORDER BY "
+                + order
+                + " LIMIT %s"
+            ).format(self._table, self._live)
             if exact:  # a second sort key already keeps the planner off the HNSW index
                 conn.execute("SET LOCAL enable_indexscan = off")
             else:
                 if ef != EF_SEARCH:  # pooled connections search EF_SEARCH wide
                     conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
-                if k > ef:  # HNSW alone returns at most ef rows; scan on, in order
+                if k > ef or not self.retired:  # HNSW alone returns at most ef rows, and
+                    # fewer where retired rows are filtered out: scan on, in order
                     conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             for row in q:
                 text = _vector_text(row)
@@ -245,9 +305,9 @@ class PgVectorIndex(PgStore):
         with self._conn("read vectors", transaction=False) as conn:
             rows = conn.execute(
                 sql.SQL(
-                    "SELECT id, vector_send(embedding) FROM {} WHERE id = ANY(%s::bigint[]) "
-                    "ORDER BY id"
-                ).format(self._table),
+                    "SELECT id, vector_send(embedding) FROM {} "
+                    "WHERE id = ANY(%s::bigint[]) AND {} ORDER BY id"
+                ).format(self._table, self._live),
                 (unique.tolist(),),
             ).fetchall()
         got = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -256,10 +316,21 @@ class PgVectorIndex(PgStore):
         return got, np.frombuffer(raw, dtype=">f4").astype(np.float32).reshape(-1, self._dim)
 
     def flush(self) -> None:
-        """Build the HNSW index if this collection lacks it (every :meth:`add` is already
-        committed when it returns)."""
+        """After writes through this handle, purge the vectors retired more than
+        ``grace_s`` seconds ago; build
+        the HNSW index if this collection lacks it (every :meth:`add` and
+        :meth:`delete` is already committed when it returns)."""
         if self._closed:
             raise StoreError(f"{self.workspace.name}: the vector index is closed")
+        if self._wrote and not self.retired:
+            with self._conn("purge retired vectors") as conn:
+                conn.execute(
+                    sql.SQL(
+                        "DELETE FROM {} WHERE retired_at < now() - make_interval(secs => %s)"
+                    ).format(self._table),
+                    (self.grace_s,),
+                )
+            self._wrote = False
         if not self._needs_index:
             return
         with self._conn("build the HNSW index") as conn:
@@ -280,7 +351,9 @@ class PgVectorIndex(PgStore):
         return self._count if self._count is not None else self._count_rows(conn)
 
     def _count_rows(self, conn: Any) -> int:
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._table)).fetchone()
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._table, self._live)
+        ).fetchone()
         self._count = int(row[0]) if row else 0
         return self._count
 
@@ -306,11 +379,13 @@ class PgVectorIndex(PgStore):
                 else:  # a build that stopped before its flush left no index
                     found = conn.execute("SELECT to_regclass(%s)", (self._index_name,)).fetchone()
                     self._needs_index = found is None or found[0] is None
+                self._add_retired_column(conn)
                 return stored
             dim = check_dim(dim, f"{self.workspace.name} vector collection {self.name!r}")
             conn.execute(
                 sql.SQL(
-                    "CREATE TABLE {} (id bigint PRIMARY KEY, embedding vector({}) NOT NULL)"
+                    "CREATE TABLE {} (id bigint PRIMARY KEY, embedding vector({}) NOT NULL, "
+                    "retired_at timestamptz)"
                 ).format(self._table, sql.Literal(dim))
             )
             self._needs_index = True  # built by flush, over what was added by then
@@ -318,6 +393,19 @@ class PgVectorIndex(PgStore):
                 "INSERT INTO vector_collections (name, dim) VALUES (%s, %s)", (self.name, dim)
             )
             return dim
+
+    def _add_retired_column(self, conn: Any) -> None:
+        """Give a collection written before deletes its ``retired_at`` column (checked
+        first: an ``ALTER TABLE`` would wait for, and then block, every reader)."""
+        found = conn.execute(
+            "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attname = 'retired_at' AND NOT attisdropped",
+            (self._table_name,),
+        ).fetchone()
+        if found is None:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN retired_at timestamptz").format(self._table)
+            )
 
 
 def _vector_text(row: npt.NDArray[np.float32]) -> str:

@@ -1,0 +1,63 @@
+"""A PostgreSQL collection defers its deletes: a reader opened for an index snapshot
+(``retired=True``) still finds what a later build deleted, until a flush purges the
+rows retired longer ago than the grace period. A collection written before deletes
+gains its column when opened."""
+
+import numpy as np
+import pytest
+
+from quillian.stores.postgres import PgVectorIndex
+from quillian.testing.contracts import unit_vectors
+
+pytestmark = pytest.mark.postgres
+
+DIM = 8
+
+
+def test_a_snapshot_reader_keeps_deleted_vectors_until_the_purge(postgres_url: str) -> None:
+    x = unit_vectors(30, DIM, 0)
+    with PgVectorIndex(postgres_url, "chunks", DIM) as writer:
+        writer.add(np.arange(30), x)
+    reader = PgVectorIndex(postgres_url, "chunks", retired=True)
+    with PgVectorIndex(postgres_url, "chunks") as writer:
+        writer.delete([3, 4])
+        writer.flush()  # within the grace period: nothing purged
+        assert len(writer) == 28 and writer.search(x[3], 1)[0][0, 0] != 3
+        with pytest.raises(KeyError):
+            writer.get([3])
+    assert len(reader) == 30 and reader.search(x[3], 1)[0][0, 0] == 3
+    np.testing.assert_allclose(reader.get([3, 4]), x[3:5], atol=1e-6)
+    with PgVectorIndex(postgres_url, "chunks", grace_s=0) as writer:
+        writer.delete([5])
+        writer.flush()  # retired at least 0 s ago: purged
+    reader.close()
+    with PgVectorIndex(postgres_url, "chunks", retired=True) as later:
+        assert len(later) == 27
+        with pytest.raises(KeyError):
+            later.get([4])
+
+
+def test_the_purge_keeps_vectors_added_again(postgres_url: str) -> None:
+    x = unit_vectors(4, DIM, 1)
+    with PgVectorIndex(postgres_url, "texts", DIM, grace_s=0) as index:
+        index.add([1, 2, 3], x[:3])
+        index.delete([2, 3])
+        index.add([2], x[3])  # revived with a new vector
+        index.flush()
+        np.testing.assert_array_equal(index.ids(), [1, 2])
+    with PgVectorIndex(postgres_url, "texts", retired=True) as reader:
+        np.testing.assert_array_equal(reader.ids(), [1, 2])
+        np.testing.assert_allclose(reader.get([2]), x[3:], atol=1e-6)
+
+
+def test_a_collection_written_before_deletes_gains_its_column(postgres_url: str) -> None:
+    x = unit_vectors(5, DIM, 2)
+    with PgVectorIndex(postgres_url, "chunks", DIM) as index:
+        index.add(np.arange(5), x)
+    index = PgVectorIndex(postgres_url, "chunks")  # the table as an older Quillian left it
+    with index.workspace.connection("drop the column") as conn:
+        conn.execute("ALTER TABLE vectors_chunks DROP COLUMN retired_at")
+    index.close()
+    with PgVectorIndex(postgres_url, "chunks") as index:
+        index.delete([0])
+        assert len(index) == 4 and index.search(x[1], 1)[0][0, 0] == 1

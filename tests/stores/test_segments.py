@@ -1,0 +1,107 @@
+"""An exact vector index flushes what changed: a new segment and a dead list, merged and
+compacted by its rules, never rewriting a file another reader may have mapped."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.errors import IndexSchemaError
+from quillian.stores.embedded._segments import MAX_SEGMENTS, merge_start
+from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.testing.contracts import unit_vectors
+
+DIM = 8
+
+
+def files(directory: Path) -> dict[str, int]:
+    """Each data file's inode: a file rewritten or replaced gets another."""
+    return {p.name: p.stat().st_ino for p in directory.iterdir() if p.suffix == ".npy"}
+
+
+def manifest(directory: Path) -> dict:
+    return json.loads((directory / "index.json").read_text())
+
+
+def test_a_small_flush_writes_a_segment_and_keeps_the_others(tmp_path: Path) -> None:
+    x = unit_vectors(1010, DIM, 0)
+    with ExactVectorIndex(tmp_path, DIM) as index:
+        index.add(np.arange(1000), x[:1000])
+        index.flush()
+        before = files(tmp_path)
+        index.add([1000, 1001], x[1000:1002])
+        index.delete([5, 6])
+        index.flush()
+        after = files(tmp_path)
+        assert index.segments == 2 and len(index) == 1000
+    assert {n: before[n] for n in before} == {n: after[n] for n in before}  # untouched
+    assert set(after) - set(before) == {"vectors-000002.npy", "ids-000002.npy", "dead-000002.npy"}
+    meta = manifest(tmp_path)
+    assert meta["segments"] == [[1, 1000], [2, 2]] and meta["dead"] == 2
+    assert set(meta["files"]) == set(after)
+    with ExactVectorIndex(tmp_path) as again:
+        assert len(again) == 1000 and not again.contains([5, 6]).any()
+        np.testing.assert_allclose(again.get([1001, 7]), x[[1001, 7]], atol=1e-6)
+
+
+def test_trailing_segments_merge_and_many_deletes_compact(tmp_path: Path) -> None:
+    x = unit_vectors(1100, DIM, 1)
+    with ExactVectorIndex(tmp_path, DIM) as index:
+        index.add(np.arange(1000), x[:1000])
+        index.flush()
+        for i in range(1000, 1008):  # one at a time: a binary counter of segments
+            index.add([i], x[i])
+            index.flush()
+            assert index.segments <= 4
+        assert manifest(tmp_path)["segments"][0] == [1, 1000]  # the large one stays
+        index.delete(np.arange(300))  # dead rows past a quarter: rewritten as one
+        index.flush()
+        assert index.segments == 1 and "dead" not in "".join(files(tmp_path))
+        assert len(index) == 708
+        truth = np.arange(300, 1008)[np.argsort(-(x[300:1008] @ x[500]))[:5]]
+        np.testing.assert_array_equal(index.search(x[500], 5)[0][0], truth)
+
+
+def test_merge_start_follows_its_rules() -> None:
+    assert merge_start([1000, 1], 0, 1001) == 1  # the new segment alone
+    assert merge_start([1000, 1, 1], 0, 1002) == 1  # two small ones merge
+    assert merge_start([1000, 400, 700], 0, 2100) == 0  # the tail outgrows the rest
+    assert merge_start([1000, 10], 400, 1410) == 0  # a quarter dead: compaction
+    many = [2**i for i in range(MAX_SEGMENTS + 1, 0, -1)] + [1]
+    assert merge_start(many, 0, sum(many)) == 0
+
+
+def test_an_open_reader_keeps_its_generation_through_merges(tmp_path: Path) -> None:
+    x = unit_vectors(600, DIM, 2)
+    with ExactVectorIndex(tmp_path, DIM) as writer:
+        writer.add(np.arange(300), x[:300])
+    reader = ExactVectorIndex(tmp_path)
+    before = reader.search(x[:3], 4)
+    with ExactVectorIndex(tmp_path) as writer:
+        writer.delete(np.arange(100))
+        writer.add(np.arange(300, 600), x[300:])
+        writer.flush()  # compacted: the reader's files are gone from the directory
+        assert writer.segments == 1 and "vectors-000001.npy" not in files(tmp_path)
+    for got, want in zip(reader.search(x[:3], 4), before, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(reader.get([0, 299]), x[[0, 299]], atol=1e-6)
+    reader.close()
+
+
+def test_a_format_1_index_opens_and_its_next_flush_converts_it(tmp_path: Path) -> None:
+    x = unit_vectors(20, DIM, 3)
+    with ExactVectorIndex(tmp_path, DIM) as index:
+        index.add(np.arange(20), x)
+    meta = manifest(tmp_path)  # as the format-1 writer left it: no segments, no dead
+    for key in ("segments", "dead"):
+        del meta[key]
+    (tmp_path / "index.json").write_text(json.dumps({**meta, "format": 1}))
+    with ExactVectorIndex(tmp_path) as old:
+        assert len(old) == 20 and old.search(x[4], 1)[0][0, 0] == 4
+        old.delete([4])
+    meta = manifest(tmp_path)
+    assert meta["format"] == 2 and meta["dead"] == 1 and len(ExactVectorIndex(tmp_path)) == 19
+    (tmp_path / "index.json").write_text(json.dumps({**meta, "format": 3}))
+    with pytest.raises(IndexSchemaError, match="format 3, this Quillian reads format 1 or 2"):
+        ExactVectorIndex(tmp_path)
