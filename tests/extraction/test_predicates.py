@@ -164,6 +164,12 @@ def test_the_sample_corpus_reads_passives_and_keeps_related_to_where_nothing_rea
             "founded",
         ),
         ("Marie Curie did not study in Berlin.", "Marie Curie", "Berlin", "related_to"),
+        (
+            "Marie Curie received many awards, including the Nobel Prize.",
+            "Marie Curie",
+            "Nobel Prize",
+            "related_to",
+        ),
     ],
 )
 def test_sentences_read_as_their_relation(text, subject, object, predicate):
@@ -173,6 +179,19 @@ def test_sentences_read_as_their_relation(text, subject, object, predicate):
     assert {subject, object} <= names
     [triple] = [t for t in extraction.triples if {t.subject, t.object} == {subject, object}]
     assert (triple.subject, triple.predicate, triple.object) == (subject, predicate, object)
+
+
+@pytest.mark.model
+def test_a_titled_passage_reads_the_relation_of_its_topic():
+    text = "The Goose Girl is a 1957 German film directed by Fritz Genschow."
+    c = Chunk("doc", 0, text, 0, len(text), "The Goose Girl (1957 film)")
+    [extraction] = SpacyExtractor().extract([c])
+    [triple] = extraction.triples
+    assert (triple.subject, triple.predicate, triple.object) == (
+        "The Goose Girl (1957 film)",
+        "directed by",
+        "Fritz Genschow",
+    )
 
 
 @pytest.mark.model

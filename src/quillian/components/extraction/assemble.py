@@ -326,7 +326,10 @@ def _reading(passage: Passage, a: EntityDraft, b: EntityDraft, index: int) -> Re
     """The predicate the parse gives ``a`` and ``b`` in sentence ``index``: between
     their mentions there, a topic not named in it standing as its pronouns."""
     spans_a, spans_b = (_spans_in(passage, d, index) for d in (a, b))
-    return read_predicate(passage.tokens, spans_a, spans_b)
+    reading = read_predicate(passage.tokens, spans_a, spans_b)
+    if reading and (a if reading.forward else b).type == "DATE":
+        return None  # a date is when, never who: "(c. 854-895), count of Arles"
+    return reading
 
 
 def _spans_in(passage: Passage, draft: EntityDraft, index: int) -> list[Span]:

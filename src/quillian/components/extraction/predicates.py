@@ -26,6 +26,7 @@ with the chunk's mentions and name relations at every rebuild without the model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -166,8 +167,10 @@ def _head(tokens: Sequence[ParsedToken], span: Span) -> int | None:
 
 
 def _climb(tokens: Sequence[ParsedToken], i: int) -> list[int]:
-    """``i`` and its ancestors up to the root, after the shared-role edges at ``i``."""
-    while tokens[i].dep in _SHARED_ROLE and tokens[i].head != i:
+    """``i`` and its ancestors up to the root, after the shared-role edges at ``i``
+    (from a name only: a date in apposition, ``"William I (24 April 1533 - ...)"``,
+    does not share the name's role)."""
+    while tokens[i].dep in _SHARED_ROLE and tokens[i].head != i and _name(tokens[i]):
         i = tokens[i].head
     chain = [i]
     while tokens[i].head != i and len(chain) <= MAX_EDGES + 1:
@@ -187,6 +190,9 @@ def _read(tokens: Sequence[ParsedToken], x: int, y: int) -> tuple[int, Reading] 
         return None
     if any(tokens[i].dep not in _PATH_DEPS for i in (*side_x, *side_y)):
         return None
+    ends = [e for e in (up_x[0], up_y[0]) if e != common]
+    if any(tokens[e].dep == "compound" or tokens[e].dep in _SHARED_ROLE for e in ends):
+        return None  # "San Francisco rock band": a name modifying a noun
     subject_x = any(tokens[i].dep in _SUBJECT_DEPS for i in side_x)
     subject_y = any(tokens[i].dep in _SUBJECT_DEPS for i in side_y)
     if side_x and side_y and not (subject_x or subject_y):
@@ -194,41 +200,65 @@ def _read(tokens: Sequence[ParsedToken], x: int, y: int) -> tuple[int, Reading] 
     inner = sorted({*side_x[1:], *side_y[1:], common} - {up_x[0], up_y[0]})
     if any(t.dep == "neg" and t.head in inner for t in tokens):
         return None  # "X did not attend Y" names no relation of X to Y
-    words = _words(tokens, inner)
-    if not words or len(words) > MAX_WORDS:
+    if any(tokens[i].dep in _PREPS and tokens[i].tag == "VBG" for i in inner):
+        return None  # "including X": an example, not a relation
+    if any(_name(tokens[i]) for i in inner):
+        return None  # "Norway's actor Liv Ullmann": the relation is to the name passed
+    kept = _words(tokens, inner)
+    if not 0 < len(kept) <= MAX_WORDS or not any(_content(tokens[i]) for i in kept):
         return None
-    if not any(tokens[i].tag.startswith(_CONTENT_TAGS) for i in inner if tokens[i].word):
-        return None
+    if any(tokens[i].dep in _PREPS and tokens[i].head not in kept for i in kept):
+        return None  # a preposition of a word left out ("influenced by his ... from")
+    words = _HYPHEN.sub("-", " ".join(tokens[i].word for i in kept))
     forward = subject_x if subject_x != subject_y else tokens[x].start <= tokens[y].start
-    return len(side_x) + len(side_y), Reading(" ".join(words), forward)
+    return len(side_x) + len(side_y), Reading(words, forward)
 
 
-def _words(tokens: Sequence[ParsedToken], path: list[int]) -> list[str]:
-    """The predicate's words: the path's verbs, common nouns, adjectives and
-    prepositions, a noun with the modifier just before it, a verb followed by a
-    preposition with its common-noun object written between them; in text order, a
-    preposition fronted before its verb (``"With X he published"``) put after it."""
+def _words(tokens: Sequence[ParsedToken], path: list[int]) -> list[int]:
+    """The tokens of the predicate's words, in text order (a preposition fronted before
+    its verb, ``"With X he published"``, put after it).
+
+    With a verb on the path (``be`` aside): the verbs, their objects on the path or
+    written between the verb and its preposition (``completed doctorate at``), and the
+    prepositions; a copular noun is left out (``"X is a film directed by Y"`` reads
+    ``directed by``). Without one: the nouns, each with the modifier just before it
+    (``doctoral advisor``), adjectives and prepositions. Proper nouns, numbers,
+    pronouns, determiners and punctuation are read past, not written."""
+    words = [i for i in path if _writable(tokens[i])]
+    verbs = [i for i in words if tokens[i].tag.startswith("VB")]
     keep: set[int] = set()
-    on_path = set(path)
-    for i in path:
+    for i in words:
         t = tokens[i]
-        if t.word in ("be", "") or not t.tag.startswith(_WORD_TAGS) or t.tag.startswith("NNP"):
+        if verbs and t.tag.startswith(("NN", "JJ")) and t.dep != "dobj":
             continue
         keep.add(i)
-        before = tokens[i - 1] if i > 0 else None
-        if t.tag.startswith("NN") and before and before.head == i and _modifier(before):
+        if not verbs and t.tag.startswith("NN") and i > 0 and _modifier(tokens[i - 1], i):
             keep.add(i - 1)
-        if t.tag.startswith("VB"):
-            preps = [j for j in on_path if tokens[j].head == i and tokens[j].dep in _PREPS]
-            keep.update(
-                j
-                for j, o in enumerate(tokens)
-                if o.head == i and _common_object(o) and any(i < j < p for p in preps)
-            )
-    return [tokens[i].word for i in sorted(keep, key=lambda i: _place(tokens, i)) if tokens[i].word]
+    for v in verbs:
+        preps = [j for j in path if tokens[j].head == v and tokens[j].dep in _PREPS]
+        keep.update(
+            j
+            for j, o in enumerate(tokens)
+            if o.head == v and _common_object(o) and any(v < j < p for p in preps)
+        )
+    return sorted(keep, key=lambda i: _place(tokens, i))
+
+
+def _writable(token: ParsedToken) -> bool:
+    return (
+        token.word not in ("be", "")
+        and token.tag.startswith(_WORD_TAGS)
+        and not token.tag.startswith("NNP")
+    )
+
+
+def _content(token: ParsedToken) -> bool:
+    """A verb, noun or adjective of three letters or more (not a cut-off ``co-``)."""
+    return token.tag.startswith(_CONTENT_TAGS) and sum(c.isalpha() for c in token.word) >= 3
 
 
 _PREPS = ("prep", "agent")
+_HYPHEN = re.compile(r"\s*-\s*")
 
 
 def _place(tokens: Sequence[ParsedToken], i: int) -> float:
@@ -238,8 +268,12 @@ def _place(tokens: Sequence[ParsedToken], i: int) -> float:
     return i
 
 
-def _modifier(token: ParsedToken) -> bool:
-    return token.dep in _NOUN_MODIFIERS and token.tag in ("JJ", "NN")
+def _name(token: ParsedToken) -> bool:
+    return token.tag in ("NNP", "NNPS")
+
+
+def _modifier(token: ParsedToken, noun: int) -> bool:
+    return token.head == noun and token.dep in _NOUN_MODIFIERS and token.tag in ("JJ", "NN")
 
 
 def _common_object(token: ParsedToken) -> bool:
