@@ -27,8 +27,10 @@ with the chunk's mentions and name relations at every rebuild without the model.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -159,7 +161,8 @@ def read_predicate(
 
 def _head(tokens: Sequence[ParsedToken], span: Span) -> int | None:
     """The token of ``span`` whose head lies outside it (the mention's head word)."""
-    inside = [i for i, t in enumerate(tokens) if t.start < span[1] and span[0] < t.end]
+    first = bisect_right(tokens, span[0], key=lambda t: t.end)
+    inside = list(takewhile(lambda i: tokens[i].start < span[1], range(first, len(tokens))))
     for i in inside:
         if tokens[i].head not in inside or tokens[i].head == i:
             return i
