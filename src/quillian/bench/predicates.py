@@ -95,7 +95,8 @@ def _predicates(linked: Sequence[Extraction]) -> dict[str, Any]:
 
 
 def compare_runs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """``after`` minus ``before`` per method and metric, question by question."""
+    """``after`` minus ``before`` per method and metric, question by question (the
+    peers' recorded lists, the same in both runs, left out)."""
     for label, run in (("before", before), ("after", after)):
         if "_per_question" not in run:
             raise InputError(f"the {label} run has no _per_question scores (bench retrieval)")
@@ -103,7 +104,7 @@ def compare_runs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
     if a.get("ids") != b.get("ids"):
         raise InputError("the two runs scored different questions")
     out: dict[str, Any] = {}
-    for method in sorted((set(a) & set(b)) - {"ids"}):
+    for method in sorted(m for m in set(a) & set(b) if m != "ids" and not m.startswith("peer:")):
         out[method] = {
             metric: {
                 "before": round(sum(b[method][metric]) / len(b[method][metric]), 4),

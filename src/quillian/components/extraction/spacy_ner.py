@@ -237,7 +237,8 @@ class SpacyExtractor:
             return local
         logger.warning(
             "%d of %d stored spaCy extractions predate dependency parses (version %d): "
-            "extracting those chunks again",
+            "extracting those chunks again; the stored results stay as they are, so every "
+            "rebuild does so (index into a new location to store the parses)",
             len(stale),
             len(local),
             PARSE_VERSION,
