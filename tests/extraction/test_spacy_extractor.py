@@ -42,7 +42,7 @@ def test_missing_model_names_the_extra():
 
 
 @pytest.mark.model
-def test_entities_and_a_related_to_link_with_its_sentence(extractor):
+def test_entities_and_a_link_named_by_its_sentence(extractor):
     c = chunk("Marie Curie was born in Warsaw. She moved to Paris.")
     [extraction] = extractor.extract([c])
     assert (extraction.chunk_id, extraction.doc_id) == (c.id, "doc-1")
@@ -54,7 +54,7 @@ def test_entities_and_a_related_to_link_with_its_sentence(extractor):
     assert curie.description == "Marie Curie was born in Warsaw."
     links = {(t.subject, t.object): t for t in extraction.triples}
     link = links[("Marie Curie", "Warsaw")]
-    assert link.predicate == "related_to"
+    assert link.predicate == "born in"
     assert link.description == "Marie Curie was born in Warsaw."
     p = link.provenance
     assert (p.doc_id, p.chunk_id, p.start, p.end) == ("doc-1", c.id, 0, 31)

@@ -2,7 +2,9 @@
 
 Shared by every extractor that finds mentions itself (spaCy NER) or locates given
 names in the text (precomputed LLM output), so both build topic entities, entity
-descriptions and SA-RAG ``related_to`` links the same way.
+descriptions and links the same way. A link is named by the predicate the sentence's
+dependency parse gives it (:mod:`predicates`) when the passage carries a parse, and is
+SA-RAG's ``related_to`` otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from quillian.components.extraction.base import ExtractedEntity
+from quillian.components.extraction.predicates import (
+    TOPIC_PRONOUNS,
+    ParsedToken,
+    Reading,
+    read_predicate,
+)
 from quillian.components.extraction.text import (
     Span,
     describe,
@@ -75,10 +83,11 @@ class EntityDraft:
 
 @dataclass(frozen=True, slots=True)
 class Passage:
-    """A chunk with its sentence spans."""
+    """A chunk with its sentence spans and, when read, its dependency parse's tokens."""
 
     chunk: Chunk
     sentences: Sequence[Span]
+    tokens: Sequence[ParsedToken] = ()
 
     def sentence(self, index: int) -> str:
         start, end = self.sentences[index]
@@ -239,7 +248,8 @@ def to_entities(
 def link_triples(
     passage: Passage, drafts: Sequence[EntityDraft], *, max_per_sentence: int, link_topic: bool
 ) -> list[Triple]:
-    """SA-RAG ``related_to`` links between entities mentioned in the same sentence.
+    """Links between entities mentioned in the same sentence (SA-RAG's co-occurrence
+    links), each named by the predicate the passage's parse gives it, else ``related_to``.
 
     Each pair is linked once per chunk, by the first sentence where both occur, which is
     the link's description and provenance. Only the first ``max_per_sentence``
@@ -304,4 +314,31 @@ def _link(
     start, end = passage.sentences[index]
     chunk = passage.chunk
     provenance = Provenance(chunk.doc_id, chunk.id, start, end, sentence)
-    out.append(Triple(a.name, RELATED_TO, b.name, sentence, provenance))
+    reading = _reading(passage, a, b, index) if passage.tokens else None
+    if reading is None:
+        out.append(Triple(a.name, RELATED_TO, b.name, sentence, provenance))
+        return
+    subject, obj = (a, b) if reading.forward else (b, a)
+    out.append(Triple(subject.name, reading.predicate, obj.name, sentence, provenance))
+
+
+def _reading(passage: Passage, a: EntityDraft, b: EntityDraft, index: int) -> Reading | None:
+    """The predicate the parse gives ``a`` and ``b`` in sentence ``index``: between
+    their mentions there, a topic not named in it standing as its pronouns."""
+    spans_a, spans_b = (_spans_in(passage, d, index) for d in (a, b))
+    reading = read_predicate(passage.tokens, spans_a, spans_b)
+    if reading and (a if reading.forward else b).type == "DATE":
+        return None  # a date is when, never who: "(c. 854-895), count of Arles"
+    return reading
+
+
+def _spans_in(passage: Passage, draft: EntityDraft, index: int) -> list[Span]:
+    start, end = passage.sentences[index]
+    spans = [s for s in draft.spans if start <= s[0] and s[1] <= end]
+    if spans or not draft.is_topic:
+        return spans
+    return [
+        (t.start, t.end)
+        for t in passage.tokens
+        if start <= t.start < end and t.tag.startswith("PRP") and t.word in TOPIC_PRONOUNS
+    ]

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from quillian.components.extraction.predicates import DependencyParse
 from quillian.types import Chunk, Triple
 
 __all__ = [
@@ -48,12 +49,17 @@ class Extraction:
 
     Every triple's subject and object name one of ``entities`` (by name or alias), and
     its provenance holds the chunk id and the source sentence with its span.
+    ``parse`` is the chunk's dependency parse where an extractor keeps it between its
+    per-chunk and its corpus-wide step (the spaCy extractor's
+    :meth:`~quillian.components.extraction.base.LinkingExtractor.extract_local` output);
+    ``None`` elsewhere.
     """
 
     chunk_id: str
     doc_id: str
     entities: tuple[ExtractedEntity, ...] = ()
     triples: tuple[Triple, ...] = ()
+    parse: DependencyParse | None = None
 
 
 #: What an :class:`ExtractionIssue` says was done with the result it is about.

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction, ExtractionIssue
+from quillian.components.extraction.predicates import PARSE_VERSION, DependencyParse
 from quillian.types import Provenance, Triple
 
 __all__ = [
@@ -37,7 +38,12 @@ def triple_from_dict(data: dict[str, Any]) -> Triple:
 
 
 def extraction_from_json(raw: bytes) -> Extraction:
+    """The extraction :func:`extraction_to_json` wrote. A record written before
+    extractions carried a parse reads with ``parse`` None, as does one whose parse has
+    another :data:`~quillian.components.extraction.predicates.PARSE_VERSION`: its reader
+    parses the chunk again rather than misread it."""
     data = json.loads(raw)
+    parse = data.get("parse")
     return Extraction(
         chunk_id=data["chunk_id"],
         doc_id=data["doc_id"],
@@ -46,7 +52,13 @@ def extraction_from_json(raw: bytes) -> Extraction:
             for e in data.get("entities", ())
         ),
         triples=tuple(triple_from_dict(t) for t in data.get("triples", ())),
+        parse=_parse(parse) if parse else None,
     )
+
+
+def _parse(data: dict[str, Any]) -> DependencyParse | None:
+    parse = DependencyParse(rows=data.get("rows", ""), version=data.get("version", 0))
+    return parse if parse.version == PARSE_VERSION else None
 
 
 def issues_to_json(issues: Sequence[ExtractionIssue]) -> bytes:

