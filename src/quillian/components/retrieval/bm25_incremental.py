@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,9 +87,19 @@ class SegmentedBM25:
 
     @classmethod
     def load(cls, directory: Path) -> SegmentedBM25 | None:
-        """The index in ``directory``, or None where it holds no segmented index."""
-        manifest = read_manifest(directory)
-        return None if manifest is None else cls(directory, manifest)
+        """The index in ``directory``, or None where it holds no segmented index. An
+        update that swapped the manifest and retired its files between reading the
+        manifest and mapping them is met by reading the new manifest."""
+        for attempt in range(3):
+            manifest = read_manifest(directory)
+            if manifest is None:
+                return None
+            try:
+                return cls(directory, manifest)
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _term_scores(
         self, term: str
@@ -187,6 +198,7 @@ def update_bm25(
     manifest = _reusable(directory)
     if manifest is None:
         return _build_fresh(directory, want, texts)
+    counter = _next_name(directory, manifest)
     _collect(directory, manifest)
     index = SegmentedBM25(directory, manifest)
     positions, added = _match(index, want)
@@ -195,7 +207,6 @@ def update_bm25(
         return BM25Update(0, 0, 0, False)
     segments = list(manifest["segments"])
     opened = list(index.segments)
-    counter = int(manifest["next"])
     if len(added):
         name = f"seg-{counter:06d}"
         counter += 1
@@ -314,6 +325,17 @@ def _reusable(directory: Path) -> dict[str, Any] | None:
         logger.warning("%s: indexing every chunk again", exc)
         return None
     return manifest
+
+
+def _next_name(directory: Path, manifest: dict[str, Any]) -> int:
+    """A number no file name in ``directory`` used (the manifest's next, or past the
+    files a killed update left), so a name never comes back with other contents."""
+    used = [
+        int(m.group(1))
+        for p in directory.iterdir()
+        if (m := re.fullmatch(r"(?:seg|positions)-(\d+)(?:\.npy)?", p.name))
+    ]
+    return max([int(manifest["next"]), *(u + 1 for u in used)])
 
 
 def _collect(directory: Path, manifest: dict[str, Any]) -> None:
