@@ -286,3 +286,15 @@ def test_repeated_chunk_ids_are_refused(tmp_path):
     with pytest.raises(InputError, match="not unique"):
         update_bm25(tmp_path / "bm25", ["a", "a"], texts_of(["x y", "x y"]))
     assert not (tmp_path / "bm25").exists()
+
+
+def test_tokens_equal_bm25s_tokens():
+    import bm25s
+    from bm25s.stopwords import STOPWORDS_EN as BM25S_STOPWORDS
+
+    from quillian.components.retrieval.bm25_segments import STOPWORDS_EN, stemmer
+
+    assert set(BM25S_STOPWORDS) == STOPWORDS_EN
+    texts = [*TEXTS, "", "the of and", "Ünïcode naïve café ÉCOLE x y zz", "don't 42 a1 __init__"]
+    want = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False)
+    assert tokenize(texts) == want

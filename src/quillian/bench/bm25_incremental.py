@@ -31,6 +31,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def _side(
     for step, change in _steps(corpus, rng):
         change()
         ids, texts = corpus.current()
-        out[f"{step}_s"] = _timed(lambda i=ids, t=texts: write(i, t, directory))
+        out[f"{step}_s"] = _timed(partial(write, ids, texts, directory))
     out["passages_after"] = len(ids)
     out["disk_bytes"] = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
     return out

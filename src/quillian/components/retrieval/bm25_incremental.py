@@ -72,8 +72,8 @@ class SegmentedBM25:
     def __init__(self, directory: Path, manifest: dict[str, Any]) -> None:
         self.manifest = manifest
         self.segments = [Segment.open(directory / s["name"]) for s in manifest["segments"]]
-        self.positions: npt.NDArray[np.int32] = np.load(
-            directory / manifest["positions"], mmap_mode="r"
+        self.positions: npt.NDArray[np.int32] = np.asarray(
+            np.load(directory / manifest["positions"], mmap_mode="r")
         )
         sizes = [s.n_rows for s in self.segments]
         self.bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
@@ -138,16 +138,11 @@ class SegmentedBM25:
         if not tokens or self.n_live == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         scores = np.zeros(len(self.positions), dtype=np.float32)
-        touched = []
         found = {t: self._term_scores(t) for t in dict.fromkeys(tokens)}
         for token in tokens:  # each occurrence adds, in query order, as in bm25s
             if (hit := found[token]) is not None:
                 scores[hit[0]] += hit[1]
-                touched.append(hit[0])
-        if not touched:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        rows = np.unique(np.concatenate(touched))
-        rows = rows[scores[rows] > 0]
+        rows = np.flatnonzero(scores > 0)
         return self._top(rows, scores[rows], k)
 
     def _top(
@@ -192,9 +187,9 @@ def update_bm25(
     ``texts(positions)`` gives the texts of the chunks it has to tokenize. Without a
     segmented index there (none, or one written by bm25s), every chunk is indexed into
     a fresh one."""
-    want = np.array([c.encode() for c in chunk_ids], dtype=np.bytes_)
-    if len(np.unique(want)) != len(want):
+    if len(set(chunk_ids)) != len(chunk_ids):
         raise InputError("BM25: the build's chunk ids are not unique")
+    want = _as_bytes(chunk_ids)
     manifest = _reusable(directory)
     if manifest is None:
         return _build_fresh(directory, want, texts)
@@ -222,6 +217,15 @@ def update_bm25(
     lengths = np.concatenate([np.asarray(s.lengths) for s in opened] or [np.zeros(0, np.int32)])
     _commit(directory, segments, positions, lengths, counter, manifest["files"])
     return BM25Update(len(added), removed, merged, compacted)
+
+
+def _as_bytes(ids: Sequence[str]) -> npt.NDArray[np.bytes_]:
+    """``ids`` as a bytes array (UTF-8). Chunk ids are ASCII and of one length: those
+    are converted at C speed, in one join."""
+    widths = set(map(len, ids))
+    if len(widths) == 1 and (width := widths.pop()) and (joined := "".join(ids)).isascii():
+        return np.frombuffer(joined.encode("ascii"), dtype=f"S{width}")
+    return np.array([i.encode() for i in ids], dtype=np.bytes_)
 
 
 def _match(

@@ -15,6 +15,7 @@ A segment is a folder of ``.npy`` files, written once and memory-mapped when ope
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,24 +53,65 @@ _STEM: Any = None
 
 
 def stemmer() -> Any:
-    """The Snowball English stemmer (one per process)."""
+    """The Snowball English stemmer's ``stemWords`` (one per process)."""
     global _STEM
     if _STEM is None:
         _STEM = _stemmer()
     return _STEM
 
 
-def tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """bm25s's tokens of each text: lower-cased words of two or more characters, English
-    stop words left out, Snowball-stemmed (duplicates kept, in order)."""
-    import bm25s
+#: bm25s's English stop words (``bm25s.stopwords.STOPWORDS_EN``, NLTK's via Lucene's),
+#: which ``bm25s.tokenize(..., stopwords="en")`` drops; a test checks they stay equal.
+STOPWORDS_EN = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+#: bm25s's (and scikit-learn's) word pattern.
+_WORD = re.compile(r"(?u)\b\w\w+\b")
 
-    if not texts:
-        return []
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts), stopwords="en", stemmer=stemmer(), show_progress=False, return_ids=False
-    )
-    return tokens
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """bm25s's tokens of each text (``bm25s.tokenize(texts, stopwords="en",
+    stemmer=...)``): lower-cased words of two or more characters, stop words left out,
+    then Snowball-stemmed (duplicates kept, in order). Done here rather than through
+    bm25s, whose import (numba, scipy) costs seconds a build would pay for one chunk."""
+    words = [[w for w in _WORD.findall(t.lower()) if w not in STOPWORDS_EN] for t in texts]
+    unique = list({w: None for doc in words for w in doc})
+    stems = dict(zip(unique, stemmer()(unique), strict=True))
+    return [[stems[w] for w in doc] for doc in words]
 
 
 def term_hash(term: bytes) -> int:
@@ -92,7 +134,8 @@ class Segment:
 
     @classmethod
     def open(cls, folder: Path) -> Segment:
-        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _FILES}
+        # plain arrays over the mappings: numpy's memmap subclass costs per slice
+        arrays = {n: np.asarray(np.load(folder / f"{n}.npy", mmap_mode="r")) for n in _FILES}
         return cls(**arrays)
 
     @property
