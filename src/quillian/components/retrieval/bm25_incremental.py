@@ -6,10 +6,11 @@ are written once. A build compares the chunk ids the index holds with the build'
 new chunks are tokenized into a new segment, missing ones become tombstones (``-1`` in
 the row -> chunk position map written per build). N, the average length and each
 term's document frequency count live rows only, and are computed at query time from
-the postings a query reads. Segments merge as a binary counter does (the newest two
-when the older is at most twice the newer), so there are O(log n) of them and a row is
-rewritten O(log n) times; all of them merge into one when tombstones pass a quarter of
-the rows.
+the postings a query reads. Segments merge as a binary counter does (the newest ones
+while the segment before them holds at most twice their live rows), so there are
+O(log n) of them and a row is rewritten O(log n) times; all of them merge into one,
+tombstones dropped, when tombstones pass a quarter of the rows. Merging reads postings,
+never text: nothing is tokenized twice.
 
 ``manifest.json`` names the segments and the position map; it is replaced atomically
 after the new files are written, so a build killed mid-update leaves the previous
