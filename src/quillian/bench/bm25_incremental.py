@@ -17,7 +17,10 @@ kept in id order (the index order shifts as passages come and go, as a build's d
    index, on a fresh build too (one segment).
 
 The top 10 scores of both sides are compared on the final index (their largest
-difference). It prints one JSON object, with the machine's load before and after, and
+difference), and the questions are asked again of both, interleaved (one question to
+bm25s, the same to the incremental index, and so on), so a busy machine weighs on both
+alike (``interleaved``). ``--queries-only`` does just that on the indexes an earlier run
+left in ``DIR``. It prints one JSON object, with the machine's load before and after, and
 writes it to ``DIR/bm25_incremental.json``.
 """
 
@@ -153,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--hold", type=int, default=101, help="at least 101")
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--queries-only", action="store_true")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"load_before": os.getloadavg(), "cpus": os.cpu_count()}
@@ -161,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = set(rng.sample(range(len(ids)), args.hold))
     questions = [titles[i] for i in rng.sample(range(len(ids)), args.queries)]
     report["corpus"] = {"file": str(args.corpus), "passages": len(ids), "held": args.hold}
+    if args.queries_only:
+        return _write(args.work, {**report, **_interleaved(args.work, questions)})
     for name, write in (("bm25s", _bm25s_writer), ("incremental", _ours_update)):
         corpus = _Corpus(ids, texts, held)
         report[name] = _side(name, args.work, corpus, random.Random(1), write)
@@ -180,11 +186,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["top10_max_score_difference"] = _difference(
         BM25Index.load(args.work / "bm25s"), BM25Index.load(args.work / "incremental"), questions
     )
+    report.update(_interleaved(args.work, questions))
+    return _write(args.work, report)
+
+
+def _write(work: Path, report: dict[str, Any]) -> int:
     report["load_after"] = os.getloadavg()
     text = json.dumps(report, indent=2)
-    (args.work / "bm25_incremental.json").write_text(text + "\n", encoding="utf-8")
+    (work / "bm25_incremental.json").write_text(text + "\n", encoding="utf-8")
     sys.stdout.write(text + "\n")
     return 0
+
+
+def _interleaved(work: Path, questions: Sequence[str]) -> dict[str, Any]:
+    """p50 and p95 of both indexes in ``work``, asked the questions in turn."""
+    sides = {
+        "bm25s": BM25Index.load(work / "bm25s"),
+        "incremental": BM25Index.load(work / "incremental"),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in sides}
+    for index in sides.values():
+        index.search(questions[0], 10)
+    for q in questions:
+        for name, index in sides.items():
+            start = time.perf_counter()
+            index.search(q, 10)
+            seconds[name].append(time.perf_counter() - start)
+    return {
+        "interleaved": {
+            name: {
+                f"p{p}_ms": round(float(np.percentile(np.array(s) * 1000, p)), 3) for p in (50, 95)
+            }
+            for name, s in seconds.items()
+        }
+    }
 
 
 def _difference(a: BM25Index, b: BM25Index, questions: Sequence[str]) -> float:
