@@ -12,25 +12,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.bm25_incremental import SegmentedBM25
-from quillian.errors import MissingExtraError
+from quillian.components.retrieval.bm25_segments import stemmer
 
 __all__ = ["BM25Index"]
 
 logger = logging.getLogger(__name__)
-
-
-def _stemmer() -> Any:
-    try:
-        import Stemmer
-    except ImportError:  # pragma: no cover - PyStemmer is a core dependency
-        raise MissingExtraError("PyStemmer", "all") from None
-    return Stemmer.Stemmer("english").stemWords
 
 
 #: Written instead of a bm25s index when no chunk has a single indexable word (only stop
@@ -46,15 +37,13 @@ class BM25Index:
     def __init__(self, model: object | None, segmented: SegmentedBM25 | None = None) -> None:
         self._model = model
         self._segmented = segmented
-        self._stem = _stemmer()
+        self._stem = stemmer()
 
     @classmethod
     def build(cls, texts: Sequence[str]) -> BM25Index:
         import bm25s
 
-        tokens = bm25s.tokenize(
-            list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False
-        )
+        tokens = bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer(), show_progress=False)
         if not tokens.vocab:
             return cls(None)
         model = bm25s.BM25()
