@@ -49,8 +49,9 @@ FILES = (
     "vectors/chunks/vectors-000001.npy",
     "vectors/chunks/ids-000001.npy",
     "vectors/texts/vectors-000001.npy",
-    "bm25/data.csc.index.npy",
-    "bm25/vocab.index.json",
+    "bm25/seg-000001/rows.npy",
+    "bm25/seg-000001/term_bytes.npy",
+    "bm25/manifest.json",
     "tables/graph.sqlite",
     "tables/page_entities.npy",
     "tables/by_entity_order.npy",
@@ -166,7 +167,12 @@ def test_a_large_vectors_file_is_checked_on_its_first_search(
 def test_indexing_the_corpus_again_rebuilds_damaged_files(
     index: Path, clean: dict[str, list[list[str]]]
 ) -> None:
-    for name in ("vectors/chunks/vectors-000001.npy", "graph/weights.npy", "tables/graph.sqlite"):
+    for name in (
+        "vectors/chunks/vectors-000001.npy",
+        "graph/weights.npy",
+        "tables/graph.sqlite",
+        "bm25/seg-000001/tfs.npy",
+    ):
         scribble(index / name)
     build_tiny(index, people())  # nothing new: without the damage it would reuse the files
     assert rankings(index) == clean

@@ -10,7 +10,9 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              text once) and arrays derived from it (.npy)
     DIR/vectors/chunks/      chunk embeddings (id = chunk position)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)
-    DIR/bm25/                the BM25 index
+    DIR/bm25/                the BM25 index: segments of term frequencies by chunk id, a
+                             row -> chunk position map per build, manifest.json naming them
+                             (an older index's bm25s files open too)
 
 The manifest says ``building`` until the last artifact is written; an index in that
 state refuses to open for retrieval. Every write of the manifest raises its

@@ -25,12 +25,11 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.base import Extraction, ExtractionIssue
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
-from quillian.components.retrieval.bm25_index import BM25Index
+from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
-from quillian.index.artifacts import replace_dir
 from quillian.index.storage import Storage
 from quillian.index.tables import save_tables
 from quillian.stores.protocols import VectorIndex
@@ -253,13 +252,19 @@ def _open_collection(
 
 
 class BM25Stage:
-    """A BM25 index over the chunk texts."""
+    """A BM25 index over the chunk texts, updated in place: the chunks it does not hold
+    yet are tokenized and appended, the ones no longer stored are tombstoned
+    (:func:`~quillian.components.retrieval.bm25_incremental.update_bm25`)."""
 
     name = "bm25"
 
     def run(self, state: BuildState) -> None:
-        texts = [chunk_text(c) for c in state.chunks]
-        replace_dir(state.storage.directory / "bm25", lambda p: BM25Index.build(texts).save(p))
+        chunks = state.chunks
+        update_bm25(
+            state.storage.directory / "bm25",
+            [c.id for c in chunks],
+            lambda positions: [chunk_text(chunks[i]) for i in positions],
+        )
         state.progress("bm25", 1, 1)
 
 

@@ -1,0 +1,300 @@
+"""The incremental BM25 index: bm25s's scores, the same index however it was grown,
+tombstones, compaction, a killed update and an index bm25s wrote."""
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.components.retrieval.bm25_incremental import (
+    MANIFEST,
+    SegmentedBM25,
+    update_bm25,
+)
+from quillian.components.retrieval.bm25_index import BM25Index
+from quillian.components.retrieval.bm25_segments import tokenize
+
+
+def stdlib_paragraphs() -> list[str]:
+    """Real English text nobody here wrote: the paragraphs of standard library
+    docstrings (at least five words each, deduplicated)."""
+    import argparse
+    import collections as col
+    import json as js
+    import os as os_
+    import re as re_
+    import string as st
+    import subprocess as sp
+    import textwrap as tw
+
+    seen: dict[str, None] = {}
+    for module in (argparse, col, js, os_, re_, st, sp, tw, random, np):
+        for name in sorted(dir(module)):
+            doc = getattr(getattr(module, name, None), "__doc__", None)
+            if not isinstance(doc, str):
+                continue
+            for para in re.split(r"\n\s*\n", doc):
+                para = " ".join(para.split())
+                if len(para.split()) >= 5:
+                    seen.setdefault(para)
+    return list(seen)[:400]
+
+
+TEXTS = stdlib_paragraphs()
+IDS = [f"chunk-{i:04d}" for i in range(len(TEXTS))]
+
+
+def queries() -> list[str]:
+    """Words of the corpus, one to four per query, some repeated, and some no chunk holds."""
+    rng = random.Random(7)
+    words = sorted({w for t in TEXTS[:50] for w in re.findall(r"[a-z]{3,}", t.lower())})
+    made = [" ".join(rng.sample(words, rng.randint(1, 4))) for _ in range(60)]
+    return [*made, "the file the file", "xylophone zeppelin", "and of the", "Return a new list"]
+
+
+def texts_of(texts: list[str]):
+    return lambda positions: [texts[i] for i in positions]
+
+
+def build(path: Path, ids: list[str], texts: list[str]) -> SegmentedBM25:
+    update_bm25(path, ids, texts_of(texts))
+    loaded = SegmentedBM25.load(path)
+    assert loaded is not None
+    return loaded
+
+
+def bm25s_scores(reference: BM25Index, query: str) -> np.ndarray:
+    """bm25s's score of every chunk for ``query``."""
+    model = reference._model
+    assert model is not None
+    known = [t for t in tokenize([query])[0] if t in model.vocab_dict]
+    if not known:
+        return np.zeros(int(model.scores["num_docs"]), np.float32)
+    return np.asarray(model.get_scores(known))
+
+
+def results(index, query: str, k: int = 10) -> tuple[list[int], list[float]]:
+    found, scores = index.search(query, k)
+    return found.tolist(), scores.tolist()
+
+
+def test_the_corpus_is_real_text():
+    assert len(TEXTS) >= 300 and all(len(t.split()) >= 5 for t in TEXTS)
+
+
+def test_scores_equal_bm25s_and_rank_by_chunk_id_on_ties(tmp_path):
+    ours = build(tmp_path / "bm25", IDS, TEXTS)
+    reference = BM25Index.build(TEXTS)
+    compared = 0
+    for query in queries():
+        want = bm25s_scores(reference, query)
+        found, scores = ours.search(query, len(TEXTS))
+        got = np.zeros(len(TEXTS), np.float32)
+        got[found] = scores
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+        matched = np.flatnonzero(want > 0)
+        ranking = matched[np.lexsort((np.array(IDS)[matched], -want[matched]))]
+        assert found.tolist() == ranking.tolist(), query
+        compared += len(matched)
+        # bm25s's own top 10 has the same scores (its order among ties is its own)
+        top, top_scores = reference.search(query, 10)
+        np.testing.assert_allclose(scores[: len(top)], top_scores, rtol=0, atol=1e-5)
+    assert compared > 500
+
+
+def test_grown_in_steps_equals_built_at_once(tmp_path):
+    rng = random.Random(3)
+    order = list(range(len(TEXTS)))
+    rng.shuffle(order)
+    grown = tmp_path / "grown"
+    held: list[int] = []
+    for step in (100, 200, 5, 1, 40, 1, 2, len(TEXTS) - 349):
+        held = sorted(held + order[len(held) : len(held) + step])
+        update_bm25(grown, [IDS[i] for i in held], texts_of([TEXTS[i] for i in held]))
+    assert len(held) == len(TEXTS)
+    once = build(tmp_path / "once", IDS, TEXTS)
+    stepped = SegmentedBM25.load(grown)
+    assert stepped is not None and len(stepped.segments) > 1
+    for query in queries():
+        assert results(stepped, query, 20) == results(once, query, 20), query
+
+
+def test_deletes_equal_a_build_without_the_chunks(tmp_path):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS, texts_of(TEXTS))
+    keep = [i for i in range(len(TEXTS)) if i % 7 != 3]
+    report = update_bm25(index, [IDS[i] for i in keep], texts_of([TEXTS[i] for i in keep]))
+    assert (report.added, report.removed, report.compacted) == (0, len(TEXTS) - len(keep), False)
+    without = build(tmp_path / "without", [IDS[i] for i in keep], [TEXTS[i] for i in keep])
+    after = SegmentedBM25.load(index)
+    reference = BM25Index.build([TEXTS[i] for i in keep])
+    for query in queries():
+        assert results(after, query) == results(without, query), query
+        found, scores = after.search(query, 10)
+        np.testing.assert_allclose(scores, bm25s_scores(reference, query)[found], atol=1e-5)
+
+
+def test_a_deleted_chunk_added_back_is_indexed_again(tmp_path):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS[:10], texts_of(TEXTS))
+    update_bm25(index, IDS[:9], texts_of(TEXTS))
+    update_bm25(index, IDS[:10], texts_of(TEXTS))
+    once = build(tmp_path / "once", IDS[:10], TEXTS[:10])
+    again = SegmentedBM25.load(index)
+    for query in queries():
+        assert results(again, query) == results(once, query), query
+
+
+def test_compaction_drops_tombstones_and_merges_keep_segments_few(tmp_path):
+    index = tmp_path / "bm25"
+    for n in range(1, 65):  # one chunk per build
+        update_bm25(index, IDS[:n], texts_of(TEXTS))
+    grown = SegmentedBM25.load(index)
+    assert grown is not None and len(grown.segments) <= 7  # a binary counter: O(log n)
+    report = update_bm25(index, IDS[40:64], texts_of(TEXTS[40:64]))
+    assert report.removed == 40 and report.compacted
+    compacted = SegmentedBM25.load(index)
+    assert compacted is not None and len(compacted.segments) == 1
+    assert len(compacted.positions) == 24 and (np.asarray(compacted.positions) >= 0).all()
+    manifest = json.loads((index / MANIFEST).read_text())
+    on_disk = {p.name for p in index.iterdir()}
+    assert on_disk == {MANIFEST, manifest["positions"], manifest["segments"][0]["name"]}
+    once = build(tmp_path / "once", IDS[40:64], TEXTS[40:64])
+    for query in queries():
+        assert results(compacted, query) == results(once, query), query
+
+
+def test_an_update_with_nothing_to_do_writes_nothing(tmp_path):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS[:20], texts_of(TEXTS))
+    before = {p: p.stat().st_mtime_ns for p in index.rglob("*")}
+    report = update_bm25(index, IDS[:20], lambda positions: pytest.fail("tokenized again"))
+    assert (report.added, report.removed) == (0, 0)
+    assert {p: p.stat().st_mtime_ns for p in index.rglob("*")} == before
+
+
+def test_only_new_chunks_are_tokenized(tmp_path):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS[:100], texts_of(TEXTS))
+    asked: list[int] = []
+
+    def texts(positions):
+        asked.extend(positions)
+        return [TEXTS[i] for i in positions]
+
+    update_bm25(index, IDS[:50] + IDS[100:103] + IDS[50:100], texts)
+    assert asked == [50, 51, 52]  # positions in the build's chunk order
+
+
+KILL = """
+import os, signal, sys
+from pathlib import Path
+import numpy as np
+from quillian.components.retrieval import bm25_incremental, bm25_segments
+texts = {texts!r}
+ids = {ids!r}
+calls = [0]
+if sys.argv[1] == "mid-segment":
+    save = np.save
+    def dying_save(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 4:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return save(*args, **kwargs)
+    bm25_segments.np.save = dying_save
+else:
+    def dying_replace(*args):
+        os.kill(os.getpid(), signal.SIGKILL)
+    bm25_incremental.os.replace = dying_replace
+bm25_incremental.update_bm25(Path(sys.argv[2]), ids, lambda p: [texts[i] for i in p])
+"""
+
+
+@pytest.mark.parametrize("when", ["mid-segment", "before-swap"])
+def test_a_killed_update_leaves_the_previous_index(tmp_path, when):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS[:30], texts_of(TEXTS))
+    before = SegmentedBM25.load(index)
+    want = {q: results(before, q) for q in queries()}
+    keep = IDS[5:30] + IDS[30:40]
+    script = KILL.format(texts=TEXTS[5:40], ids=keep)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run([sys.executable, "-c", script, when, str(index)], env=env, check=False)
+    assert killed.returncode == -9
+    assert any(p.name.startswith("seg-") and p.name != "seg-000001" for p in index.iterdir())
+    survivor = SegmentedBM25.load(index)
+    assert {q: results(survivor, q) for q in queries()} == want
+    update_bm25(index, keep, texts_of(TEXTS[5:40]))  # the next build finishes the job
+    once = build(tmp_path / "once", keep, TEXTS[5:40])
+    after = SegmentedBM25.load(index)
+    for query in queries():
+        assert results(after, query) == results(once, query), query
+
+
+def test_an_index_bm25s_wrote_opens_and_its_next_update_converts_it(tmp_path):
+    index = tmp_path / "bm25"
+    index.mkdir()
+    BM25Index.build(TEXTS[:50]).save(index)  # what Quillian wrote before
+    old = BM25Index.load(index)
+    assert old._segmented is None
+    want = {q: old.search(q, 5) for q in queries()}
+    report = update_bm25(index, IDS[:50], texts_of(TEXTS))
+    assert report.added == 50
+    assert not (index / "params.index.json").exists()
+    new = BM25Index.load(index)
+    assert new._segmented is not None
+    for query, (found, scores) in want.items():
+        got_found, got_scores = new.search(query, 5)
+        np.testing.assert_allclose(got_scores, scores, rtol=0, atol=1e-5)
+        if len(scores):  # the same chunks above the last score (ties there: any order)
+            above = scores > scores[-1] + 1e-5
+            assert got_found[above].tolist() == found[above].tolist()
+
+
+def test_stop_words_only_and_empty_corpora_match_nothing(tmp_path):
+    for name, texts in (("stop", ["the of and", "!!! ..."]), ("empty", [])):
+        index = build(tmp_path / name, [f"c{i}" for i in range(len(texts))], texts)
+        assert results(index, "what is it") == ([], [])
+        assert results(index, "Babbage") == ([], [])
+    update_bm25(tmp_path / "stop", ["c0", "c1", "c2"], texts_of(["the of and", "!!!", "Babbage"]))
+    assert results(SegmentedBM25.load(tmp_path / "stop"), "Babbage")[0] == [2]
+
+
+def test_a_damaged_segment_is_rebuilt_by_the_next_update(tmp_path, caplog):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS[:30], texts_of(TEXTS))
+    rows = index / "seg-000001" / "tfs.npy"
+    data = bytearray(rows.read_bytes())
+    data[-4:] = b"\x7f\x7f\x7f\x7f"
+    rows.write_bytes(bytes(data))
+    update_bm25(index, IDS[:31], texts_of(TEXTS))
+    assert "checksum mismatch" in caplog.text
+    once = build(tmp_path / "once", IDS[:31], TEXTS[:31])
+    for query in queries():
+        assert results(SegmentedBM25.load(index), query) == results(once, query), query
+
+
+def test_repeated_chunk_ids_are_refused(tmp_path):
+    from quillian.errors import InputError
+
+    with pytest.raises(InputError, match="not unique"):
+        update_bm25(tmp_path / "bm25", ["a", "a"], texts_of(["x y", "x y"]))
+    assert not (tmp_path / "bm25").exists()
+
+
+def test_tokens_equal_bm25s_tokens():
+    import bm25s
+    from bm25s.stopwords import STOPWORDS_EN as BM25S_STOPWORDS
+
+    from quillian.components.retrieval.bm25_segments import STOPWORDS_EN, stemmer
+
+    assert set(BM25S_STOPWORDS) == STOPWORDS_EN
+    texts = [*TEXTS, "", "the of and", "Ünïcode naïve café ÉCOLE x y zz", "don't 42 a1 __init__"]
+    want = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False)
+    assert tokenize(texts) == want
