@@ -27,12 +27,18 @@ __all__ = [
     "local_ray",
 ]
 
+#: Seconds a test's Ray node is given to start (Ray's own default: 60).
+RAYLET_START_WAIT_S = 180
+
 
 @contextmanager
 def local_ray(num_cpus: int = 2) -> Iterator[ModuleType]:
     """A local Ray instance for the block. On entry it asserts that no Ray process
     listens off loopback; on exit Ray is shut down and any process it left is killed."""
     before = {p.pid for p in ray_processes()}
+    # Ray gives its node 60 s to start; a machine running other work (CI beside other
+    # jobs) can take longer, and the test would fail on its start, not on Quillian
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", str(RAYLET_START_WAIT_S))
     with ray_session("local", num_cpus=num_cpus) as ray:
         try:
             off = listeners_off_loopback()
