@@ -210,7 +210,7 @@ def test_link_needs_no_model_and_reextracts_results_stored_before_parses(caplog)
     with caplog.at_level(logging.WARNING):
         again = extractor.link(chunks, old, titles)
     assert again == linked
-    assert f"{len(chunks)} of {len(chunks)} stored spaCy extractions predate" in caplog.text
+    assert f"{len(chunks)} of {len(chunks)} spaCy extractions given to link predate" in caplog.text
 
 
 @pytest.mark.model

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -435,8 +435,14 @@ def extract_cached(
     """
     namespace = cache_namespace(extractor)
     run = extractor.extract_local if isinstance(extractor, LinkingExtractor) else extractor.extract
-    cached = kv.get_many(namespace, [c.id for c in chunks])
-    missing = [c for c, raw in zip(chunks, cached, strict=True) if raw is None]
+    stale = extractor.stale if isinstance(extractor, StaleAware) else None
+    cached = [
+        None if raw is None else extraction_from_json(raw)
+        for raw in kv.get_many(namespace, [c.id for c in chunks])
+    ]
+    if stale is not None:  # an older version's results: extracted and stored again
+        cached = [None if e is None or stale(e) else e for e in cached]
+    missing = [c for c, e in zip(chunks, cached, strict=True) if e is None]
     fresh: dict[str, Extraction] = {}
 
     def store(extractions: Iterable[Extraction]) -> None:
@@ -452,7 +458,13 @@ def extract_cached(
         except BudgetExhausted as exc:
             store(e for e in exc.done if isinstance(e, Extraction))
             raise
-    return [
-        fresh[c.id] if raw is None else extraction_from_json(raw)
-        for c, raw in zip(chunks, cached, strict=True)
-    ]
+    return [fresh[c.id] if e is None else e for c, e in zip(chunks, cached, strict=True)]
+
+
+@runtime_checkable
+class StaleAware(Protocol):
+    """An extractor that can tell a stored result of an older version of itself (one
+    stored before a field it now needs existed): the build extracts it again and stores
+    the new result in its place."""
+
+    def stale(self, extraction: Extraction) -> bool: ...

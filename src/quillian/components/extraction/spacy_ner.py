@@ -230,15 +230,21 @@ class SpacyExtractor:
             out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases, tokens))
         return out
 
+    def stale(self, extraction: Extraction) -> bool:
+        """Whether a stored :meth:`extract_local` result lacks the parse of the current
+        version that links are named from (stored before predicates): a build extracts
+        such a chunk again and stores the result in its place."""
+        return self.predicates and _stale(extraction)
+
     def _reparse_stale(self, chunks: list[Chunk], local: list[Extraction]) -> list[Extraction]:
-        """``local`` with every result lacking a current parse extracted again."""
-        stale = [i for i, e in enumerate(local) if _stale(e) and self.predicates]
+        """``local`` with every result lacking a current parse extracted again (a
+        caller that did not go through the build's store, which replaces them)."""
+        stale = [i for i, e in enumerate(local) if self.stale(e)]
         if not stale:
             return local
         logger.warning(
-            "%d of %d stored spaCy extractions predate dependency parses (version %d): "
-            "extracting those chunks again; the stored results stay as they are, so every "
-            "rebuild does so (index into a new location to store the parses)",
+            "%d of %d spaCy extractions given to link predate dependency parses "
+            "(version %d): extracting those chunks again",
             len(stale),
             len(local),
             PARSE_VERSION,
