@@ -427,6 +427,7 @@ function pathElements(path, nodes, edges, entity) {
         target: entityId(byEnd[step.object] ?? step.target.entity), label: step.predicate,
         sentence: step.sentence, kind: "relation" });
     }
+    edges.find((e) => e.id === id).onpath = true; // laid out short: the path stays compact
     ids.add(id);
   }
   if (path.chunk_id) {

@@ -5,9 +5,10 @@
 // Nodes: {id, label, kind: "entity" | "passage" | "description", activation (0..1),
 // seed, cited, ...}; edges: {id, source, target, label, sentence, kind}.
 //
-// Labels never overlap: after each layout, labels are kept greedily by importance
-// (the highlighted path, seeds, cited passages, then activation) and a label that would
-// overlap a kept one is hidden (its text stays in the tooltip and the node list).
+// Labels do not overlap: after each layout, labels are kept greedily by importance (the
+// path to the answer, always kept, then the other highlighted paths, seeds, cited
+// passages, activation) and a label that would overlap a kept one is hidden (its text
+// stays in the tooltip and the node list).
 
 import cytoscape from "../vendor/cytoscape.esm.min.mjs";
 import { clear, el, number, short } from "./dom.js";
@@ -58,6 +59,7 @@ const STYLE = [
       "font-size": 11,
       color: "#334155",
       "text-rotation": "none",
+      "text-margin-y": -7, // above the line: node labels hang below their nodes
       "min-zoomed-font-size": 6,
       "text-background-color": "#ffffff",
       "text-background-opacity": 0.85,
@@ -135,18 +137,23 @@ export class GraphView {
     });
     this.cy.on("tap", "node", (event) => this.open(event.target.id()));
     this.cy.on("mouseover", "node, edge", (event) => this.hover(event));
-    this.cy.on("mouseout", "node, edge", () => (this.tip.hidden = true));
-    this.cy.on("viewport", () => (this.moved = true));
+    this.cy.on("mouseout viewport", () => (this.tip.hidden = true));
     // a canvas shown after it was hidden (another tab) or resized: draw it to its size
     new ResizeObserver(() => this.refit()).observe(this.canvas);
     root.graphView = this; // for the browser tests and the console
   }
 
-  /** Resize the drawing to its canvas; fit it again unless the user moved it. */
+  /** Resize the drawing to its new canvas and frame again what was framed: the
+   * selected node with its neighbours, else the highlighted path, else everything. */
   refit() {
     if (!this.canvas.clientWidth || !this.canvas.clientHeight) return;
     this.cy.resize();
-    if (!this.moved) this.frame();
+    const [w, h] = this.laidFor ?? [0, 0];
+    const changed = Math.abs(this.canvas.clientWidth - w) > 0.25 * w || Math.abs(this.canvas.clientHeight - h) > 0.25 * h;
+    if (changed && this.cy.nodes().length) this.layout(false); // into the new canvas's shape
+    const selected = this.cy.$("node:selected");
+    if (selected.nonempty()) this.cy.fit(this.framedAll ? undefined : selected.closedNeighborhood(), 40);
+    else this.frame();
   }
 
   /** Fit the highlighted path (or everything) to the canvas, zoomed in no further
@@ -155,11 +162,8 @@ export class GraphView {
     const answer = this.cy.elements(".answer");
     const path = answer.nonempty() ? answer : this.cy.elements(".onpath");
     this.cy.fit(path.nonempty() ? path : undefined, 32);
-    if (this.cy.zoom() > 1.6) {
-      const centre = { x: this.canvas.clientWidth / 2, y: this.canvas.clientHeight / 2 };
-      this.cy.zoom({ level: 1.6, renderedPosition: centre });
-    }
-    this.moved = false;
+    const centre = { x: this.canvas.clientWidth / 2, y: this.canvas.clientHeight / 2 };
+    if (this.cy.zoom() > 1.6) this.cy.zoom({ level: 1.6, renderedPosition: centre });
   }
 
   /** Highlight the elements with these ids (paths), dim the others (none: all plain);
@@ -191,7 +195,9 @@ export class GraphView {
       for (const ele of order) {
         const box = boxes.get(ele.id());
         if (!box.w || !box.h) continue;
-        if (ele.hasClass("dim") || kept.some((other) => overlap(box, other))) ele.addClass("nolabel");
+        // the path to the answer keeps its labels; the others make way for them
+        const clash = !ele.hasClass("answer") && kept.some((other) => overlap(box, other));
+        if (ele.hasClass("dim") || clash) ele.addClass("nolabel");
         else kept.push(box);
       }
     });
@@ -242,21 +248,24 @@ export class GraphView {
     if (!n) return;
     const options =
       n <= FORCE_LIMIT
-        ? { name: "cose", animate: false, boundingBox: this.room(n), nodeRepulsion: () => 12000, idealEdgeLength: () => 70, gravity: 1.5,
+        ? { name: "cose", animate: false, boundingBox: this.room(n), nodeRepulsion: () => 12000,
+            idealEdgeLength: (edge) => (edge.data("onpath") ? 50 : 75), gravity: 1.5,
             nodeDimensionsIncludeLabels: true, componentSpacing: 60, padding: 24, randomize }
         : { name: "concentric", concentric: (node) => node.data("activation") ?? 0,
             levelWidth: () => 0.1, padding: 24, minNodeSpacing: 6 };
     this.cy.resize();
+    this.laidFor = [this.canvas.clientWidth, this.canvas.clientHeight];
     this.cy.layout(options).run();
     this.declutter();
     this.frame();
   }
 
   /** Where a layout of `n` nodes goes: the canvas's shape, grown so that each node has
-   * about 110 px square at zoom 1 (its label's room). */
+   * about 80 px square at zoom 1 (room for its label; more would make a framed path
+   * too small to read on a phone). */
   room(n) {
     const [w, h] = [this.canvas.clientWidth || 600, this.canvas.clientHeight || 400];
-    const grow = Math.max(1, (110 * Math.sqrt(n)) / Math.min(w, h));
+    const grow = Math.max(1, (80 * Math.sqrt(n)) / Math.min(w, h));
     return { x1: 0, y1: 0, w: w * grow, h: h * grow };
   }
 
@@ -285,14 +294,16 @@ export class GraphView {
     );
   }
 
-  /** Select a node, centre it and show its details. */
-  async open(id) {
+  /** Select a node, centre it and show its details; `all`: frame the whole drawing
+   * (a neighbourhood just drawn) rather than the node and its neighbours. */
+  async open(id, { all = false } = {}) {
     const node = this.cy.getElementById(id);
     if (node.empty()) return;
     this.cy.elements().unselect();
     node.select();
+    this.framedAll = all;
     // frame the node with its neighbours, at a zoom where their labels are legible
-    const around = node.closedNeighborhood();
+    const around = all ? this.cy.elements() : node.closedNeighborhood();
     this.cy.animate({ fit: { eles: around, padding: 40 }, duration: 200 });
     const heading = el("h3", {}, node.data("label"));
     clear(this.details).append(heading, el("p", { class: "muted" }, "Loading…"));
