@@ -283,11 +283,13 @@ export class AskScreen {
   }
 
   /** "How it was reached": for each cited passage (numbered as cited) the graph reached,
-   * the path from the question's seed; a click shows that path alone in the graph. */
+   * the path from the question's seed, the path to the answer's entity first; a click
+   * shows that path alone in the graph. */
   reached(paths) {
     const list = clear($("#reached"));
     const shown = paths.map((path) => ({ path, n: this.citation(path) })).filter(({ n }) => n !== undefined)
-      .sort((a, b) => a.n - b.n || a.path.steps.length - b.path.steps.length);
+      .sort((a, b) => this.answers(b.path) - this.answers(a.path) || a.n - b.n ||
+        a.path.steps.length - b.path.steps.length); // the answer's path first
     $("#reached-box").hidden = !shown.length;
     for (const { path, n } of shown) {
       const show = () => {
