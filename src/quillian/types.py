@@ -21,6 +21,7 @@ __all__ = [
     "Triple",
     "entity_id",
     "normalize_name",
+    "relation_id",
     "stable_id",
 ]
 
@@ -82,6 +83,12 @@ def entity_id(name: str) -> str:
     """The id of the entity called ``name`` (``ent-`` and a hash of its normalised name):
     the same in every build and graph, whatever position the entity takes there."""
     return stable_id("ent", normalize_name(name))
+
+
+def relation_id(subject: str, predicate: str, obj: str, source: str) -> str:
+    """The id of a relation: its ends' normalised names, its predicate, and the
+    sentence (or, without one, the description) it was read from."""
+    return stable_id("rel", normalize_name(subject), predicate, normalize_name(obj), source)
 
 
 @dataclass(frozen=True, slots=True)

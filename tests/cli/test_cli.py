@@ -90,6 +90,12 @@ def test_retrieve_json_carries_the_trace(corpus, capsys):
     assert result["trace"]["seeds"][0]["name"] == "Ada Lovelace"
     relation = result["trace"]["relations"][0] if result["trace"]["relations"] else None
     assert relation is None or relation["sentence"]
+    # the paths as the API shows them: from where activation entered the relations
+    # (a seed, or here Babbage, reached from the seed Ada by no relation), to a passage
+    (path, *_) = [p for p in result["paths"] if p["chunk_id"]]
+    assert path["seed"]["name"] == "Charles Babbage" and path["title"] == "London"
+    assert path["steps"][-1]["target"] == path["entity"]
+    assert path["chunk_id"] in {p["chunk_id"] for p in result["passages"]}
 
 
 @pytest.mark.parametrize("method", ["sa-paper", "ppr", "dense", "bm25"])

@@ -86,6 +86,56 @@ def test_retrieve_returns_passages_and_the_activated_subgraph(client):
     assert len(dense["passages"]) == 1 and dense["subgraph"]["seeds"] == []
 
 
+def assert_paths(paths, seeds, chunk_ids):
+    """Each path starts at a seed, its steps join end to start with a relation read from a
+    sentence, it ends at its entity, and at a returned passage where it names one."""
+    for path in paths:
+        assert path["seed"]["entity"] in seeds, path
+        hops = [step["hop"] for step in path["steps"]]
+        assert hops == sorted(hops) and hops[0] >= 1, path
+        ends = [path["seed"]] + [step["target"] for step in path["steps"]]
+        assert [step["source"] for step in path["steps"]] == ends[:-1]
+        assert ends[-1] == path["entity"]
+        for step in path["steps"]:
+            assert {step["subject"], step["object"]} == {
+                step["source"]["name"], step["target"]["name"],
+            }  # fmt: skip
+            assert step["sentence"] and step["predicate"] and step["relation"].startswith("rel-")
+        assert path["chunk_id"] in chunk_ids | {""}
+        assert bool(path["chunk_id"]) == bool(path["title"])
+
+
+def test_retrieve_shows_the_path_from_the_seeds_to_each_passage(client):
+    body = client.post(
+        "/api/workspaces/main/retrieve", json={"query": QUESTION, "method": "sa", "k": 4}
+    ).json()
+    seeds = {s["entity"] for s in body["subgraph"]["seeds"]}
+    chunk_ids = {p["chunk_id"] for p in body["passages"]}
+    assert_paths(body["paths"], seeds, chunk_ids)
+    by_title = {p["title"]: p for p in body["paths"]}
+    (step,) = by_title["Charles Babbage"]["steps"]
+    assert (step["source"]["name"], step["target"]["name"]) == ("Ada Lovelace", "Charles Babbage")
+    assert step["sentence"] == "Ada Lovelace worked with Charles Babbage on the Analytical Engine."
+    babbage = next(p for p in body["passages"] if p["title"] == "Charles Babbage")
+    assert by_title["Charles Babbage"]["chunk_id"] == babbage["chunk_id"]
+    dense = client.post(
+        "/api/workspaces/main/retrieve", json={"query": QUESTION, "method": "dense"}
+    ).json()
+    assert dense["paths"] == []  # no graph, no path
+
+
+def test_the_schema_publishes_the_paths(client):
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert schemas["RetrieveResponse"]["properties"]["paths"]["items"] == {
+        "$ref": "#/components/schemas/ReasoningPath"
+    }
+    assert "paths" in schemas["Citations"]["properties"]
+    assert set(schemas["ReasoningPath"]["required"]) >= {"seed", "entity", "steps", "chunk_id"}
+    assert set(schemas["PathStep"]["properties"]) == {
+        "hop", "source", "target", "relation", "subject", "predicate", "object", "sentence",
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "words"),
     [
@@ -128,6 +178,13 @@ def test_answer_has_citations_steps_subgraph_and_usage(client):
     assert retrieval["query"] == QUESTION and retrieval["subgraph"]["seeds"]
     assert body["usage"]["llm_calls"] == 1 and body["usage"]["completion_tokens"] > 0
     assert body["seconds"] > 0
+    # how the graph reached the cited passages, as in the retrieval it came from
+    cited = {p["chunk_id"] for p in body["citations"]["passages"]}
+    seeds = {s["entity"] for s in retrieval["subgraph"]["seeds"]}
+    paths = body["citations"]["paths"]
+    assert any(p["chunk_id"] in cited for p in paths)
+    assert_paths(paths, seeds, cited)
+    assert {p["chunk_id"] for p in retrieval["paths"]} >= {p["chunk_id"] for p in paths}
 
 
 def test_streamed_answer_sends_typed_events_in_order(client):
@@ -141,6 +198,7 @@ def test_streamed_answer_sends_typed_events_in_order(client):
     tokens = [json.loads(data) for name, data in events if name == "token"]
     assert names == ["retrieval", "step", *["token"] * len(tokens), "step", "final"]
     assert json.loads(events[0][1])["subgraph"]["seeds"]
+    assert json.loads(events[0][1])["paths"] == plain["retrievals"][0]["paths"] != []
     assert json.loads(events[1][1])["kind"] == "retrieval"
     assert len(tokens) > 1 and {t["prompt"] for t in tokens} == {"sa-rag.answer@1"}
     assert "".join(t["text"] for t in tokens) == ROUTES["sa-rag.answer"]

@@ -60,6 +60,8 @@ def test_tools_over_stdio(built_index, routes_file, tmp_path):
     passages = retrieved.structured_content["passages"]
     assert len(passages) == 2 and passages[0]["title"] == "Charles Babbage"
     assert retrieved.structured_content["subgraph"]["seeds"]
+    (path, *_) = retrieved.structured_content["paths"]  # how the graph reached a passage
+    assert path["steps"][0]["source"] == path["seed"] and path["steps"][-1]["target"]["name"]
     assert answered.structured_content["answer"] == "London"
     assert answered.structured_content["citations"]["passages"]
     assert entity.structured_content["entity"]["name"] == "Charles Babbage"

@@ -54,6 +54,7 @@ def test_chat_completion_with_citations_in_an_extra_field(server):
     assert completion.usage is not None and completion.usage.completion_tokens > 0
     extra = completion.model_extra["quillian"]
     assert extra["citations"]["passages"] and extra["retrievals"][0]["subgraph"]["seeds"]
+    assert extra["citations"]["paths"] and extra["retrievals"][0]["paths"]
     assert [s["kind"] for s in extra["steps"]] == ["retrieval", "answer-reasoning"]
 
 
@@ -69,6 +70,7 @@ def test_streamed_chat_completion_ends_with_done(server):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert chunks[-1].model_extra["quillian"]["citations"]["passages"]
+    assert chunks[-1].model_extra["quillian"]["citations"]["paths"]
     with server.stream(
         "POST",
         "/v1/chat/completions",

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
+from tests.server.conftest import CHROMIUM
 
 from quillian.server.keys import Role, add_key
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.testing.server import QUESTION, ROUTES, build_index, running, serve_process
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
@@ -36,46 +36,6 @@ SHOTS = Path(__file__).resolve().parents[2] / "runs" / "webui"
 HOPPER = b"# Grace Hopper\n\nGrace Hopper was born in New York City. She wrote a compiler.\n"
 LAMARR = b"# Hedy Lamarr\n\nHedy Lamarr was born in Vienna. She co-invented frequency hopping.\n"
 TIMEOUT_MS = 60_000
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args():
-    """pytest-playwright launches Debian's chromium: Playwright cannot download its own
-    here, and no GPU, sandbox or background network is needed."""
-    return {
-        "executable_path": CHROMIUM,
-        "args": [
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-        ],
-    }
-
-
-@pytest.fixture(scope="module")
-def playwright(_pw_api_request_contexts):
-    """pytest-playwright's Playwright, for this module only: its sync API holds an event
-    loop on the main thread while it runs, so kept for the whole session (the plugin's
-    default) it would break every later test that calls ``asyncio.run``."""
-    with sync_playwright() as started:
-        if _pw_api_request_contexts:
-            _pw_api_request_contexts.instrument(started)
-        yield started
-
-
-@pytest.fixture(scope="module")
-def browser_type(playwright):
-    return playwright.chromium
-
-
-@pytest.fixture(scope="module")
-def browser(browser_type, browser_type_launch_args):
-    launched = browser_type.launch(**browser_type_launch_args)
-    yield launched
-    launched.close()
 
 
 @pytest.fixture(scope="session")

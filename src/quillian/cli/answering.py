@@ -31,6 +31,7 @@ from quillian.cli.render import (
     print_verification,
 )
 from quillian.components.factories import RETRIEVER_CONFIGS, RETRIEVERS
+from quillian.components.retrieval.reasoning import reasoning_paths
 from quillian.config import config_options
 from quillian.engine import Engine
 from quillian.engine.engine import MAX_QUESTION_CHARS
@@ -105,7 +106,9 @@ def retrieve(
     with closing(engine):
         result = engine.retrieve(question, method, k)
     if json_out:
-        print(json.dumps(asdict(result), ensure_ascii=False, indent=2))
+        record = asdict(result)
+        record["paths"] = [p.as_dict() for p in reasoning_paths(result.trace.paths)]
+        print(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print_retrieval(result)
 

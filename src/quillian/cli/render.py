@@ -10,7 +10,8 @@ from typing import Any
 from quillian.cli.console import one_line
 from quillian.cli.steps import step_lines
 from quillian.components.ingestion.pipeline import IngestFailure
-from quillian.components.retrieval.base import ActivationPath, RetrievalResult
+from quillian.components.retrieval.base import RetrievalResult
+from quillian.components.retrieval.reasoning import ReasoningPath, reasoning_paths
 from quillian.index import BuildReport
 from quillian.methods.base import AnswerResult
 from quillian.methods.know3.check import Verification
@@ -58,17 +59,17 @@ def print_retrieval(result: RetrievalResult) -> None:
         sentence = _flat(r.sentence or r.description, 140)
         hop = f" hop {r.hop}" if r.hop else ""
         print(f"relation [{r.weight:.2f}]{hop} {r.subject} -{r.predicate}- {r.object}: {sentence}")
-    for path in trace.paths:
-        if path.passage:  # why a returned passage came up: the path to its entity
-            _print_path(f"path to {path.passage}'s passage", path)
+    for path in reasoning_paths(trace.paths):
+        if path.title:  # why a returned passage came up: the path to its entity
+            _print_path(f"path to {path.title}'s passage", path)
 
 
-def _print_path(label: str, path: ActivationPath) -> None:
-    hops = len(path.relations)
+def _print_path(label: str, path: ReasoningPath) -> None:
+    hops = len(path.steps)
     print(f"{label} ({hops} hop{'s' if hops > 1 else ''}):")
-    for r in path.relations:
-        sentence = _flat(r.sentence or r.description, 140)
-        print(f"  {r.subject} -{r.predicate}- {r.object}: {sentence}")
+    for step in path.steps:
+        sentence = _flat(step.sentence, 140)
+        print(f"  {step.subject} -{step.predicate}- {step.object}: {sentence}")
 
 
 def print_answer(result: AnswerResult, trace: bool = False) -> None:
@@ -100,9 +101,9 @@ def print_answer(result: AnswerResult, trace: bool = False) -> None:
     for t in result.evidence.kg_triples:
         sentence = f": {_flat(t.sentence, 140)}" if t.sentence else ""
         print(f"  <{t.subject_name} | {t.relation} | {t.object_name}>{sentence}")
-    for path in result.evidence.paths:
-        if result.answer and _mentions(path.entity, result.answer):
-            _print_path(f"how retrieval reached {path.entity}", path)
+    for path in reasoning_paths(result.evidence.paths):
+        if result.answer and _mentions(path.entity.name, result.answer):
+            _print_path(f"how retrieval reached {path.entity.name}", path)
     usage = result.transcript.usage
     print(
         f"{len(result.transcript.calls)} LLM calls, {usage.prompt_tokens} prompt + "

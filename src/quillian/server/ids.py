@@ -3,15 +3,16 @@ taken before an upload, a delete or a rebuild names the same thing after it, and
 whose thing is gone finds nothing (a 404) rather than whatever took its place.
 
 An entity's id is its snapshot node id, ``ent-`` and 16 hex digits of the SHA-256 of
-its normalised name (:func:`quillian.types.entity_id`, re-exported here); a relation's and a
-description's are made the same way from what they say and where it was read.
+its normalised name (:func:`quillian.types.entity_id`, re-exported here); a relation's
+(:func:`quillian.types.relation_id`, re-exported too) and a description's are made
+the same way from what they say and where it was read.
 """
 
 from __future__ import annotations
 
 import re
 
-from quillian.types import entity_id, normalize_name, stable_id
+from quillian.types import entity_id, relation_id, stable_id
 
 __all__ = [
     "ENTITY_ID_HELP",
@@ -34,12 +35,6 @@ _CHANGED = (
     "content-derived strings like '" + _EXAMPLE + "' (find the entity again with "
     "GET /api/workspaces/WS/entities?q=NAME)"
 )
-
-
-def relation_id(subject: str, predicate: str, obj: str, source: str) -> str:
-    """The id of a relation: its ends' normalised names, its predicate, and the
-    sentence (or, without one, the description) it was read from."""
-    return stable_id("rel", normalize_name(subject), predicate, normalize_name(obj), source)
 
 
 def description_id(entity: str, chunk_id: str, text: str) -> str:

@@ -31,6 +31,9 @@ __all__ = [
     "Neighbourhood",
     "OpenAIErrorBody",
     "Passage",
+    "PathEntity",
+    "PathStep",
+    "ReasoningPath",
     "RetrieveRequest",
     "RetrieveResponse",
     "StepEvent",
@@ -236,6 +239,42 @@ class UsedEdge(BaseModel):
     weight: float
 
 
+class PathEntity(BaseModel):
+    entity: EntityId
+    name: str
+
+
+class PathStep(BaseModel):
+    """One hop of a reasoning path: from ``source`` (nearer the seed) to ``target``
+    through a relation, given as it was read, with its source sentence."""
+
+    hop: int = Field(description="the hop at which activation reached ``target``")
+    source: PathEntity
+    target: PathEntity
+    relation: RelationId
+    subject: str
+    predicate: str
+    object: str
+    sentence: str = Field(description="the source sentence the relation was read from")
+
+
+class ReasoningPath(BaseModel):
+    """How the graph reached a returned passage: from a seed of the question, step by
+    step, to the entity the passage is about."""
+
+    seed: PathEntity = Field(
+        description="where the path starts: a seed of the question, or the entity "
+        "activation reached from one through a link that is no relation (a shared passage)"
+    )
+    entity: PathEntity = Field(description="where it ends: an entity of a returned passage")
+    steps: list[PathStep] = Field(description="the hops from the seed, in order")
+    chunk_id: ChunkId = Field(
+        description="the returned passage the entity is about ('' where the passages "
+        "only mention it)"
+    )
+    title: str = Field(description="that passage's title")
+
+
 class Subgraph(BaseModel):
     """The activated subgraph behind a retrieval (empty for dense and BM25)."""
 
@@ -252,6 +291,11 @@ class RetrieveResponse(BaseModel):
     query: str
     passages: list[Passage]
     subgraph: Subgraph
+    paths: list[ReasoningPath] = Field(
+        default_factory=list,
+        description="for each passage reached through the graph, the path from the "
+        "question's seeds (graph retrievers; empty for dense and BM25)",
+    )
     seconds: float
 
 
@@ -309,6 +353,10 @@ class Citations(BaseModel):
         default=True,
         description="whether the model read the passages; false where it read only the "
         "relations and the passages are their support (kags)",
+    )
+    paths: list[ReasoningPath] = Field(
+        default_factory=list,
+        description="how retrieval reached the passages (shown, never given to the model)",
     )
 
 

@@ -6,16 +6,25 @@ stay valid after the positions change."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from quillian.components.retrieval.base import RetrievalResult
+from quillian.components.retrieval.base import ActivationPath, RetrievalResult
+from quillian.components.retrieval.reasoning import reasoning_paths
 from quillian.methods.base import AnswerResult
 from quillian.methods.spec import MethodSpec
 from quillian.server import models as m
 from quillian.server.ids import entity_id, relation_id
 from quillian.server.jobstore import Job
 
-__all__ = ["answer_view", "job_view", "method_view", "model_id", "retrieval_view"]
+__all__ = [
+    "answer_view",
+    "job_view",
+    "method_view",
+    "model_id",
+    "paths_view",
+    "retrieval_view",
+]
 
 #: Model ids on the OpenAI-compatible endpoints are this prefix and the method's name.
 MODEL_PREFIX = "quillian-"
@@ -64,6 +73,7 @@ def retrieval_view(result: RetrievalResult, seconds: float) -> m.RetrieveRespons
             subgraph_edges=trace.subgraph_edges,
             timings_ms=dict(trace.timings_ms),
         ),
+        paths=paths_view(trace.paths),
         seconds=round(seconds, 6),
     )
 
@@ -96,7 +106,13 @@ def citations_view(result: AnswerResult) -> m.Citations:
             for r in evidence.references
         ],
         passages_read=evidence.passages_read,
+        paths=paths_view(evidence.paths),
     )
+
+
+def paths_view(paths: Iterable[ActivationPath]) -> list[m.ReasoningPath]:
+    """A trace's activation paths as the API shows them (:func:`reasoning_paths`)."""
+    return [m.ReasoningPath.model_validate(p.as_dict()) for p in reasoning_paths(paths)]
 
 
 def usage_view(result: AnswerResult) -> m.Usage:

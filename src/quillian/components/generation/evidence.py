@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from quillian.components.kg.base import KGTriple
 from quillian.components.retrieval.base import ActivationPath, ScoredPassage, UsedRelation
+from quillian.components.retrieval.reasoning import reasoning_paths
 
 __all__ = [
     "Evidence",
@@ -119,19 +120,8 @@ class Evidence:
             ]
         if not self.passages_read:
             out["passages_read"] = False
-        if self.paths:
-            out["paths"] = [
-                {
-                    "entity": p.entity,
-                    "passage": p.passage,
-                    "relations": [
-                        {"subject": r.subject, "predicate": r.predicate, "object": r.object,
-                         "sentence": r.sentence or r.description, "hop": r.hop}
-                        for r in p.relations
-                    ],
-                }
-                for p in self.paths
-            ]  # fmt: skip
+        if self.paths:  # as the API shows them: one mapping for every edge
+            out["paths"] = [p.as_dict() for p in reasoning_paths(self.paths)]
         if self.kg_triples:
             out["kg_triples"] = [
                 {

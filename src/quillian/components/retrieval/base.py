@@ -72,11 +72,13 @@ class UsedRelation:
 class ActivationPath:
     """How spreading activation reached an entity of a returned passage: the relations
     from a seed to ``entity``, seed first (see :mod:`quillian.components.graph.paths`).
-    ``passage`` is the title of the returned passage ``entity`` is about, if any."""
+    ``passage`` is the title of the returned passage ``entity`` is about, if any, and
+    ``chunk_id`` that passage's chunk id."""
 
     entity: str
     relations: tuple[UsedRelation, ...]
     passage: str = ""
+    chunk_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -448,10 +448,14 @@ class SARetriever:
             relations = [self._arc_relation(sub, arc, crossed) for arc in path]
             kept = tuple(r for r in relations if r is not None)
             if kept:
-                chunk = about.get(target)
-                title = ctx.chunk_titles[chunk - ctx.kg.chunk_offset] if chunk is not None else ""
                 name = ctx.entity_name(int(sub.nodes[target]))
-                paths.append(ActivationPath(name, kept, title))
+                chunk = about.get(target)
+                if chunk is None:
+                    paths.append(ActivationPath(name, kept))
+                    continue
+                position = chunk - ctx.kg.chunk_offset
+                title, chunk_id = ctx.chunk_titles[position], ctx.kg.chunk_ids[position]
+                paths.append(ActivationPath(name, kept, title, chunk_id))
         return paths
 
     def _arc_relation(

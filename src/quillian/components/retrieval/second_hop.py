@@ -170,4 +170,5 @@ def hop_path(ctx: RetrievalContext, hop: SecondHop) -> ActivationPath:
     """A placed hop as the trace shows it: the relation it went through (``hop`` 2),
     to the title of the passage it placed."""
     used = ctx.used_relation(hop.relation, hop.similarity, hop=2)
-    return ActivationPath(ctx.entity_name(hop.entity), (used,), ctx.chunk_titles[hop.chunk])
+    title, chunk_id = ctx.chunk_titles[hop.chunk], ctx.kg.chunk_ids[hop.chunk]
+    return ActivationPath(ctx.entity_name(hop.entity), (used,), title, chunk_id)

@@ -1,9 +1,10 @@
 // The Ask screen: question, method and options, the answer streamed in, citations,
 // the method's steps as a timeline, and each retrieval's activated subgraph drawn as
-// soon as its `retrieval` event arrives.
+// soon as its `retrieval` event arrives, with the paths from the question's seeds to
+// the cited passages highlighted and listed ("how it was reached").
 
 import { ApiError, call, stream, workspacePath } from "./api.js";
-import { $, clear, el, notify, number, short } from "./dom.js";
+import { $, clear, el, notify, number, plain, short } from "./dom.js";
 import {
   descriptionId, entityDetails, entityId, neighbourhood, neighbourhoodElements, passageId, textDetails,
 } from "./entity.js";
@@ -15,6 +16,8 @@ export class AskScreen {
     this.methods = [];
     this.retrievals = []; // [{view, elements}]
     this.cited = new Set();
+    this.answer = "";
+    this.numbered([]);
     this.graph = new GraphView($("#ask-graph"), {
       label: "The activated subgraph: entities, passages and descriptions",
       describe: (node, view) => this.describe(node, view),
@@ -62,7 +65,7 @@ export class AskScreen {
     const box = clear($("#options"));
     box.append(el("legend", {}, "Options"));
     if (!spec) return;
-    $("#method-summary").textContent = `${spec.summary}${spec.retriever ? ` (retriever: ${spec.retriever})` : ""}`;
+    $("#method-summary").textContent = `${plain(spec.summary)}${spec.retriever ? ` (retriever: ${spec.retriever})` : ""}`;
     for (const option of spec.options) {
       const id = `option-${option.name}`;
       const kind = option.type.replace(/\s*\|\s*None/, "");
@@ -77,8 +80,9 @@ export class AskScreen {
             });
       input.dataset.option = option.name;
       input.dataset.kind = kind;
-      box.append(el("div", { class: "option" }, el("label", { for: id, title: option.help }, option.name), input,
-        el("small", { class: "muted" }, option.help)));
+      const help = plain(option.help);
+      box.append(el("div", { class: "option" }, el("label", { for: id, title: help }, option.name), input,
+        el("small", { class: "muted" }, help)));
     }
     if (!spec.options.length) box.append(el("p", { class: "muted" }, "This method has no options."));
   }
@@ -100,9 +104,12 @@ export class AskScreen {
   reset() {
     this.retrievals = [];
     this.cited = new Set();
+    this.answer = "";
+    this.numbered([]);
     this.written = "";
     this.prompt = null;
-    for (const id of ["#answer", "#writing", "#sources", "#usage", "#evidence", "#steps", "#retrieval-pick"]) clear($(id));
+    for (const id of ["#answer", "#writing", "#sources", "#usage", "#evidence", "#steps", "#retrieval-pick", "#reached"]) clear($(id));
+    $("#reached-box").hidden = true;
     $("#retrieval-pick").disabled = true;
     $("#graph-stats").textContent = "";
     this.graph.show([], []);
@@ -133,6 +140,8 @@ export class AskScreen {
         });
         this.retrieved(result);
         this.evidence({ passages: result.passages, relations: [], kg_triples: [] });
+        this.numbered(result.passages.map((p) => [p.chunk_id, p.rank, p.text]));
+        this.reached(result.paths);
         status.textContent = `Retrieved in ${number(result.seconds, 2)} s.`;
         return;
       }
@@ -229,10 +238,73 @@ export class AskScreen {
     const { view, elements } = this.retrievals[index];
     for (const node of elements.nodes) node.cited = node.kind === "passage" && this.cited.has(node.chunk_id);
     this.graph.show(elements.nodes, elements.edges);
+    const { ids, answer } = this.reasoning(elements.paths);
+    this.graph.highlight(ids, answer);
     const g = view.subgraph;
     $("#graph-stats").textContent =
       `${g.nodes.length} activated entities, ${g.edges.length} relations, ${view.passages.length} passages` +
       (g.subgraph_nodes ? ` (subgraph of ${g.subgraph_nodes} nodes, ${g.subgraph_edges} edges)` : "");
+  }
+
+  /** Remember the cited passages: [[chunk_id, number, text]]. */
+  numbered(cited) {
+    this.numbers = new Map(cited.map(([chunk, n]) => [chunk, n]));
+    this.sources = cited.map(([, n, text]) => [n, text]);
+  }
+
+  /** The citation number a path leads to: its passage's; for the path to the entity
+   * the answer names, else that of the cited passage its last relation was read from;
+   * undefined if none is cited. */
+  citation(path) {
+    if (this.numbers.has(path.chunk_id)) return this.numbers.get(path.chunk_id);
+    const last = path.steps.at(-1)?.sentence;
+    if (!last || !this.answers(path)) return undefined;
+    return this.sources.find(([, text]) => text.includes(last))?.[0];
+  }
+
+  /** Whether a path ends at the entity the answer names (as the CLI's path). */
+  answers(path) {
+    const answer = this.answer.trim().toLowerCase();
+    return answer !== "" && answer.includes(path.entity.name.toLowerCase());
+  }
+
+  /** Highlight the paths to the cited passages (before an answer: to every passage),
+   * the one to the entity the answer names the most. */
+  reasoning(paths) {
+    const ids = new Set();
+    const answer = new Set();
+    for (const { path, ids: of } of paths) {
+      const shown = this.numbers.size ? this.citation(path) !== undefined : path.chunk_id;
+      if (!shown) continue;
+      for (const id of of) ids.add(id);
+      if (this.answers(path)) for (const id of of) if (!id.startsWith("reach:") && !id.startsWith("p:")) answer.add(id);
+    }
+    return { ids, answer };
+  }
+
+  /** "How it was reached": for each cited passage (numbered as cited) the graph reached,
+   * the path from the question's seed, the path to the answer's entity first; a click
+   * shows that path alone in the graph. */
+  reached(paths) {
+    const list = clear($("#reached"));
+    const shown = paths.map((path) => ({ path, n: this.citation(path) })).filter(({ n }) => n !== undefined)
+      .sort((a, b) => this.answers(b.path) - this.answers(a.path) || a.n - b.n ||
+        a.path.steps.length - b.path.steps.length); // the answer's path first
+    $("#reached-box").hidden = !shown.length;
+    for (const { path, n } of shown) {
+      const show = () => {
+        const drawn = this.retrievals[Number($("#retrieval-pick").value)]?.elements.paths ?? [];
+        const match = drawn.find((d) => d.path.chunk_id === path.chunk_id && d.path.entity.entity === path.entity.entity);
+        if (match) this.graph.highlight(match.ids, this.answers(path) ? match.ids : new Set());
+      };
+      const hops = `${path.steps.length} hop${path.steps.length === 1 ? "" : "s"}`;
+      list.append(el("li", { "data-chunk": path.chunk_id, "data-cite": n, class: this.answers(path) ? "answers" : null },
+        el("button", { type: "button", class: "link cite-number", onclick: show,
+          "aria-label": `show the path to source ${n} in the graph` }, `[${n}]`), " ",
+        el("span", { class: "muted" }, `to ${path.entity.name}${path.title ? ` (${path.title})` : ""} · ${hops}`),
+        el("br"), pathLine(path),
+        el("ul", { class: "sentences" }, path.steps.map((step) => el("li", {}, el("q", {}, step.sentence))))));
+    }
   }
 
   final(result) {
@@ -242,6 +314,9 @@ export class AskScreen {
     if (!this.written) $("#writing").textContent = "(the model's reply came from the cache or was not streamed)";
     this.cited = new Set(result.citations.passages.map((p) => p.chunk_id));
     this.evidence(result.citations);
+    this.answer = result.answer || "";
+    this.numbered(result.citations.passages.map((p, i) => [p.chunk_id, i + 1, p.text]));
+    this.reached(result.citations.paths ?? []);
     const u = result.usage;
     $("#usage").textContent =
       `${u.prompt_tokens} prompt + ${u.completion_tokens} completion tokens, ${u.llm_calls} LLM call${u.llm_calls === 1 ? "" : "s"}` +
@@ -333,5 +408,49 @@ export function subgraphElements(view) {
     nodes.set(passageId(p.chunk_id), { id: passageId(p.chunk_id), label: `${p.rank}. ${p.title || p.chunk_id}`,
       kind: "passage", chunk_id: p.chunk_id, text: p.text, score: p.score });
   }
-  return { nodes: [...nodes.values()], edges };
+  const paths = (view.paths ?? []).map((path) => pathElements(path, nodes, edges, entity));
+  return { nodes: [...nodes.values()], edges, paths };
+}
+
+/** Draw a reasoning path (adding the entities and relations the subgraph lacks) and
+ * return it with the ids of its elements: {path, ids}. */
+function pathElements(path, nodes, edges, entity) {
+  const ids = new Set();
+  for (const end of [path.seed, ...path.steps.map((step) => step.target)]) {
+    if (!nodes.has(entityId(end.entity))) entity(end.entity, end.name, { hop: undefined });
+    ids.add(entityId(end.entity));
+  }
+  const drawn = new Set(edges.map((e) => e.id));
+  for (const step of path.steps) {
+    const id = `r:${step.relation}`;
+    const byEnd = { [step.source.name]: step.source.entity, [step.target.name]: step.target.entity };
+    if (!drawn.has(id)) {
+      edges.push({ id, source: entityId(byEnd[step.subject] ?? step.source.entity),
+        target: entityId(byEnd[step.object] ?? step.target.entity), label: step.predicate,
+        sentence: step.sentence, kind: "relation" });
+    }
+    edges.find((e) => e.id === id).onpath = true; // laid out short: the path stays compact
+    ids.add(id);
+  }
+  if (path.chunk_id) {
+    const id = `reach:${path.entity.entity}>${path.chunk_id}`;
+    if (!drawn.has(id)) {
+      edges.push({ id, source: entityId(path.entity.entity), target: passageId(path.chunk_id), kind: "reaches",
+        label: "", sentence: `${path.entity.name} is what “${path.title}” is about` });
+    }
+    ids.add(id);
+    ids.add(passageId(path.chunk_id));
+  }
+  return { path, ids };
+}
+
+/** A path as one line: seed —predicate→ entity …, each relation's sentence on hover. */
+export function pathLine(path) {
+  const parts = [el("strong", {}, path.seed.name)];
+  for (const step of path.steps) {
+    const forward = step.subject === step.source.name;
+    const arrow = forward ? ` —${step.predicate}→ ` : ` ←${step.predicate}— `;
+    parts.push(el("span", { class: "relation", title: step.sentence }, arrow), el("strong", {}, step.target.name));
+  }
+  return el("span", { class: "path-line" }, parts);
 }

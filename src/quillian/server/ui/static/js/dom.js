@@ -41,3 +41,16 @@ export function notify(message) {
   notice.textContent = message || "";
   notice.hidden = !message;
 }
+
+/** Docstring markup as plain text: Sphinx roles (:mod:`x`, :func:`~a.b`), ``literals``
+ * and `titles` lose their markup; the text stays. */
+export function plain(text) {
+  return String(text ?? "")
+    .replace(/:[a-z]+(?::[a-z]+)?:`(~?)([^`]*)`/g, (_, tilde, inner) => {
+      const target = inner.replace(/^.*<(.*)>$/, "$1").trim(); // :ref:`text <target>`
+      const titled = inner.includes("<") ? inner.replace(/\s*<.*>$/, "") : target;
+      return tilde ? target.split(".").pop() : titled;
+    })
+    .replace(/``([^`]*)``/g, "$1")
+    .replace(/`([^`]*)`_{0,2}/g, "$1");
+}

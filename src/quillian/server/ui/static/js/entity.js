@@ -22,9 +22,10 @@ export function neighbourhoodElements(near) {
     activation, type: hit.type,
   });
   const nodes = [entityNode(near.entity, 1), ...near.nodes.map((hit) => entityNode(hit, 0.35))];
-  const edges = near.edges.map((edge) => ({
+  const edges = merged(near.edges).map(({ edge, sentences }) => ({
     id: `r:${edge.relation}`, source: entityId(edge.source), target: entityId(edge.target),
-    label: edge.predicate, sentence: edge.sentence || edge.description, kind: "relation",
+    label: sentences.length > 1 ? `${edge.predicate} ×${sentences.length}` : edge.predicate,
+    sentence: sentences.join(" · "), count: sentences.length, kind: "relation",
   }));
   near.descriptions.forEach((description) => {
     const id = descriptionId(description.id);
@@ -38,12 +39,28 @@ export function neighbourhoodElements(near) {
     nodes.push({ id: passageId(passage.chunk_id), label: passage.title || passage.chunk_id,
       kind: "passage", chunk_id: passage.chunk_id, title: passage.title, text: passage.text });
   }
+  const sourced = new Set(); // one line from a passage to each entity it gave relations of
   for (const edge of near.edges) {
-    if (!edge.chunk_id) continue;
-    edges.push({ id: `${passageId(edge.chunk_id)}>r:${edge.relation}`, source: passageId(edge.chunk_id),
-      target: entityId(edge.source), kind: "source", label: "" });
+    const id = `${passageId(edge.chunk_id)}>${entityId(edge.source)}`;
+    if (!edge.chunk_id || sourced.has(id)) continue;
+    sourced.add(id);
+    edges.push({ id, source: passageId(edge.chunk_id), target: entityId(edge.source), kind: "source", label: "" });
   }
   return { nodes, edges };
+}
+
+/** Relations with the same ends and predicate (the same fact read from several
+ * sentences) as one: [{edge, sentences}], in first-seen order. */
+export function merged(edges) {
+  const groups = new Map();
+  for (const edge of edges) {
+    const key = `${edge.source}\u001f${edge.predicate}\u001f${edge.target}`;
+    const group = groups.get(key) ?? { edge, sentences: [] };
+    const sentence = edge.sentence || edge.description;
+    if (!group.sentences.includes(sentence)) group.sentences.push(sentence);
+    groups.set(key, group);
+  }
+  return [...groups.values()];
 }
 
 /** The details of an entity: descriptions, related entities (buttons that walk to
@@ -68,16 +85,16 @@ export async function entityDetails(ws, entity, { onWalk, actions = [] }) {
     el(
       "ul",
       { class: "relations" },
-      near.edges.map((edge) => {
+      merged(near.edges).map(({ edge, sentences }) => {
         const other = edge.source === hit.id ? edge.target : edge.source;
         return el(
           "li",
-          {},
+          { "data-count": sentences.length },
           `${name(edge.source)} — ${edge.predicate} → ${name(edge.target)} `,
+          sentences.length > 1 ? el("span", { class: "muted" }, `(×${sentences.length}) `) : null,
           el("button", { type: "button", class: "link", onclick: () => onWalk(other, name(other)) },
             `Walk to ${name(other)}`),
-          el("br"),
-          el("q", {}, edge.sentence || edge.description),
+          sentences.flatMap((sentence) => [el("br"), el("q", {}, sentence)]),
         );
       }),
     ),

@@ -56,7 +56,7 @@ export class ExploreScreen {
         this.graph.merge(nodes, edges, key);
       }
       $("#trail").append(el("li", {}, el("button", { type: "button", onclick: () => this.graph.open(key) }, name)));
-      await this.graph.open(key);
+      await this.graph.open(key, { all: fresh });
     } catch (error) {
       this.app.failed(error);
     }

@@ -4,6 +4,11 @@
 //
 // Nodes: {id, label, kind: "entity" | "passage" | "description", activation (0..1),
 // seed, cited, ...}; edges: {id, source, target, label, sentence, kind}.
+//
+// Labels do not overlap: after each layout, labels are kept greedily by importance (the
+// path to the answer, always kept, then the other highlighted paths, seeds, cited
+// passages, activation) and a label that would overlap a kept one is hidden (its text
+// stays in the tooltip and the node list).
 
 import cytoscape from "../vendor/cytoscape.esm.min.mjs";
 import { clear, el, number, short } from "./dom.js";
@@ -13,13 +18,13 @@ const STYLE = [
     selector: "node",
     style: {
       label: "data(label)",
-      "font-size": 11,
+      "font-size": 13,
       color: "#1b1f24",
       "text-valign": "bottom",
       "text-margin-y": 3,
       "text-wrap": "ellipsis",
-      "text-max-width": 140,
-      "min-zoomed-font-size": 7,
+      "text-max-width": 150,
+      "min-zoomed-font-size": 6,
       "text-background-color": "#ffffff",
       "text-background-opacity": 0.75,
       width: "data(size)",
@@ -51,20 +56,45 @@ const STYLE = [
       "target-arrow-shape": "triangle",
       "curve-style": "bezier",
       label: "data(label)",
-      "font-size": 9,
+      "font-size": 11,
       color: "#334155",
-      "text-rotation": "autorotate",
-      "min-zoomed-font-size": 9,
+      "text-rotation": "none",
+      "text-margin-y": -7, // above the line: node labels hang below their nodes
+      "min-zoomed-font-size": 6,
       "text-background-color": "#ffffff",
-      "text-background-opacity": 0.8,
+      "text-background-opacity": 0.85,
+      "text-background-padding": 1,
     },
   },
   {
     selector: 'edge[kind != "relation"]',
     style: { "line-style": "dashed", "target-arrow-shape": "none", label: "" },
   },
+  // the reasoning: the path from the seeds to the cited passages, the rest dimmed
+  { selector: ".dim", style: { opacity: 0.28 } },
+  { selector: "node.onpath", style: { "border-width": 4, "border-color": "#c2410c", "font-weight": "bold", "z-index": 10 } },
+  {
+    selector: "edge.onpath",
+    style: { width: 4, "line-color": "#c2410c", "target-arrow-color": "#c2410c", "line-style": "solid",
+      color: "#7c2d12", "font-size": 12, "font-weight": "bold", "z-index": 10 },
+  },
+  { selector: 'edge.onpath[kind = "reaches"]', style: { "line-style": "dashed", "target-arrow-shape": "triangle" } },
+  { selector: "node.answer", style: { "border-color": "#7c2d12", "border-width": 5 } },
+  { selector: "edge.answer", style: { width: 6, "line-color": "#9a3412", "target-arrow-color": "#9a3412" } },
+  { selector: ".nolabel", style: { label: "" } },
   { selector: ":selected", style: { "overlay-color": "#0f172a", "overlay-opacity": 0.18 } },
 ];
+
+/** How much a label matters: the one kept where two would overlap. */
+function rank(ele) {
+  const d = ele.data();
+  return (ele.hasClass("answer") ? 16 : 0) + (ele.hasClass("onpath") ? 8 : 0) + (ele.hasClass("dim") ? -8 : 0) + (d.seed ? 4 : 0) +
+    (d.cited ? 2 : 0) + (ele.isNode() ? 1 + (d.activation ?? 0) : 0);
+}
+
+function overlap(a, b) {
+  return a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+}
 
 /** Above this many nodes the force-directed layout gives way to rings by activation. */
 const FORCE_LIMIT = 300;
@@ -88,7 +118,7 @@ export class GraphView {
       { class: "row graph-tools" },
       el("button", { type: "button", onclick: () => this.zoom(1.25) }, "Zoom in"),
       el("button", { type: "button", onclick: () => this.zoom(0.8) }, "Zoom out"),
-      el("button", { type: "button", onclick: () => this.cy.fit(undefined, 24) }, "Fit"),
+      el("button", { type: "button", onclick: () => this.cy.fit(undefined, 24) }, "Fit all"),
       el("button", { type: "button", onclick: () => this.layout(true) }, "Lay out again"),
       legend(),
     );
@@ -107,12 +137,75 @@ export class GraphView {
     });
     this.cy.on("tap", "node", (event) => this.open(event.target.id()));
     this.cy.on("mouseover", "node, edge", (event) => this.hover(event));
-    this.cy.on("mouseout", "node, edge", () => (this.tip.hidden = true));
+    this.cy.on("mouseout viewport", () => (this.tip.hidden = true));
+    // a canvas shown after it was hidden (another tab) or resized: draw it to its size
+    new ResizeObserver(() => this.refit()).observe(this.canvas);
     root.graphView = this; // for the browser tests and the console
+  }
+
+  /** Resize the drawing to its new canvas and frame again what was framed: the
+   * selected node with its neighbours, else the highlighted path, else everything. */
+  refit() {
+    if (!this.canvas.clientWidth || !this.canvas.clientHeight) return;
+    this.cy.resize();
+    const [w, h] = this.laidFor ?? [0, 0];
+    const changed = Math.abs(this.canvas.clientWidth - w) > 0.25 * w || Math.abs(this.canvas.clientHeight - h) > 0.25 * h;
+    if (changed && this.cy.nodes().length) this.layout(false); // into the new canvas's shape
+    const selected = this.cy.$("node:selected");
+    if (selected.nonempty()) this.cy.fit(this.framedAll ? undefined : selected.closedNeighborhood(), 40);
+    else this.frame();
+  }
+
+  /** Fit the highlighted path (or everything) to the canvas, zoomed in no further
+   * than a readable size. */
+  frame() {
+    const answer = this.cy.elements(".answer");
+    const path = answer.nonempty() ? answer : this.cy.elements(".onpath");
+    this.cy.fit(path.nonempty() ? path : undefined, 32);
+    const centre = { x: this.canvas.clientWidth / 2, y: this.canvas.clientHeight / 2 };
+    if (this.cy.zoom() > 1.6) this.cy.zoom({ level: 1.6, renderedPosition: centre });
+  }
+
+  /** Highlight the elements with these ids (paths), dim the others (none: all plain);
+   * those in `strongest` (the path to the answer) most, and framed first. */
+  highlight(ids, strongest = new Set()) {
+    this.highlighted = { ids, strongest };
+    this.cy.batch(() => {
+      this.cy.elements().removeClass("onpath answer dim");
+      if (!ids.size) return;
+      for (const ele of this.cy.elements()) {
+        ele.addClass(ids.has(ele.id()) ? "onpath" : "dim");
+        if (strongest.has(ele.id())) ele.addClass("answer");
+      }
+    });
+    this.declutter();
+    this.frame();
+  }
+
+  /** Hide the labels that would overlap a more important one (see the module). */
+  declutter() {
+    const labelled = this.cy.elements().filter((ele) => ele.data("label"));
+    labelled.removeClass("nolabel");
+    const kept = [];
+    const boxes = new Map();
+    const options = { includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false };
+    for (const ele of labelled) boxes.set(ele.id(), ele.boundingBox(options));
+    const order = labelled.sort((a, b) => rank(b) - rank(a));
+    this.cy.batch(() => {
+      for (const ele of order) {
+        const box = boxes.get(ele.id());
+        if (!box.w || !box.h) continue;
+        // the path to the answer keeps its labels; the others make way for them
+        const clash = !ele.hasClass("answer") && kept.some((other) => overlap(box, other));
+        if (ele.hasClass("dim") || clash) ele.addClass("nolabel");
+        else kept.push(box);
+      }
+    });
   }
 
   /** Replace the drawing. */
   show(nodes, edges) {
+    this.highlighted = null;
     this.cy.elements().remove();
     clear(this.details);
     this.merge(nodes, edges);
@@ -143,6 +236,9 @@ export class GraphView {
     const links = edges.filter((e) => !known(e.id) && known(e.source) && known(e.target));
     this.cy.add(links.map((edge) => ({ group: "edges", data: edge })));
     if (fresh.length || links.length) this.layout(!(drawn && anchor));
+    if (this.highlighted && (fresh.length || links.length)) {
+      this.highlight(this.highlighted.ids, this.highlighted.strongest);
+    }
     this.relist();
   }
 
@@ -152,12 +248,25 @@ export class GraphView {
     if (!n) return;
     const options =
       n <= FORCE_LIMIT
-        ? { name: "cose", animate: false, nodeRepulsion: () => 8000, idealEdgeLength: () => 50, gravity: 2,
+        ? { name: "cose", animate: false, boundingBox: this.room(n), nodeRepulsion: () => 12000,
+            idealEdgeLength: (edge) => (edge.data("onpath") ? 50 : 75), gravity: 1.5,
             nodeDimensionsIncludeLabels: true, componentSpacing: 60, padding: 24, randomize }
         : { name: "concentric", concentric: (node) => node.data("activation") ?? 0,
             levelWidth: () => 0.1, padding: 24, minNodeSpacing: 6 };
+    this.cy.resize();
+    this.laidFor = [this.canvas.clientWidth, this.canvas.clientHeight];
     this.cy.layout(options).run();
-    this.cy.fit(undefined, 24);
+    this.declutter();
+    this.frame();
+  }
+
+  /** Where a layout of `n` nodes goes: the canvas's shape, grown so that each node has
+   * about 80 px square at zoom 1 (room for its label; more would make a framed path
+   * too small to read on a phone). */
+  room(n) {
+    const [w, h] = [this.canvas.clientWidth || 600, this.canvas.clientHeight || 400];
+    const grow = Math.max(1, (80 * Math.sqrt(n)) / Math.min(w, h));
+    return { x1: 0, y1: 0, w: w * grow, h: h * grow };
   }
 
   zoom(factor) {
@@ -185,14 +294,16 @@ export class GraphView {
     );
   }
 
-  /** Select a node, centre it and show its details. */
-  async open(id) {
+  /** Select a node, centre it and show its details; `all`: frame the whole drawing
+   * (a neighbourhood just drawn) rather than the node and its neighbours. */
+  async open(id, { all = false } = {}) {
     const node = this.cy.getElementById(id);
     if (node.empty()) return;
     this.cy.elements().unselect();
     node.select();
+    this.framedAll = all;
     // frame the node with its neighbours, at a zoom where their labels are legible
-    const around = node.closedNeighborhood();
+    const around = all ? this.cy.elements() : node.closedNeighborhood();
     this.cy.animate({ fit: { eles: around, padding: 40 }, duration: 200 });
     const heading = el("h3", {}, node.data("label"));
     clear(this.details).append(heading, el("p", { class: "muted" }, "Loading…"));
@@ -212,9 +323,12 @@ export class GraphView {
     const at = event.renderedPosition ||
       (event.target.isEdge() ? event.target.renderedMidpoint() : event.target.renderedPosition());
     this.tip.textContent = short(text, 300);
-    this.tip.style.left = `${Math.max(0, at.x + 12)}px`;
-    this.tip.style.top = `${Math.max(0, at.y + 12)}px`;
     this.tip.hidden = false;
+    // kept inside the canvas: flipped to the left of the pointer near the right edge
+    const room = this.canvas.clientWidth - this.tip.offsetWidth - 4;
+    const left = at.x + 12 <= room ? at.x + 12 : at.x - 12 - this.tip.offsetWidth;
+    this.tip.style.left = `${Math.max(0, Math.min(left, room))}px`;
+    this.tip.style.top = `${Math.max(0, at.y + 12)}px`;
   }
 }
 
@@ -227,6 +341,7 @@ function legend() {
     item("seed", "seed"),
     item("passage", "passage"),
     item("cited", "cited passage"),
+    item("path", "path to a cited passage"),
     item("description", "description"),
   );
 }
