@@ -4,15 +4,19 @@ as drawn: the path M. Ross Quillian -> Herbert A. Simon -> Milwaukee highlighted
 labelled relations, no label over another at the default zoom, nothing clipped at
 1440x900 or 390x844, the answer and the graph first on a phone, no console error.
 
-The screenshots of Ask, Explore and Documents at both sizes go to ``docs/images/``, where
-the README shows them. One server and one page serve every test (the question is asked
+The screenshots of Ask, Explore and Documents at both sizes are taken on every run, into
+the folder ``QUILLIAN_SCREENSHOTS`` names (``QUILLIAN_SCREENSHOTS=docs/images`` refreshes
+the ones the README shows), else into the session's temporary folder, so a test run
+leaves the checkout as it found it. One server and one page serve every test (the question is asked
 once); the viewport changes between tests."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,7 +43,14 @@ ROUTES = {
         }
     ),
 }
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+ROOT = Path(__file__).resolve().parents[2]
+#: Where the screenshots go: ``$QUILLIAN_SCREENSHOTS`` (relative to the checkout), else
+#: a temporary folder.
+IMAGES = (
+    ROOT / os.environ["QUILLIAN_SCREENSHOTS"]
+    if os.environ.get("QUILLIAN_SCREENSHOTS")
+    else Path(tempfile.gettempdir()) / f"quillian-screenshots-{os.getpid()}"
+)
 TIMEOUT_MS = 60_000
 WIDE, PHONE = (1440, 900), (390, 844)
 
