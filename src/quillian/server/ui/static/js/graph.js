@@ -92,6 +92,24 @@ function rank(ele) {
     (d.cited ? 2 : 0) + (ele.isNode() ? 1 + (d.activation ?? 0) : 0);
 }
 
+/** A label's box alone (what two labels overlapping means). */
+const LABEL_BOX = { includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false };
+/** Where an edge's label is tried, in turn, when its place above the line's middle is
+ * taken: below it, further above or below, then to either side (px at zoom 1). */
+const LABEL_PLACES = [[0, 12], [0, -22], [0, 26], [48, -7], [-48, -7], [0, -36], [0, 40]];
+
+/** Move `edge`'s label to the first of LABEL_PLACES where it `clashes` with no kept
+ * label; its new box, or null (left where it was) when every place clashes. */
+function moveLabel(edge, clashes) {
+  for (const [x, y] of LABEL_PLACES) {
+    edge.style({ "text-margin-x": x, "text-margin-y": y });
+    const box = edge.boundingBox(LABEL_BOX);
+    if (!clashes(box)) return box;
+  }
+  edge.removeStyle("text-margin-x text-margin-y");
+  return null;
+}
+
 function overlap(a, b) {
   return a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
 }
@@ -182,25 +200,29 @@ export class GraphView {
     this.frame();
   }
 
-  /** Hide the labels that would overlap a more important one (see the module). */
+  /** Hide the labels that would overlap a more important one (see the module). The
+   * answer's path keeps every label: one of its relations' labels that would overlap a
+   * label kept before it is moved off the line's middle until it clears. */
   declutter() {
     const labelled = this.cy.elements().filter((ele) => ele.data("label"));
     labelled.removeClass("nolabel");
+    labelled.edges().removeStyle("text-margin-x text-margin-y");
     const kept = [];
+    const hidden = [];
+    const clashes = (box) => kept.some((other) => overlap(box, other));
     const boxes = new Map();
-    const options = { includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false };
-    for (const ele of labelled) boxes.set(ele.id(), ele.boundingBox(options));
+    for (const ele of labelled) boxes.set(ele.id(), ele.boundingBox(LABEL_BOX));
     const order = labelled.sort((a, b) => rank(b) - rank(a));
-    this.cy.batch(() => {
-      for (const ele of order) {
-        const box = boxes.get(ele.id());
-        if (!box.w || !box.h) continue;
-        // the path to the answer keeps its labels; the others make way for them
-        const clash = !ele.hasClass("answer") && kept.some((other) => overlap(box, other));
-        if (ele.hasClass("dim") || clash) ele.addClass("nolabel");
-        else kept.push(box);
-      }
-    });
+    for (const ele of order) {
+      let box = boxes.get(ele.id());
+      if (!box.w || !box.h) continue;
+      if (ele.hasClass("answer")) {
+        if (ele.isEdge() && clashes(box)) box = moveLabel(ele, clashes) ?? box;
+        kept.push(box);
+      } else if (ele.hasClass("dim") || clashes(box)) hidden.push(ele);
+      else kept.push(box);
+    }
+    this.cy.batch(() => hidden.forEach((ele) => ele.addClass("nolabel")));
   }
 
   /** Replace the drawing. */
