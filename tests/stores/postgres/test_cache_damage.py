@@ -68,7 +68,7 @@ def test_a_damaged_cached_table_is_fetched_again(postgres_url: str) -> None:
     build_tiny(postgres_url, CORPUS)
     clean = rankings(postgres_url)
     cache = server_backend().parse_location(postgres_url).cache
-    for name in ("tables/graph.sqlite", "bm25/data.csc.index.npy"):
+    for name in ("tables/graph.sqlite", "bm25/seg-000001/tfs.npy"):
         scribble_keeping_time(cache / name)
     assert rankings(postgres_url) == clean
     truncated = cache / "tables" / "graph.sqlite"

@@ -97,16 +97,18 @@ const LABEL_BOX = { includeNodes: false, includeEdges: false, includeLabels: tru
 /** Where an edge's label is tried, in turn, when its place above the line's middle is
  * taken: below it, further above or below, then to either side (px at zoom 1). */
 const LABEL_PLACES = [[0, 12], [0, -22], [0, 26], [48, -7], [-48, -7], [0, -36], [0, 40]];
+/** The same for a node's label, which hangs below the node: above it, then aside. */
+const NODE_LABEL_PLACES = [[0, -50], [0, 14], [64, -24], [-64, -24], [0, -66], [0, 30]];
 
-/** Move `edge`'s label to the first of LABEL_PLACES where it `clashes` with no kept
- * label; its new box, or null (left where it was) when every place clashes. */
-function moveLabel(edge, clashes) {
-  for (const [x, y] of LABEL_PLACES) {
-    edge.style({ "text-margin-x": x, "text-margin-y": y });
-    const box = edge.boundingBox(LABEL_BOX);
+/** Move the label of `ele` (on the answer's path) to the first place where it `clashes`
+ * with no kept label; its new box, or null (left where it was) when every place clashes. */
+function moveLabel(ele, clashes) {
+  for (const [x, y] of ele.isEdge() ? LABEL_PLACES : NODE_LABEL_PLACES) {
+    ele.style({ "text-margin-x": x, "text-margin-y": y });
+    const box = ele.boundingBox(LABEL_BOX);
     if (!clashes(box)) return box;
   }
-  edge.removeStyle("text-margin-x text-margin-y");
+  ele.removeStyle("text-margin-x text-margin-y");
   return null;
 }
 
@@ -201,12 +203,12 @@ export class GraphView {
   }
 
   /** Hide the labels that would overlap a more important one (see the module). The
-   * answer's path keeps every label: one of its relations' labels that would overlap a
-   * label kept before it is moved off the line's middle until it clears. */
+   * answer's path keeps every label: one of its labels that would overlap a label kept
+   * before it is moved (off the line's middle, above or beside its node) until it clears. */
   declutter() {
     const labelled = this.cy.elements().filter((ele) => ele.data("label"));
     labelled.removeClass("nolabel");
-    labelled.edges().removeStyle("text-margin-x text-margin-y");
+    labelled.removeStyle("text-margin-x text-margin-y");
     const kept = [];
     const hidden = [];
     const clashes = (box) => kept.some((other) => overlap(box, other));
@@ -217,7 +219,7 @@ export class GraphView {
       let box = boxes.get(ele.id());
       if (!box.w || !box.h) continue;
       if (ele.hasClass("answer")) {
-        if (ele.isEdge() && clashes(box)) box = moveLabel(ele, clashes) ?? box;
+        if (clashes(box)) box = moveLabel(ele, clashes) ?? box;
         kept.push(box);
       } else if (ele.hasClass("dim") || clashes(box)) hidden.push(ele);
       else kept.push(box);
