@@ -235,20 +235,17 @@ def _open_collection(
     another dimension (an index rebuilt with another embedding model) or a file of it
     is damaged (a build rewrites every damaged file)."""
     dim = state.embedder.dim
+    index: VectorIndex | None = None
     try:
         index = state.storage.vectors(collection, dim)
+        return index, index.ids()  # ids() checks the files left unchecked at the open
     except (ConfigError, IndexDamagedError) as exc:
         logger.warning("vector collection %r: %s; writing it anew", collection, exc)
-        index = state.storage.vectors(collection, dim, fresh=True)
-        return index, index.ids()
-    try:
-        return index, index.ids()  # checks the files left unchecked at the open
-    except IndexDamagedError as exc:
-        logger.warning("vector collection %r: %s; writing it anew", collection, exc)
-        with contextlib.suppress(IndexDamagedError):
-            index.close()
-        index = state.storage.vectors(collection, dim, fresh=True)
-        return index, index.ids()
+        if index is not None:
+            with contextlib.suppress(IndexDamagedError):
+                index.close()
+    index = state.storage.vectors(collection, dim, fresh=True)
+    return index, index.ids()
 
 
 class BM25Stage:
