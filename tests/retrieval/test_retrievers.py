@@ -323,9 +323,11 @@ def test_rank_fusion_sums_reciprocal_ranks(context) -> None:
     assert [p.chunk for p in alone_sa.retrieve("A", 4, Q).passages] == a
     assert FusedConfig(members="sa+ppr").names == FusedConfig(members="sa, ppr").names
     default = make_retriever(context, "fused")
-    assert default.retrieve("A", 2, Q).method == "fused:sa+ppr+kag"
+    assert default.retrieve("A", 2, Q).method == "fused:sa+ppr"
     assert isinstance(default, FusedRetriever)
-    kag = default.members[2]
+    with_kag = make_retriever(context, "fused", members="sa,ppr,kag")
+    assert isinstance(with_kag, FusedRetriever)
+    kag = with_kag.members[2]
     assert isinstance(kag, KAGChunkRetriever)
     assert kag.config.bm25_swap is False  # a member's swap would only move its 50th passage
     alone = make_retriever(context, "kag")
