@@ -313,3 +313,24 @@ def test_option_help_shows_docstring_markup_as_text(page):
     helps = page.locator("#options .option small").all_text_contents()
     assert helps and not [h for h in helps if "``" in h or ":mod:`" in h or ":func:`" in h]
     assert any("quillian.components.generation.polar" in h for h in helps)
+
+
+def test_on_a_phone_the_options_fold_away_and_the_answer_is_on_the_first_screen(
+    browser, sample_url
+):
+    context = browser.new_context(viewport={"width": PHONE[0], "height": PHONE[1]})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        page.goto(sample_url)
+        expect(page.locator("#workspace-info")).to_contain_text("entities")
+        expect(page.locator("#options-summary")).to_contain_text("Options (")
+        assert page.evaluate("document.querySelector('#options-box').open") is False
+        top = page.evaluate(
+            "document.querySelector('#answer-heading').getBoundingClientRect().top + scrollY"
+        )
+        assert top < PHONE[1], f"the answer starts {top:.0f} px down, below the first screen"
+        page.click("#options-summary")  # a tap opens them
+        expect(page.locator("#options input[data-option='k']")).to_be_visible()
+    finally:
+        context.close()

@@ -69,15 +69,18 @@ class Context:
         return self.workspaces.get(workspace).jobs.running()
 
 
-def context(request: Request) -> Context:
+async def context(request: Request) -> Context:
     ctx: Context = request.app.state.quillian
     return ctx
 
 
+# The dependencies are coroutines although none awaits: FastAPI runs a plain function
+# dependency on a worker thread, and those thread hops took a tenth of a served
+# retrieval's time (``quillian.server.load``); each is a look-up that never blocks.
 Ctx = Annotated[Context, Depends(context)]
 
 
-def grant(request: Request) -> Grant:
+async def grant(request: Request) -> Grant:
     """The rights of the request's key, as the middleware found them (a request it did
     not see has none)."""
     found = getattr(request.state, "grant", None)
@@ -99,15 +102,15 @@ def open_workspace(ctx: Context, grant: Grant, name: str, role: Role) -> Workspa
 WorkspaceName = Annotated[str, Path(description="the workspace's name (GET /api/workspaces)")]
 
 
-def workspace(ctx: Ctx, grant: GrantDep, ws: WorkspaceName) -> Workspace:
+async def workspace(ctx: Ctx, grant: GrantDep, ws: WorkspaceName) -> Workspace:
     return open_workspace(ctx, grant, ws, Role.READ)
 
 
-def writable_workspace(ctx: Ctx, grant: GrantDep, ws: WorkspaceName) -> Workspace:
+async def writable_workspace(ctx: Ctx, grant: GrantDep, ws: WorkspaceName) -> Workspace:
     return open_workspace(ctx, grant, ws, Role.WRITE)
 
 
-def admin(grant: GrantDep) -> Grant:
+async def admin(grant: GrantDep) -> Grant:
     grant.check(EVERY_WORKSPACE, Role.ADMIN)
     return grant
 

@@ -8,7 +8,12 @@ same retrievals in-process, so the server's overhead shows as a ratio. Prints on
 object::
 
     python -m quillian.server.load INDEX --corpus CORPUS.json --questions Q.jsonl \\
-        [--seconds 60] [--clients 1 8 32] [--upload-from 800 --upload 800]
+        [--seconds 60] [--clients 1 8 32] [--upload-from 800 --upload 800] \\
+        [--baseline-src OLD_TREE [--baseline-plain-http]]
+
+With ``--baseline-src``, a second server runs the same index (its own copy) from an
+older source tree, and each number of clients is measured on the two servers in turn,
+so the figures are side by side from one run on one machine.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,10 +136,41 @@ def in_process(index: Path, questions: list[str], method: str, n: int) -> dict[s
     return {"requests": len(latencies), **percentiles(latencies)}
 
 
+#: Run before ``quillian serve`` for a baseline with uvicorn's pure-Python HTTP parser
+#: and event loop (h11, asyncio), as the service ran before httptools and uvloop were
+#: among its dependencies: uvicorn picks them whenever they can be imported.
+_PLAIN_HTTP = (
+    "import runpy, sys; sys.modules['httptools'] = None; sys.modules['uvloop'] = None; "
+    "sys.argv[0] = 'quillian'; runpy.run_module('quillian.cli.main', run_name='__main__')"
+)
+
+
+@dataclass
+class Side:
+    """One server measured: today's code, or a baseline source tree."""
+
+    name: str
+    src: Path | None
+    plain_http: bool
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    client: httpx.AsyncClient | None = None
+
+    def command(self, index: Path, routes: Path) -> list[str]:
+        start = ["-c", _PLAIN_HTTP] if self.plain_http else ["-m", "quillian.cli.main"]
+        return [sys.executable, *start, "serve", f"load={index}",
+                "--llm", f"scripted:{routes}", "--port", str(self.port)]  # fmt: skip
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.src is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(self.src / "src"), *filter(None, [env.get("PYTHONPATH")])]
+            )
+        return env
+
+
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    index = workdir / "index"
-    shutil.copytree(args.index, index)
-    shutil.rmtree(index / "server", ignore_errors=True)
     routes = workdir / "routes.json"
     routes.write_text(json.dumps(ROUTES))
     questions = [
@@ -143,49 +180,76 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     ]
     corpus = json.loads(Path(args.corpus).read_text())
     upload = corpus[args.upload_from : args.upload_from + args.upload]
+    sides = [Side("current", None, plain_http=False)]
+    if args.baseline_src is not None:
+        sides.insert(0, Side("baseline", args.baseline_src, plain_http=args.baseline_plain_http))
+    for side in sides:
+        copy = workdir / f"index-{side.name}"
+        shutil.copytree(args.index, copy)
+        shutil.rmtree(copy / "server", ignore_errors=True)
     report: dict[str, Any] = {
         "index": str(args.index),
         "method": args.method,
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "in_process": await asyncio.to_thread(
-            in_process, index, questions, args.method, args.in_process
+            in_process, workdir / "index-current", questions, args.method, args.in_process
         ),
     }
-    port = free_port()
-    command = [sys.executable, "-m", "quillian.cli.main", "serve", f"load={index}",
-               "--llm", f"scripted:{routes}", "--port", str(port)]  # fmt: skip
-    log = (workdir / "server.log").open("wb")  # the access log too: a pipe would fill up
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+    if args.baseline_src is not None:
+        report["baseline"] = {"src": str(args.baseline_src), "plain_http": args.baseline_plain_http}
+
+    def retrieve(i: int) -> tuple[str, dict[str, Any]]:
+        q = questions[i % len(questions)]
+        return "/api/workspaces/load/retrieve", {"query": q, "method": args.method, "k": 8}
+
+    def answer(i: int) -> tuple[str, dict[str, Any]]:
+        q = questions[i % len(questions)]
+        return "/api/workspaces/load/answer", {"question": q, "method": "sa-rag"}
+
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    base = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
-            await _wait_up(client, server, workdir / "server.log")
-
-            def retrieve(i: int) -> tuple[str, dict[str, Any]]:
-                q = questions[i % len(questions)]
-                return "/api/workspaces/load/retrieve", {"query": q, "method": args.method, "k": 8}
-
-            def answer(i: int) -> tuple[str, dict[str, Any]]:
-                q = questions[i % len(questions)]
-                return "/api/workspaces/load/answer", {"question": q, "method": "sa-rag"}
-
+        for side in sides:
+            side.port = free_port()
+            log = (workdir / f"server-{side.name}.log").open("wb")  # a pipe would fill up
+            command = side.command(workdir / f"index-{side.name}", routes)
+            side.process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=log, env=side.environment()
+            )
+            base = f"http://127.0.0.1:{side.port}"
+            side.client = httpx.AsyncClient(base_url=base, timeout=120, limits=limits)
+            await _wait_up(side.client, side.process, workdir / f"server-{side.name}.log")
             for i in range(5):  # warm up: the query embedder loads on first use
                 path, body = retrieve(i)
-                (await client.post(path, json=body)).raise_for_status()
-            report["retrieve"] = [
-                await load(client, n, args.seconds, retrieve) for n in args.clients
-            ]
-            report["answer"] = await load(client, args.answer_clients, args.seconds, answer)
-            report["during_ingestion"] = await _during_ingestion(client, upload, retrieve, args)
+                (await side.client.post(path, json=body)).raise_for_status()
+        # each number of clients on each side in turn, so a change of the machine's
+        # load in between falls on both alike
+        rows: dict[str, list[dict[str, Any]]] = {side.name: [] for side in sides}
+        for n in args.clients:
+            for side in sides:
+                assert side.client is not None
+                rows[side.name].append(await load(side.client, n, args.seconds, retrieve))
+        for side in sides:
+            assert side.client is not None
+            into = report if side.name == "current" else report["baseline"]
+            into["retrieve"] = rows[side.name]
+            into["answer"] = await load(side.client, args.answer_clients, args.seconds, answer)
+            into["during_ingestion"] = await _during_ingestion(side.client, upload, retrieve, args)
     finally:
-        stop_process(server, 30)
-        log.close()
+        for side in sides:
+            if side.client is not None:
+                await side.client.aclose()
+            if side.process is not None:
+                stop_process(side.process, 30)
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     p50 = report["in_process"]["p50_ms"] or 1.0
     for row in report["retrieve"]:
         row["p50_over_in_process"] = round(row["p50_ms"] / p50, 2)
+    if args.baseline_src is not None:
+        report["p95_current_over_baseline"] = [
+            {"clients": new["clients"], "ratio": round(new["p95_ms"] / old["p95_ms"], 2)}
+            for new, old in zip(report["retrieve"], report["baseline"]["retrieve"], strict=True)
+        ]
     return report
 
 
@@ -255,6 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upload", type=int, default=800, help="passages uploaded")
     parser.add_argument("--ingest-clients", type=int, default=8)
     parser.add_argument("--ingest-limit", type=float, default=900.0, help="longest wait, s")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="a source tree (e.g. a git worktree at an older commit) served beside today's "
+        "code and measured in turn with it",
+    )
+    parser.add_argument(
+        "--baseline-plain-http",
+        action="store_true",
+        help="serve the baseline on uvicorn's pure-Python HTTP parser and loop (h11, "
+        "asyncio), as before httptools and uvloop were dependencies",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="quillian-load-") as tmp:
         report = asyncio.run(run(args, Path(tmp)))

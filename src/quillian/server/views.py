@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from quillian.components.retrieval.base import ActivationPath, RetrievalResult
+from quillian.components.retrieval.base import ActivationPath, RetrievalResult, UsedRelation
 from quillian.components.retrieval.reasoning import reasoning_paths
 from quillian.methods.base import AnswerResult
 from quillian.methods.spec import MethodSpec
@@ -36,46 +36,64 @@ def model_id(method: str, workspace: str | None = None) -> str:
 
 
 def retrieval_view(result: RetrievalResult, seconds: float) -> m.RetrieveResponse:
+    # Plain data validated once: building each nested model in Python cost more than
+    # the retrieval's graph work when served (``quillian.server.load``).
     trace = result.trace
-    return m.RetrieveResponse(
-        method=result.method,
-        query=result.query,
-        passages=[
-            m.Passage(rank=i, chunk_id=p.chunk_id, title=p.title, text=p.text, score=p.score)
-            for i, p in enumerate(result.passages, start=1)
-        ],
-        subgraph=m.Subgraph(
-            seeds=[
-                m.SeedNode(entity=entity_id(s.name), name=s.name, score=s.score, source=s.source)
-                for s in trace.seeds
+    return m.RetrieveResponse.model_validate(
+        {
+            "method": result.method,
+            "query": result.query,
+            "passages": [
+                {
+                    "rank": i,
+                    "chunk_id": p.chunk_id,
+                    "title": p.title,
+                    "text": p.text,
+                    "score": p.score,
+                }
+                for i, p in enumerate(result.passages, start=1)
             ],
-            nodes=[
-                m.ActivatedNode(
-                    entity=entity_id(a.name), name=a.name, activation=a.activation, hop=a.hop
-                )
-                for a in trace.activated
-            ],
-            edges=[
-                m.UsedEdge(
-                    relation=relation_id(
-                        r.subject, r.predicate, r.object, r.sentence or r.description
-                    ),
-                    subject=r.subject,
-                    predicate=r.predicate,
-                    object=r.object,
-                    description=r.description,
-                    sentence=r.sentence or r.description,
-                    weight=r.weight,
-                )
-                for r in trace.relations
-            ],
-            subgraph_nodes=trace.subgraph_nodes,
-            subgraph_edges=trace.subgraph_edges,
-            timings_ms=dict(trace.timings_ms),
-        ),
-        paths=paths_view(trace.paths),
-        seconds=round(seconds, 6),
+            "subgraph": {
+                "seeds": [
+                    {
+                        "entity": entity_id(s.name),
+                        "name": s.name,
+                        "score": s.score,
+                        "source": s.source,
+                    }
+                    for s in trace.seeds
+                ],
+                "nodes": [
+                    {
+                        "entity": entity_id(a.name),
+                        "name": a.name,
+                        "activation": a.activation,
+                        "hop": a.hop,
+                    }
+                    for a in trace.activated
+                ],
+                "edges": [_edge(r) for r in trace.relations],
+                "subgraph_nodes": trace.subgraph_nodes,
+                "subgraph_edges": trace.subgraph_edges,
+                "timings_ms": dict(trace.timings_ms),
+            },
+            "paths": [p.as_dict() for p in reasoning_paths(trace.paths)],
+            "seconds": round(seconds, 6),
+        }
     )
+
+
+def _edge(r: UsedRelation) -> dict[str, Any]:
+    sentence = r.sentence or r.description
+    return {
+        "relation": relation_id(r.subject, r.predicate, r.object, sentence),
+        "subject": r.subject,
+        "predicate": r.predicate,
+        "object": r.object,
+        "description": r.description,
+        "sentence": sentence,
+        "weight": r.weight,
+    }
 
 
 def citations_view(result: AnswerResult) -> m.Citations:

@@ -13,7 +13,7 @@ passage's chunk, naming each entity by its content-derived id
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from quillian.components.retrieval.base import ActivationPath, UsedRelation
@@ -33,6 +33,9 @@ class PathEntity:
     def named(cls, name: str) -> PathEntity:
         return cls(entity_id(name), name)
 
+    def as_dict(self) -> dict[str, str]:
+        return {"entity": self.entity, "name": self.name}
+
 
 @dataclass(frozen=True, slots=True)
 class PathStep:
@@ -47,6 +50,18 @@ class PathStep:
     predicate: str
     object: str
     sentence: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "hop": self.hop,
+            "source": self.source.as_dict(),
+            "target": self.target.as_dict(),
+            "relation": self.relation,
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "object": self.object,
+            "sentence": self.sentence,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +79,16 @@ class ReasoningPath:
     title: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The path as plain data (what the API returns), written out field by field:
+        ``dataclasses.asdict`` deep-copies every string and took a fifth of a served
+        retrieval's time (``quillian.server.load`` on 2Wiki's 6,119 passages)."""
+        return {
+            "seed": self.seed.as_dict(),
+            "entity": self.entity.as_dict(),
+            "steps": [step.as_dict() for step in self.steps],
+            "chunk_id": self.chunk_id,
+            "title": self.title,
+        }
 
 
 def reasoning_paths(paths: Iterable[ActivationPath]) -> list[ReasoningPath]:

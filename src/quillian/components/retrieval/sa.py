@@ -320,28 +320,30 @@ class SARetriever:
         chunks = dst - ctx.kg.chunk_offset
         extra, bm25 = self._hybrid(query, q) if not paper else ([], {})
         unique = np.unique(np.concatenate([chunks, np.asarray(extra, dtype=np.int64)]))
-        cosine = dict(zip(unique.tolist(), ctx.chunk_similarity(q, unique).tolist(), strict=True))
-        scores: dict[int, float] = {}
+        cosine = ctx.chunk_similarity(q, unique).astype(np.float64)
         if paper:
-            for chunk in unique.tolist():
-                if cosine[chunk] >= cfg.document_threshold:
-                    scores[chunk] = cosine[chunk]
+            kept = cosine >= cfg.document_threshold
+            scores = dict(zip(unique[kept].tolist(), cosine[kept].tolist(), strict=True))
         else:
-            value_of = dict(zip(entities.tolist(), values.tolist(), strict=True))
+            # each chunk's best share of an activated entity's value (the topic's whole
+            # value, a mention's ``mention_weight`` of it), plus its weighted cosine and
+            # BM25 score: numpy in the order the per-edge loop added them, so the same
+            # floats
+            order = np.argsort(entities, kind="stable")
+            value = values[order[np.searchsorted(entities, src, sorter=order)]]
             topic = np.asarray(ctx.kg.snapshot.weights[pos]) >= TOPIC_WEIGHT
-            for s, chunk, is_topic in zip(
-                src.tolist(), chunks.tolist(), topic.tolist(), strict=True
-            ):
-                share = 1.0 if is_topic else cfg.mention_weight
-                graph = value_of[s] * share
-                scores[chunk] = max(scores.get(chunk, 0.0), graph)
-            for chunk in unique.tolist():
-                scores[chunk] = (
-                    scores.get(chunk, 0.0)
-                    + cfg.dense_weight * cosine[chunk]
-                    + cfg.bm25_weight * bm25.get(chunk, 0.0)
-                )
-        fallback = [c for c, _ in ctx.dense_ranking(q, k)]
+            graph = np.zeros(len(unique))
+            np.maximum.at(
+                graph,
+                np.searchsorted(unique, chunks),
+                value * np.where(topic, 1.0, cfg.mention_weight),
+            )
+            lexical = np.array([bm25.get(c, 0.0) for c in unique.tolist()]) if bm25 else 0.0
+            total = graph + cfg.dense_weight * cosine + cfg.bm25_weight * lexical
+            scores = dict(zip(unique.tolist(), total.tolist(), strict=True))
+        # the dense ranking only fills a list the graph left short (a search saved)
+        short = len(scores) < k
+        fallback = [c for c, _ in ctx.dense_ranking(q, k)] if short else []
         return top_k_passages(scores, k, fallback)
 
     def _hybrid(self, query: str, q: npt.NDArray[np.float32]) -> tuple[list[int], dict[int, float]]:

@@ -34,7 +34,7 @@ ACCEPTED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _document_id(doc_id: Annotated[str, PathParam(description="the document's id")]) -> str:
+async def _document_id(doc_id: Annotated[str, PathParam(description="the document's id")]) -> str:
     """The path's document id; ``files`` is the upload's path, which takes only POST."""
     if doc_id == "files":
         raise HTTPException(405)

@@ -34,6 +34,9 @@ export class AskScreen {
     });
     $("#stop-button").addEventListener("click", () => this.controller?.abort());
     $("#method").addEventListener("change", () => this.showOptions());
+    // the options open beside the answer on a wide screen; on a phone they fold away,
+    // so the question, the answer and the graph come first
+    $("#options-box").open = !matchMedia("(max-width: 900px)").matches;
     $("#retrieval-pick").addEventListener("change", (e) => this.draw(Number(e.target.value)));
   }
 
@@ -85,6 +88,7 @@ export class AskScreen {
         el("small", { class: "muted" }, help)));
     }
     if (!spec.options.length) box.append(el("p", { class: "muted" }, "This method has no options."));
+    $("#options-summary").textContent = `Options (${spec.options.length})`;
   }
 
   options() {
@@ -240,10 +244,14 @@ export class AskScreen {
     this.graph.show(elements.nodes, elements.edges);
     const { ids, answer } = this.reasoning(elements.paths);
     this.graph.highlight(ids, answer);
+    // what is drawn: the activated entities and relations, and those the paths add
     const g = view.subgraph;
+    const entities = elements.nodes.filter((n) => n.kind === "entity").length;
+    const relations = elements.edges.filter((e) => e.kind === "relation").length;
     $("#graph-stats").textContent =
-      `${g.nodes.length} activated entities, ${g.edges.length} relations, ${view.passages.length} passages` +
-      (g.subgraph_nodes ? ` (subgraph of ${g.subgraph_nodes} nodes, ${g.subgraph_edges} edges)` : "");
+      `${entities} ${entities === 1 ? "entity" : "entities"}, ${relations} ` +
+      `${relations === 1 ? "relation" : "relations"}, ${view.passages.length} passages` +
+      (g.subgraph_nodes ? ` (activation spread over ${g.subgraph_nodes} nodes, ${g.subgraph_edges} edges)` : "");
   }
 
   /** Remember the cited passages: [[chunk_id, number, text]]. */
@@ -301,7 +309,7 @@ export class AskScreen {
       list.append(el("li", { "data-chunk": path.chunk_id, "data-cite": n, class: this.answers(path) ? "answers" : null },
         el("button", { type: "button", class: "link cite-number", onclick: show,
           "aria-label": `show the path to source ${n} in the graph` }, `[${n}]`), " ",
-        el("span", { class: "muted" }, `to ${path.entity.name}${path.title ? ` (${path.title})` : ""} · ${hops}`),
+        el("span", { class: "muted" }, `to ${path.entity.name}${titled(path) ? ` (${path.title})` : ""} · ${hops}`),
         el("br"), pathLine(path),
         el("ul", { class: "sentences" }, path.steps.map((step) => el("li", {}, el("q", {}, step.sentence))))));
     }
@@ -453,4 +461,9 @@ export function pathLine(path) {
     parts.push(el("span", { class: "relation", title: step.sentence }, arrow), el("strong", {}, step.target.name));
   }
   return el("span", { class: "path-line" }, parts);
+}
+
+/** Whether a path's passage title says more than its entity's name ("Milwaukee (film)"). */
+function titled(path) {
+  return path.title !== "" && path.title.toLowerCase() !== path.entity.name.toLowerCase();
 }
