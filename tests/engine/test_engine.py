@@ -245,8 +245,11 @@ def test_the_engine_adds_and_deletes_documents_and_sees_the_change(tmp_path):
         return [p.title for p in engine.retrieve("London", "bm25", 8).passages if p.score > 0]
 
     assert len(matching()) == 1 and len(engine.retrieve("London", "bm25", 8).passages) == 2
+    loaded = engine.index.context.embedder
     engine.add_documents([CORPUS[2]], settings)
     assert len(matching()) == 2
+    # the newer build is opened with the embedder already loaded, not a fresh model
+    assert engine.index.context.embedder is loaded
     engine.delete_documents([CORPUS[1].id])
     assert matching() == ["London"]
 

@@ -154,6 +154,10 @@ class Engine:
         self._checking = threading.Lock()
         self._checked = 0.0  # when it last looked (time.monotonic)
         self._embedding_cache: SqliteKeyValueStore | None = None
+        #: The embedders made, by name: a newer build opened with the same embedder reuses
+        #: its loaded model, so the first queries after a build do not pay for loading
+        #: it again (under load, seconds of every client's requests stalled behind it).
+        self._embedders: dict[str, Embedder] = {}
         if options.kg is not None:
             GraphSpec.parse(options.kg)  # a malformed spec fails now, not mid-answer
 
@@ -251,7 +255,10 @@ class Engine:
         """The embedder named in the options, else the index's own; behind the
         ``embedding_cache`` when the options give one."""
         name = self.options.embedder or self._built_embedder()
-        embedder = make_embedder(name)
+        with self._opening:
+            embedder = self._embedders.get(name)
+            if embedder is None:
+                embedder = self._embedders[name] = make_embedder(name)
         if self.options.embedding_cache is None or name in MODEL_FREE_EMBEDDERS:
             return embedder  # hashing a text is faster than reading its vector back
         with self._opening:
