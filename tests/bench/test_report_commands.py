@@ -15,8 +15,8 @@ from quillian.errors import InputError
 def test_the_command_is_read_from_either_file_beside_the_result(tmp_path: Path) -> None:
     result = tmp_path / "kge-scoring-4.json"
     result.write_text(json.dumps({"p50": 1}))
-    (tmp_path / "kge-scoring-4.json.cmd").write_text("python -m quillian.bench.kge --json\n")
-    assert report._with_command(result)["_command"] == "python -m quillian.bench.kge --json"
+    (tmp_path / "kge-scoring-4.json.cmd").write_text("python research/kge.py --json\n")
+    assert report._with_command(result)["_command"] == "python research/kge.py --json"
     other = tmp_path / "tune.json"
     other.write_text("{}")
     (tmp_path / "tune.cmd").write_text("quillian bench tune --json")

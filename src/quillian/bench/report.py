@@ -60,8 +60,8 @@ NOTES = """
 
 #: JSON inputs of the knowledge-graph sections (``--kg-NAME FILE``).
 KG_INPUTS = {
-    "scale": "JSON from quillian.bench.kg_scale",
-    "ann": "JSON from quillian.bench.kg_ann",
+    "scale": "JSON from research/kg_scale.py",
+    "ann": "JSON from research/kg_ann.py",
     "link": "JSON from quillian kg link --json",
     "cross": "JSON from quillian bench retrieval --kg KG+index --json",
 }
@@ -294,7 +294,7 @@ def _qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[s
             "",
             "## Local model backends",
             "",
-            "`python -m quillian.bench.llm_local --json`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M "
+            "`python research/llm_local.py --json`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M "
             "through transformers, a 1,042-token prompt, 100 new tokens, median of 3, "
             f"{llm_local['machine']['cpus']} threads ({llm_local['machine']['cpu_capability']}). "
             "`int8` holds weights per output channel and activations per token in int8; "
@@ -573,7 +573,7 @@ def _kg_scale_rows(scale: dict[str, Any]) -> list[str]:
         "",
         "## KG-Infused RAG: a Wikidata5M-shaped graph at full size",
         "",
-        f"`{scale.get('_command', 'python -m quillian.bench.kg_scale --json')}`: "
+        f"`{scale.get('_command', 'python research/kg_scale.py --json')}`: "
         f"{scale['entities']:,} entities, {scale['triples']:,} triples and "
         f"{scale['relations']} relations written as Wikidata5M files; "
         f"{graph['entities']:,} entities and {graph['triples']:,} triples kept by the "
@@ -599,7 +599,7 @@ def _kg_ann_rows(ann: dict[str, Any]) -> list[str]:
         "",
         "## Entity-description search on real text: WordNet glosses with MiniLM",
         "",
-        f"`{ann.get('_command', 'python -m quillian.bench.kg_ann --json')}`: "
+        f"`{ann.get('_command', 'python research/kg_ann.py --json')}`: "
         f"{ann['entities']:,} synsets; queries are {queries.get('names')} synset names and "
         f"the {queries.get('questions')} MuSiQue questions (recall@10 against exact "
         f"search; MiniLM query embedding adds {ann.get('embed_query_ms')} ms).",
@@ -772,7 +772,7 @@ KAGS_FIGURES = [
 
 
 def _kags_section(kags: dict[str, Any]) -> list[str]:
-    """The ``--kags`` runs (``python -m quillian.bench.kags``): KAGS beside the other
+    """The ``--kags`` runs (``python research/kags.py``): KAGS beside the other
     retrievers on one index, and on HotpotQA its source sentences against the gold ones."""
     if not kags:
         return []
@@ -903,7 +903,7 @@ def main(argv: list[str] | None = None) -> None:
         help="summary.json of a `quillian bench qa` run to show (replaces one of that name)",
     )
     parser.add_argument("--qa-index", type=Path, metavar="DIR", help="the index the --qa runs used")
-    parser.add_argument("--llm-local", type=Path, help="JSON from quillian.bench.llm_local")
+    parser.add_argument("--llm-local", type=Path, help="JSON from research/llm_local.py")
     for name, source in KG_INPUTS.items():
         parser.add_argument(
             f"--kg-{name}",
@@ -916,7 +916,7 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         action="append",
         metavar="JSON",
-        help="JSON from python -m quillian.bench.kags (repeatable, named by the file's "
+        help="JSON from python research/kags.py (repeatable, named by the file's "
         "stem); a FILE.cmd beside it holds the command",
     )
     parser.add_argument(
@@ -932,7 +932,7 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         action="append",
         metavar="JSON",
-        help="JSON from quillian.bench.kge (repeatable, one per data set); a FILE.cmd "
+        help="JSON from research/kge.py (repeatable, one per data set); a FILE.cmd "
         "beside it holds the command",
     )
     parser.add_argument(
@@ -951,13 +951,13 @@ def main(argv: list[str] | None = None) -> None:
         "--kge-synthetic",
         type=Path,
         metavar="JSON",
-        help="JSON from python -m quillian.bench.kge --synthetic E,T; a FILE.cmd beside it",
+        help="JSON from python research/kge.py --synthetic E,T; a FILE.cmd beside it",
     )
     parser.add_argument(
         "--kge-scoring",
         type=Path,
         metavar="JSON",
-        help="JSON from python -m quillian.bench.kge --scoring N; a FILE.cmd beside it",
+        help="JSON from python research/kge.py --scoring N; a FILE.cmd beside it",
     )
     parser.add_argument(
         "--section",

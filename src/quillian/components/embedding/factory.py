@@ -18,7 +18,7 @@ __all__ = ["DEFAULT_EMBEDDER", "EMBEDDERS", "LEGACY_EMBEDDER", "embedder_name", 
 EMBEDDERS = ("minilm", "minilm-int8", "hash", "keyword")
 #: What a new index or graph is embedded with: MiniLM with int8 weights on ONNX Runtime,
 #: about three times faster than on torch with retrieval figures level within noise
-#: (python -m quillian.bench.embedders; docs/benchmarks.md).
+#: (python research/embedders.py; docs/benchmarks.md).
 DEFAULT_EMBEDDER = "minilm-int8"
 #: What an index whose manifest names no embedder was built with (the default then).
 LEGACY_EMBEDDER = "minilm"

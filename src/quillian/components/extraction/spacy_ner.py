@@ -33,7 +33,7 @@ runs for the predicates (``predicates=False`` runs NER alone, every link
 mentions (:class:`predicates.DependencyParse`), so :meth:`SpacyExtractor.link` names
 links without the model. A stored result without a parse of the current
 :data:`predicates.PARSE_VERSION` (an index extracted before predicates) is extracted
-again by :meth:`SpacyExtractor.link`. ``python -m quillian.bench.predicates`` measures
+again by :meth:`SpacyExtractor.link`. ``python research/predicates.py`` measures
 what the parser costs.
 """
 

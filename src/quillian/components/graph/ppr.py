@@ -73,7 +73,7 @@ class Layout:
     the folded scores are filled in after. The order is reverse Cuthill-McKee's
     (neighbours at nearby positions), so the vector entries a row of the product reads
     lie close together in memory: on that walk a solve took 4.7 ms instead of 5.9
-    (``quillian.bench.ppr_solvers``)."""
+    (``research/ppr_solvers.py``)."""
 
     n_nodes: int
     nodes: npt.NDArray[np.intp]

@@ -7,7 +7,7 @@ relation by name only when it is spelled as one of them, so
 :class:`~quillian.components.kg.mentions.RelationIndex` tries the folded key before
 embedding similarity. Folding the relations a KG-embedding model learns was measured
 too and is not the default (``triples_from_knowledge_graph(kg, fold=True)``;
-``python -m quillian.bench.kge_predicates``): it did not tell held-out facts from
+``python research/kge_predicates.py``): it did not tell held-out facts from
 corrupted ones better on that graph.
 
 :func:`relation_key` normalises a predicate as ReVerb does (Fader et al., EMNLP 2011,

@@ -58,7 +58,7 @@ __all__ = [
 
 #: Values of :attr:`ImportOptions.ann`: ``auto``, ``none`` or an IVF kind.
 ANN_CHOICES = ("auto", "none", "ivf-sq8", "ivf-fp16", "ivf-pq")
-#: The kind ``auto`` builds (chosen by measurement: see ``quillian.bench.kg_ann``).
+#: The kind ``auto`` builds (chosen by measurement: see ``research/kg_ann.py``).
 DEFAULT_ANN = "ivf-sq8"
 
 #: A reader: stages its input in a work directory, counting into the report.

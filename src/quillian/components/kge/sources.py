@@ -10,7 +10,7 @@
   ``fold=True`` folds spellings of one relation together
   (:func:`~quillian.components.kg.predicates.relation_key`: "is located in" and
   "located in"); measured on MuSiQue's GPT-3.5 graph it did not tell held-out facts
-  from corrupted ones better (``python -m quillian.bench.kge_predicates``), so it is
+  from corrupted ones better (``python research/kge_predicates.py``), so it is
   not the default.
 
 Each :class:`TripleSet` carries a ``source_key``, a digest of the entity ids and
@@ -85,7 +85,7 @@ def triples_from_knowledge_graph(kg: KnowledgeGraph, *, fold: bool = False) -> T
     ``i`` is the ``i``-th distinct :func:`predicate_key` in extraction order. With
     ``fold=True``, the ``i``-th distinct
     :func:`~quillian.components.kg.predicates.relation_key` instead, named by its most
-    frequent spelling (what ``quillian.bench.kge_predicates`` compares against)."""
+    frequent spelling (what ``research/kge_predicates.py`` compares against)."""
     predicates = (t.predicate for t in kg.relations)
     if fold:
         folded = FoldedPredicates(predicates)

@@ -6,7 +6,7 @@ the 2-core machine, in every process that answers a question. The first load sav
 what it produced (the float32 weights as safetensors, the config, the tokenizer and its
 chat template) under the model cache, in a directory named by the GGUF file's SHA-256
 and the transformers version that dequantised it; later loads read that directory,
-memory-mapped (``python -m quillian.bench.llm_local --load``).
+memory-mapped (``python research/llm_local.py --load``).
 
 * The weights are kept in float32 only, as transformers' GGUF reader gives them: a
   Q4_K value is a float16 scale times small integers, which bfloat16 and float16 cannot

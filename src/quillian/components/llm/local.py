@@ -68,7 +68,7 @@ logger = logging.getLogger(__name__)
 GGUF_MAGIC = b"GGUF"
 EXTRA = "local"
 Dtype = Literal["float32", "bfloat16", "int8"]
-# Chosen by ``python -m quillian.bench.llm_local`` on the 2-core AVX2 machine (no AVX-512,
+# Chosen by ``python research/llm_local.py`` on the 2-core AVX2 machine (no AVX-512,
 # no AMX): float32 processes a 1,042-token prompt at 147 tokens/s against 27 for bfloat16,
 # which only wins at decoding (12 against 5 tokens/s, less memory traffic) and changes
 # greedy answers (2 of 4 differ). Retrieval prompts are long and answers short.

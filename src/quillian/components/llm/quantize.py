@@ -12,7 +12,7 @@ each weight matrix one scale). LLMs
 put activations thousands of times larger than the rest on a few tokens, the first one
 above all ("massive activations", Sun et al., COLM 2024), so one scale leaves every
 other token of a prompt a handful of int8 levels. On the bundled model
-(``python -m quillian.bench.llm_local``), the token it predicts next at each prompt
+(``python research/llm_local.py``), the token it predicts next at each prompt
 position agrees with float32's at 68% of positions with one scale per call and at 97%
 with a scale per token, for 7% slower prompt reading, 22% slower generation (still 3.5
 times float32's) and 1.1 GB less peak memory.

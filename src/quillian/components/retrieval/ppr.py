@@ -134,7 +134,7 @@ class PPRRetriever:
 
     def walk_over(self, fold: bool, dtype: type[np.floating[Any]], reorder: bool) -> Walk:
         """The walk of this retriever's graph, its description nodes folded or not, in
-        ``dtype``, its nodes reordered or not (``quillian.bench.ppr_solvers`` checks
+        ``dtype``, its nodes reordered or not (``research/ppr_solvers.py`` checks
         :attr:`walk` against the exact solution of the whole float64 one)."""
         kinds = (EdgeKind.RELATED_TO, EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY)
         cfg = self.config

@@ -56,7 +56,7 @@ class IVFOptions:
     """Lists scanned per query by default (searches may pass another). At 4.3M vectors
     (2048 lists) 128 costs about 23 ms a query on 2 cores, leaving room for the query
     embedding under 50 ms; on WordNet's glosses (256 lists) it finds 98% of the exact
-    top 10 (``quillian.bench.kg_ann``, ``kg_scale``)."""
+    top 10 (``research/kg_ann.py``, ``kg_scale``)."""
     rerank: int | None = None
     """Candidates re-scored exactly from the float vectors (0: none); None: 100 for
     ``ivf-pq``, 0 otherwise."""

@@ -17,7 +17,7 @@ Recall beyond :data:`EXACT_LIMIT`: HNSW (m 16, ef_construction 64) searched
 0.992 to 0.996) on 20,000 and 50,000 MiniLM-int8 embeddings of real passages and
 WordNet glosses, 200 held-out queries, at a p50 of 19 to 35 ms (20,000) and 52 ms
 (50,000) against 88 to 106 and 222 ms for an exact scan, on a loaded 2-core machine
-(``python -m quillian.bench.pg_recall``; docs/benchmarks.md). The breadth used before,
+(``python research/pg_recall.py``; docs/benchmarks.md). The breadth used before,
 64, found 0.970 to 0.974; pgvector's default, 40, 0.943 to 0.955.
 
 Deletes are deferred. A build updates a collection keyed by content in place (it adds the

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.kags import gold_sentences, match_sentences, sentence_figures
+from kags import gold_sentences, match_sentences, sentence_figures
 from quillian.components.retrieval.kags import KAGSRetriever
 from quillian.engine import Engine
 from quillian.eval.datasets import passage_key
@@ -47,7 +47,7 @@ def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
         "kags": {"R@2": 0.3, "R@5": 0.4, "p50_ms": 30.0},
         "kags_sentences": figures,
         "_run": {"index": {"kags_triples": 12}},
-        "_command": "python -m quillian.bench.kags --dataset hotpotqa",
+        "_command": "python research/kags.py --dataset hotpotqa",
     }
     text = "\n".join(_kags_section({"hotpotqa": run}))
     assert "| dense MiniLM top-k | 0.6 | 0.8 | 0.1 |" in text

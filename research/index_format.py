@@ -2,7 +2,7 @@
 tree's format (``--baseline-src``, e.g. the JSON Lines tables of schema 1), side by side
 in one run, on the same corpora, extractions, embeddings and questions.
 
-Run ``python -m quillian.bench.index_format --baseline-src /tmp/base/src --corpus
+Run ``python research/index_format.py --baseline-src /tmp/base/src --corpus
 ../shared/bench/hotpotqa/corpus.json --questions ../shared/bench/hotpotqa/questions.json
 --dataset hotpotqa``. For the packaged sample (titles as questions) and the corpus
 given (its first ``--first-n`` documents), it indexes the corpus once with this tree
@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import quillian
 from quillian.components.ingestion.readers import read_documents
 from quillian.eval.datasets import load_questions
 
@@ -41,9 +42,10 @@ __all__ = ["main", "run_index_format_bench"]
 logger = logging.getLogger(__name__)
 
 CHILD = Path(__file__).with_name("index_format_child.py")
-SAMPLE = Path(__file__).parents[1] / "data" / "sample"
-#: This tree's sources, the first on the child's ``PYTHONPATH`` for the new format.
-HERE = Path(__file__).parents[2]
+SAMPLE = Path(quillian.__file__).parent / "data" / "sample"
+#: The sources of the ``quillian`` imported here, the first on the child's ``PYTHONPATH``
+#: for the new format.
+HERE = Path(quillian.__file__).parents[1]
 
 
 def _child(src: Path, *args: str) -> dict[str, Any]:

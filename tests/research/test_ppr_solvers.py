@@ -1,10 +1,10 @@
-"""bench.ppr_solvers: both solvers on an opened index, against the exact solution."""
+"""research/ppr_solvers.py: both solvers on an opened index, against the exact solution."""
 
 from __future__ import annotations
 
 import json
 
-from quillian.bench.ppr_solvers import main
+from ppr_solvers import main
 
 
 def test_both_solvers_are_counted_and_checked_against_the_exact_solution(hotpot_index, capsys):

@@ -1,6 +1,6 @@
 """Benchmark the local chat model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M through transformers).
 
-Run ``python -m quillian.bench.llm_local`` (add ``--json`` for one JSON object). Each
+Run ``python research/llm_local.py`` (add ``--json`` for one JSON object). Each
 dtype is measured in a fresh subprocess, so load time and peak memory are its own:
 
 * ``load_s``: :meth:`LocalChatModel.load` (imports, GGUF parsing, dequantisation, or
@@ -18,7 +18,7 @@ dtype is measured in a fresh subprocess, so load time and peak memory are its ow
   greedy prompts) where the dtype's most likely next token is the first dtype's.
 
 Measured on a 2-core AMD EPYC with AVX-512 (bfloat16 instructions, no AMX), torch 2.13
-CPU, transformers 5.23, default arguments; ``python -m quillian.bench.llm_local --dtypes
+CPU, transformers 5.23, default arguments; ``python research/llm_local.py --dtypes
 float32,int8,int8-per-call,bfloat16`` (``int8-per-call`` is the int8 Quillian used
 before, torch's dynamic quantization with one activation scale per call, kept as the
 baseline row)::
@@ -228,7 +228,7 @@ def _greedy(model: LocalChatModel, text: str) -> str:
 
 
 def _run_child(dtype: str, args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, "-m", "quillian.bench.llm_local", "--one", dtype]
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", dtype]
     command += ["--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens)]
     command += ["--repeats", str(args.repeats)]
     if args.threads:
@@ -273,7 +273,7 @@ def _table(results: list[dict[str, Any]]) -> str:
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m quillian.bench.llm_local", description=__doc__.split("\n\n")[0]
+        prog="python research/llm_local.py", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--dtypes",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quillian.bench.llm_local import PER_CALL_INT8, _agreement, _parse
+from llm_local import PER_CALL_INT8, _agreement, _parse
 
 
 def test_next_token_agreement_counts_every_prompt_position() -> None:

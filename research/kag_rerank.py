@@ -1,6 +1,6 @@
 """KAG's final passage rerank replayed on recorded runs, with no LLM.
 
-    python -m quillian.bench.kag_rerank --dataset musique \\
+    python research/kag_rerank.py --dataset musique \\
         --questions ../shared/bench/musique/questions.jsonl \\
         --index-dir indexes/musique-gpt runs/m50-kag-lfsh/kag [--json]
 

@@ -1,4 +1,4 @@
-"""The child process of :mod:`quillian.bench.index_format`: builds or measures one index
+"""The child process of ``research/index_format.py``: builds or measures one index
 with whichever Quillian ``PYTHONPATH`` names (this tree or a baseline one), so it uses
 only what both provide. Run by path (``python -P this_file.py ...``); prints one JSON
 object on its last line of stdout.

@@ -1,8 +1,8 @@
 """What naming links by the dependency parse costs and gives, and retrieval paired.
 
-    python -m quillian.bench.predicates --corpus ../shared/bench/2wiki/corpus.json \\
+    python research/predicates.py --corpus ../shared/bench/2wiki/corpus.json \\
         --first-n 600 --rounds 3 --json
-    python -m quillian.bench.predicates --paired BEFORE.json AFTER.json --json
+    python research/predicates.py --paired BEFORE.json AFTER.json --json
 
 The first form runs the spaCy extractor's per-chunk step on the same passages with NER
 alone (``predicates=False``, the extractor before predicates) and with the parser

@@ -2,7 +2,7 @@
 whether each ranking equals the exact solution's, on the resets ``ppr`` makes for the
 dev questions.
 
-    python -m quillian.bench.ppr_solvers --bench ../shared/bench \\
+    python research/ppr_solvers.py --bench ../shared/bench \\
         --index 2wiki:indexes/report/2wiki-all --index musique:indexes/report/musique-gpt
 
 Each index (``DATASET:DIR``) is opened, never built. ``ppr`` (its default options) ranks

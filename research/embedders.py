@@ -1,6 +1,6 @@
 """Embedders side by side, in one run: throughput, agreement, retrieval, build time.
 
-    python -m quillian.bench.embedders --bench ../shared/bench --json
+    python research/embedders.py --bench ../shared/bench --json
 
 For each embedder (default: ``minilm`` on torch, the reference, and ``minilm-int8`` on
 ONNX Runtime), on the same machine in the same process:
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.full:
         result["full_build"] = _full_build(args.bench, args.index_root, names)
     if args.markdown:
-        command = shlex.join(["python", "-m", "quillian.bench.embedders", *(argv or sys.argv[1:])])
+        command = shlex.join(["python", "research/embedders.py", *(argv or sys.argv[1:])])
         args.markdown.write_text(section(result, command), encoding="utf-8")
     json.dump(result, sys.stdout, indent=None if args.json else 2)
     sys.stdout.write("\n")

@@ -1,6 +1,6 @@
 """Scale benchmark of the knowledge-graph import on synthetic Wikidata5M-shaped files.
 
-    python -m quillian.bench.kg_scale --entities 200000 --triples 1000000 --json
+    python research/kg_scale.py --entities 200000 --triples 1000000 --json
 
 Writes the files (:mod:`quillian.bench.kg_synthetic`), imports them with the paper's
 preprocessing, reopens the graph and times what KG-Infused RAG does per query:
@@ -27,7 +27,7 @@ preprocessing, reopens the graph and times what KG-Infused RAG does per query:
   recall@10 against the exact top 10, for random queries (``recall_at_10``) and for
   entities' own descriptions as queries (``self_at_1``: the entity ranks first).
   Hash-embedder vectors are uniformly random: nothing clusters, so ``recall_at_10``
-  here is the worst case of an inverted-file index (real text: ``quillian.bench.kg_ann``).
+  here is the worst case of an inverted-file index (real text: ``research/kg_ann.py``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from quillian.bench.kg_ann import directory_mb, recall_at_10, time_search
+from kg_ann import directory_mb, recall_at_10, time_search
 from quillian.bench.kg_synthetic import pseudo_words, write_wikidata5m_like
 from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.kg.store import ImportedGraph

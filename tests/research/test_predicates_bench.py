@@ -3,7 +3,7 @@ a script, run by hand)."""
 
 import pytest
 
-from quillian.bench.predicates import compare_runs
+from predicates import compare_runs
 from quillian.errors import InputError
 
 

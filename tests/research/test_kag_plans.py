@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from quillian.bench.kag_plans import run
+from kag_plans import run
 
 LOOP = (
     "Step1: Who?\nAction1: Retrieval(s=s1:Person[Ada], p=p1:child, o=o1:Person)\n"

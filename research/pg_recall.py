@@ -1,6 +1,6 @@
 """Recall and latency of pgvector's HNSW search against exact search, on real embeddings.
 
-Run ``HF_HUB_OFFLINE=1 python -m quillian.bench.pg_recall --sizes 20000 50000 100000``.
+Run ``HF_HUB_OFFLINE=1 python research/pg_recall.py --sizes 20000 50000 100000``.
 It embeds texts nobody here wrote with Quillian's default embedder: the passages of the
 three bench corpora (``--bench``, default ``../shared/bench``), then WordNet's glosses
 (Debian's ``wordnet-base``), one text each, duplicates dropped. The queries are the bench
@@ -217,7 +217,7 @@ def run_size(uri: str, data: F32, queries: F32, efs: Sequence[int], k: int) -> d
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark; prints one JSON object (see the module doc)."""
-    parser = argparse.ArgumentParser(prog="python -m quillian.bench.pg_recall")
+    parser = argparse.ArgumentParser(prog="python research/pg_recall.py")
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 50_000, 100_000])
     parser.add_argument("--ef", type=int, nargs="+", default=[20, 40, 64, 100, 200, 400])
     parser.add_argument("-k", type=int, default=10)

@@ -1,6 +1,6 @@
 """KAG's planner with and without its stop rule, on the same questions and model.
 
-    python -m quillian.bench.kag_plans --dataset hotpotqa \\
+    python research/kag_plans.py --dataset hotpotqa \\
         --questions ../shared/bench/hotpotqa/questions.json --llm local-int8 --limit 20 --json
 
 Each question's first-round plan prompt (the shipped open-domain schema) is decoded

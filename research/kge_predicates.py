@@ -1,6 +1,6 @@
 """ComplEx on an index's document graph with its predicates as spelled against folded.
 
-    python -m quillian.bench.kge_predicates indexes/musique-gpt --seeds 0,1 --json
+    python research/kge_predicates.py indexes/musique-gpt --seeds 0,1 --json
 
 An open-IE graph spells one relation many ways ("located in", "is located in");
 :func:`~quillian.components.kg.predicates.relation_key` folds them. This trains ComplEx

@@ -1,11 +1,11 @@
-"""``python -m quillian.bench.kag_rerank``: a recorded KAG run's final rerank replayed
+"""``python research/kag_rerank.py``: a recorded KAG run's final rerank replayed
 in both modes on a small index built in the test."""
 
 from __future__ import annotations
 
 import pytest
 
-from quillian.bench.kag_rerank import held_out, replay
+from kag_rerank import held_out, replay
 from quillian.errors import InputError
 from quillian.eval.datasets import Question, passage_key
 from quillian.testing.kag import build_world

@@ -1,6 +1,6 @@
 """KAGS without an LLM, beside other retrievers in one run.
 
-    python -m quillian.bench.kags --dataset hotpotqa \\
+    python research/kags.py --dataset hotpotqa \\
         --corpus ../shared/bench/hotpotqa/corpus.json \\
         --questions ../shared/bench/hotpotqa/questions.json --index-dir indexes/kags-hotpotqa
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     result = run_kags_bench(settings)
     given = sys.argv[1:] if argv is None else argv
-    result["_command"] = shlex.join(["python", "-m", "quillian.bench.kags", *given])
+    result["_command"] = shlex.join(["python", "research/kags.py", *given])
     print(json.dumps(result, indent=1))
 
 

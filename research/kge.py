@@ -1,6 +1,6 @@
 """Link-prediction benchmark of the ComplEx component on the standard small data sets.
 
-    python -m quillian.bench.kge --data ../shared/bench/kge/kinships --json
+    python research/kge.py --data ../shared/bench/kge/kinships --json
 
 Reads ``train.txt``, ``valid.txt`` and ``test.txt`` (one tab-separated
 ``head relation tail`` a line, as PyKEEN ships Kinships, UMLS and Nations), trains

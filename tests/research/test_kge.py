@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from quillian.bench.kge import PRESETS, load_splits, main, run, run_scoring, settings_for
+from kge import PRESETS, load_splits, main, run, run_scoring, settings_for
 from quillian.components.kge.config import ComplExConfig
 from quillian.errors import InputError
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from quillian.bench.kge_predicates import compare, trace_matches
+from kge_predicates import compare, trace_matches
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.graph.builder import GraphBuilder
 from quillian.errors import InputError

@@ -1,6 +1,6 @@
 """Exact versus ANN description search on real text: WordNet glosses embedded by MiniLM.
 
-    HF_HUB_OFFLINE=1 python -m quillian.bench.kg_ann --graph indexes/kg-wordnet-minilm --json
+    HF_HUB_OFFLINE=1 python research/kg_ann.py --graph indexes/kg-wordnet-minilm --json
 
 Imports WordNet (Debian's ``wordnet-base``) with the MiniLM embedder into ``--graph``
 unless a graph is already there (the embedding takes minutes on 2 cores), then, on the
