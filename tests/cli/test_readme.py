@@ -1,4 +1,5 @@
-"""Every command the README shows runs, and prints what the README says it prints.
+"""Every command the README shows runs, and prints what the README says it prints; so
+does every command of the docs pages on the command line and the service (``PAGES``).
 
 A ```` ```bash ```` block is a runnable example: each ``quillian`` line runs in order
 through :func:`quillian.cli.main.main`, in a fresh working directory, with the slow
@@ -23,7 +24,10 @@ import pytest
 
 from quillian.cli.main import main
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+#: The docs pages whose commands run the same way as the README's.
+PAGES = (README, ROOT / "docs" / "cli.md", ROOT / "docs" / "service.md")
 #: Lines that set up an environment rather than use Quillian.
 SETUP = ("python3 -m venv", "pip install", "python -m pytest", "bash .ci/run", ". .venv")
 #: Commands that serve until stopped.
@@ -114,6 +118,10 @@ def appears_in_order(expected: list[str], output: str) -> None:
 README_EXAMPLES = examples(README.read_text(encoding="utf-8"))
 #: The examples with a Quillian command (the rest only set up an environment).
 RUNNABLE = [e for e in README_EXAMPLES if e.commands]
+#: Those of the README and the docs pages, with the page each comes from.
+EVERY = [
+    (page, e) for page in PAGES for e in examples(page.read_text(encoding="utf-8")) if e.commands
+]
 
 
 def test_the_readme_has_runnable_examples_with_their_output():
@@ -123,8 +131,12 @@ def test_the_readme_has_runnable_examples_with_their_output():
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("example", RUNNABLE, ids=lambda e: f"line{e.line}")
-def test_readme_example(example, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("page", "example"),
+    EVERY,
+    ids=[f"{page.stem}-line{e.line}" for page, e in EVERY],
+)
+def test_readme_example(page, example, tmp_path, monkeypatch, capsys):
     if any("wordnet" in c for c in example.commands) and not WORDNET.is_dir():
         pytest.skip("WordNet is not installed (apt-get install wordnet-base)")
     monkeypatch.chdir(tmp_path)
@@ -139,5 +151,6 @@ def test_readme_example(example, tmp_path, monkeypatch, capsys):
         capsys.readouterr()
         code = main(substitute(command, routes))
         output = capsys.readouterr().out
-        assert code == 0, f"README line {example.line}: {command} exited {code}:\n{output}"
+        where = f"{page.name} line {example.line}"
+        assert code == 0, f"{where}: {command} exited {code}:\n{output}"
     appears_in_order(example.expected, output)
