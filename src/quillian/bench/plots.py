@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quillian.bench.report_sections import PUBLISHED_COMPLEX_MRR
 from quillian.errors import MissingExtraError
 
 __all__ = ["Figure", "Plots", "render_plots"]
@@ -73,11 +74,13 @@ def render_plots(recorded: dict[str, Any], out_dir: Path) -> Plots:
     with matplotlib.rc_context():
         for key, value in RC.items():
             matplotlib.rcParams[key] = value  # type: ignore[index]  # keys typed as literals
-        _retrieval(recorded.get("runs") or {}, out_dir, plots)
+        _retrieval(recorded.get("runs") or {}, out_dir, plots, "retrieval", "summary")
+        _retrieval(recorded.get("kags") or {}, out_dir, plots, "kags", "retrieval")
         _paired(recorded.get("runs") or {}, out_dir, plots)
         _tuning(recorded.get("tune") or {}, out_dir, plots)
         _qa(recorded.get("qa") or {}, out_dir, plots)
         _storage(recorded.get("sections") or {}, out_dir, plots)
+        _kge((recorded.get("kg") or {}).get("kge") or {}, out_dir, plots)
     return plots
 
 
@@ -95,14 +98,15 @@ def _label(method: str) -> str:
     return method.removeprefix("peer:")
 
 
-def _retrieval(runs: dict[str, Any], out_dir: Path, plots: Plots) -> None:
+def _retrieval(runs: dict[str, Any], out_dir: Path, plots: Plots, kind: str, page: str) -> None:
+    """A recall-against-latency figure per run (``kind``: retrieval runs or KAGS runs)."""
     for name, run in runs.items():
         dataset = run.get("_run", {}).get("dataset", name.split("-")[0])
         metrics = RETRIEVAL_METRICS.get(dataset)
         if metrics is None:
-            plots.skipped.append(f"retrieval run {name}: no metric known for {dataset}")
+            plots.skipped.append(f"{kind} run {name}: no metric known for {dataset}")
             continue
-        file = f"retrieval-{name}.svg"
+        file = f"{kind}-{name}.svg"
         with _figure(out_dir / file, 7.0, 3.0) as fig:
             for ax, metric in zip(fig.subplots(1, 2), metrics, strict=True):
                 _recall_latency_panel(ax, run, metric)
@@ -110,22 +114,27 @@ def _retrieval(runs: dict[str, Any], out_dir: Path, plots: Plots) -> None:
         plots.figures.append(
             Figure(
                 file,
-                f"{name}: {' and '.join(metrics)} (bootstrap 95% interval) against p50 "
+                f"{kind} {name}: {' and '.join(metrics)} (bootstrap 95% interval) against p50 "
                 "latency per retriever"
                 + (
                     "; peers as dashed lines with their interval shaded (no latency recorded)"
                     if peers
                     else ""
                 ),
-                "summary",
+                page,
             )
         )
 
 
 def _recall_latency_panel(ax: Any, run: dict[str, Any], metric: str) -> None:
-    for method, figures in run.items():
-        if method.startswith("_") or metric not in figures:
-            continue
+    # by latency, so that neighbours' labels alternate above and below their points
+    ordered = sorted(
+        (m for m in run if not m.startswith("_") and metric in run[m]),
+        key=lambda m: run[m].get("p50_ms") or 0.0,
+    )
+    shown = 0
+    for method in ordered:
+        figures = run[method]
         value, ci = figures[metric], figures.get(f"{metric}_ci") or [figures[metric]] * 2
         if method.startswith("peer:"):
             ax.axhline(value, linestyle="--", linewidth=0.8, color="grey")
@@ -146,7 +155,15 @@ def _recall_latency_panel(ax: Any, run: dict[str, Any], metric: str) -> None:
         ax.errorbar(
             [x], [value], yerr=[[value - ci[0]], [ci[1] - value]], fmt="o", markersize=4, capsize=2
         )
-        ax.annotate(method, (x, value), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        below = shown % 2 == 1
+        ax.annotate(
+            method,
+            (x, value),
+            textcoords="offset points",
+            xytext=(4, -9 if below else 3),
+            fontsize=7,
+        )
+        shown += 1
     ax.set_xscale("log")
     ax.set_xlabel("p50 latency, ms (log)")
     ax.set_ylabel(metric)
@@ -191,11 +208,12 @@ def _tuning(tune: dict[str, Any], out_dir: Path, plots: Plots) -> None:
 def _interval_chart(
     path: Path, rows: list[tuple[str, float, list[float]]], xlabel: str, *, zero: bool
 ) -> None:
-    """One row per estimate: its point and its interval, labels on the left."""
+    """One row per estimate: its point and its interval, labels on the left; a row
+    labelled as defaults is grey, the others blue."""
     with _figure(path, 7.0, 0.6 + 0.16 * len(rows)) as fig:
         ax = fig.subplots()
         ys = list(range(len(rows)))[::-1]
-        for y, (_, value, ci) in zip(ys, rows, strict=True):
+        for y, (label, value, ci) in zip(ys, rows, strict=True):
             ax.errorbar(
                 [value],
                 [y],
@@ -203,7 +221,7 @@ def _interval_chart(
                 fmt="o",
                 markersize=3,
                 capsize=2,
-                color="tab:blue",
+                color="grey" if ": defaults" in label else "tab:blue",
             )
         if zero:
             ax.axvline(0.0, color="grey", linewidth=0.8)
@@ -336,3 +354,37 @@ def _bars(
     ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=6)
     ax.set_ylabel(unit)
     ax.legend(fontsize=6)
+
+
+def _kge(kge: dict[str, Any], out_dir: Path, plots: Plots) -> None:
+    """Link prediction: our filtered MRR beside ComplEx-N3's published one, per data set."""
+    if not kge:
+        plots.skipped.append("KG embeddings: no link-prediction run recorded")
+        return
+    names = sorted(kge)
+    file = "kge-mrr.svg"
+    with _figure(out_dir / file, 5.0, 2.6) as fig:
+        ax = fig.subplots()
+        ours = [kge[n]["mrr"] for n in names]
+        ax.bar([i - 0.2 for i in range(len(names))], ours, 0.4, label="Quillian ComplEx")
+        published = [
+            (i, PUBLISHED_COMPLEX_MRR[n]) for i, n in enumerate(names) if n in PUBLISHED_COMPLEX_MRR
+        ]
+        ax.bar(
+            [i + 0.2 for i, _ in published],
+            [v for _, v in published],
+            0.4,
+            label="ComplEx-N3, published",
+        )
+        ax.set_xticks(range(len(names)), names)
+        ax.set_ylabel("filtered MRR")
+        ax.set_ylim(0, 1.0)
+        ax.legend(fontsize=6, loc="lower right")
+    plots.figures.append(
+        Figure(
+            file,
+            "Link prediction: filtered MRR beside ComplEx-N3's published figure where one "
+            "exists (Lacroix et al., 2018; no intervals recorded)",
+            "kg",
+        )
+    )

@@ -65,6 +65,7 @@ def render_pages(recorded: dict[str, Any], plots: Plots, machine: str) -> dict[s
         DETAIL_PAGES["kg"][0]: _page(
             "kg",
             [
+                *_figures(plots.on("kg"), "../"),
                 *kg_sections(recorded.get("kg") or {}),
                 *kge_section((recorded.get("kg") or {}).get("kge", {})),
                 *know3_section(recorded.get("kg") or {}),
@@ -119,6 +120,7 @@ def _retrieval_page(recorded: dict[str, Any], plots: Plots) -> str:
             "```",
         ]
     body += kags_section(recorded.get("kags") or {})
+    body += _figures(plots.on("retrieval"), "../", only="kags-")
     return _page("retrieval", body)
 
 
