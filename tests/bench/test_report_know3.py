@@ -1,6 +1,7 @@
 """The benchmark page's Know3-RAG parts: turn shares, --verify, calibration, scoring."""
 
-from quillian.bench.report_sections import know3_section, turns_and_verification
+from quillian.bench.report_kg import know3_section
+from quillian.bench.report_qa import turns_and_verification
 
 
 def test_turn_shares_and_verification_rows():

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.report_sections import PUBLISHED_COMPLEX_MRR
+from quillian.bench.report_kg import PUBLISHED_COMPLEX_MRR
 from quillian.errors import MissingExtraError
 
 __all__ = ["Figure", "Plots", "render_plots"]

@@ -11,15 +11,13 @@ import re
 from typing import Any
 
 from quillian.bench.plots import Figure, Plots
+from quillian.bench.report_kg import kg_sections, kge_section, know3_section
+from quillian.bench.report_qa import qa_sections
 from quillian.bench.report_sections import (
     NOTES,
     build_rows,
     kags_section,
-    kg_sections,
-    kge_section,
-    know3_section,
     paired_section,
-    qa_sections,
     serve_section,
     table,
     tune_section,
