@@ -81,6 +81,11 @@ def render_plots(recorded: dict[str, Any], out_dir: Path) -> Plots:
         _qa(recorded.get("qa") or {}, out_dir, plots)
         _storage(recorded.get("sections") or {}, out_dir, plots)
         _kge((recorded.get("kg") or {}).get("kge") or {}, out_dir, plots)
+    if serve := recorded.get("serve"):
+        counts = len(serve.get("retrieve") or [])
+        plots.skipped.append(
+            f"serving under load: a table ({counts} client counts, no intervals), not plotted"
+        )
     return plots
 
 
@@ -111,13 +116,19 @@ def _retrieval(runs: dict[str, Any], out_dir: Path, plots: Plots, kind: str, pag
             for ax, metric in zip(fig.subplots(1, 2), metrics, strict=True):
                 _recall_latency_panel(ax, run, metric)
         peers = [m for m in run if m.startswith("peer:")]
+        if not peers and kind == "retrieval":
+            plots.skipped.append(
+                f"peers on {name}: none recorded (the peers' top-8 lists exist for "
+                "2WikiMultihopQA only)"
+            )
         plots.figures.append(
             Figure(
                 file,
                 f"{kind} {name}: {' and '.join(metrics)} (bootstrap 95% interval) against p50 "
                 "latency per retriever"
                 + (
-                    "; peers as dashed lines with their interval shaded (no latency recorded)"
+                    "; peers as dashed lines with their interval shaded (their latency is not "
+                    "recorded)"
                     if peers
                     else ""
                 ),
