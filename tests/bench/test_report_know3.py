@@ -1,6 +1,7 @@
 """The benchmark page's Know3-RAG parts: turn shares, --verify, calibration, scoring."""
 
-from quillian.bench.report import _know3_section, _turns_and_verification
+from quillian.bench.report_kg import know3_section
+from quillian.bench.report_qa import turns_and_verification
 
 
 def test_turn_shares_and_verification_rows():
@@ -19,14 +20,14 @@ def test_turn_shares_and_verification_rows():
         },
         "no-retrieval": {},
     }
-    lines = _turns_and_verification(methods)
+    lines = turns_and_verification(methods)
     assert "know3-rag: answers output at each turn: t=0: 25%, t=1: 75%." in lines
     assert (
         "know3-rag: candidate references passed by the relevance check / kept by the filter: "
         "gold passages 50% / 25% of 4; written references 100% / 100% of 2."
     ) in lines
     assert "| know3-rag | 1 | 0.500 | 0.000 | 3 | 0.000 | 0.000 | 2 |" in lines
-    assert _turns_and_verification({"no-retrieval": {}}) == []
+    assert turns_and_verification({"no-retrieval": {}}) == []
 
 
 def test_calibration_and_scoring_sections():
@@ -69,13 +70,13 @@ def test_calibration_and_scoring_sections():
             "settings": {"dim": 128, "negatives": 1024, "batch_size": 1024},
         },
     }
-    text = "\n".join(_know3_section(kg))
+    text = "\n".join(know3_section(kg))
     assert "chosen θ0 = 0.3277" in text and "t=0: 25%, t=1: 75%" in text
     assert "4,300,000 entities" in text and "ratio 1.01" in text
     assert "`score_sp_batch` of 8 queries" in text and "p50 25.0 ms a query" in text
     assert "3.0x score_sp's throughput. 2 threads." in text
     assert "one epoch 678.9 s (61,869 examples/s), peak RSS 4,962 MB" in text
-    assert _know3_section({}) == []
+    assert know3_section({}) == []
     scan = {
         **kg["kge_scoring"],
         "blas_score_sp_ms": {"p50": 150.0, "p95": 160.0},
@@ -84,7 +85,7 @@ def test_calibration_and_scoring_sections():
         "scan_threads": 2,
         "read_floor_ms": {"p50": 60.0, "p95": 70.0},
     }
-    text = "\n".join(_know3_section({"kge_scoring": scan}))
+    text = "\n".join(know3_section({"kge_scoring": scan}))
     assert "(the memory floor of any exact float32 scan on this machine): p50 60.0 ms" in text
     assert "score_sp takes 1.25x it." in text
     assert "score_sp (the row scan, 2 blocks) p50 75.0 ms" in text

@@ -39,7 +39,7 @@ def test_kept_sentences_match_gold_ones_of_the_same_passage_either_way() -> None
 
 
 def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
-    from quillian.bench.report import _kags_section
+    from quillian.bench.report_sections import kags_section
 
     figures = {"sentence_precision": 0.1, "sentence_recall": 0.4, "sentences": 20.0}
     run = {
@@ -49,14 +49,14 @@ def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
         "_run": {"index": {"kags_triples": 12}},
         "_command": "python research/kags.py --dataset hotpotqa",
     }
-    text = "\n".join(_kags_section({"hotpotqa": run}))
+    text = "\n".join(kags_section({"hotpotqa": run}))
     assert "| dense MiniLM top-k | 0.6 | 0.8 | 0.1 |" in text
     assert (
         "| KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM) | 0.3 | 0.4 | 30 |" in text
     )
     assert "| with the metadata filter (tau 0.5, `keep_best`) | 0.1 | 0.4 |  |  | 20.0 |" in text
     assert "KAGS triples stored: 12" in text and "--dataset hotpotqa" in text
-    assert _kags_section({}) == []
+    assert kags_section({}) == []
 
 
 def test_sentence_figures_count_the_questions_kept_below_tau(tmp_path: Path) -> None:

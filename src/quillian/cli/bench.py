@@ -1,6 +1,7 @@
 """``quillian bench retrieval`` and ``quillian bench qa``: methods side by side on a
 multi-hop QA dataset; ``quillian bench tune``: a retriever's options chosen by
-cross-validation over the dev questions."""
+cross-validation over the dev questions; ``quillian bench report``: the benchmark pages
+and plots of the docs."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from quillian.bench.qa import (
     run_qa_bench,
     summary_table,
 )
+from quillian.bench.report import main as report_main
 from quillian.bench.retrieval import METHODS, BenchSettings, default_index_dir, run_retrieval_bench
 from quillian.bench.splits import splits_summary
 from quillian.bench.tune import parse_grid, run_tuning
@@ -41,7 +43,7 @@ from quillian.eval.datasets import Dataset
 from quillian.eval.qa import DEFAULT_METRICS, METRICS, check_metrics
 from quillian.methods.table import method_spec
 
-__all__ = ["app", "qa", "retrieval", "tune"]
+__all__ = ["app", "qa", "report", "retrieval", "tune"]
 
 app = typer.Typer(
     help="Benchmarks on multi-hop QA datasets.", no_args_is_help=True, rich_markup_mode="markdown"
@@ -193,6 +195,24 @@ def tune(
     best = result["chosen_on_all"]
     print(f"best on all questions (in-sample): {json.dumps(best['options'])} {best['in_sample']}")
     print(splits_summary(result["splits"]))
+
+
+@app.command(
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+def report(ctx: typer.Context) -> None:
+    """Render docs/benchmarks.md, its detail and study pages and its plots.
+
+    The options are ``python -m quillian.bench.report``'s (``--help`` lists them):
+    ``--no-runs`` redraws the pages and plots from docs/benchmarks.json, ``--plots-only``
+    only the plots; neither needs an index.
+    """
+    report_main(ctx.args)
 
 
 def _pair(text: str) -> tuple[str, str]:
