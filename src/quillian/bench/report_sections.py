@@ -50,8 +50,9 @@ METHOD_NOTES = {
     "kags": "KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM)",
     "kag": "KAG chunk retriever: PPR fused 0.5/0.5 with dense, BM25 swap-in (no LLM)",
     "fused": (
-        "sa, ppr and kag fused by reciprocal rank (RRF, k = 1, cross-validated), "
-        "the first two passages' second hops after them (no LLM)"
+        "fused by reciprocal rank (RRF, k = 1, cross-validated), the first two "
+        "passages' second hops after them (no LLM); runs recorded before the default "
+        "became sa+ppr fused sa, ppr and kag"
     ),
     "peer:fast_graphrag": "fast-graphrag (GPT-4o-mini graph)",
     "peer:nano_graphrag_local": "nano-GraphRAG local",
