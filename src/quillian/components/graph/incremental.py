@@ -1,0 +1,425 @@
+"""Entity resolution that costs what changed: :class:`GraphBuilder`'s result after a
+delta of chunks, replaying only the mentions the delta can reach.
+
+:class:`GraphBuilder` resolves mentions greedily in index order (chunks by document id
+and chunk index; in a chunk its entities, topic first, then each triple's subject and
+object): a mention joins the entity of its first known name key, else creates one.
+Mentions whose keys are not connected (through one extracted entity carrying several
+keys) never meet, so the entities of a connected component of keys depend only on that
+component's mentions, in index order. An update therefore takes the keys of the chunks
+it removes, changes or adds (their old and new extractions), closes them over the
+mentions still stored, drops the entities owning those keys and replays the closure's
+mentions in index order; every other entity keeps its row. The entities' positions are
+their creating mentions' order, so a graph built from the state is the clean build's,
+node for node (:meth:`ResolutionState.graph`).
+
+The state is one SQLite file (:data:`STATE_FILE`, under an index's ``tables/``): the
+stored extractions with their order keys, a key -> chunk index, the entity rows and
+each key's entity. A missing, damaged or foreign-version file opens as None, and the
+caller builds anew (:meth:`ResolutionState.create`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.graph.builder import EntityRecord, GraphBuilder, KnowledgeGraph
+from quillian.stores.protocols import GraphStore
+from quillian.types import normalize_name
+
+__all__ = ["STATE_FILE", "STATE_VERSION", "ChunkExtraction", "ResolutionState"]
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "graph_resolution.sqlite"
+#: Bumped whenever the schema or the resolution rule changes: another version reads as
+#: no state (a full build).
+STATE_VERSION = 1
+_BATCH = 500  # SQLite host parameters per statement
+
+_SCHEMA = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE chunks (
+    chunk_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    extraction BLOB NOT NULL);
+CREATE INDEX chunks_order ON chunks (doc_id, idx);
+CREATE TABLE chunk_keys (key TEXT NOT NULL, chunk_id TEXT NOT NULL,
+    PRIMARY KEY (key, chunk_id)) WITHOUT ROWID;
+CREATE INDEX chunk_keys_chunk ON chunk_keys (chunk_id);
+CREATE TABLE entities (
+    row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+    aliases TEXT NOT NULL, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    seq INTEGER NOT NULL);
+CREATE INDEX entities_order ON entities (doc_id, idx, seq);
+CREATE TABLE key_owner (key TEXT PRIMARY KEY, row INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX key_owner_row ON key_owner (row);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkExtraction:
+    """One chunk's extraction with its place in index order, ``(doc_id, index)``."""
+
+    doc_id: str
+    index: int
+    extraction: Extraction
+
+    @property
+    def chunk_id(self) -> str:
+        return self.extraction.chunk_id
+
+
+def _ordered(extraction: Extraction) -> list[ExtractedEntity]:
+    """The chunk's entities in the order :meth:`GraphBuilder.add` resolves them."""
+    return sorted(extraction.entities, key=lambda e: not e.is_topic)
+
+
+def _mention_keys(entity: ExtractedEntity) -> list[str]:
+    return [k for n in (entity.name, *entity.aliases) if (k := normalize_name(n))]
+
+
+def _ends(extraction: Extraction) -> Iterator[tuple[int, str, str]]:
+    """Each triple's index and its ends' keys, for triples :meth:`GraphBuilder.add`
+    keeps (both ends named)."""
+    for i, triple in enumerate(extraction.triples):
+        subject, obj = normalize_name(triple.subject), normalize_name(triple.object)
+        if subject and obj:
+            yield i, subject, obj
+
+
+def _groups(extraction: Extraction) -> list[set[str]]:
+    """The key sets of the chunk's mentions: an entity's name and aliases together,
+    and each triple end alone."""
+    groups = [set(_mention_keys(e)) for e in extraction.entities if normalize_name(e.name)]
+    for _, subject, obj in _ends(extraction):
+        groups += [{subject}, {obj}]
+    return groups
+
+
+def _keys(extraction: Extraction) -> set[str]:
+    return set().union(*_groups(extraction))
+
+
+@dataclass
+class _Entity:
+    """An entity created by a replay, with its creating mention's order key."""
+
+    record: EntityRecord
+    order: tuple[str, int, int]
+
+
+class _Replay:
+    """GraphBuilder's greedy resolution, restricted to the mentions of a set of keys
+    closed under mention connectivity."""
+
+    def __init__(self, keys: set[str]) -> None:
+        self._keys = keys
+        self.owner: dict[str, int] = {}
+        self.entities: list[_Entity] = []
+
+    def chunk(self, doc_id: str, index: int, extraction: Extraction) -> None:
+        ordered = _ordered(extraction)
+        for rank, entity in enumerate(ordered):
+            keys = _mention_keys(entity)
+            if normalize_name(entity.name) and keys[0] in self._keys:
+                self._resolve(entity, keys, (doc_id, index, rank))
+        base = len(ordered)
+        for i, subject, obj in _ends(extraction):
+            for side, (name, key) in enumerate(
+                ((extraction.triples[i].subject, subject), (extraction.triples[i].object, obj))
+            ):
+                if key in self._keys and key not in self.owner:
+                    order = (doc_id, index, base + 2 * i + side)
+                    self._resolve(ExtractedEntity(name), [key], order)
+
+    def _resolve(
+        self, entity: ExtractedEntity, keys: list[str], order: tuple[str, int, int]
+    ) -> None:
+        index = next((self.owner[k] for k in keys if k in self.owner), None)
+        if index is None:
+            index = len(self.entities)
+            self.entities.append(_Entity(EntityRecord(entity.name.strip(), entity.type), order))
+        record = self.entities[index].record
+        if not record.type and entity.type:
+            record.type = entity.type
+        known = {normalize_name(n) for n in (record.name, *record.aliases)}
+        for name in (entity.name, *entity.aliases):
+            key = normalize_name(name)
+            if key and key not in known:
+                record.aliases.append(name.strip())
+                known.add(key)
+            if key:
+                self.owner.setdefault(key, index)
+
+
+class _ResolvedBuilder(GraphBuilder):
+    """A :class:`GraphBuilder` whose entities are given: each mention resolves to the
+    owner of its name key, and the rest (mentions, descriptions, relations) is the
+    builder's own code."""
+
+    def __init__(
+        self, entities: list[EntityRecord], owner: dict[str, int], max_entities_per_chunk: int
+    ) -> None:
+        super().__init__(max_entities_per_chunk)
+        self.entities = entities
+        self._by_key = owner
+
+    def resolve(self, entity: ExtractedEntity) -> int:
+        return self._by_key[normalize_name(entity.name)]
+
+
+def _batches(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _BATCH):
+        yield items[start : start + _BATCH]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class ResolutionState:
+    """The persisted entity resolution of an index's last graph build."""
+
+    def __init__(self, conn: sqlite3.Connection, max_entities_per_chunk: int) -> None:
+        self._conn = conn
+        self.max_entities_per_chunk = max_entities_per_chunk
+
+    # ----- opening and creating -------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, path: Path, max_entities_per_chunk: int = 64, tag: str | None = None
+    ) -> ResolutionState | None:
+        """The state at ``path``, or None where it is missing, damaged, of another
+        version or resolution setting, or (given ``tag``) left by another build."""
+        if not path.is_file():
+            return None
+        try:
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                meta = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+                checked = conn.execute("PRAGMA quick_check(1)").fetchone()
+            except sqlite3.DatabaseError:
+                conn.close()
+                raise
+        except sqlite3.DatabaseError as err:
+            logger.warning("graph resolution state %s unreadable (%s): building anew", path, err)
+            return None
+        wanted = {"version": str(STATE_VERSION), "max_per_chunk": str(max_entities_per_chunk)}
+        if tag is not None:
+            wanted["tag"] = tag
+        problem = "damaged" if checked is None or checked[0] != "ok" else None
+        if problem is None and any(meta.get(k) != v for k, v in wanted.items()):
+            problem = f"of another version or build ({meta})"
+        if problem:
+            logger.warning("graph resolution state %s %s: building anew", path, problem)
+            conn.close()
+            return None
+        return cls(conn, max_entities_per_chunk)
+
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        chunks: Iterable[ChunkExtraction],
+        max_entities_per_chunk: int = 64,
+        tag: str = "",
+    ) -> ResolutionState:
+        """A new state at ``path`` (replacing any file there) resolved over ``chunks``.
+        The file is written aside and renamed into place, so a failure leaves no half
+        state behind."""
+        partial = path.with_name(path.name + ".partial")
+        partial.unlink(missing_ok=True)
+        conn = sqlite3.connect(partial, isolation_level=None)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [
+                    ("version", str(STATE_VERSION)),
+                    ("max_per_chunk", str(max_entities_per_chunk)),
+                    ("tag", tag),
+                ],
+            )
+            state = cls(conn, max_entities_per_chunk)
+            conn.execute("BEGIN")
+            items = sorted(chunks, key=lambda c: (c.doc_id, c.index))
+            state._store(items)
+            state._replay_into(set().union(*(_keys(c.extraction) for c in items)), items)
+            conn.execute("COMMIT")
+            conn.close()
+        except BaseException:
+            conn.close()
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(path)
+        return cls(sqlite3.connect(path, isolation_level=None), max_entities_per_chunk)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # ----- the update ------------------------------------------------------------------
+
+    def apply(
+        self, removed: Iterable[str], changed: Iterable[ChunkExtraction], tag: str = ""
+    ) -> int:
+        """Remove the chunks ``removed``, add or replace those in ``changed``, and
+        resolve again the entities they can reach; one transaction. Returns the number
+        of chunks whose mentions were replayed."""
+        changed = list(changed)
+        gone = sorted(set(removed) | {c.chunk_id for c in changed})
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            touched = set().union(
+                *(_keys(e) for e in self._extractions(gone).values()),
+                *(_keys(c.extraction) for c in changed),
+            )
+            for batch in _batches(gone):
+                marks = _marks(len(batch))
+                conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({marks})", batch)
+                conn.execute(f"DELETE FROM chunk_keys WHERE chunk_id IN ({marks})", batch)
+            self._store(changed)
+            keys, chunks = self._closure(touched)
+            self._replay_into(keys, chunks)
+            conn.execute("UPDATE meta SET value = ? WHERE name = 'tag'", (tag,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return len(chunks)
+
+    def _store(self, chunks: Sequence[ChunkExtraction]) -> None:
+        self._conn.executemany(
+            "INSERT INTO chunks VALUES (?, ?, ?, ?)",
+            (
+                (
+                    c.chunk_id,
+                    c.doc_id,
+                    c.index,
+                    extraction_to_json(replace(c.extraction, parse=None)),
+                )
+                for c in chunks
+            ),
+        )
+        self._conn.executemany(
+            "INSERT INTO chunk_keys VALUES (?, ?)",
+            ((k, c.chunk_id) for c in chunks for k in _keys(c.extraction)),
+        )
+
+    def _extractions(self, chunk_ids: Sequence[str]) -> dict[str, Extraction]:
+        found: dict[str, Extraction] = {}
+        for batch in _batches(chunk_ids):
+            rows = self._conn.execute(
+                f"SELECT chunk_id, extraction FROM chunks WHERE chunk_id IN ({_marks(len(batch))})",
+                batch,
+            )
+            found.update((c, extraction_from_json(raw)) for c, raw in rows)
+        return found
+
+    def _closure(self, touched: set[str]) -> tuple[set[str], list[ChunkExtraction]]:
+        """The keys connected to ``touched`` through stored mentions, and the chunks
+        holding any of them, in index order."""
+        keys, frontier = set(touched), sorted(touched)
+        chunks: dict[str, ChunkExtraction] = {}
+        while frontier:
+            found: set[str] = set()
+            for batch in _batches(frontier):
+                found.update(
+                    c
+                    for (c,) in self._conn.execute(
+                        f"SELECT chunk_id FROM chunk_keys WHERE key IN ({_marks(len(batch))})",
+                        batch,
+                    )
+                )
+            chunks.update(self._load(sorted(found - chunks.keys())))
+            reached = set(frontier)
+            new: set[str] = set()
+            for chunk_id in found:
+                for group in _groups(chunks[chunk_id].extraction):
+                    if group & reached:
+                        new |= group - keys
+            keys |= new
+            frontier = sorted(new)
+        return keys, sorted(chunks.values(), key=lambda c: (c.doc_id, c.index))
+
+    def _load(self, chunk_ids: Sequence[str]) -> Iterator[tuple[str, ChunkExtraction]]:
+        for batch in _batches(chunk_ids):
+            rows = self._conn.execute(
+                "SELECT chunk_id, doc_id, idx, extraction FROM chunks"
+                f" WHERE chunk_id IN ({_marks(len(batch))})",
+                batch,
+            )
+            for chunk_id, doc_id, index, raw in rows:
+                yield chunk_id, ChunkExtraction(doc_id, index, extraction_from_json(raw))
+
+    def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> None:
+        """Drop the entities owning ``keys`` and create them again from ``chunks``'
+        mentions, in index order."""
+        conn, ordered = self._conn, sorted(keys)
+        rows: set[int] = set()
+        for batch in _batches(ordered):
+            marks = _marks(len(batch))
+            rows.update(
+                r
+                for (r,) in conn.execute(f"SELECT row FROM key_owner WHERE key IN ({marks})", batch)
+            )
+            conn.execute(f"DELETE FROM key_owner WHERE key IN ({marks})", batch)
+        for batch in _batches([str(r) for r in sorted(rows)]):
+            conn.execute(f"DELETE FROM entities WHERE row IN ({_marks(len(batch))})", batch)
+        replay = _Replay(keys)
+        for chunk in chunks:
+            replay.chunk(chunk.doc_id, chunk.index, chunk.extraction)
+        (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM entities").fetchone()
+        conn.executemany(
+            "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (top + 1 + i, e.record.name, e.record.type, json.dumps(e.record.aliases), *e.order)
+                for i, e in enumerate(replay.entities)
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO key_owner VALUES (?, ?)",
+            ((k, top + 1 + i) for k, i in replay.owner.items()),
+        )
+
+    # ----- reading ---------------------------------------------------------------------
+
+    def chunk_ids(self) -> list[str]:
+        """The stored chunks' ids, in index order."""
+        return [
+            c for (c,) in self._conn.execute("SELECT chunk_id FROM chunks ORDER BY doc_id, idx")
+        ]
+
+    def entities(self) -> tuple[list[EntityRecord], dict[str, int]]:
+        """The entities in the clean build's order, and each key's entity position."""
+        position: dict[int, int] = {}
+        records: list[EntityRecord] = []
+        rows = self._conn.execute(
+            "SELECT row, name, type, aliases FROM entities ORDER BY doc_id, idx, seq"
+        )
+        for row, name, type_, aliases in rows:
+            position[row] = len(records)
+            records.append(EntityRecord(name, type_, json.loads(aliases)))
+        owner = {k: position[r] for k, r in self._conn.execute("SELECT key, row FROM key_owner")}
+        return records, owner
+
+    def graph(
+        self, chunk_ids: Sequence[str] | None = None, store: GraphStore | None = None
+    ) -> KnowledgeGraph:
+        """The graph :meth:`GraphBuilder.build` makes of the stored extractions in index
+        order (same arguments). Linear in the corpus: mentions, descriptions and
+        relations are derived again over every chunk from the stored resolution."""
+        entities, owner = self.entities()
+        builder = _ResolvedBuilder(entities, owner, self.max_entities_per_chunk)
+        rows = self._conn.execute("SELECT extraction FROM chunks ORDER BY doc_id, idx")
+        for (raw,) in rows:
+            builder.add(extraction_from_json(raw))
+        return builder.build(chunk_ids, store=store)
