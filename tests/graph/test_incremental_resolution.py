@@ -148,11 +148,15 @@ def test_an_update_replays_only_what_it_reaches(tmp_path: Path) -> None:
     rome = ExtractedEntity("Roma", aliases=("Rome",))
     replayed = state.apply([], [ChunkExtraction("d", 0, Extraction("c0", "d", (rome,)))])
     assert replayed == 2  # c0 and c3: the Paris chunks are not read
+    rows = state.positions().tolist()  # Paris and Lyon keep their rows
+    assert rows[1:] == [0, 1] and rows[0] not in (0, 1, 2)
     entities, owner = state.entities()
     assert [e.name for e in entities] == ["Roma", "Paris", "Lyon"]
     assert entities[0].aliases == ["Rome"] and owner["rome"] == 0
     assert state.apply(["c1"], []) == 1  # Paris now first named in c2
     assert [e.name for e in state.entities()[0]] == ["Roma", "paris", "Lyon"]
+    assert state.positions().tolist()[0::2] == rows[0::2]  # Paris named anew: a new row
+    assert state.positions()[1] not in rows
     state.close()
 
 

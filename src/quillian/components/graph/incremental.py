@@ -21,12 +21,17 @@ caller builds anew (:meth:`ResolutionState.create`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
@@ -37,6 +42,8 @@ from quillian.types import normalize_name
 __all__ = ["STATE_FILE", "STATE_VERSION", "ChunkExtraction", "ResolutionState"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
@@ -175,7 +182,7 @@ class _ResolvedBuilder(GraphBuilder):
         return self._by_key[normalize_name(entity.name)]
 
 
-def _batches(items: Sequence[str]) -> Iterator[Sequence[str]]:
+def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), _BATCH):
         yield items[start : start + _BATCH]
 
@@ -362,32 +369,41 @@ class ResolutionState:
 
     def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> None:
         """Drop the entities owning ``keys`` and create them again from ``chunks``'
-        mentions, in index order."""
-        conn, ordered = self._conn, sorted(keys)
+        mentions, in index order. An entity created again by the same mention (name
+        and order key) keeps its row; the others take new rows."""
+        conn = self._conn
+        (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM entities").fetchone()
         rows: set[int] = set()
-        for batch in _batches(ordered):
+        for batch in _batches(sorted(keys)):
             marks = _marks(len(batch))
-            rows.update(
-                r
-                for (r,) in conn.execute(f"SELECT row FROM key_owner WHERE key IN ({marks})", batch)
-            )
+            found = conn.execute(f"SELECT row FROM key_owner WHERE key IN ({marks})", batch)
+            rows.update(r for (r,) in found)
             conn.execute(f"DELETE FROM key_owner WHERE key IN ({marks})", batch)
-        for batch in _batches([str(r) for r in sorted(rows)]):
-            conn.execute(f"DELETE FROM entities WHERE row IN ({_marks(len(batch))})", batch)
+        old: dict[tuple[str, str, int, int], int] = {}
+        for numbers in _batches(sorted(rows)):
+            marks = _marks(len(numbers))
+            found = conn.execute(
+                f"SELECT row, name, doc_id, idx, seq FROM entities WHERE row IN ({marks})", numbers
+            )
+            old.update(((name, *order), row) for row, name, *order in found)
+            conn.execute(f"DELETE FROM entities WHERE row IN ({marks})", numbers)
         replay = _Replay(keys)
         for chunk in chunks:
             replay.chunk(chunk.doc_id, chunk.index, chunk.extraction)
-        (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM entities").fetchone()
+        fresh = itertools.count(top + 1)
+        ids = []
+        for entity in replay.entities:
+            row = old.pop((entity.record.name, *entity.order), None)
+            ids.append(next(fresh) if row is None else row)
         conn.executemany(
             "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
-                (top + 1 + i, e.record.name, e.record.type, json.dumps(e.record.aliases), *e.order)
-                for i, e in enumerate(replay.entities)
+                (row, e.record.name, e.record.type, json.dumps(e.record.aliases), *e.order)
+                for row, e in zip(ids, replay.entities, strict=True)
             ),
         )
         conn.executemany(
-            "INSERT INTO key_owner VALUES (?, ?)",
-            ((k, top + 1 + i) for k, i in replay.owner.items()),
+            "INSERT INTO key_owner VALUES (?, ?)", ((k, ids[i]) for k, i in replay.owner.items())
         )
 
     # ----- reading ---------------------------------------------------------------------
@@ -397,6 +413,12 @@ class ResolutionState:
         return [
             c for (c,) in self._conn.execute("SELECT chunk_id FROM chunks ORDER BY doc_id, idx")
         ]
+
+    def positions(self) -> npt.NDArray[np.int64]:
+        """Each entity position's row (``positions()[i]`` is the row of the clean
+        build's ``i``-th entity): rows stay while positions follow the index order."""
+        rows = self._conn.execute("SELECT row FROM entities ORDER BY doc_id, idx, seq")
+        return np.fromiter((r for (r,) in rows), dtype=np.int64)
 
     def entities(self) -> tuple[list[EntityRecord], dict[str, int]]:
         """The entities in the clean build's order, and each key's entity position."""
