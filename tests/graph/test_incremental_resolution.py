@@ -13,7 +13,11 @@ import pytest
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
-from quillian.components.graph.incremental import ChunkExtraction, ResolutionState
+from quillian.components.graph.incremental import (
+    ChunkExtraction,
+    ResolutionState,
+    resolve_entities,
+)
 from quillian.types import Provenance, Triple
 
 #: Surface forms sharing keys ("Paris", "paris", "The Paris."), names with no key, and
@@ -185,3 +189,26 @@ def test_a_missing_damaged_or_foreign_state_opens_as_none(tmp_path: Path) -> Non
     assert ResolutionState.open(path) is None
     path.write_bytes(b"not a database" * 100)
     assert ResolutionState.open(path) is None
+
+
+def test_the_stage_call_updates_the_last_build_state_or_builds_anew(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    corpus = _Corpus(rng)
+    for _ in range(10):
+        first = corpus.new()
+        corpus.chunks[first.chunk_id] = first
+    path = tmp_path / "state.sqlite"
+    reads: list[int] = []
+
+    def everything() -> list[ChunkExtraction]:
+        reads.append(len(corpus.chunks))
+        return list(corpus.chunks.values())
+
+    resolve_entities(path, everything, None, since="", tag="b1").close()
+    for since, tag, full in (("b1", "b2", False), ("b0", "b3", True), ("b3", "b4", False)):
+        before = len(reads)
+        state = resolve_entities(path, everything, corpus.step(), since=since, tag=tag)
+        assert len(reads) == before + full  # read whole only without the last build's state
+        assert_same_graph(state.graph(), corpus.clean(64))
+        state.close()
+    assert len(reads) == 2  # the first build, and the one whose last build was not b0's

@@ -25,7 +25,7 @@ import itertools
 import json
 import logging
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -39,7 +39,13 @@ from quillian.components.graph.builder import EntityRecord, GraphBuilder, Knowle
 from quillian.stores.protocols import GraphStore
 from quillian.types import normalize_name
 
-__all__ = ["STATE_FILE", "STATE_VERSION", "ChunkExtraction", "ResolutionState"]
+__all__ = [
+    "STATE_FILE",
+    "STATE_VERSION",
+    "ChunkExtraction",
+    "ResolutionState",
+    "resolve_entities",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -445,3 +451,31 @@ class ResolutionState:
         for (raw,) in rows:
             builder.add(extraction_from_json(raw))
         return builder.build(chunk_ids, store=store)
+
+
+def resolve_entities(
+    path: Path,
+    everything: Callable[[], Iterable[ChunkExtraction]],
+    delta: tuple[Iterable[str], Iterable[ChunkExtraction]] | None,
+    *,
+    since: str,
+    tag: str,
+    max_entities_per_chunk: int = 64,
+) -> ResolutionState:
+    """The entity resolution of a graph build, for the graph stage to call.
+
+    ``delta`` is what changed since the build tagged ``since`` (the ids of chunks
+    removed, and the filtered extractions of chunks added or changed); the state at
+    ``path`` that build left is updated by it. Where there is no such state (missing,
+    damaged, another version or build's) or no delta, the state is built anew from
+    ``everything()``, the filtered extractions of every chunk. Either way the state is
+    tagged ``tag``, and its :meth:`ResolutionState.graph` is the clean build's graph.
+    """
+    if delta is not None:
+        state = ResolutionState.open(path, max_entities_per_chunk, since)
+        if state is not None:
+            removed, changed = delta
+            replayed = state.apply(removed, changed, tag=tag)
+            logger.info("entity resolution: %d chunks replayed", replayed)
+            return state
+    return ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag)
