@@ -18,6 +18,7 @@ from quillian.components.graph.incremental import (
     ResolutionState,
     resolve_entities,
 )
+from quillian.errors import InputError
 from quillian.types import Provenance, Triple
 
 #: Surface forms sharing keys ("Paris", "paris", "The Paris."), names with no key, and
@@ -169,8 +170,11 @@ def test_a_failed_update_leaves_the_state_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     state = ResolutionState.create(path, [ChunkExtraction("d", 1, extraction)])
     twice = ChunkExtraction("d", 2, Extraction("c2", "d", (ExtractedEntity("Lyon"),)))
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(InputError, match="chunk c2 given twice"):
         state.apply(["c1"], [twice, twice])
+    clash = ChunkExtraction("d", 1, Extraction("c3", "d", (ExtractedEntity("Rome"),)))
+    with pytest.raises(InputError, match="chunks c1 and c3 share one place"):
+        state.apply([], [twice, clash])
     assert state.chunk_ids() == ["c1"]
     assert [e.name for e in state.entities()[0]] == ["Paris"]
     state.close()

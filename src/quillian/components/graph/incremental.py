@@ -36,6 +36,7 @@ import numpy.typing as npt
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.graph.builder import EntityRecord, GraphBuilder, KnowledgeGraph
+from quillian.errors import InputError
 from quillian.stores.protocols import GraphStore
 from quillian.types import normalize_name
 
@@ -310,6 +311,23 @@ class ResolutionState:
         return len(chunks)
 
     def _store(self, chunks: Sequence[ChunkExtraction]) -> None:
+        ids: set[str] = set()
+        places: dict[tuple[str, int], str] = {}
+        for c in chunks:
+            if c.chunk_id in ids:
+                raise InputError(f"chunk {c.chunk_id} given twice")
+            ids.add(c.chunk_id)
+            place = (c.doc_id, c.index)
+            row = self._conn.execute(
+                "SELECT chunk_id FROM chunks WHERE doc_id = ? AND idx = ?", place
+            ).fetchone()
+            other = places.get(place) or (row[0] if row else None)
+            if other is not None:
+                raise InputError(
+                    f"chunks {other} and {c.chunk_id} share one place in index order"
+                    f" (document {c.doc_id}, chunk {c.index})"
+                )
+            places[place] = c.chunk_id
         self._conn.executemany(
             "INSERT INTO chunks VALUES (?, ?, ?, ?)",
             (
