@@ -32,6 +32,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -44,7 +45,7 @@ from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.graph.builder import GraphBuilder
 from quillian.components.graph.incremental import ChunkExtraction, ResolutionState
 from quillian.index.stages import AMBIGUOUS_MAX_DOCS
-from quillian.types import Chunk, Document
+from quillian.types import Chunk, Document, normalize_name
 
 __all__ = ["main"]
 
@@ -100,26 +101,50 @@ def _median(values: Sequence[float]) -> float:
     return round(statistics.median(values), 4)
 
 
-def _measure(
-    items: list[ChunkExtraction], held: ChunkExtraction, work: Path, repeats: int
-) -> dict[str, Any]:
-    row: dict[str, Any] = {"chunks": len(items)}
+def _resolved(items: Sequence[ChunkExtraction]) -> GraphBuilder:
+    """Today's resolution: :class:`GraphBuilder` over the whole list."""
     builder = GraphBuilder()
-    row["clean_resolve_s"], _ = _timed(lambda: builder.add_all(c.extraction for c in items))
-    row["clean_build_s"], clean = _timed(lambda: builder.build([c.chunk_id for c in items]))
-    path = work / f"state-{len(items)}.sqlite"
+    builder.add_all(c.extraction for c in items)
+    return builder
+
+
+def _held(items: Sequence[ChunkExtraction], last_id: str) -> dict[str, ChunkExtraction]:
+    """The chunks to add and delete: ``last``, the size's last passage with three
+    entities or more (a typical passage, at a place in index order that falls
+    anywhere), and ``hub``, the first chunk naming the name most chunks share (the
+    largest replay one chunk can cause)."""
+    by_id = {c.chunk_id: c for c in items}
+    last = by_id[last_id]
+    counts: Counter[str] = Counter()
+    for item in items:
+        counts.update({normalize_name(e.name) for e in item.extraction.entities} - {""})
+    top = counts.most_common(1)[0][0]
+    hub = next(c for c in items if top in {normalize_name(e.name) for e in c.extraction.entities})
+    return {"last": last, "hub": hub}
+
+
+def _case(
+    items: list[ChunkExtraction], held: ChunkExtraction, path: Path, repeats: int
+) -> dict[str, Any]:
+    """Create the state without ``held``, then add and delete it ``repeats`` times,
+    each beside a clean resolution and build of the full list."""
+    row: dict[str, Any] = {"chunk": held.chunk_id}
     base = [c for c in items if c.chunk_id != held.chunk_id]
     row["create_s"], state = _timed(lambda: ResolutionState.create(path, base))
     state.close()
-    times: dict[str, list[float]] = {"open": [], "add": [], "delete": []}
+    times: dict[str, list[float]] = {k: [] for k in ("clean", "open", "add", "delete")}
     for _ in range(repeats):
+        seconds, builder = _timed(partial(_resolved, items))
+        times["clean"].append(seconds)
         seconds, opened = _timed(lambda: ResolutionState.open(path))
         assert opened is not None
         times["open"].append(seconds)
         seconds, row["add_replayed"] = _timed(partial(opened.apply, [], [held]))
         times["add"].append(seconds)
-        if not times["delete"]:  # the full list: check against the clean build once
+        if "equal" not in row:  # the full list: check against the clean build once
+            clean = builder.build([c.chunk_id for c in items])
             row["graph_s"], kg = _timed(opened.graph)
+            row["graph_s"] = round(row["graph_s"], 4)
             row["equal"] = (kg.entities, kg.descriptions, kg.relations) == (
                 clean.entities,
                 clean.descriptions,
@@ -129,10 +154,27 @@ def _measure(
         times["delete"].append(seconds)
         opened.close()
     row.update({f"{k}_s": _median(v) for k, v in times.items()})
-    row.update(entities=clean.n_entities, relations=len(clean.relations))
+    row["create_s"] = round(row["create_s"], 4)
+    return row
+
+
+def _measure(
+    items: list[ChunkExtraction], last_id: str, work: Path, repeats: int
+) -> dict[str, Any]:
+    resolve_s, builder = _timed(partial(_resolved, items))
+    build_s, clean = _timed(lambda: builder.build([c.chunk_id for c in items]))
+    row: dict[str, Any] = {
+        "chunks": len(items),
+        "entities": clean.n_entities,
+        "relations": len(clean.relations),
+        "clean_resolve_s": round(resolve_s, 4),
+        "clean_build_s": round(build_s, 4),
+    }
+    path = work / f"state-{len(items)}.sqlite"
+    for name, held in _held(items, last_id).items():
+        row[name] = _case(items, held, path, repeats)
+        sys.stderr.write(f"{len(items)} {name}: {json.dumps(row[name])}\n")
     row["state_mb"] = round(path.stat().st_size / 1e6, 1)
-    for key in ("clean_resolve_s", "clean_build_s", "create_s", "graph_s"):
-        row[key] = round(row[key], 4)
     return row
 
 
@@ -151,8 +193,11 @@ def main(argv: list[str] | None = None) -> None:
     local = _local(chunks, extractor, args.work)
     for size in sizes:
         items = _linked(chunks[:size], local[:size], extractor)
-        held = next(c for c in items if c.chunk_id == chunks[size - 1].id)
-        report[str(size)] = _measure(items, held, args.work, args.repeats)
+        by_id = {c.chunk_id: c for c in items}
+        last = next(
+            c.id for c in reversed(chunks[:size]) if len(by_id[c.id].extraction.entities) >= 3
+        )
+        report[str(size)] = _measure(items, last, args.work, args.repeats)
         sys.stderr.write(f"{size}: {json.dumps(report[str(size)])}\n")
     report["load_after"] = os.getloadavg()
     text = json.dumps(report, indent=2)
