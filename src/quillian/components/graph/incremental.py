@@ -26,7 +26,8 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,8 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.graph.builder import EntityRecord, GraphBuilder, KnowledgeGraph
+from quillian.components.graph.compact import decode_extraction, encode_extraction
 from quillian.errors import InputError
 from quillian.stores.protocols import GraphStore
 from quillian.types import normalize_name
@@ -52,10 +53,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: normalize_name, remembered: a corpus repeats its names, each met several times here
+_key = lru_cache(maxsize=1 << 16)(normalize_name)
+
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 1
+STATE_VERSION = 2
 _BATCH = 500  # SQLite host parameters per statement
 
 _SCHEMA = """
@@ -96,14 +100,14 @@ def _ordered(extraction: Extraction) -> list[ExtractedEntity]:
 
 
 def _mention_keys(entity: ExtractedEntity) -> list[str]:
-    return [k for n in (entity.name, *entity.aliases) if (k := normalize_name(n))]
+    return [k for n in (entity.name, *entity.aliases) if (k := _key(n))]
 
 
 def _ends(extraction: Extraction) -> Iterator[tuple[int, str, str]]:
     """Each triple's index and its ends' keys, for triples :meth:`GraphBuilder.add`
     keeps (both ends named)."""
     for i, triple in enumerate(extraction.triples):
-        subject, obj = normalize_name(triple.subject), normalize_name(triple.object)
+        subject, obj = _key(triple.subject), _key(triple.object)
         if subject and obj:
             yield i, subject, obj
 
@@ -111,7 +115,7 @@ def _ends(extraction: Extraction) -> Iterator[tuple[int, str, str]]:
 def _groups(extraction: Extraction) -> list[set[str]]:
     """The key sets of the chunk's mentions: an entity's name and aliases together,
     and each triple end alone."""
-    groups = [set(_mention_keys(e)) for e in extraction.entities if normalize_name(e.name)]
+    groups = [set(_mention_keys(e)) for e in extraction.entities if _key(e.name)]
     for _, subject, obj in _ends(extraction):
         groups += [{subject}, {obj}]
     return groups
@@ -142,7 +146,7 @@ class _Replay:
         ordered = _ordered(extraction)
         for rank, entity in enumerate(ordered):
             keys = _mention_keys(entity)
-            if normalize_name(entity.name) and keys[0] in self._keys:
+            if _key(entity.name) and keys[0] in self._keys:
                 self._resolve(entity, keys, (doc_id, index, rank))
         base = len(ordered)
         for i, subject, obj in _ends(extraction):
@@ -163,9 +167,9 @@ class _Replay:
         record = self.entities[index].record
         if not record.type and entity.type:
             record.type = entity.type
-        known = {normalize_name(n) for n in (record.name, *record.aliases)}
+        known = {_key(n) for n in (record.name, *record.aliases)}
         for name in (entity.name, *entity.aliases):
-            key = normalize_name(name)
+            key = _key(name)
             if key and key not in known:
                 record.aliases.append(name.strip())
                 known.add(key)
@@ -186,7 +190,7 @@ class _ResolvedBuilder(GraphBuilder):
         self._by_key = owner
 
     def resolve(self, entity: ExtractedEntity) -> int:
-        return self._by_key[normalize_name(entity.name)]
+        return self._by_key[_key(entity.name)]
 
 
 def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -265,8 +269,7 @@ class ResolutionState:
             state = cls(conn, max_entities_per_chunk)
             conn.execute("BEGIN")
             items = sorted(chunks, key=lambda c: (c.doc_id, c.index))
-            state._store(items)
-            state._replay_into(set().union(*(_keys(c.extraction) for c in items)), items)
+            state._replay_into(state._store(items), items)
             conn.execute("COMMIT")
             conn.close()
         except BaseException:
@@ -292,15 +295,12 @@ class ResolutionState:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            touched = set().union(
-                *(_keys(e) for e in self._extractions(gone).values()),
-                *(_keys(c.extraction) for c in changed),
-            )
+            touched = set().union(*(_keys(e) for e in self._extractions(gone).values()))
             for batch in _batches(gone):
                 marks = _marks(len(batch))
                 conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({marks})", batch)
                 conn.execute(f"DELETE FROM chunk_keys WHERE chunk_id IN ({marks})", batch)
-            self._store(changed)
+            touched |= self._store(changed)
             keys, chunks = self._closure(touched)
             self._replay_into(keys, chunks)
             conn.execute("UPDATE meta SET value = ? WHERE name = 'tag'", (tag,))
@@ -310,7 +310,8 @@ class ResolutionState:
             raise
         return len(chunks)
 
-    def _store(self, chunks: Sequence[ChunkExtraction]) -> None:
+    def _store(self, chunks: Sequence[ChunkExtraction]) -> set[str]:
+        """Store ``chunks`` with their keys; returns the keys."""
         ids: set[str] = set()
         places: dict[tuple[str, int], str] = {}
         for c in chunks:
@@ -335,15 +336,17 @@ class ResolutionState:
                     c.chunk_id,
                     c.doc_id,
                     c.index,
-                    extraction_to_json(replace(c.extraction, parse=None)),
+                    encode_extraction(c.extraction),
                 )
                 for c in chunks
             ),
         )
+        keys = [(c.chunk_id, _keys(c.extraction)) for c in chunks]
         self._conn.executemany(
             "INSERT INTO chunk_keys VALUES (?, ?)",
-            ((k, c.chunk_id) for c in chunks for k in _keys(c.extraction)),
+            ((k, chunk_id) for chunk_id, found in keys for k in found),
         )
+        return set().union(*(found for _, found in keys))
 
     def _extractions(self, chunk_ids: Sequence[str]) -> dict[str, Extraction]:
         found: dict[str, Extraction] = {}
@@ -352,7 +355,7 @@ class ResolutionState:
                 f"SELECT chunk_id, extraction FROM chunks WHERE chunk_id IN ({_marks(len(batch))})",
                 batch,
             )
-            found.update((c, extraction_from_json(raw)) for c, raw in rows)
+            found.update((c, decode_extraction(raw)) for c, raw in rows)
         return found
 
     def _closure(self, touched: set[str]) -> tuple[set[str], list[ChunkExtraction]]:
@@ -389,7 +392,7 @@ class ResolutionState:
                 batch,
             )
             for chunk_id, doc_id, index, raw in rows:
-                yield chunk_id, ChunkExtraction(doc_id, index, extraction_from_json(raw))
+                yield chunk_id, ChunkExtraction(doc_id, index, decode_extraction(raw))
 
     def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> None:
         """Drop the entities owning ``keys`` and create them again from ``chunks``'
@@ -467,7 +470,7 @@ class ResolutionState:
         builder = _ResolvedBuilder(entities, owner, self.max_entities_per_chunk)
         rows = self._conn.execute("SELECT extraction FROM chunks ORDER BY doc_id, idx")
         for (raw,) in rows:
-            builder.add(extraction_from_json(raw))
+            builder.add(decode_extraction(raw))
         return builder.build(chunk_ids, store=store)
 
 
