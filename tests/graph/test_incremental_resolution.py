@@ -216,3 +216,26 @@ def test_the_stage_call_updates_the_last_build_state_or_builds_anew(tmp_path: Pa
         assert_same_graph(state.graph(), corpus.clean(64))
         state.close()
     assert len(reads) == 2  # the first build, and the one whose last build was not b0's
+
+
+def test_the_stage_call_builds_anew_when_the_update_cannot_read_the_state(
+    tmp_path: Path,
+) -> None:
+    corpus = _Corpus(random.Random(11))
+    for _ in range(6):
+        first = corpus.new()
+        corpus.chunks[first.chunk_id] = first
+    path = tmp_path / "state.sqlite"
+    resolve_entities(path, lambda: list(corpus.chunks.values()), None, since="", tag="b1").close()
+    with sqlite3.connect(path) as conn:  # sound pages, a table gone: quick_check passes
+        conn.execute("DROP TABLE chunk_keys")
+    conn.close()
+    delta = corpus.step()
+    state = resolve_entities(
+        path, lambda: list(corpus.chunks.values()), delta, since="b1", tag="b2"
+    )
+    assert_same_graph(state.graph(), corpus.clean(64))
+    state.close()
+    reopened = ResolutionState.open(path, tag="b2")
+    assert reopened is not None
+    reopened.close()

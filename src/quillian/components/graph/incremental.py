@@ -496,7 +496,14 @@ def resolve_entities(
         state = ResolutionState.open(path, max_entities_per_chunk, since)
         if state is not None:
             removed, changed = delta
-            replayed = state.apply(removed, changed, tag=tag)
-            logger.info("entity resolution: %d chunks replayed", replayed)
-            return state
+            try:
+                replayed = state.apply(removed, changed, tag=tag)
+            except sqlite3.DatabaseError as err:  # damage quick_check did not see
+                state.close()
+                logger.warning(
+                    "graph resolution state %s unreadable (%s): building anew", path, err
+                )
+            else:
+                logger.info("entity resolution: %d chunks replayed", replayed)
+                return state
     return ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag)
