@@ -64,8 +64,9 @@ def _extraction(rng: random.Random, chunk_id: str, doc_id: str) -> Extraction:
 class _Corpus:
     """The chunk list a clean build sees, changed at random."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, scale: int = 1) -> None:
         self.rng = rng
+        self.scale = scale  # how many chunks a step may touch, times (3, 2, 4)
         self.chunks: dict[str, ChunkExtraction] = {}
         self._serial = 0
 
@@ -79,17 +80,17 @@ class _Corpus:
 
     def step(self) -> tuple[list[str], list[ChunkExtraction]]:
         ids = sorted(self.chunks)
-        removed = self.rng.sample(ids, min(len(ids), self.rng.randrange(4)))
+        removed = self.rng.sample(ids, min(len(ids), self.rng.randrange(3 * self.scale + 1)))
         kept = [c for c in ids if c not in removed]
         changed = [
             ChunkExtraction(old.doc_id, old.index, _extraction(self.rng, c, old.doc_id))
-            for c in self.rng.sample(kept, min(len(kept), self.rng.randrange(3)))
+            for c in self.rng.sample(kept, min(len(kept), self.rng.randrange(2 * self.scale + 1)))
             for old in [self.chunks[c]]
         ]
         for chunk_id in removed:
             del self.chunks[chunk_id]
         self.chunks.update((c.chunk_id, c) for c in changed)
-        for _ in range(self.rng.randrange(5)):
+        for _ in range(self.rng.randrange(4 * self.scale + 1)):
             added = self.new()
             self.chunks[added.chunk_id] = added
             changed.append(added)
@@ -117,11 +118,11 @@ def assert_same_graph(got: KnowledgeGraph, want: KnowledgeGraph) -> None:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(40)] + [(40, 6), (41, 6)])
+def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) -> None:
     rng = random.Random(seed)
     max_per_chunk = rng.choice([3, 64])
-    corpus = _Corpus(rng)
+    corpus = _Corpus(rng, scale)
     for _ in range(rng.randrange(12)):
         first = corpus.new()
         corpus.chunks[first.chunk_id] = first

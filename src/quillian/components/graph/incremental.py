@@ -149,10 +149,10 @@ class _Replay:
             if _key(entity.name) and keys[0] in self._keys:
                 self._resolve(entity, keys, (doc_id, index, rank))
         base = len(ordered)
+        triples = extraction.triples
         for i, subject, obj in _ends(extraction):
-            for side, (name, key) in enumerate(
-                ((extraction.triples[i].subject, subject), (extraction.triples[i].object, obj))
-            ):
+            ends = ((triples[i].subject, subject), (triples[i].object, obj))
+            for side, (name, key) in enumerate(ends):
                 if key in self._keys and key not in self.owner:
                     order = (doc_id, index, base + 2 * i + side)
                     self._resolve(ExtractedEntity(name), [key], order)
@@ -180,7 +180,11 @@ class _Replay:
 class _ResolvedBuilder(GraphBuilder):
     """A :class:`GraphBuilder` whose entities are given: each mention resolves to the
     owner of its name key, and the rest (mentions, descriptions, relations) is the
-    builder's own code."""
+    builder's own code.
+
+    Exact because the entity a mention joins is always the final owner of its name key:
+    that key was either known (its owner then) or is given to the entity the mention
+    joins, and a key's owner never changes (``setdefault``)."""
 
     def __init__(
         self, entities: list[EntityRecord], owner: dict[str, int], max_entities_per_chunk: int
