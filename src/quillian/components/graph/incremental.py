@@ -35,7 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.graph.builder import EntityRecord, GraphBuilder, KnowledgeGraph
+from quillian.components.graph import chunk_rows
+from quillian.components.graph.builder import EntityRecord, KnowledgeGraph
 from quillian.components.graph.compact import decode_extraction, encode_extraction
 from quillian.errors import InputError
 from quillian.stores.protocols import GraphStore
@@ -177,26 +178,6 @@ class _Replay:
                 self.owner.setdefault(key, index)
 
 
-class _ResolvedBuilder(GraphBuilder):
-    """A :class:`GraphBuilder` whose entities are given: each mention resolves to the
-    owner of its name key, and the rest (mentions, descriptions, relations) is the
-    builder's own code.
-
-    Exact because the entity a mention joins is always the final owner of its name key:
-    that key was either known (its owner then) or is given to the entity the mention
-    joins, and a key's owner never changes (``setdefault``)."""
-
-    def __init__(
-        self, entities: list[EntityRecord], owner: dict[str, int], max_entities_per_chunk: int
-    ) -> None:
-        super().__init__(max_entities_per_chunk)
-        self.entities = entities
-        self._by_key = owner
-
-    def resolve(self, entity: ExtractedEntity) -> int:
-        return self._by_key[_key(entity.name)]
-
-
 def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), _BATCH):
         yield items[start : start + _BATCH]
@@ -261,7 +242,7 @@ class ResolutionState:
         partial.unlink(missing_ok=True)
         conn = sqlite3.connect(partial, isolation_level=None)
         try:
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA + chunk_rows.SCHEMA)
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
                 [
@@ -304,6 +285,7 @@ class ResolutionState:
                 marks = _marks(len(batch))
                 conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({marks})", batch)
                 conn.execute(f"DELETE FROM chunk_keys WHERE chunk_id IN ({marks})", batch)
+            chunk_rows.delete(conn, gone)
             touched |= self._store(changed)
             keys, chunks = self._closure(touched)
             self._replay_into(keys, chunks)
@@ -433,8 +415,25 @@ class ResolutionState:
                 for row, e in zip(ids, replay.entities, strict=True)
             ),
         )
-        conn.executemany(
-            "INSERT INTO key_owner VALUES (?, ?)", ((k, ids[i]) for k, i in replay.owner.items())
+        owner = {k: ids[i] for k, i in replay.owner.items()}
+        conn.executemany("INSERT INTO key_owner VALUES (?, ?)", owner.items())
+        self._derive(chunks, owner)
+
+    def _derive(self, chunks: Sequence[ChunkExtraction], owner: dict[str, int]) -> None:
+        """Store again the rows of ``chunks``, whose keys ``owner`` gives in part."""
+        rest = sorted(set().union(*(_keys(c.extraction) for c in chunks)) - owner.keys())
+        owner = dict(owner)
+        for batch in _batches(rest):
+            owner.update(
+                self._conn.execute(
+                    f"SELECT key, row FROM key_owner WHERE key IN ({_marks(len(batch))})", batch
+                )
+            )
+        chunk_rows.delete(self._conn, [c.chunk_id for c in chunks])
+        cap = self.max_entities_per_chunk
+        chunk_rows.insert(
+            self._conn,
+            (chunk_rows.derive(c.extraction, owner.__getitem__, cap, _key) for c in chunks),
         )
 
     # ----- reading ---------------------------------------------------------------------
@@ -468,14 +467,18 @@ class ResolutionState:
         self, chunk_ids: Sequence[str] | None = None, store: GraphStore | None = None
     ) -> KnowledgeGraph:
         """The graph :meth:`GraphBuilder.build` makes of the stored extractions in index
-        order (same arguments). Linear in the corpus: mentions, descriptions and
-        relations are derived again over every chunk from the stored resolution."""
-        entities, owner = self.entities()
-        builder = _ResolvedBuilder(entities, owner, self.max_entities_per_chunk)
-        rows = self._conn.execute("SELECT extraction FROM chunks ORDER BY doc_id, idx")
-        for (raw,) in rows:
-            builder.add(decode_extraction(raw))
-        return builder.build(chunk_ids, store=store)
+        order (same arguments), from the stored per-chunk rows. Still linear in the
+        corpus (every row read; the next step writes the tables from the rows)."""
+        position: dict[int, int] = {}
+        records: list[EntityRecord] = []
+        rows = self._conn.execute(
+            "SELECT row, name, type, aliases FROM entities ORDER BY doc_id, idx, seq"
+        )
+        for row, name, type_, aliases in rows:
+            position[row] = len(records)
+            records.append(EntityRecord(name, type_, json.loads(aliases)))
+        chunks = self.chunk_ids() if chunk_ids is None else chunk_ids
+        return chunk_rows.assemble(self._conn, records, position, chunks, store)
 
 
 def resolve_entities(
