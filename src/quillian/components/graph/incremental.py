@@ -60,7 +60,7 @@ _key = lru_cache(maxsize=1 << 16)(normalize_name)
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 2
+STATE_VERSION = 3
 _BATCH = 500  # SQLite host parameters per statement
 
 _SCHEMA = """
@@ -450,8 +450,8 @@ class ResolutionState:
         rows = self._conn.execute("SELECT row FROM entities ORDER BY doc_id, idx, seq")
         return np.fromiter((r for (r,) in rows), dtype=np.int64)
 
-    def entities(self) -> tuple[list[EntityRecord], dict[str, int]]:
-        """The entities in the clean build's order, and each key's entity position."""
+    def _records(self) -> tuple[list[EntityRecord], dict[int, int]]:
+        """The entities in the clean build's order, and each row's position."""
         position: dict[int, int] = {}
         records: list[EntityRecord] = []
         rows = self._conn.execute(
@@ -460,6 +460,11 @@ class ResolutionState:
         for row, name, type_, aliases in rows:
             position[row] = len(records)
             records.append(EntityRecord(name, type_, json.loads(aliases)))
+        return records, position
+
+    def entities(self) -> tuple[list[EntityRecord], dict[str, int]]:
+        """The entities in the clean build's order, and each key's entity position."""
+        records, position = self._records()
         owner = {k: position[r] for k, r in self._conn.execute("SELECT key, row FROM key_owner")}
         return records, owner
 
@@ -469,14 +474,7 @@ class ResolutionState:
         """The graph :meth:`GraphBuilder.build` makes of the stored extractions in index
         order (same arguments), from the stored per-chunk rows. Still linear in the
         corpus (every row read; the next step writes the tables from the rows)."""
-        position: dict[int, int] = {}
-        records: list[EntityRecord] = []
-        rows = self._conn.execute(
-            "SELECT row, name, type, aliases FROM entities ORDER BY doc_id, idx, seq"
-        )
-        for row, name, type_, aliases in rows:
-            position[row] = len(records)
-            records.append(EntityRecord(name, type_, json.loads(aliases)))
+        records, position = self._records()
         chunks = self.chunk_ids() if chunk_ids is None else chunk_ids
         return chunk_rows.assemble(self._conn, records, position, chunks, store)
 
