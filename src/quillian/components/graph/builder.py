@@ -169,6 +169,26 @@ class GraphBuilder:
         self._mentions: dict[tuple[str, int], float] = {}
         self._chunks: dict[str, None] = {}
 
+    @classmethod
+    def of(
+        cls,
+        entities: list[EntityRecord],
+        descriptions: list[DescriptionRecord],
+        relations: list[Triple],
+        relation_ends: list[tuple[int, int]],
+        mentions: dict[tuple[str, int], float],
+        chunk_ids: Sequence[str],
+    ) -> GraphBuilder:
+        """A builder holding parts resolved elsewhere (by
+        :mod:`~quillian.components.graph.incremental`), in the order :meth:`add` would
+        have made them, ready to :meth:`build`."""
+        builder = cls()
+        builder.entities, builder.descriptions = entities, descriptions
+        builder.relations, builder._rel_ends = relations, relation_ends
+        builder._mentions = mentions
+        builder._chunks = dict.fromkeys(chunk_ids)
+        return builder
+
     def resolve(self, entity: ExtractedEntity) -> int:
         """Index of the entity matching ``entity`` by name or alias, creating it if new."""
         pairs = [

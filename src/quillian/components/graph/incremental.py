@@ -1,0 +1,514 @@
+"""Entity resolution that costs what changed: :class:`GraphBuilder`'s result after a
+delta of chunks, replaying only the mentions the delta can reach.
+
+:class:`GraphBuilder` resolves mentions greedily in index order (chunks by document id
+and chunk index; in a chunk its entities, topic first, then each triple's subject and
+object): a mention joins the entity of its first known name key, else creates one.
+Mentions whose keys are not connected (through one extracted entity carrying several
+keys) never meet, so the entities of a connected component of keys depend only on that
+component's mentions, in index order. An update therefore takes the keys of the chunks
+it removes, changes or adds (their old and new extractions), closes them over the
+mentions still stored, drops the entities owning those keys and replays the closure's
+mentions in index order; every other entity keeps its row. The entities' positions are
+their creating mentions' order, so a graph built from the state is the clean build's,
+node for node (:meth:`ResolutionState.graph`).
+
+The state is one SQLite file (:data:`STATE_FILE`, under an index's ``tables/``): the
+stored extractions with their order keys, a key -> chunk index, the entity rows and
+each key's entity. A missing, damaged or foreign-version file opens as None, and the
+caller builds anew (:meth:`ResolutionState.create`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.graph import chunk_rows
+from quillian.components.graph.builder import EntityRecord, KnowledgeGraph
+from quillian.components.graph.compact import decode_extraction, encode_extraction
+from quillian.errors import InputError
+from quillian.stores.protocols import GraphStore
+from quillian.types import normalize_name
+
+__all__ = [
+    "STATE_FILE",
+    "STATE_VERSION",
+    "ChunkExtraction",
+    "ResolutionState",
+    "resolve_entities",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: normalize_name, remembered: a corpus repeats its names, each met several times here
+_key = lru_cache(maxsize=1 << 16)(normalize_name)
+
+STATE_FILE = "graph_resolution.sqlite"
+#: Bumped whenever the schema or the resolution rule changes: another version reads as
+#: no state (a full build).
+STATE_VERSION = 3
+_BATCH = 500  # SQLite host parameters per statement
+
+_SCHEMA = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE chunks (
+    chunk_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    extraction BLOB NOT NULL);
+CREATE INDEX chunks_order ON chunks (doc_id, idx);
+CREATE TABLE chunk_keys (key TEXT NOT NULL, chunk_id TEXT NOT NULL,
+    PRIMARY KEY (key, chunk_id)) WITHOUT ROWID;
+CREATE INDEX chunk_keys_chunk ON chunk_keys (chunk_id);
+CREATE TABLE entities (
+    row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+    aliases TEXT NOT NULL, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    seq INTEGER NOT NULL);
+CREATE INDEX entities_order ON entities (doc_id, idx, seq);
+CREATE TABLE key_owner (key TEXT PRIMARY KEY, row INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX key_owner_row ON key_owner (row);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkExtraction:
+    """One chunk's extraction with its place in index order, ``(doc_id, index)``."""
+
+    doc_id: str
+    index: int
+    extraction: Extraction
+
+    @property
+    def chunk_id(self) -> str:
+        return self.extraction.chunk_id
+
+
+def _ordered(extraction: Extraction) -> list[ExtractedEntity]:
+    """The chunk's entities in the order :meth:`GraphBuilder.add` resolves them."""
+    return sorted(extraction.entities, key=lambda e: not e.is_topic)
+
+
+def _mention_keys(entity: ExtractedEntity) -> list[str]:
+    return [k for n in (entity.name, *entity.aliases) if (k := _key(n))]
+
+
+def _ends(extraction: Extraction) -> Iterator[tuple[int, str, str]]:
+    """Each triple's index and its ends' keys, for triples :meth:`GraphBuilder.add`
+    keeps (both ends named)."""
+    for i, triple in enumerate(extraction.triples):
+        subject, obj = _key(triple.subject), _key(triple.object)
+        if subject and obj:
+            yield i, subject, obj
+
+
+def _groups(extraction: Extraction) -> list[set[str]]:
+    """The key sets of the chunk's mentions: an entity's name and aliases together,
+    and each triple end alone."""
+    groups = [set(_mention_keys(e)) for e in extraction.entities if _key(e.name)]
+    for _, subject, obj in _ends(extraction):
+        groups += [{subject}, {obj}]
+    return groups
+
+
+def _keys(extraction: Extraction) -> set[str]:
+    return set().union(*_groups(extraction))
+
+
+@dataclass
+class _Entity:
+    """An entity created by a replay, with its creating mention's order key."""
+
+    record: EntityRecord
+    order: tuple[str, int, int]
+
+
+class _Replay:
+    """GraphBuilder's greedy resolution, restricted to the mentions of a set of keys
+    closed under mention connectivity."""
+
+    def __init__(self, keys: set[str]) -> None:
+        self._keys = keys
+        self.owner: dict[str, int] = {}
+        self.entities: list[_Entity] = []
+
+    def chunk(self, doc_id: str, index: int, extraction: Extraction) -> None:
+        ordered = _ordered(extraction)
+        for rank, entity in enumerate(ordered):
+            keys = _mention_keys(entity)
+            if _key(entity.name) and keys[0] in self._keys:
+                self._resolve(entity, keys, (doc_id, index, rank))
+        base = len(ordered)
+        triples = extraction.triples
+        for i, subject, obj in _ends(extraction):
+            ends = ((triples[i].subject, subject), (triples[i].object, obj))
+            for side, (name, key) in enumerate(ends):
+                if key in self._keys and key not in self.owner:
+                    order = (doc_id, index, base + 2 * i + side)
+                    self._resolve(ExtractedEntity(name), [key], order)
+
+    def _resolve(
+        self, entity: ExtractedEntity, keys: list[str], order: tuple[str, int, int]
+    ) -> None:
+        index = next((self.owner[k] for k in keys if k in self.owner), None)
+        if index is None:
+            index = len(self.entities)
+            self.entities.append(_Entity(EntityRecord(entity.name.strip(), entity.type), order))
+        record = self.entities[index].record
+        if not record.type and entity.type:
+            record.type = entity.type
+        known = {_key(n) for n in (record.name, *record.aliases)}
+        for name in (entity.name, *entity.aliases):
+            key = _key(name)
+            if key and key not in known:
+                record.aliases.append(name.strip())
+                known.add(key)
+            if key:
+                self.owner.setdefault(key, index)
+
+
+def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), _BATCH):
+        yield items[start : start + _BATCH]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class ResolutionState:
+    """The persisted entity resolution of an index's last graph build."""
+
+    def __init__(self, conn: sqlite3.Connection, max_entities_per_chunk: int) -> None:
+        self._conn = conn
+        self.max_entities_per_chunk = max_entities_per_chunk
+
+    # ----- opening and creating -------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, path: Path, max_entities_per_chunk: int = 64, tag: str | None = None
+    ) -> ResolutionState | None:
+        """The state at ``path``, or None where it is missing, damaged, of another
+        version or resolution setting, or (given ``tag``) left by another build."""
+        if not path.is_file():
+            return None
+        try:
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                meta = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+                checked = conn.execute("PRAGMA quick_check(1)").fetchone()
+            except sqlite3.DatabaseError:
+                conn.close()
+                raise
+        except sqlite3.DatabaseError as err:
+            logger.warning("graph resolution state %s unreadable (%s): building anew", path, err)
+            return None
+        wanted = {"version": str(STATE_VERSION), "max_per_chunk": str(max_entities_per_chunk)}
+        if tag is not None:
+            wanted["tag"] = tag
+        problem = "damaged" if checked is None or checked[0] != "ok" else None
+        if problem is None and any(meta.get(k) != v for k, v in wanted.items()):
+            problem = f"of another version or build ({meta})"
+        if problem:
+            logger.warning("graph resolution state %s %s: building anew", path, problem)
+            conn.close()
+            return None
+        return cls(conn, max_entities_per_chunk)
+
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        chunks: Iterable[ChunkExtraction],
+        max_entities_per_chunk: int = 64,
+        tag: str = "",
+    ) -> ResolutionState:
+        """A new state at ``path`` (replacing any file there) resolved over ``chunks``.
+        The file is written aside and renamed into place, so a failure leaves no half
+        state behind."""
+        partial = path.with_name(path.name + ".partial")
+        partial.unlink(missing_ok=True)
+        conn = sqlite3.connect(partial, isolation_level=None)
+        try:
+            conn.executescript(_SCHEMA + chunk_rows.SCHEMA)
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [
+                    ("version", str(STATE_VERSION)),
+                    ("max_per_chunk", str(max_entities_per_chunk)),
+                    ("tag", tag),
+                ],
+            )
+            state = cls(conn, max_entities_per_chunk)
+            conn.execute("BEGIN")
+            items = sorted(chunks, key=lambda c: (c.doc_id, c.index))
+            state._replay_into(state._store(items), items)
+            conn.execute("COMMIT")
+            conn.close()
+        except BaseException:
+            conn.close()
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(path)
+        return cls(sqlite3.connect(path, isolation_level=None), max_entities_per_chunk)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # ----- the update ------------------------------------------------------------------
+
+    def apply(
+        self, removed: Iterable[str], changed: Iterable[ChunkExtraction], tag: str = ""
+    ) -> int:
+        """Remove the chunks ``removed``, add or replace those in ``changed``, and
+        resolve again the entities they can reach; one transaction. Returns the number
+        of chunks whose mentions were replayed."""
+        changed = list(changed)
+        gone = sorted(set(removed) | {c.chunk_id for c in changed})
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            touched = set().union(*(_keys(e) for e in self._extractions(gone).values()))
+            for batch in _batches(gone):
+                marks = _marks(len(batch))
+                conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({marks})", batch)
+                conn.execute(f"DELETE FROM chunk_keys WHERE chunk_id IN ({marks})", batch)
+            chunk_rows.delete(conn, gone)
+            touched |= self._store(changed)
+            keys, chunks = self._closure(touched)
+            self._replay_into(keys, chunks)
+            conn.execute("UPDATE meta SET value = ? WHERE name = 'tag'", (tag,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return len(chunks)
+
+    def _store(self, chunks: Sequence[ChunkExtraction]) -> set[str]:
+        """Store ``chunks`` with their keys; returns the keys."""
+        ids: set[str] = set()
+        places: dict[tuple[str, int], str] = {}
+        for c in chunks:
+            if c.chunk_id in ids:
+                raise InputError(f"chunk {c.chunk_id} given twice")
+            ids.add(c.chunk_id)
+            place = (c.doc_id, c.index)
+            row = self._conn.execute(
+                "SELECT chunk_id FROM chunks WHERE doc_id = ? AND idx = ?", place
+            ).fetchone()
+            other = places.get(place) or (row[0] if row else None)
+            if other is not None:
+                raise InputError(
+                    f"chunks {other} and {c.chunk_id} share one place in index order"
+                    f" (document {c.doc_id}, chunk {c.index})"
+                )
+            places[place] = c.chunk_id
+        self._conn.executemany(
+            "INSERT INTO chunks VALUES (?, ?, ?, ?)",
+            (
+                (
+                    c.chunk_id,
+                    c.doc_id,
+                    c.index,
+                    encode_extraction(c.extraction),
+                )
+                for c in chunks
+            ),
+        )
+        keys = [(c.chunk_id, _keys(c.extraction)) for c in chunks]
+        self._conn.executemany(
+            "INSERT INTO chunk_keys VALUES (?, ?)",
+            ((k, chunk_id) for chunk_id, found in keys for k in found),
+        )
+        return set().union(*(found for _, found in keys))
+
+    def _extractions(self, chunk_ids: Sequence[str]) -> dict[str, Extraction]:
+        found: dict[str, Extraction] = {}
+        for batch in _batches(chunk_ids):
+            rows = self._conn.execute(
+                f"SELECT chunk_id, extraction FROM chunks WHERE chunk_id IN ({_marks(len(batch))})",
+                batch,
+            )
+            found.update((c, decode_extraction(raw)) for c, raw in rows)
+        return found
+
+    def _closure(self, touched: set[str]) -> tuple[set[str], list[ChunkExtraction]]:
+        """The keys connected to ``touched`` through stored mentions, and the chunks
+        holding any of them, in index order."""
+        keys, frontier = set(touched), sorted(touched)
+        chunks: dict[str, ChunkExtraction] = {}
+        while frontier:
+            found: set[str] = set()
+            for batch in _batches(frontier):
+                found.update(
+                    c
+                    for (c,) in self._conn.execute(
+                        f"SELECT chunk_id FROM chunk_keys WHERE key IN ({_marks(len(batch))})",
+                        batch,
+                    )
+                )
+            chunks.update(self._load(sorted(found - chunks.keys())))
+            reached = set(frontier)
+            new: set[str] = set()
+            for chunk_id in found:
+                for group in _groups(chunks[chunk_id].extraction):
+                    if group & reached:
+                        new |= group - keys
+            keys |= new
+            frontier = sorted(new)
+        return keys, sorted(chunks.values(), key=lambda c: (c.doc_id, c.index))
+
+    def _load(self, chunk_ids: Sequence[str]) -> Iterator[tuple[str, ChunkExtraction]]:
+        for batch in _batches(chunk_ids):
+            rows = self._conn.execute(
+                "SELECT chunk_id, doc_id, idx, extraction FROM chunks"
+                f" WHERE chunk_id IN ({_marks(len(batch))})",
+                batch,
+            )
+            for chunk_id, doc_id, index, raw in rows:
+                yield chunk_id, ChunkExtraction(doc_id, index, decode_extraction(raw))
+
+    def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> None:
+        """Drop the entities owning ``keys`` and create them again from ``chunks``'
+        mentions, in index order. An entity created again by the same mention (name
+        and order key) keeps its row; the others take new rows."""
+        conn = self._conn
+        (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM entities").fetchone()
+        rows: set[int] = set()
+        for batch in _batches(sorted(keys)):
+            marks = _marks(len(batch))
+            found = conn.execute(f"SELECT row FROM key_owner WHERE key IN ({marks})", batch)
+            rows.update(r for (r,) in found)
+            conn.execute(f"DELETE FROM key_owner WHERE key IN ({marks})", batch)
+        old: dict[tuple[str, str, int, int], int] = {}
+        for numbers in _batches(sorted(rows)):
+            marks = _marks(len(numbers))
+            found = conn.execute(
+                f"SELECT row, name, doc_id, idx, seq FROM entities WHERE row IN ({marks})", numbers
+            )
+            old.update(((name, *order), row) for row, name, *order in found)
+            conn.execute(f"DELETE FROM entities WHERE row IN ({marks})", numbers)
+        replay = _Replay(keys)
+        for chunk in chunks:
+            replay.chunk(chunk.doc_id, chunk.index, chunk.extraction)
+        fresh = itertools.count(top + 1)
+        ids = []
+        for entity in replay.entities:
+            row = old.pop((entity.record.name, *entity.order), None)
+            ids.append(next(fresh) if row is None else row)
+        conn.executemany(
+            "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (row, e.record.name, e.record.type, json.dumps(e.record.aliases), *e.order)
+                for row, e in zip(ids, replay.entities, strict=True)
+            ),
+        )
+        owner = {k: ids[i] for k, i in replay.owner.items()}
+        conn.executemany("INSERT INTO key_owner VALUES (?, ?)", owner.items())
+        self._derive(chunks, owner)
+
+    def _derive(self, chunks: Sequence[ChunkExtraction], owner: dict[str, int]) -> None:
+        """Store again the rows of ``chunks``, whose keys ``owner`` gives in part."""
+        rest = sorted(set().union(*(_keys(c.extraction) for c in chunks)) - owner.keys())
+        owner = dict(owner)
+        for batch in _batches(rest):
+            owner.update(
+                self._conn.execute(
+                    f"SELECT key, row FROM key_owner WHERE key IN ({_marks(len(batch))})", batch
+                )
+            )
+        chunk_rows.delete(self._conn, [c.chunk_id for c in chunks])
+        cap = self.max_entities_per_chunk
+        chunk_rows.insert(
+            self._conn,
+            (chunk_rows.derive(c.extraction, owner.__getitem__, cap, _key) for c in chunks),
+        )
+
+    # ----- reading ---------------------------------------------------------------------
+
+    def chunk_ids(self) -> list[str]:
+        """The stored chunks' ids, in index order."""
+        return [
+            c for (c,) in self._conn.execute("SELECT chunk_id FROM chunks ORDER BY doc_id, idx")
+        ]
+
+    def positions(self) -> npt.NDArray[np.int64]:
+        """Each entity position's row (``positions()[i]`` is the row of the clean
+        build's ``i``-th entity): rows stay while positions follow the index order."""
+        rows = self._conn.execute("SELECT row FROM entities ORDER BY doc_id, idx, seq")
+        return np.fromiter((r for (r,) in rows), dtype=np.int64)
+
+    def _records(self) -> tuple[list[EntityRecord], dict[int, int]]:
+        """The entities in the clean build's order, and each row's position."""
+        position: dict[int, int] = {}
+        records: list[EntityRecord] = []
+        rows = self._conn.execute(
+            "SELECT row, name, type, aliases FROM entities ORDER BY doc_id, idx, seq"
+        )
+        for row, name, type_, aliases in rows:
+            position[row] = len(records)
+            records.append(EntityRecord(name, type_, json.loads(aliases)))
+        return records, position
+
+    def entities(self) -> tuple[list[EntityRecord], dict[str, int]]:
+        """The entities in the clean build's order, and each key's entity position."""
+        records, position = self._records()
+        owner = {k: position[r] for k, r in self._conn.execute("SELECT key, row FROM key_owner")}
+        return records, owner
+
+    def graph(
+        self, chunk_ids: Sequence[str] | None = None, store: GraphStore | None = None
+    ) -> KnowledgeGraph:
+        """The graph :meth:`GraphBuilder.build` makes of the stored extractions in index
+        order (same arguments), from the stored per-chunk rows. Still linear in the
+        corpus (every row read; the next step writes the tables from the rows)."""
+        records, position = self._records()
+        chunks = self.chunk_ids() if chunk_ids is None else chunk_ids
+        return chunk_rows.assemble(self._conn, records, position, chunks, store)
+
+
+def resolve_entities(
+    path: Path,
+    everything: Callable[[], Iterable[ChunkExtraction]],
+    delta: tuple[Iterable[str], Iterable[ChunkExtraction]] | None,
+    *,
+    since: str,
+    tag: str,
+    max_entities_per_chunk: int = 64,
+) -> ResolutionState:
+    """The entity resolution of a graph build, for the graph stage to call.
+
+    ``delta`` is what changed since the build tagged ``since`` (the ids of chunks
+    removed, and the filtered extractions of chunks added or changed); the state at
+    ``path`` that build left is updated by it. Where there is no such state (missing,
+    damaged, another version or build's) or no delta, the state is built anew from
+    ``everything()``, the filtered extractions of every chunk. Either way the state is
+    tagged ``tag``, and its :meth:`ResolutionState.graph` is the clean build's graph.
+    """
+    if delta is not None:
+        state = ResolutionState.open(path, max_entities_per_chunk, since)
+        if state is not None:
+            removed, changed = delta
+            try:
+                replayed = state.apply(removed, changed, tag=tag)
+            except sqlite3.DatabaseError as err:  # damage quick_check did not see
+                state.close()
+                logger.warning(
+                    "graph resolution state %s unreadable (%s): building anew", path, err
+                )
+            else:
+                logger.info("entity resolution: %d chunks replayed", replayed)
+                return state
+    return ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag)
