@@ -342,6 +342,9 @@ class TitleIndex:
                 surfaces.setdefault(title, title)
         for title, alias in aliases.items():
             surfaces.setdefault(alias, title)
+        self.surfaces: dict[str, str] = surfaces
+        """Each surface the index finds (a text matches one only where the text contains
+        it) and the title it names."""
         self._by_word: dict[str, list[tuple[str, str]]] = {}
         for surface, title in surfaces.items():
             first = _WORD.match(surface)
