@@ -234,14 +234,18 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     link(chunks)
     johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]
     assert johns
-    for space, key, value, some in (
-        ("linked:spacy", chunks[0].id, b"not json", chunks),
-        ("linkmeta:spacy", "state", b'{"complete": false}', chunks),
+    rest = [c for c in chunks if c != johns[0]]
+    damages = (
+        (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks),
+        (lambda: kv.put_many("linkmeta:spacy", {"state": b"[]"}), chunks),
+        # a build stopped in its stages, before it committed the state
+        (lambda: kv.delete_many("linkmeta:spacy", ["complete"]), chunks),
         # a name record is read when a change needs it: a chunk naming John goes
-        ("linknames:spacy", "john", b"[1]", [c for c in chunks if c != johns[0]]),
-    ):
+        (lambda: kv.put_many("linknames:spacy", {"john": b"[1]"}), rest),
+    )
+    for damage, some in damages:
         link(chunks)
-        kv.put_many(space, {key: value})
+        damage()
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
             got = link(some)

@@ -53,7 +53,7 @@ from quillian.index.layout import (
     write_manifest,
     writer_lock,
 )
-from quillian.index.linking import link_corpus, linked_extractions
+from quillian.index.linking import commit_links, link_corpus, linked_extractions
 from quillian.index.stages import (
     AMBIGUOUS_MAX_DOCS,
     DEFAULT_STAGES,
@@ -325,6 +325,7 @@ def _rebuild(
         lambda some: extract_cached(some, extractor, storage.kv),
         max_docs=AMBIGUOUS_MAX_DOCS,
         bm25=storage.directory / "bm25",
+        commit=False,
     )
     cached = _KeyRecorder(CachedEmbedder(embedder, storage.kv))
     issues = stored_issues(storage.kv, extractor, [c.id for c in chunks])
@@ -341,6 +342,7 @@ def _rebuild(
     extract_seconds = time.perf_counter() - start
     report.link_seconds, report.relinked = extract_seconds, linked.relinked
     report.seconds.update(run_stages(state, stages))
+    commit_links(storage.kv, extractor)
     _forget_unused(storage.kv, cached.inner.namespace, cached.keys)
     if isinstance(extractor, LinkingExtractor):  # linked extractions older versions cached
         _forget_unused(storage.kv, f"extraction:{extractor.name}", ())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -34,19 +34,18 @@ _WORD = re.compile(r"\w+")
 
 
 def chunks_containing(
-    surfaces: Iterable[str], chunks: Sequence[Chunk], bm25: Path | None
+    surfaces: Iterable[str], chunks: Mapping[str, Chunk], bm25: Path | None
 ) -> set[str]:
-    """The ids of ``chunks`` whose text contains one of ``surfaces``, candidates read
-    from the BM25 index in ``bm25`` (None: every text is scanned)."""
+    """The ids of ``chunks`` (by id) whose text contains one of ``surfaces``, candidates
+    read from the BM25 index in ``bm25`` (None: every text is scanned)."""
     surfaces = [s for s in dict.fromkeys(surfaces) if s]
     if not surfaces or not chunks:
         return set()
     index = _open(bm25) if bm25 is not None else None
     if index is None:
-        return {c.id for c in chunks if any(s in c.text for s in surfaces)}
+        return {i for i, c in chunks.items() if any(s in c.text for s in surfaces)}
     live = _live_ids(index)
-    unheld = [c for c in chunks if c.id.encode() not in live]
-    by_id = {c.id: c for c in chunks}
+    unheld = [(i, c) for i, c in chunks.items() if i.encode() not in live]
     scanned: list[str] = []
     found: set[str] = set()
     for surface in surfaces:
@@ -55,12 +54,12 @@ def chunks_containing(
             scanned.append(surface)
             continue
         for cid in _rows_with(index, term):
-            chunk = by_id.get(cid)
+            chunk = chunks.get(cid)
             if chunk is not None and surface in chunk.text:
                 found.add(cid)
-        found.update(c.id for c in unheld if surface in c.text)
+        found.update(i for i, c in unheld if surface in c.text)
     if scanned:
-        found.update(c.id for c in chunks if any(s in c.text for s in scanned))
+        found.update(i for i, c in chunks.items() if any(s in c.text for s in scanned))
     return found
 
 

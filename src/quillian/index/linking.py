@@ -28,7 +28,8 @@ chunk: its title, settled extraction and, where the filter changed it, the filte
 one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
 topics protecting it) and ``linkmeta:NAME`` (the surfaces and safe aliases of the last
 build, a fingerprint of the extractor and the filter's threshold, and whether the state
-is complete). A state marked incomplete (a build stopped while writing it), another
+is complete, a key of its own that is removed before anything is written and put back
+by :func:`commit_links`). A state marked incomplete (a build stopped while writing it), another
 fingerprint or a record that does not read means every chunk is recomputed, logged once.
 """
 
@@ -61,13 +62,20 @@ from quillian.index.link_candidates import chunks_containing
 from quillian.stores.protocols import KeyValueStore, iter_batches
 from quillian.types import Chunk
 
-__all__ = ["ExtractionDelta", "LinkedCorpus", "link_corpus", "linked_extractions"]
+__all__ = [
+    "ExtractionDelta",
+    "LinkedCorpus",
+    "commit_links",
+    "link_corpus",
+    "linked_extractions",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The stored state's format; another one is recomputed.
 FORMAT = 1
 _STATE = "state"
+_COMPLETE = "complete"
 _BATCH = 512
 
 ReadStored = Callable[[Sequence[Chunk]], Sequence[Extraction]]
@@ -166,13 +174,17 @@ def link_corpus(
     *,
     max_docs: int,
     bm25: Path | None = None,
+    commit: bool = True,
 ) -> LinkedCorpus:
     """The linked, settled and filtered extractions of ``chunks`` (every processed
     chunk, in index order), equal to :func:`linked_extractions` then
     :func:`~quillian.components.extraction.filters.drop_ambiguous_names` with
     ``max_docs``, from the state the previous build stored in ``kv``; the state is
     brought up to date. ``bm25``: the BM25 index whose postings give the chunks a
-    changed surface may occur in (None: the texts are scanned)."""
+    changed surface may occur in (None: the texts are scanned). Without ``commit``, the
+    state stays marked unfinished until :func:`commit_links` (a build commits once its
+    stages are done, so the next build's delta is relative to a graph that was built:
+    a build stopped in its stages makes the next one recompute every chunk)."""
     spaces = _Spaces(extractor)
     titles = [c.title for c in chunks if c.title]
     context = {
@@ -186,20 +198,36 @@ def link_corpus(
         previous = _read_state(kv, spaces, fingerprint)
         if previous is not None:
             meta, records = previous
-            return _update(kv, spaces, chunks, extractor, read_stored, max_docs, bm25, meta,
-                           records, context, fingerprint)  # fmt: skip
+            out = _update(kv, spaces, chunks, extractor, read_stored, max_docs, bm25, meta,
+                          records, context, fingerprint)  # fmt: skip
+        else:
+            out = _full(kv, spaces, chunks, extractor, read_stored, max_docs, context, fingerprint)
     except _Damaged as exc:
         logger.warning("stored linked extractions unusable (%s): linking every chunk", exc)
-    return _full(kv, spaces, chunks, extractor, read_stored, max_docs, context, fingerprint)
+        out = _full(kv, spaces, chunks, extractor, read_stored, max_docs, context, fingerprint)
+    if commit:
+        commit_links(kv, extractor)
+    return out
+
+
+def commit_links(kv: KeyValueStore, extractor: Extractor) -> None:
+    """Mark the state :func:`link_corpus` wrote as finished: the next build starts from
+    it."""
+    kv.put_many(_Spaces(extractor).meta, {_COMPLETE: b"1"})
 
 
 def _fingerprint(extractor: Extractor, max_docs: int) -> dict[str, Any]:
+    """What the stored state was made with: a non-linking extractor's results are its
+    stored ones whatever its class (a delete reads them back through another)."""
     settings = extractor.link_settings() if isinstance(extractor, SurfaceLinker) else {}
+    kind = "stored"
+    if isinstance(extractor, LinkingExtractor):
+        kind = "surfaces" if isinstance(extractor, SurfaceLinker) else "linking"
     return {
         "format": FORMAT,
         "quillian": __version__,
         "extractor": extractor.name,
-        "class": f"{type(extractor).__module__}.{type(extractor).__qualname__}",
+        "kind": kind,
         "settings": json.loads(json.dumps(settings)),
         "max_docs": max_docs,
     }
@@ -210,16 +238,18 @@ def _read_state(
 ) -> tuple[dict[str, Any], dict[str, _Record]] | None:
     """The previous build's state, or None where there is none or it was made for
     another fingerprint; :class:`_Damaged` where it does not read."""
-    [raw] = kv.get_many(spaces.meta, [_STATE])
+    raw, complete = kv.get_many(spaces.meta, [_STATE, _COMPLETE])
     if raw is None:
         logger.info("no stored linked extractions: linking every chunk")
         return None
+    if complete != b"1":
+        raise _Damaged("a build stopped before they were complete")
     try:
         meta = json.loads(raw)
     except ValueError as exc:
         raise _Damaged(f"{spaces.meta}: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("complete") is not True:
-        raise _Damaged("a build stopped while writing them")
+    if not isinstance(meta, dict):
+        raise _Damaged(f"{spaces.meta}: not an object")
     if meta.get("fingerprint") != fingerprint:
         logger.info("linked extractions stored for other settings: linking every chunk")
         return None
@@ -315,12 +345,12 @@ def _update(
     """The chunks a change touches recomputed over the previous build's state."""
     by_id = {c.id: c for c in chunks}
     removed = set(records) - set(by_id)
-    fresh = {c.id for c in chunks if c.id not in records or records[c.id].title != c.title}
-    touched = fresh | _touched(chunks, extractor, bm25, meta, records, context, fresh)
-    work = [c for c in chunks if c.id in touched]
+    fresh = {i for i, c in by_id.items() if i not in records or records[i].title != c.title}
+    touched = fresh | _touched(by_id, extractor, bm25, meta, records, context, fresh)
+    work = [i for i in by_id if i in touched]
     titles = [c.title for c in chunks if c.title]
-    linked = _link(work, extractor, read_stored, titles, context["aliases"])
-    relinked = dict(zip([c.id for c in work], linked, strict=True))
+    linked = _link([by_id[i] for i in work], extractor, read_stored, titles, context["aliases"])
+    relinked = dict(zip(work, linked, strict=True))
     changed = {i for i, e in relinked.items() if i not in records or records[i].settled != e}
     names = _load_names(kv, spaces, {
         *(k for i in changed | removed if i in records for k in _keys(records[i].settled)),
@@ -345,9 +375,9 @@ def _update(
     }))  # fmt: skip
     drop = frozenset(k for k, n in names.items() if n.dropped(max_docs))
     filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
-    _store(kv, spaces, chunks, records, relinked, filtered, removed, names, context, fingerprint)
-    out_settled = [settled_of(c.id) for c in chunks]
-    out_filtered = [filtered[c.id] if c.id in filtered else records[c.id].filtered for c in chunks]
+    _store(kv, spaces, by_id, records, relinked, filtered, removed, names, context, fingerprint)
+    out_settled = [settled_of(i) for i in by_id]
+    out_filtered = [filtered[i] if i in filtered else records[i].filtered for i in by_id]
     delta = ExtractionDelta(
         added=frozenset(i for i in by_id if i not in records),
         removed=frozenset(removed),
@@ -359,7 +389,7 @@ def _update(
 
 
 def _touched(
-    chunks: Sequence[Chunk],
+    chunks: dict[str, Chunk],
     extractor: Extractor,
     bm25: Path | None,
     meta: dict[str, Any],
@@ -368,9 +398,9 @@ def _touched(
     fresh: set[str],
 ) -> set[str]:
     """The stored chunks whose link or settling the change of titles may change."""
-    kept = [c for c in chunks if c.id not in fresh]
+    kept = {i: c for i, c in chunks.items() if i not in fresh}
     if isinstance(extractor, LinkingExtractor) and not isinstance(extractor, SurfaceLinker):
-        return {c.id for c in kept}
+        return set(kept)
     old, new = meta["surfaces"], context["surfaces"]
     moved = [s for s in old.keys() | new.keys() if old.get(s) != new.get(s)]
     touched = chunks_containing(sorted(moved), kept, bm25)
@@ -378,10 +408,10 @@ def _touched(
     realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
     if realiased:
         touched.update(
-            c.id
-            for c in kept
+            i
+            for i, c in kept.items()
             if " ".join(c.title.split()) in realiased
-            or not realiased.isdisjoint(_topics(records[c.id].settled))
+            or not realiased.isdisjoint(_topics(records[i].settled))
         )
     return touched
 
@@ -427,7 +457,7 @@ def _load_names(kv: KeyValueStore, spaces: _Spaces, keys: Iterable[str]) -> dict
 def _store(
     kv: KeyValueStore,
     spaces: _Spaces,
-    chunks: Sequence[Chunk],
+    chunks: dict[str, Chunk],
     records: dict[str, _Record],
     relinked: dict[str, Extraction],
     filtered: dict[str, Extraction],
@@ -438,8 +468,9 @@ def _store(
 ) -> None:
     """Write what changed: the state is marked incomplete until all of it is written."""
     changed = {}
-    for chunk in chunks:
-        i = chunk.id
+    for i, chunk in chunks.items():
+        if i not in relinked and i not in filtered:
+            continue
         old = records.get(i)
         settled = relinked.get(i, old.settled if old else None)
         final = filtered.get(i, old.filtered if old else None)
@@ -469,11 +500,11 @@ def _put(kv: KeyValueStore, space: str, items: Mapping[str, bytes]) -> None:
 
 
 def _begin_write(kv: KeyValueStore, spaces: _Spaces) -> None:
-    kv.put_many(spaces.meta, {_STATE: json.dumps({"complete": False}).encode()})
+    kv.delete_many(spaces.meta, [_COMPLETE])
 
 
 def _end_write(
     kv: KeyValueStore, spaces: _Spaces, context: dict[str, Any], fingerprint: dict[str, Any]
 ) -> None:
-    meta = {"complete": True, "fingerprint": fingerprint, **context}
+    meta = {"fingerprint": fingerprint, **context}
     kv.put_many(spaces.meta, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
