@@ -16,17 +16,20 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.retrieval.bm25_incremental import update_bm25
+from quillian.engine import IndexSettings, delete_documents, index_documents
 from quillian.index.linking import link_corpus, linked_extractions
 from quillian.index.stages import chunk_text
 from quillian.stores.embedded.sqlite import SqliteKeyValueStore
-from quillian.types import Chunk
+from quillian.types import Chunk, Document
 
 MAX_DOCS = 2
 TITLES = [
@@ -257,3 +260,48 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     settled, _ = _expected(chunks, extractor, stored)
     assert other.delta.fresh and other.filtered == drop_ambiguous_names(settled, max_docs=5)
     kv.close()
+
+
+# --- whole builds: the spaCy model, every storage backend -----------------------------
+
+#: "Dark River (2017 film)" makes "Dark River (1990 film)"'s alias unsafe, and safe again
+#: when deleted; "John" names a different person in four documents (more than the
+#: threshold of three) until one goes; later titles are mentioned by earlier texts.
+STORY = {
+    "Dark River (1990 film)": "Dark River is a 1990 drama film directed by Mary Smith. "
+    "John wrote its score. It was shot in Wales.",
+    "The Trespasser": "The Trespasser is a short film by Clio Barnard about Dark River. "
+    "John was its editor.",
+    "Emain Macha": "Emain Macha was the royal seat of Conchobar mac Nessa. John visited it.",
+    "Conchobar mac Nessa": "Conchobar mac Nessa was a legendary king of Ulster who ruled "
+    "from Emain Macha.",
+    "Dark River (2017 film)": "Dark River is a 2017 British drama film directed by "
+    "Clio Barnard, starring Ruth Wilson.",
+    "Clio Barnard": "Clio Barnard is a British film director. John praised her Dark River.",
+}
+SPACY = IndexSettings(extractor="spacy", embedder="keyword")
+
+
+def story(titles):
+    return [Document(STORY[t], t) for t in titles]
+
+
+@pytest.mark.model
+def test_an_index_built_a_document_at_a_time_with_deletes_equals_one_built_at_once(
+    index_location, same_index
+):
+    steps = index_location("steps")
+    reports = [index_documents(steps, story([t]), SPACY) for t in STORY]
+    assert all(r.relinked < r.counts["chunks"] for r in reports[1:])  # not every chunk
+    for gone in ("Dark River (2017 film)", "Clio Barnard"):
+        report = delete_documents(steps, [story([gone])[0].id])
+        assert 0 < report.relinked < report.counts["chunks"]  # the chunks naming it
+    index_documents(steps, story(["Clio Barnard", "Dark River (2017 film)"]), SPACY)
+    index_documents(index_location("once"), story(list(STORY)), SPACY)
+    same_index(
+        steps,
+        index_location("once"),
+        KeywordEmbedder(),
+        ("Who directed Dark River?", "Who was John?"),
+        ("mentions:spacy", "embeddings"),
+    )
