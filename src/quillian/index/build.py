@@ -10,10 +10,12 @@ and BM25 index over every stored chunk.
 
 The cache holds only what depends on a chunk alone: a
 :class:`~quillian.components.extraction.base.LinkingExtractor` stores its
-``extract_local`` output, and everything that depends on the corpus (title links,
-which title aliases are safe, which names are too ambiguous) is recomputed over every
-stored chunk at each rebuild. So an index built in several runs, or with documents
-deleted, equals one built at once from the same documents.
+``extract_local`` output. What depends on the corpus (title links, which title aliases
+are safe, which names are too ambiguous) is brought up to date at each rebuild by
+:func:`~quillian.index.linking.link_corpus`, from the previous build's results,
+recomputing only the chunks the change touches, with the same result as recomputing
+every chunk. So an index built in several runs, or with documents deleted, equals one
+built at once from the same documents.
 """
 
 from __future__ import annotations
