@@ -26,8 +26,8 @@ are per key on both backends: a PostgreSQL workspace patches the rows a build ch
 where a file would be sent whole. Namespaces, per extractor name: ``linked:NAME`` (per
 chunk: its title, settled extraction and, where the filter changed it, the filtered
 one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
-topics protecting it) and ``linkmeta:NAME`` (the surfaces and safe aliases of the last
-build, a fingerprint of the extractor and the filter's threshold, and whether the state
+topics protecting it) and ``linkmeta:NAME`` (the chunk ids, surfaces and safe aliases of the
+last build, a fingerprint of the extractor and the filter's threshold, and whether the state
 is complete, a key of its own that is removed before anything is written and put back
 by :func:`commit_links`). A state marked incomplete (a build stopped while writing it), another
 fingerprint or a record that does not read means every chunk is recomputed, logged once.
@@ -74,7 +74,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: The stored state's format; another one is recomputed.
-FORMAT = 1
+FORMAT = 2
 _STATE = "state"
 _COMPLETE = "complete"
 _BATCH = 512
@@ -236,10 +236,12 @@ class _Linker:
             logger.info("linked extractions stored for other settings: linking every chunk")
             return None
         records: dict[str, _Record] = {}
-        for batch in iter_batches(list(self.kv.keys(self.records_space)), _BATCH):
+        if not isinstance(chunk_ids := meta.get("chunks"), list):
+            raise _Damaged(f"{self.meta_space}: no chunk list")
+        for batch in iter_batches(chunk_ids, _BATCH):
             for key, value in zip(batch, self.kv.get_many(self.records_space, batch), strict=True):
                 if value is None:
-                    continue
+                    raise _Damaged(f"{self.records_space} {key}: missing")
                 try:
                     records[key] = _read_record(value)
                 except (ValueError, KeyError, TypeError) as exc:
@@ -275,7 +277,7 @@ class _Linker:
         }
         self._put(self.records_space, records)
         names.write()
-        self._end_write()
+        self._end_write(list(records))
         delta = ExtractionDelta(frozenset(records), frozenset(), frozenset(), fresh=True)
         return LinkedCorpus(settled, filtered, delta, len(records))
 
@@ -366,14 +368,14 @@ class _Linker:
         for batch in iter_batches(sorted(removed), _BATCH):
             self.kv.delete_many(self.records_space, batch)
         names.write()
-        self._end_write()
+        self._end_write(list(self.chunks))
 
     def _put(self, space: str, items: Mapping[str, bytes]) -> None:
         for batch in iter_batches(list(items), _BATCH):
             self.kv.put_many(space, {k: items[k] for k in batch})
 
-    def _end_write(self) -> None:
-        meta = {"fingerprint": self.fingerprint, **self.context}
+    def _end_write(self, chunk_ids: list[str]) -> None:
+        meta = {"fingerprint": self.fingerprint, "chunks": chunk_ids, **self.context}
         self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
 
 

@@ -267,7 +267,7 @@ class TitleNames:
     alias: str = ""
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1 << 18)  # a corpus's titles: each build parses all of them, twice
 def parse_title(title: str) -> TitleNames:
     """Split a Wikipedia-style title into its base name and alias candidate.
 
