@@ -208,10 +208,11 @@ class _Linker:
         self.max_docs, self.bm25 = max_docs, bm25
         self.chunks = {c.id: c for c in chunks}  # chunk ids hashed once
         self.titles = [c.title for c in chunks if c.title]
-        surfaces = (
-            extractor.link_surfaces(self.titles) if isinstance(extractor, SurfaceLinker) else {}
-        )
-        self.context = {"surfaces": dict(surfaces), "aliases": title_aliases(self.titles)}
+        if isinstance(extractor, SurfaceLinker):
+            aliases, surfaces = extractor.link_context(self.titles)
+        else:
+            aliases, surfaces = title_aliases(self.titles), {}
+        self.context = {"surfaces": dict(surfaces), "aliases": dict(aliases)}
         self.fingerprint = _fingerprint(extractor, max_docs)
         self.records_space = f"linked:{extractor.name}"
         self.names_space = f"linknames:{extractor.name}"

@@ -135,7 +135,7 @@ class LinkingExtractor(Extractor, Protocol):
 @runtime_checkable
 class SurfaceLinker(LinkingExtractor, Protocol):
     """A linking extractor whose :meth:`~LinkingExtractor.link` of a chunk depends on
-    the corpus only through the surfaces of :meth:`link_surfaces` that its text
+    the corpus only through the surfaces of :meth:`link_context` that its text
     contains and the safe alias (:func:`text.title_aliases`) of its own title.
 
     So a build that changes the titles relinks only the chunks whose text contains a
@@ -145,9 +145,10 @@ class SurfaceLinker(LinkingExtractor, Protocol):
     relinks every chunk.
     """
 
-    def link_surfaces(self, titles: Iterable[str]) -> Mapping[str, str]:
-        """Each surface :meth:`~LinkingExtractor.link` finds in a text over a corpus
-        whose titles are ``titles``, and the title it names."""
+    def link_context(self, titles: Iterable[str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        """Over a corpus whose titles are ``titles``: the safe alias of each title
+        (:func:`text.title_aliases`), and each surface :meth:`~LinkingExtractor.link`
+        finds in a text with the title it names."""
         ...
 
     def link_settings(self) -> dict[str, object]:

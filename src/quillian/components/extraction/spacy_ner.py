@@ -230,11 +230,12 @@ class SpacyExtractor:
             out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases, tokens))
         return out
 
-    def link_surfaces(self, titles: Iterable[str]) -> dict[str, str]:
-        """The title gazetteer's surfaces over ``titles`` (each with the title it
-        names): what :meth:`link` finds in a text (its safe aliases too, without
-        ``link_titles``)."""
-        return dict(self._title_context(titles)[1].surfaces)
+    def link_context(self, titles: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """The safe aliases of ``titles`` and the title gazetteer's surfaces over them
+        (each with the title it names): what :meth:`link` finds in a text (the safe
+        aliases too, without ``link_titles``)."""
+        aliases, index = self._title_context(titles)
+        return aliases, index.surfaces
 
     def link_settings(self) -> dict[str, object]:
         """What changes :meth:`link`'s output besides the chunk, its stored mentions and
