@@ -305,3 +305,25 @@ def test_an_index_built_a_document_at_a_time_with_deletes_equals_one_built_at_on
         ("Who directed Dark River?", "Who was John?"),
         ("mentions:spacy", "embeddings"),
     )
+
+
+def test_candidates_from_bm25_postings_find_every_text_holding_a_surface(tmp_path):
+    from quillian.index.link_candidates import chunks_containing
+
+    texts = [
+        "The The played in Red Moon Bay.",  # stop words only; a surface among words
+        "Île de France is a region. red moon.",  # non-ASCII words; other case
+        "Nothing here but Red Moonlight.",  # inside a longer word: no title match
+        "Red Moon and The The again.",  # not held by the BM25 index (a stopped build)
+    ]
+    chunks = {c.id: c for c in (_chunk(f"d{i}", "", t) for i, t in enumerate(texts))}
+    ids = list(chunks)
+    held = ids[:3]
+    update_bm25(tmp_path / "bm25", held, lambda ps: [chunks[held[p]].text for p in ps])
+    for bm25 in (tmp_path / "bm25", None, tmp_path / "missing"):
+        assert chunks_containing(["The The"], chunks, bm25) == {ids[0], ids[3]}
+        assert chunks_containing(["Île de France"], chunks, bm25) == {ids[1]}
+        # every text holding it as whole words; maybe one holding it inside a word
+        assert {ids[0], ids[3]} <= chunks_containing(["Red Moon"], chunks, bm25)
+        assert chunks_containing(["Red Moon"], chunks, bm25) <= {ids[0], ids[2], ids[3]}
+        assert chunks_containing([], chunks, bm25) == set()

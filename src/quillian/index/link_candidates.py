@@ -36,8 +36,10 @@ _WORD = re.compile(r"\w+")
 def chunks_containing(
     surfaces: Iterable[str], chunks: Mapping[str, Chunk], bm25: Path | None
 ) -> set[str]:
-    """The ids of ``chunks`` (by id) whose text contains one of ``surfaces``, candidates
-    read from the BM25 index in ``bm25`` (None: every text is scanned)."""
+    """The ids of ``chunks`` (by id) whose text contains one of ``surfaces`` as whole
+    words (where a title gazetteer can find it), and maybe some holding it only inside
+    longer words; candidates read from the BM25 index in ``bm25`` (None: every text is
+    scanned)."""
     surfaces = [s for s in dict.fromkeys(surfaces) if s]
     if not surfaces or not chunks:
         return set()
