@@ -10,10 +10,12 @@ and BM25 index over every stored chunk.
 
 The cache holds only what depends on a chunk alone: a
 :class:`~quillian.components.extraction.base.LinkingExtractor` stores its
-``extract_local`` output, and everything that depends on the corpus (title links,
-which title aliases are safe, which names are too ambiguous) is recomputed over every
-stored chunk at each rebuild. So an index built in several runs, or with documents
-deleted, equals one built at once from the same documents.
+``extract_local`` output. What depends on the corpus (title links, which title aliases
+are safe, which names are too ambiguous) is brought up to date at each rebuild by
+:func:`~quillian.index.linking.link_corpus`, from the previous build's results,
+recomputing only the chunks the change touches, with the same result as recomputing
+every chunk. So an index built in several runs, or with documents deleted, equals one
+built at once from the same documents.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from quillian.components.extraction.base import (
     IssueRecorder,
     LinkingExtractor,
 )
-from quillian.components.extraction.filters import settle_title_aliases
 from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
@@ -54,7 +55,9 @@ from quillian.index.layout import (
     write_manifest,
     writer_lock,
 )
+from quillian.index.linking import commit_links, link_corpus, linked_extractions
 from quillian.index.stages import (
+    AMBIGUOUS_MAX_DOCS,
     DEFAULT_STAGES,
     BuildStage,
     BuildState,
@@ -98,6 +101,11 @@ class BuildReport:
     deleted: list[str] = field(default_factory=list)
     reused: bool = False
     """Nothing was new and the settings were unchanged: the stages did not run."""
+    link_seconds: float = 0.0
+    """Seconds spent reading, linking, settling and filtering the extractions (also
+    counted in the graph stage's)."""
+    relinked: int = 0
+    """Chunks linked (or settled) anew: the others' results were the previous build's."""
 
 
 def build_index(
@@ -312,21 +320,31 @@ def _rebuild(
 ) -> None:
     chunks = processed_chunks(storage)
     start = time.perf_counter()
-    extractions = linked_extractions(
-        chunks, extractor, extract_cached(chunks, extractor, storage.kv)
+    linked = link_corpus(
+        storage.kv,
+        chunks,
+        extractor,
+        lambda some: extract_cached(some, extractor, storage.kv),
+        max_docs=AMBIGUOUS_MAX_DOCS,
+        bm25=storage.directory / "bm25",
+        commit=False,
     )
     cached = _KeyRecorder(CachedEmbedder(embedder, storage.kv))
     issues = stored_issues(storage.kv, extractor, [c.id for c in chunks])
     state = BuildState(
         storage=storage,
         chunks=chunks,
-        extractions=extractions,
+        extractions=linked.extractions,
         embedder=cached,
         progress=progress,
         extraction_issues=issues,
+        filtered=linked.filtered,
+        delta=linked.delta,
     )
     extract_seconds = time.perf_counter() - start
+    report.link_seconds, report.relinked = extract_seconds, linked.relinked
     report.seconds.update(run_stages(state, stages))
+    commit_links(storage.kv, extractor)
     _forget_unused(storage.kv, cached.inner.namespace, cached.keys)
     if isinstance(extractor, LinkingExtractor):  # linked extractions older versions cached
         _forget_unused(storage.kv, f"extraction:{extractor.name}", ())
@@ -409,18 +427,6 @@ def cache_namespace(extractor: Extractor) -> str:
     if isinstance(extractor, LinkingExtractor):
         return f"mentions:{extractor.name}"
     return f"extraction:{extractor.name}"
-
-
-def linked_extractions(
-    chunks: Sequence[Chunk], extractor: Extractor, stored: Sequence[Extraction]
-) -> list[Extraction]:
-    """The extractions of the corpus ``chunks`` from their stored per-chunk results: a
-    linking extractor links them over every chunk title, and every topic keeps its
-    title's alias only when it is safe among those titles."""
-    titles = [c.title for c in chunks if c.title]
-    if isinstance(extractor, LinkingExtractor):
-        stored = extractor.link(chunks, stored, titles)
-    return settle_title_aliases(stored, titles)
 
 
 def extract_cached(

@@ -30,6 +30,7 @@ from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
+from quillian.index.linking import ExtractionDelta
 from quillian.index.storage import Storage
 from quillian.index.tables import save_tables
 from quillian.stores.protocols import VectorIndex
@@ -74,6 +75,12 @@ class BuildState:
     kg: KnowledgeGraph | None = None
     counts: dict[str, int] = field(default_factory=dict)
     extraction_issues: list[ExtractionIssue] = field(default_factory=list)
+    filtered: list[Extraction] | None = None
+    """``extractions`` without ambiguous names (``drop_ambiguous_names`` with
+    :data:`AMBIGUOUS_MAX_DOCS`) where the build computed them; None: the graph stage
+    filters."""
+    delta: ExtractionDelta | None = None
+    """The chunks whose ``filtered`` extraction changed since the previous build."""
 
     def graph(self) -> KnowledgeGraph:
         if self.kg is None:
@@ -95,7 +102,9 @@ class GraphStage:
     name = "graph"
 
     def run(self, state: BuildState) -> None:
-        extractions = drop_ambiguous_names(state.extractions, max_docs=AMBIGUOUS_MAX_DOCS)
+        extractions = state.filtered
+        if extractions is None:
+            extractions = drop_ambiguous_names(state.extractions, max_docs=AMBIGUOUS_MAX_DOCS)
         builder = GraphBuilder()
         builder.add_all(extractions)
         store = state.storage.graph(fresh=True)

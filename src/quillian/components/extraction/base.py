@@ -7,7 +7,7 @@ one heterogeneous graph, so graph construction never depends on where triples ca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -22,6 +22,7 @@ __all__ = [
     "Extractor",
     "IssueRecorder",
     "LinkingExtractor",
+    "SurfaceLinker",
 ]
 
 
@@ -128,4 +129,29 @@ class LinkingExtractor(Extractor, Protocol):
     ) -> list[Extraction]:
         """Complete ``local`` (the :meth:`extract_local` output of ``chunks``) over a
         corpus whose titles are ``titles``; no model runs."""
+        ...
+
+
+@runtime_checkable
+class SurfaceLinker(LinkingExtractor, Protocol):
+    """A linking extractor whose :meth:`~LinkingExtractor.link` of a chunk depends on
+    the corpus only through the surfaces of :meth:`link_context` that its text
+    contains and the safe alias (:func:`text.title_aliases`) of its own title.
+
+    So a build that changes the titles relinks only the chunks whose text contains a
+    surface that came, went or names another title, and those whose title's alias
+    changed (:mod:`quillian.index.linking`); :meth:`link_settings` names everything
+    else that changes what :meth:`~LinkingExtractor.link` gives, so that a change of it
+    relinks every chunk.
+    """
+
+    def link_context(self, titles: Iterable[str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        """Over a corpus whose titles are ``titles``: the safe alias of each title
+        (:func:`text.title_aliases`), and each surface :meth:`~LinkingExtractor.link`
+        finds in a text with the title it names."""
+        ...
+
+    def link_settings(self) -> dict[str, object]:
+        """The settings and versions that change :meth:`~LinkingExtractor.link`'s
+        output (JSON values)."""
         ...

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.text import parse_title, title_aliases
 from quillian.types import normalize_name
 
-__all__ = ["UNIQUE_SHORT_TYPES", "ambiguous_names", "drop_ambiguous_names", "settle_title_aliases"]
+__all__ = [
+    "UNIQUE_SHORT_TYPES",
+    "NameUse",
+    "ambiguous_names",
+    "drop_ambiguous_names",
+    "drop_names",
+    "name_use",
+    "settle_aliases",
+    "settle_title_aliases",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +82,42 @@ def drop_ambiguous_names(
     return [_without(extraction, drop) for extraction in extractions]
 
 
+@dataclass(frozen=True, slots=True)
+class NameUse:
+    """What one extraction gives the ambiguity filter (:func:`ambiguous_names`):
+    ``counted``, the single-word names it counts for its document; ``protected``, the
+    names its topics make never ambiguous; ``named``, every name whose dropping would
+    change it (its non-topic entities' and its triples' endpoints)."""
+
+    counted: frozenset[str]
+    protected: frozenset[str]
+    named: frozenset[str]
+
+
+def name_use(extraction: Extraction) -> NameUse:
+    """The names ``extraction`` counts, protects and holds (see :class:`NameUse`)."""
+    counted: set[str] = set()
+    protected: set[str] = set()
+    named: set[str] = set()
+    for entity in extraction.entities:
+        if entity.is_topic:
+            protected.update(normalize_name(n) for n in (entity.name, *entity.aliases))
+            continue
+        named.add(normalize_name(entity.name))
+        if _is_short(entity):
+            counted.add(normalize_name(entity.name))
+    for triple in extraction.triples:
+        named.update((normalize_name(triple.subject), normalize_name(triple.object)))
+    return NameUse(frozenset(counted), frozenset(protected), frozenset(named))
+
+
+def drop_names(extraction: Extraction, drop: frozenset[str]) -> Extraction:
+    """``extraction`` without its non-topic entities named in ``drop`` (normalised
+    names) and, when one went, the triples naming one: what
+    :func:`drop_ambiguous_names` does to each extraction."""
+    return _without(extraction, drop)
+
+
 def _without(extraction: Extraction, drop: frozenset[str]) -> Extraction:
     entities = tuple(
         e for e in extraction.entities if e.is_topic or normalize_name(e.name) not in drop
@@ -98,7 +143,12 @@ def settle_title_aliases(
     makes ambiguous, or lack one that a deleted title made safe. Run once over the
     extractions of the whole corpus, with every document title.
     """
-    safe = title_aliases(titles)
+    return settle_aliases(extractions, title_aliases(titles))
+
+
+def settle_aliases(extractions: Sequence[Extraction], safe: dict[str, str]) -> list[Extraction]:
+    """:func:`settle_title_aliases` with the safe aliases already computed (``safe``:
+    :func:`text.title_aliases` of the corpus's titles)."""
     return [_settled(extraction, safe) for extraction in extractions]
 
 

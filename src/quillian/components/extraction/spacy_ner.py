@@ -230,6 +230,29 @@ class SpacyExtractor:
             out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases, tokens))
         return out
 
+    def link_context(self, titles: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """The safe aliases of ``titles`` and the title gazetteer's surfaces over them
+        (each with the title it names): what :meth:`link` finds in a text (the safe
+        aliases too, without ``link_titles``)."""
+        aliases, index = self._title_context(titles)
+        return aliases, index.surfaces
+
+    def link_settings(self) -> dict[str, object]:
+        """What changes :meth:`link`'s output besides the chunk, its stored mentions and
+        the titles: settings and the parse's version."""
+        return {
+            "model": self.model,
+            "keep_types": sorted(self.keep_types),
+            "dates": self.dates,
+            "max_entities_per_sentence": self.max_entities_per_sentence,
+            "link_topic": self.link_topic,
+            "link_titles": self.link_titles,
+            "description_chars": self.description_chars,
+            "lead_chars": self.lead_chars,
+            "predicates": self.predicates,
+            "parse_version": PARSE_VERSION,
+        }
+
     def stale(self, extraction: Extraction) -> bool:
         """Whether a stored :meth:`extract_local` result lacks the parse of the current
         version that links are named from (stored before predicates): a build extracts

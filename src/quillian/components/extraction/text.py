@@ -267,7 +267,7 @@ class TitleNames:
     alias: str = ""
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1 << 18)  # a corpus's titles: each build parses all of them, twice
 def parse_title(title: str) -> TitleNames:
     """Split a Wikipedia-style title into its base name and alias candidate.
 
@@ -342,6 +342,9 @@ class TitleIndex:
                 surfaces.setdefault(title, title)
         for title, alias in aliases.items():
             surfaces.setdefault(alias, title)
+        self.surfaces: dict[str, str] = surfaces
+        """Each surface the index finds (a text matches one only where the text contains
+        it) and the title it names."""
         self._by_word: dict[str, list[tuple[str, str]]] = {}
         for surface, title in surfaces.items():
             first = _WORD.match(surface)

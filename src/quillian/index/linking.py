@@ -1,0 +1,396 @@
+"""The corpus's linked extractions at the cost of what a build changes.
+
+What the graph is built from depends on the corpus, not on each chunk alone: a
+:class:`~quillian.components.extraction.base.LinkingExtractor` links every chunk over
+every title, each topic keeps its title's alias only while it is safe among the titles
+(:func:`~quillian.components.extraction.filters.settle_title_aliases`), and one-word
+names used by too many documents are dropped
+(:func:`~quillian.components.extraction.filters.drop_ambiguous_names`). Done from
+scratch (:func:`linked_extractions`), that is linear in the corpus at every build.
+
+:func:`link_corpus` gives exactly the same per-chunk results from the previous build's,
+stored in the index's key-value store, recomputing only the chunks a change touches:
+
+- a chunk is linked (and settled) again when it is new, when its text contains a
+  title surface that came, went or names another title (a
+  :class:`~quillian.components.extraction.base.SurfaceLinker`'s surfaces, candidates
+  from the BM25 postings: :mod:`.link_candidates`), or when the safe alias of its title
+  or of a topic it holds changed; a linking extractor that is no SurfaceLinker links
+  every chunk again;
+- each one-word name keeps the documents that count it, the chunks that name it and
+  whether a topic protects it; a name that becomes, or stops being, ambiguous filters
+  again only the chunks that name it.
+
+The key-value store (not a file beside the index) holds this state because its writes
+are per key on both backends: a PostgreSQL workspace patches the rows a build changed
+where a file would be sent whole. Namespaces, per extractor name: ``linked:NAME`` (per
+chunk: its title, settled extraction and, where the filter changed it, the filtered
+one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
+topics protecting it) and ``linkmeta:NAME`` (the chunk ids, surfaces and safe aliases of the
+last build, a fingerprint of the extractor and the filter's threshold, and whether the state
+is complete, a key of its own that is removed before anything is written and put back
+by :func:`commit_links`). A state marked incomplete (a build stopped while writing it), another
+fingerprint or a record that does not read means every chunk is recomputed, logged once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quillian import __version__
+from quillian.components.extraction.base import (
+    Extraction,
+    Extractor,
+    LinkingExtractor,
+    SurfaceLinker,
+)
+from quillian.components.extraction.filters import (
+    drop_ambiguous_names,
+    drop_names,
+    name_use,
+    settle_aliases,
+    settle_title_aliases,
+)
+from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.extraction.text import title_aliases
+from quillian.index.link_candidates import chunks_containing
+from quillian.index.link_names import NameBook, NamesDamaged, names_of
+from quillian.stores.protocols import KeyValueStore, iter_batches
+from quillian.types import Chunk
+
+__all__ = [
+    "ExtractionDelta",
+    "LinkedCorpus",
+    "commit_links",
+    "link_corpus",
+    "linked_extractions",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The stored state's format; another one is recomputed.
+FORMAT = 2
+_STATE = "state"
+_COMPLETE = "complete"
+_BATCH = 512
+
+ReadStored = Callable[[Sequence[Chunk]], Sequence[Extraction]]
+"""The extractor's stored per-chunk results of the chunks given, in order (the build's
+:func:`~quillian.index.build.extract_cached`)."""
+
+
+def linked_extractions(
+    chunks: Sequence[Chunk], extractor: Extractor, stored: Sequence[Extraction]
+) -> list[Extraction]:
+    """The extractions of the corpus ``chunks`` from their stored per-chunk results,
+    from scratch: a linking extractor links them over every chunk title, and every
+    topic keeps its title's alias only when it is safe among those titles."""
+    titles = [c.title for c in chunks if c.title]
+    if isinstance(extractor, LinkingExtractor):
+        stored = extractor.link(chunks, stored, titles)
+    return settle_title_aliases(stored, titles)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionDelta:
+    """The chunks whose filtered extraction (what the graph is built from) differs from
+    the previous build's: ``added`` (new chunks), ``removed`` (gone) and ``changed``.
+    ``fresh``: no previous state was usable, so every chunk is in ``added`` and a
+    consumer rebuilds from scratch."""
+
+    added: frozenset[str]
+    removed: frozenset[str]
+    changed: frozenset[str]
+    fresh: bool = False
+
+    @property
+    def chunk_ids(self) -> frozenset[str]:
+        """Every chunk id the delta names."""
+        return self.added | self.removed | self.changed
+
+
+@dataclass(frozen=True)
+class LinkedCorpus:
+    """A build's extractions, in chunk order: ``extractions`` linked and settled (what
+    the KAG stages read), ``filtered`` without the ambiguous names (what the graph is
+    built from), the ``delta`` of ``filtered`` since the last build, and how many
+    chunks were linked or settled anew (``relinked``)."""
+
+    extractions: list[Extraction]
+    filtered: list[Extraction]
+    delta: ExtractionDelta
+    relinked: int
+
+
+@dataclass
+class _Record:
+    title: str
+    settled: Extraction
+    filtered: Extraction
+
+
+class _Damaged(Exception):
+    """The stored state does not read, or contradicts itself."""
+
+
+def link_corpus(
+    kv: KeyValueStore,
+    chunks: Sequence[Chunk],
+    extractor: Extractor,
+    read_stored: ReadStored,
+    *,
+    max_docs: int,
+    bm25: Path | None = None,
+    commit: bool = True,
+) -> LinkedCorpus:
+    """The linked, settled and filtered extractions of ``chunks`` (every processed
+    chunk, in index order), equal to :func:`linked_extractions` then
+    :func:`~quillian.components.extraction.filters.drop_ambiguous_names` with
+    ``max_docs``, from the state the previous build stored in ``kv``; the state is
+    brought up to date. ``bm25``: the BM25 index whose postings give the chunks a
+    changed surface may occur in (None: the texts are scanned). Without ``commit``, the
+    state stays marked unfinished until :func:`commit_links` (a build commits once its
+    stages are done, so the next build's delta is relative to a graph that was built:
+    a build stopped in its stages makes the next one recompute every chunk)."""
+    linker = _Linker(kv, extractor, read_stored, max_docs, bm25, chunks)
+    try:
+        previous = linker.read_state()
+        out = linker.full() if previous is None else linker.update(*previous)
+    except (_Damaged, NamesDamaged) as exc:
+        logger.warning("stored linked extractions unusable (%s): linking every chunk", exc)
+        out = linker.full()
+    if commit:
+        commit_links(kv, extractor)
+    return out
+
+
+def commit_links(kv: KeyValueStore, extractor: Extractor) -> None:
+    """Mark the state :func:`link_corpus` wrote as finished: the next build starts from
+    it."""
+    kv.put_many(f"linkmeta:{extractor.name}", {_COMPLETE: b"1"})
+
+
+def _fingerprint(extractor: Extractor, max_docs: int) -> dict[str, Any]:
+    """What the stored state was made with: a non-linking extractor's results are its
+    stored ones whatever its class (a delete reads them back through another)."""
+    settings = extractor.link_settings() if isinstance(extractor, SurfaceLinker) else {}
+    kind = "stored"
+    if isinstance(extractor, LinkingExtractor):
+        kind = "surfaces" if isinstance(extractor, SurfaceLinker) else "linking"
+    return {
+        "format": FORMAT,
+        "quillian": __version__,
+        "extractor": extractor.name,
+        "kind": kind,
+        "settings": json.loads(json.dumps(settings)),
+        "max_docs": max_docs,
+    }
+
+
+class _Linker:
+    """One build's pass: the corpus, the extractor and where the state is stored."""
+
+    def __init__(
+        self,
+        kv: KeyValueStore,
+        extractor: Extractor,
+        read_stored: ReadStored,
+        max_docs: int,
+        bm25: Path | None,
+        chunks: Sequence[Chunk],
+    ) -> None:
+        self.kv, self.extractor, self.read_stored = kv, extractor, read_stored
+        self.max_docs, self.bm25 = max_docs, bm25
+        self.chunks = {c.id: c for c in chunks}  # chunk ids hashed once
+        self.titles = [c.title for c in chunks if c.title]
+        if isinstance(extractor, SurfaceLinker):
+            aliases, surfaces = extractor.link_context(self.titles)
+        else:
+            aliases, surfaces = title_aliases(self.titles), {}
+        self.context = {"surfaces": dict(surfaces), "aliases": dict(aliases)}
+        self.fingerprint = _fingerprint(extractor, max_docs)
+        self.records_space = f"linked:{extractor.name}"
+        self.names_space = f"linknames:{extractor.name}"
+        self.meta_space = f"linkmeta:{extractor.name}"
+
+    def read_state(self) -> tuple[dict[str, Any], dict[str, _Record]] | None:
+        """The previous build's state, or None where there is none or it was made for
+        another fingerprint; :class:`_Damaged` where it does not read."""
+        raw, complete = self.kv.get_many(self.meta_space, [_STATE, _COMPLETE])
+        if raw is None:
+            logger.info("no stored linked extractions: linking every chunk")
+            return None
+        if complete != b"1":
+            raise _Damaged("a build stopped before they were complete")
+        try:
+            meta = json.loads(raw)
+        except ValueError as exc:
+            raise _Damaged(f"{self.meta_space}: {exc}") from exc
+        if not isinstance(meta, dict):
+            raise _Damaged(f"{self.meta_space}: not an object")
+        if meta.get("fingerprint") != self.fingerprint:
+            logger.info("linked extractions stored for other settings: linking every chunk")
+            return None
+        records: dict[str, _Record] = {}
+        if not isinstance(chunk_ids := meta.get("chunks"), list):
+            raise _Damaged(f"{self.meta_space}: no chunk list")
+        for batch in iter_batches(chunk_ids, _BATCH):
+            for key, value in zip(batch, self.kv.get_many(self.records_space, batch), strict=True):
+                if value is None:
+                    raise _Damaged(f"{self.records_space} {key}: missing")
+                try:
+                    records[key] = _read_record(value)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise _Damaged(f"{self.records_space} {key}: {exc}") from exc
+                if (held := records[key].settled.chunk_id) != key:
+                    raise _Damaged(f"{self.records_space} {key}: holds chunk {held}")
+        return meta, records
+
+    def link(self, ids: Sequence[str]) -> list[Extraction]:
+        """The chunks ``ids`` linked over the corpus's titles and settled."""
+        if not ids:
+            return []
+        chunks = [self.chunks[i] for i in ids]
+        stored = self.read_stored(chunks)
+        if isinstance(self.extractor, LinkingExtractor):
+            stored = self.extractor.link(chunks, stored, self.titles)
+        return settle_aliases(stored, self.context["aliases"])
+
+    def full(self) -> LinkedCorpus:
+        """Every chunk from scratch; the state stored anew."""
+        settled = self.link(list(self.chunks))
+        filtered = drop_ambiguous_names(settled, max_docs=self.max_docs)
+        names = NameBook(self.kv, self.names_space, self.max_docs)
+        for extraction in settled:
+            names.count(extraction, +1)
+        self.kv.delete_many(self.meta_space, [_COMPLETE])
+        for space in (self.records_space, self.names_space):
+            for batch in iter_batches(list(self.kv.keys(space)), _BATCH):
+                self.kv.delete_many(space, batch)
+        records = {
+            i: _record(c.title, s, f)
+            for (i, c), s, f in zip(self.chunks.items(), settled, filtered, strict=True)
+        }
+        self._put(self.records_space, records)
+        names.write()
+        self._end_write(list(records))
+        delta = ExtractionDelta(frozenset(records), frozenset(), frozenset(), fresh=True)
+        return LinkedCorpus(settled, filtered, delta, len(records))
+
+    def update(self, meta: dict[str, Any], records: dict[str, _Record]) -> LinkedCorpus:
+        """The chunks a change touches recomputed over the previous build's state."""
+        removed = set(records) - self.chunks.keys()
+        fresh = {
+            i for i, c in self.chunks.items() if i not in records or records[i].title != c.title
+        }
+        touched = fresh | self.touched(meta, records, fresh)
+        work = [i for i in self.chunks if i in touched]
+        relinked = dict(zip(work, self.link(work), strict=True))
+        changed = {i for i, e in relinked.items() if i not in records or records[i].settled != e}
+        names = NameBook(self.kv, self.names_space, self.max_docs)
+        names.load(
+            {k for i in changed | removed if i in records for k in names_of(records[i].settled)}
+        )
+        names.load({k for i in changed for k in names_of(relinked[i])})
+        for i in changed | removed:
+            if i in records:
+                names.count(records[i].settled, -1)
+        for i in changed:
+            names.count(relinked[i], +1)
+        refilter = changed | (names.flipped() & self.chunks.keys())
+
+        def settled_of(i: str) -> Extraction:
+            return relinked[i] if i in relinked else records[i].settled
+
+        names.load({k for i in refilter for k in name_use(settled_of(i)).named})
+        drop = names.drop()
+        filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
+        self._store(records, relinked, filtered, removed, names)
+        delta = ExtractionDelta(
+            added=frozenset(i for i in self.chunks if i not in records),
+            removed=frozenset(removed),
+            changed=frozenset(
+                i for i in filtered if i in records and records[i].filtered != filtered[i]
+            ),
+        )
+        return LinkedCorpus(
+            [settled_of(i) for i in self.chunks],
+            [filtered[i] if i in filtered else records[i].filtered for i in self.chunks],
+            delta,
+            len(work),
+        )
+
+    def touched(
+        self, meta: dict[str, Any], records: dict[str, _Record], fresh: set[str]
+    ) -> set[str]:
+        """The stored chunks whose link or settling the change of titles may change."""
+        kept = {i: c for i, c in self.chunks.items() if i not in fresh}
+        if isinstance(self.extractor, LinkingExtractor) and not isinstance(
+            self.extractor, SurfaceLinker
+        ):
+            return set(kept)
+        old, new = meta["surfaces"], self.context["surfaces"]
+        moved = [s for s in old.keys() | new.keys() if old.get(s) != new.get(s)]
+        touched = chunks_containing(sorted(moved), kept, self.bm25)
+        old, new = meta["aliases"], self.context["aliases"]
+        realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
+        if realiased:
+            touched.update(
+                i
+                for i, c in kept.items()
+                if " ".join(c.title.split()) in realiased
+                or not realiased.isdisjoint(_topics(records[i].settled))
+            )
+        return touched
+
+    def _store(
+        self,
+        records: dict[str, _Record],
+        relinked: dict[str, Extraction],
+        filtered: dict[str, Extraction],
+        removed: set[str],
+        names: NameBook,
+    ) -> None:
+        """Write what changed; the state is marked unfinished until all of it is."""
+        changed = {}
+        for i in self.chunks.keys() & (relinked.keys() | filtered.keys()):
+            title, old = self.chunks[i].title, records.get(i)
+            settled = relinked[i] if i in relinked else records[i].settled
+            final = filtered[i] if i in filtered else records[i].filtered
+            if old is None or (old.title, old.settled, old.filtered) != (title, settled, final):
+                changed[i] = _record(title, settled, final)
+        self.kv.delete_many(self.meta_space, [_COMPLETE])
+        self._put(self.records_space, changed)
+        for batch in iter_batches(sorted(removed), _BATCH):
+            self.kv.delete_many(self.records_space, batch)
+        names.write()
+        self._end_write(list(self.chunks))
+
+    def _put(self, space: str, items: Mapping[str, bytes]) -> None:
+        for batch in iter_batches(list(items), _BATCH):
+            self.kv.put_many(space, {k: items[k] for k in batch})
+
+    def _end_write(self, chunk_ids: list[str]) -> None:
+        meta = {"fingerprint": self.fingerprint, "chunks": chunk_ids, **self.context}
+        self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
+
+
+def _read_record(raw: bytes) -> _Record:
+    title, settled, filtered = raw.split(b"\n", 2)
+    first = extraction_from_json(settled)
+    return _Record(json.loads(title), first, extraction_from_json(filtered) if filtered else first)
+
+
+def _record(title: str, settled: Extraction, filtered: Extraction) -> bytes:
+    parts = [json.dumps(title).encode(), extraction_to_json(settled)]
+    parts.append(b"" if filtered == settled else extraction_to_json(filtered))
+    return b"\n".join(parts)
+
+
+def _topics(extraction: Extraction) -> set[str]:
+    return {" ".join(e.name.split()) for e in extraction.entities if e.is_topic}

@@ -1,0 +1,329 @@
+"""Incremental linking (:mod:`quillian.index.linking`) equals linking from scratch after
+every step of random add and delete sequences, and its delta names exactly the chunks
+whose filtered extraction changed.
+
+The corpora are tiny and random: titles built from a few shared words (so titles occur
+in each other's texts, and ``"Dark River (1990 film)"``'s alias becomes unsafe when
+``"Dark River (2017 film)"`` arrives and safe again when it goes), one-word person
+names used by a few documents each (so they cross the ambiguity threshold both ways),
+documents of one or two chunks. The spaCy extractor links them without its model: the
+per-chunk mentions are written by the test (``predicates=False``: no parse).
+"""
+
+import logging
+import random
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.filters import drop_ambiguous_names
+from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.retrieval.bm25_incremental import update_bm25
+from quillian.engine import IndexSettings, delete_documents, index_documents
+from quillian.index.linking import link_corpus, linked_extractions
+from quillian.index.stages import chunk_text
+from quillian.stores.embedded.sqlite import SqliteKeyValueStore
+from quillian.types import Chunk, Document
+
+MAX_DOCS = 2
+TITLES = [
+    "Dark River (1990 film)",
+    "Dark River (2017 film)",
+    "Dark River",
+    "Coney Island Baby (film)",
+    "Coney Island Baby",
+    "Red Moon",
+    "The Red Moon Rising",
+    "John Smith",
+    "Paris",
+    "Love",
+    "Island Baby, Song",
+    "Moon River (album)",
+    "",
+]
+WORDS = ["John", "Paris", "Love", "Moon", "River", "Island", "the", "and", "was", "Baby"]
+PEOPLE = {"John": "PERSON", "Paris": "PERSON", "Love": "WORK_OF_ART", "Moon": "GPE"}
+
+
+def _text(rng: random.Random) -> str:
+    """Sentences of shared words and other titles' names."""
+    sentences = []
+    for _ in range(rng.randint(1, 3)):
+        parts = []
+        for _ in range(rng.randint(2, 6)):
+            if rng.random() < 0.4:
+                title = rng.choice([t for t in TITLES if t])
+                parts.append(rng.choice([title, title.split(" (")[0]]))
+            else:
+                parts.append(rng.choice(WORDS))
+        sentences.append(" ".join(parts) + ".")
+    return " ".join(sentences)
+
+
+def _local(chunk: Chunk) -> Extraction:
+    """The mentions a NER model could have found: each person-like word, typed."""
+    entities = tuple(
+        ExtractedEntity(m.group(), PEOPLE[m.group()], start=m.start(), end=m.end())
+        for m in re.finditer(r"\b(?:John|Paris|Love|Moon)\b", chunk.text)
+    )
+    return Extraction(chunk.id, chunk.doc_id, entities)
+
+
+def _pool(seed: int, size: int) -> dict[str, list[Chunk]]:
+    """``size`` random documents (one or two chunks each), by document id."""
+    rng = random.Random(seed)
+    docs = {}
+    for n in range(size):
+        doc_id = f"doc-{n:02d}"
+        title = rng.choice(TITLES)
+        docs[doc_id] = [
+            Chunk(doc_id, i, text, 0, len(text), title)
+            for i, text in enumerate(_text(rng) for _ in range(rng.choice([1, 1, 2])))
+        ]
+    return docs
+
+
+class _Fixed:
+    """An extractor that is not a linking one: fixed per-chunk results (topics with the
+    alias candidate of their title, which the build settles)."""
+
+    name = "fixed"
+
+    def __init__(self, results: dict[str, Extraction]) -> None:
+        self.results = results
+
+    def extract(self, chunks):
+        return [self.results[c.id] for c in chunks]
+
+
+def _expected(chunks, extractor, stored):
+    settled = linked_extractions(chunks, extractor, [stored[c.id] for c in chunks])
+    return settled, drop_ambiguous_names(settled, max_docs=MAX_DOCS)
+
+
+def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
+    """Apply ``steps`` (document ids to add or delete); check every step. Returns how
+    many chunks were linked anew in all (the incremental part's work)."""
+    kv = SqliteKeyValueStore(workdir / "store.sqlite")
+    present: set[str] = set()
+    previous: dict[str, Extraction] | None = None
+    relinked = 0
+    try:
+        for n, doc_id in enumerate(steps):
+            present ^= {doc_id}
+            chunks = sorted(
+                (c for d in present for c in pool[d]), key=lambda c: (c.doc_id, c.index)
+            )
+            got = link_corpus(
+                kv,
+                chunks,
+                extractor,
+                lambda some: [stored[c.id] for c in some],
+                max_docs=MAX_DOCS,
+                bm25=workdir / "bm25",
+            )
+            settled, filtered = _expected(chunks, extractor, stored)
+            assert got.extractions == settled
+            assert got.filtered == filtered
+            now = {e.chunk_id: e for e in filtered}
+            if previous is None:
+                assert got.delta.fresh and got.delta.added == set(now)
+            else:
+                assert not got.delta.fresh
+                relinked += got.relinked
+                assert got.delta.added == now.keys() - previous.keys()
+                assert got.delta.removed == previous.keys() - now.keys()
+                assert got.delta.changed == {
+                    i for i in now.keys() & previous.keys() if now[i] != previous[i]
+                }
+            previous = now
+            if bm25_every and n % bm25_every == 0:  # else a build stopped before its BM25
+                update_bm25(
+                    workdir / "bm25",
+                    [c.id for c in chunks],
+                    lambda positions, chunks=chunks: [chunk_text(chunks[i]) for i in positions],
+                )
+    finally:
+        kv.close()
+    return relinked
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    size=st.integers(3, 10),
+    ops=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+    bm25_every=st.sampled_from([0, 1, 2]),
+)
+def test_spacy_links_in_steps_equal_linking_from_scratch(seed, size, ops, bm25_every):
+    pool = _pool(seed, size)
+    extractor = SpacyExtractor(predicates=False)
+    stored = {c.id: _local(c) for chunks in pool.values() for c in chunks}
+    steps = [f"doc-{op % size:02d}" for op in ops]
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(steps, pool, extractor, stored, Path(tmp), bm25_every)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    size=st.integers(3, 10),
+    ops=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+)
+def test_fixed_extractions_in_steps_equal_settling_from_scratch(seed, size, ops):
+    pool = _pool(seed, size)
+    everything = [c for chunks in pool.values() for c in chunks]
+    spacy = SpacyExtractor(predicates=False)
+    linked = spacy.link(everything, [_local(c) for c in everything], [c.title for c in everything])
+    stored = {e.chunk_id: e for e in linked}  # topics carry their alias: settling decides
+    steps = [f"doc-{op % size:02d}" for op in ops]
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(steps, pool, _Fixed(stored), stored, Path(tmp), 1)
+
+
+def _chunk(doc_id, title, text):
+    return Chunk(doc_id, 0, text, 0, len(text), title)
+
+
+def test_a_new_title_relinks_only_the_chunks_naming_it(tmp_path):
+    extractor = SpacyExtractor(predicates=False)
+    base = [
+        _chunk(f"d{i}", f"Topic Number {i}", f"Filler text {i} about nothing.") for i in range(30)
+    ]
+    base.append(_chunk("e1", "Other Page", "It cites Red Moon Rising twice: Red Moon Rising."))
+    stored = {c.id: _local(c) for c in base}
+    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+
+    def link(chunks):
+        chunks = sorted(chunks, key=lambda c: (c.doc_id, c.index))
+        update = link_corpus(
+            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS,
+            bm25=tmp_path / "bm25",
+        )  # fmt: skip
+        update_bm25(tmp_path / "bm25", [c.id for c in chunks],
+                    lambda ps: [chunk_text(chunks[i]) for i in ps])  # fmt: skip
+        return update
+
+    assert link(base).relinked == len(base)
+    added = _chunk("f1", "Red Moon Rising", "Red Moon Rising is a film.")
+    stored[added.id] = _local(added)
+    update = link([*base, added])
+    assert update.relinked == 2  # the new chunk and the one naming its title
+    assert update.delta.added == {added.id}
+    assert update.delta.changed == {base[-1].id}
+    update = link(base)  # deleted again: only the chunk that named it
+    assert update.relinked == 1 and update.delta.removed == {added.id}
+    kv.close()
+
+
+def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
+    extractor = SpacyExtractor(predicates=False)
+    pool = _pool(7, 6)
+    chunks = sorted((c for cs in pool.values() for c in cs), key=lambda c: (c.doc_id, c.index))
+    stored = {c.id: _local(c) for c in chunks}
+    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+
+    def link(chunks, max_docs=MAX_DOCS):
+        return link_corpus(
+            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=max_docs
+        )
+
+    link(chunks)
+    johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]
+    assert johns
+    rest = [c for c in chunks if c != johns[0]]
+    damages = (
+        (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks),
+        (lambda: kv.put_many("linkmeta:spacy", {"state": b"[]"}), chunks),
+        # a build stopped in its stages, before it committed the state
+        (lambda: kv.delete_many("linkmeta:spacy", ["complete"]), chunks),
+        # a name record is read when a change needs it: a chunk naming John goes
+        (lambda: kv.put_many("linknames:spacy", {"john": b"[1]"}), rest),
+    )
+    for damage, some in damages:
+        link(chunks)
+        damage()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
+            got = link(some)
+        settled, filtered = _expected(some, extractor, stored)
+        assert got.delta.fresh and got.extractions == settled and got.filtered == filtered
+        assert len(caplog.records) == 1 and "linking every chunk" in caplog.text
+    # another threshold (or extractor setting) recomputes too, quietly
+    other = link(chunks, max_docs=5)
+    settled, _ = _expected(chunks, extractor, stored)
+    assert other.delta.fresh and other.filtered == drop_ambiguous_names(settled, max_docs=5)
+    kv.close()
+
+
+# --- whole builds: the spaCy model, every storage backend -----------------------------
+
+#: "Dark River (2017 film)" makes "Dark River (1990 film)"'s alias unsafe, and safe again
+#: when deleted; "John" names a different person in four documents (more than the
+#: threshold of three) until one goes; later titles are mentioned by earlier texts.
+STORY = {
+    "Dark River (1990 film)": "Dark River is a 1990 drama film directed by Mary Smith. "
+    "John wrote its score. It was shot in Wales.",
+    "The Trespasser": "The Trespasser is a short film by Clio Barnard about Dark River. "
+    "John was its editor.",
+    "Emain Macha": "Emain Macha was the royal seat of Conchobar mac Nessa. John visited it.",
+    "Conchobar mac Nessa": "Conchobar mac Nessa was a legendary king of Ulster who ruled "
+    "from Emain Macha.",
+    "Dark River (2017 film)": "Dark River is a 2017 British drama film directed by "
+    "Clio Barnard, starring Ruth Wilson.",
+    "Clio Barnard": "Clio Barnard is a British film director. John praised her Dark River.",
+}
+SPACY = IndexSettings(extractor="spacy", embedder="keyword")
+
+
+def story(titles):
+    return [Document(STORY[t], t) for t in titles]
+
+
+@pytest.mark.model
+def test_an_index_built_a_document_at_a_time_with_deletes_equals_one_built_at_once(
+    index_location, same_index
+):
+    steps = index_location("steps")
+    reports = [index_documents(steps, story([t]), SPACY) for t in STORY]
+    assert all(r.relinked < r.counts["chunks"] for r in reports[1:])  # not every chunk
+    for gone in ("Dark River (2017 film)", "Clio Barnard"):
+        report = delete_documents(steps, [story([gone])[0].id])
+        assert 0 < report.relinked < report.counts["chunks"]  # the chunks naming it
+    index_documents(steps, story(["Clio Barnard", "Dark River (2017 film)"]), SPACY)
+    index_documents(index_location("once"), story(list(STORY)), SPACY)
+    same_index(
+        steps,
+        index_location("once"),
+        KeywordEmbedder(),
+        ("Who directed Dark River?", "Who was John?"),
+        ("mentions:spacy", "embeddings"),
+    )
+
+
+def test_candidates_from_bm25_postings_find_every_text_holding_a_surface(tmp_path):
+    from quillian.index.link_candidates import chunks_containing
+
+    texts = [
+        "The The played in Red Moon Bay.",  # stop words only; a surface among words
+        "Île de France is a region. red moon.",  # non-ASCII words; other case
+        "Nothing here but Red Moonlight.",  # inside a longer word: no title match
+        "Red Moon and The The again.",  # not held by the BM25 index (a stopped build)
+    ]
+    chunks = {c.id: c for c in (_chunk(f"d{i}", "", t) for i, t in enumerate(texts))}
+    ids = list(chunks)
+    held = ids[:3]
+    update_bm25(tmp_path / "bm25", held, lambda ps: [chunks[held[p]].text for p in ps])
+    for bm25 in (tmp_path / "bm25", None, tmp_path / "missing"):
+        assert chunks_containing(["The The"], chunks, bm25) == {ids[0], ids[3]}
+        assert chunks_containing(["Île de France"], chunks, bm25) == {ids[1]}
+        # every text holding it as whole words; maybe one holding it inside a word
+        assert {ids[0], ids[3]} <= chunks_containing(["Red Moon"], chunks, bm25)
+        assert chunks_containing(["Red Moon"], chunks, bm25) <= {ids[0], ids[2], ids[3]}
+        assert chunks_containing([], chunks, bm25) == set()
