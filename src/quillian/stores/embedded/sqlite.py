@@ -233,18 +233,22 @@ class SqliteKeyValueStore(SqliteStore):
     def keys(self, namespace: str) -> Iterator[str]:
         """Keys of ``namespace`` in sorted order, read page by page."""
         _require_namespace(namespace)
-        last = ""
-        first = True
+        # Each page starts at its own bound: a condition like ``(? OR key > ?)`` would
+        # make SQLite seek by namespace alone and walk every earlier key on every page.
+        rows = self._query(
+            "list keys",
+            "SELECT key FROM kv WHERE namespace = ? ORDER BY key LIMIT ?",
+            (namespace, PAGE),
+        )
         while True:
-            rows = self._query(
-                "list keys",
-                "SELECT key FROM kv WHERE namespace = ? AND (? OR key > ?) ORDER BY key LIMIT ?",
-                (namespace, first, last, PAGE),
-            )
             yield from (r[0] for r in rows)
             if len(rows) < PAGE:
                 return
-            first, last = False, rows[-1][0]
+            rows = self._query(
+                "list keys",
+                "SELECT key FROM kv WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
+                (namespace, rows[-1][0], PAGE),
+            )
 
 
 def _require_str(value: object, field: str) -> None:

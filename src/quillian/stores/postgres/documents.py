@@ -225,18 +225,24 @@ class PgKeyValueStore(PgStore):
     def keys(self, namespace: str) -> Iterator[str]:
         """Keys of ``namespace`` in sorted order, read page by page."""
         _require_namespace(namespace)
-        last: str | None = None
-        while True:
+
+        # Each page starts at its own bound (a generic plan for ``(%s IS NULL OR key >
+        # %s)`` would scan the namespace from its first key on every page).
+        def page(sql: str, args: tuple[object, ...]) -> list[tuple[str]]:
             with self._conn("list keys") as conn:
-                rows = conn.execute(
-                    "SELECT key FROM kv WHERE namespace = %s AND (%s::text IS NULL OR key > %s) "
-                    "ORDER BY key LIMIT %s",
-                    (namespace, last, last, PAGE),
-                ).fetchall()
+                return conn.execute(sql, args).fetchall()
+
+        rows = page(
+            "SELECT key FROM kv WHERE namespace = %s ORDER BY key LIMIT %s", (namespace, PAGE)
+        )
+        while True:
             yield from (r[0] for r in rows)
             if len(rows) < PAGE:
                 return
-            last = rows[-1][0]
+            rows = page(
+                "SELECT key FROM kv WHERE namespace = %s AND key > %s ORDER BY key LIMIT %s",
+                (namespace, rows[-1][0], PAGE),
+            )
 
 
 def _record(row: Sequence[Any]) -> StatusRecord:
