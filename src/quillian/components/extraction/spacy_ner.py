@@ -39,8 +39,13 @@ what the parser costs.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import logging
+import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -437,7 +442,8 @@ def load_ner_pipeline(model: str, *, parser: bool = False) -> Any:
     Raises :class:`MissingExtraError` when spaCy or the model package is not installed.
     """
     try:
-        import spacy
+        with _torch_hidden():
+            import spacy
     except ImportError as exc:
         raise MissingExtraError("spacy", "nlp") from exc
     names = _candidates(model)
@@ -445,6 +451,38 @@ def load_ner_pipeline(model: str, *, parser: bool = False) -> Any:
         raise MissingExtraError(_PACKAGE, "nlp")
     logger.debug("loading spaCy model %s", names[0])
     return spacy.load(names[0], exclude=list(_UNUSED_WITH_PARSER if parser else _UNUSED_PIPES))
+
+
+class _HideTorch(importlib.abc.MetaPathFinder):
+    """Reports torch as absent to the imports of one thread; other threads are not
+    affected."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] == "torch" and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+
+@contextlib.contextmanager
+def _torch_hidden() -> Iterator[None]:
+    """spaCy's first import without torch: thinc imports torch where it is installed
+    (1.2 s of a process's start here) though the CNN pipelines loaded here never use
+    it. Where torch is imported already this changes nothing; later imports of torch,
+    and those of other threads meanwhile, find it as usual."""
+    if "torch" in sys.modules or "thinc.compat" in sys.modules:
+        yield
+        return
+    finder = _HideTorch()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def _candidates(model: str) -> list[str]:
