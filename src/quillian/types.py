@@ -63,6 +63,11 @@ _EDGE_PUNCT = "\"'`“”‘’.,;:!?()[]{}"
 _ARTICLES = ("the ", "a ", "an ")
 
 
+#: Keys computed lately, kept: a build normalises each name of a chunk several times
+#: (resolving it, its aliases, each relation end and id), the corpus's names again and
+#: again (a third of the graph builder's time before, ``python -m
+#: quillian.bench.updates``).
+@lru_cache(maxsize=1 << 17)
 def normalize_name(name: str) -> str:
     """Canonical key for entity-name matching, the only one in Quillian: index entity
     ids, extraction, seeding and imported-graph look-ups all compare names by it.
@@ -95,8 +100,9 @@ def entity_id(name: str) -> str:
 
 @lru_cache(maxsize=_ID_CACHE)
 def relation_id(subject: str, predicate: str, obj: str, source: str) -> str:
-    """The id of a relation: its ends' normalised names, its predicate, and the
-    sentence (or, without one, the description) it was read from."""
+    """The id of a relation: its ends' normalised names, its predicate, and where it
+    was read: a path step's sentence (or, without one, its description), a stored
+    triple's chunk id (:attr:`Triple.id`)."""
     return stable_id("rel", normalize_name(subject), predicate, normalize_name(obj), source)
 
 
@@ -181,10 +187,4 @@ class Triple:
     @property
     def id(self) -> str:
         where = self.provenance.chunk_id if self.provenance else ""
-        return stable_id(
-            "rel",
-            normalize_name(self.subject),
-            self.predicate,
-            normalize_name(self.object),
-            where,
-        )
+        return relation_id(self.subject, self.predicate, self.object, where)
