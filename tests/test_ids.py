@@ -27,3 +27,22 @@ def test_ids_of_ordinary_text_are_unchanged():
     """Parts without U+001E or U+001F hash as before the escape: indexes keep their ids."""
     before = hashlib.sha256("\x1f".join(["Ada", "born in London"]).encode()).hexdigest()
     assert stable_id("doc", "Ada", "born in London") == f"doc-{before[:16]}"
+
+
+def test_a_chunk_hashes_its_id_once_and_the_cache_is_not_part_of_it():
+    """A chunk keeps its id after the first read (builds read every chunk's id in several
+    passes); equality, pickling and ``replace`` see only the chunk's fields."""
+    import dataclasses
+    import pickle
+
+    from quillian.types import Chunk
+
+    chunk = Chunk("doc-1", 0, "Ada was born in London.", 0, 23, "Ada")
+    expected = stable_id("chunk", "doc-1", "0", "Ada was born in London.")
+    assert chunk.id == expected and chunk.id is chunk.id
+    fresh = Chunk("doc-1", 0, "Ada was born in London.", 0, 23, "Ada")
+    assert fresh == chunk and hash(fresh) == hash(chunk)
+    assert pickle.loads(pickle.dumps(chunk)).id == expected
+    moved = dataclasses.replace(chunk, index=1)
+    assert moved.id == stable_id("chunk", "doc-1", "1", "Ada was born in London.")
+    assert ", _id=" not in repr(chunk)

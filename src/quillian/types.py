@@ -130,10 +130,17 @@ class Chunk:
     start: int
     end: int
     title: str = ""
+    _id: str = field(default="", init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
-        return stable_id("chunk", self.doc_id, str(self.index), self.text)
+        """``chunk-`` and a hash of the document id, the position and the text: hashed
+        once per chunk object, since a build reads every chunk's id in several passes."""
+        if not self._id:
+            object.__setattr__(
+                self, "_id", stable_id("chunk", self.doc_id, str(self.index), self.text)
+            )
+        return self._id
 
 
 @dataclass(frozen=True, slots=True)
