@@ -11,7 +11,7 @@ import hashlib
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 __all__ = [
@@ -120,7 +120,7 @@ class Document:
         return stable_id("doc", self.title, self.text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Chunk:
     """A contiguous piece of a document: ``text == document.text[start:end]``."""
 
@@ -130,17 +130,13 @@ class Chunk:
     start: int
     end: int
     title: str = ""
-    _id: str = field(default="", init=False, repr=False, compare=False)
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """``chunk-`` and a hash of the document id, the position and the text: hashed
-        once per chunk object, since a build reads every chunk's id in several passes."""
-        if not self._id:
-            object.__setattr__(
-                self, "_id", stable_id("chunk", self.doc_id, str(self.index), self.text)
-            )
-        return self._id
+        """``chunk-`` and a hash of the document id, the position and the text, hashed
+        once per chunk object (kept beside its fields, not among them: no slots), since
+        a build reads every chunk's id in several passes."""
+        return stable_id("chunk", self.doc_id, str(self.index), self.text)
 
 
 @dataclass(frozen=True, slots=True)
