@@ -9,7 +9,9 @@ process and watched by :mod:`quillian.bench.proc_watch`:
 1. ``quillian index FILE --out DIR/<tree>/index`` with the default settings plus the
    ``--index-arg`` flags: wall time, peak resident memory, exit status (a refusal or a
    kill past ``--timeout`` or ``--max-rss-gb`` is a result, reported with its message);
-2. the index's size on disk, per file, and its ratio to the text's;
+2. the index's size on disk, per file, and its ratio to the text's; for an embedded
+   index also what its ``store.sqlite`` holds: the bytes of the documents' and chunks'
+   texts and of each key-value namespace (the extraction, linking and embedding caches);
 3. ``quillian retrieve DIR QUESTION`` once: wall time and peak resident memory;
 4. a probe process that opens the index through :class:`~quillian.engine.Engine`,
    runs ``sa`` for ``--questions`` questions (``What is TITLE?`` for paragraph titles
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,7 @@ import psutil
 from quillian.bench.proc_watch import python_env, watch
 from quillian.bench.scale_child import questions_from
 
-__all__ = ["disk_sizes", "main"]
+__all__ = ["disk_sizes", "main", "store_sizes"]
 
 CLI = "import sys; from quillian.cli.main import main; sys.exit(main())"
 CHILD = str(Path(__file__).with_name("scale_child.py"))
@@ -43,6 +47,26 @@ CHILD = str(Path(__file__).with_name("scale_child.py"))
 def disk_sizes(folder: Path) -> dict[str, int]:
     """Bytes per file under ``folder`` (relative paths), largest first."""
     sizes = {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
+
+
+def store_sizes(index: Path) -> dict[str, int]:
+    """Bytes of what an embedded index's ``store.sqlite`` holds, largest first: the
+    documents' and chunks' texts, and each key-value namespace's values (empty for an
+    index without that file)."""
+    path = index / "store.sqlite"
+    if not path.is_file():
+        return {}
+    with closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as conn:
+        sizes = {
+            f"kv {namespace}": int(size)
+            for namespace, size in conn.execute(
+                "SELECT namespace, sum(length(value)) FROM kv GROUP BY namespace"
+            )
+        }
+        for table in ("documents", "chunks"):
+            (size,) = conn.execute(f"SELECT coalesce(sum(length(text)), 0) FROM {table}").fetchone()
+            sizes[f"{table} text"] = int(size)
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
 
 
@@ -61,7 +85,7 @@ def _tree_run(args: argparse.Namespace, src: Path | None, work: Path) -> dict[st
         return out
     sizes = disk_sizes(index)
     text_bytes = args.file.stat().st_size
-    out["disk"] = {"total": sum(sizes.values()), "files": sizes}
+    out["disk"] = {"total": sum(sizes.values()), "files": sizes, "store": store_sizes(index)}
     out["disk"]["ratio_to_text"] = out["disk"]["total"] / text_bytes
     questions = questions_from(args.file, args.questions)
     cli = watch(

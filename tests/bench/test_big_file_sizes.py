@@ -1,0 +1,24 @@
+"""The big-file benchmark's account of an embedded index's ``store.sqlite``."""
+
+from pathlib import Path
+
+from quillian.bench.big_file import store_sizes
+from quillian.stores.embedded.sqlite import SqliteDocumentStore, SqliteKeyValueStore
+from quillian.types import Chunk, Document
+
+
+def test_the_store_is_counted_by_namespace_and_text(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    doc = Document("Ada was born in London.", "Ada")
+    with SqliteDocumentStore(path) as documents, SqliteKeyValueStore(path) as kv:
+        documents.put_documents([doc])
+        documents.put_chunks([Chunk(doc.id, 0, doc.text, 0, len(doc.text), doc.title)])
+        kv.put_many("linked:spacy", {"a": b"x" * 300, "b": b"y" * 200})
+        kv.put_many("embeddings", {"k": b"z" * 10})
+    assert store_sizes(tmp_path) == {
+        "kv linked:spacy": 500,
+        "documents text": 23,
+        "chunks text": 23,
+        "kv embeddings": 10,
+    }
+    assert store_sizes(tmp_path / "elsewhere") == {}
