@@ -13,7 +13,7 @@ mentions in index order; every other entity keeps its row. The entities' positio
 their creating mentions' order, so a graph built from the state is the clean build's,
 node for node (:meth:`ResolutionState.graph`).
 
-The state is one SQLite file (:data:`STATE_FILE`, under an index's ``tables/``): the
+The state is one SQLite file (:data:`STATE_FILE`, at an index's root): the
 stored extractions with their order keys, a key -> chunk index, the entity rows and
 each key's entity. A missing, damaged or foreign-version file opens as None, and the
 caller builds anew (:meth:`ResolutionState.create`).
@@ -597,4 +597,6 @@ def resolve_entities(
             else:
                 logger.info("entity resolution: %d chunks replayed", replayed)
                 return state
-    return ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag, facts=facts)
+    state = ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag, facts=facts)
+    logger.info("entity resolution: every chunk resolved")
+    return state
