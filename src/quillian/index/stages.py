@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -35,7 +35,7 @@ from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
-from quillian.index.tables import load_tables, save_tables
+from quillian.index.tables import StoredTables, load_tables, save_tables
 from quillian.stores.protocols import VectorIndex
 from quillian.types import Chunk, Progress
 
@@ -150,14 +150,23 @@ def _built_in_memory(state: BuildState, extractions: Sequence[Extraction]) -> Kn
 
 def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction]) -> KnowledgeGraph:
     chunks, directory, delta = state.chunks, state.storage.directory, state.delta
-    rows = [ChunkExtraction(c.doc_id, c.index, e) for c, e in zip(chunks, extractions, strict=True)]
+    chunk_ids = [c.id for c in chunks]
+
+    def rows(wanted: Callable[[str], bool]) -> list[ChunkExtraction]:
+        """The chunks ``wanted`` takes, with their extractions (only those are read)."""
+        return [
+            ChunkExtraction(chunks[i].doc_id, chunks[i].index, extractions[i])
+            for i, chunk_id in enumerate(chunk_ids)
+            if wanted(chunk_id)
+        ]
+
     update = None
     if delta is not None and not delta.fresh and delta.since is not None:
         touched = delta.added | delta.changed
-        update = (delta.removed, [r for r in rows if r.chunk_id in touched])
+        update = (delta.removed, rows(touched.__contains__))
     resolution = resolve_entities(
         directory / RESOLUTION_FILE,
-        lambda: rows,
+        lambda: rows(lambda _: True),
         update,
         since=(delta.since or "") if delta is not None else "",
         tag=delta.build if delta is not None else "",
@@ -166,9 +175,7 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     try:
         store = state.storage.graph(fresh=True)
         try:
-            snapshot = save_state_tables(
-                directory, resolution, [e.chunk_id for e in extractions], chunks, store
-            )
+            snapshot = save_state_tables(directory, resolution, chunk_ids, chunks, store)
         finally:
             store.close()
     finally:
@@ -181,17 +188,14 @@ def unique_texts(
     kg: KnowledgeGraph,
 ) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct description and relation texts, and each one's row among them."""
+    if isinstance(kg.indexes, StoredTables):  # read as texts, not as rows decoded
+        descriptions, relations = kg.indexes.graph_texts()
+    else:
+        descriptions = [d.text for d in kg.descriptions]
+        relations = [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations]
     rows: dict[str, int] = {}
-    desc_rows = np.array(
-        [rows.setdefault(d.text, len(rows)) for d in kg.descriptions], dtype=np.int64
-    )
-    rel_rows = np.array(
-        [
-            rows.setdefault(r.description or f"{r.subject} {r.predicate} {r.object}", len(rows))
-            for r in kg.relations
-        ],
-        dtype=np.int64,
-    )
+    desc_rows = np.array([rows.setdefault(t, len(rows)) for t in descriptions], dtype=np.int64)
+    rel_rows = np.array([rows.setdefault(t, len(rows)) for t in relations], dtype=np.int64)
     return list(rows), desc_rows, rel_rows
 
 

@@ -36,7 +36,7 @@ from quillian.index.artifacts import replace_dir
 from quillian.index.tables import DDL, FINGERPRINT, IN_CHUNK, TABLES_DB, fingerprint
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot
-from quillian.types import Chunk, stable_id
+from quillian.types import Chunk, stable_ids
 
 __all__ = ["save_state_tables"]
 
@@ -47,41 +47,51 @@ PRAGMA temp_store = MEMORY;
 CREATE TEMP TABLE chunk_pos (id TEXT PRIMARY KEY, pos INTEGER NOT NULL,
     title TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TEMP TABLE ent (row INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
+CREATE TEMP TABLE corder (chunk_id TEXT PRIMARY KEY, ord INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TEMP TABLE tx (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
 CREATE TEMP TABLE rel (pos INTEGER PRIMARY KEY, subject INTEGER NOT NULL,
     object INTEGER NOT NULL, s TEXT, p TEXT, o TEXT, description TEXT, doc_id TEXT,
     source_chunk TEXT, start INTEGER, end INTEGER, sentence TEXT, chunk INTEGER NOT NULL,
     in_chunk INTEGER NOT NULL);
+CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
+    seq INTEGER NOT NULL);
 CREATE TEMP TABLE titled (key TEXT PRIMARY KEY, entity INTEGER NOT NULL);
 """
 
-#: Entity positions: the creating mentions' order.
+#: Entity positions (the creating mentions' order), and each stored chunk's place in
+#: index order (so no join below reads the state's chunk rows, which hold extractions).
 _ENTITIES = """
 INSERT INTO ent SELECT row, ROW_NUMBER() OVER (ORDER BY doc_id, idx, seq) - 1
 FROM st.entities
 """
-
-#: The first occurrence of each triple id in index order, numbered in that order, its
-#: ends by position, its chunk's position (-1: no provenance, or a chunk not indexed)
-#: and whether its sentence is that chunk's text between the offsets.
-_RELATIONS = """
-INSERT INTO rel
-SELECT ROW_NUMBER() OVER (ORDER BY k.cdoc, k.cidx, k.seq) - 1, es.pos, eo.pos,
-    k.s, k.p, k.o, k.description, k.doc_id, k.source_chunk, k.start, k.end, k.sentence,
-    CASE WHEN k.doc_id IS NULL THEN -1 ELSE coalesce(cp.pos, -1) END,
-    k.doc_id IS NOT NULL AND k.sentence != '' AND cp.pos IS NOT NULL AND k.start >= 0
-        AND k.end >= k.start
-        AND substr(cp.text, k.start + 1, k.end - k.start) = k.sentence
-FROM (
-    SELECT o.*, c.doc_id AS cdoc, c.idx AS cidx, ROW_NUMBER() OVER (
-        PARTITION BY o.triple_id ORDER BY c.doc_id, c.idx, o.seq) AS nth
-    FROM st.occurrences o JOIN st.chunks c USING (chunk_id)
-) k
-JOIN ent es ON es.row = k.subject
-JOIN ent eo ON eo.row = k.object
-LEFT JOIN chunk_pos cp ON cp.id = k.source_chunk
-WHERE k.nth = 1
+_CHUNK_ORDER = """
+INSERT INTO corder SELECT chunk_id, ROW_NUMBER() OVER (ORDER BY doc_id, idx) FROM st.chunks
 """
+
+#: The first occurrence of each triple id in index order, numbered in that order (by
+#: its key alone: the rows are wide), then the kept rows with their ends by position,
+#: their chunk's position (-1: no provenance, or a chunk not indexed) and whether their
+#: sentence is that chunk's text between the offsets.
+_RELATIONS = (
+    """INSERT INTO kept
+    SELECT ROW_NUMBER() OVER (ORDER BY ord, seq) - 1, chunk_id, seq FROM (
+        SELECT o.chunk_id, o.seq, c.ord, ROW_NUMBER() OVER (
+            PARTITION BY o.triple_id ORDER BY c.ord, o.seq) AS nth
+        FROM st.occurrences o JOIN corder c USING (chunk_id)
+    ) WHERE nth = 1""",
+    """INSERT INTO rel
+    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, o.description, o.doc_id, o.source_chunk,
+        o.start, o.end, o.sentence,
+        CASE WHEN o.doc_id IS NULL THEN -1 ELSE coalesce(cp.pos, -1) END,
+        o.doc_id IS NOT NULL AND o.sentence != '' AND cp.pos IS NOT NULL AND o.start >= 0
+            AND o.end >= o.start
+            AND substr(cp.text, o.start + 1, o.end - o.start) = o.sentence
+    FROM kept k
+    JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq
+    JOIN ent es ON es.row = o.subject
+    JOIN ent eo ON eo.row = o.object
+    LEFT JOIN chunk_pos cp ON cp.id = o.source_chunk""",
+)
 
 #: Where the texts are (column ``t``); an empty one is stored as no text.
 _TEXTS = (
@@ -99,8 +109,8 @@ _TABLES = (
     """INSERT INTO entities SELECT e.pos, s.name, s.type, s.aliases
     FROM ent e JOIN st.entities s ON s.row = e.row""",
     """INSERT INTO descriptions
-    SELECT ROW_NUMBER() OVER (ORDER BY c.doc_id, c.idx, d.seq) - 1, e.pos, t.id, d.chunk_id
-    FROM st.descriptions d JOIN st.chunks c USING (chunk_id)
+    SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, e.pos, t.id, d.chunk_id
+    FROM st.descriptions d JOIN corder c USING (chunk_id)
     JOIN ent e ON e.row = d.entity JOIN tx t ON t.text = d.text""",
     # a source: a (document, chunk id, chunk) some relation reads, numbered by its first
     """CREATE TEMP TABLE src AS
@@ -171,7 +181,9 @@ def _write(
             ),
         )
         conn.execute(_ENTITIES)
-        conn.execute(_RELATIONS)
+        conn.execute(_CHUNK_ORDER)
+        for sql in _RELATIONS:
+            conn.execute(sql)
         for select in _TEXTS:
             conn.execute(f"INSERT OR IGNORE INTO tx (text) SELECT t FROM ({select}) WHERE t != ''")
         for sql in _TABLES:
@@ -226,21 +238,19 @@ class _Graph:
         self.n_entities = len(rows)
         self.literal = np.array([r[1] for r in rows], dtype=np.bool_).reshape(-1)
         node_ids = [r[0] for r in rows]
-        entities: list[int] = []
-        for entity, text, chunk_id in conn.execute(
-            "SELECT d.entity, t.text, d.chunk_id FROM descriptions d"
+        described = conn.execute(
+            "SELECT CAST(d.entity AS TEXT), d.chunk_id, t.text FROM descriptions d"
             " JOIN texts t ON t.id = d.text ORDER BY d.pos"
-        ):
-            entities.append(entity)
-            node_ids.append(stable_id("desc", str(entity), chunk_id, text))
-        self.description_entity = np.array(entities, dtype=np.int64)
+        ).fetchall()
+        node_ids += stable_ids("desc", described)  # DescriptionRecord.node_id
+        self.description_entity = np.array([int(r[0]) for r in described], dtype=np.int64)
         self.chunk_offset = len(node_ids)
         node_ids.extend(chunk_ids)
         self.node_ids = node_ids
         mentions = conn.execute(
-            "SELECT cp.pos, e.pos, m.weight FROM st.mentions m JOIN st.chunks c USING (chunk_id)"
+            "SELECT cp.pos, e.pos, m.weight FROM st.mentions m JOIN corder c USING (chunk_id)"
             " JOIN chunk_pos cp ON cp.id = m.chunk_id JOIN ent e ON e.row = m.entity"
-            " ORDER BY c.doc_id, c.idx, m.seq"
+            " ORDER BY c.ord, m.seq"
         ).fetchall()
         m = np.array(mentions, dtype=np.float64).reshape(-1, 3)
         self.mention_chunk = m[:, 0].astype(np.int64)

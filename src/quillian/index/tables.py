@@ -43,7 +43,7 @@ from quillian.stores.mapped import load_mapped
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Provenance, Triple
 
-__all__ = ["TABLES_DB", "fingerprint", "load_tables", "save_tables"]
+__all__ = ["TABLES_DB", "StoredTables", "fingerprint", "load_tables", "save_tables"]
 
 #: The database, relative to the index directory.
 TABLES_DB = "tables/graph.sqlite"
@@ -338,6 +338,19 @@ class StoredTables:
             relation_object=self.array("relation_object"),  # type: ignore[arg-type]
             indexes=self,
         )
+
+    def graph_texts(self) -> tuple[list[str], list[str]]:
+        """Each description's text, and each relation's text as embedded (its
+        description, else its subject, predicate and object), by position: two queries,
+        no row decoded."""
+        descriptions = self.db.query(
+            "SELECT t.text FROM descriptions d JOIN texts t ON t.id = d.text ORDER BY d.pos"
+        )
+        relations = self.db.query(
+            "SELECT coalesce(t.text, r.subject || ' ' || r.predicate || ' ' || r.object)"
+            " FROM relations r LEFT JOIN texts t ON t.id = r.description ORDER BY r.pos"
+        )
+        return [r[0] for r in descriptions], [r[0] for r in relations]
 
     def _relation(self, row: tuple[Any, ...]) -> Triple:
         subject, predicate, obj, description, doc, cid, chunk, start, end, ref, text = row
