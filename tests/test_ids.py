@@ -34,3 +34,23 @@ def test_ids_in_one_pass_equal_one_at_a_time():
     alphabet = ["", "a", "\x1e", "\x1f", "\x1e\x1f", "\x1f\x1e", "\x1e\x1e", "a\x1f", "ü"]
     tuples = [p for n in (1, 2, 3) for p in itertools.product(alphabet, repeat=n)]
     assert stable_ids("desc", tuples) == [stable_id("desc", *parts) for parts in tuples]
+
+
+def test_a_chunk_hashes_its_id_once_and_the_cache_is_not_part_of_it():
+    """A chunk keeps its id after the first read (builds read every chunk's id in several
+    passes); equality, pickling, ``replace`` and ``asdict`` see only the chunk's fields."""
+    import dataclasses
+    import pickle
+
+    from quillian.types import Chunk
+
+    chunk = Chunk("doc-1", 0, "Ada was born in London.", 0, 23, "Ada")
+    expected = stable_id("chunk", "doc-1", "0", "Ada was born in London.")
+    assert chunk.id == expected and chunk.id is chunk.id
+    fresh = Chunk("doc-1", 0, "Ada was born in London.", 0, 23, "Ada")
+    assert fresh == chunk and hash(fresh) == hash(chunk)
+    assert pickle.loads(pickle.dumps(chunk)).id == expected
+    moved = dataclasses.replace(chunk, index=1)
+    assert moved.id == stable_id("chunk", "doc-1", "1", "Ada was born in London.")
+    fields = ["doc_id", "index", "text", "start", "end", "title"]
+    assert list(dataclasses.asdict(chunk)) == fields and Chunk(**dataclasses.asdict(chunk)) == chunk

@@ -11,7 +11,7 @@ import hashlib
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 __all__ = [
@@ -134,7 +134,7 @@ class Document:
         return stable_id("doc", self.title, self.text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Chunk:
     """A contiguous piece of a document: ``text == document.text[start:end]``."""
 
@@ -145,8 +145,11 @@ class Chunk:
     end: int
     title: str = ""
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """``chunk-`` and a hash of the document id, the position and the text, hashed
+        once per chunk object (kept beside its fields, not among them: no slots), since
+        a build reads every chunk's id in several passes."""
         return stable_id("chunk", self.doc_id, str(self.index), self.text)
 
 

@@ -222,6 +222,69 @@ def test_a_new_title_relinks_only_the_chunks_naming_it(tmp_path):
     kv.close()
 
 
+def test_an_update_decodes_only_the_records_it_reads(tmp_path, monkeypatch):
+    """The stored records of chunks an update leaves alone are decoded when first read
+    (their checksums are checked at once), not before: a graph built from the delta
+    reads only the chunks it names."""
+    import quillian.index.linking as linking
+
+    extractor = SpacyExtractor(predicates=False)
+    base = [
+        _chunk(f"d{i}", f"Topic Number {i}", f"Filler text {i} about nothing.") for i in range(30)
+    ]
+    stored = {c.id: _local(c) for c in base}
+    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+
+    def link(chunks):
+        chunks = sorted(chunks, key=lambda c: (c.doc_id, c.index))
+        return link_corpus(
+            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
+        )
+
+    link(base)
+    decoded = []
+    real = linking.extraction_from_json
+    monkeypatch.setattr(
+        linking, "extraction_from_json", lambda raw: decoded.append(raw) or real(raw)
+    )
+    added = _chunk("e1", "Red Moon Rising", "Red Moon Rising is a film.")
+    stored[added.id] = _local(added)
+    update = link([*base, added])
+    assert update.delta.added == {added.id} and not decoded
+    corpus = sorted([*base, added], key=lambda c: (c.doc_id, c.index))
+    assert update.filtered[corpus.index(added)].chunk_id == added.id and not decoded  # computed
+    settled, filtered = _expected(corpus, extractor, stored)
+    assert update.filtered[0] == filtered[0] and len(decoded) == 1
+    assert update.extractions == settled and update.filtered == filtered
+    kv.close()
+
+
+def test_a_record_under_another_chunks_key_is_damage(tmp_path, caplog):
+    """A record's checksum covers its key: one copied under another chunk's key reads
+    as damaged, and every chunk is linked again."""
+    extractor = SpacyExtractor(predicates=False)
+    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(4)]
+    chunks.sort(key=lambda c: (c.doc_id, c.index))
+    stored = {c.id: _local(c) for c in chunks}
+    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+
+    def link():
+        return link_corpus(
+            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
+        )
+
+    link()
+    (first,) = kv.get_many("linked:spacy", [chunks[0].id])
+    assert first is not None
+    kv.put_many("linked:spacy", {chunks[1].id: first})
+    with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
+        again = link()
+    assert again.delta.fresh and "checksum" in caplog.text
+    settled, filtered = _expected(chunks, extractor, stored)
+    assert again.extractions == settled and again.filtered == filtered
+    kv.close()
+
+
 def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     extractor = SpacyExtractor(predicates=False)
     pool = _pool(7, 6)

@@ -74,13 +74,13 @@ class BuildState:
 
     storage: Storage
     chunks: list[Chunk]
-    extractions: list[Extraction]
+    extractions: Sequence[Extraction]
     embedder: Embedder
     progress: Progress
     kg: KnowledgeGraph | None = None
     counts: dict[str, int] = field(default_factory=dict)
     extraction_issues: list[ExtractionIssue] = field(default_factory=list)
-    filtered: list[Extraction] | None = None
+    filtered: Sequence[Extraction] | None = None
     """``extractions`` without ambiguous names (``drop_ambiguous_names`` with
     :data:`AMBIGUOUS_MAX_DOCS`) where the build computed them; None: the graph stage
     filters."""

@@ -10,6 +10,7 @@ As in the authors' code, a triple with no source sentence is not stored.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from quillian.components.extraction.base import Extraction
 from quillian.components.extraction.quads import QUAD_EXTRACTOR, sentence_quads
@@ -23,7 +24,7 @@ __all__ = ["KAGSStage", "stored_triples"]
 
 def stored_triples(
     chunks: list[Chunk],
-    extractions: list[Extraction],
+    extractions: Sequence[Extraction],
     *,
     model_sentences: bool,
     dropped: Counter[str] | None = None,
