@@ -18,6 +18,7 @@ import pytest
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.graph.incremental import ChunkExtraction, ResolutionState
 from quillian.components.retrieval import derived
+from quillian.errors import InputError
 from quillian.index import state_tables
 from quillian.index.state_tables import save_state_tables
 from quillian.index.tables import TABLES_DB, load_tables, save_tables
@@ -269,3 +270,17 @@ def test_the_comparison_catches_a_broken_writer(
         run.step()
     run.state.close()
     assert failed
+
+
+def test_a_state_without_the_entity_facts_is_refused_or_read_as_none(tmp_path: Path) -> None:
+    """The tables need each entity's lexicon keys and literal flag, which only a state
+    made with :data:`derived.ENTITY_FACTS` keeps."""
+    corpus = RandomCorpus(random.Random(3))
+    chunk = corpus.new()
+    path = tmp_path / "state.sqlite"
+    state = ResolutionState.create(path, [chunk])  # no facts
+    with pytest.raises(InputError, match="entity facts"):
+        save_state_tables(tmp_path, state, [chunk.chunk_id], [_chunk(chunk)])
+    state.close()
+    assert ResolutionState.open(path, facts=derived.ENTITY_FACTS) is None
+    assert not (tmp_path / "tables").exists()

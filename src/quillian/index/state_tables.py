@@ -173,21 +173,7 @@ def _write(
         conn.executescript(DDL + _TEMP)
         conn.execute("ATTACH DATABASE ? AS st", (state_path.absolute().as_uri() + "?mode=ro",))
         conn.execute("BEGIN")
-        conn.executemany(
-            "INSERT INTO chunk_pos VALUES (?, ?, ?, ?)",
-            (
-                (chunk_id, pos, c.title, c.text)
-                for pos, (chunk_id, c) in enumerate(zip(chunk_ids, chunks, strict=True))
-            ),
-        )
-        conn.execute(_ENTITIES)
-        conn.execute(_CHUNK_ORDER)
-        for sql in _RELATIONS:
-            conn.execute(sql)
-        for select in _TEXTS:
-            conn.execute(f"INSERT OR IGNORE INTO tx (text) SELECT t FROM ({select}) WHERE t != ''")
-        for sql in _TABLES:
-            conn.execute(sql)
+        _fill(conn, chunk_ids, chunks)
         graph = _Graph(conn, chunk_ids)
         snapshot = write_graph(graph.node_ids, graph.edges(), store)
         pages = derived.chunk_pages(snapshot, graph.n_entities, graph.chunk_offset, len(chunk_ids))
@@ -204,27 +190,28 @@ def _write(
         conn.execute("DETACH DATABASE st")
     finally:
         conn.close()
-    arrays: dict[str, npt.NDArray[Any]] = {
-        "relation_subject": graph.relation_subject.astype(np.int32),
-        "relation_object": graph.relation_object.astype(np.int32),
-        "page_entities": pages,
-        "description_entity": graph.description_entity.astype(np.int32),
-        "literal_entities": graph.literal,
-        "entity_chunks": derived.entity_chunk_counts(
-            snapshot, graph.n_entities, graph.chunk_offset
-        ),
-        **derived.relation_hops(
-            graph.relation_subject,
-            graph.relation_object,
-            graph.n_entities,
-            len(chunk_ids),
-            pages,
-            graph.relation_chunk,
-        ),
-    }
-    for name, array in arrays.items():
+    for name, array in graph.arrays(snapshot, pages).items():
         np.save(path / f"{name}.npy", array)
     return snapshot
+
+
+def _fill(conn: sqlite3.Connection, chunk_ids: Sequence[str], chunks: Sequence[Chunk]) -> None:
+    """The tables but ``names``' titled keys and ``meta``, from the attached state."""
+    conn.executemany(
+        "INSERT INTO chunk_pos VALUES (?, ?, ?, ?)",
+        (
+            (chunk_id, pos, c.title, c.text)
+            for pos, (chunk_id, c) in enumerate(zip(chunk_ids, chunks, strict=True))
+        ),
+    )
+    conn.execute(_ENTITIES)
+    conn.execute(_CHUNK_ORDER)
+    for sql in _RELATIONS:
+        conn.execute(sql)
+    for select in _TEXTS:
+        conn.execute(f"INSERT OR IGNORE INTO tx (text) SELECT t FROM ({select}) WHERE t != ''")
+    for sql in _TABLES:
+        conn.execute(sql)
 
 
 class _Graph:
@@ -264,6 +251,30 @@ class _Graph:
         self.relation_object = r[:, 1].copy()
         self.relation_chunk = r[:, 2].copy()
         self.n_chunks = len(chunk_ids)
+
+    def arrays(
+        self, snapshot: GraphSnapshot, pages: npt.NDArray[np.int64]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """What :func:`~quillian.index.tables.save_tables` derives and stores beside the
+        tables, by file name."""
+        return {
+            "relation_subject": self.relation_subject.astype(np.int32),
+            "relation_object": self.relation_object.astype(np.int32),
+            "page_entities": pages,
+            "description_entity": self.description_entity.astype(np.int32),
+            "literal_entities": self.literal,
+            "entity_chunks": derived.entity_chunk_counts(
+                snapshot, self.n_entities, self.chunk_offset
+            ),
+            **derived.relation_hops(
+                self.relation_subject,
+                self.relation_object,
+                self.n_entities,
+                self.n_chunks,
+                pages,
+                self.relation_chunk,
+            ),
+        }
 
     def edges(self) -> GraphEdges:
         shape = GraphShape(self.n_entities, len(self.description_entity), self.n_chunks)
