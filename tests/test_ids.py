@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-from quillian.types import Document, stable_id
+from quillian.types import Document, stable_id, stable_ids
 
 
 def test_parts_holding_the_separator_do_not_collide():
@@ -27,6 +27,13 @@ def test_ids_of_ordinary_text_are_unchanged():
     """Parts without U+001E or U+001F hash as before the escape: indexes keep their ids."""
     before = hashlib.sha256("\x1f".join(["Ada", "born in London"]).encode()).hexdigest()
     assert stable_id("doc", "Ada", "born in London") == f"doc-{before[:16]}"
+
+
+def test_ids_in_one_pass_equal_one_at_a_time():
+    """:func:`stable_ids` over every tricky split (escapes, separators, empty parts)."""
+    alphabet = ["", "a", "\x1e", "\x1f", "\x1e\x1f", "\x1f\x1e", "\x1e\x1e", "a\x1f", "ü"]
+    tuples = [p for n in (1, 2, 3) for p in itertools.product(alphabet, repeat=n)]
+    assert stable_ids("desc", tuples) == [stable_id("desc", *parts) for parts in tuples]
 
 
 def test_a_chunk_hashes_its_id_once_and_the_cache_is_not_part_of_it():

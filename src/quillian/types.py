@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -24,6 +24,7 @@ __all__ = [
     "normalize_name",
     "relation_id",
     "stable_id",
+    "stable_ids",
 ]
 
 
@@ -43,6 +44,19 @@ def stable_id(prefix: str, *parts: str) -> str:
 
 #: The separator of a stable id's parts (U+001F) and its escape (U+001E).
 _SEP, _ESC = "\x1f", "\x1e"
+
+
+def stable_ids(prefix: str, rows: Iterable[Sequence[str]]) -> list[str]:
+    """:func:`stable_id` of ``prefix`` and each row's parts, in one pass (the many ids
+    of a graph build): a row whose joined parts hold no escape and no separator but
+    those joining them is hashed as joined."""
+    sha, head, out = hashlib.sha256, f"{prefix}-", []
+    for row in rows:
+        joined = _SEP.join(row)
+        if _ESC in joined or joined.count(_SEP) != len(row) - 1:
+            joined = _SEP.join(map(_escaped_part, row))
+        out.append(head + sha(joined.encode("utf-8")).hexdigest()[:16])
+    return out
 
 
 def _escaped_part(text: str) -> str:

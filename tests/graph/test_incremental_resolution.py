@@ -12,95 +12,14 @@ import numpy as np
 import pytest
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
+from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.graph.incremental import (
     ChunkExtraction,
     ResolutionState,
     resolve_entities,
 )
 from quillian.errors import InputError
-from quillian.types import Provenance, Triple
-
-#: Surface forms sharing keys ("Paris", "paris", "The Paris."), names with no key, and
-#: names that alias one another through entities carrying several names.
-NAMES = [
-    "Paris", "paris", "The Paris.", "Lyon", "France", "FR", "french republic",
-    "Ada Lovelace", "Lovelace", "Countess", "Babbage", "Engine", "the engine",
-    "Rome", "Italy", "Turing", "A. Turing", "?!", "",
-]  # fmt: skip
-TYPES = ["", "", "PER", "LOC"]
-DESCRIPTIONS = ["", "", "a city", "a person", "a machine"]
-
-
-def _name(rng: random.Random) -> str:
-    return rng.choice(NAMES) if rng.random() < 0.8 else f"Solo {rng.randrange(40)}"
-
-
-def _entity(rng: random.Random) -> ExtractedEntity:
-    return ExtractedEntity(
-        name=_name(rng),
-        type=rng.choice(TYPES),
-        aliases=tuple(_name(rng) for _ in range(rng.choice([0, 0, 1, 2]))),
-        description=rng.choice(DESCRIPTIONS),
-        is_topic=rng.random() < 0.15,
-    )
-
-
-def _extraction(rng: random.Random, chunk_id: str, doc_id: str) -> Extraction:
-    many = rng.random() < 0.05  # past the per-chunk mention cap, even the default 64
-    entities = tuple(_entity(rng) for _ in range(70 if many else rng.randrange(7)))
-    triples = []
-    for _ in range(rng.randrange(5)):
-        known = [e.name for e in entities]
-        subject, obj = (
-            rng.choice(known) if known and rng.random() < 0.6 else _name(rng) for _ in "so"
-        )
-        # no provenance: the same triple id in several chunks, the first kept
-        prov = Provenance(doc_id, chunk_id, 0, 1, "s") if rng.random() < 0.7 else None
-        triples.append(Triple(subject, rng.choice(["in", "of"]), obj, rng.choice(["", "x"]), prov))
-    return Extraction(chunk_id, doc_id, entities, tuple(triples))
-
-
-class _Corpus:
-    """The chunk list a clean build sees, changed at random."""
-
-    def __init__(self, rng: random.Random, scale: int = 1) -> None:
-        self.rng = rng
-        self.scale = scale  # how many chunks a step may touch, times (3, 2, 4)
-        self.chunks: dict[str, ChunkExtraction] = {}
-        self._serial = 0
-
-    def new(self) -> ChunkExtraction:
-        taken = {(c.doc_id, c.index) for c in self.chunks.values()}
-        while (place := (f"d{self.rng.randrange(5)}", self.rng.randrange(30))) in taken:
-            pass
-        self._serial += 1
-        chunk_id = f"c{self._serial}"
-        return ChunkExtraction(*place, _extraction(self.rng, chunk_id, place[0]))
-
-    def step(self) -> tuple[list[str], list[ChunkExtraction]]:
-        ids = sorted(self.chunks)
-        removed = self.rng.sample(ids, min(len(ids), self.rng.randrange(3 * self.scale + 1)))
-        kept = [c for c in ids if c not in removed]
-        changed = [
-            ChunkExtraction(old.doc_id, old.index, _extraction(self.rng, c, old.doc_id))
-            for c in self.rng.sample(kept, min(len(kept), self.rng.randrange(2 * self.scale + 1)))
-            for old in [self.chunks[c]]
-        ]
-        for chunk_id in removed:
-            del self.chunks[chunk_id]
-        self.chunks.update((c.chunk_id, c) for c in changed)
-        for _ in range(self.rng.randrange(4 * self.scale + 1)):
-            added = self.new()
-            self.chunks[added.chunk_id] = added
-            changed.append(added)
-        return removed, changed
-
-    def clean(self, max_per_chunk: int) -> KnowledgeGraph:
-        ordered = sorted(self.chunks.values(), key=lambda c: (c.doc_id, c.index))
-        builder = GraphBuilder(max_per_chunk)
-        builder.add_all(c.extraction for c in ordered)
-        return builder.build([c.chunk_id for c in ordered])
+from quillian.testing.resolution import RandomCorpus as _Corpus
 
 
 def assert_same_graph(got: KnowledgeGraph, want: KnowledgeGraph) -> None:

@@ -20,6 +20,7 @@ from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import EntityLexicon, page_aliases
 from quillian.errors import IndexSchemaError
 from quillian.index import build_index, open_index
+from quillian.index.stages import unique_texts
 from quillian.index.tables import TABLES_DB, load_tables, save_tables
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
@@ -220,3 +221,14 @@ def test_an_old_index_is_refused_then_converted_without_extracting(tmp_path: Pat
     assert json.loads((index / "manifest.json").read_text())["schema_version"] == 2
     assert rankings(str(index)) == clean
     assert set(clean) == set(METHODS)
+
+
+def test_the_texts_to_embed_read_from_the_tables_equal_the_graph_s(
+    stored: tuple[KnowledgeGraph, KnowledgeGraph, Path],
+) -> None:
+    kg, opened, _ = stored
+    texts, desc_rows, rel_rows = unique_texts(opened)
+    want, want_desc, want_rel = unique_texts(kg)
+    assert texts == want and "Ada Lovelace born 1815" in texts  # no description: its ends
+    np.testing.assert_array_equal(desc_rows, want_desc)
+    np.testing.assert_array_equal(rel_rows, want_rel)

@@ -84,3 +84,30 @@ def test_a_file_is_not_a_graph_directory(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(StoreError, match="not a directory"):
         CSRGraphStore(tmp_path / "file")
+
+
+def test_an_empty_store_takes_a_snapshot_whole(tmp_path: Path) -> None:
+    """What ``write_snapshot`` writes reads back equal, as the store's and on its own;
+    a store already holding nodes refuses it."""
+    snapshot = GraphSnapshot.from_edges(
+        ["a", "b", "c"],
+        [NodeKind.ENTITY, NodeKind.ENTITY, NodeKind.CHUNK],
+        [2, 0, 1],
+        [0, 1, 0],
+        [EdgeKind.DESCRIBES, EdgeKind.RELATED_TO, EdgeKind.RELATED_TO],
+        [0.5, 1.0, 1.0],
+        [-1, 0, 0],
+    )
+    with CSRGraphStore(tmp_path / "g") as store:
+        written = store.write_snapshot(snapshot)
+        assert store.snapshot() is written
+    for got in (written, GraphSnapshot.load(tmp_path / "g")):
+        assert got.ids.ids_of(range(3)) == ["a", "b", "c"]
+        for name in ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(snapshot, name))
+    with CSRGraphStore(tmp_path / "g") as store, pytest.raises(StoreError, match="empty"):
+        store.write_snapshot(snapshot)
+    with CSRGraphStore(tmp_path / "h") as store:
+        store.add_nodes(["x"], NodeKind.ENTITY)
+        with pytest.raises(StoreError, match="empty"):
+            store.write_snapshot(snapshot)

@@ -26,17 +26,20 @@ are per key on both backends: a PostgreSQL workspace patches the rows a build ch
 where a file would be sent whole. Namespaces, per extractor name: ``linked:NAME`` (per
 chunk: its title, settled extraction and, where the filter changed it, the filtered
 one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
-topics protecting it) and ``linkmeta:NAME`` (the chunk ids, surfaces and safe aliases of the
-last build, a fingerprint of the extractor and the filter's threshold, and whether the state
-is complete, a key of its own that is removed before anything is written and put back
-by :func:`commit_links`). A state marked incomplete (a build stopped while writing it), another
-fingerprint or a record that does not read means every chunk is recomputed, logged once.
+topics protecting it) and ``linkmeta:NAME`` (the chunk ids, surfaces and safe aliases
+of the last build, a random id of that build (:attr:`ExtractionDelta.build`), a
+fingerprint of the extractor and the filter's threshold, and whether the state is
+complete, a key of its own that is removed before anything is written and put back by
+:func:`commit_links`). A state marked incomplete (a build stopped while writing it),
+another fingerprint or a record that does not read means every chunk is recomputed,
+logged once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -107,12 +110,18 @@ class ExtractionDelta:
     """The chunks whose filtered extraction (what the graph is built from) differs from
     the previous build's: ``added`` (new chunks), ``removed`` (gone) and ``changed``.
     ``fresh``: no previous state was usable, so every chunk is in ``added`` and a
-    consumer rebuilds from scratch."""
+    consumer rebuilds from scratch. ``build`` names this build's linking state and
+    ``since`` the previous one's, which the delta is relative to (None when fresh): a
+    consumer that keeps state of its own tags it with ``build`` and patches it only
+    where it carries ``since`` (a build that never committed its linking state left it
+    for a delta the next build does not see)."""
 
     added: frozenset[str]
     removed: frozenset[str]
     changed: frozenset[str]
     fresh: bool = False
+    build: str = ""
+    since: str | None = None
 
     @property
     def chunk_ids(self) -> frozenset[str]:
@@ -297,6 +306,7 @@ class _Linker:
         self.records_space = f"linked:{extractor.name}"
         self.names_space = f"linknames:{extractor.name}"
         self.meta_space = f"linkmeta:{extractor.name}"
+        self.build = uuid.uuid4().hex
 
     def read_state(self) -> tuple[dict[str, Any], dict[str, _Record]] | None:
         """The previous build's state, or None where there is none or it was made for
@@ -357,7 +367,9 @@ class _Linker:
         self._put(self.records_space, records)
         names.write()
         self._end_write(list(records))
-        delta = ExtractionDelta(frozenset(records), frozenset(), frozenset(), fresh=True)
+        delta = ExtractionDelta(
+            frozenset(records), frozenset(), frozenset(), fresh=True, build=self.build
+        )
         return LinkedCorpus(settled, filtered, delta, len(records))
 
     def update(self, meta: dict[str, Any], records: dict[str, _Record]) -> LinkedCorpus:
@@ -395,6 +407,8 @@ class _Linker:
             changed=frozenset(
                 i for i in filtered if i in records and records[i].filtered != filtered[i]
             ),
+            build=self.build,
+            since=since if isinstance(since := meta.get("build"), str) else None,
         )
         ids = list(self.chunks)
         return LinkedCorpus(
@@ -455,7 +469,12 @@ class _Linker:
             self.kv.put_many(space, {k: items[k] for k in batch})
 
     def _end_write(self, chunk_ids: list[str]) -> None:
-        meta = {"fingerprint": self.fingerprint, "chunks": chunk_ids, **self.context}
+        meta = {
+            "fingerprint": self.fingerprint,
+            "chunks": chunk_ids,
+            "build": self.build,
+            **self.context,
+        }
         self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
 
 

@@ -11,9 +11,10 @@ the state's storage.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -25,14 +26,16 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.base import Extraction, ExtractionIssue
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
+from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, resolve_entities
 from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.components.retrieval.context import endpoint_text
-from quillian.components.retrieval.derived import text_rows
+from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.linking import ExtractionDelta
+from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
-from quillian.index.tables import save_tables
+from quillian.index.tables import StoredTables, load_tables, save_tables
 from quillian.stores.protocols import VectorIndex
 from quillian.types import Chunk, Progress
 
@@ -54,6 +57,8 @@ logger = logging.getLogger(__name__)
 #: A one-word entity name used by more documents than this, and no document's title, is
 #: dropped before the graph is built (``drop_ambiguous_names``): "John" is not an entity.
 AMBIGUOUS_MAX_DOCS = 3
+#: The graph stage's entity-resolution state, at the index root.
+RESOLUTION_FILE = STATE_FILE
 
 
 def chunk_text(chunk: Chunk) -> str:
@@ -97,7 +102,16 @@ class BuildStage(Protocol):
 
 
 class GraphStage:
-    """SA-RAG's heterogeneous graph from the extractions, written to the graph store."""
+    """SA-RAG's heterogeneous graph from the extractions, written to the graph store.
+
+    The entity resolution is kept at the index root (:data:`RESOLUTION_FILE`, local to
+    the machine: a PostgreSQL workspace does not send it) and brought up to date by the
+    build's :class:`ExtractionDelta`, replaying only the mentions the delta reaches; the
+    tables and the snapshot are then written from it
+    (:func:`~quillian.index.state_tables.save_state_tables`). Where there is no delta
+    (or a fresh one), or the state was left by another build than the one the delta
+    follows, the state is made anew from every chunk. Chunks given out of index order
+    (a caller of its own) are built in memory instead (:class:`GraphBuilder`)."""
 
     name = "graph"
 
@@ -105,14 +119,12 @@ class GraphStage:
         extractions = state.filtered
         if extractions is None:
             extractions = drop_ambiguous_names(state.extractions, max_docs=AMBIGUOUS_MAX_DOCS)
-        builder = GraphBuilder()
-        builder.add_all(extractions)
-        store = state.storage.graph(fresh=True)
-        try:
-            kg = builder.build([c.id for c in state.chunks], store=store)
-        finally:
-            store.close()
-        save_tables(state.storage.directory, kg, state.chunks)
+        chunks = state.chunks
+        places = [(c.doc_id, c.index) for c in chunks]
+        if any(a >= b for a, b in itertools.pairwise(places)):
+            kg = _built_in_memory(state, extractions)
+        else:
+            kg = _built_from_resolution(state, extractions)
         state.kg = kg
         state.counts.update(
             entities=kg.n_entities,
@@ -124,21 +136,66 @@ class GraphStage:
         state.progress("graph", 1, 1)
 
 
+def _built_in_memory(state: BuildState, extractions: Sequence[Extraction]) -> KnowledgeGraph:
+    builder = GraphBuilder()
+    builder.add_all(extractions)
+    store = state.storage.graph(fresh=True)
+    try:
+        kg = builder.build([c.id for c in state.chunks], store=store)
+    finally:
+        store.close()
+    save_tables(state.storage.directory, kg, state.chunks)
+    return kg
+
+
+def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction]) -> KnowledgeGraph:
+    chunks, directory, delta = state.chunks, state.storage.directory, state.delta
+    chunk_ids = [c.id for c in chunks]
+
+    def rows(wanted: Callable[[str], bool]) -> list[ChunkExtraction]:
+        """The chunks ``wanted`` takes, with their extractions (only those are read)."""
+        return [
+            ChunkExtraction(chunks[i].doc_id, chunks[i].index, extractions[i])
+            for i, chunk_id in enumerate(chunk_ids)
+            if wanted(chunk_id)
+        ]
+
+    update = None
+    if delta is not None and not delta.fresh and delta.since is not None:
+        touched = delta.added | delta.changed
+        update = (delta.removed, rows(touched.__contains__))
+    resolution = resolve_entities(
+        directory / RESOLUTION_FILE,
+        lambda: rows(lambda _: True),
+        update,
+        since=(delta.since or "") if delta is not None else "",
+        tag=delta.build if delta is not None else "",
+        facts=ENTITY_FACTS,
+    )
+    try:
+        store = state.storage.graph(fresh=True)
+        try:
+            snapshot = save_state_tables(directory, resolution, chunk_ids, chunks, store)
+        finally:
+            store.close()
+    finally:
+        resolution.close()
+    kg, _ = load_tables(directory, snapshot)
+    return kg
+
+
 def unique_texts(
     kg: KnowledgeGraph,
 ) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct description and relation texts, and each one's row among them."""
+    if isinstance(kg.indexes, StoredTables):  # read as texts, not as rows decoded
+        descriptions, relations = kg.indexes.graph_texts()
+    else:
+        descriptions = [d.text for d in kg.descriptions]
+        relations = [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations]
     rows: dict[str, int] = {}
-    desc_rows = np.array(
-        [rows.setdefault(d.text, len(rows)) for d in kg.descriptions], dtype=np.int64
-    )
-    rel_rows = np.array(
-        [
-            rows.setdefault(r.description or f"{r.subject} {r.predicate} {r.object}", len(rows))
-            for r in kg.relations
-        ],
-        dtype=np.int64,
-    )
+    desc_rows = np.array([rows.setdefault(t, len(rows)) for t in descriptions], dtype=np.int64)
+    rel_rows = np.array([rows.setdefault(t, len(rows)) for t in relations], dtype=np.int64)
     return list(rows), desc_rows, rel_rows
 
 

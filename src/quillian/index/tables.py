@@ -43,7 +43,7 @@ from quillian.stores.mapped import load_mapped
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Provenance, Triple
 
-__all__ = ["TABLES_DB", "load_tables", "save_tables"]
+__all__ = ["TABLES_DB", "StoredTables", "fingerprint", "load_tables", "save_tables"]
 
 #: The database, relative to the index directory.
 TABLES_DB = "tables/graph.sqlite"
@@ -159,24 +159,16 @@ class _TableWriter:
                 for i, (cid, c) in enumerate(zip(kg.chunk_ids, self.chunks, strict=True))
             ),
         )
-        digest = hashlib.sha256()
         self.insert(
             "INSERT INTO entities VALUES (?, ?, ?, ?)",
-            _hashed(
-                digest,
-                (
-                    (i, e.name, e.type, json.dumps(e.aliases, ensure_ascii=False))
-                    for i, e in enumerate(kg.entities)
-                ),
+            (
+                (i, e.name, e.type, json.dumps(e.aliases, ensure_ascii=False))
+                for i, e in enumerate(kg.entities)
             ),
         )
         self.insert(
             "INSERT INTO descriptions VALUES (?, ?, ?, ?)",
-            _hashed(
-                digest,
-                ((i, d.entity, d.text, d.chunk_id) for i, d in enumerate(kg.descriptions)),
-                lambda row: (*row[:2], self.text(row[2]), row[3]),
-            ),
+            ((i, d.entity, self.text(d.text), d.chunk_id) for i, d in enumerate(kg.descriptions)),
         )
         sources: dict[tuple[str, str, int], int] = {}
         self.insert(
@@ -203,7 +195,7 @@ class _TableWriter:
             "relations": len(kg.relations),
             "chunks": len(kg.chunk_ids),
         }
-        meta = [("counts", json.dumps(counts)), (FINGERPRINT, digest.hexdigest()[:16])]
+        meta = [("counts", json.dumps(counts)), (FINGERPRINT, fingerprint(self.conn))]
         self.conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
 
     def _relation(
@@ -223,15 +215,19 @@ class _TableWriter:
         return (*head, source, p.start, p.end, sentence)
 
 
-def _hashed(
-    digest: Any,
-    rows: Iterator[tuple[Any, ...]],
-    stored: Callable[[tuple[Any, ...]], tuple[Any, ...]] = lambda row: row,
-) -> Iterator[tuple[Any, ...]]:
-    """``rows`` as stored, each fed to ``digest`` as written (JSON, one a line)."""
-    for row in rows:
-        digest.update(json.dumps(row, ensure_ascii=False).encode() + b"\n")
-        yield stored(row)
+def fingerprint(conn: sqlite3.Connection) -> str:
+    """The :data:`FINGERPRINT` of the entity and description tables written on
+    ``conn``: a hash of their rows (texts, not text rows) as SQLite's JSON arrays, one a
+    line, computed by SQLite (no Python pass over the rows)."""
+    digest = hashlib.sha256()
+    for sql in (
+        "SELECT json_array(pos, name, type, aliases) AS line FROM entities ORDER BY pos",
+        "SELECT json_array(d.pos, d.entity, t.text, d.chunk_id) AS line FROM descriptions d"
+        " JOIN texts t ON t.id = d.text ORDER BY d.pos",
+    ):
+        (lines,) = conn.execute(f"SELECT group_concat(line, char(10)) FROM ({sql})").fetchone()
+        digest.update((lines or "").encode() + b"\n\n")
+    return digest.hexdigest()[:16]
 
 
 class _Database:
@@ -342,6 +338,19 @@ class StoredTables:
             relation_object=self.array("relation_object"),  # type: ignore[arg-type]
             indexes=self,
         )
+
+    def graph_texts(self) -> tuple[list[str], list[str]]:
+        """Each description's text, and each relation's text as embedded (its
+        description, else its subject, predicate and object), by position: two queries,
+        no row decoded."""
+        descriptions = self.db.query(
+            "SELECT t.text FROM descriptions d JOIN texts t ON t.id = d.text ORDER BY d.pos"
+        )
+        relations = self.db.query(
+            "SELECT coalesce(t.text, r.subject || ' ' || r.predicate || ' ' || r.object)"
+            " FROM relations r LEFT JOIN texts t ON t.id = r.description ORDER BY r.pos"
+        )
+        return [r[0] for r in descriptions], [r[0] for r in relations]
 
     def _relation(self, row: tuple[Any, ...]) -> Triple:
         subject, predicate, obj, description, doc, cid, chunk, start, end, ref, text = row

@@ -22,6 +22,7 @@ __all__ = [
     "DocumentStore",
     "GraphStore",
     "KeyValueStore",
+    "SnapshotWriter",
     "StatusRecord",
     "StatusStore",
     "VectorIndex",
@@ -141,6 +142,18 @@ class GraphStore(Protocol):
     ) -> None: ...
     def snapshot(self) -> GraphSnapshot: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SnapshotWriter(Protocol):
+    """An optional power of a graph store: taking a whole graph at once, as a snapshot,
+    instead of its nodes and edges by id."""
+
+    def write_snapshot(self, snapshot: GraphSnapshot) -> GraphSnapshot:
+        """Write ``snapshot`` as the graph of this store, which holds nothing yet (an
+        :class:`~quillian.errors.StoreError` otherwise), and return it as the store
+        reads it back (equal to ``snapshot``)."""
+        ...
 
 
 T = TypeVar("T")

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.stores.protocols import GraphStore
+from quillian.stores.protocols import GraphStore, SnapshotWriter
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.types import Triple, entity_id, normalize_name, stable_id
 
@@ -29,8 +29,12 @@ __all__ = [
     "DescriptionRecord",
     "EntityRecord",
     "GraphBuilder",
+    "GraphEdges",
     "GraphIndexes",
+    "GraphShape",
     "KnowledgeGraph",
+    "graph_edges",
+    "write_graph",
 ]
 
 #: ``described_by`` weight of a chunk that is about the entity (its title entity) versus
@@ -266,86 +270,24 @@ class GraphBuilder:
         is the store's; otherwise the snapshot is built in memory."""
         chunks = list(chunk_ids) if chunk_ids is not None else list(self._chunks)
         chunk_index = {c: i for i, c in enumerate(chunks)}
-        n_ent, n_desc = len(self.entities), len(self.descriptions)
-        desc_base, chunk_base = n_ent, n_ent + n_desc
         node_ids = [e.node_id for e in self.entities]
         node_ids += [d.node_id for d in self.descriptions]
         node_ids += chunks
-        kinds = np.concatenate(
-            [
-                np.full(n_ent, NodeKind.ENTITY, np.int8),
-                np.full(n_desc, NodeKind.DESCRIPTION, np.int8),
-                np.full(len(chunks), NodeKind.CHUNK, np.int8),
-            ]
-        )
-        src: list[npt.NDArray[np.int64]] = []
-        dst: list[npt.NDArray[np.int64]] = []
-        ek: list[npt.NDArray[np.int8]] = []
-        w: list[npt.NDArray[np.float32]] = []
-        rel: list[npt.NDArray[np.int32]] = []
-
-        def emit(
-            s: npt.NDArray[np.int64],
-            d: npt.NDArray[np.int64],
-            kind: EdgeKind,
-            weight: npt.NDArray[np.float32],
-            relation: npt.NDArray[np.int32],
-        ) -> None:
-            src.append(s)
-            dst.append(d)
-            ek.append(np.full(len(s), kind, np.int8))
-            w.append(weight)
-            rel.append(relation)
-
         mentions = [
             (chunk_index[c], e, wt) for (c, e), wt in self._mentions.items() if c in chunk_index
         ]
-        if mentions:
-            m = np.array(mentions, dtype=np.float64)
-            c_nodes = m[:, 0].astype(np.int64) + chunk_base
-            e_nodes = m[:, 1].astype(np.int64)
-            weights = m[:, 2].astype(np.float32)
-            none = np.full(len(m), -1, np.int32)
-            emit(c_nodes, e_nodes, EdgeKind.DESCRIBES, weights, none)
-            emit(e_nodes, c_nodes, EdgeKind.DESCRIBED_BY, weights, none)
-        if n_desc:
-            d_nodes = np.arange(n_desc, dtype=np.int64) + desc_base
-            d_ent = np.array([d.entity for d in self.descriptions], dtype=np.int64)
-            ones = np.ones(n_desc, np.float32)
-            none = np.full(n_desc, -1, np.int32)
-            emit(d_nodes, d_ent, EdgeKind.DESCRIBES, ones, none)
-            emit(d_ent, d_nodes, EdgeKind.DESCRIBED_BY, ones, none)
+        m = np.array(mentions, dtype=np.float64).reshape(-1, 3)
         ends = np.array(self._rel_ends, dtype=np.int64).reshape(-1, 2)
-        if len(ends):
-            ids = np.arange(len(ends), dtype=np.int32)
-            ones = np.ones(len(ends), np.float32)
-            emit(ends[:, 0], ends[:, 1], EdgeKind.RELATED_TO, ones, ids)
-            emit(ends[:, 1], ends[:, 0], EdgeKind.RELATED_TO, ones, ids)
-
-        def cat(parts: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]:
-            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-
-        sources, targets = cat(src, np.int64), cat(dst, np.int64)
-        if store is None:
-            snapshot = GraphSnapshot.from_edges(
-                node_ids,
-                kinds,
-                sources,
-                targets,
-                cat(ek, np.int8),
-                cat(w, np.float32),
-                cat(rel, np.int32),
-            )
-        else:
-            store.add_nodes(node_ids, kinds)
-            store.add_edges(
-                [node_ids[i] for i in sources.tolist()],
-                [node_ids[i] for i in targets.tolist()],
-                cat(ek, np.int8),
-                cat(w, np.float32),
-                cat(rel, np.int32),
-            )
-            snapshot = store.snapshot()
+        edges = graph_edges(
+            GraphShape(len(self.entities), len(self.descriptions), len(chunks)),
+            m[:, 0].astype(np.int64),
+            m[:, 1].astype(np.int64),
+            m[:, 2].astype(np.float32),
+            np.array([d.entity for d in self.descriptions], dtype=np.int64),
+            ends[:, 0],
+            ends[:, 1],
+        )
+        snapshot = write_graph(node_ids, edges, store)
         return KnowledgeGraph(
             snapshot=snapshot,
             entities=list(self.entities),
@@ -355,3 +297,127 @@ class GraphBuilder:
             relation_subject=ends[:, 0].astype(np.int32),
             relation_object=ends[:, 1].astype(np.int32),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphShape:
+    """How many entity, description and chunk nodes a graph has (in that node order)."""
+
+    entities: int
+    descriptions: int
+    chunks: int
+
+    @property
+    def kinds(self) -> npt.NDArray[np.int8]:
+        """Each node's kind."""
+        return np.concatenate(
+            [
+                np.full(self.entities, NodeKind.ENTITY, np.int8),
+                np.full(self.descriptions, NodeKind.DESCRIPTION, np.int8),
+                np.full(self.chunks, NodeKind.CHUNK, np.int8),
+            ]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphEdges:
+    """A graph's nodes' kinds and its edges, in the order :meth:`GraphBuilder.build`
+    emits them (a snapshot sorts them by source, stably)."""
+
+    kinds: npt.NDArray[np.int8]
+    sources: npt.NDArray[np.int64]
+    targets: npt.NDArray[np.int64]
+    edge_kinds: npt.NDArray[np.int8]
+    weights: npt.NDArray[np.float32]
+    relations: npt.NDArray[np.int32]
+
+
+def graph_edges(
+    shape: GraphShape,
+    mention_chunks: npt.NDArray[np.int64],
+    mention_entities: npt.NDArray[np.int64],
+    mention_weights: npt.NDArray[np.float32],
+    description_entities: npt.NDArray[np.int64],
+    relation_subjects: npt.NDArray[np.int64],
+    relation_objects: npt.NDArray[np.int64],
+) -> GraphEdges:
+    """The edges of a graph of ``shape``: each mention (a chunk's position, its entity
+    and weight, in the order the chunks were added) linked both ways, each
+    description to its entity both ways, each relation between its ends both ways."""
+    desc_base, chunk_base = shape.entities, shape.entities + shape.descriptions
+    src: list[npt.NDArray[np.int64]] = []
+    dst: list[npt.NDArray[np.int64]] = []
+    ek: list[npt.NDArray[np.int8]] = []
+    w: list[npt.NDArray[np.float32]] = []
+    rel: list[npt.NDArray[np.int32]] = []
+
+    def emit(
+        s: npt.NDArray[np.int64],
+        d: npt.NDArray[np.int64],
+        kind: EdgeKind,
+        weight: npt.NDArray[np.float32],
+        relation: npt.NDArray[np.int32],
+    ) -> None:
+        src.append(s)
+        dst.append(d)
+        ek.append(np.full(len(s), kind, np.int8))
+        w.append(weight)
+        rel.append(relation)
+
+    if len(mention_chunks):
+        c_nodes = mention_chunks + chunk_base
+        none = np.full(len(c_nodes), -1, np.int32)
+        emit(c_nodes, mention_entities, EdgeKind.DESCRIBES, mention_weights, none)
+        emit(mention_entities, c_nodes, EdgeKind.DESCRIBED_BY, mention_weights, none)
+    n_desc = len(description_entities)
+    if n_desc:
+        d_nodes = np.arange(n_desc, dtype=np.int64) + desc_base
+        ones = np.ones(n_desc, np.float32)
+        none = np.full(n_desc, -1, np.int32)
+        emit(d_nodes, description_entities, EdgeKind.DESCRIBES, ones, none)
+        emit(description_entities, d_nodes, EdgeKind.DESCRIBED_BY, ones, none)
+    if len(relation_subjects):
+        ids = np.arange(len(relation_subjects), dtype=np.int32)
+        ones = np.ones(len(ids), np.float32)
+        emit(relation_subjects, relation_objects, EdgeKind.RELATED_TO, ones, ids)
+        emit(relation_objects, relation_subjects, EdgeKind.RELATED_TO, ones, ids)
+
+    def cat(parts: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    return GraphEdges(
+        shape.kinds,
+        cat(src, np.int64),
+        cat(dst, np.int64),
+        cat(ek, np.int8),
+        cat(w, np.float32),
+        cat(rel, np.int32),
+    )
+
+
+def write_graph(
+    node_ids: Sequence[str], edges: GraphEdges, store: GraphStore | None = None
+) -> GraphSnapshot:
+    """The snapshot of ``edges`` between ``node_ids``: given an empty ``store``, written
+    to it and read back from it (whole, where it can take a snapshot whole); otherwise
+    built in memory."""
+    if store is None or isinstance(store, SnapshotWriter):
+        snapshot = GraphSnapshot.from_edges(
+            node_ids,
+            edges.kinds,
+            edges.sources,
+            edges.targets,
+            edges.edge_kinds,
+            edges.weights,
+            edges.relations,
+        )
+        return snapshot if store is None else store.write_snapshot(snapshot)
+    store.add_nodes(node_ids, edges.kinds)
+    store.add_edges(
+        [node_ids[i] for i in edges.sources.tolist()],
+        [node_ids[i] for i in edges.targets.tolist()],
+        edges.edge_kinds,
+        edges.weights,
+        edges.relations,
+    )
+    return store.snapshot()

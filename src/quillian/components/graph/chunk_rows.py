@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from quillian.components.extraction.base import Extraction
 from quillian.components.graph.builder import (
@@ -24,11 +25,10 @@ from quillian.components.graph.builder import (
     GraphBuilder,
     KnowledgeGraph,
 )
-from quillian.components.graph.compact import decode_triple, encode_triple
 from quillian.stores.protocols import GraphStore
-from quillian.types import Triple
+from quillian.types import Provenance, Triple
 
-__all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert"]
+__all__ = ["SCHEMA", "TRIPLE_COLUMNS", "ChunkRows", "assemble", "delete", "derive", "insert"]
 
 SCHEMA = """
 CREATE TABLE mentions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
@@ -37,8 +37,13 @@ CREATE TABLE descriptions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
     entity INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
 CREATE TABLE occurrences (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
     triple_id TEXT NOT NULL, subject INTEGER NOT NULL, object INTEGER NOT NULL,
-    triple TEXT NOT NULL, PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
+    s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description TEXT NOT NULL,
+    doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence TEXT,
+    PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
 """
+#: An occurrence's triple as the columns ``s`` to ``sentence`` (``doc_id`` NULL: no
+#: provenance).
+TRIPLE_COLUMNS = "s, p, o, description, doc_id, source_chunk, start, end, sentence"
 _TABLES = ("mentions", "descriptions", "occurrences")
 
 
@@ -104,13 +109,25 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
         ((r.chunk_id, i, e, t) for r in rows for i, (e, t) in enumerate(r.descriptions)),
     )
     conn.executemany(
-        "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            (r.chunk_id, i, t.id, s, o, encode_triple(t))
+            (r.chunk_id, i, t.id, s, o, *_columns(t))
             for r in rows
             for i, (s, o, t) in enumerate(r.occurrences)
         ),
     )
+
+
+def _columns(t: Triple) -> tuple[Any, ...]:
+    p = t.provenance
+    where = (None,) * 5 if p is None else (p.doc_id, p.chunk_id, p.start, p.end, p.sentence)
+    return (t.subject, t.predicate, t.object, t.description, *where)
+
+
+def _triple(row: Sequence[Any]) -> Triple:
+    s, p, o, description, doc_id, chunk_id, start, end, sentence = row
+    where = None if doc_id is None else Provenance(doc_id, chunk_id, start, end, sentence)
+    return Triple(s, p, o, description, where)
 
 
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:
@@ -136,12 +153,14 @@ def assemble(
         DescriptionRecord(position[e], text, c)
         for c, e, text in _in_order(conn, "descriptions", "t.entity, t.text")
     ]
-    kept: dict[str, tuple[int, int, str]] = {}
-    for _, triple_id, s, o, raw in _in_order(
-        conn, "occurrences", "t.triple_id, t.subject, t.object, t.triple"
+    kept: dict[str, tuple[int, int, Triple]] = {}
+    columns = ", ".join(f"t.{c.strip()}" for c in TRIPLE_COLUMNS.split(","))
+    for _, triple_id, s, o, *row in _in_order(
+        conn, "occurrences", f"t.triple_id, t.subject, t.object, {columns}"
     ):
-        kept.setdefault(triple_id, (position[s], position[o], raw))
-    relations = [decode_triple(raw) for _, _, raw in kept.values()]
+        if triple_id not in kept:
+            kept[triple_id] = (position[s], position[o], _triple(row))
+    relations = [t for _, _, t in kept.values()]
     ends = [(s, o) for s, o, _ in kept.values()]
     builder = GraphBuilder.of(entities, descriptions, relations, ends, mentions, chunk_ids)
     return builder.build(chunk_ids, store=store)

@@ -10,7 +10,7 @@ from typing import Any
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.types import Provenance, Triple
 
-__all__ = ["decode_extraction", "decode_triple", "encode_extraction", "encode_triple"]
+__all__ = ["decode_extraction", "encode_extraction"]
 
 
 def _entity(e: ExtractedEntity) -> list[Any]:
@@ -49,14 +49,3 @@ def decode_extraction(raw: bytes) -> Extraction:
             for s, p, o, d, where in triples
         ),
     )
-
-
-def encode_triple(triple: Triple) -> str:
-    """One triple, as compact JSON."""
-    return json.dumps(_triple(triple), ensure_ascii=False, separators=(",", ":"))
-
-
-def decode_triple(raw: str) -> Triple:
-    """The triple :func:`encode_triple` wrote."""
-    s, p, o, d, where = json.loads(raw)
-    return Triple(s, p, o, d, None if where is None else Provenance(*where))

@@ -13,7 +13,7 @@ mentions in index order; every other entity keeps its row. The entities' positio
 their creating mentions' order, so a graph built from the state is the clean build's,
 node for node (:meth:`ResolutionState.graph`).
 
-The state is one SQLite file (:data:`STATE_FILE`, under an index's ``tables/``): the
+The state is one SQLite file (:data:`STATE_FILE`, at an index's root): the
 stored extractions with their order keys, a key -> chunk index, the entity rows and
 each key's entity. A missing, damaged or foreign-version file opens as None, and the
 caller builds anew (:meth:`ResolutionState.create`).
@@ -40,12 +40,14 @@ from quillian.components.graph.builder import EntityRecord, KnowledgeGraph
 from quillian.components.graph.compact import decode_extraction, encode_extraction
 from quillian.errors import InputError
 from quillian.stores.protocols import GraphStore
-from quillian.types import normalize_name
+from quillian.types import entity_id, normalize_name
 
 __all__ = [
+    "NO_FACTS",
     "STATE_FILE",
     "STATE_VERSION",
     "ChunkExtraction",
+    "EntityFacts",
     "ResolutionState",
     "resolve_entities",
 ]
@@ -60,7 +62,7 @@ _key = lru_cache(maxsize=1 << 16)(normalize_name)
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 3
+STATE_VERSION = 4
 _BATCH = 500  # SQLite host parameters per statement
 
 _SCHEMA = """
@@ -75,11 +77,32 @@ CREATE INDEX chunk_keys_chunk ON chunk_keys (chunk_id);
 CREATE TABLE entities (
     row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
     aliases TEXT NOT NULL, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
-    seq INTEGER NOT NULL);
+    seq INTEGER NOT NULL, node_id TEXT NOT NULL, literal INTEGER NOT NULL);
 CREATE INDEX entities_order ON entities (doc_id, idx, seq);
+CREATE TABLE entity_keys (row INTEGER NOT NULL, key TEXT NOT NULL,
+    PRIMARY KEY (row, key)) WITHOUT ROWID;
+CREATE TABLE entity_alias_ids (row INTEGER NOT NULL, id TEXT NOT NULL,
+    PRIMARY KEY (row, id)) WITHOUT ROWID;
 CREATE TABLE key_owner (key TEXT PRIMARY KEY, row INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX key_owner_row ON key_owner (row);
 """
+
+
+@dataclass(frozen=True, slots=True)
+class EntityFacts:
+    """What the graph tables take of each entity besides its name, type and aliases,
+    computed when a replay makes the entity (so writing the tables passes over no
+    entity in Python): whether it is a ``literal`` (a date, a number), and the lexicon
+    ``keys`` of its names. ``version`` names the rule; a state made under another is
+    read as no state."""
+
+    version: str
+    literal: Callable[[str, str], bool]
+    keys: Callable[[Sequence[str]], Iterable[str]]
+
+
+#: No facts: a state only :meth:`ResolutionState.graph` reads.
+NO_FACTS = EntityFacts("none", lambda name, type_: False, lambda names: ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,15 +213,35 @@ def _marks(n: int) -> str:
 class ResolutionState:
     """The persisted entity resolution of an index's last graph build."""
 
-    def __init__(self, conn: sqlite3.Connection, max_entities_per_chunk: int) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, max_entities_per_chunk: int, facts: EntityFacts = NO_FACTS
+    ) -> None:
         self._conn = conn
         self.max_entities_per_chunk = max_entities_per_chunk
+        self.facts = facts
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The state's connection (its tables are read by the graph tables writer)."""
+        return self._conn
+
+    @property
+    def path(self) -> Path:
+        """The state's file."""
+        for _, name, file in self._conn.execute("PRAGMA database_list"):
+            if name == "main":
+                return Path(file)
+        raise InputError("the resolution state has no main database")  # pragma: no cover
 
     # ----- opening and creating -------------------------------------------------------
 
     @classmethod
     def open(
-        cls, path: Path, max_entities_per_chunk: int = 64, tag: str | None = None
+        cls,
+        path: Path,
+        max_entities_per_chunk: int = 64,
+        tag: str | None = None,
+        facts: EntityFacts = NO_FACTS,
     ) -> ResolutionState | None:
         """The state at ``path``, or None where it is missing, damaged, of another
         version or resolution setting, or (given ``tag``) left by another build."""
@@ -215,7 +258,11 @@ class ResolutionState:
         except sqlite3.DatabaseError as err:
             logger.warning("graph resolution state %s unreadable (%s): building anew", path, err)
             return None
-        wanted = {"version": str(STATE_VERSION), "max_per_chunk": str(max_entities_per_chunk)}
+        wanted = {
+            "version": str(STATE_VERSION),
+            "max_per_chunk": str(max_entities_per_chunk),
+            "facts": facts.version,
+        }
         if tag is not None:
             wanted["tag"] = tag
         problem = "damaged" if checked is None or checked[0] != "ok" else None
@@ -225,7 +272,7 @@ class ResolutionState:
             logger.warning("graph resolution state %s %s: building anew", path, problem)
             conn.close()
             return None
-        return cls(conn, max_entities_per_chunk)
+        return cls(conn, max_entities_per_chunk, facts)
 
     @classmethod
     def create(
@@ -234,6 +281,7 @@ class ResolutionState:
         chunks: Iterable[ChunkExtraction],
         max_entities_per_chunk: int = 64,
         tag: str = "",
+        facts: EntityFacts = NO_FACTS,
     ) -> ResolutionState:
         """A new state at ``path`` (replacing any file there) resolved over ``chunks``.
         The file is written aside and renamed into place, so a failure leaves no half
@@ -249,9 +297,10 @@ class ResolutionState:
                     ("version", str(STATE_VERSION)),
                     ("max_per_chunk", str(max_entities_per_chunk)),
                     ("tag", tag),
+                    ("facts", facts.version),
                 ],
             )
-            state = cls(conn, max_entities_per_chunk)
+            state = cls(conn, max_entities_per_chunk, facts)
             conn.execute("BEGIN")
             items = sorted(chunks, key=lambda c: (c.doc_id, c.index))
             state._replay_into(state._store(items), items)
@@ -262,7 +311,8 @@ class ResolutionState:
             partial.unlink(missing_ok=True)
             raise
         partial.replace(path)
-        return cls(sqlite3.connect(path, isolation_level=None), max_entities_per_chunk)
+        conn = sqlite3.connect(path, isolation_level=None)
+        return cls(conn, max_entities_per_chunk, facts)
 
     def close(self) -> None:
         self._conn.close()
@@ -392,6 +442,9 @@ class ResolutionState:
             found = conn.execute(f"SELECT row FROM key_owner WHERE key IN ({marks})", batch)
             rows.update(r for (r,) in found)
             conn.execute(f"DELETE FROM key_owner WHERE key IN ({marks})", batch)
+        for numbers in _batches(sorted(rows)):
+            for table in ("entity_keys", "entity_alias_ids"):
+                conn.execute(f"DELETE FROM {table} WHERE row IN ({_marks(len(numbers))})", numbers)
         old: dict[tuple[str, str, int, int], int] = {}
         for numbers in _batches(sorted(rows)):
             marks = _marks(len(numbers))
@@ -408,16 +461,48 @@ class ResolutionState:
         for entity in replay.entities:
             row = old.pop((entity.record.name, *entity.order), None)
             ids.append(next(fresh) if row is None else row)
-        conn.executemany(
-            "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                (row, e.record.name, e.record.type, json.dumps(e.record.aliases), *e.order)
-                for row, e in zip(ids, replay.entities, strict=True)
-            ),
-        )
+        self._insert_entities(ids, replay.entities)
         owner = {k: ids[i] for k, i in replay.owner.items()}
         conn.executemany("INSERT INTO key_owner VALUES (?, ?)", owner.items())
         self._derive(chunks, owner)
+
+    def _insert_entities(self, rows: Sequence[int], entities: Sequence[_Entity]) -> None:
+        """Store the entities a replay made, at ``rows``, with what the graph tables
+        take of each (:class:`EntityFacts`)."""
+        conn, facts = self._conn, self.facts
+        records = [e.record for e in entities]
+        conn.executemany(
+            "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    row,
+                    r.name,
+                    r.type,
+                    json.dumps(r.aliases, ensure_ascii=False),
+                    *e.order,
+                    r.node_id,
+                    facts.literal(r.name, r.type),
+                )
+                for row, r, e in zip(rows, records, entities, strict=True)
+            ),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO entity_keys VALUES (?, ?)",
+            (
+                (row, key)
+                for row, r in zip(rows, records, strict=True)
+                for key in facts.keys([r.name, *r.aliases])
+            ),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO entity_alias_ids VALUES (?, ?)",
+            (
+                (row, entity_id(alias))
+                for row, r in zip(rows, records, strict=True)
+                for alias in r.aliases
+                if _key(alias)
+            ),
+        )
 
     def _derive(self, chunks: Sequence[ChunkExtraction], owner: dict[str, int]) -> None:
         """Store again the rows of ``chunks``, whose keys ``owner`` gives in part."""
@@ -487,6 +572,7 @@ def resolve_entities(
     since: str,
     tag: str,
     max_entities_per_chunk: int = 64,
+    facts: EntityFacts = NO_FACTS,
 ) -> ResolutionState:
     """The entity resolution of a graph build, for the graph stage to call.
 
@@ -498,7 +584,7 @@ def resolve_entities(
     tagged ``tag``, and its :meth:`ResolutionState.graph` is the clean build's graph.
     """
     if delta is not None:
-        state = ResolutionState.open(path, max_entities_per_chunk, since)
+        state = ResolutionState.open(path, max_entities_per_chunk, since, facts)
         if state is not None:
             removed, changed = delta
             try:
@@ -511,4 +597,6 @@ def resolve_entities(
             else:
                 logger.info("entity resolution: %d chunks replayed", replayed)
                 return state
-    return ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag)
+    state = ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag, facts=facts)
+    logger.info("entity resolution: every chunk resolved")
+    return state

@@ -15,13 +15,24 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
-from quillian.components.retrieval.seeding import is_literal, lexicon_keys, page_aliases
+from quillian.components.graph.incremental import EntityFacts
+from quillian.components.retrieval.seeding import (
+    is_literal,
+    lexicon_keys,
+    page_aliases,
+)
+from quillian.components.retrieval.seeding import (
+    name_keys as entity_name_keys,
+)
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = [
+    "ENTITY_FACTS",
     "HOP_ARRAYS",
     "chunk_links",
+    "chunk_pages",
     "description_entities",
+    "entity_chunk_counts",
     "entity_chunks",
     "grouped",
     "hop_arrays",
@@ -29,8 +40,13 @@ __all__ = [
     "name_keys",
     "page_entities",
     "relation_chunks",
+    "relation_hops",
     "text_rows",
 ]
+
+#: What the entity-resolution state keeps of each entity for the tables derived here:
+#: :func:`literal_entities`'s flag and the lexicon keys of :func:`name_keys`.
+ENTITY_FACTS = EntityFacts("lexicon-1", is_literal, entity_name_keys)
 
 #: The arrays of :func:`hop_arrays`, by name.
 HOP_ARRAYS = (
@@ -74,17 +90,24 @@ def text_rows(rows: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64
 def page_entities(kg: KnowledgeGraph) -> npt.NDArray[np.int64]:
     """Per chunk, the entity it is about (its title entity: a chunk-to-entity link of
     ``TOPIC_WEIGHT``), or -1."""
-    snapshot = kg.snapshot
-    out = np.full(len(kg.chunk_ids), -1, dtype=np.int64)
+    return chunk_pages(kg.snapshot, kg.n_entities, kg.chunk_offset, len(kg.chunk_ids))
+
+
+def chunk_pages(
+    snapshot: GraphSnapshot, n_entities: int, chunk_offset: int, n_chunks: int
+) -> npt.NDArray[np.int64]:
+    """:func:`page_entities` of a snapshot whose ``n_chunks`` chunk nodes start at
+    ``chunk_offset``, after ``n_entities`` entity nodes."""
+    out = np.full(n_chunks, -1, dtype=np.int64)
     rows = snapshot.edge_sources()
     targets = np.asarray(snapshot.indices)
     topic = (
         (np.asarray(snapshot.edge_kinds) == EdgeKind.DESCRIBES)
-        & (rows >= kg.chunk_offset)
-        & (targets < kg.n_entities)
+        & (rows >= chunk_offset)
+        & (targets < n_entities)
         & (np.asarray(snapshot.weights) >= TOPIC_WEIGHT)
     )
-    out[rows[topic][::-1] - kg.chunk_offset] = targets[topic][::-1]  # first link wins
+    out[rows[topic][::-1] - chunk_offset] = targets[topic][::-1]  # first link wins
     return out
 
 
@@ -111,18 +134,37 @@ def hop_arrays(
     those naming each entity, and each entity's pages (CSR, :func:`grouped`)."""
     if chunks is None:
         chunks = relation_chunks(kg)
-    ends = np.concatenate([np.asarray(kg.relation_subject), np.asarray(kg.relation_object)]).astype(
-        np.int64
+    return relation_hops(
+        np.asarray(kg.relation_subject),
+        np.asarray(kg.relation_object),
+        kg.n_entities,
+        len(kg.chunk_ids),
+        pages,
+        chunks,
     )
-    by_entity_indptr, by_entity_order = grouped(ends, kg.n_entities)
-    by_chunk_indptr, by_chunk_order = grouped(chunks, len(kg.chunk_ids))
-    pages_indptr, pages_order = grouped(np.asarray(pages, dtype=np.int64), kg.n_entities)
+
+
+def relation_hops(
+    subjects: npt.NDArray[np.integer],
+    objects: npt.NDArray[np.integer],
+    n_entities: int,
+    n_chunks: int,
+    pages: npt.NDArray[np.int64],
+    chunks: npt.NDArray[np.int64],
+) -> dict[str, npt.NDArray[np.int64]]:
+    """:func:`hop_arrays` of the relations between ``subjects`` and ``objects`` (entity
+    positions), read in ``chunks`` (positions, or -1), over ``n_entities`` entities
+    with their ``pages`` and ``n_chunks`` chunks."""
+    ends = np.concatenate([subjects, objects]).astype(np.int64)
+    by_entity_indptr, by_entity_order = grouped(ends, n_entities)
+    by_chunk_indptr, by_chunk_order = grouped(chunks, n_chunks)
+    pages_indptr, pages_order = grouped(np.asarray(pages, dtype=np.int64), n_entities)
     return {
         "relation_chunks": chunks,
         "by_chunk_indptr": by_chunk_indptr,
         "by_chunk_order": by_chunk_order,
         "by_entity_indptr": by_entity_indptr,
-        "by_entity_order": by_entity_order % max(len(kg.relations), 1),
+        "by_entity_order": by_entity_order % max(len(subjects), 1),
         "pages_indptr": pages_indptr,
         "pages_order": pages_order,
     }
@@ -145,9 +187,16 @@ def literal_entities(kg: KnowledgeGraph) -> npt.NDArray[np.bool_]:
 
 def entity_chunks(kg: KnowledgeGraph) -> npt.NDArray[np.int64]:
     """Per entity, how many chunks are linked to it (about it or mentioning it)."""
-    snapshot, n_ent = kg.snapshot, kg.n_entities
-    to_chunk = chunk_links(snapshot, kg.chunk_offset)
-    return np.bincount(snapshot.edge_sources()[to_chunk], minlength=snapshot.n_nodes)[:n_ent]
+    return entity_chunk_counts(kg.snapshot, kg.n_entities, kg.chunk_offset)
+
+
+def entity_chunk_counts(
+    snapshot: GraphSnapshot, n_entities: int, chunk_offset: int
+) -> npt.NDArray[np.int64]:
+    """:func:`entity_chunks` of a snapshot whose first ``n_entities`` nodes are the
+    entities and whose chunk nodes start at ``chunk_offset``."""
+    to_chunk = chunk_links(snapshot, chunk_offset)
+    return np.bincount(snapshot.edge_sources()[to_chunk], minlength=snapshot.n_nodes)[:n_entities]
 
 
 def entity_names(kg: KnowledgeGraph) -> Iterable[tuple[int, list[str]]]:

@@ -176,11 +176,19 @@ def lexicon_keys(names: Iterable[tuple[int, Iterable[str]]]) -> dict[str, int]:
     key."""
     keys: dict[str, int] = {}
     for entity, entity_names in names:
-        for name in entity_names:
-            for variant in initials_spelled(name):
-                if key := normalize_name(variant):
-                    keys.setdefault(key, entity)
+        for key in name_keys(entity_names):
+            keys.setdefault(key, entity)
     return keys
+
+
+def name_keys(names: Iterable[str]) -> list[str]:
+    """The lexicon keys of one entity's names (:func:`lexicon_keys`), in order."""
+    return [
+        key
+        for name in names
+        for variant in initials_spelled(name)
+        if (key := normalize_name(variant))
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,6 +134,17 @@ class CSRGraphStore:
         self._new_ids, self._new_kinds, self._edges = [], [], []
         return self._base
 
+    def write_snapshot(self, snapshot: GraphSnapshot) -> GraphSnapshot:
+        """Write ``snapshot`` whole as this empty store's graph (no per-node ids are
+        resolved); returns it memory-mapped."""
+        self._check_open()
+        if self._base is not None or self._new_ids or self._edges:
+            raise StoreError(f"{self._dir}: write_snapshot needs an empty graph store")
+        _write_snapshot(snapshot, self._dir)
+        self._base = GraphSnapshot.load(self._dir, mmap=True, verify=False)  # just written
+        self._index = None
+        return self._base
+
     def close(self) -> None:
         """Write a snapshot if anything was added since the last, then release it."""
         if self._closed:

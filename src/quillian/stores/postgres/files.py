@@ -32,12 +32,25 @@ __all__ = [
 ]
 
 _SYNC = ".sync.json"
+#: The graph stage's entity-resolution state (``quillian.components.graph.incremental.
+#: STATE_FILE``, with its journal and the file a new one is written to), machine-local:
+#: a machine without it, or with one another build left, builds it from every chunk.
+_RESOLUTION_FILES = tuple(f"graph_resolution.sqlite{tail}" for tail in ("", "-journal", ".partial"))
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
-#: (rebuilt from the graph tables), the manifest copy, the sync record itself and the
-#: HTTP server's job state (``quillian serve`` keeps it per machine) and the writer lock
-#: (its ``flock`` works only while every process locks the same file: fetching the
-#: server's files must never remove it).
-SKIPPED = frozenset({"graph", "manifest.json", "server", _SYNC, ".writer.lock"})
+#: (rebuilt from the graph tables), the manifest copy, the sync record itself, the
+#: entity-resolution state, the HTTP server's job state (``quillian serve`` keeps it
+#: per machine) and the writer lock (its ``flock`` works only while every process
+#: locks the same file: fetching the server's files must never remove it).
+SKIPPED = frozenset(
+    {
+        "graph",
+        "manifest.json",
+        "server",
+        _SYNC,
+        ".writer.lock",
+        *_RESOLUTION_FILES,
+    }
+)
 _MANIFEST_KEY = "manifest"
 
 
