@@ -1,0 +1,93 @@
+"""Where the time of one update goes: ``index_documents`` (add) or
+``delete_documents`` (delete) on an existing index, with the wall seconds of the
+functions an update passes through (linking, the graph stage's writers, the embedding
+and BM25 stages, the chunk reads and cache sweeps) beside the build report's stages.
+
+Run ``python research/update_stages.py INDEX add FILE`` (FILE: documents the readers
+take, for example a one-line JSONL) or ``python research/update_stages.py INDEX delete
+DOC_ID``, on a copy of the index: the update changes it. Run add, delete, add on one
+copy to measure a steady state: the first update after a format change relinks every
+chunk and makes the graph's resolution state. It prints one JSON object. docs/scale.md
+("The graph stage from the resolution state") gives its figures at 20k passages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: (module, attribute path) of each function timed; one missing in a tree is skipped.
+TIMED = (
+    ("quillian.index.build", "_rebuild"),
+    ("quillian.index.build", "extract_cached"),
+    ("quillian.index.build", "processed_chunks"),
+    ("quillian.index.build", "_forget_unused"),
+    ("quillian.index.linking", "link_corpus"),
+    ("quillian.index.linking", "_Linker.__init__"),
+    ("quillian.index.linking", "_Linker.read_state"),
+    ("quillian.index.linking", "_Linker.update"),
+    ("quillian.components.graph.builder", "GraphBuilder.add_all"),
+    ("quillian.components.graph.builder", "GraphBuilder.build"),
+    ("quillian.components.graph.incremental", "resolve_entities"),
+    ("quillian.index.stages", "save_tables"),
+    ("quillian.index.stages", "save_state_tables"),
+    ("quillian.index.stages", "unique_texts"),
+    ("quillian.index.stages", "_embed_into"),
+)
+
+
+def _timed(seconds: dict[str, float], name: str, function: Callable[..., Any]) -> Any:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+
+    return wrapper
+
+
+def _instrument(seconds: dict[str, float]) -> None:
+    for module_name, path in TIMED:
+        owner: Any = importlib.import_module(module_name)
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent, None)
+        if owner is not None and hasattr(owner, name):
+            setattr(owner, name, _timed(seconds, path, getattr(owner, name)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("index", help="an index directory (a copy: it is changed)")
+    parser.add_argument("operation", choices=("add", "delete"))
+    parser.add_argument("what", help="add: a file of documents; delete: a document id")
+    args = parser.parse_args()
+    seconds: dict[str, float] = {}
+    _instrument(seconds)
+    from quillian.components.ingestion.readers import read_documents
+    from quillian.engine import IndexSettings, delete_documents, index_documents
+
+    start = time.perf_counter()
+    if args.operation == "add":
+        docs = list(read_documents(Path(args.what)))
+        report = index_documents(args.index, docs, IndexSettings())
+    else:
+        report = delete_documents(args.index, [args.what])
+    out = {
+        "call_s": round(time.perf_counter() - start, 3),
+        "stages_s": {k: round(v, 3) for k, v in report.seconds.items()},
+        "functions_s": {k: round(v, 3) for k, v in seconds.items()},
+    }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
