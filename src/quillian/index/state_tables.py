@@ -80,7 +80,8 @@ _RELATIONS = (
         FROM st.occurrences o JOIN corder c USING (chunk_id)
     ) WHERE nth = 1""",
     """INSERT INTO rel
-    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, o.description, o.doc_id, o.source_chunk,
+    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, coalesce(o.description, o.sentence),
+        o.doc_id, o.source_chunk,
         o.start, o.end, o.sentence,
         CASE WHEN o.doc_id IS NULL THEN -1 ELSE coalesce(cp.pos, -1) END,
         o.doc_id IS NOT NULL AND o.sentence != '' AND cp.pos IS NOT NULL AND o.start >= 0

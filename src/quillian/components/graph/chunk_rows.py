@@ -37,12 +37,12 @@ CREATE TABLE descriptions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
     entity INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
 CREATE TABLE occurrences (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
     triple_id TEXT NOT NULL, subject INTEGER NOT NULL, object INTEGER NOT NULL,
-    s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description TEXT NOT NULL,
+    s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description TEXT,
     doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence TEXT,
     PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
 """
 #: An occurrence's triple as the columns ``s`` to ``sentence`` (``doc_id`` NULL: no
-#: provenance).
+#: provenance; ``description`` NULL: the same text as ``sentence``, not stored twice).
 TRIPLE_COLUMNS = "s, p, o, description, doc_id, source_chunk, start, end, sentence"
 _TABLES = ("mentions", "descriptions", "occurrences")
 
@@ -121,13 +121,14 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
 def _columns(t: Triple) -> tuple[Any, ...]:
     p = t.provenance
     where = (None,) * 5 if p is None else (p.doc_id, p.chunk_id, p.start, p.end, p.sentence)
-    return (t.subject, t.predicate, t.object, t.description, *where)
+    same = p is not None and p.sentence == t.description
+    return (t.subject, t.predicate, t.object, None if same else t.description, *where)
 
 
 def _triple(row: Sequence[Any]) -> Triple:
     s, p, o, description, doc_id, chunk_id, start, end, sentence = row
     where = None if doc_id is None else Provenance(doc_id, chunk_id, start, end, sentence)
-    return Triple(s, p, o, description, where)
+    return Triple(s, p, o, sentence if description is None else description, where)
 
 
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:

@@ -1,10 +1,13 @@
-"""A compact JSON form of an extraction, without its dependency parse, for the
-entity-resolution state (:mod:`.incremental`): fields by position, so writing and
-reading a corpus's extractions costs a fraction of ``dataclasses.asdict``'s form."""
+"""A compact form of an extraction, without its dependency parse, for the
+entity-resolution state (:mod:`.incremental`): JSON with fields by position, so writing
+and reading a corpus's extractions costs a fraction of ``dataclasses.asdict``'s form,
+compressed (zlib's fastest level), since every relation repeats its sentence: the 20 MB
+text's extractions took 1.2 GB of its state uncompressed."""
 
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
@@ -24,19 +27,19 @@ def _triple(t: Triple) -> list[Any]:
 
 
 def encode_extraction(extraction: Extraction) -> bytes:
-    """``extraction`` less its parse, as compact JSON."""
+    """``extraction`` less its parse, as compressed compact JSON."""
     data = [
         extraction.chunk_id,
         extraction.doc_id,
         [_entity(e) for e in extraction.entities],
         [_triple(t) for t in extraction.triples],
     ]
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    return zlib.compress(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(), 1)
 
 
 def decode_extraction(raw: bytes) -> Extraction:
     """The extraction :func:`encode_extraction` wrote (its parse None)."""
-    chunk_id, doc_id, entities, triples = json.loads(raw)
+    chunk_id, doc_id, entities, triples = json.loads(zlib.decompress(raw))
     return Extraction(
         chunk_id,
         doc_id,

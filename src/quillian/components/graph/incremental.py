@@ -62,7 +62,7 @@ _key = lru_cache(maxsize=1 << 16)(normalize_name)
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 4
+STATE_VERSION = 5
 _BATCH = 500  # SQLite host parameters per statement
 
 _SCHEMA = """
