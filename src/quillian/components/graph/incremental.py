@@ -27,7 +27,6 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -56,8 +55,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: normalize_name, remembered: a corpus repeats its names, each met several times here
-_key = lru_cache(maxsize=1 << 16)(normalize_name)
+#: A name's key (:func:`normalize_name` keeps its lately computed keys itself).
+_key = normalize_name
 
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
@@ -219,11 +218,6 @@ class ResolutionState:
         self._conn = conn
         self.max_entities_per_chunk = max_entities_per_chunk
         self.facts = facts
-
-    @property
-    def connection(self) -> sqlite3.Connection:
-        """The state's connection (its tables are read by the graph tables writer)."""
-        return self._conn
 
     @property
     def path(self) -> Path:

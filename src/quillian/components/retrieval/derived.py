@@ -16,14 +16,8 @@ import numpy.typing as npt
 
 from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
 from quillian.components.graph.incremental import EntityFacts
-from quillian.components.retrieval.seeding import (
-    is_literal,
-    lexicon_keys,
-    page_aliases,
-)
-from quillian.components.retrieval.seeding import (
-    name_keys as entity_name_keys,
-)
+from quillian.components.retrieval.seeding import is_literal, lexicon_keys, page_aliases
+from quillian.components.retrieval.seeding import name_keys as entity_name_keys
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = [
