@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +161,43 @@ def test_the_stage_call_builds_anew_when_the_update_cannot_read_the_state(
     reopened = ResolutionState.open(path, tag="b2")
     assert reopened is not None
     reopened.close()
+
+
+#: A writer that dies mid-transaction, leaving its rollback journal hot beside the file.
+KILLED_WRITER = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # spill changed pages to the file before the commit
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("DELETE FROM chunks")
+conn.execute("CREATE TABLE filler (x)")
+conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,)] * 2000)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("leftover", ["state", "partial"])
+def test_a_writer_killed_mid_transaction_leaves_nothing_the_next_build_reads(
+    tmp_path: Path, leftover: str
+) -> None:
+    """A new state replaces a file whose writer was killed: the journal that writer
+    left goes with it (played back into the new file, it would damage it), so the new
+    state reads cleanly, read-only too (as the tables writer attaches it)."""
+    corpus = _Corpus(random.Random(5))
+    for _ in range(8):
+        first = corpus.new()
+        corpus.chunks[first.chunk_id] = first
+    path = tmp_path / "state.sqlite"
+    victim = path if leftover == "state" else path.with_name(path.name + ".partial")
+    ResolutionState.create(victim, corpus.chunks.values(), tag="b1").close()
+    corpus.step()  # the new state differs from the one the journal belongs to
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, str(victim)], check=True)
+    assert victim.with_name(victim.name + "-journal").stat().st_size > 0
+    state = resolve_entities(path, lambda: list(corpus.chunks.values()), None, since="", tag="b2")
+    assert_same_graph(state.graph(), corpus.clean(64))
+    state.close()
+    assert not victim.with_name(victim.name + "-journal").exists()
+    conn = sqlite3.connect(":memory:")
+    conn.execute("ATTACH DATABASE ? AS st", (path.absolute().as_uri() + "?mode=ro",))
+    assert conn.execute("SELECT count(*) FROM st.chunks").fetchone()[0] == len(corpus.chunks)
+    conn.close()

@@ -281,7 +281,7 @@ class ResolutionState:
         The file is written aside and renamed into place, so a failure leaves no half
         state behind."""
         partial = path.with_name(path.name + ".partial")
-        partial.unlink(missing_ok=True)
+        _remove_database(partial)
         conn = sqlite3.connect(partial, isolation_level=None)
         try:
             conn.executescript(_SCHEMA + chunk_rows.SCHEMA)
@@ -302,8 +302,9 @@ class ResolutionState:
             conn.close()
         except BaseException:
             conn.close()
-            partial.unlink(missing_ok=True)
+            _remove_database(partial)
             raise
+        _remove_database(path)
         partial.replace(path)
         conn = sqlite3.connect(path, isolation_level=None)
         return cls(conn, max_entities_per_chunk, facts)
@@ -556,6 +557,15 @@ class ResolutionState:
         records, position = self._records()
         chunks = self.chunk_ids() if chunk_ids is None else chunk_ids
         return chunk_rows.assemble(self._conn, records, position, chunks, store)
+
+
+def _remove_database(path: Path) -> None:
+    """Remove the SQLite file ``path`` and then its rollback journal. A journal left by
+    a writer killed mid-transaction is "hot": beside a new file of the same name, SQLite
+    would play it back into that file, so it goes with its file; the file goes first,
+    so a stop between the two leaves a journal with no file, which nothing reads."""
+    path.unlink(missing_ok=True)
+    path.with_name(path.name + "-journal").unlink(missing_ok=True)
 
 
 def resolve_entities(
