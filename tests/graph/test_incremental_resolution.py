@@ -8,6 +8,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,25 @@ def assert_same_graph(got: KnowledgeGraph, want: KnowledgeGraph) -> None:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+def assert_texts_counted(path: Path) -> None:
+    """Each stored text once, counted by the rows that refer to it; none unreferenced."""
+    conn = sqlite3.connect(path)
+    refs = Counter(
+        i
+        for sql in (
+            "SELECT text FROM descriptions",
+            "SELECT description FROM occurrences",
+            "SELECT sentence FROM occurrences",
+        )
+        for (i,) in conn.execute(sql)
+        if i is not None
+    )
+    texts = conn.execute("SELECT id, text, refs FROM texts").fetchall()
+    conn.close()
+    assert {i: n for i, _, n in texts} == refs
+    assert len({t for _, t, _ in texts}) == len(texts)
+
+
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(40)] + [(40, 6), (41, 6)])
 def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) -> None:
     rng = random.Random(seed)
@@ -57,6 +77,7 @@ def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) 
         state.apply(removed, changed, tag=str(step))
         assert state.chunk_ids() == list(corpus.clean(max_per_chunk).chunk_ids)
         state.close()
+        assert_texts_counted(path)
     state = ResolutionState.open(path, max_per_chunk, tag="10")
     assert state is not None
     assert_same_graph(state.graph(), corpus.clean(max_per_chunk))

@@ -7,9 +7,19 @@ from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.extraction.base import ExtractedEntity, Extraction, LinkingExtractor
 from quillian.components.extraction.filters import settle_title_aliases
+from quillian.components.extraction.serde import (
+    extraction_from_json,
+    extraction_to_json,
+    uncompressed,
+)
 from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.index import open_storage
-from quillian.index.build import build_index, cache_namespace, linked_extractions
+from quillian.index.build import (
+    build_index,
+    cache_namespace,
+    extract_cached,
+    linked_extractions,
+)
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Chunk, Document
 
@@ -101,8 +111,6 @@ def test_a_build_extracts_again_and_stores_results_of_an_older_version(tmp_path)
     build after that reads them back as they are."""
     from dataclasses import replace
 
-    from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
-
     docs = [Document(c.text, c.title) for c in SAGA]
     settings = {"chunker": PassageChunker(), "embedder": KeywordEmbedder()}
     build_index(docs[:1], tmp_path / "idx", extractor=SpacyExtractor(), **settings)
@@ -111,10 +119,34 @@ def test_a_build_extracts_again_and_stores_results_of_an_older_version(tmp_path)
             (k, storage.kv.get_many("mentions:spacy", [k])[0])
             for k in storage.kv.keys("mentions:spacy")
         ]
-        old = replace(extraction_from_json(raw), parse=None)
+        old = replace(extraction_from_json(uncompressed(raw)), parse=None)
         storage.kv.put_many("mentions:spacy", {key: extraction_to_json(old)})
     build_index(docs, tmp_path / "idx", extractor=SpacyExtractor(), **settings)
     with open_storage(tmp_path / "idx") as storage:
         stored = storage.kv.get_many("mentions:spacy", list(storage.kv.keys("mentions:spacy")))
     assert len(stored) == 2
-    assert not any(SpacyExtractor().stale(extraction_from_json(raw)) for raw in stored)
+    assert not any(
+        SpacyExtractor().stale(extraction_from_json(uncompressed(raw))) for raw in stored
+    )
+
+
+def test_extractions_are_stored_compressed_and_ones_stored_plain_are_read(tmp_path):
+    """Results are stored compressed; one stored as plain JSON (before compression) is
+    read back as it is, not extracted again."""
+    docs = [Document(c.text, c.title) for c in SAGA]
+    settings = {"chunker": PassageChunker(), "embedder": KeywordEmbedder()}
+    titles = [c.title for c in SAGA]
+    build_index(docs, tmp_path / "idx", extractor=TitleLinkExtractor(titles), **settings)
+    namespace = "extraction:title-link"
+    with open_storage(tmp_path / "idx") as storage:
+        keys = sorted(storage.kv.keys(namespace))
+        stored = storage.kv.get_many(namespace, keys)
+        assert len(stored) == 2 and not any(raw is None or raw[:1] == b"{" for raw in stored)
+        plain = {k: uncompressed(raw) for k, raw in zip(keys, stored, strict=True) if raw}
+        assert all(extraction_from_json(raw).chunk_id == k for k, raw in plain.items())
+        storage.kv.put_many(namespace, plain)
+        chunks = list(storage.documents.iter_chunks())
+        again = TitleLinkExtractor(titles)
+        read = extract_cached(chunks, again, storage.kv)
+    assert again.calls == 0
+    assert read == TitleLinkExtractor(titles).extract(chunks)

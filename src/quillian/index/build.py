@@ -39,7 +39,12 @@ from quillian.components.extraction.base import (
     IssueRecorder,
     LinkingExtractor,
 )
-from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.extraction.serde import (
+    compressed,
+    extraction_from_json,
+    extraction_to_json,
+    uncompressed,
+)
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
 from quillian.index.integrity import check_database, files_intact
@@ -443,7 +448,7 @@ def extract_cached(
     run = extractor.extract_local if isinstance(extractor, LinkingExtractor) else extractor.extract
     stale = extractor.stale if isinstance(extractor, StaleAware) else None
     cached = [
-        None if raw is None else extraction_from_json(raw)
+        None if raw is None else extraction_from_json(uncompressed(raw))
         for raw in kv.get_many(namespace, [c.id for c in chunks])
     ]
     if stale is not None:  # an older version's results: extracted and stored again
@@ -454,7 +459,9 @@ def extract_cached(
     def store(extractions: Iterable[Extraction]) -> None:
         batch = {e.chunk_id: e for e in extractions}
         if batch:
-            kv.put_many(namespace, {cid: extraction_to_json(e) for cid, e in batch.items()})
+            kv.put_many(
+                namespace, {cid: compressed(extraction_to_json(e)) for cid, e in batch.items()}
+            )
             store_issues(kv, extractor, list(batch))
             fresh.update(batch)
 

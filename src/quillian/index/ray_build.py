@@ -38,9 +38,11 @@ from quillian.components.embedding.cache import embedding_key
 from quillian.components.embedding.factory import make_embedder
 from quillian.components.extraction.base import Extraction, Extractor, IssueRecorder
 from quillian.components.extraction.serde import (
+    compressed,
     extraction_from_json,
     extraction_to_json,
     issues_to_json,
+    uncompressed,
 )
 from quillian.components.factories import make_chunker
 from quillian.components.ingestion.pipeline import IngestFailure, IngestReport, is_document_error
@@ -222,7 +224,9 @@ class Extract:
         extracted now, and the documents whose extraction failed, with the error."""
         chunks = [c for _, group in todo for c in group]
         stored = self.sink.cached(self.job.extraction_namespace, [c.id for c in chunks])
-        extracted = {c.id: raw.decode() for c, raw in zip(chunks, stored, strict=True) if raw}
+        extracted = {
+            c.id: uncompressed(raw).decode() for c, raw in zip(chunks, stored, strict=True) if raw
+        }
         missing = [(doc, [c for c in group if c.id not in extracted]) for doc, group in todo]
         missing = [(doc, group) for doc, group in missing if group]
         issues: dict[str, str] = {}
@@ -287,7 +291,7 @@ class EmbedWrite:
             write.documents.append(Document(**json.loads(row["doc"])))
             write.chunks.extend(chunks)
             for chunk, raw in zip(chunks, extractions, strict=True):
-                write.extractions[chunk.id] = raw.encode()
+                write.extractions[chunk.id] = compressed(raw.encode())
                 write.issues[chunk.id] = issues[chunk.id].encode() if chunk.id in issues else None
                 texts.append(chunk_text(chunk))
                 texts.extend(graph_texts(extraction_from_json(raw.encode())))

@@ -80,15 +80,17 @@ _RELATIONS = (
         FROM st.occurrences o JOIN corder c USING (chunk_id)
     ) WHERE nth = 1""",
     """INSERT INTO rel
-    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, coalesce(o.description, o.sentence),
+    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, coalesce(td.text, ts.text),
         o.doc_id, o.source_chunk,
-        o.start, o.end, o.sentence,
+        o.start, o.end, ts.text,
         CASE WHEN o.doc_id IS NULL THEN -1 ELSE coalesce(cp.pos, -1) END,
-        o.doc_id IS NOT NULL AND o.sentence != '' AND cp.pos IS NOT NULL AND o.start >= 0
+        o.doc_id IS NOT NULL AND ts.text != '' AND cp.pos IS NOT NULL AND o.start >= 0
             AND o.end >= o.start
-            AND substr(cp.text, o.start + 1, o.end - o.start) = o.sentence
+            AND substr(cp.text, o.start + 1, o.end - o.start) = ts.text
     FROM kept k
     JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq
+    LEFT JOIN st.texts td ON td.id = o.description
+    LEFT JOIN st.texts ts ON ts.id = o.sentence
     JOIN ent es ON es.row = o.subject
     JOIN ent eo ON eo.row = o.object
     LEFT JOIN chunk_pos cp ON cp.id = o.source_chunk""",
@@ -98,7 +100,7 @@ _RELATIONS = (
 _TEXTS = (
     "SELECT title AS t FROM chunk_pos",
     "SELECT text AS t FROM chunk_pos",
-    "SELECT text AS t FROM st.descriptions",
+    "SELECT x.text AS t FROM st.descriptions d JOIN st.texts x ON x.id = d.text",
     "SELECT description AS t FROM rel",
     "SELECT sentence AS t FROM rel WHERE doc_id IS NOT NULL AND NOT in_chunk",
 )
@@ -112,7 +114,8 @@ _TABLES = (
     """INSERT INTO descriptions
     SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, e.pos, t.id, d.chunk_id
     FROM st.descriptions d JOIN corder c USING (chunk_id)
-    JOIN ent e ON e.row = d.entity JOIN tx t ON t.text = d.text""",
+    JOIN ent e ON e.row = d.entity JOIN st.texts x ON x.id = d.text
+    JOIN tx t ON t.text = x.text""",
     # a source: a (document, chunk id, chunk) some relation reads, numbered by its first
     """CREATE TEMP TABLE src AS
     SELECT ROW_NUMBER() OVER (ORDER BY min(pos)) - 1 AS id, doc_id, source_chunk, chunk

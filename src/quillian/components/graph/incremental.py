@@ -61,7 +61,7 @@ _key = normalize_name
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 5
+STATE_VERSION = 6
 _BATCH = 500  # SQLite host parameters per statement
 
 _SCHEMA = """
