@@ -1,7 +1,8 @@
 """Where the time of one update goes: ``index_documents`` (add) or
 ``delete_documents`` (delete) on an existing index, with the wall seconds of the
 functions an update passes through (linking, the graph stage's writers, the embedding
-and BM25 stages, the chunk reads and cache sweeps) beside the build report's stages.
+and BM25 stages, the chunk reads and cache sweeps) beside the build report's stages,
+and the process's peak resident memory where it rose during one of them.
 
 Run ``python research/update_stages.py INDEX add FILE`` (FILE: documents the readers
 take, for example a one-line JSONL) or ``python research/update_stages.py INDEX delete
@@ -17,6 +18,7 @@ import argparse
 import functools
 import importlib
 import json
+import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +36,9 @@ TIMED = (
     ("quillian.index.linking", "_Linker.update"),
     ("quillian.components.graph.builder", "GraphBuilder.add_all"),
     ("quillian.components.graph.builder", "GraphBuilder.build"),
-    ("quillian.components.graph.incremental", "resolve_entities"),
+    ("quillian.index.stages", "resolve_entities"),
+    ("quillian.components.graph.incremental", "ResolutionState.create"),
+    ("quillian.components.graph.incremental", "ResolutionState.apply"),
     ("quillian.index.stages", "save_tables"),
     ("quillian.index.stages", "save_state_tables"),
     ("quillian.index.stages", "unique_texts"),
@@ -42,26 +46,34 @@ TIMED = (
 )
 
 
-def _timed(seconds: dict[str, float], name: str, function: Callable[..., Any]) -> Any:
+def _peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def _timed(
+    seconds: dict[str, float], peaks: dict[str, float], name: str, function: Callable[..., Any]
+) -> Any:
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, before = time.perf_counter(), _peak_gb()
         try:
             return function(*args, **kwargs)
         finally:
             seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+            if (after := _peak_gb()) > before:
+                peaks[name] = max(peaks.get(name, 0.0), after)
 
     return wrapper
 
 
-def _instrument(seconds: dict[str, float]) -> None:
+def _instrument(seconds: dict[str, float], peaks: dict[str, float]) -> None:
     for module_name, path in TIMED:
         owner: Any = importlib.import_module(module_name)
         *parents, name = path.split(".")
         for parent in parents:
             owner = getattr(owner, parent, None)
         if owner is not None and hasattr(owner, name):
-            setattr(owner, name, _timed(seconds, path, getattr(owner, name)))
+            setattr(owner, name, _timed(seconds, peaks, path, getattr(owner, name)))
 
 
 def main() -> None:
@@ -71,7 +83,8 @@ def main() -> None:
     parser.add_argument("what", help="add: a file of documents; delete: a document id")
     args = parser.parse_args()
     seconds: dict[str, float] = {}
-    _instrument(seconds)
+    peaks: dict[str, float] = {}
+    _instrument(seconds, peaks)
     from quillian.components.ingestion.readers import read_documents
     from quillian.engine import IndexSettings, delete_documents, index_documents
 
@@ -85,6 +98,8 @@ def main() -> None:
         "call_s": round(time.perf_counter() - start, 3),
         "stages_s": {k: round(v, 3) for k, v in report.seconds.items()},
         "functions_s": {k: round(v, 3) for k, v in seconds.items()},
+        "peak_gb": round(_peak_gb(), 3),
+        "peak_rose_in_gb": {k: round(v, 3) for k, v in peaks.items()},
     }
     print(json.dumps(out, indent=2))
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.graph import incremental
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.graph.incremental import (
     ChunkExtraction,
@@ -222,3 +223,27 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_the_next_build_reads(
     conn.execute("ATTACH DATABASE ? AS st", (path.absolute().as_uri() + "?mode=ro",))
     assert conn.execute("SELECT count(*) FROM st.chunks").fetchone()[0] == len(corpus.chunks)
     conn.close()
+
+
+@pytest.mark.parametrize("order", ["index", "shuffled", "late"])
+def test_a_new_state_streams_its_chunks_in_any_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
+    """A new state is resolved batch by batch as its chunks come in index order, and
+    from its stored chunks when they do not (from the start, or late): the same state
+    either way, equal to a clean build."""
+    monkeypatch.setattr(incremental, "_STREAM", 3)
+    corpus = _Corpus(random.Random(23), 2)
+    for _ in range(14):
+        first = corpus.new()
+        corpus.chunks[first.chunk_id] = first
+    chunks = sorted(corpus.chunks.values(), key=lambda c: (c.doc_id, c.index))
+    if order == "shuffled":
+        random.Random(1).shuffle(chunks)
+    elif order == "late":
+        chunks[-1], chunks[-2] = chunks[-2], chunks[-1]
+    path = tmp_path / "state.sqlite"
+    state = ResolutionState.create(path, iter(chunks), tag="b1")
+    assert_same_graph(state.graph(), corpus.clean(64))
+    state.close()
+    assert_texts_counted(path)

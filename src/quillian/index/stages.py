@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -152,18 +152,19 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     chunks, directory, delta = state.chunks, state.storage.directory, state.delta
     chunk_ids = [c.id for c in chunks]
 
-    def rows(wanted: Callable[[str], bool]) -> list[ChunkExtraction]:
-        """The chunks ``wanted`` takes, with their extractions (only those are read)."""
-        return [
+    def rows(wanted: Callable[[str], bool]) -> Iterator[ChunkExtraction]:
+        """The chunks ``wanted`` takes, with their extractions (only those are read,
+        each when the caller reaches it)."""
+        return (
             ChunkExtraction(chunks[i].doc_id, chunks[i].index, extractions[i])
             for i, chunk_id in enumerate(chunk_ids)
             if wanted(chunk_id)
-        ]
+        )
 
     update = None
     if delta is not None and not delta.fresh and delta.since is not None:
         touched = delta.added | delta.changed
-        update = (delta.removed, rows(touched.__contains__))
+        update = (delta.removed, list(rows(touched.__contains__)))
     resolution = resolve_entities(
         directory / RESOLUTION_FILE,
         lambda: rows(lambda _: True),

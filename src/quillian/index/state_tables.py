@@ -41,17 +41,18 @@ from quillian.types import Chunk, stable_ids
 __all__ = ["save_state_tables"]
 
 #: Working tables, in the connection's temporary database: the chunks by position,
-#: each entity row's position, the distinct texts, the kept relations by position.
+#: each entity row's position, the distinct texts, the kept relations by position. In
+#: a file, so a large corpus's do not stay in memory (as fast at 20k passages).
 _TEMP = """
-PRAGMA temp_store = MEMORY;
+PRAGMA temp_store = FILE;
 CREATE TEMP TABLE chunk_pos (id TEXT PRIMARY KEY, pos INTEGER NOT NULL,
     title TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TEMP TABLE ent (row INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
 CREATE TEMP TABLE corder (chunk_id TEXT PRIMARY KEY, ord INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TEMP TABLE tx (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
 CREATE TEMP TABLE rel (pos INTEGER PRIMARY KEY, subject INTEGER NOT NULL,
-    object INTEGER NOT NULL, s TEXT, p TEXT, o TEXT, description TEXT, doc_id TEXT,
-    source_chunk TEXT, start INTEGER, end INTEGER, sentence TEXT, chunk INTEGER NOT NULL,
+    object INTEGER NOT NULL, s TEXT, p TEXT, o TEXT, description INTEGER, doc_id TEXT,
+    source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER, chunk INTEGER NOT NULL,
     in_chunk INTEGER NOT NULL);
 CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
     seq INTEGER NOT NULL);
@@ -71,7 +72,8 @@ INSERT INTO corder SELECT chunk_id, ROW_NUMBER() OVER (ORDER BY doc_id, idx) FRO
 #: The first occurrence of each triple id in index order, numbered in that order (by
 #: its key alone: the rows are wide), then the kept rows with their ends by position,
 #: their chunk's position (-1: no provenance, or a chunk not indexed) and whether their
-#: sentence is that chunk's text between the offsets.
+#: sentence is that chunk's text between the offsets. Texts stay ids of the state's
+#: ``texts`` (a relation's description: its own, else its sentence's).
 _RELATIONS = (
     """INSERT INTO kept
     SELECT ROW_NUMBER() OVER (ORDER BY ord, seq) - 1, chunk_id, seq FROM (
@@ -80,16 +82,15 @@ _RELATIONS = (
         FROM st.occurrences o JOIN corder c USING (chunk_id)
     ) WHERE nth = 1""",
     """INSERT INTO rel
-    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, coalesce(td.text, ts.text),
+    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, coalesce(o.description, o.sentence),
         o.doc_id, o.source_chunk,
-        o.start, o.end, ts.text,
+        o.start, o.end, o.sentence,
         CASE WHEN o.doc_id IS NULL THEN -1 ELSE coalesce(cp.pos, -1) END,
         o.doc_id IS NOT NULL AND ts.text != '' AND cp.pos IS NOT NULL AND o.start >= 0
             AND o.end >= o.start
             AND substr(cp.text, o.start + 1, o.end - o.start) = ts.text
     FROM kept k
     JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq
-    LEFT JOIN st.texts td ON td.id = o.description
     LEFT JOIN st.texts ts ON ts.id = o.sentence
     JOIN ent es ON es.row = o.subject
     JOIN ent eo ON eo.row = o.object
@@ -101,8 +102,9 @@ _TEXTS = (
     "SELECT title AS t FROM chunk_pos",
     "SELECT text AS t FROM chunk_pos",
     "SELECT x.text AS t FROM st.descriptions d JOIN st.texts x ON x.id = d.text",
-    "SELECT description AS t FROM rel",
-    "SELECT sentence AS t FROM rel WHERE doc_id IS NOT NULL AND NOT in_chunk",
+    "SELECT x.text AS t FROM rel r JOIN st.texts x ON x.id = r.description",
+    "SELECT x.text AS t FROM rel r JOIN st.texts x ON x.id = r.sentence"
+    " WHERE r.doc_id IS NOT NULL AND NOT r.in_chunk",
 )
 
 _TABLES = (
@@ -123,12 +125,14 @@ _TABLES = (
     "CREATE INDEX temp.src_key ON src (doc_id, source_chunk, chunk)",
     "INSERT INTO sources SELECT id, doc_id, source_chunk, chunk FROM src",
     f"""INSERT INTO relations SELECT r.pos, r.s, r.p, r.o, td.id, src.id, r.start, r.end,
-        CASE WHEN r.doc_id IS NULL OR r.sentence = '' THEN NULL
+        CASE WHEN r.doc_id IS NULL OR xs.text = '' THEN NULL
             WHEN r.in_chunk THEN {IN_CHUNK} ELSE ts.id END
-    FROM rel r LEFT JOIN tx td ON td.text = r.description
+    FROM rel r LEFT JOIN st.texts xd ON xd.id = r.description
+    LEFT JOIN tx td ON td.text = xd.text
     LEFT JOIN src ON src.doc_id = r.doc_id AND src.source_chunk = r.source_chunk
         AND src.chunk = r.chunk
-    LEFT JOIN tx ts ON ts.text = r.sentence""",
+    LEFT JOIN st.texts xs ON xs.id = r.sentence
+    LEFT JOIN tx ts ON ts.text = xs.text AND NOT r.in_chunk""",
     """INSERT INTO names SELECT k.key, min(e.pos), 0
     FROM st.entity_keys k JOIN ent e ON e.row = k.row GROUP BY k.key""",
     """INSERT INTO alias_ids SELECT a.id, min(e.pos)
