@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -254,13 +254,6 @@ def keys_path(directory: Path, collection: str) -> Path:
     return directory / "tables" / KEYS_FILE.format(_KEYS_NAME.get(collection, collection))
 
 
-@runtime_checkable
-class RecordsCacheUse(Protocol):
-    """A build's embedder that records the cached texts it used (the cache keeps them)."""
-
-    def keep(self, texts: Sequence[str]) -> None: ...
-
-
 def _embed_into(
     state: BuildState,
     collection: str,
@@ -285,10 +278,6 @@ def _embed_into(
             batch = new[start : start + window]
             index.add(keys[batch], state.embedder.embed([items[i] for i in batch]))
             state.progress(f"embed:{collection}", start + len(batch), len(new))
-        if isinstance(state.embedder, RecordsCacheUse):
-            kept = np.ones(len(items), bool)
-            kept[new] = False
-            state.embedder.keep([items[i] for i in np.flatnonzero(kept)])
         index.flush()
     finally:
         index.close()
