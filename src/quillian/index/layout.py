@@ -4,11 +4,15 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
 
     DIR/manifest.json        schema version, state (building | complete), config, counts,
                              size and checksum of each file under tables/ and bm25/
-    DIR/store.sqlite         documents, chunks, ingestion status, extractions, embedding cache
+    DIR/store.sqlite         documents, chunks, ingestion status, extractions and their
+                             linking state, the embedding cache (empty after a build)
+    DIR/graph_resolution.sqlite  the graph's entity resolution, patched by each build
+                             (local to the machine)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
                              text once) and arrays derived from it (.npy)
-    DIR/vectors/chunks/      chunk embeddings (id = chunk position)
+    DIR/vectors/chunks/      chunk embeddings, keyed by content (tables/chunk_keys.npy
+                             gives each chunk position's key)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)
     DIR/bm25/                the BM25 index: segments of term frequencies by chunk id, a
                              row -> chunk position map per build, manifest.json naming them
