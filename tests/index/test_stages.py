@@ -2,6 +2,8 @@
 server locations are refused clearly."""
 
 import shutil
+import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +23,7 @@ from quillian.index import (
     open_storage,
     read_manifest,
 )
-from quillian.testing.corpus import LOVELACE
+from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Chunk, Document
 
@@ -170,3 +172,16 @@ def test_a_build_with_nothing_new_and_the_same_stages_runs_none(tmp_path):
     more = CountChunks(name="other")
     extra = Document("Ada Byron was her name at birth.", "Ada Byron")
     assert not build(more, [*docs, extra]).reused and more.seen == 5
+
+
+def test_a_build_gives_back_the_space_its_emptied_caches_held(tmp_path):
+    """The embedding cache is emptied once the vectors are in their collections, and
+    the pages it held go back to the file system, not to the database's free list."""
+    build_tiny(tmp_path / "idx", LOVELACE)
+    db = tmp_path / "idx" / "store.sqlite"
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
+        assert conn.execute(
+            "SELECT count(*) FROM kv WHERE namespace = 'embeddings'"
+        ).fetchone() == (0,)
+        assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)

@@ -76,6 +76,12 @@ class Storage:
             shutil.rmtree(path, ignore_errors=True)
         return CSRGraphStore(path)
 
+    def release_space(self) -> None:
+        """Give back to the file system the space a build freed in the index's database
+        (its emptied caches); a server reclaims its own."""
+        if isinstance(self.kv, SqliteKeyValueStore):
+            self.kv.release_free_pages()
+
     def close(self) -> None:
         for store in (self.documents, self.status, self.kv):
             store.close()

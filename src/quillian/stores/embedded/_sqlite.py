@@ -114,6 +114,16 @@ class SqliteStore:
                 raise
             conn.execute("COMMIT")
 
+    def release_free_pages(self) -> int:
+        """Give the database's free pages back to the file system (a build empties its
+        caches: the embedding cache's pages alone took 230 MB of the 20 MB text's index)
+        and return how many there were. A database made before its stores set
+        ``auto_vacuum`` keeps them (until a ``VACUUM``)."""
+        with self._errors("release free pages") as conn:
+            (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+            conn.executescript("PRAGMA incremental_vacuum;")  # execute() frees one page
+            return int(free)
+
     def _query(self, action: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._errors(action) as conn:
             return conn.execute(sql, params).fetchall()
@@ -182,6 +192,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"{path}: cannot open the SQLite database: {exc}") from exc
     try:
+        # pages freed by deletes can go back to the file system (release_free_pages);
+        # this takes effect only in a new database, before its first table
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
