@@ -60,7 +60,11 @@ from quillian.components.extraction.filters import (
     settle_aliases,
     settle_title_aliases,
 )
-from quillian.components.extraction.serde import extraction_from_json, extraction_to_json
+from quillian.components.extraction.serde import (
+    compressed,
+    extraction_from_json,
+    extraction_to_json,
+)
 from quillian.components.extraction.text import title_aliases
 from quillian.errors import IndexDamagedError
 from quillian.index.link_candidates import chunks_containing
@@ -83,9 +87,6 @@ FORMAT = 4
 _STATE = "state"
 _COMPLETE = "complete"
 _BATCH = 512
-#: zlib's fastest level: the records still compress 5x (short passages) to 20x (long
-#: ones, their sentences repeated in many relations).
-_LEVEL = 1
 
 ReadStored = Callable[[Sequence[Chunk]], Sequence[Extraction]]
 """The extractor's stored per-chunk results of the chunks given, in order (the build's
@@ -487,7 +488,7 @@ def _record(key: str, title: str, settled: Extraction, filtered: Extraction) -> 
     pair = extraction_to_json(settled) + b"\n"
     if filtered != settled:
         pair += extraction_to_json(filtered)
-    body = json.dumps(title).encode() + b"\n" + zlib.compress(pair, _LEVEL)
+    body = json.dumps(title).encode() + b"\n" + compressed(pair)
     return b"%08x\n" % _checksum(key, body) + body
 
 

@@ -29,8 +29,10 @@ def extraction_to_json(extraction: Extraction) -> bytes:
 
 
 def compressed(raw: bytes) -> bytes:
-    """A stored extraction's JSON compressed (zlib's fastest level): a relation repeats
-    its sentence, so spaCy's results for the 20 MB text of docs/scale.md took 166 MB."""
+    """A stored extraction's JSON compressed (zlib's fastest level), as every store of
+    extractions keeps them: a relation repeats its sentence, so such JSON shrinks 5x
+    (short passages) to 20x (long ones); spaCy's results for the 20 MB text of
+    docs/scale.md took 166 MB uncompressed, 59 MB compressed."""
     return zlib.compress(raw, 1)
 
 

@@ -1,8 +1,9 @@
 """A compact form of an extraction, without its dependency parse, for the
 entity-resolution state (:mod:`.incremental`): JSON with fields by position, so writing
 and reading a corpus's extractions costs a fraction of ``dataclasses.asdict``'s form,
-compressed (zlib's fastest level), since every relation repeats its sentence: the 20 MB
-text's extractions took 1.2 GB of its state uncompressed."""
+compressed (:func:`~quillian.components.extraction.serde.compressed`), since every
+relation repeats its sentence: the 20 MB text's extractions took 1.2 GB of its state
+uncompressed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import zlib
 from typing import Any
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.serde import compressed
 from quillian.types import Provenance, Triple
 
 __all__ = ["decode_extraction", "encode_extraction"]
@@ -34,7 +36,7 @@ def encode_extraction(extraction: Extraction) -> bytes:
         [_entity(e) for e in extraction.entities],
         [_triple(t) for t in extraction.triples],
     ]
-    return zlib.compress(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(), 1)
+    return compressed(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def decode_extraction(raw: bytes) -> Extraction:
