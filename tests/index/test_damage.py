@@ -18,17 +18,14 @@ import numpy.typing as npt
 import pytest
 
 from quillian.cli.main import main
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.factories import make_retriever
 from quillian.errors import IndexDamagedError
-from quillian.index import build_index, open_index, open_storage
+from quillian.index import open_index, open_storage
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.stores.embedded import vectors as exact_vectors
 from quillian.testing.corpus import build_tiny
-from quillian.testing.extractors import TitleLinkExtractor
 from quillian.testing.server import running
-from quillian.types import Document
 
 
 def people(n: int = 90) -> dict[str, str]:
@@ -288,13 +285,7 @@ def test_nan_vectors_in_a_damaged_cache_are_recomputed(index: Path, tmp_path: Pa
         assert list(storage.kv.keys("embeddings")) == []
     more = {**people(), "Town 99": "Town 99 lies far away."}
     with pytest.raises(RuntimeError, match="killed mid-embedding"):
-        build_index(
-            [Document(text, title) for title, text in more.items()],
-            index,
-            chunker=PassageChunker(),
-            extractor=TitleLinkExtractor(dict(more)),
-            embedder=DiesAfterOneCall(),
-        )
+        build_tiny(index, more, embedder=DiesAfterOneCall())
     nan = np.full(KeywordEmbedder().dim, np.nan, np.float32).tobytes()
     with open_storage(index) as storage:
         keys = list(storage.kv.keys("embeddings"))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.base import Embedder
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.index import build_index, open_index
@@ -31,15 +32,17 @@ def build_tiny(
     location: str | Path,
     corpus: Mapping[str, str] = LOVELACE,
     on_progress: Progress | None = None,
+    embedder: Embedder | None = None,
 ) -> None:
     """Index ``corpus`` (title to text) into ``location`` (a directory or a server
-    location), with no model: passages, title links and keyword vectors."""
+    location), with no model: passages, title links and keyword vectors (``embedder``:
+    another, for a test of the embedding stage)."""
     build_index(
         [Document(text, title) for title, text in corpus.items()],
         location,
         chunker=PassageChunker(),
         extractor=TitleLinkExtractor(dict(corpus)),
-        embedder=KeywordEmbedder(),
+        embedder=KeywordEmbedder() if embedder is None else embedder,
         on_progress=on_progress,
     )
 
