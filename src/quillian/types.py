@@ -21,6 +21,7 @@ __all__ = [
     "Provenance",
     "Triple",
     "entity_id",
+    "key64",
     "normalize_name",
     "relation_id",
     "stable_id",
@@ -57,6 +58,13 @@ def stable_ids(prefix: str, rows: Iterable[Sequence[str]]) -> list[str]:
             joined = _SEP.join(map(_escaped_part, row))
         out.append(head + sha(joined.encode("utf-8")).hexdigest()[:16])
     return out
+
+
+def key64(text: str) -> int:
+    """A signed 64-bit key of ``text`` (the first 8 bytes of its BLAKE2b digest): the id
+    a stored text, chunk or triple is keyed by in SQLite tables."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _escaped_part(text: str) -> str:

@@ -3,10 +3,8 @@ index with a scripted model, concurrency, the method table, exact deletion."""
 
 import asyncio
 import json
-import sqlite3
 import threading
 import time
-from contextlib import closing
 
 import pytest
 
@@ -17,6 +15,7 @@ from quillian.errors import ConfigError, InputError
 from quillian.methods.steps import Note, Retrieval
 from quillian.methods.table import METHODS
 from quillian.testing.corpus import tiny_index
+from quillian.testing.tables import table_rows
 from quillian.types import Document
 
 QUESTION = "Where was the collaborator of Ada Lovelace born?"
@@ -179,9 +178,8 @@ EXTRACTIONS = [
 
 
 def _tables(path):
-    """The graph tables as SQL text (every row, each text once)."""
-    with closing(sqlite3.connect(path / "tables" / "graph.sqlite")) as conn:
-        return list(conn.iterdump())
+    """The graph tables' rows by position, each text once."""
+    return table_rows(path)
 
 
 def test_delete_leaves_the_index_built_without_the_document(tmp_path):

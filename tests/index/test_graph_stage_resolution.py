@@ -7,18 +7,16 @@ import logging
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.graph.incremental import STATE_FILE
 from quillian.index import DEFAULT_STAGES, BuildState, build_index
-from quillian.index.tables import TABLES_DB
 from quillian.stores.postgres.files import SKIPPED
-from quillian.stores.snapshot import GraphSnapshot
 from quillian.testing.corpus import LOVELACE
 from quillian.testing.extractors import TitleLinkExtractor
+from quillian.testing.tables import graph_outputs
 from quillian.types import Document
 
 CORPUS = {
@@ -52,29 +50,6 @@ def _build(location: Path, titles: list[str], stages=DEFAULT_STAGES) -> None:
     )
 
 
-def _graph_outputs(location: Path) -> dict[str, object]:
-    """The graph tables' rows, the tables' arrays and the snapshot's arrays."""
-    conn = sqlite3.connect(location / TABLES_DB)
-    try:
-        out: dict[str, object] = {
-            table: conn.execute(f"SELECT * FROM {table}").fetchall()
-            for table in ("entities", "sources", "names", "alias_ids", "meta")
-        }
-        out["relations"] = conn.execute(
-            "SELECT r.pos, r.subject, r.predicate, r.object, r.source, r.start, r.end,"
-            " r.sentence < 0, t.text FROM relations r LEFT JOIN texts t ON t.id = r.sentence"
-        ).fetchall()
-    finally:
-        conn.close()
-    for path in sorted((location / "tables").glob("*.npy")):
-        out[path.name] = np.load(path).tolist()
-    snapshot = GraphSnapshot.load(location / "graph")
-    out["ids"] = snapshot.ids.ids_of(range(snapshot.n_nodes))
-    for name in ("indptr", "indices", "weights", "edge_kinds", "edge_relations"):
-        out[name] = np.asarray(getattr(snapshot, name)).tolist()
-    return out
-
-
 def test_a_build_patches_the_state_the_last_build_left(tmp_path, caplog):
     steps = tmp_path / "steps"
     _build(steps, TITLES[:2])
@@ -85,7 +60,7 @@ def test_a_build_patches_the_state_the_last_build_left(tmp_path, caplog):
             _build(steps, [title])
         assert "chunks replayed" in caplog.text and "every chunk" not in caplog.text
     _build(tmp_path / "once", TITLES)
-    assert _graph_outputs(steps) == _graph_outputs(tmp_path / "once")
+    assert graph_outputs(steps) == graph_outputs(tmp_path / "once")
 
 
 def test_a_state_no_committed_build_left_is_built_anew(tmp_path, caplog):
@@ -105,7 +80,7 @@ def test_a_state_no_committed_build_left_is_built_anew(tmp_path, caplog):
         _build(steps, TITLES[4:])
     assert "every chunk resolved" in caplog.text and "replayed" not in caplog.text
     _build(tmp_path / "once", TITLES)
-    assert _graph_outputs(steps) == _graph_outputs(tmp_path / "once")
+    assert graph_outputs(steps) == graph_outputs(tmp_path / "once")
 
 
 def test_the_state_stays_on_its_machine():

@@ -7,10 +7,10 @@ and delete sequences; deliberate breakages of the writer or its output are caugh
 from __future__ import annotations
 
 import random
+import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +25,7 @@ from quillian.index.tables import TABLES_DB, load_tables, save_tables
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.testing.resolution import RandomCorpus
+from quillian.testing.tables import assert_same_outputs, assert_same_snapshot
 from quillian.types import Chunk, Provenance, Triple
 
 #: Page titles: with and without a qualifier, bases two pages share, initials.
@@ -95,70 +96,39 @@ class _Run:
             del self.chunks[chunk_id]
         self.state.apply(removed, [self._add(c) for c in changed])
 
-    def write(self) -> tuple[Path, Path, KnowledgeGraph, GraphSnapshot]:
-        """Both writers' directories (state's, builder's), the built graph and the
-        snapshot the state's writer returned."""
+    def write(self) -> tuple[Path, Path, Path, KnowledgeGraph, GraphSnapshot]:
+        """The state's writer's directory (patched from the last step's where it can),
+        a directory written whole from a copy of the state, the builder's, the built
+        graph and the snapshot the state's writer returned."""
         self.steps += 1
         ordered = sorted(self.chunks.values(), key=lambda c: (c.doc_id, c.index))
         chunk_ids = [c.chunk_id for c in ordered]
         chunks = [_chunk(c) for c in ordered]
-        got, want = self.root / f"got{self.steps}", self.root / f"want{self.steps}"
+        got, whole = self.root / "got", self.root / f"whole{self.steps}"
+        want = self.root / f"want{self.steps}"
         builder = GraphBuilder(self.max_per_chunk)
         builder.add_all(c.extraction for c in ordered)
         with CSRGraphStore(want / "graph") as store:
             kg = builder.build(chunk_ids, store=store)
         save_tables(want, kg, chunks)
+        copy = self.root / "copy.sqlite"
+        shutil.copyfile(self.state.path, copy)
+        other = ResolutionState.open(copy, self.max_per_chunk, facts=derived.ENTITY_FACTS)
+        assert other is not None
+        save_state_tables(whole, other, chunk_ids, chunks).save(whole / "graph")
+        other.close()
+        shutil.rmtree(got / "graph", ignore_errors=True)
+        # from the second step on, the tables are patched: the state's log follows them
+        db = got / TABLES_DB
+        follows = db.is_file() and state_tables._digest(db) == self.state.tables_changes().tables
+        assert follows == (self.steps > 1)
         if self.steps % 2:  # the snapshot in memory, or written through the store
             snapshot = save_state_tables(got, self.state, chunk_ids, chunks)
             snapshot.save(got / "graph")
         else:
             with CSRGraphStore(got / "graph") as store:
                 snapshot = save_state_tables(got, self.state, chunk_ids, chunks, store)
-        return got, want, kg, snapshot
-
-
-def _rows(db: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows, texts given by value (their row numbers may differ)."""
-    queries = {
-        "meta": "SELECT * FROM meta ORDER BY key",
-        "texts": "SELECT text FROM texts ORDER BY text",
-        "chunks": "SELECT c.pos, c.id, a.text, b.text FROM chunks c"
-        " LEFT JOIN texts a ON a.id = c.title LEFT JOIN texts b ON b.id = c.text ORDER BY pos",
-        "entities": "SELECT * FROM entities ORDER BY pos",
-        "descriptions": "SELECT d.pos, d.entity, t.text, d.chunk_id FROM descriptions d"
-        " JOIN texts t ON t.id = d.text ORDER BY pos",
-        "relations": "SELECT r.pos, r.subject, r.predicate, r.object, d.text, r.source,"
-        " r.start, r.end, CASE WHEN r.sentence < 0 THEN r.sentence ELSE s.text END,"
-        " r.sentence IS NULL FROM relations r LEFT JOIN texts d ON d.id = r.description"
-        " LEFT JOIN texts s ON s.id = r.sentence ORDER BY pos",
-        "sources": "SELECT * FROM sources ORDER BY id",
-        "names": "SELECT * FROM names ORDER BY key, titled",
-        "alias_ids": "SELECT * FROM alias_ids ORDER BY id",
-    }
-    conn = sqlite3.connect(db)
-    try:
-        return {table: conn.execute(sql).fetchall() for table, sql in queries.items()}
-    finally:
-        conn.close()
-
-
-def assert_same_snapshot(got: GraphSnapshot, want: GraphSnapshot) -> None:
-    assert got.ids.ids_of(range(len(got.ids))) == want.ids.ids_of(range(len(want.ids)))
-    for name in ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations"):
-        a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
-        assert a.dtype == b.dtype and np.array_equal(a, b), name
-
-
-def assert_same_outputs(got: Path, want: Path) -> None:
-    """``got`` holds what ``want`` holds: the tables' rows, the arrays, the graph."""
-    assert _rows(got / TABLES_DB) == _rows(want / TABLES_DB)
-    arrays = sorted(p.name for p in (want / "tables").glob("*.npy"))
-    assert sorted(p.name for p in (got / "tables").glob("*.npy")) == arrays
-    for name in arrays:
-        a, b = np.load(got / "tables" / name), np.load(want / "tables" / name)
-        assert a.dtype == b.dtype and np.array_equal(a, b), name
-    loaded = (GraphSnapshot.load(d / "graph", verify=False) for d in (got, want))
-    assert_same_snapshot(*loaded)
+        return got, whole, want, kg, snapshot
 
 
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(24)] + [(40, 6), (41, 6)])
@@ -167,8 +137,9 @@ def test_every_step_writes_what_the_builder_graph_writes(
 ) -> None:
     run = _Run(tmp_path, seed, scale)
     for _ in range(8):
-        got, want, kg, snapshot = run.write()
+        got, whole, want, kg, snapshot = run.write()
         assert_same_outputs(got, want)
+        assert_same_outputs(whole, want)
         assert_same_snapshot(snapshot, kg.snapshot)
         opened, _ = load_tables(got, snapshot)
         assert list(opened.entities) == list(kg.entities)
@@ -176,20 +147,26 @@ def test_every_step_writes_what_the_builder_graph_writes(
         assert list(opened.relations) == list(kg.relations)
         assert opened.find_entity("ent-none") is None
         run.step()
+        if run.rng.random() < 0.3:  # two updates, the tables written after both
+            run.step()
     run.state.close()
 
 
 def _swap_entities(directory: Path) -> None:
+    first, second = (int(r) for r in np.load(directory / "tables" / "entity_order.npy")[:2])
     with sqlite3.connect(directory / TABLES_DB) as conn:
-        conn.execute("UPDATE entities SET pos = -1 WHERE pos = 0")
-        conn.execute("UPDATE entities SET pos = 0 WHERE pos = 1")
-        conn.execute("UPDATE entities SET pos = 1 WHERE pos = -1")
+        conn.execute("UPDATE entities SET row = -1 WHERE row = ?", (first,))
+        conn.execute("UPDATE entities SET row = ? WHERE row = ?", (first, second))
+        conn.execute("UPDATE entities SET row = ? WHERE row = -1", (second,))
     conn.close()
 
 
 def _shift_source(directory: Path) -> None:
     with sqlite3.connect(directory / TABLES_DB) as conn:
-        conn.execute("UPDATE relations SET source = source + 1 WHERE pos = 0")
+        conn.execute(
+            "UPDATE relations SET source = (SELECT max(id) FROM sources) + 1"
+            " WHERE row = (SELECT min(row) FROM relations WHERE source IS NOT NULL)"
+        )
     conn.close()
 
 
@@ -220,6 +197,7 @@ def _swap_edges(directory: Path) -> None:
         _swap_entities,
         _shift_source,
         _swap_array("relation_chunks"),
+        _swap_array("relation_order"),
         _swap_array("by_entity_order"),
         _swap_array("page_entities"),
         _swap_edges,
@@ -229,7 +207,7 @@ def test_the_comparison_catches_a_damaged_output(
     tmp_path: Path, damage: Callable[[Path], None]
 ) -> None:
     run = _Run(tmp_path, 40, 6)
-    got, want, _, _ = run.write()
+    got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
     damage(got)
     with pytest.raises(AssertionError):
@@ -240,10 +218,10 @@ def test_the_comparison_catches_a_damaged_output(
 @pytest.mark.parametrize(
     ("query", "old", "new"),
     [
-        ("_ENTITIES", "ORDER BY doc_id, idx, seq", "ORDER BY doc_id DESC, idx, seq"),
-        ("_CHUNK_ORDER", "ORDER BY doc_id, idx", "ORDER BY doc_id, idx DESC"),
-        ("_RELATIONS", "ORDER BY c.ord, o.seq", "ORDER BY c.ord DESC, o.seq DESC"),
-        ("_RELATIONS", "ORDER BY ord, seq", "ORDER BY ord, seq DESC"),
+        ("_ENTITY_ORDER", "ORDER BY doc_id, idx, seq", "ORDER BY doc_id DESC, idx, seq"),
+        ("_ORDER", "ORDER BY doc_id, idx)", "ORDER BY doc_id, idx DESC)"),
+        ("_ORDER", "ORDER BY c.ord, o.seq", "ORDER BY c.ord DESC, o.seq DESC"),
+        ("_FIRST", "ORDER BY c.doc_id, c.idx, o.seq", "ORDER BY c.doc_id DESC, c.idx, o.seq"),
     ],
 )
 def test_the_comparison_catches_a_broken_writer(
@@ -261,9 +239,10 @@ def test_the_comparison_catches_a_broken_writer(
     run = _Run(tmp_path, 40, 6)
     failed = False
     for _ in range(8):
-        got, want, _, _ = run.write()
+        got, whole, want, _, _ = run.write()
         try:
             assert_same_outputs(got, want)
+            assert_same_outputs(whole, want)
         except AssertionError:
             failed = True
             break

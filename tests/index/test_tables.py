@@ -91,12 +91,58 @@ def test_each_text_is_stored_once(stored: tuple[KnowledgeGraph, KnowledgeGraph, 
     _, _, directory = stored
     with sqlite3.connect(directory / TABLES_DB) as conn:
         texts = [t for (t,) in conn.execute("SELECT text FROM texts")]
-        refs = conn.execute("SELECT sentence FROM relations ORDER BY pos").fetchall()
+        refs = conn.execute("SELECT sentence FROM relations ORDER BY row").fetchall()
     assert len(texts) == len(set(texts))
     assert SENTENCE in texts  # the first relation's description ...
     assert texts.count("A person of note.") == 1  # ... and a shared description, once
     assert refs[0] == (-1,)  # the sentence is the chunk's text between the offsets
     assert "Babbage, born in London." in texts  # one that is not is stored as text
+
+
+def _position_keyed(directory: Path) -> None:
+    """Turn tables written by :func:`save_tables` into the layout before rows were keyed
+    by ids: rows keyed by position, a source naming its chunk's position, no order
+    arrays."""
+    order = np.load(directory / "tables" / "chunk_order.npy").tolist()
+    conn = sqlite3.connect(directory / TABLES_DB)
+    for table in ("entities", "descriptions", "relations"):
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN row TO pos")
+    for pos, row in enumerate(order):
+        conn.execute("UPDATE chunks SET row = ? WHERE row = ?", (-1 - pos, row))
+    conn.execute("UPDATE chunks SET row = -1 - row")
+    conn.execute("ALTER TABLE chunks RENAME COLUMN row TO pos")
+    conn.execute("ALTER TABLE sources ADD COLUMN chunk INTEGER")
+    conn.execute(
+        "UPDATE sources SET chunk = coalesce((SELECT pos FROM chunks c"
+        " WHERE c.id = sources.chunk_id), -1)"
+    )
+    conn.execute("DELETE FROM meta WHERE key = 'layout'")
+    conn.commit()
+    conn.close()
+    for name in ("chunk", "entity", "description", "relation"):
+        (directory / "tables" / f"{name}_order.npy").unlink()
+    (directory / "tables" / "entity_positions.npy").unlink()
+
+
+def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:
+    """An index written before rows were keyed by ids opens and reads the same graph."""
+    kg = graph()
+    save_tables(tmp_path, kg, chunks())
+    _position_keyed(tmp_path)
+    opened, tables = load_tables(tmp_path, kg.snapshot)
+    assert not tables.keyed
+    assert list(opened.entities) == list(kg.entities)
+    assert list(opened.descriptions) == list(kg.descriptions)
+    assert list(opened.relations) == list(kg.relations)
+    assert opened.relations[0] == kg.relations[0]  # the sentence read from its chunk
+    assert list(opened.chunk_ids) == list(kg.chunk_ids)
+    assert list(tables.chunk_texts) == [c.text for c in chunks()]
+    assert tables.names(False)("london") == (kg.find_entity(entity_id("London")),)
+    assert opened.find_entity(entity_id("Countess Lovelace")) == 0
+    assert tables.graph_texts() == (
+        [d.text for d in kg.descriptions],
+        [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations],
+    )
 
 
 def test_what_retrieval_derives_is_stored(

@@ -6,16 +6,15 @@ index another process writes opened once its build completes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
 
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.server.jobstore import Job, JobKind, JobState, JobStore
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.testing.server import CORPUS, ROUTES, build_index, running, sse_events, wait_for_job
+from quillian.testing.tables import table_rows
 from quillian.types import Document
 
 HOPPER = {"title": "Grace Hopper", "text": "Grace Hopper was born in New York City."}
@@ -114,9 +113,8 @@ def test_uploaded_files_bad_ones_fail_with_their_error_others_are_ingested(index
 
 
 def _tables(path):
-    """The graph tables as SQL text (every row, each text once)."""
-    with closing(sqlite3.connect(path / "tables" / "graph.sqlite")) as conn:
-        return list(conn.iterdump())
+    """The graph tables' rows by position, each text once."""
+    return table_rows(path)
 
 
 def test_delete_is_exact_and_the_passages_are_gone(index_copy, tmp_path):

@@ -6,11 +6,14 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              size and checksum of each file under tables/ and bm25/
     DIR/store.sqlite         documents, chunks, ingestion status, extractions and their
                              linking state, the embedding cache (empty after a build)
-    DIR/graph_resolution.sqlite  the graph's entity resolution, patched by each build
-                             (local to the machine)
+    DIR/graph_resolution.sqlite  the graph's entity resolution, patched by each build,
+                             with its log of what changed since the tables (local to
+                             the machine)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
-                             text once) and arrays derived from it (.npy)
+                             text once; rows keyed by ids an update does not move, patched
+                             in a copy by each build), *_order.npy giving each position's
+                             row, and arrays derived from the graph (.npy)
     DIR/vectors/chunks/      chunk embeddings, keyed by content (tables/chunk_keys.npy
                              gives each chunk position's key)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)

@@ -1,26 +1,40 @@
-"""The graph stage's outputs written straight from the entity-resolution state.
+"""The graph stage's outputs written straight from the entity-resolution state, whole or
+patched by what changed.
 
 :func:`~quillian.index.tables.save_tables` writes ``tables/`` from a
 :class:`~quillian.components.graph.builder.KnowledgeGraph` held in memory, a Python
 object per entity, description and relation. :func:`save_state_tables` writes the same
-tables, arrays and graph snapshot from the rows an
-:class:`~quillian.components.graph.incremental.ResolutionState` keeps per chunk and per
-entity: the state database is attached to the new tables database and the tables are
-filled by ``INSERT ... SELECT`` (positions by window functions in index order, the first
-occurrence of each triple id kept), the snapshot and the derived arrays by numpy over
-the few integer columns read back. What only Python computes (an entity's node id, its
-lexicon keys, whether it is a literal) the state computed when a replay made the entity.
+graph from the rows an :class:`~quillian.components.graph.incremental.ResolutionState`
+keeps per chunk and per entity, the state database attached to the tables database:
 
-Python still passes over the chunks (their texts and titles are not in the state) and
-the descriptions (a description's node id hashes its entity's position, which any
-earlier entity moves).
+* **whole** (a new state, or tables the state's log does not follow): every table
+  filled by ``INSERT ... SELECT`` (the first occurrence of each triple id in index
+  order kept);
+* **patched** (the tables the state last marked, and its log of changed chunks and
+  entity rows since, :meth:`~.ResolutionState.tables_changes`): the previous
+  ``graph.sqlite`` copied and only the rows of those chunks and entities, the relations
+  whose triple ids they hold and the lexicon keys they name deleted and inserted again;
+  texts and sources no row refers to any more are deleted (texts keep a count of their
+  references). Rows are keyed by ids an update does not move (see
+  :mod:`quillian.index.tables`), so the rows of other documents are not touched.
+
+Either way the positions (index order), the snapshot and the derived arrays are then
+computed by numpy from integer columns read back (:class:`_Graph`): still one pass over
+the rows, without their texts. What only Python computes (an entity's node id, its
+lexicon keys, whether it is a literal) the state computed when a replay made the entity.
+The state's log is emptied only once the tables are swapped in, so a build stopped
+before that is made good by the next patch (a patch is idempotent: it rewrites the rows
+of the logged ids from the state as it is).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import sqlite3
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,116 +42,106 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.graph.builder import GraphEdges, GraphShape, graph_edges, write_graph
-from quillian.components.graph.incremental import ResolutionState
+from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
 from quillian.index.artifacts import replace_dir
-from quillian.index.tables import DDL, FINGERPRINT, IN_CHUNK, TABLES_DB, fingerprint
+from quillian.index.tables import (
+    DDL,
+    FINGERPRINT,
+    IN_CHUNK,
+    KEYED,
+    LAYOUT,
+    TABLES_DB,
+    fingerprint,
+    order_arrays,
+    patched_fingerprint,
+)
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot
-from quillian.types import Chunk, stable_ids
+from quillian.types import Chunk, key64, stable_ids
 
 __all__ = ["save_state_tables"]
 
-#: Working tables, in the connection's temporary database: the chunks by position,
-#: each entity row's position, the distinct texts, the kept relations by position. In
-#: a file, so a large corpus's do not stay in memory (as fast at 20k passages).
+logger = logging.getLogger(__name__)
+
+#: The ``meta`` key of a random id of each tables database written from a state, so no
+#: two are the same file.
+GENERATION = "generation"
+#: The id of the empty text (an empty description or sentence is stored as no text).
+_EMPTY = key64("")
+_BATCH = 500  # SQLite host parameters per statement
+
+#: Working tables of a whole write, in the connection's temporary database (in a file,
+#: so a large corpus's do not stay in memory): the chunks with their positions and
+#: keys, each entity row's position, each stored chunk's place in index order, the kept
+#: relations.
 _TEMP = """
 PRAGMA temp_store = FILE;
 CREATE TEMP TABLE chunk_pos (id TEXT PRIMARY KEY, pos INTEGER NOT NULL,
-    title TEXT NOT NULL, text TEXT NOT NULL);
+    row INTEGER NOT NULL, title TEXT NOT NULL, title_id INTEGER NOT NULL,
+    text TEXT NOT NULL, text_id INTEGER NOT NULL);
 CREATE TEMP TABLE ent (row INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
 CREATE TEMP TABLE corder (chunk_id TEXT PRIMARY KEY, ord INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TEMP TABLE tx (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
-CREATE TEMP TABLE rel (pos INTEGER PRIMARY KEY, subject INTEGER NOT NULL,
-    object INTEGER NOT NULL, s TEXT, p TEXT, o TEXT, description INTEGER, doc_id TEXT,
-    source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER, chunk INTEGER NOT NULL,
-    in_chunk INTEGER NOT NULL);
 CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
     seq INTEGER NOT NULL);
-CREATE TEMP TABLE titled (key TEXT PRIMARY KEY, entity INTEGER NOT NULL);
 """
 
-#: Entity positions (the creating mentions' order), and each stored chunk's place in
-#: index order (so no join below reads the state's chunk rows, which hold extractions).
-_ENTITIES = """
-INSERT INTO ent SELECT row, ROW_NUMBER() OVER (ORDER BY doc_id, idx, seq) - 1
-FROM st.entities
-"""
-_CHUNK_ORDER = """
-INSERT INTO corder SELECT chunk_id, ROW_NUMBER() OVER (ORDER BY doc_id, idx) FROM st.chunks
+#: The texts counted by one step, and those that may have no reference left.
+_COUNTS = """
+CREATE TEMP TABLE counted (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TEMP TABLE uncounted (id INTEGER PRIMARY KEY);
 """
 
-#: The first occurrence of each triple id in index order, numbered in that order (by
-#: its key alone: the rows are wide), then the kept rows with their ends by position,
-#: their chunk's position (-1: no provenance, or a chunk not indexed) and whether their
-#: sentence is that chunk's text between the offsets. Texts stay ids of the state's
-#: ``texts`` (a relation's description: its own, else its sentence's).
-_RELATIONS = (
+#: Entity positions (the creating mentions' order), each stored chunk's place in index
+#: order, and the first occurrence of each triple id in that order.
+_ORDER = (
+    "INSERT INTO ent SELECT row, ROW_NUMBER() OVER (ORDER BY doc_id, idx, seq) - 1"
+    " FROM st.entities",
+    "INSERT INTO corder SELECT chunk_id, ROW_NUMBER() OVER (ORDER BY doc_id, idx) FROM st.chunks",
     """INSERT INTO kept
     SELECT ROW_NUMBER() OVER (ORDER BY ord, seq) - 1, chunk_id, seq FROM (
         SELECT o.chunk_id, o.seq, c.ord, ROW_NUMBER() OVER (
-            PARTITION BY o.triple_id ORDER BY c.ord, o.seq) AS nth
+            PARTITION BY o.triple ORDER BY c.ord, o.seq) AS nth
         FROM st.occurrences o JOIN corder c USING (chunk_id)
     ) WHERE nth = 1""",
-    """INSERT INTO rel
-    SELECT k.pos, es.pos, eo.pos, o.s, o.p, o.o, coalesce(o.description, o.sentence),
-        o.doc_id, o.source_chunk,
-        o.start, o.end, o.sentence,
-        CASE WHEN o.doc_id IS NULL THEN -1 ELSE coalesce(cp.pos, -1) END,
-        o.doc_id IS NOT NULL AND ts.text != '' AND cp.pos IS NOT NULL AND o.start >= 0
-            AND o.end >= o.start
-            AND substr(cp.text, o.start + 1, o.end - o.start) = ts.text
-    FROM kept k
-    JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq
+)
+
+#: One relation row from the occurrence ``o`` (its provenance chunk ``cp`` where that
+#: chunk is indexed, its sentence's text ``ts``, its source ``src``), given the row key
+#: (``{row}``) and the rows the occurrences come from (``{occurrences}``).
+_RELATION = """
+    SELECT {row}, o.s, o.p, o.o,
+        CASE WHEN coalesce(o.description, o.sentence) = :empty THEN NULL
+            ELSE coalesce(o.description, o.sentence) END,
+        src.id, o.start, o.end,
+        CASE WHEN o.doc_id IS NULL OR o.sentence = :empty THEN NULL
+            WHEN cp.row IS NOT NULL AND o.start >= 0 AND o.end >= o.start
+                AND substr(ct.text, o.start + 1, o.end - o.start) = ts.text
+            THEN {in_chunk} ELSE o.sentence END,
+        o.triple, key64(o.chunk_id), o.seq, o.subject, o.object, cp.row
+    FROM {occurrences}
     LEFT JOIN st.texts ts ON ts.id = o.sentence
-    JOIN ent es ON es.row = o.subject
-    JOIN ent eo ON eo.row = o.object
-    LEFT JOIN chunk_pos cp ON cp.id = o.source_chunk""",
-)
+    LEFT JOIN main.chunks cp ON cp.row = key64(o.source_chunk) AND o.doc_id IS NOT NULL
+    LEFT JOIN main.texts ct ON ct.id = cp.text
+    LEFT JOIN main.sources src ON src.doc_id = o.doc_id AND src.chunk_id = o.source_chunk
+"""
 
-#: Where the texts are (column ``t``); an empty one is stored as no text.
-_TEXTS = (
-    "SELECT title AS t FROM chunk_pos",
-    "SELECT text AS t FROM chunk_pos",
-    "SELECT x.text AS t FROM st.descriptions d JOIN st.texts x ON x.id = d.text",
-    "SELECT x.text AS t FROM rel r JOIN st.texts x ON x.id = r.description",
-    "SELECT x.text AS t FROM rel r JOIN st.texts x ON x.id = r.sentence"
-    " WHERE r.doc_id IS NOT NULL AND NOT r.in_chunk",
-)
-
-_TABLES = (
-    "INSERT INTO texts SELECT id, text FROM tx",
-    """INSERT INTO chunks SELECT cp.pos, cp.id, tt.id, tb.id FROM chunk_pos cp
-    LEFT JOIN tx tt ON tt.text = cp.title LEFT JOIN tx tb ON tb.text = cp.text""",
-    """INSERT INTO entities SELECT e.pos, s.name, s.type, s.aliases
-    FROM ent e JOIN st.entities s ON s.row = e.row""",
-    """INSERT INTO descriptions
-    SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, e.pos, t.id, d.chunk_id
-    FROM st.descriptions d JOIN corder c USING (chunk_id)
-    JOIN ent e ON e.row = d.entity JOIN st.texts x ON x.id = d.text
-    JOIN tx t ON t.text = x.text""",
-    # a source: a (document, chunk id, chunk) some relation reads, numbered by its first
-    """CREATE TEMP TABLE src AS
-    SELECT ROW_NUMBER() OVER (ORDER BY min(pos)) - 1 AS id, doc_id, source_chunk, chunk
-    FROM rel WHERE doc_id IS NOT NULL GROUP BY doc_id, source_chunk, chunk""",
-    "CREATE INDEX temp.src_key ON src (doc_id, source_chunk, chunk)",
-    "INSERT INTO sources SELECT id, doc_id, source_chunk, chunk FROM src",
-    f"""INSERT INTO relations SELECT r.pos, r.s, r.p, r.o, td.id, src.id, r.start, r.end,
-        CASE WHEN r.doc_id IS NULL OR xs.text = '' THEN NULL
-            WHEN r.in_chunk THEN {IN_CHUNK} ELSE ts.id END
-    FROM rel r LEFT JOIN st.texts xd ON xd.id = r.description
-    LEFT JOIN tx td ON td.text = xd.text
-    LEFT JOIN src ON src.doc_id = r.doc_id AND src.source_chunk = r.source_chunk
-        AND src.chunk = r.chunk
-    LEFT JOIN st.texts xs ON xs.id = r.sentence
-    LEFT JOIN tx ts ON ts.text = xs.text AND NOT r.in_chunk""",
-    """INSERT INTO names SELECT k.key, min(e.pos), 0
-    FROM st.entity_keys k JOIN ent e ON e.row = k.row GROUP BY k.key""",
-    """INSERT INTO alias_ids SELECT a.id, min(e.pos)
-    FROM st.entity_alias_ids a JOIN ent e ON e.row = a.row GROUP BY a.id""",
-)
+#: Text references of the rows just inserted into a table (``{where}`` picks them), for
+#: the counts in ``texts``: chunk titles and texts, description texts, relation texts
+#: and sentences (not those read from their chunk).
+_TEXT_REFS = {
+    "chunks": (
+        "SELECT title AS id FROM main.chunks {where}",
+        "SELECT text FROM main.chunks {where}",
+    ),
+    "descriptions": ("SELECT text AS id FROM main.descriptions {where}",),
+    "relations": (
+        "SELECT description AS id FROM main.relations {where}",
+        "SELECT sentence FROM main.relations {where}",
+    ),
+}
 
 
 def save_state_tables(
@@ -147,11 +151,12 @@ def save_state_tables(
     chunks: Sequence[Chunk],
     store: GraphStore | None = None,
 ) -> GraphSnapshot:
-    """Write under ``directory/tables`` what :func:`~quillian.index.tables.save_tables`
-    writes for the graph :class:`~quillian.components.graph.builder.GraphBuilder` makes
-    of ``state``'s extractions (``chunk_ids``: the chunk nodes' order, ``chunks``: those
-    chunks), swapped in whole; returns that graph's snapshot, written to ``store``
-    (empty) where one is given."""
+    """Write under ``directory/tables`` the graph
+    :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
+    extractions (``chunk_ids``: the chunk nodes' order, ``chunks``: those chunks),
+    patched from the tables there where the state's log follows them, else whole;
+    swapped in whole, then marked in the state. Returns that graph's snapshot, written
+    to ``store`` (empty) where one is given."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -159,106 +164,508 @@ def save_state_tables(
         )
     if len(chunk_ids) != len(chunks):
         raise InputError(f"{len(chunk_ids)} chunk ids but {len(chunks)} chunks")
-    written: list[GraphSnapshot] = []
-    replace_dir(
-        directory / "tables",
-        lambda path: written.append(_write(path, state.path, chunk_ids, chunks, store)),
-    )
-    return written[0]
+    changes = state.tables_changes()
+    written: list[tuple[GraphSnapshot, str]] = []
+
+    def write(path: Path) -> None:
+        writer = _Writer(path, state.path, chunk_ids, chunks)
+        written.append(writer.run(directory / TABLES_DB, changes, store))
+
+    replace_dir(directory / "tables", write)
+    snapshot, digest = written[0]
+    state.mark_tables(digest)
+    return snapshot
 
 
-def _write(
-    path: Path,
-    state_path: Path,
-    chunk_ids: Sequence[str],
-    chunks: Sequence[Chunk],
-    store: GraphStore | None,
-) -> GraphSnapshot:
-    db = path / Path(TABLES_DB).name
-    conn = sqlite3.connect(db.absolute().as_uri(), uri=True, isolation_level=None)
+def _copy_digest(source: Path, target: Path) -> str | None:
+    """Copy ``source`` to ``target`` and return the SHA-256 of what was copied (None:
+    no such file)."""
+    digest = hashlib.sha256()
     try:
-        conn.execute("PRAGMA journal_mode = OFF")  # a new file in a folder swapped in whole
-        conn.executescript(DDL + _TEMP)
-        conn.execute("ATTACH DATABASE ? AS st", (state_path.absolute().as_uri() + "?mode=ro",))
-        conn.execute("BEGIN")
-        _fill(conn, chunk_ids, chunks)
-        graph = _Graph(conn, chunk_ids)
-        snapshot = write_graph(graph.node_ids, graph.edges(), store)
-        pages = derived.chunk_pages(snapshot, graph.n_entities, graph.chunk_offset, len(chunk_ids))
-        _titled_names(conn, pages, [c.title for c in chunks])
+        with source.open("rb") as src, target.open("wb") as out:
+            while block := src.read(1 << 20):
+                digest.update(block)
+                out.write(block)
+    except FileNotFoundError:
+        target.unlink(missing_ok=True)
+        return None
+    return digest.hexdigest()
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Writer:
+    """One tables database written from the state, whole or patched, with its arrays."""
+
+    def __init__(
+        self, path: Path, state_path: Path, chunk_ids: Sequence[str], chunks: Sequence[Chunk]
+    ) -> None:
+        self.path, self.state_path = path, state_path
+        self.chunk_ids, self.chunks = chunk_ids, chunks
+        self.chunk_rows = np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))
+
+    def run(
+        self, previous: Path, changes: TablesChanges, store: GraphStore | None
+    ) -> tuple[GraphSnapshot, str]:
+        """Write the database and arrays; returns the snapshot and the database's
+        SHA-256. The previous database is patched only when it is the one the state's
+        log follows, byte for byte (not damaged, not another build's)."""
+        db = self.path / Path(TABLES_DB).name
+        patch = False
+        if changes.tables:
+            patch = _copy_digest(previous, db) == changes.tables
+            if not patch:
+                db.unlink(missing_ok=True)
+                logger.info("graph tables written whole: %s is not the state's", previous)
+        conn = sqlite3.connect(db.absolute().as_uri(), uri=True, isolation_level=None)
+        try:
+            conn.create_function("key64", 1, _key64, deterministic=True)
+            conn.execute("PRAGMA journal_mode = OFF")  # a file in a folder swapped in whole
+            if not patch:
+                _script(conn, DDL + _TEMP)
+            else:
+                conn.execute("PRAGMA temp_store = FILE")
+            conn.execute(
+                "ATTACH DATABASE ? AS st", (self.state_path.absolute().as_uri() + "?mode=ro",)
+            )
+            conn.execute("BEGIN")
+            _script(conn, _COUNTS)
+            if not patch:
+                self._fill(conn)
+                touched: list[str] | None = None
+            else:
+                touched = self._patch(conn, changes)
+            graph = _Graph(conn, self.chunk_ids, self.chunk_rows)
+            snapshot = write_graph(graph.node_ids, graph.edges(), store)
+            pages = derived.chunk_pages(
+                snapshot, graph.n_entities, graph.chunk_offset, len(self.chunk_ids)
+            )
+            _titled_names(conn, pages, [c.title for c in self.chunks], graph.entity_order)
+            self._meta(conn, graph, touched)
+            conn.execute("COMMIT")
+            conn.execute("DETACH DATABASE st")
+        finally:
+            conn.close()
+        for name, array in graph.arrays(snapshot, pages).items():
+            np.save(self.path / f"{name}.npy", array)
+        return snapshot, _digest(db)
+
+    def _meta(self, conn: sqlite3.Connection, graph: _Graph, touched: list[str] | None) -> None:
         counts = {
             "entities": graph.n_entities,
             "descriptions": len(graph.description_entity),
             "relations": len(graph.relation_chunk),
-            "chunks": len(chunk_ids),
+            "chunks": len(self.chunk_ids),
         }
-        meta = [("counts", json.dumps(counts)), (FINGERPRINT, fingerprint(conn))]
-        conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
-        conn.execute("COMMIT")
-        conn.execute("DETACH DATABASE st")
-    finally:
-        conn.close()
-    for name, array in graph.arrays(snapshot, pages).items():
-        np.save(path / f"{name}.npy", array)
-    return snapshot
+        orders = graph.orders
+        if touched is None:
+            mark = fingerprint(conn, orders)
+        else:
+            (before,) = conn.execute(
+                "SELECT value FROM meta WHERE key = ?", (FINGERPRINT,)
+            ).fetchone()
+            mark = patched_fingerprint(before, touched, orders) if touched else before
+        rows = [
+            ("counts", json.dumps(counts)),
+            (LAYOUT, KEYED),
+            (GENERATION, uuid.uuid4().hex),
+            (FINGERPRINT, mark),
+        ]
+        conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+
+    # ----- whole ----------------------------------------------------------------------
+
+    def _fill(self, conn: sqlite3.Connection) -> None:
+        """Every table but ``names``' titled keys and ``meta``, from the attached state."""
+        conn.executemany(
+            "INSERT INTO chunk_pos VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (cid, pos, row, c.title, key64(c.title), c.text, key64(c.text))
+                for pos, (cid, row, c) in enumerate(
+                    zip(self.chunk_ids, self.chunk_rows.tolist(), self.chunks, strict=True)
+                )
+            ),
+        )
+        for sql in _ORDER:
+            conn.execute(sql)
+        conn.execute(
+            "INSERT INTO chunks SELECT row, id, nullif(title_id, :e), nullif(text_id, :e)"
+            " FROM chunk_pos",
+            {"e": _EMPTY},
+        )
+        for column in ("title", "text"):
+            conn.execute(
+                f"INSERT OR IGNORE INTO texts SELECT {column}_id, {column}, 0 FROM chunk_pos"
+                f" WHERE {column} != ''"
+            )
+        conn.execute("INSERT INTO entities SELECT row, name, type, aliases FROM st.entities")
+        conn.execute(
+            """INSERT INTO descriptions
+            SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, d.entity, d.text,
+                d.chunk_id, key64(d.chunk_id), d.seq
+            FROM st.descriptions d JOIN corder c USING (chunk_id)"""
+        )
+        conn.execute(
+            "INSERT INTO sources (doc_id, chunk_id) SELECT DISTINCT o.doc_id, o.source_chunk"
+            " FROM kept k JOIN st.occurrences o USING (chunk_id, seq)"
+            " WHERE o.doc_id IS NOT NULL"
+        )
+        occurrences = "kept k JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq"
+        conn.execute(
+            "INSERT INTO relations"
+            + _RELATION.format(row="k.pos", in_chunk=IN_CHUNK, occurrences=occurrences),
+            {"empty": _EMPTY},
+        )
+        _insert_state_texts(conn, "SELECT text FROM main.descriptions")
+        _insert_state_texts(
+            conn, "SELECT description FROM main.relations UNION SELECT sentence FROM main.relations"
+        )
+        for table in _TEXT_REFS:
+            _count_texts(conn, table, "", 1)
+        conn.execute(
+            "INSERT INTO names SELECT key, row, 0 FROM (SELECT k.key AS key, e.row AS row,"
+            " min(e.pos) FROM st.entity_keys k JOIN ent e ON e.row = k.row GROUP BY k.key)"
+        )
+        conn.execute(
+            "INSERT INTO alias_ids SELECT id, row FROM (SELECT a.id AS id, e.row AS row,"
+            " min(e.pos) FROM st.entity_alias_ids a JOIN ent e ON e.row = a.row GROUP BY a.id)"
+        )
+
+    # ----- patched --------------------------------------------------------------------
+
+    def _patch(self, conn: sqlite3.Connection, changes: TablesChanges) -> list[str]:
+        """Bring the copied tables up to the state by the log ``changes``; returns the
+        entity and description rows changed, as text (for the fingerprint)."""
+        _script(
+            conn,
+            """CREATE TEMP TABLE cc (chunk_id TEXT PRIMARY KEY, row INTEGER NOT NULL);
+            CREATE TEMP TABLE ce (row INTEGER PRIMARY KEY);
+            CREATE TEMP TABLE ct (triple INTEGER PRIMARY KEY);
+            CREATE TEMP TABLE ck (key TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TEMP TABLE ca (id TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TEMP TABLE unsourced (id INTEGER PRIMARY KEY);""",
+        )
+        conn.executemany("INSERT INTO cc VALUES (?, ?)", ((c, key64(c)) for c in changes.chunks))
+        conn.executemany("INSERT INTO ce VALUES (?)", ((r,) for r in changes.entities))
+        touched: list[str] = []
+        self._patch_chunks(conn)
+        # entities: the logged rows, as the state has them now; their old and new
+        # lexicon keys and alias ids settled again below
+        touched += _lines(
+            conn,
+            "SELECT json_array(row, name, type, aliases) FROM entities"
+            " WHERE row IN (SELECT row FROM ce)",
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO ck SELECT key FROM names WHERE entity IN"
+            " (SELECT row FROM ce) AND titled = 0"
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO ca SELECT id FROM alias_ids WHERE entity IN (SELECT row FROM ce)"
+        )
+        conn.execute("DELETE FROM entities WHERE row IN (SELECT row FROM ce)")
+        conn.execute(
+            "INSERT INTO entities SELECT row, name, type, aliases FROM st.entities"
+            " WHERE row IN (SELECT row FROM ce)"
+        )
+        touched += _lines(
+            conn,
+            "SELECT json_array(row, name, type, aliases) FROM entities"
+            " WHERE row IN (SELECT row FROM ce)",
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO ck SELECT key FROM st.entity_keys WHERE row IN"
+            " (SELECT row FROM ce)"
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO ca SELECT id FROM st.entity_alias_ids WHERE row"
+            " IN (SELECT row FROM ce)"
+        )
+        touched += self._patch_descriptions(conn)
+        self._patch_relations(conn)
+        self._patch_lexicon(conn)
+        conn.execute("DELETE FROM texts WHERE id IN (SELECT id FROM uncounted) AND refs <= 0")
+        conn.execute(
+            "DELETE FROM sources WHERE id IN (SELECT id FROM unsourced) AND NOT EXISTS"
+            " (SELECT 1 FROM relations r WHERE r.source = sources.id)"
+        )
+        return touched
+
+    def _patch_chunks(self, conn: sqlite3.Connection) -> None:
+        """The chunks table to ``chunk_ids``: those gone deleted, those new inserted
+        (a chunk's id names its text, so a kept chunk is unchanged)."""
+        (stored,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
+        have = np.fromiter(
+            (r for (r,) in conn.execute("SELECT row FROM chunks")), dtype=np.int64, count=stored
+        )
+        gone = np.setdiff1d(have, self.chunk_rows, assume_unique=True)
+        new = np.flatnonzero(~np.isin(self.chunk_rows, have, assume_unique=True))
+        conn.execute("CREATE TEMP TABLE dc (row INTEGER PRIMARY KEY)")
+        conn.executemany("INSERT INTO dc VALUES (?)", ((r,) for r in gone.tolist()))
+        _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM dc)", -1)
+        conn.execute("DELETE FROM chunks WHERE row IN (SELECT row FROM dc)")
+        conn.execute("CREATE TEMP TABLE nc (row INTEGER PRIMARY KEY)")
+        rows = []
+        for i in new.tolist():
+            c = self.chunks[i]
+            rows.append((int(self.chunk_rows[i]), self.chunk_ids[i], c.title, c.text))
+        _insert_texts(conn, [t for _, _, title, text in rows for t in (title, text) if t])
+        conn.executemany(
+            "INSERT INTO chunks VALUES (?, ?, nullif(?, :e), nullif(?, :e))".replace(
+                ":e", str(_EMPTY)
+            ),
+            ((row, cid, key64(title), key64(text)) for row, cid, title, text in rows),
+        )
+        conn.executemany("INSERT INTO nc VALUES (?)", ((r,) for r, *_ in rows))
+        _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM nc)", 1)
+        # relations whose provenance names a chunk that came or went: settled again
+        conn.execute(
+            "INSERT OR IGNORE INTO ct SELECT triple FROM relations WHERE source_chunk IN"
+            " (SELECT row FROM dc UNION ALL SELECT row FROM nc)"
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO ct SELECT triple FROM relations r JOIN sources s"
+            " ON s.id = r.source WHERE s.chunk_id = ?",
+            ((self.chunk_ids[i],) for i in new.tolist()),
+        )
+
+    def _patch_descriptions(self, conn: sqlite3.Connection) -> list[str]:
+        """The descriptions of the logged chunks, as the state has them now."""
+        where = "WHERE chunk IN (SELECT row FROM cc)"
+        before = _lines(conn, _DESCRIPTION_LINES.format(where=where))
+        _count_texts(conn, "descriptions", where, -1)
+        conn.execute(f"DELETE FROM descriptions {where}")
+        (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM descriptions").fetchone()
+        conn.execute(
+            """INSERT INTO descriptions
+            SELECT :top + ROW_NUMBER() OVER (ORDER BY d.chunk_id, d.seq), d.entity, d.text,
+                d.chunk_id, cc.row, d.seq
+            FROM cc JOIN st.descriptions d USING (chunk_id)""",
+            {"top": top},
+        )
+        _insert_state_texts(conn, "SELECT d.text FROM cc JOIN st.descriptions d USING (chunk_id)")
+        _count_texts(conn, "descriptions", where, 1)
+        return before + _lines(conn, _DESCRIPTION_LINES.format(where=where))
+
+    def _patch_relations(self, conn: sqlite3.Connection) -> None:
+        """The relations of every triple id the logged chunks held or hold: each one's
+        first occurrence in index order, found again."""
+        conn.execute(
+            "INSERT OR IGNORE INTO ct SELECT triple FROM relations"
+            " WHERE chunk IN (SELECT row FROM cc)"
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO ct SELECT o.triple FROM cc"
+            " JOIN st.occurrences o USING (chunk_id)"
+        )
+        where = "WHERE triple IN (SELECT triple FROM ct)"
+        conn.execute(
+            f"INSERT OR IGNORE INTO unsourced SELECT source FROM relations {where}"
+            " AND source IS NOT NULL"
+        )
+        _count_texts(conn, "relations", where, -1)
+        conn.execute(f"DELETE FROM relations {where}")
+        _script(conn, _FIRST)
+        found = "first f JOIN st.occurrences o ON o.chunk_id = f.chunk_id AND o.seq = f.seq"
+        _insert_state_texts(
+            conn,
+            "SELECT o.description FROM first f JOIN st.occurrences o USING (chunk_id, seq)"
+            " UNION SELECT o.sentence FROM first f JOIN st.occurrences o USING (chunk_id, seq)",
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO sources (doc_id, chunk_id) SELECT o.doc_id, o.source_chunk"
+            " FROM first f JOIN st.occurrences o USING (chunk_id, seq)"
+            " WHERE o.doc_id IS NOT NULL"
+        )
+        (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM relations").fetchone()
+        conn.execute(
+            "INSERT INTO relations"
+            + _RELATION.format(
+                row=f"{int(top)} + ROW_NUMBER() OVER (ORDER BY f.triple)",
+                in_chunk=IN_CHUNK,
+                occurrences=found,
+            ),
+            {"empty": _EMPTY},
+        )
+        _count_texts(conn, "relations", where, 1)
+
+    def _patch_lexicon(self, conn: sqlite3.Connection) -> None:
+        """The lexicon keys and alias ids the logged entities held or hold: each one's
+        first entity in index order, found again; the titled keys are written after."""
+        conn.execute("DELETE FROM names WHERE titled = 1")
+        conn.execute("DELETE FROM names WHERE key IN (SELECT key FROM ck)")
+        conn.execute(
+            "INSERT INTO names SELECT key, row, 0 FROM (SELECT k.key, e.row, ROW_NUMBER()"
+            " OVER (PARTITION BY k.key ORDER BY e.doc_id, e.idx, e.seq) AS nth"
+            " FROM ck JOIN st.entity_keys k USING (key) JOIN st.entities e ON e.row = k.row)"
+            " WHERE nth = 1"
+        )
+        conn.execute("DELETE FROM alias_ids WHERE id IN (SELECT id FROM ca)")
+        conn.execute(
+            "INSERT INTO alias_ids SELECT id, row FROM (SELECT a.id, e.row, ROW_NUMBER()"
+            " OVER (PARTITION BY a.id ORDER BY e.doc_id, e.idx, e.seq) AS nth"
+            " FROM ca JOIN st.entity_alias_ids a USING (id) JOIN st.entities e ON e.row = a.row)"
+            " WHERE nth = 1"
+        )
 
 
-def _fill(conn: sqlite3.Connection, chunk_ids: Sequence[str], chunks: Sequence[Chunk]) -> None:
-    """The tables but ``names``' titled keys and ``meta``, from the attached state."""
-    conn.executemany(
-        "INSERT INTO chunk_pos VALUES (?, ?, ?, ?)",
-        (
-            (chunk_id, pos, c.title, c.text)
-            for pos, (chunk_id, c) in enumerate(zip(chunk_ids, chunks, strict=True))
-        ),
+#: The first occurrence in index order of each triple id in ``ct``.
+_FIRST = """
+CREATE TEMP TABLE first (triple INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
+    seq INTEGER NOT NULL);
+INSERT INTO first SELECT triple, chunk_id, seq FROM (
+    SELECT o.triple, o.chunk_id, o.seq, ROW_NUMBER() OVER (
+        PARTITION BY o.triple ORDER BY c.doc_id, c.idx, o.seq) AS nth
+    FROM ct JOIN st.occurrences o USING (triple)
+    JOIN st.chunks c ON c.chunk_id = o.chunk_id
+) WHERE nth = 1
+"""
+
+_DESCRIPTION_LINES = (
+    "SELECT json_array(d.row, d.entity, t.text, d.chunk_id) FROM descriptions d"
+    " JOIN texts t ON t.id = d.text {where}"
+)
+
+
+def _script(conn: sqlite3.Connection, sql: str) -> None:
+    """Run ``sql``'s statements one by one (``executescript`` would commit first)."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _key64(text: str | None) -> int | None:
+    return None if text is None else key64(text)
+
+
+def _lines(conn: sqlite3.Connection, sql: str) -> list[str]:
+    return [str(line) for (line,) in conn.execute(sql)]
+
+
+def _count_texts(conn: sqlite3.Connection, table: str, where: str, sign: int) -> None:
+    """Add ``sign`` to the reference count of every text the rows of ``table`` that
+    ``where`` picks refer to."""
+    refs = " UNION ALL ".join(sql.format(where=where) for sql in _TEXT_REFS[table])
+    conn.execute("DELETE FROM counted")
+    conn.execute(
+        f"INSERT INTO counted SELECT id, count(*) FROM ({refs}) WHERE id IS NOT NULL"
+        f" AND id != {IN_CHUNK} GROUP BY id"
     )
-    conn.execute(_ENTITIES)
-    conn.execute(_CHUNK_ORDER)
-    for sql in _RELATIONS:
-        conn.execute(sql)
-    for select in _TEXTS:
-        conn.execute(f"INSERT OR IGNORE INTO tx (text) SELECT t FROM ({select}) WHERE t != ''")
-    for sql in _TABLES:
-        conn.execute(sql)
+    if sign > 0:  # texts new to the database come with their rows: see _insert_texts
+        conn.execute(
+            "UPDATE texts SET refs = refs + (SELECT n FROM counted c WHERE c.id = texts.id)"
+            " WHERE id IN (SELECT id FROM counted)"
+        )
+    else:
+        conn.execute(
+            "UPDATE texts SET refs = refs - (SELECT n FROM counted c WHERE c.id = texts.id)"
+            " WHERE id IN (SELECT id FROM counted)"
+        )
+        conn.execute("INSERT OR IGNORE INTO uncounted SELECT id FROM counted")
+
+
+def _insert_texts(conn: sqlite3.Connection, texts: Iterable[str]) -> None:
+    """Add the ``texts`` the database lacks, with no reference counted yet (and as
+    candidates to delete, should no row count them)."""
+    rows = [(key64(t), t) for t in set(texts)]
+    conn.executemany("INSERT OR IGNORE INTO texts VALUES (?, ?, 0)", rows)
+    conn.executemany("INSERT OR IGNORE INTO uncounted VALUES (?)", ((i,) for i, _ in rows))
+
+
+def _insert_state_texts(conn: sqlite3.Connection, ids: str) -> None:
+    """Add the state's texts whose ids ``ids`` (a SELECT) gives that the database lacks,
+    with no reference counted yet."""
+    for sql in (
+        "INSERT OR IGNORE INTO texts SELECT x.id, x.text, 0 FROM st.texts x",
+        "INSERT OR IGNORE INTO uncounted SELECT x.id FROM st.texts x",
+    ):
+        conn.execute(f"{sql} WHERE x.id IN ({ids}) AND x.id != :e", {"e": _EMPTY})
+
+
+#: The entities in index order (their creating mentions' order).
+_ENTITY_ORDER = "SELECT row, node_id, literal FROM st.entities ORDER BY doc_id, idx, seq"
 
 
 class _Graph:
-    """The columns of the written tables the snapshot and the arrays are made of."""
+    """The positions of the written rows, and the columns the snapshot and the arrays
+    are made of, read back as integers."""
 
-    def __init__(self, conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
-        rows = conn.execute(
-            "SELECT s.node_id, s.literal FROM ent e JOIN st.entities s ON s.row = e.row"
-            " ORDER BY e.pos"
-        ).fetchall()
-        self.n_entities = len(rows)
-        self.literal = np.array([r[1] for r in rows], dtype=np.bool_).reshape(-1)
-        node_ids = [r[0] for r in rows]
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        chunk_ids: Sequence[str],
+        chunk_rows: npt.NDArray[np.int64],
+    ) -> None:
+        n_chunks = self.n_chunks = len(chunk_ids)
+        by_row = np.argsort(chunk_rows, kind="stable")
+        sorted_rows = chunk_rows[by_row]
+
+        def chunk_pos(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+            """Each chunk key's position (-1: not a chunk of the build)."""
+            at = np.minimum(np.searchsorted(sorted_rows, rows), max(n_chunks - 1, 0))
+            found = (sorted_rows[at] == rows) if n_chunks else np.zeros(len(rows), np.bool_)
+            return np.where(found, by_row[at] if n_chunks else -1, -1)
+
+        entities = conn.execute(_ENTITY_ORDER).fetchall()
+        self.n_entities = len(entities)
+        entity_order = np.array([r[0] for r in entities], dtype=np.int64)
+        self.literal = np.array([r[2] for r in entities], dtype=np.bool_).reshape(-1)
+        node_ids = [r[1] for r in entities]
+        none = np.empty(0, np.int64)
+        positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
+
         described = conn.execute(
-            "SELECT CAST(d.entity AS TEXT), d.chunk_id, t.text FROM descriptions d"
-            " JOIN texts t ON t.id = d.text ORDER BY d.pos"
+            "SELECT d.row, d.chunk, d.seq, d.entity, d.chunk_id, t.text FROM descriptions d"
+            " JOIN texts t ON t.id = d.text"
         ).fetchall()
-        node_ids += stable_ids("desc", described)  # DescriptionRecord.node_id
-        self.description_entity = np.array([int(r[0]) for r in described], dtype=np.int64)
+        keys = np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, 4)
+        description_order = np.lexsort((keys[:, 2], chunk_pos(keys[:, 1])))
+        self.description_entity = positions[keys[description_order, 3]]
+        node_ids += stable_ids(  # DescriptionRecord.node_id
+            "desc",
+            (
+                (str(e), described[i][4], described[i][5])
+                for i, e in zip(
+                    description_order.tolist(), self.description_entity.tolist(), strict=True
+                )
+            ),
+        )
         self.chunk_offset = len(node_ids)
         node_ids.extend(chunk_ids)
         self.node_ids = node_ids
-        mentions = conn.execute(
-            "SELECT cp.pos, e.pos, m.weight FROM st.mentions m JOIN corder c USING (chunk_id)"
-            " JOIN chunk_pos cp ON cp.id = m.chunk_id JOIN ent e ON e.row = m.entity"
-            " ORDER BY c.ord, m.seq"
-        ).fetchall()
-        m = np.array(mentions, dtype=np.float64).reshape(-1, 3)
-        self.mention_chunk = m[:, 0].astype(np.int64)
-        self.mention_entity = m[:, 1].astype(np.int64)
-        self.mention_weight = m[:, 2].astype(np.float32)
-        r = np.array(
-            conn.execute("SELECT subject, object, chunk FROM rel ORDER BY pos").fetchall(),
+
+        relations = np.array(
+            conn.execute(
+                "SELECT row, chunk, seq, subject_entity, object_entity,"
+                " coalesce(source_chunk, 0), source_chunk IS NULL FROM relations"
+            ).fetchall(),
             dtype=np.int64,
-        ).reshape(-1, 3)
-        self.relation_subject = r[:, 0].copy()
-        self.relation_object = r[:, 1].copy()
-        self.relation_chunk = r[:, 2].copy()
-        self.n_chunks = len(chunk_ids)
+        ).reshape(-1, 7)
+        relation_order = np.lexsort((relations[:, 2], chunk_pos(relations[:, 1])))
+        r = relations[relation_order]
+        self.relation_subject = positions[r[:, 3]]
+        self.relation_object = positions[r[:, 4]]
+        self.relation_chunk = np.where(r[:, 6] == 1, -1, chunk_pos(r[:, 5]))
+
+        index = {c: i for i, c in enumerate(chunk_ids)}
+        mentions = conn.execute("SELECT chunk_id, seq, entity, weight FROM st.mentions").fetchall()
+        chunk = np.fromiter((index.get(m[0], -1) for m in mentions), np.int64, len(mentions))
+        m = np.array([x[1:] for x in mentions], dtype=np.float64).reshape(-1, 3)
+        order = np.lexsort((m[:, 0], chunk))
+        order = order[chunk[order] >= 0]
+        self.mention_chunk = chunk[order]
+        self.mention_entity = positions[m[order, 1].astype(np.int64)]
+        self.mention_weight = m[order, 2].astype(np.float32)
+        self.entity_order = entity_order
+        self.orders = order_arrays(
+            chunk_rows, entity_order, keys[description_order, 0], r[:, 0].copy()
+        )
 
     def arrays(
         self, snapshot: GraphSnapshot, pages: npt.NDArray[np.int64]
@@ -282,6 +689,7 @@ class _Graph:
                 pages,
                 self.relation_chunk,
             ),
+            **self.orders,
         }
 
     def edges(self) -> GraphEdges:
@@ -298,14 +706,19 @@ class _Graph:
 
 
 def _titled_names(
-    conn: sqlite3.Connection, pages: npt.NDArray[np.int64], titles: Sequence[str]
+    conn: sqlite3.Connection,
+    pages: npt.NDArray[np.int64],
+    titles: Sequence[str],
+    entity_order: npt.NDArray[np.int64],
 ) -> None:
     """Add to ``names`` the keys only the pages' base titles give
-    (:func:`~quillian.components.retrieval.derived.name_keys`)."""
+    (:func:`~quillian.components.retrieval.derived.name_keys`), by entity row."""
     found = np.flatnonzero(pages >= 0)
     titled = [(e, titles[i]) for i, e in zip(found.tolist(), pages[found].tolist(), strict=True)]
     extra = lexicon_keys(page_aliases(titled))
-    conn.executemany("INSERT INTO titled VALUES (?, ?)", extra.items())
+    conn.execute("CREATE TEMP TABLE titled (key TEXT PRIMARY KEY, entity INTEGER NOT NULL)")
+    rows = entity_order.tolist()
+    conn.executemany("INSERT INTO titled VALUES (?, ?)", ((k, rows[e]) for k, e in extra.items()))
     conn.execute(
         "INSERT INTO names SELECT key, entity, 1 FROM titled"
         " WHERE key NOT IN (SELECT key FROM main.names)"

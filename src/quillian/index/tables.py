@@ -1,19 +1,29 @@
 """The graph tables of an index in one SQLite database, read a row at a time.
 
-``tables/graph.sqlite`` holds the entities, descriptions, relations and chunks (in
-index order) of the knowledge graph. Every text (a description, a relation's text, a
-source sentence, a chunk's title and text) is stored once in ``texts`` and referred to
-by its row; a source sentence that is its chunk's text between the provenance offsets
-is not stored again at all. Beside it, ``tables/*.npy`` hold what retrieval derives
-from the whole graph (:mod:`quillian.components.retrieval.derived`), computed once by
-the build and memory-mapped at open, and the database holds the entity lexicon's keys
-and the alias ids, looked up by an index.
+``tables/graph.sqlite`` holds the entities, descriptions, relations and chunks of the
+knowledge graph. Every text (a description, a relation's text, a source sentence, a
+chunk's title and text) is stored once in ``texts``, keyed by a 64-bit hash of the text,
+with the number of rows that refer to it; a source sentence that is its chunk's text
+between the provenance offsets is not stored again at all. Beside it, ``tables/*.npy``
+hold what retrieval derives from the whole graph
+(:mod:`quillian.components.retrieval.derived`), computed by the build and
+memory-mapped at open, and the database holds the entity lexicon's keys and the alias
+ids, looked up by an index.
+
+Rows are keyed by ids an update does not move (an entity's row in the resolution state,
+a chunk's hash of its id), never by their place in index order: ``*_order.npy`` give
+each position's row, and ``entity_positions.npy`` each entity row's position. So a
+build that adds or deletes a few documents patches the rows it changed in a copy of the
+database (:mod:`quillian.index.state_tables`) instead of writing every row again, and
+only the order arrays, numpy arrays, are written whole. An index written before this
+layout (``meta`` without :data:`LAYOUT`) has rows keyed by position and no order
+arrays, and is read as it is.
 
 Why SQLite: it is in the standard library, reads one row by its id without parsing the
 rest (JSON Lines had to be read whole at open), writes in one transaction (a killed
-build leaves no half table, and the file is swapped in whole as before), and is one
-file, so the manifest's checksum and a PostgreSQL index's ``files`` table mirror it as
-they did the JSONL files.
+build leaves no half table, and the folder is swapped in whole), and is one file, so the
+manifest's checksum and a PostgreSQL index's ``files`` table mirror it as they did the
+JSONL files.
 
 An opened database is read through one connection shared by the server's threads under
 a lock, opened ``immutable`` (no journal or lock file is looked for: the file is never
@@ -27,6 +37,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -41,9 +52,17 @@ from quillian.index.artifacts import replace_dir
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped
 from quillian.stores.snapshot import GraphSnapshot
-from quillian.types import Chunk, Provenance, Triple
+from quillian.types import Chunk, Provenance, Triple, key64
 
-__all__ = ["TABLES_DB", "StoredTables", "fingerprint", "load_tables", "save_tables"]
+__all__ = [
+    "TABLES_DB",
+    "StoredTables",
+    "fingerprint",
+    "load_tables",
+    "order_arrays",
+    "patched_fingerprint",
+    "save_tables",
+]
 
 #: The database, relative to the index directory.
 TABLES_DB = "tables/graph.sqlite"
@@ -57,23 +76,37 @@ FINGERPRINT = "entity_fingerprint"
 #: A source sentence stored as its chunk's text between the provenance offsets.
 IN_CHUNK = -1
 
+#: The ``meta`` key naming the layout of rows keyed by ids (absent: keyed by position).
+LAYOUT = "layout"
+KEYED = "keyed-1"
+
 DDL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
-CREATE TABLE entities (pos INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
-    aliases TEXT NOT NULL);
-CREATE TABLE descriptions (pos INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
-    text INTEGER NOT NULL, chunk_id TEXT NOT NULL);
-CREATE TABLE sources (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL,
-    chunk INTEGER NOT NULL);
-CREATE TABLE relations (pos INTEGER PRIMARY KEY, subject TEXT NOT NULL,
-    predicate TEXT NOT NULL, object TEXT NOT NULL, description INTEGER, source INTEGER,
-    start INTEGER, end INTEGER, sentence INTEGER);
-CREATE TABLE chunks (pos INTEGER PRIMARY KEY, id TEXT NOT NULL, title INTEGER,
+CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL, refs INTEGER NOT NULL);
+CREATE TABLE chunks (row INTEGER PRIMARY KEY, id TEXT NOT NULL, title INTEGER,
     text INTEGER);
+CREATE TABLE entities (row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+    aliases TEXT NOT NULL);
+CREATE TABLE descriptions (row INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
+    text INTEGER NOT NULL, chunk_id TEXT NOT NULL, chunk INTEGER NOT NULL,
+    seq INTEGER NOT NULL);
+CREATE INDEX descriptions_chunk ON descriptions (chunk);
+CREATE TABLE sources (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL);
+CREATE UNIQUE INDEX sources_key ON sources (chunk_id, doc_id);
+CREATE TABLE relations (row INTEGER PRIMARY KEY, subject TEXT NOT NULL,
+    predicate TEXT NOT NULL, object TEXT NOT NULL, description INTEGER, source INTEGER,
+    start INTEGER, end INTEGER, sentence INTEGER, triple INTEGER NOT NULL,
+    chunk INTEGER NOT NULL, seq INTEGER NOT NULL, subject_entity INTEGER NOT NULL,
+    object_entity INTEGER NOT NULL, source_chunk INTEGER);
+CREATE INDEX relations_triple ON relations (triple);
+CREATE INDEX relations_chunk ON relations (chunk);
+CREATE INDEX relations_source ON relations (source);
+CREATE INDEX relations_source_chunk ON relations (source_chunk) WHERE source_chunk IS NOT NULL;
 CREATE TABLE names (key TEXT PRIMARY KEY, entity INTEGER NOT NULL, titled INTEGER NOT NULL)
     WITHOUT ROWID;
+CREATE INDEX names_entity ON names (entity);
 CREATE TABLE alias_ids (id TEXT PRIMARY KEY, entity INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX alias_ids_entity ON alias_ids (entity);
 """
 
 T = TypeVar("T")
@@ -88,12 +121,20 @@ def save_tables(directory: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) ->
 def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
     pages = derived.page_entities(kg)
     relation_chunks = derived.relation_chunks(kg)
+    chunk_rows = np.fromiter(map(key64, kg.chunk_ids), dtype=np.int64, count=len(kg.chunk_ids))
+    orders = order_arrays(
+        chunk_rows,
+        np.arange(kg.n_entities, dtype=np.int64),
+        np.arange(len(kg.descriptions), dtype=np.int64),
+        np.arange(len(kg.relations), dtype=np.int64),
+    )
     conn = sqlite3.connect(path / Path(TABLES_DB).name, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = OFF")  # a new file in a folder swapped in whole
         conn.executescript(DDL)
         conn.execute("BEGIN")
-        _TableWriter(conn, chunks).write(kg, relation_chunks, pages)
+        _TableWriter(conn, chunks, chunk_rows.tolist()).write(kg, relation_chunks, pages)
+        conn.execute("INSERT INTO meta VALUES (?, ?)", (FINGERPRINT, fingerprint(conn, orders)))
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -105,35 +146,54 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
         "literal_entities": derived.literal_entities(kg),
         "entity_chunks": derived.entity_chunks(kg),
         **derived.hop_arrays(kg, pages, relation_chunks),
+        **orders,
     }
     for name, array in arrays.items():
         np.save(path / f"{name}.npy", array)
 
 
-class _TableWriter:
-    """Writes the tables in batches, each distinct text once."""
+def order_arrays(
+    chunks: npt.NDArray[np.int64],
+    entities: npt.NDArray[np.int64],
+    descriptions: npt.NDArray[np.int64],
+    relations: npt.NDArray[np.int64],
+) -> dict[str, npt.NDArray[np.int64]]:
+    """The arrays giving each position's row (``*_order``: chunks, entities,
+    descriptions, relations, given in that order) and each entity row's position
+    (``entity_positions``, -1 where no entity has the row), by file name."""
+    top = int(entities.max()) + 1 if len(entities) else 0
+    positions = np.full(top, -1, dtype=np.int64)
+    positions[entities] = np.arange(len(entities), dtype=np.int64)
+    return {
+        "chunk_order": chunks,
+        "entity_order": entities,
+        "description_order": descriptions,
+        "relation_order": relations,
+        "entity_positions": positions,
+    }
 
-    def __init__(self, conn: sqlite3.Connection, chunks: Sequence[Chunk]) -> None:
+
+class _TableWriter:
+    """Writes the tables in batches, each distinct text once (keyed by
+    :func:`~quillian.types.key64`, with its number of references); rows keyed by
+    position, chunks by the key of their id."""
+
+    def __init__(self, conn: sqlite3.Connection, chunks: Sequence[Chunk], rows: list[int]) -> None:
         self.conn = conn
         self.chunks = chunks
+        self.rows = rows
         self.texts: dict[str, int] = {}
-        self._pending: list[tuple[int, str]] = []
+        self.refs: Counter[int] = Counter()
 
     def text(self, text: str) -> int | None:
-        """The row of ``text`` in ``texts`` (None for an empty one)."""
+        """The id of ``text`` in ``texts``, counted (None for an empty one)."""
         if not text:
             return None
-        row = self.texts.get(text)
-        if row is None:
-            row = self.texts[text] = len(self.texts)
-            self._pending.append((row, text))
-            if len(self._pending) >= BATCH:
-                self.flush_texts()
-        return row
-
-    def flush_texts(self) -> None:
-        self.conn.executemany("INSERT INTO texts VALUES (?, ?)", self._pending)
-        self._pending.clear()
+        found = self.texts.get(text)
+        if found is None:
+            found = self.texts[text] = key64(text)
+        self.refs[found] += 1
+        return found
 
     def insert(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
         batch: list[tuple[Any, ...]] = []
@@ -155,8 +215,8 @@ class _TableWriter:
         self.insert(
             "INSERT INTO chunks VALUES (?, ?, ?, ?)",
             (
-                (i, cid, self.text(c.title), self.text(c.text))
-                for i, (cid, c) in enumerate(zip(kg.chunk_ids, self.chunks, strict=True))
+                (row, cid, self.text(c.title), self.text(c.text))
+                for row, cid, c in zip(self.rows, kg.chunk_ids, self.chunks, strict=True)
             ),
         )
         self.insert(
@@ -167,20 +227,32 @@ class _TableWriter:
             ),
         )
         self.insert(
-            "INSERT INTO descriptions VALUES (?, ?, ?, ?)",
-            ((i, d.entity, self.text(d.text), d.chunk_id) for i, d in enumerate(kg.descriptions)),
-        )
-        sources: dict[tuple[str, str, int], int] = {}
-        self.insert(
-            "INSERT INTO relations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?, ?)",
             (
-                self._relation(i, t, int(relation_chunks[i]), sources)
+                (i, d.entity, self.text(d.text), d.chunk_id, key64(d.chunk_id), i)
+                for i, d in enumerate(kg.descriptions)
+            ),
+        )
+        sources: dict[tuple[str, str], int] = {}
+        subjects, objects = kg.relation_subject.tolist(), kg.relation_object.tolist()
+        self.insert(
+            "INSERT INTO relations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    *self._relation(i, t, int(relation_chunks[i]), sources),
+                    key64(t.id),
+                    0,
+                    i,
+                    subjects[i],
+                    objects[i],
+                    self.rows[relation_chunks[i]] if relation_chunks[i] >= 0 else None,
+                )
                 for i, t in enumerate(kg.relations)
             ),
         )
         self.insert(
-            "INSERT INTO sources VALUES (?, ?, ?, ?)",
-            ((row, doc, cid, chunk) for (doc, cid, chunk), row in sources.items()),
+            "INSERT INTO sources VALUES (?, ?, ?)",
+            ((row, doc, cid) for (doc, cid), row in sources.items()),
         )
         names, titled = derived.name_keys(kg, pages, titles)
         self.insert(
@@ -188,24 +260,27 @@ class _TableWriter:
             [(k, e, 0) for k, e in names.items()] + [(k, e, 1) for k, e in titled.items()],
         )
         self.insert("INSERT INTO alias_ids VALUES (?, ?)", kg._alias_ids.items())
-        self.flush_texts()
+        self.insert(
+            "INSERT INTO texts VALUES (?, ?, ?)",
+            ((i, text, self.refs[i]) for text, i in self.texts.items()),
+        )
         counts = {
             "entities": kg.n_entities,
             "descriptions": len(kg.descriptions),
             "relations": len(kg.relations),
             "chunks": len(kg.chunk_ids),
         }
-        meta = [("counts", json.dumps(counts)), (FINGERPRINT, fingerprint(self.conn))]
+        meta = [("counts", json.dumps(counts)), (LAYOUT, KEYED)]
         self.conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
 
     def _relation(
-        self, pos: int, t: Triple, chunk: int, sources: dict[tuple[str, str, int], int]
+        self, pos: int, t: Triple, chunk: int, sources: dict[tuple[str, str], int]
     ) -> tuple[Any, ...]:
         p = t.provenance
         head = (pos, t.subject, t.predicate, t.object, self.text(t.description))
         if p is None:
             return (*head, None, None, None, None)
-        source = sources.setdefault((p.doc_id, p.chunk_id, chunk), len(sources))
+        source = sources.setdefault((p.doc_id, p.chunk_id), len(sources))
         if not p.sentence:
             sentence: int | None = None
         elif chunk >= 0 and self.chunks[chunk].text[p.start : p.end] == p.sentence:
@@ -215,19 +290,39 @@ class _TableWriter:
         return (*head, source, p.start, p.end, sentence)
 
 
-def fingerprint(conn: sqlite3.Connection) -> str:
+def fingerprint(conn: sqlite3.Connection, orders: dict[str, npt.NDArray[np.int64]]) -> str:
     """The :data:`FINGERPRINT` of the entity and description tables written on
-    ``conn``: a hash of their rows (texts, not text rows) as SQLite's JSON arrays, one a
-    line, computed by SQLite (no Python pass over the rows)."""
+    ``conn``, whose positions ``orders`` gives (:func:`order_arrays`): a hash of their
+    rows (texts, not text ids) as SQLite's JSON arrays, one a line, computed by SQLite
+    (no Python pass over the rows), and of the order arrays."""
     digest = hashlib.sha256()
     for sql in (
-        "SELECT json_array(pos, name, type, aliases) AS line FROM entities ORDER BY pos",
-        "SELECT json_array(d.pos, d.entity, t.text, d.chunk_id) AS line FROM descriptions d"
-        " JOIN texts t ON t.id = d.text ORDER BY d.pos",
+        "SELECT json_array(row, name, type, aliases) AS line FROM entities ORDER BY row",
+        "SELECT json_array(d.row, d.entity, t.text, d.chunk_id) AS line FROM descriptions d"
+        " JOIN texts t ON t.id = d.text ORDER BY d.row",
     ):
         (lines,) = conn.execute(f"SELECT group_concat(line, char(10)) FROM ({sql})").fetchone()
         digest.update((lines or "").encode() + b"\n\n")
-    return digest.hexdigest()[:16]
+    return _with_orders(digest, orders)
+
+
+def patched_fingerprint(
+    before: str, changed: Iterable[str], orders: dict[str, npt.NDArray[np.int64]]
+) -> str:
+    """The :data:`FINGERPRINT` of tables patched from tables of fingerprint ``before``:
+    a hash of it, of the entity and description rows the patch ``changed`` (their rows
+    as text) and of the order arrays. A patch that changed nothing keeps ``before``
+    only when the caller does not call this."""
+    digest = hashlib.sha256(before.encode() + b"\n")
+    for line in changed:
+        digest.update(line.encode() + b"\n")
+    return _with_orders(digest, orders)
+
+
+def _with_orders(digest: Any, orders: dict[str, npt.NDArray[np.int64]]) -> str:
+    for name in ("entity_order", "description_order"):
+        digest.update(np.ascontiguousarray(orders[name], dtype=np.int64).tobytes())
+    return str(digest.hexdigest()[:16])
 
 
 class _Database:
@@ -257,16 +352,27 @@ class _Database:
 
 class _Rows(Sequence[T]):
     """A table's rows by position: indexing reads one row (the last
-    :data:`CACHE_ROWS` kept), iteration streams them in pages."""
+    :data:`CACHE_ROWS` kept), iteration streams them in pages. ``order`` gives each
+    position's row key (None: the key is the position)."""
 
     def __init__(
-        self, db: _Database, select: str, decode: Callable[[tuple[Any, ...]], T], count: int
+        self,
+        db: _Database,
+        select: tuple[str, str],
+        decode: Callable[[tuple[Any, ...]], T],
+        count: int,
+        key: str,
+        order: npt.NDArray[np.int64] | None,
     ) -> None:
-        self._db, self._select, self._decode, self._count = db, select, decode, count
+        self._db, self._decode, self._count = db, decode, count
+        self._columns, self._source = select
+        self._select = f"SELECT {self._columns} FROM {self._source}"
+        self._key, self._order = key, order
         self._row = lru_cache(maxsize=CACHE_ROWS)(self._read)
 
     def _read(self, pos: int) -> T:
-        (row,) = self._db.query(f"{self._select} WHERE pos = ?", (pos,))
+        key = pos if self._order is None else int(self._order[pos])
+        (row,) = self._db.query(f"{self._select} WHERE {self._key} = ?", (key,))
         return self._decode(row)
 
     def __len__(self) -> int:
@@ -285,11 +391,40 @@ class _Rows(Sequence[T]):
         return self._row(pos)
 
     def __iter__(self) -> Iterator[T]:
+        key = self._key
         for start in range(0, self._count, BATCH):
-            rows = self._db.query(
-                f"{self._select} WHERE pos >= ? AND pos < ? ORDER BY pos", (start, start + BATCH)
-            )
-            yield from map(self._decode, rows)
+            end = min(start + BATCH, self._count)
+            if self._order is None:
+                rows = self._db.query(
+                    f"{self._select} WHERE {key} >= ? AND {key} < ? ORDER BY {key}", (start, end)
+                )
+                yield from map(self._decode, rows)
+                continue
+            keys = self._order[start:end].tolist()
+            found: dict[int, tuple[Any, ...]] = {}
+            for part in range(0, len(keys), _PARAMS):
+                wanted = keys[part : part + _PARAMS]
+                marks = ",".join("?" * len(wanted))
+                found.update(
+                    (r[0], r[1:])
+                    for r in self._db.query(
+                        f"SELECT {key}, {self._columns} FROM {self._source}"
+                        f" WHERE {key} IN ({marks})",
+                        tuple(wanted),
+                    )
+                )
+            yield from (self._decode(found[k]) for k in keys)
+
+
+#: The array giving each position's row, by table.
+_ORDER_ARRAYS = {
+    "chunks": "chunk_order",
+    "entities": "entity_order",
+    "descriptions": "description_order",
+    "relations": "relation_order",
+}
+#: SQLite host parameters per statement (its default limit is 32,766).
+_PARAMS = 500
 
 
 class StoredTables:
@@ -299,40 +434,73 @@ class StoredTables:
     def __init__(self, directory: Path) -> None:
         self.directory = directory / "tables"
         self.db = _Database(directory / TABLES_DB)
-        (raw,) = self.db.query("SELECT value FROM meta WHERE key = 'counts'")
-        self.counts: dict[str, int] = json.loads(raw[0])
+        meta = dict(
+            self.db.query("SELECT key, value FROM meta WHERE key IN (?, ?)", ("counts", LAYOUT))
+        )
+        self.counts: dict[str, int] = json.loads(meta["counts"])
         self._arrays: dict[str, npt.NDArray[Any] | None] = {}
         self._lock = threading.Lock()
+        #: Rows keyed by ids, placed by the order arrays (else by position).
+        self.keyed = meta.get(LAYOUT) == KEYED
+        self._key = "row" if self.keyed else "pos"
         self.chunk_texts: _Rows[str] = self._rows(
-            "SELECT t.text FROM chunks c LEFT JOIN texts t ON t.id = c.text", "chunks", _first
+            "t.text", "chunks c LEFT JOIN texts t ON t.id = c.text", _first
         )
         self.chunk_titles: _Rows[str] = self._rows(
-            "SELECT t.text FROM chunks c LEFT JOIN texts t ON t.id = c.title", "chunks", _first
+            "t.text", "chunks c LEFT JOIN texts t ON t.id = c.title", _first
         )
 
-    def _rows(self, select: str, table: str, decode: Callable[[tuple[Any, ...]], T]) -> _Rows[T]:
-        return _Rows(self.db, select, decode, self.counts[table])
+    def _order(self, table: str) -> npt.NDArray[np.int64] | None:
+        if not self.keyed:
+            return None
+        name = _ORDER_ARRAYS[table]
+        order = self.array(name)
+        if order is None or len(order) != self.counts[table]:
+            raise damaged(self.directory, f"{name}.npy missing or of another build")
+        return order
+
+    def _rows(self, columns: str, source: str, decode: Callable[[tuple[Any, ...]], T]) -> _Rows[T]:
+        """The rows of ``SELECT columns FROM source``: ``source`` is a table and its
+        one-letter alias, then any joins."""
+        table, alias = source.split()[:2]
+        key = f"{alias}.{self._key}"
+        return _Rows(
+            self.db, (columns, source), decode, self.counts[table], key, self._order(table)
+        )
+
+    def entity_position(self, row: int) -> int:
+        """The position of the entity keyed ``row`` (the row itself before the keyed
+        layout)."""
+        if not self.keyed:
+            return row
+        positions = self.array("entity_positions")
+        if positions is None or not 0 <= row < len(positions) or positions[row] < 0:
+            raise damaged(self.directory, f"entity row {row} has no position")
+        return int(positions[row])
 
     def graph(self, snapshot: GraphSnapshot) -> KnowledgeGraph:
         """The knowledge graph over ``snapshot`` whose tables these are."""
+        key = self._key
+        chunk = f"pc.{key} = r.source_chunk" if self.keyed else f"pc.{key} = s.chunk"
         return KnowledgeGraph(
             snapshot=snapshot,
-            entities=self._rows("SELECT name, type, aliases FROM entities", "entities", _entity),
+            entities=self._rows("e.name, e.type, e.aliases", "entities e", _entity),
             descriptions=self._rows(
-                "SELECT d.entity, t.text, d.chunk_id FROM descriptions d "
-                "JOIN texts t ON t.id = d.text",
-                "descriptions",
-                _description,
+                "d.entity, t.text, d.chunk_id",
+                "descriptions d JOIN texts t ON t.id = d.text",
+                self._description,
             ),
-            chunk_ids=self._rows("SELECT id FROM chunks", "chunks", _first),
+            chunk_ids=self._rows("c.id", "chunks c", _first),
             relations=self._rows(
-                "SELECT r.subject, r.predicate, r.object, d.text, s.doc_id, s.chunk_id, "
-                "s.chunk, r.start, r.end, r.sentence, t.text FROM relations r "
+                "r.subject, r.predicate, r.object, d.text, s.doc_id, s.chunk_id, "
+                "r.start, r.end, r.sentence, t.text, ct.text",
+                "relations r "
                 "LEFT JOIN texts d ON d.id = r.description "
                 "LEFT JOIN sources s ON s.id = r.source "
-                "LEFT JOIN texts t ON t.id = r.sentence",
-                "relations",
-                self._relation,
+                "LEFT JOIN texts t ON t.id = r.sentence "
+                f"LEFT JOIN chunks pc ON {chunk} AND r.sentence = {IN_CHUNK} "
+                "LEFT JOIN texts ct ON ct.id = pc.text",
+                _relation,
             ),
             relation_subject=self.array("relation_subject"),  # type: ignore[arg-type]
             relation_object=self.array("relation_object"),  # type: ignore[arg-type]
@@ -343,23 +511,30 @@ class StoredTables:
         """Each description's text, and each relation's text as embedded (its
         description, else its subject, predicate and object), by position: two queries,
         no row decoded."""
+        key = self._key
         descriptions = self.db.query(
-            "SELECT t.text FROM descriptions d JOIN texts t ON t.id = d.text ORDER BY d.pos"
+            f"SELECT d.{key}, t.text FROM descriptions d JOIN texts t ON t.id = d.text"
         )
         relations = self.db.query(
-            "SELECT coalesce(t.text, r.subject || ' ' || r.predicate || ' ' || r.object)"
-            " FROM relations r LEFT JOIN texts t ON t.id = r.description ORDER BY r.pos"
+            f"SELECT r.{key}, coalesce(t.text, r.subject || ' ' || r.predicate || ' ' || r.object)"
+            " FROM relations r LEFT JOIN texts t ON t.id = r.description"
         )
-        return [r[0] for r in descriptions], [r[0] for r in relations]
+        return (
+            self._by_position(descriptions, "descriptions"),
+            self._by_position(relations, "relations"),
+        )
 
-    def _relation(self, row: tuple[Any, ...]) -> Triple:
-        subject, predicate, obj, description, doc, cid, chunk, start, end, ref, text = row
-        provenance = None
-        if doc is not None:
-            if ref == IN_CHUNK:
-                text = self.chunk_texts[chunk][start:end]
-            provenance = Provenance(doc, cid, start, end, text or "")
-        return Triple(subject, predicate, obj, description or "", provenance)
+    def _by_position(self, rows: list[tuple[Any, ...]], table: str) -> list[str]:
+        """The texts of ``(key, text)`` rows, in position order."""
+        order = self._order(table)
+        if order is None:
+            return [text for _, text in sorted(rows)]
+        text = dict(rows)
+        return [text[k] for k in order.tolist()]
+
+    def _description(self, row: tuple[Any, ...]) -> DescriptionRecord:
+        entity, text, chunk_id = row
+        return DescriptionRecord(self.entity_position(int(entity)), text, chunk_id)
 
     def array(self, name: str) -> npt.NDArray[Any] | None:
         """The stored array ``name``, memory-mapped (None when the build stored none)."""
@@ -371,7 +546,7 @@ class StoredTables:
 
     def entity_by_alias(self, alias_id: str) -> int | None:
         found = self.db.query("SELECT entity FROM alias_ids WHERE id = ?", (alias_id,))
-        return int(found[0][0]) if found else None
+        return self.entity_position(int(found[0][0])) if found else None
 
     def names(self, titled: bool) -> Callable[[str], Sequence[int]]:
         """The entity a lexicon key names, if any (one indexed lookup, cached)."""
@@ -380,9 +555,19 @@ class StoredTables:
 
         @lru_cache(maxsize=1 << 16)
         def resolve(key: str) -> tuple[int, ...]:
-            return tuple(int(r[0]) for r in self.db.query(sql, (key,)))
+            return tuple(self.entity_position(int(r[0])) for r in self.db.query(sql, (key,)))
 
         return resolve
+
+
+def _relation(row: tuple[Any, ...]) -> Triple:
+    subject, predicate, obj, description, doc, cid, start, end, ref, text, chunk_text = row
+    provenance = None
+    if doc is not None:
+        if ref == IN_CHUNK:
+            text = (chunk_text or "")[start:end]
+        provenance = Provenance(doc, cid, start, end, text or "")
+    return Triple(subject, predicate, obj, description or "", provenance)
 
 
 def _first(row: tuple[Any, ...]) -> Any:
@@ -392,11 +577,6 @@ def _first(row: tuple[Any, ...]) -> Any:
 def _entity(row: tuple[Any, ...]) -> EntityRecord:
     name, kind, aliases = row
     return EntityRecord(name, kind, json.loads(aliases))
-
-
-def _description(row: tuple[Any, ...]) -> DescriptionRecord:
-    entity, text, chunk_id = row
-    return DescriptionRecord(int(entity), text, chunk_id)
 
 
 def load_tables(directory: Path, snapshot: GraphSnapshot) -> tuple[KnowledgeGraph, StoredTables]:

@@ -16,7 +16,6 @@ occurrence carried its own copy (1.28 of 1.67 GB on the 20 MB text of docs/scale
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -33,7 +32,7 @@ from quillian.components.graph.builder import (
     KnowledgeGraph,
 )
 from quillian.stores.protocols import GraphStore
-from quillian.types import Provenance, Triple
+from quillian.types import Provenance, Triple, key64
 
 __all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert"]
 
@@ -44,10 +43,11 @@ CREATE TABLE mentions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
 CREATE TABLE descriptions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
     entity INTEGER NOT NULL, text INTEGER NOT NULL, PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
 CREATE TABLE occurrences (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    triple_id TEXT NOT NULL, subject INTEGER NOT NULL, object INTEGER NOT NULL,
+    triple INTEGER NOT NULL, subject INTEGER NOT NULL, object INTEGER NOT NULL,
     s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description INTEGER,
     doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER,
     PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
+CREATE INDEX occurrences_triple ON occurrences (triple);
 """
 #: An occurrence's triple as the columns ``s`` to ``sentence`` of alias ``t``, its texts
 #: read (``doc_id`` NULL: no provenance; ``description`` NULL: the sentence's text).
@@ -134,7 +134,7 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
     conn.executemany(
         "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            (r.chunk_id, i, t.id, s, o, *_columns(t, texts))
+            (r.chunk_id, i, key64(t.id), s, o, *_columns(t, texts))
             for r in rows
             for i, (s, o, t) in enumerate(r.occurrences)
         ),
@@ -158,8 +158,7 @@ class _Texts:
         """``text``'s id (the first 8 bytes of its BLAKE2b digest, signed), counted."""
         found = self.ids.get(text)
         if found is None:
-            digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
-            found = self.ids[text] = int.from_bytes(digest, "big", signed=True)
+            found = self.ids[text] = key64(text)
             self.text[found] = text
         self.refs[found] += 1
         return found
@@ -212,12 +211,12 @@ def assemble(
             conn, "descriptions", "t.entity, (SELECT text FROM texts WHERE id = t.text)"
         )
     ]
-    kept: dict[str, tuple[int, int, Triple]] = {}
-    for _, triple_id, s, o, *row in _in_order(
-        conn, "occurrences", f"t.triple_id, t.subject, t.object, {_TRIPLE_COLUMNS}"
+    kept: dict[int, tuple[int, int, Triple]] = {}
+    for _, triple, s, o, *row in _in_order(
+        conn, "occurrences", f"t.triple, t.subject, t.object, {_TRIPLE_COLUMNS}"
     ):
-        if triple_id not in kept:
-            kept[triple_id] = (position[s], position[o], _triple(row))
+        if triple not in kept:
+            kept[triple] = (position[s], position[o], _triple(row))
     relations = [t for _, _, t in kept.values()]
     ends = [(s, o) for s, o, _ in kept.values()]
     builder = GraphBuilder.of(entities, descriptions, relations, ends, mentions, chunk_ids)

@@ -48,6 +48,7 @@ __all__ = [
     "ChunkExtraction",
     "EntityFacts",
     "ResolutionState",
+    "TablesChanges",
     "resolve_entities",
 ]
 
@@ -61,7 +62,7 @@ _key = normalize_name
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 6
+STATE_VERSION = 7
 _BATCH = 500  # SQLite host parameters per statement
 _STREAM = 256  # chunks a state creation holds decoded at once
 
@@ -81,8 +82,12 @@ CREATE TABLE entities (
 CREATE INDEX entities_order ON entities (doc_id, idx, seq);
 CREATE TABLE entity_keys (row INTEGER NOT NULL, key TEXT NOT NULL,
     PRIMARY KEY (row, key)) WITHOUT ROWID;
+CREATE INDEX entity_keys_key ON entity_keys (key);
 CREATE TABLE entity_alias_ids (row INTEGER NOT NULL, id TEXT NOT NULL,
     PRIMARY KEY (row, id)) WITHOUT ROWID;
+CREATE INDEX entity_alias_ids_id ON entity_alias_ids (id);
+CREATE TABLE changed_chunks (chunk_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE changed_entities (row INTEGER PRIMARY KEY);
 CREATE TABLE key_owner (key TEXT PRIMARY KEY, row INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX key_owner_row ON key_owner (row);
 """
@@ -103,6 +108,17 @@ class EntityFacts:
 
 #: No facts: a state only :meth:`ResolutionState.graph` reads.
 NO_FACTS = EntityFacts("none", lambda name, type_: False, lambda names: ())
+
+
+@dataclass(frozen=True, slots=True)
+class TablesChanges:
+    """The log :meth:`ResolutionState.tables_changes` gives: the SHA-256 of the tables
+    database it is relative to ("": none, so the tables are written whole), the chunk
+    ids removed or replayed and the entity rows dropped or made since."""
+
+    tables: str
+    chunks: list[str]
+    entities: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +321,7 @@ class ResolutionState:
                     ("max_per_chunk", str(max_entities_per_chunk)),
                     ("tag", tag),
                     ("facts", facts.version),
+                    ("tables", ""),
                 ],
             )
             state = cls(conn, max_entities_per_chunk, facts)
@@ -345,7 +362,14 @@ class ResolutionState:
             chunk_rows.delete(conn, gone)
             touched |= self._store(changed)
             keys, chunks = self._closure(touched)
-            self._replay_into(keys, chunks)
+            entities = self._replay_into(keys, chunks)
+            conn.executemany(
+                "INSERT OR IGNORE INTO changed_chunks VALUES (?)",
+                ((c,) for c in itertools.chain(gone, (c.chunk_id for c in chunks))),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO changed_entities VALUES (?)", ((r,) for r in entities)
+            )
             conn.execute("UPDATE meta SET value = ? WHERE name = 'tag'", (tag,))
             conn.execute("COMMIT")
         except BaseException:
@@ -477,10 +501,11 @@ class ResolutionState:
             self._conn, (chunk_rows.derive(c.extraction, owner, cap, _key) for c in batch)
         )
 
-    def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> None:
+    def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> set[int]:
         """Drop the entities owning ``keys`` and create them again from ``chunks``'
         mentions, in index order. An entity created again by the same mention (name
-        and order key) keeps its row; the others take new rows."""
+        and order key) keeps its row; the others take new rows. Returns the rows
+        dropped or made."""
         conn = self._conn
         (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM entities").fetchone()
         rows: set[int] = set()
@@ -512,6 +537,7 @@ class ResolutionState:
         owner = {k: ids[i] for k, i in replay.owner.items()}
         conn.executemany("INSERT INTO key_owner VALUES (?, ?)", owner.items())
         self._derive(chunks, owner)
+        return rows | set(ids)
 
     def _insert_entities(self, rows: Sequence[int], entities: Sequence[_Entity]) -> None:
         """Store the entities a replay made, at ``rows``, with what the graph tables
@@ -575,6 +601,34 @@ class ResolutionState:
         return [
             c for (c,) in self._conn.execute("SELECT chunk_id FROM chunks ORDER BY doc_id, idx")
         ]
+
+    # ----- the tables written from it ---------------------------------------------------
+
+    def tables_changes(self) -> TablesChanges:
+        """What changed since the graph tables marked by :meth:`mark_tables` were
+        written: each update adds the chunks it removed or replayed and the entity
+        rows it dropped or made, until the next mark empties the log."""
+        conn = self._conn
+        (tables,) = conn.execute("SELECT value FROM meta WHERE name = 'tables'").fetchone()
+        chunks = [c for (c,) in conn.execute("SELECT chunk_id FROM changed_chunks")]
+        entities = [r for (r,) in conn.execute("SELECT row FROM changed_entities")]
+        return TablesChanges(tables, chunks, entities)
+
+    def mark_tables(self, digest: str) -> None:
+        """Record that the tables database of SHA-256 ``digest`` now holds this state's
+        graph, and empty the log of changes. Until it is called, every later update's
+        changes add to the log, so a tables write that never finished is made good by
+        the next."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("UPDATE meta SET value = ? WHERE name = 'tables'", (digest,))
+            conn.execute("DELETE FROM changed_chunks")
+            conn.execute("DELETE FROM changed_entities")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def positions(self) -> npt.NDArray[np.int64]:
         """Each entity position's row (``positions()[i]`` is the row of the clean

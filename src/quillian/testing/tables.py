@@ -1,0 +1,129 @@
+"""What a graph build wrote, read back by position, for tests that compare two builds:
+an index grown in steps against one built at once, a writer's output against another's.
+Rows are keyed by ids each writer chooses (:mod:`quillian.index.tables`), so they are
+compared through the positions the order arrays give, never as stored."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quillian.index.tables import IN_CHUNK, TABLES_DB, StoredTables
+from quillian.stores.snapshot import GraphSnapshot
+
+__all__ = ["ORDERS", "assert_same_outputs", "assert_same_snapshot", "graph_outputs", "table_rows"]
+
+
+#: The arrays giving rows by position, whose values are keys of the writer's choosing:
+#: compared through the rows they place.
+ORDERS = {
+    "chunk_order",
+    "entity_order",
+    "description_order",
+    "relation_order",
+    "entity_positions",
+}
+
+
+def table_rows(directory: Path) -> dict[str, Any]:
+    """Every table's rows by position (texts by value, entities by position), and every
+    text's reference count checked against the rows referring to it."""
+    tables = StoredTables(directory)
+    conn = sqlite3.connect(directory / TABLES_DB)
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        texts = dict(conn.execute("SELECT id, text FROM texts").fetchall())
+        if tables.keyed:
+            refs = Counter(
+                i
+                for sql in (
+                    "SELECT title FROM chunks",
+                    "SELECT text FROM chunks",
+                    "SELECT text FROM descriptions",
+                    "SELECT description FROM relations",
+                    "SELECT sentence FROM relations",
+                )
+                for (i,) in conn.execute(sql)
+                if i is not None and i != IN_CHUNK
+            )
+            stored = dict(conn.execute("SELECT id, refs FROM texts").fetchall())
+            assert stored == dict(refs), "text reference counts"
+            (unused,) = conn.execute(
+                "SELECT count(*) FROM sources WHERE id NOT IN (SELECT source FROM relations"
+                " WHERE source IS NOT NULL)"
+            ).fetchone()
+            assert unused == 0, "sources no relation reads"
+        names = conn.execute("SELECT key, entity, titled FROM names ORDER BY key").fetchall()
+        alias_ids = conn.execute("SELECT id, entity FROM alias_ids ORDER BY id").fetchall()
+        relations = conn.execute(
+            f"SELECT r.{tables._key}, r.subject, r.predicate, r.object, r.description,"
+            " s.doc_id, s.chunk_id, r.start, r.end, r.sentence FROM relations r"
+            " LEFT JOIN sources s ON s.id = r.source"
+        ).fetchall()
+    finally:
+        conn.close()
+    order = tables._order("relations")
+    by_key = {r[0]: r[1:] for r in relations}
+    keys = order.tolist() if order is not None else sorted(by_key)
+    graph = tables.graph(GraphSnapshot.load(directory / "graph", verify=False))
+    out = {
+        "meta": {k: v for k, v in meta.items() if k not in ("entity_fingerprint", "generation")},
+        "texts": sorted(texts.values()),
+        "chunks": list(zip(graph.chunk_ids, tables.chunk_titles, tables.chunk_texts, strict=True)),
+        "entities": list(graph.entities),
+        "descriptions": list(graph.descriptions),
+        "relations": [
+            (
+                *by_key[k][:3],
+                texts.get(by_key[k][3]),
+                *by_key[k][4:8],
+                by_key[k][8] if by_key[k][8] in (None, IN_CHUNK) else texts[by_key[k][8]],
+            )
+            for k in keys
+        ],
+        "names": [(k, tables.entity_position(e), t) for k, e, t in names],
+        "alias_ids": [(i, tables.entity_position(e)) for i, e in alias_ids],
+    }
+    tables.db.close()
+    return out
+
+
+def assert_same_snapshot(got: GraphSnapshot, want: GraphSnapshot) -> None:
+    assert got.ids.ids_of(range(len(got.ids))) == want.ids.ids_of(range(len(want.ids)))
+    for name in ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations"):
+        a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+def graph_outputs(directory: Path) -> dict[str, Any]:
+    """The graph tables' rows by position (:func:`table_rows`), the arrays stored beside
+    them (but the order arrays, whose values are row keys), and the snapshot's arrays."""
+    out: dict[str, Any] = table_rows(directory)
+    for path in sorted((directory / "tables").glob("*.npy")):
+        if path.stem not in ORDERS:
+            out[path.name] = np.load(path).tolist()
+    snapshot = GraphSnapshot.load(directory / "graph", verify=False)
+    out["ids"] = snapshot.ids.ids_of(range(snapshot.n_nodes))
+    for name in ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations"):
+        out[name] = np.asarray(getattr(snapshot, name)).tolist()
+    return out
+
+
+def assert_same_outputs(got: Path, want: Path) -> None:
+    """``got`` holds what ``want`` holds: the tables' rows, the arrays, the graph."""
+    got_rows, want_rows = table_rows(got), table_rows(want)
+    for table, rows in want_rows.items():
+        assert got_rows[table] == rows, table
+    arrays = sorted(p.name for p in (want / "tables").glob("*.npy"))
+    assert sorted(p.name for p in (got / "tables").glob("*.npy")) == arrays
+    for name in arrays:
+        if name.removesuffix(".npy") in ORDERS:
+            continue
+        a, b = np.load(got / "tables" / name), np.load(want / "tables" / name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    loaded = (GraphSnapshot.load(d / "graph", verify=False) for d in (got, want))
+    assert_same_snapshot(*loaded)
