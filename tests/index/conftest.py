@@ -17,6 +17,7 @@ import pytest
 
 from quillian.components.embedding.base import Embedder
 from quillian.components.factories import make_retriever
+from quillian.components.graph.builder import description_node_id
 from quillian.index import open_index, open_storage
 from quillian.stores.protocols import DocStatus
 from quillian.stores.snapshot import EdgeKind, NodeKind
@@ -113,7 +114,10 @@ def index_state(
         "nodes": {i: NodeKind(k).name for i, k in zip(ids, snap.kinds.tolist(), strict=True)},
         "edges": sorted(edges),
         "entities": sorted((e.node_id, e.name, e.type, tuple(e.aliases)) for e in kg.entities),
-        "descriptions": sorted((d.node_id, d.text, d.chunk_id) for d in kg.descriptions),
+        "descriptions": sorted(
+            (description_node_id(kg.entities[d.entity].node_id, d.chunk_id, d.text), d.text)
+            for d in kg.descriptions
+        ),
         "relations": sorted(map(repr, relation)),
         "chunk vectors": {c: chunk_vectors[i].tobytes() for i, c in enumerate(kg.chunk_ids)},
         "text vectors": {t: texts[row_of[r]].tobytes() for t, r in text_rows.items()},

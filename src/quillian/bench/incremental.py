@@ -43,7 +43,9 @@ def _summary(location: Path, questions: list[str]) -> dict[str, Any]:
     kg = index.context.kg
     return {
         "entities": sorted((e.node_id, e.name, tuple(e.aliases)) for e in kg.entities),
-        "descriptions": sorted((d.node_id, d.chunk_id) for d in kg.descriptions),
+        "descriptions": sorted(
+            (kg.entities[d.entity].node_id, d.chunk_id, d.text) for d in kg.descriptions
+        ),
         "relations": sorted(r.id for r in kg.relations),
         "edges": kg.snapshot.n_edges,
         "results": [

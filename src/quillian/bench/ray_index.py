@@ -154,7 +154,9 @@ def _digest(location: Path, embedder: str, questions: list[str]) -> dict[str, An
         "counts": {k: v for k, v in index.manifest["counts"].items()},
         "chunks": sorted(kg.chunk_ids),
         "entities": sorted((e.node_id, e.name) for e in kg.entities),
-        "descriptions": sorted((d.node_id, d.text) for d in kg.descriptions),
+        "descriptions": sorted(
+            (kg.entities[d.entity].node_id, d.chunk_id, d.text) for d in kg.descriptions
+        ),
         "relations": sorted(
             repr((r.subject, r.predicate, r.object, r.description)) for r in kg.relations
         ),

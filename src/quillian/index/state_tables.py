@@ -41,7 +41,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.builder import GraphEdges, GraphShape, graph_edges, write_graph
+from quillian.components.graph.builder import (
+    GraphEdges,
+    GraphShape,
+    description_node_id,
+    graph_edges,
+    write_graph,
+)
 from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
@@ -60,7 +66,7 @@ from quillian.index.tables import (
 )
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot
-from quillian.types import Chunk, key64, stable_ids
+from quillian.types import Chunk, key64
 
 __all__ = ["save_state_tables"]
 
@@ -226,6 +232,7 @@ class _Writer:
         conn = sqlite3.connect(db.absolute().as_uri(), uri=True, isolation_level=None)
         try:
             conn.create_function("key64", 1, _key64, deterministic=True)
+            conn.create_function("desc_node", 3, description_node_id, deterministic=True)
             conn.execute("PRAGMA journal_mode = OFF")  # a file in a folder swapped in whole
             if not patch:
                 _script(conn, DDL + _TEMP)
@@ -308,8 +315,9 @@ class _Writer:
         conn.execute(
             """INSERT INTO descriptions
             SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, d.entity, d.text,
-                d.chunk_id, key64(d.chunk_id), d.seq
-            FROM st.descriptions d JOIN corder c USING (chunk_id)"""
+                d.chunk_id, key64(d.chunk_id), d.seq, desc_node(e.node_id, d.chunk_id, x.text)
+            FROM st.descriptions d JOIN corder c USING (chunk_id)
+            JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text"""
         )
         conn.execute(
             "INSERT INTO sources (doc_id, chunk_id) SELECT DISTINCT o.doc_id, o.source_chunk"
@@ -445,8 +453,9 @@ class _Writer:
         conn.execute(
             """INSERT INTO descriptions
             SELECT :top + ROW_NUMBER() OVER (ORDER BY d.chunk_id, d.seq), d.entity, d.text,
-                d.chunk_id, cc.row, d.seq
-            FROM cc JOIN st.descriptions d USING (chunk_id)""",
+                d.chunk_id, cc.row, d.seq, desc_node(e.node_id, d.chunk_id, x.text)
+            FROM cc JOIN st.descriptions d USING (chunk_id)
+            JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text""",
             {"top": top},
         )
         _insert_state_texts(conn, "SELECT d.text FROM cc JOIN st.descriptions d USING (chunk_id)")
@@ -621,21 +630,12 @@ class _Graph:
         positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
 
         described = conn.execute(
-            "SELECT d.row, d.chunk, d.seq, d.entity, d.chunk_id, t.text FROM descriptions d"
-            " JOIN texts t ON t.id = d.text"
+            "SELECT row, chunk, seq, entity, node FROM descriptions"
         ).fetchall()
         keys = np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, 4)
         description_order = np.lexsort((keys[:, 2], chunk_pos(keys[:, 1])))
         self.description_entity = positions[keys[description_order, 3]]
-        node_ids += stable_ids(  # DescriptionRecord.node_id
-            "desc",
-            (
-                (str(e), described[i][4], described[i][5])
-                for i, e in zip(
-                    description_order.tolist(), self.description_entity.tolist(), strict=True
-                )
-            ),
-        )
+        node_ids += [described[i][4] for i in description_order.tolist()]
         self.chunk_offset = len(node_ids)
         node_ids.extend(chunk_ids)
         self.node_ids = node_ids

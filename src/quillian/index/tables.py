@@ -46,7 +46,12 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.builder import DescriptionRecord, EntityRecord, KnowledgeGraph
+from quillian.components.graph.builder import (
+    DescriptionRecord,
+    EntityRecord,
+    KnowledgeGraph,
+    description_node_id,
+)
 from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir
 from quillian.stores.integrity import damaged
@@ -89,7 +94,7 @@ CREATE TABLE entities (row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NO
     aliases TEXT NOT NULL);
 CREATE TABLE descriptions (row INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
     text INTEGER NOT NULL, chunk_id TEXT NOT NULL, chunk INTEGER NOT NULL,
-    seq INTEGER NOT NULL);
+    seq INTEGER NOT NULL, node TEXT NOT NULL);
 CREATE INDEX descriptions_chunk ON descriptions (chunk);
 CREATE TABLE sources (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL);
 CREATE UNIQUE INDEX sources_key ON sources (chunk_id, doc_id);
@@ -227,9 +232,17 @@ class _TableWriter:
             ),
         )
         self.insert(
-            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
-                (i, d.entity, self.text(d.text), d.chunk_id, key64(d.chunk_id), i)
+                (
+                    i,
+                    d.entity,
+                    self.text(d.text),
+                    d.chunk_id,
+                    key64(d.chunk_id),
+                    i,
+                    description_node_id(kg.entities[d.entity].node_id, d.chunk_id, d.text),
+                )
                 for i, d in enumerate(kg.descriptions)
             ),
         )
@@ -514,10 +527,11 @@ class StoredTables:
         key = self._key
         descriptions = self.db.query(
             f"SELECT d.{key}, t.text FROM descriptions d JOIN texts t ON t.id = d.text"
+            f" ORDER BY d.{key}"
         )
         relations = self.db.query(
             f"SELECT r.{key}, coalesce(t.text, r.subject || ' ' || r.predicate || ' ' || r.object)"
-            " FROM relations r LEFT JOIN texts t ON t.id = r.description"
+            f" FROM relations r LEFT JOIN texts t ON t.id = r.description ORDER BY r.{key}"
         )
         return (
             self._by_position(descriptions, "descriptions"),
@@ -525,12 +539,16 @@ class StoredTables:
         )
 
     def _by_position(self, rows: list[tuple[Any, ...]], table: str) -> list[str]:
-        """The texts of ``(key, text)`` rows, in position order."""
+        """The texts of ``(key, text)`` rows given in key order, in position order."""
         order = self._order(table)
         if order is None:
-            return [text for _, text in sorted(rows)]
-        text = dict(rows)
-        return [text[k] for k in order.tolist()]
+            return [text for _, text in rows]
+        if len(rows) != len(order):
+            raise damaged(self.directory, f"{len(rows)} {table} but {len(order)} positions")
+        out: list[str] = [""] * len(rows)
+        for pos, (_, text) in zip(np.argsort(order, kind="stable").tolist(), rows, strict=True):
+            out[pos] = text
+        return out
 
     def _description(self, row: tuple[Any, ...]) -> DescriptionRecord:
         entity, text, chunk_id = row

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from quillian.types import entity_id, relation_id, stable_id
+from quillian.components.graph.builder import description_node_id
+from quillian.types import entity_id, relation_id
 
 __all__ = [
     "ENTITY_ID_HELP",
@@ -38,8 +39,9 @@ _CHANGED = (
 
 
 def description_id(entity: str, chunk_id: str, text: str) -> str:
-    """The id of what the passage ``chunk_id`` says about the entity ``entity``."""
-    return stable_id("desc", entity, chunk_id, text)
+    """The id of what the passage ``chunk_id`` says about the entity ``entity``: its
+    node id in the graph snapshot."""
+    return description_node_id(entity, chunk_id, text)
 
 
 def refuse_position(value: object) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "GraphIndexes",
     "GraphShape",
     "KnowledgeGraph",
+    "description_node_id",
     "graph_edges",
     "write_graph",
 ]
@@ -64,9 +65,12 @@ class DescriptionRecord:
     text: str
     chunk_id: str
 
-    @property
-    def node_id(self) -> str:
-        return stable_id("desc", str(self.entity), self.chunk_id, self.text)
+
+def description_node_id(entity_node: str, chunk_id: str, text: str) -> str:
+    """The snapshot node id of a description: a hash of its entity's node id, its chunk
+    id and its text, never of a position, so a description an update leaves alone
+    keeps its id wherever its entity moves."""
+    return stable_id("desc", entity_node, chunk_id, text)
 
 
 class GraphIndexes(Protocol):
@@ -271,7 +275,10 @@ class GraphBuilder:
         chunks = list(chunk_ids) if chunk_ids is not None else list(self._chunks)
         chunk_index = {c: i for i, c in enumerate(chunks)}
         node_ids = [e.node_id for e in self.entities]
-        node_ids += [d.node_id for d in self.descriptions]
+        node_ids += [
+            description_node_id(self.entities[d.entity].node_id, d.chunk_id, d.text)
+            for d in self.descriptions
+        ]
         node_ids += chunks
         mentions = [
             (chunk_index[c], e, wt) for (c, e), wt in self._mentions.items() if c in chunk_index
