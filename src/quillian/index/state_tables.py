@@ -29,7 +29,6 @@ of the logged ids from the state as it is).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -64,6 +63,7 @@ from quillian.index.tables import (
     order_arrays,
     patched_fingerprint,
 )
+from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, key64
@@ -183,29 +183,6 @@ def save_state_tables(
     return snapshot
 
 
-def _copy_digest(source: Path, target: Path) -> str | None:
-    """Copy ``source`` to ``target`` and return the SHA-256 of what was copied (None:
-    no such file)."""
-    digest = hashlib.sha256()
-    try:
-        with source.open("rb") as src, target.open("wb") as out:
-            while block := src.read(1 << 20):
-                digest.update(block)
-                out.write(block)
-    except FileNotFoundError:
-        target.unlink(missing_ok=True)
-        return None
-    return digest.hexdigest()
-
-
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class _Writer:
     """One tables database written from the state, whole or patched, with its arrays."""
 
@@ -220,12 +197,12 @@ class _Writer:
         self, previous: Path, changes: TablesChanges, store: GraphStore | None
     ) -> tuple[GraphSnapshot, str]:
         """Write the database and arrays; returns the snapshot and the database's
-        SHA-256. The previous database is patched only when it is the one the state's
+        digest. The previous database is patched only when it is the one the state's
         log follows, byte for byte (not damaged, not another build's)."""
         db = self.path / Path(TABLES_DB).name
         patch = False
         if changes.tables:
-            patch = _copy_digest(previous, db) == changes.tables
+            patch = copy_with_digest(previous, db) == changes.tables
             if not patch:
                 db.unlink(missing_ok=True)
                 logger.info("graph tables written whole: %s is not the state's", previous)
@@ -261,7 +238,7 @@ class _Writer:
             conn.close()
         for name, array in graph.arrays(snapshot, pages).items():
             np.save(self.path / f"{name}.npy", array)
-        return snapshot, _digest(db)
+        return snapshot, file_digest(db)
 
     def _meta(self, conn: sqlite3.Connection, graph: _Graph, touched: list[str] | None) -> None:
         counts = {

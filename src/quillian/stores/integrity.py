@@ -30,7 +30,9 @@ __all__ = [
     "FileRecord",
     "check_digest",
     "check_size",
+    "copy_with_digest",
     "damaged",
+    "file_digest",
     "file_record",
     "record_files",
     "verify_files",
@@ -48,7 +50,8 @@ _BLOCK = 1 << 20
 FileRecord = dict[str, Any]
 
 
-def _digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """The digest of ``path``'s bytes that file records carry (:data:`ALGORITHM`)."""
     digest = hashlib.blake2b(digest_size=16)
     with path.open("rb") as handle:
         while block := handle.read(_BLOCK):
@@ -56,9 +59,24 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def copy_with_digest(source: Path, target: Path) -> str | None:
+    """Copy ``source`` to ``target`` and return the :func:`file_digest` of what was
+    copied, read once (None, and no ``target``, where there is no ``source``)."""
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with source.open("rb") as src, target.open("wb") as out:
+            while block := src.read(_BLOCK):
+                digest.update(block)
+                out.write(block)
+    except FileNotFoundError:
+        target.unlink(missing_ok=True)
+        return None
+    return digest.hexdigest()
+
+
 def file_record(path: Path) -> FileRecord:
     """The record of the file at ``path`` as it is now: its size and digest."""
-    return {"size": path.stat().st_size, ALGORITHM: _digest(path)}
+    return {"size": path.stat().st_size, ALGORITHM: file_digest(path)}
 
 
 def record_files(directory: Path, names: Iterable[str]) -> dict[str, FileRecord]:
@@ -100,7 +118,7 @@ def check_digest(path: Path, record: Mapping[str, Any] | None, *, rebuild: str =
     digest (a record without a digest checks the size only)."""
     check_size(path, record, rebuild=rebuild)
     want = (record or {}).get(ALGORITHM)
-    if want and _digest(path) != want:
+    if want and file_digest(path) != want:
         raise damaged(path, "checksum mismatch", rebuild=rebuild)
 
 

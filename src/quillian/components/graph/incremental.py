@@ -112,7 +112,7 @@ NO_FACTS = EntityFacts("none", lambda name, type_: False, lambda names: ())
 
 @dataclass(frozen=True, slots=True)
 class TablesChanges:
-    """The log :meth:`ResolutionState.tables_changes` gives: the SHA-256 of the tables
+    """The log :meth:`ResolutionState.tables_changes` gives: the digest of the tables
     database it is relative to ("": none, so the tables are written whole), the chunk
     ids removed or replayed and the entity rows dropped or made since."""
 
@@ -615,7 +615,7 @@ class ResolutionState:
         return TablesChanges(tables, chunks, entities)
 
     def mark_tables(self, digest: str) -> None:
-        """Record that the tables database of SHA-256 ``digest`` now holds this state's
+        """Record that the tables database of digest ``digest`` now holds this state's
         graph, and empty the log of changes. Until it is called, every later update's
         changes add to the log, so a tables write that never finished is made good by
         the next."""
