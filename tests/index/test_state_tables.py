@@ -6,6 +6,7 @@ and delete sequences; deliberate breakages of the writer or its output are caugh
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import shutil
 import sqlite3
@@ -264,3 +265,25 @@ def test_a_state_without_the_entity_facts_is_refused_or_read_as_none(tmp_path: P
     state.close()
     assert ResolutionState.open(path, facts=derived.ENTITY_FACTS) is None
     assert not (tmp_path / "tables").exists()
+
+
+def test_a_chunk_whose_title_changed_is_written_again(tmp_path: Path) -> None:
+    """A document given its own id may come back with its text and another title: its
+    chunks keep their ids, and the patched tables take the new title."""
+    run = _Run(tmp_path, 5, 1)
+    run.write()
+    ordered = sorted(run.chunks.values(), key=lambda c: (c.doc_id, c.index))
+    chunk_ids = [c.chunk_id for c in ordered]
+    chunks = [_chunk(c) for c in ordered]
+    chunks[0] = dataclasses.replace(chunks[0], title="Another (title)")
+    got, want = tmp_path / "got", tmp_path / "want"
+    shutil.rmtree(got / "graph")
+    follows = file_digest(got / TABLES_DB) == run.state.tables_changes().tables
+    save_state_tables(got, run.state, chunk_ids, chunks).save(got / "graph")
+    builder = GraphBuilder(run.max_per_chunk)
+    builder.add_all(c.extraction for c in ordered)
+    with CSRGraphStore(want / "graph") as store:
+        save_tables(want, builder.build(chunk_ids, store=store), chunks)
+    assert follows  # the second write was a patch
+    assert_same_outputs(got, want)
+    run.state.close()

@@ -77,7 +77,6 @@ logger = logging.getLogger(__name__)
 GENERATION = "generation"
 #: The id of the empty text (an empty description or sentence is stored as no text).
 _EMPTY = key64("")
-_BATCH = 500  # SQLite host parameters per statement
 
 #: Working tables of a whole write, in the connection's temporary database (in a file,
 #: so a large corpus's do not stay in memory): the chunks with their positions and
@@ -383,14 +382,24 @@ class _Writer:
         return touched
 
     def _patch_chunks(self, conn: sqlite3.Connection) -> None:
-        """The chunks table to ``chunk_ids``: those gone deleted, those new inserted
-        (a chunk's id names its text, so a kept chunk is unchanged)."""
-        (stored,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
-        have = np.fromiter(
-            (r for (r,) in conn.execute("SELECT row FROM chunks")), dtype=np.int64, count=stored
+        """The chunks table to ``chunk_ids``: those gone deleted, those new inserted, and
+        those whose title changed written again (a chunk's id names its text, not the
+        title a document given its own id may change)."""
+        stored = np.array(
+            conn.execute("SELECT row, coalesce(title, ?) FROM chunks", (_EMPTY,)).fetchall(),
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        titles = np.fromiter(
+            (key64(c.title) for c in self.chunks), dtype=np.int64, count=len(self.chunks)
         )
-        gone = np.setdiff1d(have, self.chunk_rows, assume_unique=True)
-        new = np.flatnonzero(~np.isin(self.chunk_rows, have, assume_unique=True))
+        same = np.isin(self.chunk_rows, stored[:, 0], assume_unique=True)
+        known = stored[np.isin(stored[:, 0], self.chunk_rows, assume_unique=True)]
+        known = known[np.argsort(known[:, 0])]
+        where = np.searchsorted(known[:, 0], self.chunk_rows[same])
+        same[np.flatnonzero(same)[known[where, 1] != titles[same]]] = False
+        keep = self.chunk_rows[same]
+        gone = np.setdiff1d(stored[:, 0], keep, assume_unique=True)
+        new = np.flatnonzero(~same)
         conn.execute("CREATE TEMP TABLE dc (row INTEGER PRIMARY KEY)")
         conn.executemany("INSERT INTO dc VALUES (?)", ((r,) for r in gone.tolist()))
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM dc)", -1)
