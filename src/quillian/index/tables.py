@@ -324,8 +324,10 @@ def patched_fingerprint(
 ) -> str:
     """The :data:`FINGERPRINT` of tables patched from tables of fingerprint ``before``:
     a hash of it, of the entity and description rows the patch ``changed`` (their rows
-    as text) and of the order arrays. A patch that changed nothing keeps ``before``
-    only when the caller does not call this."""
+    as text, before and after) and of the order arrays. It differs from the fingerprint
+    of the same tables written whole: an alignment made against either is re-linked
+    once against the other. A patch that changed no entity or description row keeps
+    ``before`` (its caller does not call this): no position moved either."""
     digest = hashlib.sha256(before.encode() + b"\n")
     for line in changed:
         digest.update(line.encode() + b"\n")
