@@ -411,10 +411,11 @@ class _Writer:
             rows.append((int(self.chunk_rows[i]), self.chunk_ids[i], c.title, c.text))
         _insert_texts(conn, [t for _, _, title, text in rows for t in (title, text) if t])
         conn.executemany(
-            "INSERT INTO chunks VALUES (?, ?, nullif(?, :e), nullif(?, :e))".replace(
-                ":e", str(_EMPTY)
+            "INSERT INTO chunks VALUES (:row, :id, nullif(:title, :e), nullif(:text, :e))",
+            (
+                {"row": row, "id": cid, "title": key64(title), "text": key64(text), "e": _EMPTY}
+                for row, cid, title, text in rows
             ),
-            ((row, cid, key64(title), key64(text)) for row, cid, title, text in rows),
         )
         conn.executemany("INSERT INTO nc VALUES (?)", ((r,) for r, *_ in rows))
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM nc)", 1)
@@ -552,16 +553,13 @@ def _count_texts(conn: sqlite3.Connection, table: str, where: str, sign: int) ->
         f"INSERT INTO counted SELECT id, count(*) FROM ({refs}) WHERE id IS NOT NULL"
         f" AND id != {IN_CHUNK} GROUP BY id"
     )
-    if sign > 0:  # texts new to the database come with their rows: see _insert_texts
-        conn.execute(
-            "UPDATE texts SET refs = refs + (SELECT n FROM counted c WHERE c.id = texts.id)"
-            " WHERE id IN (SELECT id FROM counted)"
-        )
-    else:
-        conn.execute(
-            "UPDATE texts SET refs = refs - (SELECT n FROM counted c WHERE c.id = texts.id)"
-            " WHERE id IN (SELECT id FROM counted)"
-        )
+    # texts new to the database come with their rows, at 0 (see _insert_texts)
+    conn.execute(
+        "UPDATE texts SET refs = refs + ? * (SELECT n FROM counted c WHERE c.id = texts.id)"
+        " WHERE id IN (SELECT id FROM counted)",
+        (sign,),
+    )
+    if sign < 0:
         conn.execute("INSERT OR IGNORE INTO uncounted SELECT id FROM counted")
 
 
