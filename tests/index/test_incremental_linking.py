@@ -10,6 +10,8 @@ documents of one or two chunks. The spaCy extractor links them without its model
 per-chunk mentions are written by the test (``predicates=False``: no parse).
 """
 
+import dataclasses
+import json
 import logging
 import random
 import re
@@ -222,10 +224,10 @@ def test_a_new_title_relinks_only_the_chunks_naming_it(tmp_path):
     kv.close()
 
 
-def test_an_update_decodes_only_the_records_it_reads(tmp_path, monkeypatch):
-    """The stored records of chunks an update leaves alone are decoded when first read
-    (their checksums are checked at once), not before: a graph built from the delta
-    reads only the chunks it names."""
+def test_an_update_reads_only_the_records_it_needs(tmp_path, monkeypatch):
+    """The stored records of chunks an update leaves alone are read from the store (and
+    their checksums checked) when a stage first reads them, not before; a graph built
+    from the delta reads only the chunks it names."""
     import quillian.index.linking as linking
 
     extractor = SpacyExtractor(predicates=False)
@@ -242,46 +244,98 @@ def test_an_update_decodes_only_the_records_it_reads(tmp_path, monkeypatch):
         )
 
     link(base)
-    decoded = []
-    real = linking.extraction_from_json
+    read, decoded = [], []
+    real_read, real_decode = kv.get_many, linking.extraction_from_json
     monkeypatch.setattr(
-        linking, "extraction_from_json", lambda raw: decoded.append(raw) or real(raw)
+        kv, "get_many", lambda space, keys: read.extend(keys) or real_read(space, keys)
+    )
+    monkeypatch.setattr(
+        linking, "extraction_from_json", lambda raw: decoded.append(raw) or real_decode(raw)
     )
     added = _chunk("e1", "Red Moon Rising", "Red Moon Rising is a film.")
     stored[added.id] = _local(added)
     update = link([*base, added])
-    assert update.delta.added == {added.id} and not decoded
+    base_ids = {c.id for c in base}
+    assert update.delta.added == {added.id} and not decoded and not base_ids & set(read)
     corpus = sorted([*base, added], key=lambda c: (c.doc_id, c.index))
     assert update.filtered[corpus.index(added)].chunk_id == added.id and not decoded  # computed
     settled, filtered = _expected(corpus, extractor, stored)
     assert update.filtered[0] == filtered[0] and len(decoded) == 1
+    assert base_ids & set(read) == {corpus[0].id}
     assert update.extractions == settled and update.filtered == filtered
     kv.close()
 
 
-def test_a_record_under_another_chunks_key_is_damage(tmp_path, caplog):
-    """A record's checksum covers its key: one copied under another chunk's key reads
-    as damaged, and every chunk is linked again."""
+def test_a_damaged_record_is_found_where_it_is_read(tmp_path, caplog):
+    """A record's checksum covers its key: one copied under another chunk's key reads as
+    damaged. Read by a stage after the update, only that chunk is linked again and its
+    record stored anew; read by the update itself (here: its chunk is removed, so the
+    record's names are counted out), every chunk is linked again."""
     extractor = SpacyExtractor(predicates=False)
     chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(4)]
     chunks.sort(key=lambda c: (c.doc_id, c.index))
     stored = {c.id: _local(c) for c in chunks}
     kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
 
-    def link():
+    def link(some):
+        got = link_corpus(
+            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
+        )
+        settled, filtered = _expected(some, extractor, stored)
+        assert got.extractions == settled and got.filtered == filtered
+        return got
+
+    def damage():
+        (first,) = kv.get_many("linked:spacy", [chunks[0].id])
+        assert first is not None
+        kv.put_many("linked:spacy", {chunks[1].id: first})
+
+    link(chunks)
+    damage()
+    with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
+        again = link(chunks)  # read by the comparison, after the update
+    assert not again.delta.fresh and len(caplog.records) == 1
+    assert "checksum" in caplog.text and "linking its chunk again" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
+        assert not link(chunks).delta.fresh  # healed: stored anew
+    assert not caplog.records
+    damage()
+    with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
+        gone = link([c for c in chunks if c != chunks[1]])
+    assert gone.delta.fresh and "checksum" in caplog.text and "linking every chunk" in caplog.text
+    kv.close()
+
+
+def test_a_state_that_kept_no_titles_is_read_whole(tmp_path):
+    """An older build's state keeps the titles in its records only: they are all read,
+    once; the state written then keeps them in its meta."""
+    extractor = SpacyExtractor(predicates=False)
+    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(4)]
+    chunks.sort(key=lambda c: (c.doc_id, c.index))
+    stored = {c.id: _local(c) for c in chunks}
+    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+
+    def link(some):
         return link_corpus(
-            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
+            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
         )
 
-    link()
-    (first,) = kv.get_many("linked:spacy", [chunks[0].id])
-    assert first is not None
-    kv.put_many("linked:spacy", {chunks[1].id: first})
-    with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
-        again = link()
-    assert again.delta.fresh and "checksum" in caplog.text
-    settled, filtered = _expected(chunks, extractor, stored)
-    assert again.extractions == settled and again.filtered == filtered
+    def meta():
+        (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+        return json.loads(raw)
+
+    link(chunks)
+    old = meta()
+    assert old.pop("titles") == [c.title for c in chunks]
+    kv.put_many("linkmeta:spacy", {"state": json.dumps(old).encode()})
+    retitled = [*chunks[:3], dataclasses.replace(chunks[3], title="Topic Three")]  # same id
+    stored[retitled[3].id] = _local(retitled[3])
+    update = link(retitled)
+    assert not update.delta.fresh and update.relinked == 1
+    settled, filtered = _expected(retitled, extractor, stored)
+    assert update.extractions == settled and update.filtered == filtered
+    assert meta()["titles"] == [c.title for c in retitled]
     kv.close()
 
 
@@ -297,13 +351,20 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
             kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=max_docs
         )
 
+    def short_titles():
+        (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+        meta = json.loads(raw)
+        kv.put_many("linkmeta:spacy", {"state": json.dumps({**meta, "titles": []}).encode()})
+
     link(chunks)
     johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]
     assert johns
     rest = [c for c in chunks if c != johns[0]]
     damages = (
-        (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks),
+        # a record the update reads: its chunk goes
+        (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks[1:]),
         (lambda: kv.put_many("linkmeta:spacy", {"state": b"[]"}), chunks),
+        (short_titles, chunks),
         # a build stopped in its stages, before it committed the state
         (lambda: kv.delete_many("linkmeta:spacy", ["complete"]), chunks),
         # a name record is read when a change needs it: a chunk naming John goes

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -393,7 +394,7 @@ def processed_chunks(storage: Storage) -> list[Chunk]:
     """Every chunk of a processed document, in index order (document id, position)."""
     processed = {r.doc_id for r in storage.status.with_status(DocStatus.PROCESSED)}
     chunks = [c for c in storage.documents.iter_chunks() if c.doc_id in processed]
-    chunks.sort(key=lambda c: (c.doc_id, c.index))
+    chunks.sort(key=attrgetter("doc_id", "index"))
     return chunks
 
 

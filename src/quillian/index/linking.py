@@ -41,7 +41,7 @@ import json
 import logging
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -195,8 +195,10 @@ class _InOrder(Sequence[Extraction]):
         ids: Sequence[str],
         computed: Mapping[str, Extraction],
         stored: Callable[[str], Extraction],
+        prefetch: Callable[[Sequence[str]], None] = lambda _: None,
     ) -> None:
         self._ids, self._computed, self._stored = ids, computed, stored
+        self._prefetch = prefetch
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -207,11 +209,13 @@ class _InOrder(Sequence[Extraction]):
     def __getitem__(self, index: slice) -> list[Extraction]: ...
     def __getitem__(self, index: int | slice) -> Extraction | list[Extraction]:
         if isinstance(index, slice):
-            return [self._of(i) for i in self._ids[index]]
+            return list(_InOrder(self._ids[index], self._computed, self._stored, self._prefetch))
         return self._of(self._ids[index])
 
     def __iter__(self) -> Iterator[Extraction]:
-        return map(self._of, self._ids)
+        for batch in iter_batches(self._ids, _BATCH):  # records read a batch at a time
+            self._prefetch([i for i in batch if i not in self._computed])
+            yield from map(self._of, batch)
 
     def _of(self, chunk_id: str) -> Extraction:
         found = self._computed.get(chunk_id)
@@ -227,6 +231,48 @@ class _InOrder(Sequence[Extraction]):
 
 class _Damaged(Exception):
     """The stored state does not read, or contradicts itself."""
+
+
+class _Stored:
+    """The previous build's records by chunk id: which chunks it held and their titles
+    (kept in its meta), each record read from the store when first asked for, its
+    checksum checked then. An update reads the records of the chunks it touches, not
+    the corpus's; a record that does not read is :class:`_Damaged`."""
+
+    def __init__(self, kv: KeyValueStore, space: str, titles: dict[str, str]) -> None:
+        self.kv, self.space, self.titles = kv, space, titles
+        self.read: dict[str, _Record] = {}
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self.titles
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.titles)
+
+    def __getitem__(self, chunk_id: str) -> _Record:
+        if chunk_id not in self.read:
+            self.load([chunk_id])
+        return self.read[chunk_id]
+
+    def get(self, chunk_id: str) -> _Record | None:
+        return self[chunk_id] if chunk_id in self.titles else None
+
+    def load(self, chunk_ids: Iterable[str]) -> None:
+        """Read the records of ``chunk_ids`` (those the build held) not read yet."""
+        wanted = [i for i in dict.fromkeys(chunk_ids) if i in self.titles and i not in self.read]
+        for batch in iter_batches(wanted, _BATCH):
+            for key, value in zip(batch, self.kv.get_many(self.space, batch), strict=True):
+                if value is None:
+                    raise _Damaged(f"{self.space} {key}: missing")
+                try:
+                    self.read[key] = _Record(key, value)
+                except (ValueError, TypeError) as exc:
+                    raise _Damaged(f"{self.space} {key}: {exc}") from exc
+
+    def load_all(self) -> None:
+        """Read every record (an older state, whose meta keeps no titles, or a change
+        of aliases that reaches any chunk's topics)."""
+        self.load(self.titles)
 
 
 def link_corpus(
@@ -310,9 +356,10 @@ class _Linker:
         self.meta_space = f"linkmeta:{extractor.name}"
         self.build = uuid.uuid4().hex
 
-    def read_state(self) -> tuple[dict[str, Any], dict[str, _Record]] | None:
+    def read_state(self) -> tuple[dict[str, Any], _Stored] | None:
         """The previous build's state, or None where there is none or it was made for
-        another fingerprint; :class:`_Damaged` where it does not read."""
+        another fingerprint; :class:`_Damaged` where its meta does not read (a record
+        is read, and found damaged, when the update asks for it)."""
         raw, complete = self.kv.get_many(self.meta_space, [_STATE, _COMPLETE])
         if raw is None:
             logger.info("no stored linked extractions: linking every chunk")
@@ -328,18 +375,17 @@ class _Linker:
         if meta.get("fingerprint") != self.fingerprint:
             logger.info("linked extractions stored for other settings: linking every chunk")
             return None
-        records: dict[str, _Record] = {}
         if not isinstance(chunk_ids := meta.get("chunks"), list):
             raise _Damaged(f"{self.meta_space}: no chunk list")
-        for batch in iter_batches(chunk_ids, _BATCH):
-            for key, value in zip(batch, self.kv.get_many(self.records_space, batch), strict=True):
-                if value is None:
-                    raise _Damaged(f"{self.records_space} {key}: missing")
-                try:
-                    records[key] = _Record(key, value)
-                except (ValueError, TypeError) as exc:
-                    raise _Damaged(f"{self.records_space} {key}: {exc}") from exc
-        return meta, records
+        titles = meta.get("titles")
+        if titles is None:  # kept by older builds in the records only
+            records = _Stored(self.kv, self.records_space, dict.fromkeys(chunk_ids, ""))
+            records.load_all()
+            records.titles = {i: records.read[i].title for i in chunk_ids}
+            return meta, records
+        if not isinstance(titles, list) or len(titles) != len(chunk_ids):
+            raise _Damaged(f"{self.meta_space}: the titles do not match the chunks")
+        return meta, _Stored(self.kv, self.records_space, dict(zip(chunk_ids, titles, strict=True)))
 
     def link(self, ids: Sequence[str]) -> list[Extraction]:
         """The chunks ``ids`` linked over the corpus's titles and settled."""
@@ -374,15 +420,15 @@ class _Linker:
         )
         return LinkedCorpus(settled, filtered, delta, len(records))
 
-    def update(self, meta: dict[str, Any], records: dict[str, _Record]) -> LinkedCorpus:
+    def update(self, meta: dict[str, Any], records: _Stored) -> LinkedCorpus:
         """The chunks a change touches recomputed over the previous build's state."""
         removed = set(records) - self.chunks.keys()
-        fresh = {
-            i for i, c in self.chunks.items() if i not in records or records[i].title != c.title
-        }
+        old_titles = records.titles
+        fresh = {i for i, c in self.chunks.items() if old_titles.get(i) != c.title}
         touched = fresh | self.touched(meta, records, fresh)
         work = [i for i in self.chunks if i in touched]
         relinked = dict(zip(work, self.link(work), strict=True))
+        records.load([*work, *removed])
         changed = {i for i, e in relinked.items() if i not in records or records[i].settled != e}
         names = NameBook(self.kv, self.names_space, self.max_docs)
         names.load(
@@ -395,6 +441,7 @@ class _Linker:
         for i in changed:
             names.count(relinked[i], +1)
         refilter = changed | (names.flipped() & self.chunks.keys())
+        records.load(refilter)
 
         def settled_of(i: str) -> Extraction:
             return relinked[i] if i in relinked else records[i].settled
@@ -413,16 +460,15 @@ class _Linker:
             since=since if isinstance(since := meta.get("build"), str) else None,
         )
         ids = list(self.chunks)
+        later = _Later(self, records, names)
         return LinkedCorpus(
-            _InOrder(ids, relinked, lambda i: records[i].settled),
-            _InOrder(ids, filtered, lambda i: records[i].filtered),
+            _InOrder(ids, relinked, lambda i: later.record(i).settled, later.prefetch),
+            _InOrder(ids, filtered, lambda i: later.record(i).filtered, later.prefetch),
             delta,
             len(work),
         )
 
-    def touched(
-        self, meta: dict[str, Any], records: dict[str, _Record], fresh: set[str]
-    ) -> set[str]:
+    def touched(self, meta: dict[str, Any], records: _Stored, fresh: set[str]) -> set[str]:
         """The stored chunks whose link or settling the change of titles may change."""
         kept = {i: c for i, c in self.chunks.items() if i not in fresh}
         if isinstance(self.extractor, LinkingExtractor) and not isinstance(
@@ -435,6 +481,7 @@ class _Linker:
         old, new = meta["aliases"], self.context["aliases"]
         realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
         if realiased:
+            records.load_all()
             touched.update(
                 i
                 for i, c in kept.items()
@@ -445,7 +492,7 @@ class _Linker:
 
     def _store(
         self,
-        records: dict[str, _Record],
+        records: _Stored,
         relinked: dict[str, Extraction],
         filtered: dict[str, Extraction],
         removed: set[str],
@@ -466,6 +513,19 @@ class _Linker:
         names.write()
         self._end_write(list(self.chunks))
 
+    def heal(self, chunk_id: str, names: NameBook) -> _Record:
+        """The record of ``chunk_id``, which the update did not touch, linked again and
+        stored in place of one that does not read: its settled extraction is what it
+        was (the update did not reach it), its filtered one drops the names ambiguous
+        now."""
+        (settled,) = self.link([chunk_id])
+        names.load(name_use(settled).named)
+        raw = _record(
+            chunk_id, self.chunks[chunk_id].title, settled, drop_names(settled, names.drop())
+        )
+        self._put(self.records_space, {chunk_id: raw})
+        return _Record(chunk_id, raw)
+
     def _put(self, space: str, items: Mapping[str, bytes]) -> None:
         for batch in iter_batches(list(items), _BATCH):
             self.kv.put_many(space, {k: items[k] for k in batch})
@@ -474,10 +534,35 @@ class _Linker:
         meta = {
             "fingerprint": self.fingerprint,
             "chunks": chunk_ids,
+            "titles": [self.chunks[i].title for i in chunk_ids],
             "build": self.build,
             **self.context,
         }
         self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
+
+
+class _Later:
+    """The records of the chunks an update did not touch, as the build's stages read
+    them after it: a record that does not read then is linked again and stored
+    (:meth:`_Linker.heal`), not an error, as the update would have done had it read it."""
+
+    def __init__(self, linker: _Linker, records: _Stored, names: NameBook) -> None:
+        self.linker, self.records, self.names = linker, records, names
+
+    def prefetch(self, chunk_ids: Sequence[str]) -> None:
+        try:
+            self.records.load(chunk_ids)
+        except _Damaged:  # read one by one: the others are kept, the damaged one healed
+            for chunk_id in chunk_ids:
+                self.record(chunk_id)
+
+    def record(self, chunk_id: str) -> _Record:
+        try:
+            return self.records[chunk_id]
+        except _Damaged as exc:
+            logger.warning("stored linked extraction unusable (%s): linking its chunk again", exc)
+            healed = self.records.read[chunk_id] = self.linker.heal(chunk_id, self.names)
+            return healed
 
 
 def _record(key: str, title: str, settled: Extraction, filtered: Extraction) -> bytes:

@@ -280,8 +280,13 @@ def _status(status: DocStatus | str) -> DocStatus:
         raise InputError(f"unknown status {status!r}; expected one of {choices}") from None
 
 
+#: Each status by its stored value (a dict lookup, not the enum's by-value call, per row).
+_STATUSES = {s.value: s for s in DocStatus}
+
+
 def _record(row: Sequence[Any]) -> StatusRecord:
-    return StatusRecord(doc_id=row[0], status=DocStatus(row[1]), error=row[2], source=row[3])
+    status = _STATUSES.get(row[1]) or DocStatus(row[1])  # an unknown value raises
+    return StatusRecord(doc_id=row[0], status=status, error=row[2], source=row[3])
 
 
 def _document_row(doc: Document) -> tuple[str, str, str, str, str]:
@@ -326,4 +331,5 @@ def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str, int, int, str]:
 
 
 def _chunk(row: Sequence[Any]) -> Chunk:
-    return Chunk(doc_id=row[1], index=row[2], text=row[3], start=row[4], end=row[5], title=row[6])
+    """A chunk from its stored columns (:data:`_CHUNK_COLUMNS`), with its stored id."""
+    return Chunk.stored(*row)

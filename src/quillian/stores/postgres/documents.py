@@ -14,9 +14,11 @@ from typing import Any
 from quillian.stores.embedded.sqlite import (
     _CHUNK_COLUMNS,
     _DOC_COLUMNS,
+    _chunk,
     _chunk_row,
     _document_row,
     _kv_item,
+    _record,
     _require_namespace,
     _require_str,
     _status,
@@ -245,13 +247,5 @@ class PgKeyValueStore(PgStore):
             )
 
 
-def _record(row: Sequence[Any]) -> StatusRecord:
-    return StatusRecord(doc_id=row[0], status=DocStatus(row[1]), error=row[2], source=row[3])
-
-
 def _document(row: Sequence[Any]) -> Document:
     return Document(text=row[2], title=row[1], source=row[3], metadata=json.loads(row[4]))
-
-
-def _chunk(row: Sequence[Any]) -> Chunk:
-    return Chunk(doc_id=row[1], index=row[2], text=row[3], start=row[4], end=row[5], title=row[6])
