@@ -168,6 +168,24 @@ def test_a_large_vectors_file_is_checked_on_its_first_search(
     )
 
 
+def test_an_update_leaves_a_damaged_large_vectors_file_to_the_next_search(
+    index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update reads no vectors it keeps, so it does not hash them (that would cost
+    the whole collection): a damaged large vectors file goes through it unchanged and
+    still recorded as it was written, the next search names it, and indexing the same
+    corpus again (nothing new) checks every file and rewrites it."""
+    monkeypatch.setattr(exact_vectors, "HASH_AT_OPEN", 0)  # every file counts as large
+    overwrite_row(index / "vectors/chunks/vectors-000001.npy", 7, 100.0)
+    grown = {**people(), "Town 99": "Town 99 lies far away, near Person 4."}
+    build_tiny(index, grown)
+    with pytest.raises(IndexDamagedError, match=r"vectors-000001\.npy is damaged"):
+        rankings(index)
+    build_tiny(index, grown)
+    build_tiny(tmp_path / "fresh", grown)
+    assert rankings(index) == rankings(tmp_path / "fresh")
+
+
 def test_indexing_the_corpus_again_rebuilds_damaged_files(
     index: Path, clean: dict[str, list[list[str]]]
 ) -> None:

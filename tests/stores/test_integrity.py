@@ -58,7 +58,7 @@ def test_a_truncated_ids_file_is_refused_with_its_sizes(tmp_path: Path) -> None:
         ExactVectorIndex(tmp_path / "v")
 
 
-def test_a_large_file_is_checked_on_first_use_and_never_copied_on(
+def test_a_large_file_is_checked_on_first_read_and_never_copied_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(exact_vectors, "HASH_AT_OPEN", 0)
@@ -67,14 +67,25 @@ def test_a_large_file_is_checked_on_first_use_and_never_copied_on(
     index = ExactVectorIndex(tmp_path / "v")  # sizes check out: opens
     with pytest.raises(IndexDamagedError, match="checksum mismatch"):
         index.search(vectors[:1], 5)
-    # adding and flushing would write the damaged rows into a new generation, with a
-    # fresh checksum: refused as well
-    other = ExactVectorIndex(tmp_path / "v")
-    with pytest.raises(IndexDamagedError):
-        other.add([99], vectors[:1])
+    # an update that keeps the damaged segment does not hash it (that would cost the
+    # whole collection) and leaves it recorded as it was: the next search finds it
+    with ExactVectorIndex(tmp_path / "v") as update:
+        update.add([99], vectors[:1])
+        assert 99 in update.ids()
+    assert (tmp_path / "v" / "vectors-000002.npy").exists()
+    with pytest.raises(IndexDamagedError, match="vectors-000001.npy.*checksum mismatch"):
+        ExactVectorIndex(tmp_path / "v").search(vectors[:1], 5)
+    # one whose flush would merge the damaged rows into a new segment, under a fresh
+    # checksum: refused, nothing written
+    merging = ExactVectorIndex(tmp_path / "v")
+    merging.add(np.arange(100, 200), np.repeat(vectors[:1], 100, axis=0))
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):
+        merging.flush()
     assert sorted(p.name for p in (tmp_path / "v").glob("*.npy")) == [
         "ids-000001.npy",
+        "ids-000002.npy",
         "vectors-000001.npy",
+        "vectors-000002.npy",
     ]
 
 

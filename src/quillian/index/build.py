@@ -176,9 +176,8 @@ def build_index(
             except _BudgetStop as stop:
                 raise stop.error from None
             report.seconds["ingest_extract"] = time.perf_counter() - start
-            if _unchanged(previous, manifest, report, pending) and files_intact(
-                storage.directory, previous, location_name(out)
-            ):
+            unchanged = _unchanged(previous, manifest, report, pending)
+            if unchanged and files_intact(storage.directory, previous, location_name(out)):
                 # nothing new, nothing removed, the same settings and stages as the complete
                 # build on disk: rebuilding would write the same index again
                 # (documents refused by this build are new failures: counted anew)
@@ -195,7 +194,7 @@ def build_index(
                 )
                 write_manifest(out, manifest)
                 return report
-            _rebuild(storage, extractor, embedder, progress, stages, report)
+            _rebuild(storage, extractor, embedder, progress, stages, report, repair=unchanged)
         _finish(out, manifest, report)
         return report
 
@@ -320,6 +319,8 @@ def _rebuild(
     progress: Progress,
     stages: Sequence[BuildStage],
     report: BuildReport,
+    *,
+    repair: bool = False,
 ) -> None:
     chunks = processed_chunks(storage)
     start = time.perf_counter()
@@ -343,6 +344,7 @@ def _rebuild(
         extraction_issues=issues,
         filtered=linked.filtered,
         delta=linked.delta,
+        repair=repair,
     )
     extract_seconds = time.perf_counter() - start
     report.link_seconds, report.relinked = extract_seconds, linked.relinked

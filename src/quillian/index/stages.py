@@ -36,7 +36,7 @@ from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
 from quillian.index.tables import StoredTables, load_tables, save_tables
-from quillian.stores.protocols import VectorIndex
+from quillian.stores.protocols import VectorIndex, VerifiedOnUse
 from quillian.types import Chunk, Progress
 
 __all__ = [
@@ -86,6 +86,9 @@ class BuildState:
     filters."""
     delta: ExtractionDelta | None = None
     """The chunks whose ``filtered`` extraction changed since the previous build."""
+    repair: bool = False
+    """The build found a stored file damaged: files kept are checked whole, not on
+    their first use (an update checks only what it reads)."""
 
     def graph(self) -> KnowledgeGraph:
         if self.kg is None:
@@ -294,7 +297,9 @@ def _open_collection(
     index: VectorIndex | None = None
     try:
         index = state.storage.vectors(collection, dim)
-        return index, index.ids()  # ids() checks the files left unchecked at the open
+        if state.repair and isinstance(index, VerifiedOnUse):
+            index.verify()  # an update reads no vectors it keeps: those go unchecked
+        return index, index.ids()  # ids() checks the ids files left unchecked at the open
     except (ConfigError, IndexDamagedError) as exc:
         logger.warning("vector collection %r: %s; writing it anew", collection, exc)
         if index is not None:

@@ -26,6 +26,7 @@ __all__ = [
     "StatusRecord",
     "StatusStore",
     "VectorIndex",
+    "VerifiedOnUse",
 ]
 
 
@@ -118,6 +119,14 @@ class VectorIndex(Protocol):
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class VerifiedOnUse(Protocol):
+    """A store whose large files' checksums are checked on their first use, not at
+    the open; ``verify`` checks them now."""
+
+    def verify(self) -> None: ...
 
 
 @runtime_checkable

@@ -22,9 +22,11 @@ writes only what changed, as a new segment and dead list, and commits them by
 atomically replacing ``index.json`` (see :mod:`quillian.stores.embedded.files`), which
 records each file's size and checksum; a file is never rewritten, so a reader keeps the
 generation it mapped. Opening checks every size and the checksum of
-files up to :data:`HASH_AT_OPEN` bytes; a larger vectors file is checked on the first
-search or read (a damaged file raises :class:`~quillian.errors.IndexDamagedError`,
-never a wrong ranking).
+files up to :data:`HASH_AT_OPEN` bytes; a larger file is checked on the first use, a
+vectors file on the first search, read or flush that rewrites its segment (a damaged
+file raises :class:`~quillian.errors.IndexDamagedError`, never a wrong ranking or a
+damaged row written again under a fresh checksum). An update that only adds and deletes
+(a build's) hashes no vectors file it keeps: that would cost the whole collection.
 
 :class:`ExactVectorWriter` writes a new exact index in one pass when the number of
 vectors is known up front (a bulk import), in memory of the order of one batch.
@@ -33,7 +35,7 @@ vectors is known up front (a bulk import), in memory of the order of one batch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Self
 
@@ -191,7 +193,7 @@ class ExactVectorIndex:
 
     def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
         """Add vectors; an id already present gets the new vector (later wins)."""
-        self._check_open()
+        self._check_open(vectors=False)
         ids, stored = self._validate(ids, vectors)
         n_base = len(self._base)
         rows = self._lookup.rows_of(ids)
@@ -206,7 +208,7 @@ class ExactVectorIndex:
     def delete(self, ids: npt.ArrayLike) -> None:
         """Remove vectors; unknown ids are ignored. Persisted by :meth:`flush`, which
         writes only the dead rows' list (merges and compaction reclaim their space)."""
-        self._check_open()
+        self._check_open(vectors=False)
         ids = np.unique(as_ids(ids))
         rows = self._lookup.rows_of(ids)
         known = rows >= 0
@@ -224,7 +226,7 @@ class ExactVectorIndex:
 
     def ids(self) -> npt.NDArray[np.int64]:
         """Every indexed id, ascending."""
-        self._check_open()
+        self._check_open(vectors=False)
         return np.sort(np.concatenate([self._base.live_ids(), self._tail.ids]))
 
     def search(
@@ -307,7 +309,7 @@ class ExactVectorIndex:
 
     def contains(self, ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Whether each of ``ids`` is indexed."""
-        self._check_open()
+        self._check_open(vectors=False)
         return self._lookup.rows_of(as_ids(ids)) >= 0
 
     def read_batches(
@@ -346,12 +348,15 @@ class ExactVectorIndex:
         the trailing ones, see :func:`~quillian.stores.embedded._segments.merge_start`)
         and the dead rows, then commit the new generation atomically. The segments kept
         are neither rewritten nor hashed again."""
-        self._check_open()
+        self._check_open(vectors=False)
         if not self._dirty:
             return
         base, generation = self._base, self._generation + 1
         live = [base.live(s) for s in range(len(base.parts))] + [len(self._tail)]
         start = merge_start(live, base.n_dead, len(base) + len(self._tail))
+        rewritten = {self._files.path(f, p.generation) for p in base.parts[start:]
+                     for f in ("vectors", "ids")}  # fmt: skip
+        self._verify(rewritten.__contains__)  # their rows are read into the new segment
         written: list[Path] = []
         segments = [(p.generation, len(p)) for p in base.parts[:start]]
         if start < len(base.parts) or len(self._tail):
@@ -433,16 +438,27 @@ class ExactVectorIndex:
         ids, matrix = keep_last(ids, matrix)
         return ids, _cast(matrix, self._dtype)
 
-    def _check_open(self) -> None:
+    def verify(self) -> None:
+        """Check now every checksum left from the open (a build repairing damaged files
+        reads nothing unchecked)."""
+        self._check_open()
+
+    def _check_open(self, *, vectors: bool = True) -> None:
         """Refuse a closed index; on the first use after opening, check the checksums
-        left from the open (:data:`HASH_AT_OPEN`)."""
+        left from the open (:data:`HASH_AT_OPEN`): those of vectors files only where
+        ``vectors`` (the use reads vectors)."""
         if self._closed:
             raise StoreError(f"{self.directory}: the vector index is closed")
+        self._verify(lambda path: vectors or not _holds_vectors(path))
+
+    def _verify(self, now: Callable[[Path], bool]) -> None:
+        """Check the checksums left from the open of the files ``now`` picks."""
         if self._unverified:
             with self._verify_lock:
-                if self._unverified:
-                    self._files.verify_later(self._meta, self._unverified)
-                    self._unverified = []
+                picked = [p for p in self._unverified if now(p)]
+                if picked:
+                    self._files.verify_later(self._meta, picked)
+                    self._unverified = [p for p in self._unverified if p not in picked]
 
 
 class ExactVectorWriter:
@@ -583,6 +599,10 @@ class ExactVectorWriter:
     def _check_open(self) -> None:
         if self._state != "open":
             raise StoreError(f"{self.directory}: the bulk write is {self._state}")
+
+
+def _holds_vectors(path: Path) -> bool:
+    return path.name.startswith("vectors-")
 
 
 def _cast(matrix: npt.NDArray[np.float32], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
