@@ -73,7 +73,7 @@ def test_a_large_file_is_checked_on_first_read_and_never_copied_on(
         update.add([99], vectors[:1])
         assert 99 in update.ids()
     assert (tmp_path / "v" / "vectors-000002.npy").exists()
-    with pytest.raises(IndexDamagedError, match="vectors-000001.npy.*checksum mismatch"):
+    with pytest.raises(IndexDamagedError, match=r"vectors-000001\.npy.*checksum mismatch"):
         ExactVectorIndex(tmp_path / "v").search(vectors[:1], 5)
     # one whose flush would merge the damaged rows into a new segment, under a fresh
     # checksum: refused, nothing written

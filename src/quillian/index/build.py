@@ -394,7 +394,7 @@ def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport)
 
 def processed_chunks(storage: Storage) -> list[Chunk]:
     """Every chunk of a processed document, in index order (document id, position)."""
-    processed = {r.doc_id for r in storage.status.with_status(DocStatus.PROCESSED)}
+    processed = set(storage.status.ids_with_status(DocStatus.PROCESSED))
     chunks = [c for c in storage.documents.iter_chunks() if c.doc_id in processed]
     chunks.sort(key=attrgetter("doc_id", "index"))
     return chunks

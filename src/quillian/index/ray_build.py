@@ -357,7 +357,7 @@ class RayIngest:
             storage.status.set_status(
                 [failure.doc_id], DocStatus.FAILED, error=failure.error, source=failure.source
             )
-        processed = frozenset(r.doc_id for r in storage.status.with_status(DocStatus.PROCESSED))
+        processed = frozenset(storage.status.ids_with_status(DocStatus.PROCESSED))
         job = replace(self.job, processed=processed)
         writer = self._writer(job)
         try:

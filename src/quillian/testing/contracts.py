@@ -229,6 +229,8 @@ class StatusStoreContract(_Contract[StatusStore]):
         store.set_status(["c"], DocStatus.FAILED, error="e")
         assert [r.doc_id for r in store.with_status(DocStatus.PENDING)] == ["a", "b"]
         assert store.with_status(DocStatus.FAILED) == [StatusRecord("c", DocStatus.FAILED, "e")]
+        assert store.ids_with_status(DocStatus.PENDING) == ["a", "b"]
+        assert store.ids_with_status(DocStatus.PROCESSED) == []
         assert store.counts() == {
             DocStatus.PENDING: 2,
             DocStatus.PROCESSING: 0,

@@ -158,6 +158,10 @@ class MemoryStatusStore(_Closable):
         self._check_open()
         return sorted((r for r in self.records.values() if r.status == status), key=_doc_id)
 
+    def ids_with_status(self, status: DocStatus) -> list[str]:
+        """The id of every document with ``status``, ordered."""
+        return [r.doc_id for r in self.with_status(status)]
+
     def counts(self) -> dict[DocStatus, int]:
         """Number of documents per status, zeros included."""
         self._check_open()

@@ -177,6 +177,15 @@ class PgStatusStore(PgStore):
             ).fetchall()
         return [_record(r) for r in rows]
 
+    def ids_with_status(self, status: DocStatus) -> list[str]:
+        """The id of every document with ``status``, ordered."""
+        value = _status(status).value
+        with self._conn("read document status", transaction=False) as conn:
+            rows = conn.execute(
+                "SELECT doc_id FROM doc_status WHERE status = %s ORDER BY doc_id", (value,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def counts(self) -> dict[DocStatus, int]:
         """Number of documents per status, every status present (zero included)."""
         with self._conn("count document status") as conn:
