@@ -143,6 +143,11 @@ def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:
         [d.text for d in kg.descriptions],
         [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations],
     )
+    texts, desc_rows, rel_rows = tables.distinct_texts()
+    want, want_desc, want_rel = unique_texts(kg)
+    assert texts == want
+    np.testing.assert_array_equal(desc_rows, want_desc)
+    np.testing.assert_array_equal(rel_rows, want_rel)
 
 
 def test_what_retrieval_derives_is_stored(

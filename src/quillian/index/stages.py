@@ -35,7 +35,7 @@ from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
-from quillian.index.tables import StoredTables, load_tables, save_tables
+from quillian.index.tables import StoredTables, first_seen, load_tables, save_tables
 from quillian.stores.protocols import VectorIndex, VerifiedOnUse
 from quillian.types import Chunk, Progress
 
@@ -192,15 +192,11 @@ def unique_texts(
     kg: KnowledgeGraph,
 ) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct description and relation texts, and each one's row among them."""
-    if isinstance(kg.indexes, StoredTables):  # read as texts, not as rows decoded
-        descriptions, relations = kg.indexes.graph_texts()
-    else:
-        descriptions = [d.text for d in kg.descriptions]
-        relations = [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations]
-    rows: dict[str, int] = {}
-    desc_rows = np.array([rows.setdefault(t, len(rows)) for t in descriptions], dtype=np.int64)
-    rel_rows = np.array([rows.setdefault(t, len(rows)) for t in relations], dtype=np.int64)
-    return list(rows), desc_rows, rel_rows
+    if isinstance(kg.indexes, StoredTables):  # read as text ids, not as rows decoded
+        return kg.indexes.distinct_texts()
+    descriptions = [d.text for d in kg.descriptions]
+    relations = [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations]
+    return first_seen(descriptions, relations)
 
 
 class EmbedStage:

@@ -117,6 +117,17 @@ CREATE INDEX alias_ids_entity ON alias_ids (entity);
 T = TypeVar("T")
 
 
+def first_seen(
+    descriptions: Sequence[str], relations: Sequence[str]
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct texts of ``descriptions`` then ``relations`` in the order first met,
+    and each one's index among them (what the embedding stage embeds once each)."""
+    rows: dict[str, int] = {}
+    desc_rows = np.array([rows.setdefault(t, len(rows)) for t in descriptions], dtype=np.int64)
+    rel_rows = np.array([rows.setdefault(t, len(rows)) for t in relations], dtype=np.int64)
+    return list(rows), desc_rows, rel_rows
+
+
 def save_tables(directory: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
     """Write ``kg``'s tables (``chunks``: its chunks, in ``kg.chunk_ids`` order) and what
     retrieval derives from them under ``tables/``, swapped in whole."""
@@ -539,6 +550,56 @@ class StoredTables:
             self._by_position(descriptions, "descriptions"),
             self._by_position(relations, "relations"),
         )
+
+    def distinct_texts(self) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """:func:`first_seen` of :meth:`graph_texts`, from the rows' text ids read as
+        integers and each distinct text read once (a text's id is its
+        :func:`~quillian.types.key64`: equal ids, equal texts), not every row's text."""
+        if not self.keyed:
+            return first_seen(*self.graph_texts())
+        made: dict[int, str] = {}  # a relation without a description: its triple's words
+        relations = self.db.query(
+            "SELECT description, CASE WHEN description IS NULL"
+            " THEN subject || ' ' || predicate || ' ' || object END FROM relations ORDER BY row"
+        )
+        relation_ids = []
+        for text_id, text in relations:
+            if text_id is None:
+                text_id = key64(text)
+                made[text_id] = text
+            relation_ids.append(text_id)
+        ids = np.concatenate(
+            [
+                self._in_position("descriptions", "SELECT text FROM descriptions ORDER BY row"),
+                self._in_position("relations", np.array(relation_ids, dtype=np.int64)),
+            ]
+        )
+        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        met = np.argsort(first, kind="stable")  # the distinct ids in the order first met
+        rank = np.empty(len(distinct), np.int64)
+        rank[met] = np.arange(len(distinct))
+        stored = dict(self.db.query("SELECT id, text FROM texts"))  # faster than picking
+        texts = [stored[i] if i in stored else made[i] for i in distinct[met].tolist()]
+        rows = rank[inverse.reshape(-1)]
+        n = self.counts["descriptions"]
+        return texts, rows[:n], rows[n:]
+
+    def _in_position(
+        self, table: str, by_row: str | npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """One integer per row of ``table`` (a query of one column in row order, or the
+        values themselves), in position order."""
+        values = (
+            np.array([r[0] for r in self.db.query(by_row)], dtype=np.int64)
+            if isinstance(by_row, str)
+            else by_row
+        )
+        order = self._order(table)
+        if order is None or len(values) != len(order):
+            raise damaged(self.directory, f"{len(values)} {table} but not as many positions")
+        out = np.empty_like(values)
+        out[np.argsort(order, kind="stable")] = values
+        return out
 
     def _by_position(self, rows: list[tuple[Any, ...]], table: str) -> list[str]:
         """The texts of ``(key, text)`` rows given in key order, in position order."""
