@@ -266,11 +266,9 @@ def test_an_update_reads_only_the_records_it_needs(tmp_path, monkeypatch):
     kv.close()
 
 
-def test_a_damaged_record_is_found_where_it_is_read(tmp_path, caplog):
-    """A record's checksum covers its key: one copied under another chunk's key reads as
-    damaged. Read by a stage after the update, only that chunk is linked again and its
-    record stored anew; read by the update itself (here: its chunk is removed, so the
-    record's names are counted out), every chunk is linked again."""
+def _four_johns(tmp_path):
+    """Four chunks naming John, their stored results, a key-value store and the linking
+    of some of the chunks over it."""
     extractor = SpacyExtractor(predicates=False)
     chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(4)]
     chunks.sort(key=lambda c: (c.doc_id, c.index))
@@ -278,10 +276,23 @@ def test_a_damaged_record_is_found_where_it_is_read(tmp_path, caplog):
     kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
 
     def link(some):
-        got = link_corpus(
+        return link_corpus(
             kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
         )
-        settled, filtered = _expected(some, extractor, stored)
+
+    return chunks, stored, kv, link
+
+
+def test_a_damaged_record_is_found_where_it_is_read(tmp_path, caplog):
+    """A record's checksum covers its key: one copied under another chunk's key reads as
+    damaged. Read by a stage after the update, only that chunk is linked again and its
+    record stored anew; read by the update itself (here: its chunk is removed, so the
+    record's names are counted out), every chunk is linked again."""
+    chunks, stored, kv, linked = _four_johns(tmp_path)
+
+    def link(some):
+        got = linked(some)
+        settled, filtered = _expected(some, SpacyExtractor(predicates=False), stored)
         assert got.extractions == settled and got.filtered == filtered
         return got
 
@@ -310,16 +321,8 @@ def test_a_damaged_record_is_found_where_it_is_read(tmp_path, caplog):
 def test_a_state_that_kept_no_titles_is_read_whole(tmp_path):
     """An older build's state keeps the titles in its records only: they are all read,
     once; the state written then keeps them in its meta."""
+    chunks, stored, kv, link = _four_johns(tmp_path)
     extractor = SpacyExtractor(predicates=False)
-    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(4)]
-    chunks.sort(key=lambda c: (c.doc_id, c.index))
-    stored = {c.id: _local(c) for c in chunks}
-    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
-
-    def link(some):
-        return link_corpus(
-            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
-        )
 
     def meta():
         (raw,) = kv.get_many("linkmeta:spacy", ["state"])
