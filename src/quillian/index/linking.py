@@ -26,13 +26,14 @@ are per key on both backends: a PostgreSQL workspace patches the rows a build ch
 where a file would be sent whole. Namespaces, per extractor name: ``linked:NAME`` (per
 chunk: its title, settled extraction and, where the filter changed it, the filtered
 one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
-topics protecting it) and ``linkmeta:NAME`` (the chunk ids, surfaces and safe aliases
-of the last build, a random id of that build (:attr:`ExtractionDelta.build`), a
-fingerprint of the extractor and the filter's threshold, and whether the state is
-complete, a key of its own that is removed before anything is written and put back by
-:func:`commit_links`). A state marked incomplete (a build stopped while writing it),
-another fingerprint or a record that does not read means every chunk is recomputed,
-logged once.
+topics protecting it) and ``linkmeta:NAME`` (the chunk ids and their titles, surfaces
+and safe aliases of the last build, a random id of that build
+(:attr:`ExtractionDelta.build`), a fingerprint of the extractor and the filter's
+threshold, and whether the state is complete, a key of its own that is removed before
+anything is written and put back by :func:`commit_links`). A state marked incomplete (a
+build stopped while writing it), another fingerprint, or a record the update reads that
+does not read means every chunk is recomputed, logged once; a record a later stage
+reads that does not read is recomputed alone (only the records a build needs are read).
 """
 
 from __future__ import annotations
