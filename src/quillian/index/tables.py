@@ -568,9 +568,11 @@ class StoredTables:
                 text_id = key64(text)
                 made[text_id] = text
             relation_ids.append(text_id)
+        descriptions = self.db.query("SELECT text FROM descriptions ORDER BY row")
+        description_ids = [text_id for (text_id,) in descriptions]
         ids = np.concatenate(
             [
-                self._in_position("descriptions", "SELECT text FROM descriptions ORDER BY row"),
+                self._in_position("descriptions", np.array(description_ids, dtype=np.int64)),
                 self._in_position("relations", np.array(relation_ids, dtype=np.int64)),
             ]
         )
@@ -584,34 +586,35 @@ class StoredTables:
         n = self.counts["descriptions"]
         return texts, rows[:n], rows[n:]
 
-    def _in_position(
-        self, table: str, by_row: str | npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.int64]:
-        """One integer per row of ``table`` (a query of one column in row order, or the
-        values themselves), in position order."""
-        values = (
-            np.array([r[0] for r in self.db.query(by_row)], dtype=np.int64)
-            if isinstance(by_row, str)
-            else by_row
-        )
-        order = self._order(table)
-        if order is None or len(values) != len(order):
-            raise damaged(self.directory, f"{len(values)} {table} but not as many positions")
+    def _in_position(self, table: str, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``values``, one per row of ``table`` (keyed layout) in key order, in position
+        order."""
+        positions = self._row_positions(table, len(values))
+        if positions is None:
+            raise damaged(self.directory, f"{table} is not keyed by rows")
         out = np.empty_like(values)
-        out[np.argsort(order, kind="stable")] = values
+        out[positions] = values
         return out
 
     def _by_position(self, rows: list[tuple[Any, ...]], table: str) -> list[str]:
         """The texts of ``(key, text)`` rows given in key order, in position order."""
-        order = self._order(table)
-        if order is None:
+        positions = self._row_positions(table, len(rows))
+        if positions is None:
             return [text for _, text in rows]
-        if len(rows) != len(order):
-            raise damaged(self.directory, f"{len(rows)} {table} but {len(order)} positions")
         out: list[str] = [""] * len(rows)
-        for pos, (_, text) in zip(np.argsort(order, kind="stable").tolist(), rows, strict=True):
+        for pos, (_, text) in zip(positions.tolist(), rows, strict=True):
             out[pos] = text
         return out
+
+    def _row_positions(self, table: str, n: int) -> npt.NDArray[np.int64] | None:
+        """The position of each of ``table``'s ``n`` rows taken in key order (None in
+        the layout keyed by position); damaged where the table has another count."""
+        order = self._order(table)
+        if order is None:
+            return None
+        if n != len(order):
+            raise damaged(self.directory, f"{n} {table} but {len(order)} positions")
+        return np.argsort(order, kind="stable")
 
     def _description(self, row: tuple[Any, ...]) -> DescriptionRecord:
         entity, text, chunk_id = row

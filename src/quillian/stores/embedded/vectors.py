@@ -35,7 +35,7 @@ vectors is known up front (a bulk import), in memory of the order of one batch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Self
 
@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
+from quillian.stores.embedded._segments import Segment as Part
 from quillian.stores.embedded._segments import Segments, merge_start
 from quillian.stores.embedded._vecutil import (
     I64,
@@ -354,8 +355,7 @@ class ExactVectorIndex:
         base, generation = self._base, self._generation + 1
         live = [base.live(s) for s in range(len(base.parts))] + [len(self._tail)]
         start = merge_start(live, base.n_dead, len(base) + len(self._tail))
-        rewritten = {self._files.path(f, p.generation) for p in base.parts[start:]
-                     for f in ("vectors", "ids")}  # fmt: skip
+        rewritten = set(self._segment_files(base.parts[start:]))
         self._verify(rewritten.__contains__)  # their rows are read into the new segment
         written: list[Path] = []
         segments = [(p.generation, len(p)) for p in base.parts[:start]]
@@ -377,8 +377,7 @@ class ExactVectorIndex:
             "dead": len(dead),
         }
         old = self._meta.get("files") or {}
-        retained = {self._files.path(f, p.generation).name for p in base.parts[:start]
-                    for f in ("vectors", "ids")}  # fmt: skip
+        retained = {path.name for path in self._segment_files(base.parts[:start])}
         meta = self._files.commit(meta, written, kept={n: old.get(n) for n in retained})
         self._generation = generation
         self._reload(meta, start)
@@ -392,6 +391,10 @@ class ExactVectorIndex:
         self._sketch = None
         self._base = Segments(self._files, self._dim, self._dtype)
         self._tail = GrowableRows(self._dim, self._dtype)
+
+    def _segment_files(self, parts: Sequence[Part]) -> list[Path]:
+        """The vectors and ids files of the segments ``parts``."""
+        return [self._files.path(f, p.generation) for p in parts for f in ("vectors", "ids")]
 
     def _kill(self, rows: I64) -> None:
         """Mark committed ``rows`` dead."""
