@@ -34,6 +34,7 @@ from quillian.stores.protocols import (
     DocumentStore,
     GraphStore,
     KeyValueStore,
+    SnapshotWriter,
     StatusRecord,
     StatusStore,
     VectorIndex,
@@ -547,6 +548,28 @@ class GraphStoreContract(_Contract[GraphStore]):
     def test_reopen_appends_to_the_snapshot(self, store: GraphStore) -> None:
         add_five_node_graph(store)
         store.snapshot()
+        self._reopen_and_append(store)
+
+    def test_a_graph_taken_whole(self, store: GraphStore) -> None:
+        """A store that takes a graph whole (:class:`SnapshotWriter`) reads it back
+        equal, refuses another once it holds one, and, reopened, takes nodes and edges
+        after it as after a graph added by id."""
+        if not isinstance(store, SnapshotWriter):
+            pytest.skip(f"{type(store).__name__} takes no graph whole")
+        src, dst, kinds, weights, rels = zip(*_EDGES, strict=True)
+        ids = {node: i for i, node in enumerate(_NODES)}
+        snapshot = GraphSnapshot.from_edges(
+            _NODES, _KINDS, [ids[s] for s in src], [ids[d] for d in dst], kinds, weights, rels
+        )
+        assert_five_node_graph(store.write_snapshot(snapshot))
+        assert_five_node_graph(store.snapshot())
+        with pytest.raises(StoreError, match="empty"):
+            store.write_snapshot(snapshot)
+        assert_five_node_graph(store.snapshot())
+        self._reopen_and_append(store)
+
+    def _reopen_and_append(self, store: GraphStore) -> None:
+        """Reopened, the five-node graph with a node and two edges added after it."""
         with self.reopened(store) as again:
             assert_five_node_graph(again.snapshot())
             again.add_nodes(["f", "a"], [NodeKind.ENTITY, NodeKind.ENTITY])

@@ -76,6 +76,13 @@ LEASE_DDL = (
     "expires timestamptz NOT NULL)"
 )
 
+#: A graph written whole (graph.py): its snapshot's files in parts; a workspace made
+#: before it existed gets it from its first graph writer.
+GRAPH_ARRAYS_DDL = (
+    'CREATE TABLE IF NOT EXISTS graph_arrays (name text COLLATE "C" NOT NULL, '
+    "part integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (name, part))"
+)
+
 # Every table of a workspace; vector collections add one table each (see vectors.py).
 # Keys and ids use the "C" collation so that ORDER BY matches Python's sorted().
 DDL = (
@@ -100,6 +107,7 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS graph_edges (seq bigint GENERATED ALWAYS AS IDENTITY "
     "PRIMARY KEY, source bigint NOT NULL, target bigint NOT NULL, kind smallint NOT NULL, "
     "weight real NOT NULL, relation integer NOT NULL)",
+    GRAPH_ARRAYS_DDL,
     LEASE_DDL,
 )
 
