@@ -83,6 +83,14 @@ GRAPH_ARRAYS_DDL = (
     "part integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (name, part))"
 )
 
+#: Files sent by blocks (files.py): each distinct 64 KB block once, by its SHA-256; a
+#: file's row lists its blocks. A workspace made before gets both from its first push.
+FILE_BLOCKS_DDL = (
+    'CREATE TABLE IF NOT EXISTS file_blocks (sha256 text COLLATE "C" PRIMARY KEY, '
+    "data bytea NOT NULL)",
+    "ALTER TABLE files ADD COLUMN IF NOT EXISTS blocks text[]",
+)
+
 # Every table of a workspace; vector collections add one table each (see vectors.py).
 # Keys and ids use the "C" collation so that ORDER BY matches Python's sorted().
 DDL = (
@@ -108,6 +116,7 @@ DDL = (
     "PRIMARY KEY, source bigint NOT NULL, target bigint NOT NULL, kind smallint NOT NULL, "
     "weight real NOT NULL, relation integer NOT NULL)",
     GRAPH_ARRAYS_DDL,
+    *FILE_BLOCKS_DDL,
     LEASE_DDL,
 )
 
