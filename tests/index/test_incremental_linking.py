@@ -23,15 +23,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.base import ExtractedEntity, Extraction, SurfaceLinker
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.extraction.text import parse_title, title_aliases, title_keys
 from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.engine import IndexSettings, delete_documents, index_documents
 from quillian.index.linking import link_corpus, linked_extractions
 from quillian.index.stages import chunk_text
 from quillian.stores.embedded.sqlite import SqliteKeyValueStore
-from quillian.types import Chunk, Document
+from quillian.types import Chunk, Document, normalize_name
 
 MAX_DOCS = 2
 TITLES = [
@@ -109,6 +110,22 @@ def _expected(chunks, extractor, stored):
     return settled, drop_ambiguous_names(settled, max_docs=MAX_DOCS)
 
 
+def _context(chunks, extractor):
+    """The safe aliases and surfaces over the chunks' titles, made from scratch."""
+    titles = [c.title for c in chunks if c.title]
+    if isinstance(extractor, SurfaceLinker):
+        aliases, surfaces = extractor.link_context(titles)
+        return dict(aliases), dict(surfaces)
+    return title_aliases(titles), {}
+
+
+def _kept_context(kv, extractor):
+    """The safe aliases and surfaces the linking state keeps (patched by updates)."""
+    (raw,) = kv.get_many(f"linkmeta:{extractor.name}", ["state"])
+    meta = json.loads(raw)
+    return meta["aliases"], meta["surfaces"]
+
+
 def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
     """Apply ``steps`` (document ids to add or delete); check every step. Returns how
     many chunks were linked anew in all (the incremental part's work)."""
@@ -131,6 +148,7 @@ def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
                 bm25=workdir / "bm25",
             )
             settled, filtered = _expected(chunks, extractor, stored)
+            assert _kept_context(kv, extractor) == _context(chunks, extractor)
             assert got.extractions == settled
             assert got.filtered == filtered
             now = {e.chunk_id: e for e in filtered}
@@ -342,6 +360,28 @@ def test_a_state_that_kept_no_titles_is_read_whole(tmp_path):
     kv.close()
 
 
+def test_a_state_kept_without_the_title_book_makes_it_once(tmp_path):
+    """An older build's state has no title key records: the update makes them from the
+    titles its meta keeps, then patches them; its aliases and surfaces equal those made
+    from scratch."""
+    chunks, stored, kv, link = _four_johns(tmp_path)
+    extractor = SpacyExtractor(predicates=False)
+    link(chunks)
+    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+    meta = json.loads(raw)
+    del meta["title_book"]
+    kv.put_many("linkmeta:spacy", {"state": json.dumps(meta).encode()})
+    kv.delete_many("linktitles:spacy", list(kv.keys("linktitles:spacy")))
+    retitled = [*chunks[:3], dataclasses.replace(chunks[3], title="Topic Three (film)")]
+    stored[retitled[3].id] = _local(retitled[3])
+    update = link(retitled)
+    assert not update.delta.fresh
+    assert _kept_context(kv, extractor) == _context(retitled, extractor)
+    claimed = {k for c in retitled for k in title_keys(parse_title(c.title)) if c.title}
+    assert set(kv.keys("linktitles:spacy")) == claimed
+    kv.close()
+
+
 def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     extractor = SpacyExtractor(predicates=False)
     pool = _pool(7, 6)
@@ -363,6 +403,8 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]
     assert johns
     rest = [c for c in chunks if c != johns[0]]
+    gone = " ".join(next(c.title for c in chunks if c.title).split())
+    untitled = [c for c in chunks if " ".join(c.title.split()) != gone]
     damages = (
         # a record the update reads: its chunk goes
         (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks[1:]),
@@ -372,6 +414,8 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
         (lambda: kv.delete_many("linkmeta:spacy", ["complete"]), chunks),
         # a name record is read when a change needs it: a chunk naming John goes
         (lambda: kv.put_many("linknames:spacy", {"john": b"[1]"}), rest),
+        # a title key record likewise: every chunk of one title goes
+        (lambda: kv.put_many("linktitles:spacy", {normalize_name(gone): b"[1]"}), untitled),
     )
     for damage, some in damages:
         link(chunks)

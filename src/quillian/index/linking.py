@@ -70,6 +70,7 @@ from quillian.components.extraction.text import title_aliases
 from quillian.errors import IndexDamagedError
 from quillian.index.link_candidates import chunks_containing
 from quillian.index.link_names import NameBook, NamesDamaged, names_of
+from quillian.index.link_titles import TitleBook, TitlesDamaged, clean_titles, patched_context
 from quillian.stores.protocols import KeyValueStore, iter_batches
 from quillian.types import Chunk
 
@@ -87,6 +88,8 @@ logger = logging.getLogger(__name__)
 FORMAT = 4
 _STATE = "state"
 _COMPLETE = "complete"
+#: The meta's mark that the title book (``linktitles:NAME``) follows its titles.
+_TITLE_BOOK = "title_book"
 _BATCH = 512
 
 ReadStored = Callable[[Sequence[Chunk]], Sequence[Extraction]]
@@ -299,7 +302,7 @@ def link_corpus(
     try:
         previous = linker.read_state()
         out = linker.full() if previous is None else linker.update(*previous)
-    except (_Damaged, NamesDamaged) as exc:
+    except (_Damaged, NamesDamaged, TitlesDamaged) as exc:
         logger.warning("stored linked extractions unusable (%s): linking every chunk", exc)
         out = linker.full()
     if commit:
@@ -346,14 +349,13 @@ class _Linker:
         self.max_docs, self.bm25 = max_docs, bm25
         self.chunks = {c.id: c for c in chunks}  # chunk ids hashed once
         self.titles = [c.title for c in chunks if c.title]
-        if isinstance(extractor, SurfaceLinker):
-            aliases, surfaces = extractor.link_context(self.titles)
-        else:
-            aliases, surfaces = title_aliases(self.titles), {}
-        self.context = {"surfaces": dict(surfaces), "aliases": dict(aliases)}
+        # the safe aliases and surfaces over the titles: made from scratch by full(),
+        # patched from the previous build's by update()
+        self.context: dict[str, dict[str, str]] = {"surfaces": {}, "aliases": {}}
         self.fingerprint = _fingerprint(extractor, max_docs)
         self.records_space = f"linked:{extractor.name}"
         self.names_space = f"linknames:{extractor.name}"
+        self.titles_space = f"linktitles:{extractor.name}"
         self.meta_space = f"linkmeta:{extractor.name}"
         self.build = uuid.uuid4().hex
 
@@ -394,12 +396,20 @@ class _Linker:
             return []
         chunks = [self.chunks[i] for i in ids]
         stored = self.read_stored(chunks)
-        if isinstance(self.extractor, LinkingExtractor):
+        aliases = self.context["aliases"]
+        if isinstance(self.extractor, SurfaceLinker):
+            stored = self.extractor.link_over(chunks, stored, aliases, self.context["surfaces"])
+        elif isinstance(self.extractor, LinkingExtractor):
             stored = self.extractor.link(chunks, stored, self.titles)
-        return settle_aliases(stored, self.context["aliases"])
+        return settle_aliases(stored, aliases)
 
     def full(self) -> LinkedCorpus:
         """Every chunk from scratch; the state stored anew."""
+        if isinstance(self.extractor, SurfaceLinker):
+            aliases, surfaces = self.extractor.link_context(self.titles)
+        else:
+            aliases, surfaces = title_aliases(self.titles), {}
+        self.context = {"surfaces": dict(surfaces), "aliases": dict(aliases)}
         settled = self.link(list(self.chunks))
         filtered = drop_ambiguous_names(settled, max_docs=self.max_docs)
         names = NameBook(self.kv, self.names_space, self.max_docs)
@@ -409,6 +419,7 @@ class _Linker:
         for space in (self.records_space, self.names_space):
             for batch in iter_batches(list(self.kv.keys(space)), _BATCH):
                 self.kv.delete_many(space, batch)
+        TitleBook(self.kv, self.titles_space).rebuild(clean_titles(self.titles))
         records = {
             i: _record(i, c.title, s, f)
             for (i, c), s, f in zip(self.chunks.items(), settled, filtered, strict=True)
@@ -425,6 +436,19 @@ class _Linker:
         """The chunks a change touches recomputed over the previous build's state."""
         removed = set(records) - self.chunks.keys()
         old_titles = records.titles
+        before = clean_titles(old_titles.values())
+        book = TitleBook(self.kv, self.titles_space)
+        if meta.get(_TITLE_BOOK) != 1:  # a state stored before the book: made from its titles
+            book.rebuild(before)
+        surfaces_of = (
+            self.extractor.title_surfaces
+            if isinstance(self.extractor, SurfaceLinker)
+            else lambda _title, _alias: {}
+        )
+        aliases, surfaces = patched_context(
+            book, before, clean_titles(self.titles), meta["aliases"], meta["surfaces"], surfaces_of
+        )
+        self.context = {"surfaces": surfaces, "aliases": aliases}
         fresh = {i for i, c in self.chunks.items() if old_titles.get(i) != c.title}
         touched = fresh | self.touched(meta, records, fresh)
         work = [i for i in self.chunks if i in touched]
@@ -450,7 +474,7 @@ class _Linker:
         names.load({k for i in refilter for k in name_use(settled_of(i)).named})
         drop = names.drop()
         filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
-        self._store(records, relinked, filtered, removed, names)
+        self._store(records, relinked, filtered, removed, names, book)
         delta = ExtractionDelta(
             added=frozenset(i for i in self.chunks if i not in records),
             removed=frozenset(removed),
@@ -498,6 +522,7 @@ class _Linker:
         filtered: dict[str, Extraction],
         removed: set[str],
         names: NameBook,
+        book: TitleBook,
     ) -> None:
         """Write what changed; the state is marked unfinished until all of it is."""
         changed = {}
@@ -512,6 +537,7 @@ class _Linker:
         for batch in iter_batches(sorted(removed), _BATCH):
             self.kv.delete_many(self.records_space, batch)
         names.write()
+        book.write()
         self._end_write(list(self.chunks))
 
     def heal(self, chunk_id: str, names: NameBook) -> _Record:
@@ -537,6 +563,7 @@ class _Linker:
             "chunks": chunk_ids,
             "titles": [self.chunks[i].title for i in chunk_ids],
             "build": self.build,
+            _TITLE_BOOK: 1,
             **self.context,
         }
         self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})

@@ -151,6 +151,24 @@ class SurfaceLinker(LinkingExtractor, Protocol):
         finds in a text with the title it names."""
         ...
 
+    def link_over(
+        self,
+        chunks: Sequence[Chunk],
+        local: Sequence[Extraction],
+        aliases: Mapping[str, str],
+        surfaces: Mapping[str, str],
+    ) -> list[Extraction]:
+        """:meth:`~LinkingExtractor.link` over a corpus whose :meth:`link_context` is
+        ``aliases`` and ``surfaces``."""
+        ...
+
+    def title_surfaces(self, title: str, alias: str) -> Mapping[str, str]:
+        """The surfaces ``title`` gives :meth:`link_context`, each naming it, given
+        ``alias``, its safe alias or ``""``: a title's surfaces do not depend on the
+        other titles but through its alias, so an update patches them by the titles
+        that came, went or changed alias."""
+        ...
+
     def link_settings(self) -> dict[str, object]:
         """The settings and versions that change :meth:`~LinkingExtractor.link`'s
         output (JSON values)."""

@@ -46,7 +46,7 @@ import importlib.util
 import logging
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ from quillian.components.extraction.text import (
     split_long,
     split_sentences,
     title_aliases,
+    title_surface,
 )
 from quillian.errors import ConfigError, MissingExtraError
 from quillian.types import Chunk
@@ -166,6 +167,7 @@ class SpacyExtractor:
         self.link_titles = link_titles
         self.corpus_titles = tuple(corpus_titles)
         self._context: tuple[frozenset[str], tuple[dict[str, str], TitleIndex]] | None = None
+        self._given: tuple[Mapping[str, str], TitleIndex] | None = None
         self.description_chars = description_chars
         self.lead_chars = lead_chars
         self.max_chars = max_chars
@@ -219,6 +221,39 @@ class SpacyExtractor:
         topic entity with its safe alias, descriptions and links named by the stored
         parse. A chunk whose stored result has no parse of the current version (stored
         before predicates) is extracted again here, with the model."""
+        aliases, index = self._title_context(titles)
+        return self._linked(chunks, local, aliases, index)
+
+    def link_over(
+        self,
+        chunks: Sequence[Chunk],
+        local: Sequence[Extraction],
+        aliases: Mapping[str, str],
+        surfaces: Mapping[str, str],
+    ) -> list[Extraction]:
+        """:meth:`link` over a corpus whose :meth:`link_context` is ``aliases`` and
+        ``surfaces`` (an update keeps them instead of the titles; the gazetteer made of
+        ``surfaces`` is reused while the same mapping is given)."""
+        if self._given is None or self._given[0] is not surfaces:
+            self._given = (surfaces, TitleIndex.of_surfaces(surfaces))
+        return self._linked(chunks, local, aliases, self._given[1])
+
+    def title_surfaces(self, title: str, alias: str) -> dict[str, str]:
+        """The surfaces ``title`` gives :meth:`link_context` (each naming it), with
+        ``alias`` its safe alias or ``""``."""
+        title = " ".join(title.split())
+        out = {surface: title} if self.link_titles and (surface := title_surface(title)) else {}
+        if alias:
+            out[alias] = title
+        return out
+
+    def _linked(
+        self,
+        chunks: Sequence[Chunk],
+        local: Sequence[Extraction],
+        aliases: Mapping[str, str],
+        index: TitleIndex,
+    ) -> list[Extraction]:
         chunks, local = list(chunks), list(local)
         for chunk, extraction in zip(chunks, local, strict=True):
             if extraction.chunk_id != chunk.id:
@@ -226,7 +261,6 @@ class SpacyExtractor:
                     f"extraction of chunk {extraction.chunk_id} given for chunk {chunk.id}"
                 )
         local = self._reparse_stale(chunks, local)
-        aliases, index = self._title_context(titles)
         out = []
         for chunk, extraction in zip(chunks, local, strict=True):
             found = [Mention(title, "TITLE", s, e) for s, e, title in index.find(chunk.text)]
@@ -309,7 +343,7 @@ class SpacyExtractor:
         self,
         chunk: Chunk,
         mentions: list[Mention],
-        aliases: dict[str, str],
+        aliases: Mapping[str, str],
         tokens: list[ParsedToken],
     ) -> Extraction:
         drafts = group_mentions(mentions, topic_draft(chunk, aliases))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -31,6 +31,8 @@ __all__ = [
     "split_long",
     "split_sentences",
     "title_aliases",
+    "title_keys",
+    "title_surface",
 ]
 
 Span = tuple[int, int]
@@ -316,13 +318,28 @@ def title_aliases(titles: Iterable[str]) -> dict[str, str]:
     parsed = {t: parse_title(t) for t in {" ".join(t.split()) for t in titles} if t}
     owners: Counter[str] = Counter()
     for names in parsed.values():
-        keys = {normalize_name(n) for n in (names.title, names.base, names.alias) if n}
-        owners.update(keys)
+        owners.update(title_keys(names))
     return {
         title: names.alias
         for title, names in parsed.items()
         if names.alias and owners[normalize_name(names.alias)] == 1
     }
+
+
+def title_keys(names: TitleNames) -> set[str]:
+    """The normalised names a title claims among the corpus's titles (its own, its
+    base's and its alias candidate's): an alias candidate is safe while no other
+    title claims its key (:func:`title_aliases`)."""
+    return {normalize_name(n) for n in (names.title, names.base, names.alias) if n}
+
+
+def title_surface(title: str) -> str:
+    """The surface a title gives :class:`TitleIndex` as itself (a plain title of at
+    least two words besides an article, whitespace normalised), or ``""``."""
+    title = " ".join(title.split())
+    if parse_title(title).base == title and len(normalize_name(title).split()) >= 2:
+        return title
+    return ""
 
 
 class TitleIndex:
@@ -334,14 +351,24 @@ class TitleIndex:
     full title, so a match names the titled passage's topic entity.
     """
 
-    def __init__(self, titles: Iterable[str], aliases: dict[str, str]) -> None:
+    def __init__(self, titles: Iterable[str], aliases: Mapping[str, str]) -> None:
         surfaces: dict[str, str] = {}
         for title in {" ".join(t.split()) for t in titles}:
-            names = parse_title(title)
-            if names.base == title and len(normalize_name(title).split()) >= 2:
-                surfaces.setdefault(title, title)
+            if surface := title_surface(title):
+                surfaces.setdefault(surface, title)
         for title, alias in aliases.items():
             surfaces.setdefault(alias, title)
+        self._index(surfaces)
+
+    @classmethod
+    def of_surfaces(cls, surfaces: Mapping[str, str]) -> TitleIndex:
+        """The index finding ``surfaces`` (each with the title it names), as
+        :attr:`surfaces` of another index gives them."""
+        index = cls.__new__(cls)
+        index._index(dict(surfaces))
+        return index
+
+    def _index(self, surfaces: dict[str, str]) -> None:
         self.surfaces: dict[str, str] = surfaces
         """Each surface the index finds (a text matches one only where the text contains
         it) and the title it names."""
