@@ -26,7 +26,10 @@ are per key on both backends: a PostgreSQL workspace patches the rows a build ch
 where a file would be sent whole. Namespaces, per extractor name: ``linked:NAME`` (per
 chunk: its title, settled extraction and, where the filter changed it, the filtered
 one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
-topics protecting it) and ``linkmeta:NAME`` (the chunk ids and their titles, surfaces
+topics protecting it), ``linktitles:NAME`` (per normalised title key: how many titles
+claim it and which hold it as their alias candidate, :mod:`.link_titles`, so the
+surfaces and safe aliases are patched by the titles that came and went) and
+``linkmeta:NAME`` (the chunk ids and their titles, surfaces
 and safe aliases of the last build, a random id of that build
 (:attr:`ExtractionDelta.build`), a fingerprint of the extractor and the filter's
 threshold, and whether the state is complete, a key of its own that is removed before
