@@ -213,7 +213,8 @@ class PgGraphStore(PgStore):
         tables where it is kept there."""
         with self._conn(action) as conn:
             if conn.execute("SELECT to_regclass('graph_arrays') IS NULL").fetchone() == (True,):
-                conn.execute(GRAPH_ARRAYS_DDL)
+                for statement in GRAPH_ARRAYS_DDL:
+                    conn.execute(statement)
             conn.execute("LOCK TABLE graph_nodes IN SHARE ROW EXCLUSIVE MODE")
             if self._fresh:
                 _clear(conn)
