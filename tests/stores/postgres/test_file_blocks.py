@@ -112,3 +112,26 @@ def test_files_kept_whole_are_read_and_then_sent_by_blocks(
         assert len(blocks_on_server(workspace)) == 4
         assert pull_files(workspace, two) == 1
         assert (two / "a.npy").read_bytes() == payload[::-1]
+
+
+def test_a_cached_copy_damaged_under_its_record_is_fetched_whole(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A cached file changed keeping its size and time (its record still matches) gives
+    wrong blocks: the file is assembled again from the server's blocks alone."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    data = bytearray(os.urandom(BLOCK * 6))
+    (one / "a.npy").write_bytes(bytes(data))
+    with Workspace(postgres_url) as workspace:
+        push_files(workspace, one)
+        pull_files(workspace, two)
+        cached = two / "a.npy"
+        stat = cached.stat()
+        cached.write_bytes(bytes(BLOCK * 6))
+        os.utime(cached, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        data[0] ^= 1
+        (one / "a.npy").write_bytes(bytes(data))
+        push_files(workspace, one)
+        assert pull_files(workspace, two) == 1
+        assert cached.read_bytes() == bytes(data)

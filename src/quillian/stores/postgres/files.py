@@ -104,9 +104,11 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
         for path in stale:
             sha, blocks = remote[path]
             if blocks is not None:
-                old = local.get(path)
                 target = directory / path
-                _replace(target, _assembled(conn, target, old, blocks), sha)
+                try:
+                    _replace(target, _assembled(conn, target, local.get(path), blocks), sha)
+                except _Damaged:  # the cached copy's blocks were not what its record says
+                    _replace(target, _assembled(conn, target, None, blocks), sha)
                 record[path] = [*_entry(target, sha), blocks]
     _save_record(directory, {p: e for p, e in record.items() if p in remote})
     return len(stale)
@@ -147,6 +149,10 @@ def _assembled(
             yield data
 
 
+class _Damaged(StoreError):
+    """A file assembled from the server's blocks (and the cache's) is not the file."""
+
+
 def _replace(target: Path, parts: Iterable[bytes], sha: str) -> None:
     """Write ``parts`` to ``target`` through a temporary file, checked against ``sha``."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +164,7 @@ def _replace(target: Path, parts: Iterable[bytes], sha: str) -> None:
                 digest.update(part)
                 handle.write(part)
         if digest.hexdigest() != sha:
-            raise StoreError(f"{target.name}: the copy read from the server is damaged")
+            raise _Damaged(f"{target.name}: the copy read from the server is damaged")
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
