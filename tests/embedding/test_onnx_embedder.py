@@ -82,14 +82,26 @@ def test_the_export_is_named_by_the_weights_and_reused(
         (staging / "model-int8.onnx").write_bytes(b"onnx")
         (staging / "model.onnx").write_bytes(b"intermediate")
 
+    hashed: list[Path] = []
+    digest = onnx_module._digest
+
+    def counted_digest(model_dir: Path) -> str:
+        hashed.append(model_dir)
+        return digest(model_dir)
+
     monkeypatch.setattr(onnx_module, "_export", fake_export)
+    monkeypatch.setattr(onnx_module, "_digest", counted_digest)
     first = export_onnx(model, tmp_path / "cache")
     assert export_onnx(model, tmp_path / "cache") == first
     assert len(exports) == 1
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [first.name]
-    (model / "model.safetensors").write_bytes(b"weights v2")
+    assert len(hashed) == 1  # the weights' digest kept beside the export, not read again
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
+        first.name,
+        "m.digest.json",
+    ]
+    (model / "model.safetensors").write_bytes(b"weights v2")  # same size, a new time
     assert export_onnx(model, tmp_path / "cache") != first
-    assert len(exports) == 2
+    assert len(exports) == 2 and len(hashed) == 2
 
 
 def test_a_failed_export_leaves_no_file_behind(
