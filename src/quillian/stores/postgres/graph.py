@@ -21,7 +21,8 @@ import logging
 import os
 import shutil
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -220,7 +221,7 @@ class PgGraphStore(PgStore):
                 _clear(conn)
                 _bump(conn)
             else:
-                _move_arrays_to_tables(conn, self._staging("move"))
+                _move_arrays_to_tables(conn, lambda: self._staging("move"))
             yield conn
         self._fresh = False
 
@@ -228,7 +229,7 @@ class PgGraphStore(PgStore):
         return self.cache / f"{self.workspace.id}-{version}"
 
     def _staging(self, tag: str) -> Path:
-        staging = self.cache / f".staging-{os.getpid()}-{tag}"
+        staging = self.cache / f".staging-{os.getpid()}-{threading.get_ident()}-{tag}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         return staging
@@ -275,17 +276,20 @@ def _holds_graph(conn: psycopg.Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
-def _move_arrays_to_tables(conn: psycopg.Connection[Any], staging: Path) -> None:
+def _move_arrays_to_tables(conn: psycopg.Connection[Any], staging: Callable[[], Path]) -> None:
     """The graph kept in ``graph_arrays``, if any, moved into the tables (nodes in
-    their snapshot order, each node's edges in CSR order)."""
+    their snapshot order, each node's edges in CSR order); ``staging`` gives a folder
+    to read it in."""
     files = _read_arrays(conn)
-    if files:
-        for name, data in files.items():
-            (staging / name).write_bytes(data)
-        snapshot = GraphSnapshot.load(staging, mmap=False)
-    shutil.rmtree(staging, ignore_errors=True)
     if not files:
         return
+    folder = staging()
+    try:
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        snapshot = GraphSnapshot.load(folder, mmap=False)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     _clear(conn)
     with conn.cursor().copy("COPY graph_nodes (id, kind) FROM STDIN") as copy:
         ids = snapshot.ids.ids_of(range(snapshot.n_nodes))
