@@ -394,10 +394,13 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
             kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=max_docs
         )
 
-    def short_titles():
+    def meta_with(**values):
         (raw,) = kv.get_many("linkmeta:spacy", ["state"])
         meta = json.loads(raw)
-        kv.put_many("linkmeta:spacy", {"state": json.dumps({**meta, "titles": []}).encode()})
+        kv.put_many("linkmeta:spacy", {"state": json.dumps({**meta, **values}).encode()})
+
+    def short_titles():
+        meta_with(titles=[])
 
     link(chunks)
     johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]
@@ -409,6 +412,7 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
         # a record the update reads: its chunk goes
         (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks[1:]),
         (lambda: kv.put_many("linkmeta:spacy", {"state": b"[]"}), chunks),
+        (lambda: meta_with(aliases=[]), chunks),
         (short_titles, chunks),
         # a build stopped in its stages, before it committed the state
         (lambda: kv.delete_many("linkmeta:spacy", ["complete"]), chunks),

@@ -383,6 +383,8 @@ class _Linker:
             return None
         if not isinstance(chunk_ids := meta.get("chunks"), list):
             raise _Damaged(f"{self.meta_space}: no chunk list")
+        if not all(isinstance(meta.get(k), dict) for k in ("aliases", "surfaces")):
+            raise _Damaged(f"{self.meta_space}: no aliases or surfaces")
         titles = meta.get("titles")
         if titles is None:  # kept by older builds in the records only
             records = _Stored(self.kv, self.records_space, dict.fromkeys(chunk_ids, ""))
