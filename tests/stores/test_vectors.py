@@ -102,6 +102,20 @@ def test_flush_writes_a_new_generation_and_removes_the_old(tmp_path: Path) -> No
     assert second == ["ids-000002.npy", "index.json", "vectors-000002.npy"]
 
 
+def test_a_flush_that_merges_only_deleted_rows_keeps_no_empty_segment(tmp_path: Path) -> None:
+    with ExactVectorIndex(tmp_path, 4) as index:
+        index.add([1, 2], unit_vectors(2, 4, 0))
+        index.flush()
+        index.delete([1, 2])
+        index.flush()
+        assert json.loads((tmp_path / "index.json").read_text())["segments"] == []
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["index.json"]
+        assert len(index) == 0 and index.search(unit_vectors(1, 4, 0), 3)[0].size == 0
+        index.add([3], unit_vectors(1, 4, 1))
+    with ExactVectorIndex(tmp_path) as again:
+        assert again.ids().tolist() == [3]
+
+
 def test_an_interrupted_flush_leaves_the_last_commit(tmp_path: Path) -> None:
     x = unit_vectors(3, 4, 0)
     with ExactVectorIndex(tmp_path, 4) as index:
