@@ -78,8 +78,9 @@ LEASE_DDL = (
 
 #: A graph written whole (graph.py): its snapshot's files in parts; a workspace made
 #: before it existed gets it from its first graph writer. The arrays' bytes are stored
-#: uncompressed (EXTERNAL): PostgreSQL's pglz made writing them 10x slower (12 MB of
-#: sorted integers in 64 KB rows: 1.34 s against 0.12 s uncompressed, measured here).
+#: uncompressed (EXTERNAL): PostgreSQL's pglz made writing them several times slower
+#: (12 MB of sorted integers in 64 KB rows: 0.79 s against 0.10 s uncompressed,
+#: research/pg_file_blocks.py).
 GRAPH_ARRAYS_DDL = (
     'CREATE TABLE IF NOT EXISTS graph_arrays (name text COLLATE "C" NOT NULL, '
     "part integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (name, part))",

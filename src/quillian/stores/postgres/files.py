@@ -12,7 +12,7 @@ checksum in the index manifest differs) is fetched again by :func:`refetch_files
 A file larger than one block (64 KB) travels by blocks: ``file_blocks`` holds each
 distinct block once, keyed by its SHA-256, and the file's row lists its blocks. A build
 that patches a few pages of ``tables/graph.sqlite`` (93 MB at 100k passages; a delete
-changed 11 of its 4 KB pages) sends the blocks it changed, not the file, and a replica
+changed 9 of its 1,426 blocks) sends the blocks it changed, not the file, and a replica
 fetches only those, taking the rest from its own previous copy. Blocks no file lists
 any more are deleted by the push that drops them; a reader lists and fetches in one
 repeatable-read transaction, so it never misses a block a push removed meanwhile. Rows
