@@ -173,10 +173,13 @@ class Segments:
         self, start: int, tail: tuple[npt.NDArray[np.generic], I64], generation: int
     ) -> tuple[list[Path], int]:
         """Write the live rows of segments ``start`` on, then ``tail``, as the segment of
-        ``generation``; returns its two files and its rows."""
+        ``generation``; returns its two files and its rows (no file where there is no
+        row: a segment of none is not written)."""
         vectors_path = self.files.path("vectors", generation)
         ids_path = self.files.path("ids", generation)
         ids = np.concatenate([self.live_ids(start), tail[1]])
+        if not len(ids):
+            return [], 0
         out = np.lib.format.open_memmap(
             vectors_path, mode="w+", dtype=self.dtype, shape=(len(ids), self.dim)
         )

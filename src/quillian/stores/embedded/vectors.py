@@ -363,12 +363,8 @@ class ExactVectorIndex:
             written, rows = base.write_merged(
                 start, (self._tail.vectors, self._tail.ids), generation
             )
-            if rows:
+            if rows:  # none where every merged row was deleted
                 segments.append((generation, rows))
-            else:  # every merged row was deleted: no segment of none
-                for path in written:
-                    path.unlink()
-                written = []
         dead = np.flatnonzero(base.dead[: base.starts[start]])
         if len(dead):
             np.save(self._files.path("dead", generation), dead)
