@@ -29,7 +29,7 @@ from typing import Any, get_args
 
 import numpy as np
 
-from quillian.bench.qa_compare import read_parts
+from qa_compare import read_parts
 from quillian.bench.retrieval import recall_at
 from quillian.components.retrieval.context import RetrievalContext
 from quillian.engine import Engine

@@ -2,7 +2,7 @@
 
     python research/kg_scale.py --entities 200000 --triples 1000000 --json
 
-Writes the files (:mod:`quillian.bench.kg_synthetic`), imports them with the paper's
+Writes the files (``kg_synthetic.py`` beside this script), imports them with the paper's
 preprocessing, reopens the graph and times what KG-Infused RAG does per query:
 
 * ``import_s`` and its parts (read, build, embed); the import runs in a child process
@@ -45,7 +45,7 @@ import numpy as np
 import psutil
 
 from kg_ann import directory_mb, recall_at_10, time_search
-from quillian.bench.kg_synthetic import pseudo_words, write_wikidata5m_like
+from kg_synthetic import pseudo_words, write_wikidata5m_like
 from quillian.components.embedding.hashed import HashEmbedder
 from quillian.components.kg.store import ImportedGraph
 from quillian.components.kg.wikidata5m import import_wikidata5m

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from quillian.bench.kg_synthetic import synthetic_triples
+from kg_synthetic import synthetic_triples
 from quillian.components.kge.config import ComplExConfig
 from quillian.components.kge.evaluate import KnownAnswers, evaluate
 from quillian.components.kge.scan import read_rows, scan_threads

@@ -94,7 +94,7 @@ def test_options_and_default_nlist():
 
 
 def synthetic_graph(tmp_path: Path, **options) -> tuple[Path, object]:
-    from quillian.bench.kg_synthetic import write_wikidata5m_like
+    from kg_synthetic import write_wikidata5m_like
 
     files = write_wikidata5m_like(tmp_path / "syn", 1500, 6000, 10, chunk=700)
     out = tmp_path / "kg"

@@ -588,7 +588,7 @@ def test_lookup_sorted_finds_positions_or_minus_one():
 
 
 def test_synthetic_release_imports(tmp_path):
-    from quillian.bench.kg_synthetic import write_wikidata5m_like
+    from kg_synthetic import write_wikidata5m_like
 
     files = write_wikidata5m_like(tmp_path / "syn", 2000, 8000, 20, chunk=700)
     assert files.triples[0].read_text(encoding="utf-8").count("\n") == 8000

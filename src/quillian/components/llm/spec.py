@@ -7,7 +7,7 @@ Specs:
   ``local-int8:/path/model.gguf`` the same with int8 linear layers, weights per channel
   and activations per token (about 3 times faster, close to float32 but not equal: it
   answers the README's question "Newell" where float32 answers "Milwaukee":
-  ``python -m quillian.bench.first_run --llm local-int8``);
+  ``python research/first_run.py --llm local-int8``);
 - ``openai:MODEL``: the OpenAI API (key from the caller, e.g. ``OPENAI_API_KEY``);
 - ``http://host:port/v1#MODEL``: any OpenAI-compatible server (vLLM, Ollama,
   llama.cpp server);

@@ -22,8 +22,8 @@ counts the runs equal in every other part). After each rerun the
 index must equal the clean build: document and chunk counts,
 statuses, the graph's nodes, edges, entity and relation ids, and the top-5 passages
 with their scores of sa, ppr, dense and bm25 on
-:data:`~quillian.bench.fault_tools.QUESTIONS`. The command line is
-:mod:`quillian.bench.faults`.
+:data:`~quillian.bench.fault_tools.QUESTIONS` (:func:`index_summary`). The command
+line is ``python research/faults.py crash`` (``faults.py``, which imports this module).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,18 +42,22 @@ from typing import Any
 import httpx
 
 from quillian.bench.fault_tools import (
+    METHODS,
+    QUESTIONS,
     ROUTES,
     Backend,
     Child,
     free_port,
     index_command,
-    index_summary,
     serve_command,
-    summary_differences,
     wait_healthy,
 )
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.factories import make_retriever
+from quillian.errors import QuillianError
+from quillian.index import open_index, open_storage
 
-__all__ = ["TARGETS", "Aim", "run_crash"]
+__all__ = ["TARGETS", "Aim", "index_summary", "run_crash", "summary_differences"]
 
 logger = logging.getLogger(__name__)
 
@@ -299,3 +303,65 @@ def _job_point(job: dict[str, Any]) -> str:
     if job.get("state") != "running" or not job.get("stage"):
         return str(job.get("state", "submitted"))
     return f"{job['stage']} {job.get('stage_done')}/{job.get('stage_total')}"
+
+
+def index_summary(location: str, questions: Sequence[str] = QUESTIONS) -> dict[str, Any]:
+    """What two equal indexes share: document and chunk counts, document statuses, the
+    graph's counts and its entity and relation ids, and the top-5 passages (ids and
+    rounded scores) of each retriever in ``METHODS`` for ``questions``. An index that
+    cannot be opened gives ``{"error": ...}``."""
+    try:
+        index = open_index(location, KeywordEmbedder())
+    except QuillianError as exc:
+        return {"error": str(exc).splitlines()[0]}
+    kg = index.context.kg
+    with open_storage(location) as storage:
+        statuses = {str(k.value): v for k, v in storage.status.counts().items() if v}
+        documents = storage.documents.count_documents()
+        chunks = sorted(c.id for c in storage.documents.iter_chunks())
+    results = {
+        f"{method}: {question}": [
+            [p.chunk_id, round(p.score, 5)]
+            for p in make_retriever(index.context, method).retrieve(question, 5).passages
+        ]
+        for method in METHODS
+        for question in questions
+    }
+    return {
+        "documents": documents,
+        "statuses": statuses,
+        "chunks": len(chunks),
+        "chunk_ids": chunks,
+        "nodes": kg.snapshot.n_nodes,
+        "edges": kg.snapshot.n_edges,
+        "entities": sorted(e.node_id for e in kg.entities),
+        "relations": sorted(r.id for r in kg.relations),
+        "descriptions": len(kg.descriptions),
+        "manifest_counts": index.manifest.get("counts", {}),
+        "top5": results,
+    }
+
+
+def summary_differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """The parts of two :func:`index_summary` results that differ (empty: equal); a
+    top-5 list that differs says how: ``passages`` (another set), ``order`` (the same
+    passages in another order) or ``scores`` (the same ranking, scores apart by at most
+    the figure given)."""
+    if "error" in got or "error" in want:
+        return [f"error: {got.get('error') or want.get('error')}"]
+    parts = [k for k in want if k != "top5" and got.get(k) != want[k]]
+    for key, ranked in want["top5"].items():
+        other = got["top5"].get(key, [])
+        if other != ranked:
+            parts.append(f"top5 {key} ({_how(other, ranked)})")
+    return parts
+
+
+def _how(got: list[list[Any]], want: list[list[Any]]) -> str:
+    ids, want_ids = [p[0] for p in got], [p[0] for p in want]
+    if set(ids) != set(want_ids):
+        return f"{len(set(want_ids) - set(ids))} passages"
+    if ids != want_ids:
+        return "order"
+    delta = max(abs(a[1] - b[1]) for a, b in zip(got, want, strict=True))
+    return f"scores, {delta:.0e}"

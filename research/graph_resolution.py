@@ -1,7 +1,7 @@
 """Benchmark incremental entity resolution against :class:`GraphBuilder` over the full
 chunk list, in one run.
 
-Run ``python -m quillian.bench.graph_resolution CORPUS.jsonl --work DIR
+Run ``python research/graph_resolution.py CORPUS.jsonl --work DIR
 [--sizes 2000,20000] [--repeats 5]``, CORPUS a JSON Lines file of ``{"title", "text"}``
 passages (:mod:`quillian.bench.scale_corpus`'s ``scale-20k.jsonl``). The first
 ``max(sizes)`` passages are one chunk each (as the build chunks these short passages),

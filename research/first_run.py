@@ -1,13 +1,13 @@
 """Benchmark a newcomer's first ten minutes: each README command on the sample index.
 
-Run ``python -m quillian.bench.first_run --out first-run.json``. Every command runs as
+Run ``python research/first_run.py --out first-run.json``. Every command runs as
 ``python -m quillian.cli.main ...`` in a fresh child process, so its wall time includes
 interpreter start-up and imports, as a user at a shell would see it; peak RSS is the
 child's own (``os.wait4``). ``--src DIR`` runs the commands from another source tree
 (``DIR`` on ``PYTHONPATH``), e.g. a checkout of an older commit extracted with
 ``git archive BASE src | tar -x -C /tmp/base``, so one run compares today against after::
 
-    python -m quillian.bench.first_run --src /tmp/base/src --src src --out first-run.json
+    python research/first_run.py --src /tmp/base/src --src src --out first-run.json
 
 The commands, in order, per source tree (a fresh index directory and a fresh LLM
 response cache each):
@@ -140,7 +140,7 @@ def run_tree(
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m quillian.bench.first_run", description=__doc__.split("\n\n")[0]
+        prog="python research/first_run.py", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--src",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quillian.bench import graph_resolution as bench
+import graph_resolution as bench
 
 PEOPLE = ["Ada Lovelace", "Charles Babbage", "Alan Turing", "Grace Hopper", "John Smith"]
 PLACES = ["London", "Paris", "Princeton", "New York", "Cambridge"]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from quillian.bench.faults import main
+from faults import main
 
 
 @pytest.mark.parametrize("target", ["index", "upload"])

@@ -1,7 +1,7 @@
 """Two question-answering runs compared question by question.
 
-    python -m quillian.bench.qa_compare runs/A/sa-rag runs/B/kag [--metrics f1,em] [--json]
-    python -m quillian.bench.qa_compare runs/A1/know3-rag+runs/A2/know3-rag runs/B/cot-rag
+    python research/qa_compare.py runs/A/sa-rag runs/B/kag [--metrics f1,em] [--json]
+    python research/qa_compare.py runs/A1/know3-rag+runs/A2/know3-rag runs/B/cot-rag
 
 Each argument is a method's directory written by ``quillian bench qa`` (it holds
 ``predictions.jsonl``), or the directories of one run made in parts (``--offset``)

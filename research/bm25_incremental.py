@@ -1,6 +1,6 @@
 """Benchmark the incremental BM25 index against bm25s rebuilt whole, in one run.
 
-Run ``python -m quillian.bench.bm25_incremental CORPUS.jsonl --work DIR [--hold 101]
+Run ``python research/bm25_incremental.py CORPUS.jsonl --work DIR [--hold 101]
 [--queries 300]``, CORPUS a JSON Lines file of ``{"title", "text"}`` passages (for
 example :mod:`quillian.bench.scale_corpus`'s ``scale-100k.jsonl``). Each passage is one
 chunk (``title\\ntext``, as the build indexes it), keyed by a content-derived id and

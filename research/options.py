@@ -1,7 +1,7 @@
 """One retriever under several option settings on an index already built: latency and
 whether the rankings agree, in one run.
 
-    python -m quillian.bench.options --index indexes/report/2wiki-all --dataset 2wiki \\
+    python research/options.py --index indexes/report/2wiki-all --dataset 2wiki \\
         --questions ../shared/bench/2wiki/questions.jsonl --method ppr \\
         --setting tolerance=1e-8 --setting tolerance=1e-6 --json
 

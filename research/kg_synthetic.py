@@ -8,7 +8,7 @@ real Wikidata5M descriptions are Wikipedia abstracts, several times longer). A s
 share of entities get no description. Lines are written in a shuffled entity order,
 as the release's are not sorted. Seeded: the same arguments write the same files.
 
-    python -m quillian.bench.kg_synthetic --entities 200000 --triples 1000000 --out DIR
+    python research/kg_synthetic.py --entities 200000 --triples 1000000 --out DIR
 """
 
 from __future__ import annotations

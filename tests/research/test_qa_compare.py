@@ -1,4 +1,4 @@
-"""``python -m quillian.bench.qa_compare`` on two small runs written in the test."""
+"""``python research/qa_compare.py`` on two small runs written in the test."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quillian.bench.qa_compare import compare, main
+from qa_compare import compare, main
 from quillian.errors import InputError
 
 

@@ -1,6 +1,6 @@
 """Benchmark incremental indexing on a real corpus: two halves against one build.
 
-Run ``python -m quillian.bench.incremental CORPUS.json [--questions Q.jsonl]``. It
+Run ``python research/incremental.py CORPUS.json [--questions Q.jsonl]``. It
 indexes the corpus with the spaCy extractor and the keyword embedder twice: at once,
 and in two runs of half the documents each (the second half's titles are mentioned by
 the first's passages, which is what a cached per-chunk link used to miss). It prints

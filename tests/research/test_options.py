@@ -1,10 +1,10 @@
-"""bench.options: settings of one retriever compared on an index that is only opened."""
+"""research/options.py: settings of one retriever compared on an index that is only opened."""
 
 from __future__ import annotations
 
 import json
 
-from quillian.bench.options import main, parse_setting
+from options import main, parse_setting
 
 
 def test_settings_parse_as_json_values_else_text():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from quillian.bench import vectors as bench
+import vectors as bench
 from quillian.stores.embedded import vectors as vectors_module
 
 

@@ -1,6 +1,6 @@
 """Benchmark the embedded vector indexes: exact numpy (float32, float16) against FAISS HNSW.
 
-Run ``python -m quillian.bench.vectors --n 200000 --dim 384 --queries 200``. It prints
+Run ``python research/vectors.py --n 200000 --dim 384 --queries 200``. It prints
 one JSON object: per index the build time (add plus flush), reopen time, single-query
 latency (p50/p95, after warm-up), batch throughput, recall@k against exact float32 and
 memory (bytes on disk, growth of the process's resident set). FAISS is measured at
@@ -213,7 +213,7 @@ def _machine() -> dict[str, Any]:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m quillian.bench.vectors", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python research/vectors.py", description=__doc__)
     parser.add_argument("--n", type=int, default=200_000, help="vectors indexed")
     parser.add_argument("--dim", type=int, default=384, help="vector dimension")
     parser.add_argument("--queries", type=int, default=200, help="queries timed")

@@ -2,7 +2,7 @@
 (today's, linear in the corpus) against incremental (:mod:`quillian.index.linking`),
 side by side in one run, on the same index.
 
-Run ``python -m quillian.bench.link_updates --corpus scale-2k.jsonl --work WORK
+Run ``python research/link_updates.py --corpus scale-2k.jsonl --work WORK
 [--repeats N]`` (the corpus from :mod:`quillian.bench.scale_corpus`). It builds (or
 reuses) a base index of the corpus less its last passage in ``WORK`` with the spaCy
 extractor and the keyword embedder (the embedder does not matter to linking). Then,
