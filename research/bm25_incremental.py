@@ -2,7 +2,7 @@
 
 Run ``python research/bm25_incremental.py CORPUS.jsonl --work DIR [--hold 101]
 [--queries 300]``, CORPUS a JSON Lines file of ``{"title", "text"}`` passages (for
-example :mod:`quillian.bench.scale_corpus`'s ``scale-100k.jsonl``). Each passage is one
+example ``research/scale_corpus.py``'s ``scale-100k.jsonl``). Each passage is one
 chunk (``title\\ntext``, as the build indexes it), keyed by a content-derived id and
 kept in id order (the index order shifts as passages come and go, as a build's does).
 ``--hold`` passages (at least 101) are left out of the first build. Both sides then:

@@ -22,7 +22,7 @@ counts the runs equal in every other part). After each rerun the
 index must equal the clean build: document and chunk counts,
 statuses, the graph's nodes, edges, entity and relation ids, and the top-5 passages
 with their scores of sa, ppr, dense and bm25 on
-:data:`~quillian.bench.fault_tools.QUESTIONS` (:func:`index_summary`). The command
+``QUESTIONS`` of ``fault_tools.py`` (:func:`index_summary`). The command
 line is ``python research/faults.py crash`` (``faults.py``, which imports this module).
 """
 
@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from quillian.bench.fault_tools import (
+from fault_tools import (
     METHODS,
     QUESTIONS,
     ROUTES,

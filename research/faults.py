@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from crash import TARGETS, run_crash
-from quillian.bench.fault_tools import backend, corpus
+from fault_tools import backend, corpus
 from soak import SoakSettings, run_soak
 
 __all__ = ["main"]

@@ -3,7 +3,7 @@ chunk list, in one run.
 
 Run ``python research/graph_resolution.py CORPUS.jsonl --work DIR
 [--sizes 2000,20000] [--repeats 5]``, CORPUS a JSON Lines file of ``{"title", "text"}``
-passages (:mod:`quillian.bench.scale_corpus`'s ``scale-20k.jsonl``). The first
+passages (``research/scale_corpus.py``'s ``scale-20k.jsonl``). The first
 ``max(sizes)`` passages are one chunk each (as the build chunks these short passages),
 extracted by the spaCy extractor's local step once (cached in ``DIR``); for each size
 the first ``size`` passages are linked over their titles, their title aliases settled

@@ -3,7 +3,7 @@
 side by side in one run, on the same index.
 
 Run ``python research/link_updates.py --corpus scale-2k.jsonl --work WORK
-[--repeats N]`` (the corpus from :mod:`quillian.bench.scale_corpus`). It builds (or
+[--repeats N]`` (the corpus from ``research/scale_corpus.py``). It builds (or
 reuses) a base index of the corpus less its last passage in ``WORK`` with the spaCy
 extractor and the keyword embedder (the embedder does not matter to linking). Then,
 ``--repeats`` times for each operation, on a fresh copy of the base:

@@ -56,7 +56,7 @@ def copy_seconds(megabytes: float, data: Path) -> dict[str, float]:
     """Seconds to COPY ``megabytes`` of sorted integers in 64 KB rows, by storage."""
     import psycopg
 
-    from quillian.bench.pg_bench import PgServer
+    from pg_bench import PgServer
 
     rng = np.random.default_rng(0)
     n = int(megabytes * 1e6 / 8)

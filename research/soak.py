@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from quillian.bench.fault_tools import (
+from fault_tools import (
     METHODS,
     QUESTIONS,
     ROUTES,

@@ -150,7 +150,7 @@ def embedded(directory: Path) -> Iterator[Callable[[str, int], Open]]:
 
 @contextmanager
 def postgres(directory: Path) -> Iterator[Callable[[str, int], Open]]:
-    from quillian.bench.pg_bench import PgServer
+    from pg_bench import PgServer
     from quillian.stores.postgres import PgVectorIndex
 
     with PgServer(directory / "pg") as server:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from quillian.bench.calibrate import Trajectory, calibrate, evaluate_theta, stop_turn
+from quillian.eval.calibrate import Trajectory, calibrate, evaluate_theta, stop_turn
 from quillian.methods.know3.config import Know3Config
 
 CONFIG = Know3Config()

@@ -12,10 +12,13 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 RESEARCH = ROOT / "research"
-#: Started only by ``index_format.py``, with its mode and paths as arguments.
-CHILDREN = {"index_format_child.py"}
-#: The two campaigns of ``faults.py``, imported by it and run through it.
-PARTS = {"crash.py", "soak.py"}
+#: Started only by ``index_format.py`` (``index_format_child.py``) and by ``big_file.py``
+#: and ``updates.py`` (``scale_child.py``), with their commands and paths as arguments.
+CHILDREN = {"index_format_child.py", "scale_child.py"}
+#: Imported by other scripts, with no command of their own: the two campaigns of
+#: ``faults.py`` (run through it); what the campaigns and ``replicas.py`` share
+#: (``fault_tools.py``); the scale benchmarks' process watcher and PostgreSQL server.
+PARTS = {"crash.py", "soak.py", "fault_tools.py", "proc_watch.py", "pg_bench.py"}
 SCRIPTS = sorted(p.name for p in RESEARCH.glob("*.py") if p.name not in CHILDREN | PARTS)
 
 

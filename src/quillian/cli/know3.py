@@ -9,12 +9,12 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from quillian.bench.calibrate import Calibration, calibrate, collect_trajectories
 from quillian.cli.console import CountBar, count_bar
 from quillian.cli.flags import DatasetOpt, IndexDir, JsonFlag, MethodFlags, shares_flags
 from quillian.config import build_config
 from quillian.engine import Engine
 from quillian.errors import InputError
+from quillian.eval.calibrate import Calibration, calibrate, collect_trajectories
 from quillian.eval.datasets import Dataset, Question, load_questions
 from quillian.methods.know3.config import Know3Config
 from quillian.methods.table import method_spec

@@ -1,1 +1,1 @@
-"""Evaluation: answer metrics and (later) the QA benchmark harness."""
+"""Evaluation: data sets, answer metrics, the QA harness and Know3-RAG's θ0 calibration."""

@@ -12,7 +12,7 @@ authentication is asked for explicitly (``RAY_AUTH_MODE=token``, the token in
 ``ray.init`` decide it differently (by whether a token file exists), which is the
 authentication error a joining node met in a quick try.
 
-    python -m quillian.bench.ray_cluster_bench /work/shared/bench/hotpotqa/corpus.json --limit 100
+    python research/ray_cluster_bench.py /work/shared/bench/hotpotqa/corpus.json --limit 100
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from pathlib import Path
 
 import psutil
 
-from quillian.bench.ray_index import _digest, _prepare
 from quillian.components.ingestion.readers import read_documents
 from quillian.engine import IndexSettings, RayOptions, index_documents, index_on_ray
 from quillian.index.ray_cluster import listeners_off_loopback
+from ray_index import _digest, _prepare
 
 #: Runs ``ray`` with loopback addresses kept as given.
 WRAPPER = (

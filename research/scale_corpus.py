@@ -1,6 +1,6 @@
 """Build the scale corpus: about 100k passages nobody on this project wrote.
 
-Run ``python -m quillian.bench.scale_corpus OUT_DIR [--bench DIR] [--wordnet DIR]``.
+Run ``python research/scale_corpus.py OUT_DIR [--bench DIR] [--wordnet DIR]``.
 It reads the three bench corpora (MuSiQue, HotpotQA, 2WikiMultihopQA under
 ``../shared/bench``, read where they lie, never copied into the repository) and one
 passage per WordNet synset from Debian's ``wordnet-base`` (``/usr/share/wordnet``:

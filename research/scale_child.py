@@ -1,10 +1,11 @@
 """The measured side of the scale benchmarks, run in a child process by file path.
 
-:mod:`quillian.bench.big_file` and :mod:`quillian.bench.updates` start this file as
+``research/big_file.py`` and ``research/updates.py`` start this file as
 ``python -P scale_child.py COMMAND ...`` with ``PYTHONPATH`` set to the source tree
 being measured, so it imports only the library API every compared tree has
-(``quillian.engine``, the document reader) and nothing from ``quillian.bench``. Each
-command prints one JSON object:
+(``quillian.engine``, the document reader): nothing from ``quillian.bench``, nor from
+``research/`` (``-P`` keeps this file's folder off ``sys.path``). Each command prints
+one JSON object:
 
 * ``probe INDEX FILE N``: open INDEX through the engine and run ``sa`` for N questions
   made from FILE's paragraph titles (:func:`questions_from`);

@@ -1,4 +1,4 @@
-"""What the replicas benchmark (:mod:`quillian.bench.replicas`) shares with the crash
+"""What the replicas benchmark (``research/replicas.py``) shares with the crash
 and soak campaigns (``python research/faults.py``): a seeded corpus, child processes in
 their own process groups (killed whole, always stopped), ``quillian serve`` and
 ``quillian index`` as children, and the two storage backends.
@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 import quillian
-from quillian.bench.storage import _embedded_server
+from quillian.bench.storage import embedded_server
 
 __all__ = [
     "METHODS",
@@ -221,5 +221,5 @@ def backend(name: str, work: Path) -> Iterator[Backend]:
         return
     if name != "postgres":
         raise ValueError(f"unknown backend {name!r}: embedded or postgres")
-    with _embedded_server(work / "pg-server") as url:
+    with embedded_server(work / "pg-server") as url:
         yield Backend(name, work, url)

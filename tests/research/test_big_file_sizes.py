@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from quillian.bench.big_file import store_sizes
+from big_file import store_sizes
 from quillian.stores.embedded.sqlite import SqliteDocumentStore, SqliteKeyValueStore
 from quillian.types import Chunk, Document
 

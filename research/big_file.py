@@ -1,10 +1,10 @@
 """Benchmark one big plain-text file: build, index size on disk, then retrieval.
 
-Run ``python -m quillian.bench.big_file FILE --work DIR [--index-arg ARG ...]
+Run ``python research/big_file.py FILE --work DIR [--index-arg ARG ...]
 [--src TREE ...]``, FILE for example the 20 MB ``scale-20mb.txt`` of
-:mod:`quillian.bench.scale_corpus`. For each source tree (``--src``, repeatable: its
+``research/scale_corpus.py``. For each source tree (``--src``, repeatable: its
 ``src/`` goes first on ``PYTHONPATH``; none: the current one) it runs, each in its own
-process and watched by :mod:`quillian.bench.proc_watch`:
+process and watched by ``research/proc_watch.py``:
 
 1. ``quillian index FILE --out DIR/<tree>/index`` with the default settings plus the
    ``--index-arg`` flags: wall time, peak resident memory, exit status (a refusal or a
@@ -35,8 +35,8 @@ from typing import Any
 
 import psutil
 
-from quillian.bench.proc_watch import python_env, watch
-from quillian.bench.scale_child import questions_from
+from proc_watch import python_env, watch
+from scale_child import questions_from
 
 __all__ = ["disk_sizes", "main", "store_sizes"]
 

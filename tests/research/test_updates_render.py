@@ -1,7 +1,7 @@
 """The update benchmark's Markdown rendering of a result: one row per tree, backend
 and size, a failed operation named as such."""
 
-from quillian.bench.updates import markdown
+from updates import markdown
 
 
 def _op(library, cli):

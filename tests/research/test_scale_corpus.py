@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from quillian.bench.scale_corpus import (
+from quillian.components.ingestion.readers import read_documents
+from scale_corpus import (
     Passage,
     bench_passages,
     main,
@@ -14,7 +15,6 @@ from quillian.bench.scale_corpus import (
     text_file_lines,
     wordnet_passages,
 )
-from quillian.components.ingestion.readers import read_documents
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
 NOUN = (
@@ -104,8 +104,8 @@ def test_the_text_file_stops_within_its_size_and_starts_again():
 
 
 def test_the_files_are_prefixes_quillian_reads(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("quillian.bench.scale_corpus.PREFIXES", {"2": 2, "4": 4})
-    monkeypatch.setattr("quillian.bench.scale_corpus.TEXT_BYTES", 300)
+    monkeypatch.setattr("scale_corpus.PREFIXES", {"2": 2, "4": 4})
+    monkeypatch.setattr("scale_corpus.TEXT_BYTES", 300)
     out = tmp_path / "out"
     main(
         [

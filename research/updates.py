@@ -1,8 +1,8 @@
 """Benchmark the cost of adding one document and deleting one, by index size and backend.
 
-Run ``python -m quillian.bench.updates --corpus-dir DIR --work WORK [--sizes 2k,20k]
+Run ``python research/updates.py --corpus-dir DIR --work WORK [--sizes 2k,20k]
 [--backends embedded,postgres] [--src TREE ...] [--repeats N]``, ``DIR`` holding the
-``scale-<size>.jsonl`` files of :mod:`quillian.bench.scale_corpus`. For each source
+``scale-<size>.jsonl`` files of ``research/scale_corpus.py``. For each source
 tree (``--src``, repeatable: each measured in its own processes with ``PYTHONPATH`` set
 to its ``src/``, so today's code and a changed one are measured side by side in one
 run; none: the current tree), each size and each backend:
@@ -41,8 +41,8 @@ from typing import Any
 
 import psutil
 
-from quillian.bench.pg_bench import PgServer
-from quillian.bench.proc_watch import python_env, watch
+from pg_bench import PgServer
+from proc_watch import python_env, watch
 
 __all__ = ["main"]
 
@@ -68,7 +68,7 @@ class Runner:
         return done.summary()
 
     def child(self, *args: str) -> dict[str, Any]:
-        """:mod:`quillian.bench.scale_child` ``ARGS``: its figures and its JSON."""
+        """``research/scale_child.py`` ``ARGS``: its figures and its JSON."""
         command = [sys.executable, "-P", CHILD, *args]
         done = watch(command, env=self.env, timeout=self.timeout, max_rss_gb=self.max_rss_gb)
         measured = json.loads(done.stdout) if done.returncode == 0 else {}

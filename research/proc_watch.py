@@ -1,7 +1,7 @@
 """Run a command and watch it: wall time, peak resident memory, a time and memory cap.
 
-Shared by the scale benchmarks (:mod:`quillian.bench.big_file`,
-:mod:`quillian.bench.updates`). Peak memory is the largest sum of resident set sizes
+Shared by the scale benchmarks (``research/big_file.py``,
+``research/updates.py``). Peak memory is the largest sum of resident set sizes
 over the process and its children, sampled with psutil every ``interval`` seconds, so
 a peak shorter than the interval may be missed; the kernel's own high-water mark of
 the main process (``ru_maxrss`` of the waited child) is reported beside it.

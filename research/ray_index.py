@@ -15,7 +15,7 @@ from the first extraction call's start to the last one's end (actor start-up and
 rebuild left out; the whole job's seconds beside it), against the linear ideal
 ``concurrency / (2 * latency)``.
 
-    python -m quillian.bench.ray_index /work/shared/bench/hotpotqa/corpus.json --limit 300
+    python research/ray_index.py /work/shared/bench/hotpotqa/corpus.json --limit 300
 
 The machine's load average is printed with the figures: on a shared machine they move.
 """

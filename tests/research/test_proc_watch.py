@@ -2,7 +2,7 @@
 
 import sys
 
-from quillian.bench.proc_watch import watch
+from proc_watch import watch
 
 
 def test_a_child_is_timed_and_its_memory_seen():

