@@ -1,6 +1,7 @@
 """KeyedVectors presents a collection keyed by content as the positional index the
 retrievers read; vector_keys derives the keys and check_distinct refuses a collision."""
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,17 @@ def test_keys_depend_on_model_and_text_and_are_never_positions() -> None:
     assert keys[0] == keys[2] != keys[1]
     assert (keys >= 1 << 62).all()  # non-negative int64s above every position
     assert not set(vector_keys("model-b", ["x", "y"]).tolist()) & set(keys.tolist())
+
+
+def test_a_key_is_the_texts_blake2b_under_the_model_with_bit_62_set() -> None:
+    texts = ["", "x", "Zoë's \u00e9t\u00e9", "a" * 10_000]
+    expected = []
+    for text in texts:
+        digest = hashlib.blake2b(b"model-a\x00" + text.encode(), digest_size=8).digest()
+        expected.append((int.from_bytes(digest, "little") & ((1 << 62) - 1)) | 1 << 62)
+    keys = vector_keys("model-a", texts)
+    assert keys.dtype == np.int64 and keys.tolist() == expected
+    assert vector_keys("model-a", []).shape == (0,)
 
 
 def test_a_collision_is_refused_naming_both_texts() -> None:

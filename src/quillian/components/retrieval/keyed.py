@@ -33,12 +33,12 @@ _KEY_BIT = 1 << 62
 def vector_keys(model_id: str, texts: Sequence[str]) -> npt.NDArray[np.int64]:
     """Each text's key under the embedding model ``model_id`` (BLAKE2b, 62 bits): a new
     model keys every vector anew, so none embedded by another model is kept."""
-    prefix = model_id.encode() + b"\x00"
-    keys = np.empty(len(texts), np.int64)
-    for i, text in enumerate(texts):
-        digest = hashlib.blake2b(prefix + text.encode(), digest_size=8).digest()
-        keys[i] = (int.from_bytes(digest, "little") & (_KEY_BIT - 1)) | _KEY_BIT
-    return keys
+    prefix, blake2b = model_id.encode() + b"\x00", hashlib.blake2b
+    # the digests joined and read as little-endian integers at once, not an integer a
+    # text: every update keys every chunk and text of the index
+    digests = b"".join([blake2b(prefix + t.encode(), digest_size=8).digest() for t in texts])
+    keys = np.frombuffer(digests, dtype="<u8")
+    return ((keys & np.uint64(_KEY_BIT - 1)) | np.uint64(_KEY_BIT)).astype(np.int64)
 
 
 def check_distinct(keys: npt.NDArray[np.int64], texts: Sequence[str], collection: str) -> None:
