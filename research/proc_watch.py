@@ -4,7 +4,9 @@ Shared by the scale benchmarks (``research/big_file.py``,
 ``research/updates.py``). Peak memory is the largest sum of resident set sizes
 over the process and its children, sampled with psutil every ``interval`` seconds, so
 a peak shorter than the interval may be missed; the kernel's own high-water mark of
-the main process (``ru_maxrss`` of the waited child) is reported beside it.
+the main process (``ru_maxrss`` of the waited child) is reported beside it. On Linux
+that mark survives ``execve``: a child started by a process that was once large
+reports the starter's peak if it is higher, so drive benchmarks from a small process.
 """
 
 from __future__ import annotations
