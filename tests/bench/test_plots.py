@@ -51,11 +51,6 @@ def _qa_run(questions: int) -> dict[str, Any]:
     }
 
 
-def _kge(mrr: float) -> dict[str, Any]:
-    hits = {"hits@1": mrr - 0.1, "hits@3": mrr, "hits@10": mrr + 0.05}
-    return {"mrr": mrr, **hits, "train_s": 3.0, "_command": "python research/kge.py --json"}
-
-
 def recorded() -> dict[str, Any]:
     """A recorded report: one 2Wiki run with a peer and a paired comparison, one
     HotpotQA run, a tuning run, a QA run of 20 questions and a smoke one, the storage study."""
@@ -135,7 +130,6 @@ def recorded() -> dict[str, Any]:
         "qa": {"hotpotqa, qa-20": _qa_run(20), "hotpotqa, qa-smoke": _qa_run(3)},
         "sections": {STORAGE_SECTION: STORAGE_TEXT},
         "kags": {"hotpotqa": hotpot},
-        "kg": {"kge": {"kinships": _kge(0.89), "nations": _kge(0.7)}},
     }
 
 
@@ -151,7 +145,6 @@ def test_every_figure_the_json_allows_is_drawn_and_drawn_the_same_twice(tmp_path
         "tuning.svg",
         "qa-cost-quality.svg",
         "storage.svg",
-        "kge-mrr.svg",
     ]
     for name in names:
         drawn = (tmp_path / "first" / name).read_bytes()
@@ -175,7 +168,6 @@ def test_what_cannot_be_drawn_is_named_with_its_reason(tmp_path: Path) -> None:
     assert empty.figures == []
     assert list((tmp_path / "empty").iterdir()) == []
     assert "paired comparisons: none recorded" in empty.skipped
-    assert "KG embeddings: no link-prediction run recorded" in empty.skipped
     assert any(s.startswith("storage backends: no table") for s in empty.skipped)
 
 

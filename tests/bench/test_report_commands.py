@@ -16,18 +16,18 @@ def test_the_command_is_read_from_either_file_beside_the_result(tmp_path: Path) 
     result = tmp_path / "kge-scoring-4.json"
     result.write_text(json.dumps({"p50": 1}))
     (tmp_path / "kge-scoring-4.json.cmd").write_text("python research/kge.py --json\n")
-    assert report._with_command(result)["_command"] == "python research/kge.py --json"
+    assert report.with_command(result)["_command"] == "python research/kge.py --json"
     other = tmp_path / "tune.json"
     other.write_text("{}")
     (tmp_path / "tune.cmd").write_text("quillian bench tune --json")
-    assert report._with_command(other)["_command"] == "quillian bench tune --json"
+    assert report.with_command(other)["_command"] == "quillian bench tune --json"
 
 
 def test_a_result_without_its_command_is_refused(tmp_path: Path) -> None:
     result = tmp_path / "scoring.json"
     result.write_text("{}")
     with pytest.raises(InputError, match="no command recorded"):
-        report._with_command(result)
+        report.with_command(result)
 
 
 def test_the_report_refuses_before_running_anything(
@@ -39,7 +39,7 @@ def test_the_report_refuses_before_running_anything(
     monkeypatch.setattr(report, "_run", lambda *a: ran.append("run"))
     out = tmp_path / "page.md"
     with pytest.raises(SystemExit) as exit_info:
-        report.main(["--out", str(out), "--skip-scale", "--kge-scoring", str(result)])
+        report.main(["--out", str(out), "--skip-scale", "--know3-calibration", str(result)])
     assert exit_info.value.code == 2
     assert "no command recorded beside" in capsys.readouterr().err
     assert ran == [] and not out.exists()

@@ -47,7 +47,6 @@ def test_the_summary_holds_the_headline_figures_plots_and_links(tmp_path: Path) 
     assert "](../images/bench/paired.svg)" in pages[DETAIL_PAGES["retrieval"][0]]
     assert "](../images/bench/tuning.svg)" in pages[DETAIL_PAGES["retrieval"][0]]
     assert "](../images/bench/kags-hotpotqa.svg)" in pages[DETAIL_PAGES["retrieval"][0]]
-    assert "](../images/bench/kge-mrr.svg)" in pages[DETAIL_PAGES["kg"][0]]
     assert "## What the plots leave out" in summary and "hotpotqa, qa-smoke" in summary
     # every study on its own page, linked from the summary by its full title and group
     assert pages["sections/lift1.md"].startswith(f"## {STUDY}")
@@ -103,7 +102,7 @@ def test_plots_only_draws_the_plots_and_writes_no_page(tmp_path: Path) -> None:
     command = ["bench", "report", "--out", str(out), "--plots-only", "--images", str(images)]
     assert cli_main(command) == 0  # quillian bench report passes its options through
     drawn = {p.name for p in images.iterdir()}
-    assert {"retrieval-2wiki-800.svg", "paired.svg", "storage.svg", "kge-mrr.svg"} <= drawn
+    assert {"retrieval-2wiki-800.svg", "paired.svg", "storage.svg"} <= drawn
     assert not out.exists()
     assert not (out.parent / "bench").exists()
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quillian.bench.report_kg import PUBLISHED_COMPLEX_MRR
 from quillian.errors import MissingExtraError
 
-__all__ = ["Figure", "Plots", "render_plots"]
+__all__ = ["RC", "Figure", "Plots", "figure_context", "render_plots"]
 
 #: Retrieval runs and the two metrics each panel pair shows (the first is the headline).
 RETRIEVAL_METRICS = {
@@ -71,16 +70,12 @@ def render_plots(recorded: dict[str, Any], out_dir: Path) -> Plots:
     matplotlib.use("Agg")
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = Plots()
-    with matplotlib.rc_context():
-        for key, value in RC.items():
-            matplotlib.rcParams[key] = value  # type: ignore[index]  # keys typed as literals
-        _retrieval(recorded.get("runs") or {}, out_dir, plots, "retrieval", "summary")
-        _retrieval(recorded.get("kags") or {}, out_dir, plots, "kags", "retrieval")
-        _paired(recorded.get("runs") or {}, out_dir, plots)
-        _tuning(recorded.get("tune") or {}, out_dir, plots)
-        _qa(recorded.get("qa") or {}, out_dir, plots)
-        _storage(recorded.get("sections") or {}, out_dir, plots)
-        _kge((recorded.get("kg") or {}).get("kge") or {}, out_dir, plots)
+    _retrieval(recorded.get("runs") or {}, out_dir, plots, "retrieval", "summary")
+    _retrieval(recorded.get("kags") or {}, out_dir, plots, "kags", "retrieval")
+    _paired(recorded.get("runs") or {}, out_dir, plots)
+    _tuning(recorded.get("tune") or {}, out_dir, plots)
+    _qa(recorded.get("qa") or {}, out_dir, plots)
+    _storage(recorded.get("sections") or {}, out_dir, plots)
     if serve := recorded.get("serve"):
         counts = len(serve.get("retrieve") or [])
         plots.skipped.append(
@@ -90,13 +85,18 @@ def render_plots(recorded: dict[str, Any], out_dir: Path) -> Plots:
 
 
 @contextmanager
-def _figure(path: Path, width: float, height: float) -> Iterator[Any]:
-    """A matplotlib figure (no pyplot state), saved to ``path`` deterministically."""
+def figure_context(path: Path, width: float, height: float) -> Iterator[Any]:
+    """A matplotlib figure (no pyplot state) with the report's drawing settings (:data:`RC`),
+    saved to ``path`` deterministically."""
+    import matplotlib
     from matplotlib.figure import Figure as MplFigure
 
-    fig = MplFigure(figsize=(width, height), dpi=100, layout="constrained")
-    yield fig
-    fig.savefig(path, format="svg", metadata=METADATA)
+    with matplotlib.rc_context():
+        for key, value in RC.items():
+            matplotlib.rcParams[key] = value  # type: ignore[index]  # keys typed as literals
+        fig = MplFigure(figsize=(width, height), dpi=100, layout="constrained")
+        yield fig
+        fig.savefig(path, format="svg", metadata=METADATA)
 
 
 def _label(method: str) -> str:
@@ -112,7 +112,7 @@ def _retrieval(runs: dict[str, Any], out_dir: Path, plots: Plots, kind: str, pag
             plots.skipped.append(f"{kind} run {name}: no metric known for {dataset}")
             continue
         file = f"{kind}-{name}.svg"
-        with _figure(out_dir / file, 7.0, 3.0) as fig:
+        with figure_context(out_dir / file, 7.0, 3.0) as fig:
             for ax, metric in zip(fig.subplots(1, 2), metrics, strict=True):
                 _recall_latency_panel(ax, run, metric)
         peers = [m for m in run if m.startswith("peer:")]
@@ -221,7 +221,7 @@ def _interval_chart(
 ) -> None:
     """One row per estimate: its point and its interval, labels on the left; a row
     labelled as defaults is grey, the others blue."""
-    with _figure(path, 7.0, 0.6 + 0.16 * len(rows)) as fig:
+    with figure_context(path, 7.0, 0.6 + 0.16 * len(rows)) as fig:
         ax = fig.subplots()
         ys = list(range(len(rows)))[::-1]
         for y, (label, value, ci) in zip(ys, rows, strict=True):
@@ -256,7 +256,7 @@ def _qa(qa: dict[str, Any], out_dir: Path, plots: Plots) -> None:
     file = "qa-cost-quality.svg"
     cols = 3
     nrows = math.ceil(len(shown) / cols)
-    with _figure(out_dir / file, 7.5, 2.3 * nrows) as fig:
+    with figure_context(out_dir / file, 7.5, 2.3 * nrows) as fig:
         axes = fig.subplots(nrows, cols, squeeze=False).ravel()
         methods = sorted({m for run in shown.values() for m in run.get("methods", {})})
         colours = {m: f"C{i % 10}" for i, m in enumerate(methods)}
@@ -336,7 +336,7 @@ def _storage(sections: dict[str, str], out_dir: Path, plots: Plots) -> None:
         plots.skipped.append(f'storage backends: no table of figures in "{STORAGE_SECTION}"')
         return
     file = "storage.svg"
-    with _figure(out_dir / file, 7.5, 2.8) as fig:
+    with figure_context(out_dir / file, 7.5, 2.8) as fig:
         left, right = fig.subplots(1, 2)
         labels = [k.split(" p50")[0].strip("`") for k in latency]
         _bars(left, labels, [v for v in latency.values()], "ms: p50 bar, p95 tick")
@@ -365,37 +365,3 @@ def _bars(
     ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=6)
     ax.set_ylabel(unit)
     ax.legend(fontsize=6)
-
-
-def _kge(kge: dict[str, Any], out_dir: Path, plots: Plots) -> None:
-    """Link prediction: our filtered MRR beside ComplEx-N3's published one, per data set."""
-    if not kge:
-        plots.skipped.append("KG embeddings: no link-prediction run recorded")
-        return
-    names = sorted(kge)
-    file = "kge-mrr.svg"
-    with _figure(out_dir / file, 5.0, 2.6) as fig:
-        ax = fig.subplots()
-        ours = [kge[n]["mrr"] for n in names]
-        ax.bar([i - 0.2 for i in range(len(names))], ours, 0.4, label="Quillian ComplEx")
-        published = [
-            (i, PUBLISHED_COMPLEX_MRR[n]) for i, n in enumerate(names) if n in PUBLISHED_COMPLEX_MRR
-        ]
-        ax.bar(
-            [i + 0.2 for i, _ in published],
-            [v for _, v in published],
-            0.4,
-            label="ComplEx-N3, published",
-        )
-        ax.set_xticks(range(len(names)), names)
-        ax.set_ylabel("filtered MRR")
-        ax.set_ylim(0, 1.0)
-        ax.legend(fontsize=6, loc="lower right")
-    plots.figures.append(
-        Figure(
-            file,
-            "Link prediction: filtered MRR beside ComplEx-N3's published figure where one "
-            "exists (Lacroix et al., 2018; no intervals recorded)",
-            "kg",
-        )
-    )

@@ -32,12 +32,10 @@ from quillian.errors import InputError
 from quillian.eval.datasets import load_questions, passage_key
 from quillian.index import open_storage
 
-__all__ = ["main", "passage_figures", "write_report"]
+__all__ = ["main", "passage_figures", "with_command", "write_report"]
 
 #: JSON inputs of the knowledge-graph sections (``--kg-NAME FILE``).
 KG_INPUTS = {
-    "scale": "JSON from research/kg_scale.py",
-    "ann": "JSON from research/kg_ann.py",
     "link": "JSON from quillian kg link --json",
     "cross": "JSON from quillian bench retrieval --kg KG+index --json",
 }
@@ -226,14 +224,6 @@ def _parser() -> argparse.ArgumentParser:
         "a FILE.cmd beside it holds the command",
     )
     parser.add_argument(
-        "--kge",
-        type=Path,
-        action="append",
-        metavar="JSON",
-        help="JSON from research/kge.py (repeatable, one per data set); a FILE.cmd "
-        "beside it holds the command",
-    )
-    parser.add_argument(
         "--serve-load",
         type=Path,
         metavar="JSON",
@@ -244,18 +234,6 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="JSON",
         help="JSON from quillian know3 calibrate --json; a FILE.cmd beside it holds the command",
-    )
-    parser.add_argument(
-        "--kge-synthetic",
-        type=Path,
-        metavar="JSON",
-        help="JSON from python research/kge.py --synthetic E,T; a FILE.cmd beside it",
-    )
-    parser.add_argument(
-        "--kge-scoring",
-        type=Path,
-        metavar="JSON",
-        help="JSON from python research/kge.py --scoring N; a FILE.cmd beside it",
     )
     parser.add_argument(
         "--section",
@@ -349,22 +327,18 @@ def _add_inputs(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
     if args.llm_local:
         recorded["llm_local"] = json.loads(args.llm_local.read_text())
     kg = dict(recorded.get("kg") or {})
-    for path in args.kge or ():
-        result = _with_command(path)
-        kg["kge"] = {**kg.get("kge", {}), result.get("dataset", path.stem): result}
-    for key in ("know3_calibration", "kge_scoring", "kge_synthetic"):
-        if getattr(args, key):
-            kg[key] = _with_command(getattr(args, key))
+    if args.know3_calibration:
+        kg["know3_calibration"] = with_command(args.know3_calibration)
     for name in KG_INPUTS:
         if path := getattr(args, f"kg_{name}"):
-            kg[name] = _with_command(path)
+            kg[name] = with_command(path)
     if kg:
         recorded["kg"] = kg
     if args.serve_load:
-        recorded["serve"] = _with_command(args.serve_load)
+        recorded["serve"] = with_command(args.serve_load)
     for key, paths in (("kags", args.kags), ("tune", args.tune)):
         for path in paths or ():
-            recorded.setdefault(key, {})[path.stem] = _with_command(path)
+            recorded.setdefault(key, {})[path.stem] = with_command(path)
 
 
 def _command_file(path: Path) -> Path | None:
@@ -376,7 +350,7 @@ def _command_file(path: Path) -> Path | None:
     return None
 
 
-def _with_command(path: Path) -> dict[str, Any]:
+def with_command(path: Path) -> dict[str, Any]:
     """A JSON result, with the command that produced it (its :func:`_command_file`)."""
     data: dict[str, Any] = json.loads(path.read_text())
     command = _command_file(path)
@@ -388,9 +362,9 @@ def _with_command(path: Path) -> dict[str, Any]:
 
 def _results_needing_commands(args: argparse.Namespace) -> list[Path]:
     """Every JSON result given on the command line that the page shows with its command."""
-    single = [args.know3_calibration, args.kge_scoring, args.kge_synthetic, args.serve_load]
+    single = [args.know3_calibration, args.serve_load]
     single += [getattr(args, f"kg_{name}") for name in KG_INPUTS]
-    return [p for p in [*single, *(args.kge or ()), *(args.kags or ()), *(args.tune or ())] if p]
+    return [p for p in [*single, *(args.kags or ()), *(args.tune or ())] if p]
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from quillian.bench.plots import Figure, Plots
-from quillian.bench.report_kg import kg_sections, kge_section, know3_section
+from quillian.bench.report_kg import kg_sections, know3_section
 from quillian.bench.report_qa import qa_sections
 from quillian.bench.report_sections import (
     NOTES,
@@ -31,7 +31,7 @@ IMAGES = "images/bench"
 DETAIL_PAGES = {
     "retrieval": ("bench/retrieval.md", "Retrieval in detail"),
     "qa": ("bench/qa.md", "Question answering runs"),
-    "kg": ("bench/kg.md", "Knowledge graphs and KG embeddings"),
+    "kg": ("bench/kg.md", "Knowledge graphs: linking, and Know3-RAG's calibration"),
     "serving": ("bench/serving.md", "Serving under load"),
 }
 #: A written study's group when none was recorded for it.
@@ -65,7 +65,6 @@ def render_pages(recorded: dict[str, Any], plots: Plots, machine: str) -> dict[s
             [
                 *_figures(plots.on("kg"), "../"),
                 *kg_sections(recorded.get("kg") or {}),
-                *kge_section((recorded.get("kg") or {}).get("kge", {})),
                 *know3_section(recorded.get("kg") or {}),
             ],
         ),
