@@ -26,6 +26,7 @@ from quillian.index.tables import TABLES_DB, load_tables, save_tables
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.integrity import file_digest
 from quillian.stores.snapshot import GraphSnapshot
+from quillian.testing import resolution
 from quillian.testing.resolution import RandomCorpus
 from quillian.testing.tables import assert_same_outputs, assert_same_snapshot
 from quillian.types import Chunk, Provenance, Triple
@@ -133,10 +134,29 @@ class _Run:
         return got, whole, want, kg, snapshot
 
 
+def _count_column_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each read of the graph columns from the rows: True where only the rows a patch
+    wrote were read, False where every row was."""
+    reads: list[bool] = []
+    real = state_tables._Columns.read.__func__  # type: ignore[attr-defined]
+
+    def read(cls: type, conn: sqlite3.Connection, patched: bool = False) -> object:
+        reads.append(patched)
+        return real(cls, conn, patched)
+
+    monkeypatch.setattr(state_tables._Columns, "read", classmethod(read))
+    return reads
+
+
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(24)] + [(40, 6), (41, 6)])
 def test_every_step_writes_what_the_builder_graph_writes(
-    tmp_path: Path, seed: int, scale: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    seed: int,
+    scale: int,
 ) -> None:
+    reads = _count_column_reads(monkeypatch)
     run = _Run(tmp_path, seed, scale)
     for _ in range(8):
         got, whole, want, kg, snapshot = run.write()
@@ -151,6 +171,115 @@ def test_every_step_writes_what_the_builder_graph_writes(
         run.step()
         if run.rng.random() < 0.3:  # two updates, the tables written after both
             run.step()
+    run.state.close()
+    # a patch read back only the rows it wrote: every row was read by the whole writes
+    assert reads.count(True) == run.steps - 1 and reads.count(False) == run.steps + 1
+    assert "graph columns" not in caplog.text
+
+
+@pytest.mark.parametrize("seed", [50, 51, 52])
+def test_a_patch_that_leaves_chunks_alone_keeps_their_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, seed: int
+) -> None:
+    """Names drawn from thousands, so a step's replay reaches few chunks: the patched
+    columns keep the other chunks' rows, and every step still writes what the
+    builder's graph writes."""
+    monkeypatch.setattr(resolution, "random_name", lambda rng: f"Name {rng.randrange(5000)}")
+    reads = _count_column_reads(monkeypatch)
+    run = _Run(tmp_path, seed, 2)
+    left_alone = 0
+    for _ in range(8):
+        got, whole, want, _, _ = run.write()
+        assert_same_outputs(got, want)
+        assert_same_outputs(whole, want)
+        before = set(run.chunks)
+        run.step()
+        left_alone += len(before & set(run.chunks) - set(run.state.tables_changes().chunks))
+    run.state.close()
+    assert left_alone >= 5  # chunks whose rows the patches kept, not read again
+    assert reads.count(True) == run.steps - 1 and "graph columns" not in caplog.text
+
+
+def _remark(run: _Run, got: Path, change: Callable[[sqlite3.Connection], None]) -> None:
+    """Change the written tables database, and mark the state as following it."""
+    with sqlite3.connect(got / TABLES_DB) as conn:
+        change(conn)
+    conn.close()
+    run.state.mark_tables(file_digest(got / TABLES_DB))
+
+
+@pytest.mark.parametrize(
+    ("change", "warned"),
+    [
+        (lambda conn: conn.execute("DROP TABLE graph_columns"), False),  # an older database
+        (
+            lambda conn: conn.execute(
+                "UPDATE graph_columns SET data = x'00' WHERE name = 'relations.2'"
+            ),
+            True,
+        ),
+        (
+            lambda conn: conn.execute(
+                "UPDATE graph_columns SET data = (SELECT data FROM graph_columns"
+                " WHERE name = 'weights.0') WHERE name = 'descriptions.0'"
+            ),
+            True,
+        ),
+    ],
+    ids=["none", "unreadable", "misshapen"],
+)
+def test_columns_missing_or_damaged_are_read_from_every_row(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    change: Callable[[sqlite3.Connection], None],
+    warned: bool,
+) -> None:
+    """Tables the state follows whose kept columns are absent (written before them) or
+    do not read: the patch reads every row's columns again, writes what the builder's
+    graph gives, and keeps the columns for the next patch."""
+    reads = _count_column_reads(monkeypatch)
+    run = _Run(tmp_path, 40, 6)
+    got, *_ = run.write()
+    _remark(run, got, change)
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    assert reads == [False, False, False, False]  # whole, got; whole, got (read again)
+    assert ("graph columns" in caplog.text) == warned
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    assert reads[-2:] == [False, True]  # whole, got (patched)
+    run.state.close()
+
+
+def test_patched_columns_that_miscount_are_read_from_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kept columns that read but lack rows (as if the log had missed chunks): the
+    count after the patch differs from the tables', and every row is read again."""
+    monkeypatch.setattr(resolution, "random_name", lambda rng: f"Name {rng.randrange(5000)}")
+    reads = _count_column_reads(monkeypatch)
+    run = _Run(tmp_path, 50, 2)
+    got, *_ = run.write()
+    with sqlite3.connect(got / TABLES_DB) as conn:
+        columns = state_tables._Columns.load(conn)
+    conn.close()
+    assert columns is not None and len(columns.mentions) > 1
+    fewer = dataclasses.replace(columns, mentions=columns.mentions[:0], weights=columns.weights[:0])
+
+    def keep_fewer(conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN")
+        fewer.save(conn)
+        conn.execute("COMMIT")
+
+    _remark(run, got, keep_fewer)
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    assert reads[2:] == [False, True, False]  # whole; got patched, miscounted, read again
+    assert "graph columns patched to" in caplog.text
     run.state.close()
 
 

@@ -19,8 +19,9 @@ keeps per chunk and per entity, the state database attached to the tables databa
   :mod:`quillian.index.tables`), so the rows of other documents are not touched.
 
 Either way the positions (index order), the snapshot and the derived arrays are then
-computed by numpy from integer columns read back (:class:`_Graph`): still one pass over
-the rows, without their texts. What only Python computes (an entity's node id, its
+computed by numpy from the rows' integer columns (:class:`_Graph`). The database keeps
+those columns (:class:`_Columns`), so a patch reads back only the rows it wrote; a
+whole write reads every row's. What only Python computes (an entity's node id, its
 lexicon keys, whether it is a literal) the state computed when a replay made the entity.
 The state's log is emptied only once the tables are swapped in, so a build stopped
 before that is made good by the next patch (a patch is idempotent: it rewrites the rows
@@ -29,11 +30,13 @@ of the logged ids from the state as it is).
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +225,13 @@ class _Writer:
             if not patch:
                 self._fill(conn)
                 touched: list[str] | None = None
+                columns = _Columns.read(conn)
             else:
+                before = _Columns.load(conn)
                 touched = self._patch(conn, changes)
-            graph = _Graph(conn, self.chunk_ids, self.chunk_rows)
+                columns = (before and before.patched(conn)) or _Columns.read(conn)
+            columns.save(conn)
+            graph = _Graph(conn, columns, self.chunk_ids, self.chunk_rows)
             snapshot = write_graph(graph.node_ids, graph.edges(), store)
             pages = derived.chunk_pages(
                 snapshot, graph.n_entities, graph.chunk_offset, len(self.chunk_ids)
@@ -581,6 +588,162 @@ def _insert_state_texts(conn: sqlite3.Connection, ids: str) -> None:
         conn.execute(f"{sql} WHERE x.id IN ({ids}) AND x.id != :e", {"e": _EMPTY})
 
 
+#: What :class:`_Columns` reads of each table: every row, or after a patch the rows of
+#: the logged chunks (``cc``) and triples (``ct``).
+_COLUMN_ROWS = {
+    "descriptions": (
+        "SELECT row, chunk, seq, entity, node FROM descriptions {where} ORDER BY row",
+        "WHERE chunk IN (SELECT row FROM cc)",
+    ),
+    "relations": (
+        "SELECT row, triple, chunk, seq, subject_entity, object_entity,"
+        " coalesce(source_chunk, 0), source_chunk IS NULL FROM relations {where} ORDER BY row",
+        "WHERE triple IN (SELECT triple FROM ct)",
+    ),
+    "mentions": (
+        "SELECT key64(chunk_id), seq, entity, weight FROM st.mentions {where}",
+        "WHERE chunk_id IN (SELECT chunk_id FROM cc)",
+    ),
+}
+_COLUMNS_VERSION = b"1"
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The columns the positions, the snapshot and the arrays are made of, rows in key
+    order: the descriptions' (row, chunk, seq, entity) and node ids, the relations'
+    (row, triple, chunk, seq, subject, object, source chunk or 0, 1 where it has none),
+    the state's mentions (chunk key, seq, entity) and their weights.
+
+    Kept in the tables database (table ``graph_columns``, written in the transaction
+    that writes the rows, so the database's digest covers them), they let a patch read
+    back only the rows it wrote: the other rows' columns are the previous ones. Patched
+    columns are counted against the tables; any other count, or kept columns that do
+    not read, and every row is read again."""
+
+    descriptions: npt.NDArray[np.int64]
+    description_nodes: npt.NDArray[np.bytes_]
+    relations: npt.NDArray[np.int64]
+    mentions: npt.NDArray[np.int64]
+    weights: npt.NDArray[np.float64]
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection, patched: bool = False) -> _Columns:
+        """The columns of every row, or (``patched``) of the rows the patch wrote."""
+        rows = {
+            table: conn.execute(sql.format(where=where if patched else "")).fetchall()
+            for table, (sql, where) in _COLUMN_ROWS.items()
+        }
+        described, mentioned = rows["descriptions"], rows["mentions"]
+        return cls(
+            np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, 4),
+            np.array([r[4].encode() for r in described], dtype=np.bytes_).reshape(-1),
+            np.array(rows["relations"], dtype=np.int64).reshape(-1, 8),
+            np.array([r[:3] for r in mentioned], dtype=np.int64).reshape(-1, 3),
+            np.array([r[3] for r in mentioned], dtype=np.float64),
+        )
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection) -> _Columns | None:
+        """The columns kept in the database; None where it keeps none that read."""
+        try:
+            kept = dict(conn.execute("SELECT name, data FROM graph_columns").fetchall())
+        except sqlite3.OperationalError:  # a database written before the columns
+            return None
+        if kept.get("version") != _COLUMNS_VERSION:
+            return None
+        try:
+            arrays = {name: _loaded(kept, name) for name in _COLUMN_NAMES}
+            columns = cls(**arrays)
+        except (KeyError, ValueError, OSError, EOFError) as exc:
+            logger.warning("graph columns kept in the tables do not read (%s)", exc)
+            return None
+        shapes = {name: getattr(columns, name).shape for name in _COLUMN_NAMES}
+        if not (
+            shapes["descriptions"][1:] == (4,)
+            and shapes["relations"][1:] == (8,)
+            and shapes["mentions"][1:] == (3,)
+            and shapes["description_nodes"][0] == shapes["descriptions"][0]
+            and shapes["weights"][0] == shapes["mentions"][0]
+        ):
+            logger.warning("graph columns kept in the tables have the shapes %s", shapes)
+            return None
+        return columns
+
+    def patched(self, conn: sqlite3.Connection) -> _Columns | None:
+        """These columns after :meth:`_Writer._patch`: the rows of the logged chunks and
+        triples read again, the others kept; None unless they count what the tables
+        and the state hold."""
+        chunks = np.array([r for (r,) in conn.execute("SELECT row FROM cc")], np.int64)
+        triples = np.array([t for (t,) in conn.execute("SELECT triple FROM ct")], np.int64)
+        new = _Columns.read(conn, patched=True)
+        keep_d = ~np.isin(self.descriptions[:, 1], chunks)
+        keep_r = ~np.isin(self.relations[:, 1], triples)
+        keep_m = ~np.isin(self.mentions[:, 0], chunks)
+        descriptions = np.concatenate([self.descriptions[keep_d], new.descriptions])
+        by_d = np.argsort(descriptions[:, 0], kind="stable")
+        relations = np.concatenate([self.relations[keep_r], new.relations])
+        merged = _Columns(
+            descriptions[by_d],
+            np.concatenate([self.description_nodes[keep_d], new.description_nodes])[by_d],
+            relations[np.argsort(relations[:, 0], kind="stable")],
+            np.concatenate([self.mentions[keep_m], new.mentions]),
+            np.concatenate([self.weights[keep_m], new.weights]),
+        )
+        counted = (len(merged.descriptions), len(merged.relations), len(merged.mentions))
+        held = tuple(
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("descriptions", "relations", "st.mentions")
+        )
+        if counted != held:
+            logger.warning("graph columns patched to %s rows, not %s: read again", counted, held)
+            return None
+        return merged
+
+    def save(self, conn: sqlite3.Connection) -> None:
+        """Keep these columns in the database (in the open transaction), each integer
+        column in the narrowest type that holds it."""
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS graph_columns (name TEXT PRIMARY KEY, data BLOB NOT NULL)"
+        )
+        rows = [("version", _COLUMNS_VERSION)]
+        for name in _COLUMN_NAMES:
+            array = getattr(self, name)
+            parts = [array] if array.ndim == 1 else [array[:, i] for i in range(array.shape[1])]
+            for i, part in enumerate(parts):
+                buffer = io.BytesIO()
+                np.save(buffer, _narrow(part), allow_pickle=False)
+                rows.append((f"{name}.{i}", buffer.getvalue()))
+        conn.executemany("INSERT OR REPLACE INTO graph_columns VALUES (?, ?)", rows)
+
+
+_COLUMN_NAMES = ("descriptions", "description_nodes", "relations", "mentions", "weights")
+_WIDTHS = {"descriptions": 4, "relations": 8, "mentions": 3}
+
+
+def _loaded(kept: dict[str, bytes], name: str) -> npt.NDArray[Any]:
+    """One kept array, its columns stacked again (integers widened to int64)."""
+    width = _WIDTHS.get(name)
+    parts = [
+        np.load(io.BytesIO(kept[f"{name}.{i}"]), allow_pickle=False) for i in range(width or 1)
+    ]
+    if width is None:
+        return parts[0]
+    return np.stack([p.astype(np.int64) for p in parts], axis=1)
+
+
+def _narrow(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """An integer column in the narrowest signed type that holds it (row numbers and
+    sequence numbers beside 64-bit keys); any other array as it is."""
+    if array.dtype.kind != "i" or not array.size:
+        return array
+    low, high = int(array.min()), int(array.max())
+    for kind in (np.int8, np.int16, np.int32):
+        if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
+            return array.astype(kind)
+    return array
+
+
 #: The entities in index order (their creating mentions' order).
 _ENTITY_ORDER = "SELECT row, node_id, literal FROM st.entities ORDER BY doc_id, idx, seq"
 
@@ -592,6 +755,7 @@ class _Graph:
     def __init__(
         self,
         conn: sqlite3.Connection,
+        columns: _Columns,
         chunk_ids: Sequence[str],
         chunk_rows: npt.NDArray[np.int64],
     ) -> None:
@@ -613,39 +777,29 @@ class _Graph:
         none = np.empty(0, np.int64)
         positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
 
-        described = conn.execute(
-            "SELECT row, chunk, seq, entity, node FROM descriptions"
-        ).fetchall()
-        keys = np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, 4)
+        keys = columns.descriptions
         description_order = np.lexsort((keys[:, 2], chunk_pos(keys[:, 1])))
         self.description_entity = positions[keys[description_order, 3]]
-        node_ids += [described[i][4] for i in description_order.tolist()]
+        nodes = columns.description_nodes[description_order].tolist()
+        node_ids += [n.decode() for n in nodes]
         self.chunk_offset = len(node_ids)
         node_ids.extend(chunk_ids)
         self.node_ids = node_ids
 
-        relations = np.array(
-            conn.execute(
-                "SELECT row, chunk, seq, subject_entity, object_entity,"
-                " coalesce(source_chunk, 0), source_chunk IS NULL FROM relations"
-            ).fetchall(),
-            dtype=np.int64,
-        ).reshape(-1, 7)
-        relation_order = np.lexsort((relations[:, 2], chunk_pos(relations[:, 1])))
+        relations = columns.relations
+        relation_order = np.lexsort((relations[:, 3], chunk_pos(relations[:, 2])))
         r = relations[relation_order]
-        self.relation_subject = positions[r[:, 3]]
-        self.relation_object = positions[r[:, 4]]
-        self.relation_chunk = np.where(r[:, 6] == 1, -1, chunk_pos(r[:, 5]))
+        self.relation_subject = positions[r[:, 4]]
+        self.relation_object = positions[r[:, 5]]
+        self.relation_chunk = np.where(r[:, 7] == 1, -1, chunk_pos(r[:, 6]))
 
-        index = {c: i for i, c in enumerate(chunk_ids)}
-        mentions = conn.execute("SELECT chunk_id, seq, entity, weight FROM st.mentions").fetchall()
-        chunk = np.fromiter((index.get(m[0], -1) for m in mentions), np.int64, len(mentions))
-        m = np.array([x[1:] for x in mentions], dtype=np.float64).reshape(-1, 3)
-        order = np.lexsort((m[:, 0], chunk))
+        m = columns.mentions
+        chunk = chunk_pos(m[:, 0])
+        order = np.lexsort((m[:, 1], chunk))
         order = order[chunk[order] >= 0]
         self.mention_chunk = chunk[order]
-        self.mention_entity = positions[m[order, 1].astype(np.int64)]
-        self.mention_weight = m[order, 2].astype(np.float32)
+        self.mention_entity = positions[m[order, 2]]
+        self.mention_weight = columns.weights[order].astype(np.float32)
         self.entity_order = entity_order
         self.orders = order_arrays(
             chunk_rows, entity_order, keys[description_order, 0], r[:, 0].copy()
