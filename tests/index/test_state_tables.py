@@ -200,31 +200,24 @@ def test_a_patch_that_leaves_chunks_alone_keeps_their_columns(
     assert reads.count(True) == run.steps - 1 and "graph columns" not in caplog.text
 
 
-def _remark(run: _Run, got: Path, change: Callable[[sqlite3.Connection], None]) -> None:
-    """Change the written tables database, and mark the state as following it."""
-    with sqlite3.connect(got / TABLES_DB) as conn:
-        change(conn)
-    conn.close()
-    run.state.mark_tables(file_digest(got / TABLES_DB))
+def _keep(run: _Run, change: Callable[[dict[str, bytes]], dict[str, bytes]]) -> None:
+    """Change what the state kept with its mark of the tables."""
+    marked = run.state.tables_changes().tables
+    run.state.mark_tables(marked, change(run.state.tables_kept()))
+
+
+def _replaced(
+    name: str, value: Callable[[dict[str, bytes]], bytes]
+) -> Callable[..., dict[str, bytes]]:
+    return lambda kept: {**kept, name: value(kept)}
 
 
 @pytest.mark.parametrize(
     ("change", "warned"),
     [
-        (lambda conn: conn.execute("DROP TABLE graph_columns"), False),  # an older database
-        (
-            lambda conn: conn.execute(
-                "UPDATE graph_columns SET data = x'00' WHERE name = 'relations.2'"
-            ),
-            True,
-        ),
-        (
-            lambda conn: conn.execute(
-                "UPDATE graph_columns SET data = (SELECT data FROM graph_columns"
-                " WHERE name = 'weights.0') WHERE name = 'descriptions.0'"
-            ),
-            True,
-        ),
+        (lambda kept: {}, False),  # a state marked before the columns were kept
+        (_replaced("relations.2", lambda kept: b"\x00"), True),
+        (_replaced("descriptions.0", lambda kept: kept["weights.0"]), True),
     ],
     ids=["none", "unreadable", "misshapen"],
 )
@@ -232,16 +225,21 @@ def test_columns_missing_or_damaged_are_read_from_every_row(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-    change: Callable[[sqlite3.Connection], None],
+    change: Callable[[dict[str, bytes]], dict[str, bytes]],
     warned: bool,
 ) -> None:
-    """Tables the state follows whose kept columns are absent (written before them) or
-    do not read: the patch reads every row's columns again, writes what the builder's
-    graph gives, and keeps the columns for the next patch."""
+    """Tables the state follows whose columns it did not keep (marked before they were
+    kept) or keeps unreadable: the patch reads every row's columns again, writes what
+    the builder's graph gives, and keeps the columns for the next patch."""
     reads = _count_column_reads(monkeypatch)
     run = _Run(tmp_path, 40, 6)
-    got, *_ = run.write()
-    _remark(run, got, change)
+    run.write()
+    _keep(run, change)
+    if not warned and not change({"x": b""}):  # a state made before the table, too
+        with sqlite3.connect(run.state.path) as conn:
+            conn.execute("DROP TABLE tables_kept")
+        conn.close()
+        assert run.state.tables_kept() == {}
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -262,24 +260,29 @@ def test_patched_columns_that_miscount_are_read_from_every_row(
     monkeypatch.setattr(resolution, "random_name", lambda rng: f"Name {rng.randrange(5000)}")
     reads = _count_column_reads(monkeypatch)
     run = _Run(tmp_path, 50, 2)
-    got, *_ = run.write()
-    with sqlite3.connect(got / TABLES_DB) as conn:
-        columns = state_tables._Columns.load(conn)
-    conn.close()
+    run.write()
+    columns = state_tables._Columns.load(run.state.tables_kept())
     assert columns is not None and len(columns.mentions) > 1
     fewer = dataclasses.replace(columns, mentions=columns.mentions[:0], weights=columns.weights[:0])
-
-    def keep_fewer(conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN")
-        fewer.save(conn)
-        conn.execute("COMMIT")
-
-    _remark(run, got, keep_fewer)
+    _keep(run, lambda kept: fewer.kept())
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
     assert reads[2:] == [False, True, False]  # whole; got patched, miscounted, read again
     assert "graph columns patched to" in caplog.text
+    run.state.close()
+
+
+def test_the_columns_stay_on_the_machine(tmp_path: Path) -> None:
+    """The columns are kept with the state (machine-local), not in the tables database
+    that is synchronised with the index's files."""
+    run = _Run(tmp_path, 40, 6)
+    got, *_ = run.write()
+    assert state_tables._Columns.load(run.state.tables_kept()) is not None
+    with sqlite3.connect(got / TABLES_DB) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert not any("column" in name for name in tables)
     run.state.close()
 
 

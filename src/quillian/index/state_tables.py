@@ -19,9 +19,9 @@ keeps per chunk and per entity, the state database attached to the tables databa
   :mod:`quillian.index.tables`), so the rows of other documents are not touched.
 
 Either way the positions (index order), the snapshot and the derived arrays are then
-computed by numpy from the rows' integer columns (:class:`_Graph`). The database keeps
-those columns (:class:`_Columns`), so a patch reads back only the rows it wrote; a
-whole write reads every row's. What only Python computes (an entity's node id, its
+computed by numpy from the rows' integer columns (:class:`_Graph`). The state keeps
+those columns with its mark (:class:`_Columns`), so a patch reads back only the rows it
+wrote; a whole write reads every row's. What only Python computes (an entity's node id, its
 lexicon keys, whether it is a literal) the state computed when a replay made the entity.
 The state's log is emptied only once the tables are swapped in, so a build stopped
 before that is made good by the next patch (a patch is idempotent: it rewrites the rows
@@ -173,15 +173,16 @@ def save_state_tables(
     if len(chunk_ids) != len(chunks):
         raise InputError(f"{len(chunk_ids)} chunk ids but {len(chunks)} chunks")
     changes = state.tables_changes()
-    written: list[tuple[GraphSnapshot, str]] = []
+    kept = state.tables_kept() if changes.tables else {}
+    written: list[tuple[GraphSnapshot, str, _Columns]] = []
 
     def write(path: Path) -> None:
         writer = _Writer(path, state.path, chunk_ids, chunks)
-        written.append(writer.run(directory / TABLES_DB, changes, store))
+        written.append(writer.run(directory / TABLES_DB, changes, store, kept))
 
     replace_dir(directory / "tables", write)
-    snapshot, digest = written[0]
-    state.mark_tables(digest)
+    snapshot, digest, columns = written[0]
+    state.mark_tables(digest, columns.kept())
     return snapshot
 
 
@@ -196,11 +197,16 @@ class _Writer:
         self.chunk_rows = np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))
 
     def run(
-        self, previous: Path, changes: TablesChanges, store: GraphStore | None
-    ) -> tuple[GraphSnapshot, str]:
-        """Write the database and arrays; returns the snapshot and the database's
-        digest. The previous database is patched only when it is the one the state's
-        log follows, byte for byte (not damaged, not another build's)."""
+        self,
+        previous: Path,
+        changes: TablesChanges,
+        store: GraphStore | None,
+        kept: dict[str, bytes],
+    ) -> tuple[GraphSnapshot, str, _Columns]:
+        """Write the database and arrays; returns the snapshot, the database's digest
+        and its columns (to keep with the state's mark). The previous database is
+        patched only when it is the one the state's log follows, byte for byte (not
+        damaged, not another build's), from the columns ``kept`` with that mark."""
         db = self.path / Path(TABLES_DB).name
         patch = False
         if changes.tables:
@@ -227,10 +233,9 @@ class _Writer:
                 touched: list[str] | None = None
                 columns = _Columns.read(conn)
             else:
-                before = _Columns.load(conn)
+                before = _Columns.load(kept)
                 touched = self._patch(conn, changes)
                 columns = (before and before.patched(conn)) or _Columns.read(conn)
-            columns.save(conn)
             graph = _Graph(conn, columns, self.chunk_ids, self.chunk_rows)
             snapshot = write_graph(graph.node_ids, graph.edges(), store)
             pages = derived.chunk_pages(
@@ -244,7 +249,7 @@ class _Writer:
             conn.close()
         for name, array in graph.arrays(snapshot, pages).items():
             np.save(self.path / f"{name}.npy", array)
-        return snapshot, file_digest(db)
+        return snapshot, file_digest(db), columns
 
     def _meta(self, conn: sqlite3.Connection, graph: _Graph, touched: list[str] | None) -> None:
         counts = {
@@ -615,11 +620,12 @@ class _Columns:
     (row, triple, chunk, seq, subject, object, source chunk or 0, 1 where it has none),
     the state's mentions (chunk key, seq, entity) and their weights.
 
-    Kept in the tables database (table ``graph_columns``, written in the transaction
-    that writes the rows, so the database's digest covers them), they let a patch read
-    back only the rows it wrote: the other rows' columns are the previous ones. Patched
-    columns are counted against the tables; any other count, or kept columns that do
-    not read, and every row is read again."""
+    Kept with the state's mark of the tables they were read from
+    (:meth:`~.ResolutionState.mark_tables`, one transaction: machine-local like the
+    state, never synchronised with the index's files), they let the next patch of those
+    tables read back only the rows it wrote: the other rows' columns are the kept ones.
+    Patched columns are counted against the tables; any other count, or kept columns
+    that do not read, and every row is read again."""
 
     descriptions: npt.NDArray[np.int64]
     description_nodes: npt.NDArray[np.bytes_]
@@ -644,13 +650,9 @@ class _Columns:
         )
 
     @classmethod
-    def load(cls, conn: sqlite3.Connection) -> _Columns | None:
-        """The columns kept in the database; None where it keeps none that read."""
-        try:
-            kept = dict(conn.execute("SELECT name, data FROM graph_columns").fetchall())
-        except sqlite3.OperationalError:  # a database written before the columns
-            return None
-        if kept.get("version") != _COLUMNS_VERSION:
+    def load(cls, kept: dict[str, bytes]) -> _Columns | None:
+        """The columns :meth:`kept` gave; None where there are none that read."""
+        if kept.get("version") != _COLUMNS_VERSION:  # none (marked before), or older
             return None
         try:
             arrays = {name: _loaded(kept, name) for name in _COLUMN_NAMES}
@@ -700,12 +702,9 @@ class _Columns:
             return None
         return merged
 
-    def save(self, conn: sqlite3.Connection) -> None:
-        """Keep these columns in the database (in the open transaction), each integer
-        column in the narrowest type that holds it."""
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS graph_columns (name TEXT PRIMARY KEY, data BLOB NOT NULL)"
-        )
+    def kept(self) -> dict[str, bytes]:
+        """These columns as the state keeps them with its mark, each integer column in
+        the narrowest type that holds it."""
         rows = [("version", _COLUMNS_VERSION)]
         for name in _COLUMN_NAMES:
             array = getattr(self, name)
@@ -714,7 +713,7 @@ class _Columns:
                 buffer = io.BytesIO()
                 np.save(buffer, _narrow(part), allow_pickle=False)
                 rows.append((f"{name}.{i}", buffer.getvalue()))
-        conn.executemany("INSERT OR REPLACE INTO graph_columns VALUES (?, ?)", rows)
+        return dict(rows)
 
 
 _COLUMN_NAMES = ("descriptions", "description_nodes", "relations", "mentions", "weights")
