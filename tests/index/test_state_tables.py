@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
-from quillian.components.graph.incremental import ChunkExtraction, ResolutionState
+from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, ResolutionState
 from quillian.components.retrieval import derived
 from quillian.errors import InputError
 from quillian.index import state_tables
@@ -200,46 +200,53 @@ def test_a_patch_that_leaves_chunks_alone_keeps_their_columns(
     assert reads.count(True) == run.steps - 1 and "graph columns" not in caplog.text
 
 
-def _keep(run: _Run, change: Callable[[dict[str, bytes]], dict[str, bytes]]) -> None:
-    """Change what the state kept with its mark of the tables."""
-    marked = run.state.tables_changes().tables
-    run.state.mark_tables(marked, change(run.state.tables_kept()))
+def _kept(run: _Run) -> tuple[Path, str]:
+    """Where the columns are kept, and the digest of the tables the state follows."""
+    return state_tables.columns_path(run.state.path), run.state.tables_changes().tables
 
 
-def _replaced(
-    name: str, value: Callable[[dict[str, bytes]], bytes]
-) -> Callable[..., dict[str, bytes]]:
-    return lambda kept: {**kept, name: value(kept)}
+def _no_file(run: _Run) -> None:
+    _kept(run)[0].unlink()
+
+
+def _junk(run: _Run) -> None:
+    _kept(run)[0].write_bytes(b"PK\x03\x04 not a zip file")
+
+
+def _other_tables(run: _Run) -> None:
+    path, digest = _kept(run)
+    columns = state_tables._Columns.load(path, digest)
+    assert columns is not None
+    columns.save(path, "0" * len(digest))
+
+
+def _misshapen(run: _Run) -> None:
+    path, digest = _kept(run)
+    columns = state_tables._Columns.load(path, digest)
+    assert columns is not None
+    dataclasses.replace(columns, descriptions=columns.descriptions[1:]).save(path, digest)
 
 
 @pytest.mark.parametrize(
     ("change", "warned"),
-    [
-        (lambda kept: {}, False),  # a state marked before the columns were kept
-        (_replaced("relations.2", lambda kept: b"\x00"), True),
-        (_replaced("descriptions.0", lambda kept: kept["weights.0"]), True),
-    ],
-    ids=["none", "unreadable", "misshapen"],
+    [(_no_file, False), (_other_tables, False), (_junk, True), (_misshapen, True)],
+    ids=["none", "other-tables", "unreadable", "misshapen"],
 )
 def test_columns_missing_or_damaged_are_read_from_every_row(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-    change: Callable[[dict[str, bytes]], dict[str, bytes]],
+    change: Callable[[_Run], None],
     warned: bool,
 ) -> None:
-    """Tables the state follows whose columns it did not keep (marked before they were
-    kept) or keeps unreadable: the patch reads every row's columns again, writes what
-    the builder's graph gives, and keeps the columns for the next patch."""
+    """Tables the state follows whose columns are not kept (an index made before, a
+    build stopped between the state's mark and the columns) or do not read: the patch
+    reads every row's columns again, writes what the builder's graph gives, and keeps
+    the columns for the next patch."""
     reads = _count_column_reads(monkeypatch)
     run = _Run(tmp_path, 40, 6)
     run.write()
-    _keep(run, change)
-    if not warned and not change({"x": b""}):  # a state made before the table, too
-        with sqlite3.connect(run.state.path) as conn:
-            conn.execute("DROP TABLE tables_kept")
-        conn.close()
-        assert run.state.tables_kept() == {}
+    change(run)
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -261,10 +268,11 @@ def test_patched_columns_that_miscount_are_read_from_every_row(
     reads = _count_column_reads(monkeypatch)
     run = _Run(tmp_path, 50, 2)
     run.write()
-    columns = state_tables._Columns.load(run.state.tables_kept())
+    path, digest = _kept(run)
+    columns = state_tables._Columns.load(path, digest)
     assert columns is not None and len(columns.mentions) > 1
     fewer = dataclasses.replace(columns, mentions=columns.mentions[:0], weights=columns.weights[:0])
-    _keep(run, lambda kept: fewer.kept())
+    fewer.save(path, digest)
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -274,11 +282,17 @@ def test_patched_columns_that_miscount_are_read_from_every_row(
 
 
 def test_the_columns_stay_on_the_machine(tmp_path: Path) -> None:
-    """The columns are kept with the state (machine-local), not in the tables database
-    that is synchronised with the index's files."""
+    """The columns are kept beside the state (machine-local, never synchronised with a
+    PostgreSQL workspace's files), not in the tables database."""
+    from quillian.stores.postgres.files import SKIPPED
+
     run = _Run(tmp_path, 40, 6)
     got, *_ = run.write()
-    assert state_tables._Columns.load(run.state.tables_kept()) is not None
+    path, digest = _kept(run)
+    assert state_tables._Columns.load(path, digest) is not None
+    assert path.name == "state.sqlite.columns"  # beside the state, named after it
+    index_state = state_tables.columns_path(Path(STATE_FILE))
+    assert {index_state.name, index_state.name + ".partial"} <= SKIPPED
     with sqlite3.connect(got / TABLES_DB) as conn:
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
     conn.close()

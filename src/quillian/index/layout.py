@@ -8,7 +8,8 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              linking state, the embedding cache (empty after a build)
     DIR/graph_resolution.sqlite  the graph's entity resolution, patched by each build,
                              with its log of what changed since the tables (local to
-                             the machine)
+                             the machine); beside it, graph_resolution.sqlite.columns:
+                             the tables' integer columns for the next patch (local too)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
                              text once; rows keyed by ids an update does not move, patched

@@ -19,8 +19,8 @@ keeps per chunk and per entity, the state database attached to the tables databa
   :mod:`quillian.index.tables`), so the rows of other documents are not touched.
 
 Either way the positions (index order), the snapshot and the derived arrays are then
-computed by numpy from the rows' integer columns (:class:`_Graph`). The state keeps
-those columns with its mark (:class:`_Columns`), so a patch reads back only the rows it
+computed by numpy from the rows' integer columns (:class:`_Graph`). Those columns are
+kept beside the state (:class:`_Columns`), so a patch reads back only the rows it
 wrote; a whole write reads every row's. What only Python computes (an entity's node id, its
 lexicon keys, whether it is a literal) the state computed when a replay made the entity.
 The state's log is emptied only once the tables are swapped in, so a build stopped
@@ -30,11 +30,11 @@ of the logged ids from the state as it is).
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import sqlite3
 import uuid
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +71,16 @@ from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, key64
 
-__all__ = ["save_state_tables"]
+__all__ = ["COLUMNS_SUFFIX", "columns_path", "save_state_tables"]
 
 logger = logging.getLogger(__name__)
 
 #: The ``meta`` key of a random id of each tables database written from a state, so no
 #: two are the same file.
 GENERATION = "generation"
+#: The suffix of the resolution state's file name that names the file of the graph's
+#: integer columns beside it (:func:`columns_path`).
+COLUMNS_SUFFIX = ".columns"
 #: The id of the empty text (an empty description or sentence is stored as no text).
 _EMPTY = key64("")
 
@@ -173,17 +176,25 @@ def save_state_tables(
     if len(chunk_ids) != len(chunks):
         raise InputError(f"{len(chunk_ids)} chunk ids but {len(chunks)} chunks")
     changes = state.tables_changes()
-    kept = state.tables_kept() if changes.tables else {}
+    kept = columns_path(state.path)
+    before = _Columns.load(kept, changes.tables) if changes.tables else None
     written: list[tuple[GraphSnapshot, str, _Columns]] = []
 
     def write(path: Path) -> None:
         writer = _Writer(path, state.path, chunk_ids, chunks)
-        written.append(writer.run(directory / TABLES_DB, changes, store, kept))
+        written.append(writer.run(directory / TABLES_DB, changes, store, before))
 
     replace_dir(directory / "tables", write)
     snapshot, digest, columns = written[0]
-    state.mark_tables(digest, columns.kept())
+    state.mark_tables(digest)
+    columns.save(kept, digest)
     return snapshot
+
+
+def columns_path(state_path: Path) -> Path:
+    """Where the graph's integer columns are kept beside the resolution state at
+    ``state_path``: machine-local like it (see :class:`_Columns`)."""
+    return state_path.with_name(state_path.name + COLUMNS_SUFFIX)
 
 
 class _Writer:
@@ -201,12 +212,12 @@ class _Writer:
         previous: Path,
         changes: TablesChanges,
         store: GraphStore | None,
-        kept: dict[str, bytes],
+        before: _Columns | None,
     ) -> tuple[GraphSnapshot, str, _Columns]:
         """Write the database and arrays; returns the snapshot, the database's digest
-        and its columns (to keep with the state's mark). The previous database is
-        patched only when it is the one the state's log follows, byte for byte (not
-        damaged, not another build's), from the columns ``kept`` with that mark."""
+        and its columns (to keep for the next patch). The previous database is patched
+        only when it is the one the state's log follows, byte for byte (not damaged,
+        not another build's), from its columns kept ``before`` where there are some."""
         db = self.path / Path(TABLES_DB).name
         patch = False
         if changes.tables:
@@ -233,7 +244,6 @@ class _Writer:
                 touched: list[str] | None = None
                 columns = _Columns.read(conn)
             else:
-                before = _Columns.load(kept)
                 touched = self._patch(conn, changes)
                 columns = (before and before.patched(conn)) or _Columns.read(conn)
             graph = _Graph(conn, columns, self.chunk_ids, self.chunk_rows)
@@ -610,7 +620,7 @@ _COLUMN_ROWS = {
         "WHERE chunk_id IN (SELECT chunk_id FROM cc)",
     ),
 }
-_COLUMNS_VERSION = b"1"
+_COLUMNS_VERSION = "1"
 
 
 @dataclass(frozen=True)
@@ -620,12 +630,13 @@ class _Columns:
     (row, triple, chunk, seq, subject, object, source chunk or 0, 1 where it has none),
     the state's mentions (chunk key, seq, entity) and their weights.
 
-    Kept with the state's mark of the tables they were read from
-    (:meth:`~.ResolutionState.mark_tables`, one transaction: machine-local like the
-    state, never synchronised with the index's files), they let the next patch of those
-    tables read back only the rows it wrote: the other rows' columns are the kept ones.
-    Patched columns are counted against the tables; any other count, or kept columns
-    that do not read, and every row is read again."""
+    Kept in a file beside the resolution state (:func:`columns_path`: machine-local
+    like the state, never synchronised with the index's files) with the digest of the
+    tables database they were read from, they let the next patch of those tables read
+    back only the rows it wrote: the other rows' columns are the kept ones. Written
+    after the state marks the tables, without a sync: columns of other tables (a build
+    stopped between the two), a file that does not read, or patched columns that do not
+    count what the tables hold, and every row is read again."""
 
     descriptions: npt.NDArray[np.int64]
     description_nodes: npt.NDArray[np.bytes_]
@@ -650,15 +661,18 @@ class _Columns:
         )
 
     @classmethod
-    def load(cls, kept: dict[str, bytes]) -> _Columns | None:
-        """The columns :meth:`kept` gave; None where there are none that read."""
-        if kept.get("version") != _COLUMNS_VERSION:  # none (marked before), or older
-            return None
+    def load(cls, path: Path, tables: str) -> _Columns | None:
+        """The columns kept at ``path`` for the tables database of digest ``tables``;
+        None where there are none for it that read."""
         try:
-            arrays = {name: _loaded(kept, name) for name in _COLUMN_NAMES}
-            columns = cls(**arrays)
-        except (KeyError, ValueError, OSError, EOFError) as exc:
-            logger.warning("graph columns kept in the tables do not read (%s)", exc)
+            with np.load(path, allow_pickle=False) as kept:
+                if str(kept["meta"][0]) != f"{_COLUMNS_VERSION} {tables}":
+                    return None  # another layout, or other tables
+                columns = cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
+        except FileNotFoundError:
+            return None
+        except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            logger.warning("graph columns kept in %s do not read (%s)", path, exc)
             return None
         shapes = {name: getattr(columns, name).shape for name in _COLUMN_NAMES}
         if not (
@@ -702,30 +716,30 @@ class _Columns:
             return None
         return merged
 
-    def kept(self) -> dict[str, bytes]:
-        """These columns as the state keeps them with its mark, each integer column in
-        the narrowest type that holds it."""
-        rows = [("version", _COLUMNS_VERSION)]
+    def save(self, path: Path, tables: str) -> None:
+        """Keep these columns at ``path`` for the tables database of digest ``tables``,
+        each integer column in the narrowest type that holds it (written aside, then
+        renamed into place)."""
+        arrays: dict[str, npt.NDArray[Any]] = {"meta": np.array([f"{_COLUMNS_VERSION} {tables}"])}
         for name in _COLUMN_NAMES:
             array = getattr(self, name)
             parts = [array] if array.ndim == 1 else [array[:, i] for i in range(array.shape[1])]
             for i, part in enumerate(parts):
-                buffer = io.BytesIO()
-                np.save(buffer, _narrow(part), allow_pickle=False)
-                rows.append((f"{name}.{i}", buffer.getvalue()))
-        return dict(rows)
+                arrays[f"{name}.{i}"] = _narrow(part)
+        partial = path.with_name(path.name + ".partial")
+        with partial.open("wb") as out:
+            np.savez(out, **arrays)  # type: ignore[arg-type]  # names, not allow_pickle
+        partial.replace(path)
 
 
 _COLUMN_NAMES = ("descriptions", "description_nodes", "relations", "mentions", "weights")
 _WIDTHS = {"descriptions": 4, "relations": 8, "mentions": 3}
 
 
-def _loaded(kept: dict[str, bytes], name: str) -> npt.NDArray[Any]:
+def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
     """One kept array, its columns stacked again (integers widened to int64)."""
     width = _WIDTHS.get(name)
-    parts = [
-        np.load(io.BytesIO(kept[f"{name}.{i}"]), allow_pickle=False) for i in range(width or 1)
-    ]
+    parts = [kept[f"{name}.{i}"] for i in range(width or 1)]
     if width is None:
         return parts[0]
     return np.stack([p.astype(np.int64) for p in parts], axis=1)

@@ -25,7 +25,7 @@ import itertools
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -91,9 +91,6 @@ CREATE TABLE changed_entities (row INTEGER PRIMARY KEY);
 CREATE TABLE key_owner (key TEXT PRIMARY KEY, row INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX key_owner_row ON key_owner (row);
 """
-#: What the tables' writer keeps beside a mark (made by the first mark, so states made
-#: before it are read as they are).
-_KEPT = "CREATE TABLE IF NOT EXISTS tables_kept (name TEXT PRIMARY KEY, data BLOB NOT NULL)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -617,34 +614,21 @@ class ResolutionState:
         entities = [r for (r,) in conn.execute("SELECT row FROM changed_entities")]
         return TablesChanges(tables, chunks, entities)
 
-    def mark_tables(self, digest: str, kept: Mapping[str, bytes] | None = None) -> None:
+    def mark_tables(self, digest: str) -> None:
         """Record that the tables database of digest ``digest`` now holds this state's
-        graph, with what its writer ``kept`` to patch it next time (replacing what was
-        kept for the previous tables; see :meth:`tables_kept`), and empty the log of
-        changes. Until it is called, every later update's changes add to the log, so a
-        tables write that never finished is made good by the next."""
+        graph, and empty the log of changes. Until it is called, every later update's
+        changes add to the log, so a tables write that never finished is made good by
+        the next."""
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("UPDATE meta SET value = ? WHERE name = 'tables'", (digest,))
             conn.execute("DELETE FROM changed_chunks")
             conn.execute("DELETE FROM changed_entities")
-            conn.execute(_KEPT)
-            conn.execute("DELETE FROM tables_kept")
-            conn.executemany("INSERT INTO tables_kept VALUES (?, ?)", (kept or {}).items())
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-
-    def tables_kept(self) -> dict[str, bytes]:
-        """What the writer of the tables marked last kept with the mark (empty for a
-        state marked before anything was kept): machine-local, like the state."""
-        try:
-            rows = self._conn.execute("SELECT name, data FROM tables_kept").fetchall()
-        except sqlite3.OperationalError:  # a state made before the table
-            return {}
-        return {str(name): bytes(data) for name, data in rows}
 
     def positions(self) -> npt.NDArray[np.int64]:
         """Each entity position's row (``positions()[i]`` is the row of the clean

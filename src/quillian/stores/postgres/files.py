@@ -49,9 +49,14 @@ __all__ = [
 
 _SYNC = ".sync.json"
 #: The graph stage's entity-resolution state (``quillian.components.graph.incremental.
-#: STATE_FILE``, with its journal and the file a new one is written to), machine-local:
-#: a machine without it, or with one another build left, builds it from every chunk.
-_RESOLUTION_FILES = tuple(f"graph_resolution.sqlite{tail}" for tail in ("", "-journal", ".partial"))
+#: STATE_FILE``, with its journal, the file a new one is written to, and the graph's
+#: integer columns kept beside it, ``quillian.index.state_tables.columns_path``),
+#: machine-local: a machine without it, or with one another build left, builds it from
+#: every chunk.
+_RESOLUTION_FILES = tuple(
+    f"graph_resolution.sqlite{tail}"
+    for tail in ("", "-journal", ".partial", ".columns", ".columns.partial")
+)
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
 #: (rebuilt from the graph tables), the manifest copy, the sync record itself, the
 #: entity-resolution state, the HTTP server's job state (``quillian serve`` keeps it
