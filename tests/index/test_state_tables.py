@@ -281,6 +281,23 @@ def test_patched_columns_that_miscount_are_read_from_every_row(
     run.state.close()
 
 
+def test_columns_that_cannot_be_kept_leave_the_build_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A columns file that cannot be written (here a folder in its place) is named in a
+    warning; the tables are written and marked, and the next patch reads every row."""
+    run = _Run(tmp_path, 40, 6)
+    state_tables.columns_path(run.state.path).mkdir()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    assert "graph columns not kept" in caplog.text
+    assert file_digest(got / TABLES_DB) == run.state.tables_changes().tables
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    run.state.close()
+
+
 def test_the_columns_stay_on_the_machine(tmp_path: Path) -> None:
     """The columns are kept beside the state (machine-local, never synchronised with a
     PostgreSQL workspace's files), not in the tables database."""

@@ -187,7 +187,10 @@ def save_state_tables(
     replace_dir(directory / "tables", write)
     snapshot, digest, columns = written[0]
     state.mark_tables(digest)
-    columns.save(kept, digest)
+    try:
+        columns.save(kept, digest)
+    except OSError as exc:  # the tables are written: the next patch reads every row
+        logger.warning("graph columns not kept at %s (%s)", kept, exc)
     return snapshot
 
 
