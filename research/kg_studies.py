@@ -5,7 +5,7 @@ training at Wikidata5M scale and its scoring latency.
     python research/kg_studies.py --results docs/kg-studies.json --out /tmp/kg-studies.md \
         [--scale J] [--ann J] [--kge J ...] [--kge-synthetic J] [--kge-scoring J]
     quillian bench report --no-runs --section /tmp/kg-studies.md \
-        --section-group "Knowledge graphs"
+        --section-group "KG embeddings"
 
 Each ``J`` is the JSON one of the studies printed (``research/kg_scale.py --json``,
 ``research/kg_ann.py --json``, ``research/kge.py --json``, ``--synthetic E,T`` or
