@@ -21,8 +21,9 @@ keeps per chunk and per entity, the state database attached to the tables databa
 Either way the positions (index order), the snapshot and the derived arrays are then
 computed by numpy from the rows' integer columns (:class:`_Graph`). Those columns are
 kept beside the state (:class:`_Columns`), so a patch reads back only the rows it
-wrote; a whole write reads every row's. What only Python computes (an entity's node id, its
-lexicon keys, whether it is a literal) the state computed when a replay made the entity.
+wrote; a whole write reads every row's. What only Python computes (an entity's node
+id, its lexicon keys, whether it is a literal) the state computed when a replay made
+the entity.
 The state's log is emptied only once the tables are swapped in, so a build stopped
 before that is made good by the next patch (a patch is idempotent: it rewrites the rows
 of the logged ids from the state as it is).
@@ -655,11 +656,12 @@ class _Columns:
             for table, (sql, where) in _COLUMN_ROWS.items()
         }
         described, mentioned = rows["descriptions"], rows["mentions"]
+        width = _WIDTHS
         return cls(
-            np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, 4),
+            np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, width["descriptions"]),
             np.array([r[4].encode() for r in described], dtype=np.bytes_).reshape(-1),
-            np.array(rows["relations"], dtype=np.int64).reshape(-1, 8),
-            np.array([r[:3] for r in mentioned], dtype=np.int64).reshape(-1, 3),
+            np.array(rows["relations"], dtype=np.int64).reshape(-1, width["relations"]),
+            np.array([r[:3] for r in mentioned], dtype=np.int64).reshape(-1, width["mentions"]),
             np.array([r[3] for r in mentioned], dtype=np.float64),
         )
 
@@ -677,15 +679,13 @@ class _Columns:
         except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
             logger.warning("graph columns kept in %s do not read (%s)", path, exc)
             return None
-        shapes = {name: getattr(columns, name).shape for name in _COLUMN_NAMES}
-        if not (
-            shapes["descriptions"][1:] == (4,)
-            and shapes["relations"][1:] == (8,)
-            and shapes["mentions"][1:] == (3,)
-            and shapes["description_nodes"][0] == shapes["descriptions"][0]
-            and shapes["weights"][0] == shapes["mentions"][0]
+        # each table's columns were stacked, so only the arrays kept apart can disagree
+        lengths = {name: len(getattr(columns, name)) for name in _COLUMN_NAMES}
+        if (lengths["description_nodes"], lengths["weights"]) != (
+            lengths["descriptions"],
+            lengths["mentions"],
         ):
-            logger.warning("graph columns kept in the tables have the shapes %s", shapes)
+            logger.warning("graph columns kept in %s have the lengths %s", path, lengths)
             return None
         return columns
 
