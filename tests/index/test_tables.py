@@ -21,10 +21,10 @@ from quillian.components.retrieval.seeding import EntityLexicon, page_aliases
 from quillian.errors import IndexSchemaError
 from quillian.index import build_index, open_index
 from quillian.index.stages import unique_texts
-from quillian.index.tables import TABLES_DB, load_tables, save_tables
+from quillian.index.tables import TABLES_DB, DistinctTexts, load_tables, save_tables
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.types import Chunk, Document, Provenance, Triple, entity_id
+from quillian.types import Chunk, Document, Provenance, Triple, entity_id, key64
 
 TEXT = "Ada Lovelace met Charles Babbage. Babbage was born in London."
 SENTENCE = "Ada Lovelace met Charles Babbage."
@@ -143,11 +143,7 @@ def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:
         [d.text for d in kg.descriptions],
         [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations],
     )
-    texts, desc_rows, rel_rows = tables.distinct_texts()
-    want, want_desc, want_rel = unique_texts(kg)
-    assert texts == want
-    np.testing.assert_array_equal(desc_rows, want_desc)
-    np.testing.assert_array_equal(rel_rows, want_rel)
+    _assert_same_texts(tables.distinct_texts(), unique_texts(kg))
 
 
 def test_what_retrieval_derives_is_stored(
@@ -278,8 +274,20 @@ def test_the_texts_to_embed_read_from_the_tables_equal_the_graph_s(
     stored: tuple[KnowledgeGraph, KnowledgeGraph, Path],
 ) -> None:
     kg, opened, _ = stored
-    texts, desc_rows, rel_rows = unique_texts(opened)
-    want, want_desc, want_rel = unique_texts(kg)
-    assert texts == want and "Ada Lovelace born 1815" in texts  # no description: its ends
-    np.testing.assert_array_equal(desc_rows, want_desc)
-    np.testing.assert_array_equal(rel_rows, want_rel)
+    texts = _assert_same_texts(unique_texts(opened), unique_texts(kg))
+    assert "Ada Lovelace born 1815" in texts  # a relation without a description: its ends
+    # texts are read by position, only those asked for, in the order asked
+    some = np.array([len(texts) - 1, 0])
+    assert unique_texts(opened).read(some) == [texts[-1], texts[0]]
+
+
+def _assert_same_texts(got: DistinctTexts, want: DistinctTexts) -> list[str]:
+    """Both give the same distinct texts (their ids each text's key64) and rows; the texts."""
+    everything = np.arange(len(want.ids))
+    texts = want.read(everything)
+    assert got.read(everything) == texts
+    np.testing.assert_array_equal(got.ids, want.ids)
+    np.testing.assert_array_equal(want.ids, [key64(t) for t in texts])
+    np.testing.assert_array_equal(got.description_rows, want.description_rows)
+    np.testing.assert_array_equal(got.relation_rows, want.relation_rows)
+    return texts

@@ -10,6 +10,8 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              with its log of what changed since the tables (local to
                              the machine); beside it, graph_resolution.sqlite.columns:
                              the tables' integer columns for the next patch (local too)
+    DIR/text_keys_by_id.npz  the vector keys of the graph's texts by text id, so a build
+                             hashes only texts it has not met (a cache, local too)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
                              text once; rows keyed by ids an update does not move, patched

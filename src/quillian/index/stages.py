@@ -35,7 +35,8 @@ from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
-from quillian.index.tables import StoredTables, first_seen, load_tables, save_tables
+from quillian.index.tables import DistinctTexts, StoredTables, load_tables, save_tables
+from quillian.index.text_keys import text_keys
 from quillian.stores.protocols import VectorIndex, VerifiedOnUse
 from quillian.types import Chunk, Progress
 
@@ -188,15 +189,13 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     return kg
 
 
-def unique_texts(
-    kg: KnowledgeGraph,
-) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Distinct description and relation texts, and each one's row among them."""
+def unique_texts(kg: KnowledgeGraph) -> DistinctTexts:
+    """The graph's distinct description and relation texts, and each row's among them."""
     if isinstance(kg.indexes, StoredTables):  # read as text ids, not as rows decoded
         return kg.indexes.distinct_texts()
     descriptions = [d.text for d in kg.descriptions]
     relations = [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations]
-    return first_seen(descriptions, relations)
+    return DistinctTexts.of(descriptions, relations)
 
 
 class EmbedStage:
@@ -213,17 +212,26 @@ class EmbedStage:
     window = 1024
 
     def run(self, state: BuildState) -> None:
-        texts, desc_rows, rel_rows = unique_texts(state.graph())
-        tables = state.storage.directory / "tables"
-        for what, rows in (("description", desc_rows), ("relation", rel_rows)):
+        texts = unique_texts(state.graph())
+        directory = state.storage.directory
+        tables = directory / "tables"
+        for what, rows in (
+            ("description", texts.description_rows),
+            ("relation", texts.relation_rows),
+        ):
             np.save(tables / f"{what}_rows.npy", rows)
-            indptr, order = text_rows(rows, len(texts))
+            indptr, order = text_rows(rows, len(texts.ids))
             np.save(tables / f"{what}_text_indptr.npy", indptr)
             np.save(tables / f"{what}_text_order.npy", order)
         chunk_texts = [chunk_text(c) for c in state.chunks]
         chunk_names = [f"{c.id}\n{t}" for c, t in zip(state.chunks, chunk_texts, strict=True)]
-        _embed_into(state, "chunks", chunk_texts, self.window, names=chunk_names)
-        _embed_into(state, "texts", texts, self.window)
+        keys = vector_keys(state.embedder.model_id, chunk_names)
+        check_distinct(keys, chunk_names.__getitem__, "chunks")
+        _embed_into(state, "chunks", keys, lambda at: [chunk_texts[i] for i in at], self.window)
+        # the texts' keys kept by text id: only texts not met before are read and hashed
+        keys = text_keys(directory, state.embedder.model_id, texts.ids, texts.read)
+        check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts")
+        _embed_into(state, "texts", keys, texts.read, self.window)
 
 
 class EndpointTextStage:
@@ -240,7 +248,9 @@ class EndpointTextStage:
 
     def run(self, state: BuildState) -> None:
         texts = [endpoint_text(r) for r in state.graph().relations]
-        _embed_into(state, "endpoints", texts, EmbedStage.window)
+        keys = vector_keys(state.embedder.model_id, texts)
+        check_distinct(keys, texts.__getitem__, "endpoints")
+        _embed_into(state, "endpoints", keys, lambda at: [texts[i] for i in at], EmbedStage.window)
 
 
 #: The file of each keyed collection's position-to-key array, under ``tables/``.
@@ -256,17 +266,13 @@ def keys_path(directory: Path, collection: str) -> Path:
 def _embed_into(
     state: BuildState,
     collection: str,
-    items: list[str],
+    keys: npt.NDArray[np.int64],
+    texts_at: Callable[[npt.NDArray[np.int64]], list[str]],
     window: int,
-    *,
-    names: list[str] | None = None,
 ) -> None:
-    """Bring the vector collection ``collection`` to ``items``: each keyed by its name
-    (``names``, else the item itself; see :func:`vector_keys`), only the keys it lacks
-    embedded and added, the keys no item uses deleted. Saves the keys by position."""
-    names = items if names is None else names
-    keys = vector_keys(state.embedder.model_id, names)
-    check_distinct(keys, names, collection)
+    """Bring the vector collection ``collection`` to ``keys`` (one per position, see
+    :func:`vector_keys`): the keys it lacks embedded (``texts_at`` gives the texts of
+    positions) and added, the keys no position uses deleted. Saves the keys by position."""
     index, stored = _open_collection(state, collection)
     try:
         wanted, first = np.unique(keys, return_index=True)
@@ -275,7 +281,7 @@ def _embed_into(
         index.delete(np.setdiff1d(stored, wanted, assume_unique=True))
         for start in range(0, len(new), window):
             batch = new[start : start + window]
-            index.add(keys[batch], state.embedder.embed([items[i] for i in batch]))
+            index.add(keys[batch], state.embedder.embed(texts_at(batch)))
             state.progress(f"embed:{collection}", start + len(batch), len(new))
         index.flush()
     finally:

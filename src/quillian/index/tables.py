@@ -39,6 +39,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -61,6 +62,7 @@ from quillian.types import Chunk, Provenance, Triple, key64
 
 __all__ = [
     "TABLES_DB",
+    "DistinctTexts",
     "StoredTables",
     "fingerprint",
     "load_tables",
@@ -126,6 +128,26 @@ def first_seen(
     desc_rows = np.array([rows.setdefault(t, len(rows)) for t in descriptions], dtype=np.int64)
     rel_rows = np.array([rows.setdefault(t, len(rows)) for t in relations], dtype=np.int64)
     return list(rows), desc_rows, rel_rows
+
+
+@dataclass(frozen=True)
+class DistinctTexts:
+    """The distinct texts of a graph's descriptions then relations in the order first
+    met (:func:`first_seen`), as their ids (:func:`~quillian.types.key64` of each), each
+    row's index among them, and :attr:`read`, which gives the texts at positions of
+    :attr:`ids` (only those asked for are read)."""
+
+    ids: npt.NDArray[np.int64]
+    description_rows: npt.NDArray[np.int64]
+    relation_rows: npt.NDArray[np.int64]
+    read: Callable[[npt.NDArray[np.int64]], list[str]]
+
+    @classmethod
+    def of(cls, descriptions: Sequence[str], relations: Sequence[str]) -> DistinctTexts:
+        """The distinct texts of these rows' texts, held in memory."""
+        texts, desc_rows, rel_rows = first_seen(descriptions, relations)
+        ids = np.fromiter(map(key64, texts), dtype=np.int64, count=len(texts))
+        return cls(ids, desc_rows, rel_rows, lambda at: [texts[i] for i in at.tolist()])
 
 
 def save_tables(directory: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
@@ -551,12 +573,12 @@ class StoredTables:
             self._by_position(relations, "relations"),
         )
 
-    def distinct_texts(self) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def distinct_texts(self) -> DistinctTexts:
         """:func:`first_seen` of :meth:`graph_texts`, from the rows' text ids read as
-        integers and each distinct text read once (a text's id is its
-        :func:`~quillian.types.key64`: equal ids, equal texts), not every row's text."""
+        integers (a text's id is its :func:`~quillian.types.key64`: equal ids, equal
+        texts), each distinct text read only when asked for, not every row's text."""
         if not self.keyed:
-            return first_seen(*self.graph_texts())
+            return DistinctTexts.of(*self.graph_texts())
         made: dict[int, str] = {}  # a relation without a description: its triple's words
         relations = self.db.query(
             "SELECT description, CASE WHEN description IS NULL"
@@ -580,11 +602,21 @@ class StoredTables:
         met = np.argsort(first, kind="stable")  # the distinct ids in the order first met
         rank = np.empty(len(distinct), np.int64)
         rank[met] = np.arange(len(distinct))
-        stored = dict(self.db.query("SELECT id, text FROM texts"))  # faster than picking
-        texts = [stored[i] if i in stored else made[i] for i in distinct[met].tolist()]
         rows = rank[inverse.reshape(-1)]
         n = self.counts["descriptions"]
-        return texts, rows[:n], rows[n:]
+        in_order = distinct[met]
+
+        def read(at: npt.NDArray[np.int64]) -> list[str]:
+            wanted = in_order[at].tolist()
+            stored = dict(
+                self.db.query(
+                    "SELECT id, text FROM texts WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(wanted),),
+                )
+            )
+            return [stored[i] if i in stored else made[i] for i in wanted]
+
+        return DistinctTexts(in_order, rows[:n], rows[n:], read)
 
     def _in_position(self, table: str, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """``values``, one per row of ``table`` (keyed layout) in key order, in position

@@ -12,7 +12,7 @@ positional :class:`~quillian.stores.protocols.VectorIndex` the retrievers read.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 
 import numpy as np
@@ -41,13 +41,16 @@ def vector_keys(model_id: str, texts: Sequence[str]) -> npt.NDArray[np.int64]:
     return ((keys & np.uint64(_KEY_BIT - 1)) | np.uint64(_KEY_BIT)).astype(np.int64)
 
 
-def check_distinct(keys: npt.NDArray[np.int64], texts: Sequence[str], collection: str) -> None:
+def check_distinct(
+    keys: npt.NDArray[np.int64], text_at: Callable[[int], str], collection: str
+) -> None:
     """Refuse two different texts with one key (a 62-bit hash collision): the build
-    stops before it writes, naming both."""
+    stops before it writes, naming both. ``text_at`` gives the text of a position: only
+    those of equal keys are asked for."""
     order = np.argsort(keys, kind="stable")
     same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
     for at in same.tolist():
-        a, b = texts[order[at]], texts[order[at + 1]]
+        a, b = text_at(int(order[at])), text_at(int(order[at + 1]))
         if a != b:
             raise StoreError(
                 f"vector collection {collection!r}: {a[:60]!r} and {b[:60]!r} hash to the "

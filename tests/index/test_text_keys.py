@@ -1,0 +1,148 @@
+"""The graph texts' vector keys kept by text id: each right, and only the texts not kept
+before are read and hashed; a file of another model, damaged, tampered with or not
+writable never gives a wrong key."""
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from quillian.components.chunking.chunkers import PassageChunker
+from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.retrieval.keyed import vector_keys
+from quillian.index import build_index, delete_documents
+from quillian.index import text_keys as text_keys_module
+from quillian.index.text_keys import KEYS_FILE, text_keys
+from quillian.stores.postgres.files import SKIPPED
+from quillian.testing.corpus import LOVELACE
+from quillian.testing.extractors import TitleLinkExtractor
+from quillian.types import Document, key64
+
+MODEL = "model-a"
+
+
+class Texts:
+    """Distinct texts by id, counting the texts read."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.ids = np.array([key64(t) for t in texts], dtype=np.int64)
+        self.read_texts: list[str] = []
+
+    def read(self, at: npt.NDArray[np.int64]) -> list[str]:
+        got = [self.texts[i] for i in at.tolist()]
+        self.read_texts += got
+        return got
+
+
+def keyed(directory: Path, texts: list[str], model: str = MODEL) -> tuple[list[int], list[str]]:
+    """The keys, checked against their definition, and the texts read to make them."""
+    t = Texts(texts)
+    keys = text_keys(directory, model, t.ids, t.read)
+    np.testing.assert_array_equal(keys, vector_keys(model, texts))
+    return keys.tolist(), t.read_texts
+
+
+def test_only_texts_not_kept_before_are_read(tmp_path: Path) -> None:
+    assert keyed(tmp_path, ["a", "b", "c"])[1] == ["a", "b", "c"]
+    assert keyed(tmp_path, ["c", "a", "b"])[1] == []  # any order
+    assert keyed(tmp_path, ["b", "d", "a", "é"])[1] == ["d", "é"]
+    assert keyed(tmp_path, ["a"])[1] == []  # the others dropped from the file
+    assert keyed(tmp_path, ["b", "a"])[1] == ["b"]
+    assert keyed(tmp_path, [])[1] == []
+    assert keyed(tmp_path, ["a"])[1] == ["a"]
+
+
+def test_another_model_keys_every_text_again(tmp_path: Path) -> None:
+    keys_a, _ = keyed(tmp_path, ["a", "b"])
+    keys_b, read = keyed(tmp_path, ["a", "b"], model="model-b")
+    assert read == ["a", "b"] and keys_b != keys_a
+    assert keyed(tmp_path, ["a", "b"])[1] == ["a", "b"]  # the file was model-b's
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "tampered"])
+def test_a_damaged_file_is_ignored_and_written_anew(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    keyed(tmp_path, ["a", "b", "c"])
+    path = tmp_path / KEYS_FILE
+    data = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(b"not a zip")
+    elif damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    else:  # a key changed in place, the zip still well formed: the checksum tells
+        with np.load(path) as kept:
+            arrays = {name: kept[name] for name in kept.files}
+        arrays["keys"] = arrays["keys"].copy()
+        arrays["keys"][1] ^= 1
+        np.savez(path, **arrays)
+    with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
+        assert keyed(tmp_path, ["a", "b", "c"])[1] == ["a", "b", "c"]
+    assert "keying every text" in caplog.text
+    assert keyed(tmp_path, ["a", "b", "c"])[1] == []
+
+
+def test_a_file_that_cannot_be_written_is_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / KEYS_FILE).mkdir()  # a folder in the file's place
+    with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
+        assert keyed(tmp_path, ["a", "b"])[1] == ["a", "b"]
+        assert keyed(tmp_path, ["a", "b"])[1] == ["a", "b"]
+    assert "not kept" in caplog.text
+
+
+CORPUS = {
+    **LOVELACE,
+    "Luigi Menabrea": "Luigi Menabrea wrote on the Analytical Engine, which Ada Lovelace"
+    " translated in London.",
+}
+
+
+def _build(location: Path, titles: list[str]) -> None:
+    build_index(
+        [Document(CORPUS[t], t) for t in titles],
+        location,
+        chunker=PassageChunker(),
+        extractor=TitleLinkExtractor(CORPUS),
+        embedder=KeywordEmbedder(),
+    )
+
+
+def test_an_update_hashes_only_the_texts_it_brings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built in steps, the graph's texts are keyed as when built at once (their keys by
+    position, the keys in the collection), each text hashed by the build that brought
+    it; the file never leaves the machine."""
+    hashed: list[str] = []
+
+    def counted(model_id: str, texts: list[str]) -> npt.NDArray[np.int64]:
+        hashed.extend(texts)
+        return vector_keys(model_id, texts)
+
+    monkeypatch.setattr(text_keys_module, "vector_keys", counted)
+    titles = list(CORPUS)
+    steps = tmp_path / "steps"
+    _build(steps, titles[:2])
+    first = set(hashed)
+    hashed.clear()
+    _build(steps, titles[2:])
+    assert hashed and not first & set(hashed)  # none of the first build's texts again
+    hashed.clear()
+    delete_documents(  # a document gone: nothing to hash
+        steps,
+        [Document(CORPUS[titles[0]], titles[0]).id],
+        extractor=TitleLinkExtractor(CORPUS),
+        embedder=KeywordEmbedder(),
+    )
+    assert hashed == []
+    _build(tmp_path / "once", titles[1:])
+    for name in ("text_keys.npy", "description_rows.npy", "relation_rows.npy"):
+        np.testing.assert_array_equal(
+            np.load(steps / "tables" / name), np.load(tmp_path / "once" / "tables" / name)
+        )
+    assert KEYS_FILE in SKIPPED and KEYS_FILE + ".partial" in SKIPPED
