@@ -129,7 +129,6 @@ def recorded() -> dict[str, Any]:
         "tune": {"tune-sa-hotpotqa": tune},
         "qa": {"hotpotqa, qa-20": _qa_run(20), "hotpotqa, qa-smoke": _qa_run(3)},
         "sections": {STORAGE_SECTION: STORAGE_TEXT},
-        "kags": {"hotpotqa": hotpot},
     }
 
 
@@ -140,7 +139,6 @@ def test_every_figure_the_json_allows_is_drawn_and_drawn_the_same_twice(tmp_path
     assert names == [
         "retrieval-2wiki-800.svg",
         "retrieval-hotpotqa.svg",
-        "kags-hotpotqa.svg",
         "paired.svg",
         "tuning.svg",
         "qa-cost-quality.svg",

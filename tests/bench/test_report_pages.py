@@ -46,7 +46,6 @@ def test_the_summary_holds_the_headline_figures_plots_and_links(tmp_path: Path) 
         assert f"*{figure.caption}.*" in summary
     assert "](../images/bench/paired.svg)" in pages[DETAIL_PAGES["retrieval"][0]]
     assert "](../images/bench/tuning.svg)" in pages[DETAIL_PAGES["retrieval"][0]]
-    assert "](../images/bench/kags-hotpotqa.svg)" in pages[DETAIL_PAGES["retrieval"][0]]
     assert "## What the plots leave out" in summary and "hotpotqa, qa-smoke" in summary
     # every study on its own page, linked from the summary by its full title and group
     assert pages["sections/lift1.md"].startswith(f"## {STUDY}")

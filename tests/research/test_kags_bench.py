@@ -38,27 +38,6 @@ def test_kept_sentences_match_gold_ones_of_the_same_passage_either_way() -> None
     assert match_sentences([("beta", "only.")], gold) == (1, 1)
 
 
-def test_the_report_shows_a_kags_run_with_its_sentence_figures() -> None:
-    from quillian.bench.report_sections import kags_section
-
-    figures = {"sentence_precision": 0.1, "sentence_recall": 0.4, "sentences": 20.0}
-    run = {
-        "dense": {"R@2": 0.6, "R@5": 0.8, "p50_ms": 0.1},
-        "kags": {"R@2": 0.3, "R@5": 0.4, "p50_ms": 30.0},
-        "kags_sentences": figures,
-        "_run": {"index": {"kags_triples": 12}},
-        "_command": "python research/kags.py --dataset hotpotqa",
-    }
-    text = "\n".join(kags_section({"hotpotqa": run}))
-    assert "| dense MiniLM top-k | 0.6 | 0.8 | 0.1 |" in text
-    assert (
-        "| KAGS: top-7 triples, metadata filter tau 0.5, 2 hops (no LLM) | 0.3 | 0.4 | 30 |" in text
-    )
-    assert "| with the metadata filter (tau 0.5, `keep_best`) | 0.1 | 0.4 |  |  | 20.0 |" in text
-    assert "KAGS triples stored: 12" in text and "--dataset hotpotqa" in text
-    assert kags_section({}) == []
-
-
 def test_sentence_figures_count_the_questions_kept_below_tau(tmp_path: Path) -> None:
     """On the tiny KAGS index (keyword cosines by hand, ``tests/retrieval/test_kags.py``):
     at tau 0.75 no hit passes and ``keep_best`` keeps the closest; at 0.5 one passes."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from quillian.errors import MissingExtraError
 
-__all__ = ["RC", "Figure", "Plots", "figure_context", "render_plots"]
+__all__ = ["RC", "Figure", "Plots", "figure_context", "recall_latency_plots", "render_plots"]
 
 #: Retrieval runs and the two metrics each panel pair shows (the first is the headline).
 RETRIEVAL_METRICS = {
@@ -70,8 +70,7 @@ def render_plots(recorded: dict[str, Any], out_dir: Path) -> Plots:
     matplotlib.use("Agg")
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = Plots()
-    _retrieval(recorded.get("runs") or {}, out_dir, plots, "retrieval", "summary")
-    _retrieval(recorded.get("kags") or {}, out_dir, plots, "kags", "retrieval")
+    recall_latency_plots(recorded.get("runs") or {}, out_dir, plots, "retrieval", "summary")
     _paired(recorded.get("runs") or {}, out_dir, plots)
     _tuning(recorded.get("tune") or {}, out_dir, plots)
     _qa(recorded.get("qa") or {}, out_dir, plots)
@@ -103,8 +102,11 @@ def _label(method: str) -> str:
     return method.removeprefix("peer:")
 
 
-def _retrieval(runs: dict[str, Any], out_dir: Path, plots: Plots, kind: str, page: str) -> None:
-    """A recall-against-latency figure per run (``kind``: retrieval runs or KAGS runs)."""
+def recall_latency_plots(
+    runs: dict[str, Any], out_dir: Path, plots: Plots, kind: str, page: str
+) -> None:
+    """A recall-against-latency figure per run (``kind``: the retrieval runs or a
+    study's), drawn into ``out_dir`` and added to ``plots`` for ``page``."""
     for name, run in runs.items():
         dataset = run.get("_run", {}).get("dataset", name.split("-")[0])
         metrics = RETRIEVAL_METRICS.get(dataset)

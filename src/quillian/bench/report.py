@@ -40,7 +40,7 @@ KG_INPUTS = {
     "cross": "JSON from quillian bench retrieval --kg KG+index --json",
 }
 
-#: The retrievers of the retrieval tables (KAG's and KAGS's have sections of their own).
+#: The retrievers of the retrieval tables (KAG's and KAGS's have studies of their own).
 RUN_METHODS = ["--methods", "sa,sa-paper,ppr,dense,bm25,fused"]
 #: 2Wiki's headline comparison: Quillian's best against the best peer, question by question.
 PEER_PAIRS = ["--compare", "sa:peer:fast_graphrag", "--compare", "ppr:peer:fast_graphrag"]
@@ -199,7 +199,6 @@ def _parser() -> argparse.ArgumentParser:
         help="summary.json of a `quillian bench qa` run to show (replaces one of that name)",
     )
     parser.add_argument("--qa-index", type=Path, metavar="DIR", help="the index the --qa runs used")
-    parser.add_argument("--llm-local", type=Path, help="JSON from research/llm_local.py")
     for name, source in KG_INPUTS.items():
         parser.add_argument(
             f"--kg-{name}",
@@ -207,14 +206,6 @@ def _parser() -> argparse.ArgumentParser:
             metavar="JSON",
             help=f"{source}; a FILE.cmd beside it holds the command",
         )
-    parser.add_argument(
-        "--kags",
-        type=Path,
-        action="append",
-        metavar="JSON",
-        help="JSON from python research/kags.py (repeatable, named by the file's "
-        "stem); a FILE.cmd beside it holds the command",
-    )
     parser.add_argument(
         "--tune",
         type=Path,
@@ -324,8 +315,6 @@ def _add_inputs(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
             "_command": command,
             "_passages": passages,
         }
-    if args.llm_local:
-        recorded["llm_local"] = json.loads(args.llm_local.read_text())
     kg = dict(recorded.get("kg") or {})
     if args.know3_calibration:
         kg["know3_calibration"] = with_command(args.know3_calibration)
@@ -336,9 +325,8 @@ def _add_inputs(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
         recorded["kg"] = kg
     if args.serve_load:
         recorded["serve"] = with_command(args.serve_load)
-    for key, paths in (("kags", args.kags), ("tune", args.tune)):
-        for path in paths or ():
-            recorded.setdefault(key, {})[path.stem] = with_command(path)
+    for path in args.tune or ():
+        recorded.setdefault("tune", {})[path.stem] = with_command(path)
 
 
 def _command_file(path: Path) -> Path | None:
@@ -364,7 +352,7 @@ def _results_needing_commands(args: argparse.Namespace) -> list[Path]:
     """Every JSON result given on the command line that the page shows with its command."""
     single = [args.know3_calibration, args.serve_load]
     single += [getattr(args, f"kg_{name}") for name in KG_INPUTS]
-    return [p for p in [*single, *(args.kags or ()), *(args.tune or ())] if p]
+    return [p for p in [*single, *(args.tune or ())] if p]
 
 
 if __name__ == "__main__":

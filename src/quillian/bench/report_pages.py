@@ -16,7 +16,6 @@ from quillian.bench.report_qa import qa_sections
 from quillian.bench.report_sections import (
     NOTES,
     build_rows,
-    kags_section,
     paired_section,
     serve_section,
     table,
@@ -57,7 +56,7 @@ def render_pages(recorded: dict[str, Any], plots: Plots, machine: str) -> dict[s
             "qa",
             [
                 *_figures(plots.on("summary"), "../", only="qa-"),
-                *qa_sections(recorded.get("qa") or {}, recorded.get("llm_local")),
+                *qa_sections(recorded.get("qa") or {}),
             ],
         ),
         DETAIL_PAGES["kg"][0]: _page(
@@ -116,8 +115,6 @@ def _retrieval_page(recorded: dict[str, Any], plots: Plots) -> str:
             json.dumps(scale, indent=1),
             "```",
         ]
-    body += kags_section(recorded.get("kags") or {})
-    body += _figures(plots.on("retrieval"), "../", only="kags-")
     return _page("retrieval", body)
 
 
@@ -168,8 +165,8 @@ def _summary(
         "",
         table(runs, list(runs), ["p50_ms", "p95_ms"]),
         "",
-        "Paired comparisons, index builds, tuning by cross-validation, the graph-scale run "
-        "and KAGS without an LLM: [{1}]({0}).".format(*DETAIL_PAGES["retrieval"]),
+        "Paired comparisons, index builds, tuning by cross-validation and the graph-scale "
+        "run: [{1}]({0}).".format(*DETAIL_PAGES["retrieval"]),
     ]
     parts += _qa_summary(shown)
     parts += _storage_summary(shown, section_pages)
@@ -192,8 +189,8 @@ def _qa_summary(shown: list[Figure]) -> list[str]:
         "",
         "## Question answering: cost against quality",
         "",
-        "The bundled 0.5B local model as backbone; every run's table, its command and the "
-        f"local model's backends: [{title}]({path}).",
+        "The bundled 0.5B local model as backbone; every run's table and its command: "
+        f"[{title}]({path}).",
         *_figures(shown, "", only="qa-"),
     ]
 

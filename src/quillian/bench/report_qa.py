@@ -1,5 +1,5 @@
 """The question-answering runs' text on the benchmark pages: each ``bench qa`` run's
-table, its command, Know3-RAG's turns and checks, and the local model's backends."""
+table, its command, and Know3-RAG's turns and checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from quillian.bench.qa import score, summary_table
 
 
-def qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[str]:
+def qa_sections(qa: dict[str, Any]) -> list[str]:
     parts: list[str] = []
     for name, run in qa.items():
         parts += [
@@ -42,33 +42,6 @@ def qa_sections(qa: dict[str, Any], llm_local: dict[str, Any] | None) -> list[st
         parts += turns_and_verification(run.get("methods", {}))
         if run.get("_passages"):
             parts += ["", *_passage_rows(run["_passages"])]
-    if llm_local:
-        rows = [
-            f"| {r['dtype']} | {r['load_s']} | {r['prompt_tok_s']} | {r['gen_tok_s']} | "
-            f"{r['peak_rss_mb']} | {r['same_greedy_as']} | {r.get('next_token_agreement', '')} |"
-            for r in llm_local["results"]
-        ]
-        parts += [
-            "",
-            "## Local model backends",
-            "",
-            "`python research/llm_local.py --json`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M "
-            "through transformers, a 1,042-token prompt, 100 new tokens, median of 3, "
-            f"{llm_local['machine']['cpus']} threads ({llm_local['machine']['cpu_capability']}). "
-            "`int8` holds weights per output channel and activations per token in int8; "
-            "`int8-per-call` (the baseline) is torch's dynamic quantization, one activation "
-            "scale per call, which `local-int8` used before. Next-token agreement: the share "
-            "of prompt positions where the most likely next token is float32's.",
-            "",
-            "| dtype | load s | prompt tokens/s | generated tokens/s | peak RSS MB | "
-            "greedy answers equal to float32's | next-token agreement |",
-            "|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-            "llama-cpp-python was not built (a 14-22 minute source build here); the figures "
-            "measured for it on this kind of machine (../shared/DEPENDENCIES.md) are a 0.6 s "
-            "load, 11-13 generated tokens/s and about 1.3 s for a 100-token prompt.",
-        ]
     return parts
 
 

@@ -1,7 +1,7 @@
 """The benchmark pages' text, built from recorded results (``docs/benchmarks.json``).
 
-Pure functions from the recorded JSON to markdown lines (the retrieval runs, tuning,
-KAGS and serving here; :mod:`.report_qa` and :mod:`.report_kg` the others);
+Pure functions from the recorded JSON to markdown lines (the retrieval runs, tuning
+and serving here; :mod:`.report_qa` and :mod:`.report_kg` the others);
 :mod:`quillian.bench.report_pages` lays them out into pages and
 :mod:`quillian.bench.report` runs the benchmarks.
 """
@@ -222,61 +222,3 @@ def serve_section(serve: dict[str, Any] | None) -> list[str]:
         f"The upload of {ingest['passages']} passages was job `{ingest['job_state']}` after "
         f"{ingest['job_seconds']} s ({stages}); queries were answered throughout.",
     ]
-
-
-KAGS_SENTENCES = {
-    "kags_sentences": "with the metadata filter (tau 0.5, `keep_best`)",
-    "kags_sentences_unfiltered": "without the filter (every top-7 hit kept)",
-}
-KAGS_FIGURES = [
-    "sentence_precision",
-    "sentence_recall",
-    "hop0_sentence_precision",
-    "hop0_sentence_recall",
-    "sentences",
-    "relations",
-    "empty",
-    "below_tau",
-]
-
-
-def kags_section(kags: dict[str, Any]) -> list[str]:
-    """The ``--kags`` runs (``python research/kags.py``): KAGS beside the other
-    retrievers on one index, and on HotpotQA its source sentences against the gold ones."""
-    if not kags:
-        return []
-    parts = [
-        "",
-        "## KAGS without an LLM",
-        "",
-        "Each run indexes once (spaCy extraction, MiniLM) with the KAGS stage and scores "
-        "the retrievers on it side by side. KAGS returns only the passages holding its kept "
-        "relations' source sentences (best sentence cosine first), so it may return fewer "
-        "than k. Its triples here are spaCy's (the recorded GPT-3.5 OpenIE extractions for "
-        "musique-gpt): `related_to` links between entities named "
-        "in one sentence, and between a passage's subject and each entity of its passage, "
-        "kept when the sentence names both ends (the passage's subject counts as named in "
-        'each of its sentences: "He was born in Milwaukee"); the `kags-llm` '
-        "extractor's 4-tuples need an LLM pass over the corpus, not run for these figures. "
-        "When the filter keeps none of the top 7, the hit whose sentence is closest to the "
-        "question is kept (`keep_best`; the authors' code keeps nothing).",
-    ]
-    for name, run in kags.items():
-        metric = ["perfect@8", "multihop_perfect@8"] if "2wiki" in name else ["R@2", "R@5"]
-        parts += ["", f"### {name}", "", table({name: run}, [name], [*metric, "p50_ms"])]
-        rows = [k for k in KAGS_SENTENCES if k in run]
-        if rows:
-            parts += [
-                "",
-                "KAGS's kept source sentences (all hops; `hop0_`: the filtered top-k "
-                "triples only) against HotpotQA's gold supporting sentences:",
-                "",
-                "| setting | " + " | ".join(KAGS_FIGURES) + " |",
-                "|---|" + "---|" * len(KAGS_FIGURES),
-            ]
-            for key in rows:
-                cells = [f"{run[key].get(f, '')}" for f in KAGS_FIGURES]
-                parts.append(f"| {KAGS_SENTENCES[key]} | " + " | ".join(cells) + " |")
-        triples = run.get("_run", {}).get("index", {}).get("kags_triples")
-        parts += ["", f"KAGS triples stored: {triples}. Command: `{run.get('_command', '')}`"]
-    return parts
