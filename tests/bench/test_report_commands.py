@@ -43,3 +43,33 @@ def test_the_report_refuses_before_running_anything(
     assert exit_info.value.code == 2
     assert "no command recorded beside" in capsys.readouterr().err
     assert ran == [] and not out.exists()
+
+
+def test_each_result_given_is_recorded_where_its_page_reads_it(tmp_path: Path) -> None:
+    def result(name: str, figures: dict[str, int]) -> str:
+        (tmp_path / name).write_text(json.dumps(figures))
+        (tmp_path / f"{name}.cmd").write_text(f"command of {name}\n")
+        return str(tmp_path / name)
+
+    args = report._parser().parse_args(
+        [
+            *("--kg-link", result("link.json", {"links": 3})),
+            *("--know3-calibration", result("calibration.json", {"questions": 4})),
+            *("--serve-load", result("serve.json", {"cpus": 2})),
+            *("--tune", result("tune-sa.json", {"folds": 5})),
+            *("--tune", result("tune-ppr.json", {"folds": 3})),
+        ]
+    )
+    recorded = {"kg": {"cross": {"kept": 1}}, "tune": {"tune-sa": {"old": 1}, "other": {}}}
+    report._add_inputs(args, recorded)
+    assert recorded["kg"] == {
+        "cross": {"kept": 1},
+        "link": {"links": 3, "_command": "command of link.json"},
+        "know3_calibration": {"questions": 4, "_command": "command of calibration.json"},
+    }
+    assert recorded["serve"] == {"cpus": 2, "_command": "command of serve.json"}
+    assert recorded["tune"] == {
+        "tune-sa": {"folds": 5, "_command": "command of tune-sa.json"},
+        "other": {},
+        "tune-ppr": {"folds": 3, "_command": "command of tune-ppr.json"},
+    }

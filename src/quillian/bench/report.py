@@ -34,10 +34,15 @@ from quillian.index import open_storage
 
 __all__ = ["main", "passage_figures", "with_command", "write_report"]
 
-#: JSON inputs of the knowledge-graph sections (``--kg-NAME FILE``).
-KG_INPUTS = {
-    "link": "JSON from quillian kg link --json",
-    "cross": "JSON from quillian bench retrieval --kg KG+index --json",
+#: The JSON results given as ``--NAME JSON``, each shown with the command in a FILE.cmd
+#: beside it: where it is recorded (keys, ``*`` the file's stem: repeatable) and what
+#: printed it. Each replaces the result recorded where it goes.
+RESULT_INPUTS = {
+    "kg-link": ("kg.link", "quillian kg link --json"),
+    "kg-cross": ("kg.cross", "quillian bench retrieval --kg KG+index --json"),
+    "know3-calibration": ("kg.know3_calibration", "quillian know3 calibrate --json"),
+    "serve-load": ("serve", "python -m quillian.server.load"),
+    "tune": ("tune.*", "quillian bench tune --json"),
 }
 
 #: The retrievers of the retrieval tables (KAG's and KAGS's have studies of their own).
@@ -199,33 +204,15 @@ def _parser() -> argparse.ArgumentParser:
         help="summary.json of a `quillian bench qa` run to show (replaces one of that name)",
     )
     parser.add_argument("--qa-index", type=Path, metavar="DIR", help="the index the --qa runs used")
-    for name, source in KG_INPUTS.items():
+    for name, (keys, source) in RESULT_INPUTS.items():
+        named = " (repeatable, named by the file's stem)" if keys.endswith("*") else ""
         parser.add_argument(
-            f"--kg-{name}",
+            f"--{name}",
             type=Path,
+            action="append",
             metavar="JSON",
-            help=f"{source}; a FILE.cmd beside it holds the command",
+            help=f"JSON from {source}{named}; a FILE.cmd beside it holds the command",
         )
-    parser.add_argument(
-        "--tune",
-        type=Path,
-        action="append",
-        metavar="JSON",
-        help="JSON from quillian bench tune --json (repeatable, named by the file's stem); "
-        "a FILE.cmd beside it holds the command",
-    )
-    parser.add_argument(
-        "--serve-load",
-        type=Path,
-        metavar="JSON",
-        help="JSON from python -m quillian.server.load; a FILE.cmd beside it holds the command",
-    )
-    parser.add_argument(
-        "--know3-calibration",
-        type=Path,
-        metavar="JSON",
-        help="JSON from quillian know3 calibrate --json; a FILE.cmd beside it holds the command",
-    )
     parser.add_argument(
         "--section",
         type=Path,
@@ -246,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
-    uncommanded = [str(p) for p in _results_needing_commands(args) if _command_file(p) is None]
+    uncommanded = [str(p) for _, p in _given_results(args) if _command_file(p) is None]
     if uncommanded:  # before any benchmark runs: a figure is shown with its command
         parser.error(
             "no command recorded beside " + ", ".join(uncommanded) + ": write each one's "
@@ -315,18 +302,12 @@ def _add_inputs(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
             "_command": command,
             "_passages": passages,
         }
-    kg = dict(recorded.get("kg") or {})
-    if args.know3_calibration:
-        kg["know3_calibration"] = with_command(args.know3_calibration)
-    for name in KG_INPUTS:
-        if path := getattr(args, f"kg_{name}"):
-            kg[name] = with_command(path)
-    if kg:
-        recorded["kg"] = kg
-    if args.serve_load:
-        recorded["serve"] = with_command(args.serve_load)
-    for path in args.tune or ():
-        recorded.setdefault("tune", {})[path.stem] = with_command(path)
+    for name, path in _given_results(args):
+        *parents, last = [path.stem if k == "*" else k for k in RESULT_INPUTS[name][0].split(".")]
+        place = recorded
+        for key in parents:
+            place = place.setdefault(key, {})
+        place[last] = with_command(path)
 
 
 def _command_file(path: Path) -> Path | None:
@@ -348,11 +329,9 @@ def with_command(path: Path) -> dict[str, Any]:
     return data
 
 
-def _results_needing_commands(args: argparse.Namespace) -> list[Path]:
-    """Every JSON result given on the command line that the page shows with its command."""
-    single = [args.know3_calibration, args.serve_load]
-    single += [getattr(args, f"kg_{name}") for name in KG_INPUTS]
-    return [p for p in [*single, *(args.tune or ())] if p]
+def _given_results(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The JSON results given on the command line (:data:`RESULT_INPUTS`), by option."""
+    return [(n, p) for n in RESULT_INPUTS for p in getattr(args, n.replace("-", "_")) or ()]
 
 
 if __name__ == "__main__":
