@@ -32,8 +32,10 @@ for tree in ("old", "new"):
         call = [r["call_s"] for r in runs]
         tables = [r["functions_s"].get("save_state_tables", 0.0) for r in runs]
         graph = [r["stages_s"].get("graph", 0.0) for r in runs]
+        embed = [r["stages_s"].get("embed", 0.0) for r in runs]
         print(f"{tree} {op}: call {statistics.median(call):.2f} s (runs {call}),"
               f" graph stage {statistics.median(graph):.2f} s,"
+              f" embed stage {statistics.median(embed):.2f} s,"
               f" save_state_tables {statistics.median(tables):.2f} s,"
               f" peak {max(r['peak_gb'] for r in runs):.2f} GB")
 PY
