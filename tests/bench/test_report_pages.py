@@ -117,3 +117,44 @@ def test_a_section_is_recorded_with_its_page_and_group(tmp_path: Path) -> None:
     assert saved["section_pages"]["PPR: power iteration"] == {"page": "ppr-power", "group": "Graph"}
     assert (out.parent / "sections" / "ppr-power.md").read_text() == section.read_text()
     assert "- [PPR: power iteration](sections/ppr-power.md)" in out.read_text()
+
+
+SCORES = {
+    "em": 0.5,
+    "f1": 0.5,
+    "accuracy": 0.5,
+    "tokens_per_question": 10,
+    "seconds_per_question": 1.0,
+    "parse_failure_share": 0.0,
+    "unfinished": 0,
+}
+
+
+def test_a_qa_run_is_drawn_with_its_passage_figures_from_its_summary_alone(
+    tmp_path: Path,
+) -> None:
+    """``--qa`` reads the run's summary and command alone: no predictions, no index.
+    A run recorded before summaries held the figures keeps the ones recorded for it."""
+    run = tmp_path / "qa-run"
+    run.mkdir()
+    figures = {"passages_per_question": 4.5, "evidence_recall": 0.75, "recall@3": 0.5}
+    methods = {
+        "no-retrieval": {**SCORES, "evidence_recall": 0.0, "passages_per_question": 0.0},
+        "kg-infused-rag": {**SCORES, **figures},
+    }
+    summary = {"dataset": "musique", "model": "m", "questions": 2, "methods": methods}
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "command.txt").write_text("quillian bench qa --dataset musique\n")
+    out = _saved(tmp_path)
+    recorded = json.loads(out.with_suffix(".json").read_text())
+    old = {"passages": 6.0, "recall": 0.75, "recall_first3": 0.6117}
+    recorded["qa"] = {"musique, old": {**summary, "_passages": {"sa-rag": old}}}
+    out.with_suffix(".json").write_text(json.dumps(recorded))
+    report.main(["--out", str(out), "--no-runs", "--qa", str(run / "summary.json")])
+    page = (out.parent / DETAIL_PAGES["qa"][0]).read_text()
+    new = page[page.index("## Question answering: musique, qa-run") :]
+    assert "| kg-infused-rag | 4.5 | 0.750 | 0.500 |" in new
+    assert "| no-retrieval |" not in new.split("Passages in front of the model")[1]
+    assert "| sa-rag | 6.0 | 0.750 | 0.612 |" in page[: page.index(new)]
+    saved = json.loads(out.with_suffix(".json").read_text())["qa"]["musique, qa-run"]
+    assert "_passages" not in saved and saved["methods"] == methods

@@ -7,6 +7,7 @@ import json
 from quillian.bench.qa import summary_table
 from quillian.components.generation.evidence import Evidence
 from quillian.components.llm.tasks import Transcript
+from quillian.components.retrieval.base import ScoredPassage
 from quillian.eval.datasets import Question, passage_key
 from quillian.eval.qa import evaluate, summarize
 from quillian.methods.base import AnswerResult
@@ -27,6 +28,7 @@ def row(steps, recall2, recall5):
         "calls": [],
         "error": "",
         "steps": steps,
+        "evidence": {"passages": []},
     }
 
 
@@ -187,6 +189,39 @@ class Filtered:
         )
         steps = [ReferenceFilter(turn=1, query=question, candidates=candidates, kept=2)]
         return AnswerResult(self.name, question, "x", Evidence(), Transcript(), steps, 0.1)
+
+
+class Listed:
+    """Answers each question with the passages listed for it, in that order (dual
+    retrieval lists the question's own top 3 first, then the expanded query's)."""
+
+    name = "listed"
+
+    def __init__(self, passages: dict[str, list[tuple[str, str]]]) -> None:
+        self.passages = passages
+
+    async def answer(self, question: str) -> AnswerResult:
+        found = [
+            ScoredPassage(i, f"c{i}", 1.0, title, text)
+            for i, (title, text) in enumerate(self.passages[question])
+        ]
+        return AnswerResult(self.name, question, "x", Evidence(found), Transcript(), [], 0.1)
+
+
+def test_the_passages_in_front_of_the_model_and_their_recall_are_summarized(tmp_path) -> None:
+    """Passages per question over every question; recall of the gold passages among them
+    and among the first three (MuSiQue's keys: title and text) over those with gold."""
+    a, b, x, y = (("A", "About a."), ("B", "About b."), ("X", "About x."), ("B", "Other b."))
+    pipeline = Listed({"q1": [a, x, y, b], "q2": [x, a], "q3": [x, y, a]})
+    gold = frozenset(passage_key("musique", *p) for p in (a, b))
+    questions = [Question(q, q, g, ("x",)) for q, g in (("q1", gold), ("q2", gold))]
+    questions.append(Question("q3", "q3", frozenset(), ("x",)))  # no gold passages
+    report = asyncio.run(evaluate(pipeline, questions, tmp_path, dataset="musique", manifest={}))
+    # q1: b comes fourth (y has b's title, not its text); q2: a among its two passages
+    assert [r["recall@3"] for r in report.rows] == [0.5, 0.5, None]
+    s = report.summary
+    assert (s["passages_per_question"], s["evidence_recall"], s["recall@3"]) == (3.0, 0.75, 0.5)
+    assert json.loads((tmp_path / "summary.json").read_text())["recall@3"] == 0.5
 
 
 def test_reference_filter_shares_split_gold_passages_from_others(tmp_path) -> None:

@@ -29,10 +29,8 @@ from quillian.bench.plots import Plots, render_plots
 from quillian.bench.report_pages import IMAGES, OTHER_STUDIES, SUMMARY, render_pages
 from quillian.bench.scale import run as run_scale
 from quillian.errors import InputError
-from quillian.eval.datasets import load_questions, passage_key
-from quillian.index import open_storage
 
-__all__ = ["main", "passage_figures", "with_command", "write_report"]
+__all__ = ["main", "with_command", "write_report"]
 
 #: The JSON results given as ``--NAME JSON``, each shown with the command in a FILE.cmd
 #: beside it: where it is recorded (keys, ``*`` the file's stem: repeatable) and what
@@ -100,52 +98,6 @@ def _keep_build_figures(new: dict[str, Any], old: dict[str, Any] | None) -> None
             index[key] = old["_run"]["index"][key]
 
 
-def passage_figures(run_dir: Path, index_dir: Path | None = None) -> dict[str, dict[str, float]]:
-    """Per method of a ``bench qa`` run, read back from its predictions: mean passages
-    put in front of the model, their recall of the gold passages, and (given the run's
-    index, whose store holds the passages' texts) the recall of the first three: the
-    question's own top 3 for dual retrieval, which lists them first."""
-
-    out: dict[str, dict[str, float]] = {}
-    for predictions in sorted(run_dir.glob("*/predictions.jsonl")):
-        manifest = json.loads((predictions.parent / "manifest.json").read_text())
-        dataset = manifest["dataset"]
-        gold = {q.id: q.gold for q in load_questions(dataset, manifest["questions_file"])}
-        rows = [
-            json.loads(line)
-            for line in predictions.read_text(encoding="utf-8").split("\n")
-            if line.strip()
-        ]
-        passages = [r.get("evidence", {}).get("passages", []) for r in rows]
-        if not rows or not any(passages):
-            continue
-        recalls = [r["evidence_recall"] for r in rows if r.get("evidence_recall") is not None]
-        figures = {
-            "passages": round(sum(map(len, passages)) / len(rows), 2),
-            "recall": round(sum(recalls) / max(len(recalls), 1), 4),
-        }
-        if index_dir is not None:
-            texts = _chunk_texts(index_dir, {p["chunk_id"] for found in passages for p in found})
-            first3 = [
-                len({passage_key(dataset, *texts[p["chunk_id"]]) for p in found[:3]} & g) / len(g)
-                for row, found in zip(rows, passages, strict=True)
-                if (g := gold.get(row["id"]))
-            ]
-            figures["recall_first3"] = round(sum(first3) / max(len(first3), 1), 4)
-        out[predictions.parent.name] = figures
-    return out
-
-
-def _chunk_texts(index_dir: Path, chunk_ids: set[str]) -> dict[str, tuple[str, str]]:
-    with open_storage(index_dir) as storage:
-        ids = sorted(chunk_ids)
-        return {
-            i: (c.title, c.text)
-            for i, c in zip(ids, storage.documents.get_chunks(ids), strict=True)
-            if c is not None
-        }
-
-
 def machine_line() -> str:
     """The machine line of the summary page: this machine, when the page was drawn."""
     return (
@@ -203,7 +155,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SUMMARY",
         help="summary.json of a `quillian bench qa` run to show (replaces one of that name)",
     )
-    parser.add_argument("--qa-index", type=Path, metavar="DIR", help="the index the --qa runs used")
     for name, (keys, source) in RESULT_INPUTS.items():
         named = " (repeatable, named by the file's stem)" if keys.endswith("*") else ""
         parser.add_argument(
@@ -296,11 +247,9 @@ def _add_inputs(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
     for path in args.qa or ():
         run = json.loads(path.read_text())
         command = (path.parent / "command.txt").read_text().strip()
-        passages = passage_figures(path.parent, args.qa_index)
         recorded.setdefault("qa", {})[f"{run['dataset']}, {path.parent.name}"] = {
             **run,
             "_command": command,
-            "_passages": passages,
         }
     for name, path in _given_results(args):
         *parents, last = [path.stem if k == "*" else k for k in RESULT_INPUTS[name][0].split(".")]

@@ -40,8 +40,7 @@ def qa_sections(qa: dict[str, Any]) -> list[str]:
         if "kags" in run.get("methods", {}):
             parts += ["", KAGS_PAPER]
         parts += turns_and_verification(run.get("methods", {}))
-        if run.get("_passages"):
-            parts += ["", *_passage_rows(run["_passages"])]
+        parts += _passage_rows(run)
     return parts
 
 
@@ -99,20 +98,27 @@ def turns_and_verification(methods: dict[str, Any]) -> list[str]:
     ]
 
 
-def _passage_rows(figures: dict[str, dict[str, float]]) -> list[str]:
+def _passage_rows(run: dict[str, Any]) -> list[str]:
+    """Per method, the passages ``bench qa`` put in front of the model, their recall of
+    the gold passages and that of the first three, from its summary; a run recorded
+    before summaries held them keeps the figures read from its predictions then."""
+    recorded = run.get("_passages") or {}
+    rows = [(m, f["passages"], f["recall"], f["recall_first3"]) for m, f in recorded.items()] or [
+        (m, s["passages_per_question"], s["evidence_recall"], s["recall@3"])
+        for m, s in run.get("methods", {}).items()
+        if s.get("passages_per_question")
+    ]
+    if not rows:
+        return []
     return [
+        "",
         "Passages in front of the model (at most 6: single-query retrieval takes the top 6; "
         "query expansion and KG-Infused RAG's dual retrieval take the top 3 of the question "
         "and of the expanded query, duplicates dropped, as in eq. 7):",
         "",
         "| method | passages/q | recall of gold passages | recall of the first 3 |",
         "|---|---|---|---|",
-        *(
-            f"| {m} | {f['passages']} | {f['recall']:.3f} | {f['recall_first3']:.3f} |"
-            if "recall_first3" in f
-            else f"| {m} | {f['passages']} | {f['recall']:.3f} | |"
-            for m, f in figures.items()
-        ),
+        *(f"| {m} | {p} | {score(r)} | {score(r3)} |" for m, p, r, r3 in rows),
     ]
 
 

@@ -99,7 +99,7 @@ def _row(
                 if question.gold
                 else None
             )
-            for k in (2, 5)
+            for k in (2, 3, 5)
         },
     }
     if question.hop_answers:
@@ -321,7 +321,13 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "answers_scored": sum(1 for r in rows if r["em"] is not None),
         "evidence_recall": _mean(recalls) if recalls else None,
         "recall@2": _recall(rows, 2),
+        "recall@3": _recall(rows, 3),
         "recall@5": _recall(rows, 5),
+        # passages put in front of the model; recall@3 covers the first three of them
+        # (the question's own top 3 where dual retrieval lists them first)
+        "passages_per_question": (
+            round(sum(len(r["evidence"]["passages"]) for r in rows) / len(rows), 2) if rows else 0.0
+        ),
         "tokens_per_question": round(
             _mean([r["prompt_tokens"] + r["completion_tokens"] for r in rows]), 1
         ),
