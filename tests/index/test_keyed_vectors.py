@@ -7,13 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.index import build_index, open_index, open_storage
+from quillian.index import open_index, open_storage
 from quillian.index.layout import read_manifest, write_manifest
 from quillian.stores.embedded.vectors import ExactVectorIndex
-from quillian.testing.extractors import TitleLinkExtractor
-from quillian.types import Document
+from quillian.testing.corpus import build_tiny
 
 CORPUS = {
     "Ada Lovelace": "Ada Lovelace worked with Charles Babbage on the Analytical Engine.",
@@ -25,13 +23,7 @@ QUERIES = ("Where was Charles Babbage born?", "capital of England")
 
 
 def build(location: Path, titles: list[str]) -> None:
-    build_index(
-        [Document(CORPUS[t], t) for t in titles],
-        location,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor(CORPUS),
-        embedder=KeywordEmbedder(),
-    )
+    build_tiny(location, CORPUS, titles=titles)
 
 
 def results(location: Path) -> dict[str, list[tuple[str, float]]]:

@@ -9,14 +9,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.keyed import vector_keys
-from quillian.index import build_index, delete_documents
+from quillian.index import delete_documents
 from quillian.index import text_keys as text_keys_module
 from quillian.index.text_keys import KEYS_FILE, text_keys
 from quillian.stores.postgres.files import SKIPPED
-from quillian.testing.corpus import LOVELACE
+from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Document, key64
 
@@ -103,13 +102,7 @@ CORPUS = {
 
 
 def _build(location: Path, titles: list[str]) -> None:
-    build_index(
-        [Document(CORPUS[t], t) for t in titles],
-        location,
-        chunker=PassageChunker(),
-        extractor=TitleLinkExtractor(CORPUS),
-        embedder=KeywordEmbedder(),
-    )
+    build_tiny(location, CORPUS, titles=titles)
 
 
 def test_an_update_hashes_only_the_texts_it_brings(

@@ -7,7 +7,7 @@ extractor and the keyword embedder, so it builds in milliseconds with no model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from quillian.components.chunking.chunkers import PassageChunker
@@ -33,12 +33,14 @@ def build_tiny(
     corpus: Mapping[str, str] = LOVELACE,
     on_progress: Progress | None = None,
     embedder: Embedder | None = None,
+    titles: Sequence[str] | None = None,
 ) -> None:
     """Index ``corpus`` (title to text) into ``location`` (a directory or a server
     location), with no model: passages, title links and keyword vectors (``embedder``:
-    another, for a test of the embedding stage)."""
+    another, for a test of the embedding stage). ``titles``: only those documents of
+    ``corpus``, linked over all of its titles (an index grown or updated in steps)."""
     build_index(
-        [Document(text, title) for title, text in corpus.items()],
+        [Document(corpus[t], t) for t in (corpus if titles is None else titles)],
         location,
         chunker=PassageChunker(),
         extractor=TitleLinkExtractor(dict(corpus)),
