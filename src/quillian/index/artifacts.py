@@ -1,14 +1,21 @@
 """The index's file artifacts beside its stores (the graph tables, see
-:mod:`quillian.index.tables`, and the BM25 index), each written whole next to its place
-and swapped in."""
+:mod:`quillian.index.tables`, the BM25 index, the arrays a build keeps for the next),
+each written whole next to its place and swapped in."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["replace_dir"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["PARTIAL", "replace_dir", "save_arrays"]
+
+#: The suffix of the file an artifact is written to before it is renamed into place.
+PARTIAL = ".partial"
 
 
 def replace_dir(target: Path, write: Callable[[Path], None]) -> None:
@@ -19,3 +26,12 @@ def replace_dir(target: Path, write: Callable[[Path], None]) -> None:
     write(tmp)
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
+
+
+def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
+    """Write ``arrays`` as an uncompressed npz next to ``path`` (:data:`PARTIAL`) and
+    rename it into place, so a reader finds the old file or the new one whole."""
+    partial = path.with_name(path.name + PARTIAL)
+    with partial.open("wb") as out:
+        np.savez(out, **arrays)  # type: ignore[arg-type]  # names, not allow_pickle
+    partial.replace(path)

@@ -55,7 +55,7 @@ from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
-from quillian.index.artifacts import replace_dir
+from quillian.index.artifacts import replace_dir, save_arrays
 from quillian.index.tables import (
     DDL,
     FINGERPRINT,
@@ -729,10 +729,7 @@ class _Columns:
             parts = [array] if array.ndim == 1 else [array[:, i] for i in range(array.shape[1])]
             for i, part in enumerate(parts):
                 arrays[f"{name}.{i}"] = _narrow(part)
-        partial = path.with_name(path.name + ".partial")
-        with partial.open("wb") as out:
-            np.savez(out, **arrays)  # type: ignore[arg-type]  # names, not allow_pickle
-        partial.replace(path)
+        save_arrays(path, arrays)
 
 
 _COLUMN_NAMES = ("descriptions", "description_nodes", "relations", "mentions", "weights")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
+from quillian.index.artifacts import save_arrays
 
 __all__ = ["KEYS_FILE", "text_keys"]
 
@@ -92,15 +92,8 @@ def _load(path: Path, model_id: str) -> tuple[Ids, Ids]:
 def _save(path: Path, model_id: str, ids: Ids, keys: Ids) -> None:
     order = np.argsort(ids, kind="stable")
     ids, keys = ids[order], keys[order]
-    partial = path.with_name(path.name + ".partial")
+    meta = np.array([_VERSION, model_id, _digest(model_id, ids, keys)])
     try:
-        with open(partial, "wb") as out:
-            np.savez(
-                out,
-                meta=np.array([_VERSION, model_id, _digest(model_id, ids, keys)]),
-                ids=ids,
-                keys=keys,
-            )
-        os.replace(partial, path)
+        save_arrays(path, {"meta": meta, "ids": ids, "keys": keys})
     except OSError as exc:
         logger.warning("text keys not kept in %s (%s): the next build keys every text", path, exc)
