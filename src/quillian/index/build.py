@@ -45,7 +45,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
-from quillian.index.integrity import check_database, files_intact
+from quillian.index.integrity import STORE_DB, check_database, files_intact, record_checked
 from quillian.index.issues import issues_namespace, store_issues, stored_issues
 from quillian.index.layout import (
     SCHEMA_VERSION,
@@ -53,6 +53,7 @@ from quillian.index.layout import (
     has_manifest,
     index_directory,
     is_server_location,
+    local_directory,
     location_name,
     read_manifest,
     write_manifest,
@@ -62,6 +63,7 @@ from quillian.index.linking import commit_links, link_corpus, linked_extractions
 from quillian.index.stages import (
     AMBIGUOUS_MAX_DOCS,
     DEFAULT_STAGES,
+    RESOLUTION_FILE,
     BuildStage,
     BuildState,
     run_stages,
@@ -383,6 +385,10 @@ def _forget(kv: KeyValueStore, namespace: str) -> None:
 
 
 def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport) -> None:
+    """Mark the build complete, its databases closed: their stamps recorded, so the next
+    build or open skips checking them whole while no one writes them
+    (:func:`~quillian.index.integrity.unchanged_since_build`)."""
+    record_checked(local_directory(location), (STORE_DB, RESOLUTION_FILE))
     manifest.update(
         state="complete",
         counts=report.counts,

@@ -1,6 +1,15 @@
 """An index's files checked against what was written: the manifest's records of the
 files beside the stores, and SQLite's own check of ``store.sqlite``.
 
+SQLite's check reads the whole database (0.3-0.4 s for the store of 100k passages, as
+much for the graph stage's resolution state), so it is not repeated on a database no
+one has written since a build left it: a build's end records each database's stat
+stamp (device, inode, size, modification and change times) in :data:`CHECKED`, a
+machine-local file at the index root, and a database whose stamp is still the one
+recorded there (:func:`unchanged_since_build`) is trusted as that build left it. Any
+write (by SQLite or not, a hot journal or write-ahead log left behind, a file put in
+its place, ``touch``) changes the stamp, and the next build or open checks it whole.
+
 The stores record and check their own files (a vector collection in its ``index.json``,
 the graph snapshot in its ``snapshot.json``, see :mod:`quillian.stores.integrity`). The
 files the build writes beside them, under :data:`RECORDED` (the graph tables, whatever
@@ -12,13 +21,15 @@ writes them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from quillian.errors import IndexDamagedError
+from quillian.index.artifacts import PARTIAL
 from quillian.stores.embedded.sqlite import quick_check
 from quillian.stores.integrity import damaged, record_files, verify_files, walk_files
 
@@ -32,7 +43,9 @@ __all__ = [
     "check_store_files",
     "files_intact",
     "rebuild_command",
+    "record_checked",
     "record_index_files",
+    "unchanged_since_build",
 ]
 
 logger = logging.getLogger(__name__)
@@ -47,8 +60,11 @@ SELF_CHECKED = ("graph", "vectors")
 STORE_RECORDS = ("index.json", "snapshot.json")
 #: The database of an embedded index.
 STORE_DB = "store.sqlite"
+#: Machine-local record of the databases a build left, by their stat stamps (see the
+#: module's docstring); a PostgreSQL workspace does not send it.
+CHECKED = "checked.json"
 #: Databases up to this size get SQLite's ``quick_check`` when the index opens; a build
-#: checks it whatever its size.
+#: checks it whatever its size (either, unless it is unchanged since a build).
 QUICK_CHECK_AT_OPEN = 128 << 20  # 0.1 s for a 71 MB store (1.4 ms a megabyte)
 
 
@@ -120,9 +136,50 @@ def files_intact(directory: Path, manifest: Mapping[str, Any], name: str) -> boo
 
 def check_database(directory: Path, *, up_to: int | None = QUICK_CHECK_AT_OPEN) -> None:
     """SQLite's ``quick_check`` of an embedded index's database, when it is at most
-    ``up_to`` bytes (always when None); raises :class:`IndexDamagedError` naming it."""
+    ``up_to`` bytes (always when None) and not unchanged since a build left it; raises
+    :class:`IndexDamagedError` naming it."""
     db = directory / STORE_DB
-    if not db.is_file():
+    if not db.is_file() or unchanged_since_build(directory, STORE_DB):
         return
     if up_to is None or db.stat().st_size <= up_to:
         quick_check(db)
+
+
+def _stamp(path: Path) -> list[int] | None:
+    """The stat stamp of the database at ``path``; None where it is missing or has
+    committed pages in a write-ahead log beside it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        if path.with_name(path.name + "-wal").stat().st_size:
+            return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def unchanged_since_build(directory: Path, name: str) -> bool:
+    """Whether the database ``name`` under ``directory`` is as the last complete build
+    left it (its stamp the one :func:`record_checked` recorded)."""
+    stamp = _stamp(directory / name)
+    if stamp is None:
+        return False
+    try:
+        recorded = json.loads((directory / CHECKED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(recorded, dict) and recorded.get(name) == stamp
+
+
+def record_checked(directory: Path, names: Iterable[str]) -> None:
+    """Record the stamps of the databases ``names`` under ``directory``, as a complete
+    build leaves them (each checked or trusted when the build began, and written since
+    only by SQLite). A record that cannot be written is a warning: the next build checks
+    them whole."""
+    stamps = {name: stamp for name in names if (stamp := _stamp(directory / name)) is not None}
+    tmp = directory / (CHECKED + PARTIAL)
+    try:
+        tmp.write_text(json.dumps(stamps), encoding="utf-8")
+        tmp.replace(directory / CHECKED)
+    except OSError as exc:
+        logger.warning("databases' stamps not recorded at %s (%s)", directory / CHECKED, exc)

@@ -32,6 +32,7 @@ from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
+from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
@@ -42,6 +43,7 @@ from quillian.types import Chunk, Progress
 
 __all__ = [
     "DEFAULT_STAGES",
+    "RESOLUTION_FILE",
     "BM25Stage",
     "BuildStage",
     "BuildState",
@@ -176,6 +178,7 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
         since=(delta.since or "") if delta is not None else "",
         tag=delta.build if delta is not None else "",
         facts=ENTITY_FACTS,
+        verified=unchanged_since_build(directory, RESOLUTION_FILE),
     )
     try:
         store = state.storage.graph(fresh=True)

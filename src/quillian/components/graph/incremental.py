@@ -263,16 +263,18 @@ class ResolutionState:
         max_entities_per_chunk: int = 64,
         tag: str | None = None,
         facts: EntityFacts = NO_FACTS,
+        verified: bool = False,
     ) -> ResolutionState | None:
         """The state at ``path``, or None where it is missing, damaged, of another
-        version or resolution setting, or (given ``tag``) left by another build."""
+        version or resolution setting, or (given ``tag``) left by another build; checked
+        by SQLite's ``quick_check`` unless ``verified`` (known to be as a build left it)."""
         if not path.is_file():
             return None
         try:
             conn = sqlite3.connect(path, isolation_level=None)
             try:
                 meta = dict(conn.execute("SELECT name, value FROM meta").fetchall())
-                checked = conn.execute("PRAGMA quick_check(1)").fetchone()
+                checked = ("ok",) if verified else conn.execute("PRAGMA quick_check(1)").fetchone()
             except sqlite3.DatabaseError:
                 conn.close()
                 raise
@@ -683,6 +685,7 @@ def resolve_entities(
     tag: str,
     max_entities_per_chunk: int = 64,
     facts: EntityFacts = NO_FACTS,
+    verified: bool = False,
 ) -> ResolutionState:
     """The entity resolution of a graph build, for the graph stage to call.
 
@@ -692,9 +695,11 @@ def resolve_entities(
     damaged, another version or build's) or no delta, the state is built anew from
     ``everything()``, the filtered extractions of every chunk. Either way the state is
     tagged ``tag``, and its :meth:`ResolutionState.graph` is the clean build's graph.
+    ``verified``: the caller knows the file is as that build left it, so SQLite's check
+    of every page is skipped.
     """
     if delta is not None:
-        state = ResolutionState.open(path, max_entities_per_chunk, since, facts)
+        state = ResolutionState.open(path, max_entities_per_chunk, since, facts, verified)
         if state is not None:
             removed, changed = delta
             try:

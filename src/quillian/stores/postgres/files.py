@@ -60,12 +60,15 @@ _RESOLUTION_FILES = tuple(
 #: The vector keys of the graph's texts by text id (``quillian.index.text_keys``): a
 #: cache, machine-local like the resolution state.
 _TEXT_KEYS_FILES = ("text_keys_by_id.npz", "text_keys_by_id.npz.partial")
+#: The databases' stat stamps as a build left them (``quillian.index.integrity.CHECKED``):
+#: a stamp names this machine's file, nobody else's.
+_CHECKED_FILES = ("checked.json", "checked.json.partial")
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
 #: (rebuilt from the graph tables), the manifest copy, the sync record itself, the
-#: entity-resolution state and the texts' vector keys, the HTTP server's job state
-#: (``quillian serve`` keeps it per machine) and the writer lock (its ``flock`` works
-#: only while every process locks the same file: fetching the server's files must never
-#: remove it).
+#: entity-resolution state, the texts' vector keys and the databases' stamps, the HTTP
+#: server's job state (``quillian serve`` keeps it per machine) and the writer lock (its
+#: ``flock`` works only while every process locks the same file: fetching the server's
+#: files must never remove it).
 SKIPPED = frozenset(
     {
         "graph",
@@ -75,6 +78,7 @@ SKIPPED = frozenset(
         ".writer.lock",
         *_RESOLUTION_FILES,
         *_TEXT_KEYS_FILES,
+        *_CHECKED_FILES,
     }
 )
 _MANIFEST_KEY = "manifest"
