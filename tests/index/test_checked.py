@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.index import integrity, open_index, stages
+from quillian.index import integrity, open_index, stages, state_tables
 from quillian.index.build import delete_documents
-from quillian.index.integrity import CHECKED, STORE_DB, unchanged_since_build
+from quillian.index.integrity import CHECKED, STORE_DB, recorded_digest, unchanged_since_build
 from quillian.index.stages import RESOLUTION_FILE
+from quillian.index.tables import TABLES_DB
+from quillian.stores.integrity import file_digest
 from quillian.testing.corpus import build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 
@@ -118,3 +120,33 @@ def test_what_changes_a_stamp(index: Path, tmp_path: Path) -> None:
     assert not any(unchanged_since_build(index, name) for name in DATABASES)
     (index / CHECKED).unlink()
     assert not unchanged_since_build(index, STORE_DB)
+
+
+def test_an_update_patches_the_tables_without_reading_them_where_they_are_unchanged(
+    index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tables = index / TABLES_DB
+    assert recorded_digest(index, TABLES_DB) == file_digest(tables)
+    copies: list[Path] = []
+    copy = state_tables.copy_with_digest
+
+    def counted(source: Path, target: Path) -> str | None:
+        copies.append(source)
+        return copy(source, target)
+
+    monkeypatch.setattr(state_tables, "copy_with_digest", counted)
+    trusted: list[bool] = []  # the digest the last build recorded, and the state follows
+    run = state_tables._Writer.run
+
+    def seen(self: Any, previous: Path, digest: str | None, changes: Any, *rest: Any) -> Any:
+        trusted.append(digest is not None and digest == changes.tables)
+        return run(self, previous, digest, changes, *rest)
+
+    monkeypatch.setattr(state_tables._Writer, "run", seen)
+    build_tiny(index, CORPUS)
+    assert copies == [] and trusted == [True]
+    assert recorded_digest(index, TABLES_DB) == file_digest(tables)
+    os.utime(tables)  # touched: read again as it is copied, and patched, being the same
+    assert recorded_digest(index, TABLES_DB) is None
+    delete(index, "Place 3")
+    assert copies == [tables] and trusted == [True, False]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from quillian.errors import IndexDamagedError, StoreError
+from quillian.stores import integrity
 from quillian.stores.embedded import vectors as exact_vectors
 from quillian.stores.embedded.sqlite import SqliteDocumentStore, quick_check
 from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex
@@ -183,3 +184,27 @@ def test_a_scribbled_hnsw_graph_is_refused(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(IndexDamagedError, match=r"hnsw-000001\.faiss is damaged \(checksum"):
         FaissHNSWIndex(tmp_path / "h")
+
+
+def test_a_record_takes_the_digest_just_computed_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "table.bin"
+    path.write_bytes(b"a" * 5000)
+    first = integrity.file_digest(path)
+    reads: list[Path] = []
+    digest = integrity.file_digest
+
+    def counted(p: Path) -> str:
+        reads.append(p)
+        return digest(p)
+
+    monkeypatch.setattr(integrity, "file_digest", counted)
+    assert integrity.file_record(path) == {"size": 5000, "blake2b": first}
+    assert reads == []  # remembered by the file's stamp
+    with path.open("r+b") as handle:  # the same size, other bytes
+        handle.write(b"b")
+    changed = integrity.file_record(path)
+    assert reads == [path] and changed["blake2b"] != first
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):  # a check reads
+        integrity.check_digest(path, {"size": 5000, "blake2b": first})

@@ -69,6 +69,7 @@ from quillian.index.stages import (
     run_stages,
 )
 from quillian.index.storage import Storage, open_storage
+from quillian.index.tables import TABLES_DB
 from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
 from quillian.types import Chunk, Document, Progress, no_progress
 
@@ -387,8 +388,8 @@ def _forget(kv: KeyValueStore, namespace: str) -> None:
 def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport) -> None:
     """Mark the build complete, its databases closed: their stamps recorded, so the next
     build or open skips checking them whole while no one writes them
-    (:func:`~quillian.index.integrity.unchanged_since_build`)."""
-    record_checked(local_directory(location), (STORE_DB, RESOLUTION_FILE))
+    (:func:`~quillian.index.integrity.unchanged_since_build`), and the graph tables'
+    digest with theirs."""
     manifest.update(
         state="complete",
         counts=report.counts,
@@ -396,6 +397,7 @@ def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport)
         build_seconds={k: round(v, 2) for k, v in report.seconds.items()},
     )
     write_manifest(location, manifest)
+    record_checked(local_directory(location), (STORE_DB, RESOLUTION_FILE), (TABLES_DB,))
 
 
 def processed_chunks(storage: Storage) -> list[Chunk]:

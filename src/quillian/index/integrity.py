@@ -9,6 +9,9 @@ machine-local file at the index root, and a database whose stamp is still the on
 recorded there (:func:`unchanged_since_build`) is trusted as that build left it. Any
 write (by SQLite or not, a hot journal or write-ahead log left behind, a file put in
 its place, ``touch``) changes the stamp, and the next build or open checks it whole.
+The same record keeps the graph tables' digest with their stamp, so the next update's
+check that they are the tables the resolution state follows reads them only where they
+changed since (:func:`recorded_digest`).
 
 The stores record and check their own files (a vector collection in its ``index.json``,
 the graph snapshot in its ``snapshot.json``, see :mod:`quillian.stores.integrity`). The
@@ -31,7 +34,15 @@ from typing import Any
 from quillian.errors import IndexDamagedError
 from quillian.index.artifacts import PARTIAL
 from quillian.stores.embedded.sqlite import quick_check
-from quillian.stores.integrity import damaged, record_files, verify_files, walk_files
+from quillian.stores.integrity import (
+    ALGORITHM,
+    damaged,
+    file_record,
+    record_files,
+    stat_stamp,
+    verify_files,
+    walk_files,
+)
 
 __all__ = [
     "FILES",
@@ -45,6 +56,7 @@ __all__ = [
     "rebuild_command",
     "record_checked",
     "record_index_files",
+    "recorded_digest",
     "unchanged_since_build",
 ]
 
@@ -149,37 +161,58 @@ def _stamp(path: Path) -> list[int] | None:
     """The stat stamp of the database at ``path``; None where it is missing or has
     committed pages in a write-ahead log beside it."""
     try:
-        st = path.stat()
+        stamp = list(stat_stamp(path))
     except FileNotFoundError:
         return None
     with contextlib.suppress(FileNotFoundError):
         if path.with_name(path.name + "-wal").stat().st_size:
             return None
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return stamp
+
+
+def _recorded(directory: Path, name: str) -> dict[str, Any] | None:
+    """What :func:`record_checked` recorded of ``name`` under ``directory``, where the
+    file's stamp is still the recorded one."""
+    stamp = _stamp(directory / name)
+    if stamp is None:
+        return None
+    try:
+        recorded = json.loads((directory / CHECKED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entry = recorded.get(name) if isinstance(recorded, dict) else None
+    return entry if isinstance(entry, dict) and entry.get("stamp") == stamp else None
 
 
 def unchanged_since_build(directory: Path, name: str) -> bool:
     """Whether the database ``name`` under ``directory`` is as the last complete build
     left it (its stamp the one :func:`record_checked` recorded)."""
-    stamp = _stamp(directory / name)
-    if stamp is None:
-        return False
-    try:
-        recorded = json.loads((directory / CHECKED).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(recorded, dict) and recorded.get(name) == stamp
+    return _recorded(directory, name) is not None
 
 
-def record_checked(directory: Path, names: Iterable[str]) -> None:
-    """Record the stamps of the databases ``names`` under ``directory``, as a complete
-    build leaves them (each checked or trusted when the build began, and written since
-    only by SQLite). A record that cannot be written is a warning: the next build checks
-    them whole."""
-    stamps = {name: stamp for name in names if (stamp := _stamp(directory / name)) is not None}
+def recorded_digest(directory: Path, name: str) -> str | None:
+    """The digest of the file ``name`` under ``directory`` as the last complete build
+    recorded it, where the file is unchanged since (else None: read it)."""
+    digest = (_recorded(directory, name) or {}).get(ALGORITHM)
+    return digest if isinstance(digest, str) else None
+
+
+def record_checked(directory: Path, databases: Iterable[str], digested: Iterable[str] = ()) -> None:
+    """Record the stamps of the databases ``databases`` under ``directory``, as a
+    complete build leaves them (each checked or trusted when the build began, and
+    written since only by SQLite), and the stamps and digests of the files
+    ``digested``. A record that cannot be written is a warning: the next build checks
+    and reads them whole."""
+    entries: dict[str, dict[str, Any]] = {}
+    for name in databases:
+        if (stamp := _stamp(directory / name)) is not None:
+            entries[name] = {"stamp": stamp}
+    for name in digested:
+        if (path := directory / name).is_file():
+            entries[name] = {"stamp": list(stat_stamp(path)), **file_record(path)}
     tmp = directory / (CHECKED + PARTIAL)
     try:
-        tmp.write_text(json.dumps(stamps), encoding="utf-8")
+        tmp.write_text(json.dumps(entries), encoding="utf-8")
         tmp.replace(directory / CHECKED)
     except OSError as exc:
-        logger.warning("databases' stamps not recorded at %s (%s)", directory / CHECKED, exc)
+        logger.warning("files' stamps not recorded at %s (%s)", directory / CHECKED, exc)

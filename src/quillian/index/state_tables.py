@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sqlite3
 import uuid
 import zipfile
@@ -56,6 +57,7 @@ from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
 from quillian.index.artifacts import replace_dir, save_arrays
+from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
     DDL,
     FINGERPRINT,
@@ -181,9 +183,12 @@ def save_state_tables(
     before = _Columns.load(kept, changes.tables) if changes.tables else None
     written: list[tuple[GraphSnapshot, str, _Columns]] = []
 
+    # the tables' digest as the last build recorded it, where they are unchanged since
+    known = recorded_digest(directory, TABLES_DB) if changes.tables else None
+
     def write(path: Path) -> None:
         writer = _Writer(path, state.path, chunk_ids, chunks)
-        written.append(writer.run(directory / TABLES_DB, changes, store, before))
+        written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
     snapshot, digest, columns = written[0]
@@ -214,6 +219,7 @@ class _Writer:
     def run(
         self,
         previous: Path,
+        previous_digest: str | None,
         changes: TablesChanges,
         store: GraphStore | None,
         before: _Columns | None,
@@ -221,11 +227,15 @@ class _Writer:
         """Write the database and arrays; returns the snapshot, the database's digest
         and its columns (to keep for the next patch). The previous database is patched
         only when it is the one the state's log follows, byte for byte (not damaged,
-        not another build's), from its columns kept ``before`` where there are some."""
+        not another build's), from its columns kept ``before`` where there are some.
+        ``previous_digest``: its digest where known, else it is read as it is copied."""
         db = self.path / Path(TABLES_DB).name
         patch = False
         if changes.tables:
-            patch = copy_with_digest(previous, db) == changes.tables
+            if previous_digest is None:
+                patch = copy_with_digest(previous, db) == changes.tables
+            elif patch := previous_digest == changes.tables:
+                shutil.copyfile(previous, db)
             if not patch:
                 db.unlink(missing_ok=True)
                 logger.info("graph tables written whole: %s is not the state's", previous)
