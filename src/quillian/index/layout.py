@@ -13,7 +13,8 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
     DIR/text_keys_by_id.npz  the vector keys of the graph's texts by text id, so a build
                              hashes only texts it has not met (a cache, local too)
     DIR/checked.json         the stat stamps of the two databases as the last build left
-                             them: one unchanged since is not checked whole again
+                             them (one unchanged since is not checked whole again) and
+                             the graph tables' stamp and digest
                              (:mod:`quillian.index.integrity`; local too)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -58,8 +59,10 @@ _BLOCK = 1 << 20
 FileRecord = dict[str, Any]
 
 
-#: Digests this process computed, by the stat stamp of the file they were read from.
+#: Digests this process computed, by the stat stamp of the file they were read from
+#: (a server's builds run in threads: changed under :data:`_KNOWN_LOCK`).
 _KNOWN: OrderedDict[tuple[int, ...], str] = OrderedDict()
+_KNOWN_LOCK = threading.Lock()
 #: Digests remembered at most (the least recently computed go first).
 _KNOWN_MAX = 256
 
@@ -82,10 +85,11 @@ def file_digest(path: Path) -> str:
             digest.update(block)
     found = digest.hexdigest()
     if stat_stamp(path) == before:
-        _KNOWN[before] = found
-        _KNOWN.move_to_end(before)
-        while len(_KNOWN) > _KNOWN_MAX:
-            _KNOWN.popitem(last=False)
+        with _KNOWN_LOCK:
+            _KNOWN[before] = found
+            _KNOWN.move_to_end(before)
+            while len(_KNOWN) > _KNOWN_MAX:
+                _KNOWN.popitem(last=False)
     return found
 
 
