@@ -328,8 +328,8 @@ def main(argv: list[str] | None = None) -> None:
                         if args.warm:
                             entry["warm"] = _warm(run, backend, label, size, files[1])
                         if args.in_place:
-                            warmed = backend.warmed[(label, size)]
-                            pairs = [_in_place(run, warmed, files[1]) for _ in range(args.repeats)]
+                            copy = backend.warmed[(label, size)]
+                            pairs = [_in_place(run, copy, files[1]) for _ in range(args.repeats)]
                             for op in OPERATIONS:
                                 entry[op] = _summary([pair[op] for pair in pairs])
                         else:
