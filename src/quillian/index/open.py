@@ -208,7 +208,8 @@ def _load(
     """The index at ``location`` with every artifact loaded or memory-mapped, each file
     checked against the size and checksum recorded when it was written (the largest, a
     vector collection's, on its first search) and an embedded index's database by
-    SQLite's ``quick_check`` where it is small: a damaged one raises
+    SQLite's ``quick_check`` where it is small and was written since the last build
+    recorded it (:func:`~quillian.index.integrity.check_database`): a damaged one raises
     :class:`~quillian.errors.IndexDamagedError` naming it."""
     if not is_server_location(location):
         check_database(Path(location))

@@ -111,8 +111,8 @@ def copy_with_digest(source: Path, target: Path) -> str | None:
 def file_record(path: Path) -> FileRecord:
     """The record of the file at ``path`` as it is now: its size and digest (one this
     process computed of the file as it is now, else read)."""
-    known = _KNOWN.get(stat_stamp(path))
-    return {"size": path.stat().st_size, ALGORITHM: known or file_digest(path)}
+    stamp = stat_stamp(path)  # one stat: the size is its third field
+    return {"size": stamp[2], ALGORITHM: _KNOWN.get(stamp) or file_digest(path)}
 
 
 def record_files(directory: Path, names: Iterable[str]) -> dict[str, FileRecord]:
