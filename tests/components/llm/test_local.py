@@ -524,9 +524,9 @@ def test_the_real_model_stops_a_plan_at_its_first_repeated_step(qwen: LocalChatM
 
     schema = default_schema()
     messages = PLAN.render(
-        schema=schema.prompt_types(), question="If Gallu is a demon Lilu is what?"
-    )
-    free = Decoding(max_tokens=512, grammar=plan_grammar(schema.entity_types, 8))
+        schema=schema.prompt_types(), question="Gallu is Gallu?"
+    )  # its plan asks "What is Gallu?" from the second step on: 4 steps show the loop
+    free = Decoding(max_tokens=256, grammar=plan_grammar(schema.entity_types, 4))
     stopped = replace(free, stop=PLAN_STOP)
     whole = asyncio.run(qwen.chat(messages, decoding=free))
     cut = asyncio.run(qwen.chat(messages, decoding=stopped))
