@@ -6,7 +6,8 @@ and the process's peak resident memory where it rose during one of them.
 
 Run ``python research/update_stages.py INDEX add FILE`` (FILE: documents the readers
 take, for example a one-line JSONL) or ``python research/update_stages.py INDEX delete
-DOC_ID``, on a copy of the index: the update changes it. Run add, delete, add on one
+DOC_ID``, on a copy of the index: the update changes it (``--profile FILE`` also writes
+cProfile's stats of the call). Run add, delete, add on one
 copy to measure a steady state: the first update after a format change relinks every
 chunk and makes the graph's resolution state. It prints one JSON object. docs/scale.md
 ("The graph stage from the resolution state") gives its figures at 20k passages.
@@ -15,6 +16,7 @@ chunk and makes the graph's resolution state. It prints one JSON object. docs/sc
 from __future__ import annotations
 
 import argparse
+import cProfile
 import functools
 import importlib
 import json
@@ -92,6 +94,11 @@ def main() -> None:
     parser.add_argument("index", help="an index directory (a copy: it is changed)")
     parser.add_argument("operation", choices=("add", "delete"))
     parser.add_argument("what", help="add: a file of documents; delete: a document id")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="also profile the call with cProfile (slower) and write its stats to FILE",
+    )
     args = parser.parse_args()
     seconds: dict[str, float] = {}
     peaks: dict[str, float] = {}
@@ -99,12 +106,18 @@ def main() -> None:
     from quillian.components.ingestion.readers import read_documents
     from quillian.engine import IndexSettings, delete_documents, index_documents
 
+    profile = cProfile.Profile() if args.profile else None
     start = time.perf_counter()
+    if profile is not None:
+        profile.enable()
     if args.operation == "add":
         docs = list(read_documents(Path(args.what)))
         report = index_documents(args.index, docs, IndexSettings())
     else:
         report = delete_documents(args.index, [args.what])
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(args.profile)
     out = {
         "call_s": round(time.perf_counter() - start, 3),
         "stages_s": {k: round(v, 3) for k, v in report.seconds.items()},

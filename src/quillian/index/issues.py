@@ -42,9 +42,14 @@ def stored_issues(
 ) -> list[ExtractionIssue]:
     """The stored issues of ``chunk_ids``, in their order. Read whatever ``extractor``
     is: the rebuild after a deletion runs with a stand-in of the same name that records
-    nothing itself."""
+    nothing itself. Only the chunks that have issues are read: most have none, and an
+    update's build asks for every chunk."""
+    namespace = issues_namespace(extractor)
+    held = set(kv.keys(namespace))
     out: list[ExtractionIssue] = []
-    for raw in kv.get_many(issues_namespace(extractor), list(chunk_ids)):
+    if not held:
+        return out
+    for raw in kv.get_many(namespace, [c for c in chunk_ids if c in held]):
         if raw is not None:
             out.extend(issues_from_json(raw))
     return out

@@ -23,7 +23,7 @@ from quillian.testing.postgres import PostgresServer
 from quillian.types import Chunk, Document
 
 pytest.importorskip("psycopg")
-from quillian.stores.postgres.textcodec import MARK
+from quillian.stores.postgres.textcodec import ADAPTERS, MARK
 
 pytestmark = pytest.mark.postgres
 
@@ -196,3 +196,39 @@ def test_text_without_nul_is_stored_as_it_was(
         assert storage.documents.get_documents(["old"]) == [
             Document(text="written by hand", title="Old")
         ]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_the_codec_reads_both_formats_and_both_types(
+    postgres_server: PostgresServer, binary: bool
+) -> None:
+    """Values sent and read back through the workspace's adapters, in psycopg's text
+    and binary formats, as ``text`` and as ``varchar``: NUL and the marker come back,
+    plain text comes back as it is, and SQL NULL stays None."""
+    import psycopg
+
+    values = [*ODD, "plain", ""]
+    with psycopg.connect(postgres_server.uri, context=ADAPTERS) as conn:
+        cursor = conn.cursor(binary=binary)
+        for cast in ("text", "varchar"):
+            for value in values:
+                row = cursor.execute(f"SELECT %s::{cast}, NULL::{cast}", (value,)).fetchone()
+                assert row == (value, None)
+
+
+def test_a_sql_ascii_database_reads_text_as_bytes(postgres_server: PostgresServer) -> None:
+    """In a database whose encoding is SQL_ASCII, psycopg gives text as bytes, and the
+    codec leaves them as they are (decoding only ever applies to a str)."""
+    import psycopg
+
+    name = f"ascii_{uuid.uuid4().hex[:8]}"
+    postgres_server.execute(
+        f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
+        " TEMPLATE template0"
+    )
+    try:
+        url = postgres_server.uri.replace("/postgres?", f"/{name}?", 1)
+        with psycopg.connect(url, context=ADAPTERS) as conn:
+            assert conn.execute("SELECT 'caf' || 'e'::text").fetchone() == (b"cafe",)
+    finally:
+        postgres_server.execute(f"DROP DATABASE {name}")

