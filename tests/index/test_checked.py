@@ -150,3 +150,18 @@ def test_an_update_patches_the_tables_without_reading_them_where_they_are_unchan
     assert recorded_digest(index, TABLES_DB) is None
     delete(index, "Place 3")
     assert copies == [tables] and trusted == [True, False]
+
+
+def test_a_build_that_reuses_the_index_records_what_it_checked(index: Path) -> None:
+    """A build killed after it marked the index complete, before its record: the next
+    build (nothing new: it reuses the index) records the store it checked, and neither
+    the state nor the tables it did not; with the record in place, it keeps theirs."""
+    (index / CHECKED).unlink()
+    build_tiny(index, CORPUS, titles=list(CORPUS)[:-1])
+    assert unchanged_since_build(index, STORE_DB)
+    assert not unchanged_since_build(index, RESOLUTION_FILE)
+    assert recorded_digest(index, TABLES_DB) is None
+    delete(index, "Place 0")  # a build that writes them records them again
+    build_tiny(index, CORPUS, titles=list(CORPUS)[1:-1])  # reused
+    assert all(unchanged_since_build(index, name) for name in DATABASES)
+    assert recorded_digest(index, TABLES_DB) == file_digest(index / TABLES_DB)

@@ -16,6 +16,7 @@ import logging
 import random
 import re
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.extraction.text import parse_title, title_aliases, title_keys
 from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.engine import IndexSettings, delete_documents, index_documents
-from quillian.index.linking import link_corpus, linked_extractions
+from quillian.index.linking import BUCKETS, link_corpus, linked_extractions
 from quillian.index.stages import chunk_text
 from quillian.stores.embedded.sqlite import SqliteKeyValueStore
 from quillian.types import Chunk, Document, normalize_name
@@ -336,9 +337,21 @@ def test_a_damaged_record_is_found_where_it_is_read(tmp_path, caplog):
     kv.close()
 
 
-def test_a_state_that_kept_no_titles_is_read_whole(tmp_path):
-    """An older build's state keeps the titles in its records only: they are all read,
-    once; the state written then keeps them in its meta."""
+def _kept_titles(kv):
+    """The chunk ids and titles the linking state keeps, from its buckets."""
+    keys = list(kv.keys("linkchunks:spacy"))
+    titles = {}
+    for raw in kv.get_many("linkchunks:spacy", keys):
+        titles.update(json.loads(raw))
+    return titles
+
+
+@pytest.mark.parametrize("kept", ["lists", "records"])
+def test_an_older_state_is_read_once_and_then_kept_in_buckets(tmp_path, kept):
+    """An older build's meta keeps every chunk id, with the titles ("lists") or without
+    them (their records keep them: all are read, once). The update links only the chunk
+    whose title changed; the state written then keeps the ids and titles in buckets,
+    and the meta no list."""
     chunks, stored, kv, link = _four_johns(tmp_path)
     extractor = SpacyExtractor(predicates=False)
 
@@ -348,15 +361,64 @@ def test_a_state_that_kept_no_titles_is_read_whole(tmp_path):
 
     link(chunks)
     old = meta()
-    assert old.pop("titles") == [c.title for c in chunks]
+    assert old.pop("chunk_buckets") == BUCKETS
+    old["chunks"] = [c.id for c in chunks]
+    if kept == "lists":
+        old["titles"] = [c.title for c in chunks]
     kv.put_many("linkmeta:spacy", {"state": json.dumps(old).encode()})
+    kv.delete_many("linkchunks:spacy", list(kv.keys("linkchunks:spacy")))
     retitled = [*chunks[:3], dataclasses.replace(chunks[3], title="Topic Three")]  # same id
     stored[retitled[3].id] = _local(retitled[3])
     update = link(retitled)
     assert not update.delta.fresh and update.relinked == 1
     settled, filtered = _expected(retitled, extractor, stored)
     assert update.extractions == settled and update.filtered == filtered
-    assert meta()["titles"] == [c.title for c in retitled]
+    assert "chunks" not in meta() and "titles" not in meta()
+    assert _kept_titles(kv) == {c.id: c.title for c in retitled}
+    assert len(list(kv.keys("linkchunks:spacy"))) == BUCKETS
+    kv.close()
+
+
+class _Writes(SqliteKeyValueStore):
+    """A key-value store that records the keys written to each namespace."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.written: dict[str, list[str]] = {}
+
+    def put_many(self, namespace, items):
+        self.written.setdefault(namespace, []).extend(items)
+        super().put_many(namespace, items)
+
+
+def test_an_update_writes_the_buckets_of_what_it_changed(tmp_path):
+    """A build writes every bucket of chunk ids and titles; an update that adds a
+    document, deletes it or changes its title writes only that chunk's bucket."""
+    extractor = SpacyExtractor(predicates=False)
+    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(6)]
+    chunks.sort(key=lambda c: (c.doc_id, c.index))
+    stored = {c.id: _local(c) for c in chunks}
+    kv = _Writes(tmp_path / "store.sqlite")
+
+    def link(some):
+        kv.written.clear()
+        got = link_corpus(
+            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
+        )
+        settled, filtered = _expected(some, extractor, stored)
+        assert got.extractions == settled and got.filtered == filtered
+        assert not got.delta.fresh or len(kv.written["linkchunks:spacy"]) == BUCKETS
+        assert _kept_titles(kv) == {c.id: c.title for c in some}
+        return sorted(kv.written.get("linkchunks:spacy", []))
+
+    assert len(link(chunks[:5])) == BUCKETS
+    one = [f"{zlib.crc32(chunks[5].id.encode()) % BUCKETS:04d}"]
+    assert link(chunks) == one  # added
+    retitled = [*chunks[:5], dataclasses.replace(chunks[5], title="Topic Six")]
+    stored[retitled[5].id] = _local(retitled[5])
+    assert link(retitled) == one  # its title changed
+    assert link(retitled[:5]) == one  # deleted
+    assert link(retitled[:5]) == []  # nothing changed
     kv.close()
 
 
@@ -399,9 +461,6 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
         meta = json.loads(raw)
         kv.put_many("linkmeta:spacy", {"state": json.dumps({**meta, **values}).encode()})
 
-    def short_titles():
-        meta_with(titles=[])
-
     link(chunks)
     johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]
     assert johns
@@ -413,7 +472,11 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
         (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks[1:]),
         (lambda: kv.put_many("linkmeta:spacy", {"state": b"[]"}), chunks),
         (lambda: meta_with(aliases=[]), chunks),
-        (short_titles, chunks),
+        # a bucket of chunk ids and titles that does not read, or is missing
+        (lambda: kv.put_many("linkchunks:spacy", {"0000": b"[]"}), chunks),
+        (lambda: kv.put_many("linkchunks:spacy", {"0001": b"{"}), chunks),
+        (lambda: kv.delete_many("linkchunks:spacy", ["0002"]), chunks),
+        (lambda: meta_with(chunk_buckets=BUCKETS + 1), chunks),
         # a build stopped in its stages, before it committed the state
         (lambda: kv.delete_many("linkmeta:spacy", ["complete"]), chunks),
         # a name record is read when a change needs it: a chunk naming John goes

@@ -45,7 +45,13 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
-from quillian.index.integrity import STORE_DB, check_database, files_intact, record_checked
+from quillian.index.integrity import (
+    STORE_DB,
+    check_database,
+    files_intact,
+    record_checked,
+    unchanged_since_build,
+)
 from quillian.index.issues import issues_namespace, store_issues, stored_issues
 from quillian.index.layout import (
     SCHEMA_VERSION,
@@ -196,9 +202,12 @@ def build_index(
                     build_seconds=previous.get("build_seconds", {}),
                 )
                 write_manifest(out, manifest)
-                return report
-            _rebuild(storage, extractor, embedder, progress, stages, report, repair=unchanged)
-        _finish(out, manifest, report)
+            else:
+                _rebuild(storage, extractor, embedder, progress, stages, report, repair=unchanged)
+        if report.reused:  # recorded once the store is closed, as _finish does
+            _record_reused(local_directory(out))
+        else:
+            _finish(out, manifest, report)
         return report
 
 
@@ -398,6 +407,17 @@ def _finish(location: str | Path, manifest: dict[str, Any], report: BuildReport)
     )
     write_manifest(location, manifest)
     record_checked(local_directory(location), (STORE_DB, RESOLUTION_FILE), (TABLES_DB,))
+
+
+def _record_reused(directory: Path) -> None:
+    """Record the databases as a build that reused the index leaves them: the store,
+    checked when it began (or unchanged since a record), and the resolution state and
+    graph tables only where they are unchanged since the last record (it neither
+    checked nor wrote them). A build killed after it marked the index complete, but
+    before its record, so leaves one for the next build to find."""
+    state = [RESOLUTION_FILE] if unchanged_since_build(directory, RESOLUTION_FILE) else []
+    tables = [TABLES_DB] if unchanged_since_build(directory, TABLES_DB) else []
+    record_checked(directory, [STORE_DB, *state], tables)
 
 
 def processed_chunks(storage: Storage) -> list[Chunk]:

@@ -28,9 +28,11 @@ chunk: its title, settled extraction and, where the filter changed it, the filte
 one), ``linknames:NAME`` (per normalised name: documents counting it, chunks naming it,
 topics protecting it), ``linktitles:NAME`` (per normalised title key: how many titles
 claim it and which hold it as their alias candidate, :mod:`.link_titles`, so the
-surfaces and safe aliases are patched by the titles that came and went) and
-``linkmeta:NAME`` (the chunk ids and their titles, surfaces
-and safe aliases of the last build, a random id of that build
+surfaces and safe aliases are patched by the titles that came and went),
+``linkchunks:NAME`` (the last build's chunk ids and their titles, in :data:`BUCKETS`
+buckets by a CRC-32 of the id, so an update rewrites the buckets of the chunks that
+came, went or changed title, not the corpus's list) and ``linkmeta:NAME`` (the
+surfaces and safe aliases of the last build, a random id of that build
 (:attr:`ExtractionDelta.build`), a fingerprint of the extractor and the filter's
 threshold, and whether the state is complete, a key of its own that is removed before
 anything is written and put back by :func:`commit_links`). A state marked incomplete (a
@@ -93,6 +95,14 @@ _STATE = "state"
 _COMPLETE = "complete"
 #: The meta's mark that the title book (``linktitles:NAME``) follows its titles.
 _TITLE_BOOK = "title_book"
+#: The meta's count of the buckets its chunk ids and titles are kept in
+#: (``linkchunks:NAME``); a meta without it keeps them in lists of its own (an older
+#: build's), read once and then kept in buckets.
+_BUCKETED = "chunk_buckets"
+#: Buckets of chunk ids and titles: a 100k-chunk corpus keeps about 100 in each, so an
+#: update that adds or deletes a document rewrites a few kB, where the list it replaces
+#: (5 MB at 100k) was written whole at each update.
+BUCKETS = 1024
 _BATCH = 512
 
 ReadStored = Callable[[Sequence[Chunk]], Sequence[Extraction]]
@@ -360,6 +370,10 @@ class _Linker:
         self.names_space = f"linknames:{extractor.name}"
         self.titles_space = f"linktitles:{extractor.name}"
         self.meta_space = f"linkmeta:{extractor.name}"
+        self.chunks_space = f"linkchunks:{extractor.name}"
+        #: the previous build's buckets of chunk ids and titles, where it kept them so
+        #: (None: every bucket is written)
+        self.buckets: dict[int, dict[str, str]] | None = None
         self.build = uuid.uuid4().hex
 
     def read_state(self) -> tuple[dict[str, Any], _Stored] | None:
@@ -381,10 +395,18 @@ class _Linker:
         if meta.get("fingerprint") != self.fingerprint:
             logger.info("linked extractions stored for other settings: linking every chunk")
             return None
-        if not isinstance(chunk_ids := meta.get("chunks"), list):
-            raise _Damaged(f"{self.meta_space}: no chunk list")
         if not all(isinstance(meta.get(k), dict) for k in ("aliases", "surfaces")):
             raise _Damaged(f"{self.meta_space}: no aliases or surfaces")
+        if _BUCKETED in meta:
+            if meta[_BUCKETED] != BUCKETS:
+                raise _Damaged(f"{self.meta_space}: {meta[_BUCKETED]!r} buckets, not {BUCKETS}")
+            self.buckets = self._read_buckets()
+            titles_of: dict[str, str] = {}
+            for bucket in self.buckets.values():
+                titles_of.update(bucket)
+            return meta, _Stored(self.kv, self.records_space, titles_of)
+        if not isinstance(chunk_ids := meta.get("chunks"), list):
+            raise _Damaged(f"{self.meta_space}: no chunk list")
         titles = meta.get("titles")
         if titles is None:  # kept by older builds in the records only
             records = _Stored(self.kv, self.records_space, dict.fromkeys(chunk_ids, ""))
@@ -394,6 +416,29 @@ class _Linker:
         if not isinstance(titles, list) or len(titles) != len(chunk_ids):
             raise _Damaged(f"{self.meta_space}: the titles do not match the chunks")
         return meta, _Stored(self.kv, self.records_space, dict(zip(chunk_ids, titles, strict=True)))
+
+    def _read_buckets(self) -> dict[int, dict[str, str]]:
+        """Every bucket of chunk ids and titles; :class:`_Damaged` where one is missing
+        or does not read."""
+        buckets: dict[int, dict[str, str]] = {}
+        for batch in iter_batches(range(BUCKETS), _BATCH):
+            keys = [_bucket_key(b) for b in batch]
+            for b, key, raw in zip(
+                batch, keys, self.kv.get_many(self.chunks_space, keys), strict=True
+            ):
+                where = f"{self.chunks_space} {key}"
+                if raw is None:
+                    raise _Damaged(f"{where}: missing")
+                try:
+                    bucket = json.loads(raw)
+                except ValueError as exc:
+                    raise _Damaged(f"{where}: {exc}") from exc
+                if not isinstance(bucket, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in bucket.items()
+                ):
+                    raise _Damaged(f"{where}: not an object of titles")
+                buckets[b] = bucket
+        return buckets
 
     def link(self, ids: Sequence[str]) -> list[Extraction]:
         """The chunks ``ids`` linked over the corpus's titles and settled."""
@@ -421,7 +466,7 @@ class _Linker:
         for extraction in settled:
             names.count(extraction, +1)
         self.kv.delete_many(self.meta_space, [_COMPLETE])
-        for space in (self.records_space, self.names_space):
+        for space in (self.records_space, self.names_space, self.chunks_space):
             for batch in iter_batches(list(self.kv.keys(space)), _BATCH):
                 self.kv.delete_many(space, batch)
         TitleBook(self.kv, self.titles_space).rebuild(clean_titles(self.titles))
@@ -431,7 +476,8 @@ class _Linker:
         }
         self._put(self.records_space, records)
         names.write()
-        self._end_write(list(records))
+        self.buckets = None
+        self._end_write(())
         delta = ExtractionDelta(
             frozenset(records), frozenset(), frozenset(), fresh=True, build=self.build
         )
@@ -479,7 +525,7 @@ class _Linker:
         names.load({k for i in refilter for k in name_use(settled_of(i)).named})
         drop = names.drop()
         filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
-        self._store(records, relinked, filtered, removed, names, book)
+        self._store(records, relinked, filtered, removed | fresh, names, book)
         delta = ExtractionDelta(
             added=frozenset(i for i in self.chunks if i not in records),
             removed=frozenset(removed),
@@ -525,11 +571,12 @@ class _Linker:
         records: _Stored,
         relinked: dict[str, Extraction],
         filtered: dict[str, Extraction],
-        removed: set[str],
+        moved: set[str],
         names: NameBook,
         book: TitleBook,
     ) -> None:
-        """Write what changed; the state is marked unfinished until all of it is."""
+        """Write what changed (``moved``: the chunks that came, went or changed title);
+        the state is marked unfinished until all of it is."""
         changed = {}
         for i in self.chunks.keys() & (relinked.keys() | filtered.keys()):
             title, old = self.chunks[i].title, records.get(i)
@@ -539,11 +586,12 @@ class _Linker:
                 changed[i] = _record(i, title, settled, final)
         self.kv.delete_many(self.meta_space, [_COMPLETE])
         self._put(self.records_space, changed)
-        for batch in iter_batches(sorted(removed), _BATCH):
+        removed = sorted(i for i in moved if i not in self.chunks)
+        for batch in iter_batches(removed, _BATCH):
             self.kv.delete_many(self.records_space, batch)
         names.write()
         book.write()
-        self._end_write(list(self.chunks))
+        self._end_write(moved)
 
     def heal(self, chunk_id: str, names: NameBook) -> _Record:
         """The record of ``chunk_id``, which the update did not touch, linked again and
@@ -562,11 +610,32 @@ class _Linker:
         for batch in iter_batches(list(items), _BATCH):
             self.kv.put_many(space, {k: items[k] for k in batch})
 
-    def _end_write(self, chunk_ids: list[str]) -> None:
+    def _end_write(self, moved: Iterable[str]) -> None:
+        """Write the chunk ids and titles, then the meta: the buckets of the chunks
+        ``moved`` (came, went or changed title) where the previous build's were read,
+        else every bucket."""
+        touched: set[int] = set()
+        if self.buckets is None:  # every bucket, the empty ones too
+            self.buckets = {b: {} for b in range(BUCKETS)}
+            moved, touched = self.chunks, set(self.buckets)
+        for chunk_id in moved:
+            b = _bucket(chunk_id)
+            chunk = self.chunks.get(chunk_id)
+            if chunk is None:
+                self.buckets[b].pop(chunk_id, None)
+            else:
+                self.buckets[b][chunk_id] = chunk.title
+            touched.add(b)
+        self._put(
+            self.chunks_space,
+            {
+                _bucket_key(b): json.dumps(self.buckets[b], ensure_ascii=False).encode()
+                for b in sorted(touched)
+            },
+        )
         meta = {
             "fingerprint": self.fingerprint,
-            "chunks": chunk_ids,
-            "titles": [self.chunks[i].title for i in chunk_ids],
+            _BUCKETED: BUCKETS,
             "build": self.build,
             _TITLE_BOOK: 1,
             **self.context,
@@ -608,6 +677,15 @@ def _record(key: str, title: str, settled: Extraction, filtered: Extraction) -> 
         pair += extraction_to_json(filtered)
     body = json.dumps(title).encode() + b"\n" + compressed(pair)
     return b"%08x\n" % _checksum(key, body) + body
+
+
+def _bucket(chunk_id: str) -> int:
+    """The bucket of ``chunk_id``'s title (the same in every process, unlike ``hash``)."""
+    return zlib.crc32(chunk_id.encode()) % BUCKETS
+
+
+def _bucket_key(bucket: int) -> str:
+    return f"{bucket:04d}"
 
 
 def _checksum(key: str, body: bytes) -> int:
