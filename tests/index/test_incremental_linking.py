@@ -285,14 +285,14 @@ def test_an_update_reads_only_the_records_it_needs(tmp_path, monkeypatch):
     kv.close()
 
 
-def _four_johns(tmp_path):
-    """Four chunks naming John, their stored results, a key-value store and the linking
-    of some of the chunks over it."""
+def _four_johns(tmp_path, n=4, store=SqliteKeyValueStore):
+    """Four (``n``) chunks naming John, their stored results, a key-value store (of the
+    class ``store``) and the linking of some of the chunks over it."""
     extractor = SpacyExtractor(predicates=False)
-    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(4)]
+    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(n)]
     chunks.sort(key=lambda c: (c.doc_id, c.index))
     stored = {c.id: _local(c) for c in chunks}
-    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+    kv = store(tmp_path / "store.sqlite")
 
     def link(some):
         return link_corpus(
@@ -394,18 +394,12 @@ class _Writes(SqliteKeyValueStore):
 def test_an_update_writes_the_buckets_of_what_it_changed(tmp_path):
     """A build writes every bucket of chunk ids and titles; an update that adds a
     document, deletes it or changes its title writes only that chunk's bucket."""
-    extractor = SpacyExtractor(predicates=False)
-    chunks = [_chunk(f"d{i}", f"Topic {i}", f"Text {i} about John.") for i in range(6)]
-    chunks.sort(key=lambda c: (c.doc_id, c.index))
-    stored = {c.id: _local(c) for c in chunks}
-    kv = _Writes(tmp_path / "store.sqlite")
+    chunks, stored, kv, linked = _four_johns(tmp_path, 6, _Writes)
 
     def link(some):
         kv.written.clear()
-        got = link_corpus(
-            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
-        )
-        settled, filtered = _expected(some, extractor, stored)
+        got = linked(some)
+        settled, filtered = _expected(some, SpacyExtractor(predicates=False), stored)
         assert got.extractions == settled and got.filtered == filtered
         assert not got.delta.fresh or len(kv.written["linkchunks:spacy"]) == BUCKETS
         assert _kept_titles(kv) == {c.id: c.title for c in some}
