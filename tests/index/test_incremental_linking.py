@@ -393,7 +393,8 @@ class _Writes(SqliteKeyValueStore):
 
 def test_an_update_writes_the_buckets_of_what_it_changed(tmp_path):
     """A build writes every bucket of chunk ids and titles; an update that adds a
-    document, deletes it or changes its title writes only that chunk's bucket."""
+    document, deletes it or changes its title writes only that chunk's bucket, and its
+    delta names the chunk retitled."""
     chunks, stored, kv, linked = _four_johns(tmp_path, 6, _Writes)
 
     def link(some):
@@ -403,16 +404,16 @@ def test_an_update_writes_the_buckets_of_what_it_changed(tmp_path):
         assert got.extractions == settled and got.filtered == filtered
         assert not got.delta.fresh or len(kv.written["linkchunks:spacy"]) == BUCKETS
         assert _kept_titles(kv) == {c.id: c.title for c in some}
-        return sorted(kv.written.get("linkchunks:spacy", []))
+        return sorted(kv.written.get("linkchunks:spacy", [])), got.delta.retitled
 
-    assert len(link(chunks[:5])) == BUCKETS
+    assert len(link(chunks[:5])[0]) == BUCKETS
     one = [f"{zlib.crc32(chunks[5].id.encode()) % BUCKETS:04d}"]
-    assert link(chunks) == one  # added
+    assert link(chunks) == (one, set())  # added
     retitled = [*chunks[:5], dataclasses.replace(chunks[5], title="Topic Six")]
     stored[retitled[5].id] = _local(retitled[5])
-    assert link(retitled) == one  # its title changed
-    assert link(retitled[:5]) == one  # deleted
-    assert link(retitled[:5]) == []  # nothing changed
+    assert link(retitled) == (one, {chunks[5].id})  # its title changed: the delta says so
+    assert link(retitled[:5]) == (one, set())  # deleted
+    assert link(retitled[:5]) == ([], set())  # nothing changed
     kv.close()
 
 

@@ -430,9 +430,12 @@ def test_a_state_without_the_entity_facts_is_refused_or_read_as_none(tmp_path: P
     assert not (tmp_path / "tables").exists()
 
 
-def test_a_chunk_whose_title_changed_is_written_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("told", [False, True], ids=["compared", "told"])
+def test_a_chunk_whose_title_changed_is_written_again(tmp_path: Path, told: bool) -> None:
     """A document given its own id may come back with its text and another title: its
-    chunks keep their ids, and the patched tables take the new title."""
+    chunks keep their ids, and the patched tables take the new title, whether every
+    title is compared with the tables' or the build names the chunks retitled (the
+    linking's delta)."""
     run = _Run(tmp_path, 5, 1)
     run.write()
     ordered = sorted(run.chunks.values(), key=lambda c: (c.doc_id, c.index))
@@ -442,7 +445,8 @@ def test_a_chunk_whose_title_changed_is_written_again(tmp_path: Path) -> None:
     got, want = tmp_path / "got", tmp_path / "want"
     shutil.rmtree(got / "graph")
     follows = file_digest(got / TABLES_DB) == run.state.tables_changes().tables
-    save_state_tables(got, run.state, chunk_ids, chunks).save(got / "graph")
+    retitled = {chunk_ids[0]} if told else None
+    save_state_tables(got, run.state, chunk_ids, chunks, retitled=retitled).save(got / "graph")
     builder = GraphBuilder(run.max_per_chunk)
     builder.add_all(c.extraction for c in ordered)
     with CSRGraphStore(want / "graph") as store:

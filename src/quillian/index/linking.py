@@ -139,6 +139,9 @@ class ExtractionDelta:
     fresh: bool = False
     build: str = ""
     since: str | None = None
+    retitled: frozenset[str] = frozenset()
+    """The chunks of ``since`` whose title changed (their id names their text, not the
+    title a document given its own id may change), whatever their extraction did."""
 
     @property
     def chunk_ids(self) -> frozenset[str]:
@@ -534,6 +537,7 @@ class _Linker:
             ),
             build=self.build,
             since=since if isinstance(since := meta.get("build"), str) else None,
+            retitled=frozenset(i for i in fresh if i in records),
         )
         ids = list(self.chunks)
         later = _Later(self, records, names)

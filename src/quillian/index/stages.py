@@ -167,10 +167,11 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
             if wanted(chunk_id)
         )
 
-    update = None
+    update, retitled = None, None
     if delta is not None and not delta.fresh and delta.since is not None:
         touched = delta.added | delta.changed
         update = (delta.removed, list(rows(touched.__contains__)))
+        retitled = delta.retitled
     resolution = resolve_entities(
         directory / RESOLUTION_FILE,
         lambda: rows(lambda _: True),
@@ -183,7 +184,9 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     try:
         store = state.storage.graph(fresh=True)
         try:
-            snapshot = save_state_tables(directory, resolution, chunk_ids, chunks, store)
+            snapshot = save_state_tables(
+                directory, resolution, chunk_ids, chunks, store, retitled=retitled
+            )
         finally:
             store.close()
     finally:

@@ -37,7 +37,7 @@ import shutil
 import sqlite3
 import uuid
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,13 +164,20 @@ def save_state_tables(
     chunk_ids: Sequence[str],
     chunks: Sequence[Chunk],
     store: GraphStore | None = None,
+    *,
+    retitled: Collection[str] | None = None,
 ) -> GraphSnapshot:
     """Write under ``directory/tables`` the graph
     :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
     extractions (``chunk_ids``: the chunk nodes' order, ``chunks``: those chunks),
     patched from the tables there where the state's log follows them, else whole;
     swapped in whole, then marked in the state. Returns that graph's snapshot, written
-    to ``store`` (empty) where one is given."""
+    to ``store`` (empty) where one is given.
+
+    ``retitled``: the chunks whose title changed since the build the state's log
+    follows (:attr:`~quillian.index.linking.ExtractionDelta.retitled`, of the delta the
+    state followed), so a patch compares only their titles; None: every chunk's title
+    is compared with the one the tables hold."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -187,7 +194,7 @@ def save_state_tables(
     known = recorded_digest(directory, TABLES_DB) if changes.tables else None
 
     def write(path: Path) -> None:
-        writer = _Writer(path, state.path, chunk_ids, chunks)
+        writer = _Writer(path, state.path, chunk_ids, chunks, retitled)
         written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
@@ -210,10 +217,15 @@ class _Writer:
     """One tables database written from the state, whole or patched, with its arrays."""
 
     def __init__(
-        self, path: Path, state_path: Path, chunk_ids: Sequence[str], chunks: Sequence[Chunk]
+        self,
+        path: Path,
+        state_path: Path,
+        chunk_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        retitled: Collection[str] | None = None,
     ) -> None:
         self.path, self.state_path = path, state_path
-        self.chunk_ids, self.chunks = chunk_ids, chunks
+        self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
         self.chunk_rows = np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))
 
     def run(
@@ -425,14 +437,18 @@ class _Writer:
             conn.execute("SELECT row, coalesce(title, ?) FROM chunks", (_EMPTY,)).fetchall(),
             dtype=np.int64,
         ).reshape(-1, 2)
-        titles = np.fromiter(
-            (key64(c.title) for c in self.chunks), dtype=np.int64, count=len(self.chunks)
-        )
         same = np.isin(self.chunk_rows, stored[:, 0], assume_unique=True)
-        known = stored[np.isin(stored[:, 0], self.chunk_rows, assume_unique=True)]
-        known = known[np.argsort(known[:, 0])]
-        where = np.searchsorted(known[:, 0], self.chunk_rows[same])
-        same[np.flatnonzero(same)[known[where, 1] != titles[same]]] = False
+        if self.retitled is not None:  # only those titles changed: written again
+            retitled = np.fromiter(map(key64, self.retitled), np.int64, len(self.retitled))
+            same &= ~np.isin(self.chunk_rows, retitled)
+        else:  # every chunk's title against the one the tables hold
+            titles = np.fromiter(
+                (key64(c.title) for c in self.chunks), dtype=np.int64, count=len(self.chunks)
+            )
+            known = stored[np.isin(stored[:, 0], self.chunk_rows, assume_unique=True)]
+            known = known[np.argsort(known[:, 0])]
+            where = np.searchsorted(known[:, 0], self.chunk_rows[same])
+            same[np.flatnonzero(same)[known[where, 1] != titles[same]]] = False
         keep = self.chunk_rows[same]
         gone = np.setdiff1d(stored[:, 0], keep, assume_unique=True)
         new = np.flatnonzero(~same)
