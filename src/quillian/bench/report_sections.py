@@ -194,22 +194,29 @@ def serve_section(serve: dict[str, Any] | None) -> list[str]:
         row(f"retrieve `{serve['method']}`", r, str(r["p50_over_in_process"]))
         for r in serve["retrieve"]
     ]
-    rows.append(row("answer `sa-rag`, scripted model", serve["answer"]))
-    ingest = serve["during_ingestion"]
-    rows.append(
-        row(
-            f"retrieve `{serve['method']}` while {ingest['passages']} passages are ingested",
-            ingest["retrieval"],
+    rows += [
+        row(f"retrieve `{serve['method']}`, {entry['replicas']} servers", r)
+        for entry in serve.get("replicas", [])
+        for r in entry["retrieve"]
+    ]
+    if "answer" in serve:
+        rows.append(row("answer `sa-rag`, scripted model", serve["answer"]))
+    ingest = serve.get("during_ingestion")
+    if ingest:
+        rows.append(
+            row(
+                f"retrieve `{serve['method']}` while {ingest['passages']} passages are ingested",
+                ingest["retrieval"],
+            )
         )
-    )
-    stages = ", ".join(f"{k} {v}" for k, v in ingest["job_stage_seconds"].items())
     command = serve.get("_command", "python -m quillian.server.load")
-    return [
+    lines = [
         "",
         "## Serving: `quillian serve` under load",
         "",
         f"`{command}`: a copy of {serve['index']} served on loopback by a "
-        "`quillian serve` subprocess; the clients (httpx, asyncio) run on the same "
+        "`quillian serve` subprocess (with N servers, one copy each, the requests spread "
+        "over them in turn); the clients (httpx, asyncio) run on the same "
         f"{serve['cpus']} cores. Load average {serve['load_average_at_start']} at the start, "
         f"{serve['load_average_at_end']} at the end (other work shared the machine). "
         "Latencies in ms; the last column is the p50 over the in-process p50.",
@@ -218,7 +225,12 @@ def serve_section(serve: dict[str, Any] | None) -> list[str]:
         "| p50 / in-process |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
-        "",
-        f"The upload of {ingest['passages']} passages was job `{ingest['job_state']}` after "
-        f"{ingest['job_seconds']} s ({stages}); queries were answered throughout.",
     ]
+    if ingest:
+        stages = ", ".join(f"{k} {v}" for k, v in ingest["job_stage_seconds"].items())
+        lines += [
+            "",
+            f"The upload of {ingest['passages']} passages was job `{ingest['job_state']}` "
+            f"after {ingest['job_seconds']} s ({stages}); queries were answered throughout.",
+        ]
+    return lines
