@@ -3,11 +3,14 @@ plain and streamed, workspaces, graph browsing, bad input, limits, metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+from threadpoolctl import threadpool_info
 
 from quillian.components.llm.scripted import ScriptedChatModel
+from quillian.errors import ConfigError
 from quillian.server.settings import ServerSettings, WorkspaceSpec
 from quillian.testing.server import QUESTION, ROUTES, running, sse_events
 
@@ -302,3 +305,23 @@ def test_without_a_model_answering_is_refused_retrieval_works(built_index):
         response = client.post("/api/workspaces/main/answer", json={"question": QUESTION})
         assert response.status_code == 400 and "model" in response.json()["detail"]
         assert client.post("/api/workspaces/main/retrieve", json={"query": "x"}).is_success
+
+
+def _blas_threads() -> list[int]:
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_blas_threads_while_serving_and_as_they_were_after(built_index, threads):
+    before = _blas_threads()
+    settings = ServerSettings(workspaces=(WorkspaceSpec("main", built_index),))
+    settings = dataclasses.replace(settings, blas_threads=threads)
+    with running(settings) as client:
+        assert client.post("/api/workspaces/main/retrieve", json={"query": "x"}).is_success
+        assert _blas_threads() == (before if threads is None else [1] * len(before))
+    assert _blas_threads() == before
+
+
+def test_blas_threads_below_one_are_refused():
+    with pytest.raises(ConfigError, match="blas_threads must be 1 or more, got 0"):
+        ServerSettings(workspaces=(WorkspaceSpec("main", "x"),), blas_threads=0)

@@ -60,6 +60,14 @@ def serve(
     ] = 120.0,
     concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight per workspace")] = 4,
     workers: Annotated[int, typer.Option(min=1, help="retrieval threads per workspace")] = 4,
+    blas_threads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="threads of numpy's BLAS library (matrix products) while serving; "
+            "0: the library's own, one per core",
+        ),
+    ] = 1,
     cache: Annotated[
         Path | None, typer.Option(metavar="FILE", help="LLM response cache (default: none)")
     ] = None,
@@ -88,6 +96,7 @@ def serve(
         cache_path=cache,
         concurrency=concurrency,
         workers=workers,
+        blas_threads=blas_threads or None,
         api_key=api_key if api_key is not None else environ.get("QUILLIAN_API_KEY", ""),
         keys_file=keys,
         cors_origins=tuple(cors_origin or ()),

@@ -12,8 +12,8 @@ the routes' dependencies check what the key may do (:mod:`quillian.server.deps`)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -22,6 +22,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Mount, compile_path
+from threadpoolctl import threadpool_limits
 
 from quillian import __version__
 from quillian.errors import IndexDamagedError, QuillianError
@@ -59,17 +60,29 @@ DESCRIPTION = (
 )
 
 
+@contextmanager
+def _blas_threads(threads: int | None) -> Iterator[None]:
+    """numpy's BLAS library on ``threads`` threads while the server runs (process-wide:
+    the library has one pool), as it was after."""
+    if threads is None:
+        yield
+        return
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield
+
+
 def create_app(settings: ServerSettings) -> FastAPI:
     """The API over ``settings.workspaces``; serve it with any ASGI server."""
     spaces = Workspaces(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await spaces.open()
-        try:
-            yield
-        finally:
-            await spaces.close()
+        with _blas_threads(settings.blas_threads):
+            await spaces.open()
+            try:
+                yield
+            finally:
+                await spaces.close()
 
     app = FastAPI(
         title="Quillian",

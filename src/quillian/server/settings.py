@@ -66,6 +66,11 @@ class ServerSettings:
     """LLM calls in flight per workspace."""
     workers: int = 4
     """Threads for CPU-bound retrieval per workspace."""
+    blas_threads: int | None = 1
+    """Threads of the BLAS library under numpy's matrix products while the server runs
+    (None: the library's own, one per core). One: retrievals run concurrently on the
+    :attr:`workers` threads, and a BLAS pool per product made them contend for its
+    threads and the cores (docs/service.md, "Latency under load")."""
     retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per retriever kind, configuration overrides (``{"sa": {"hops": 4}}``)."""
     api_key: str = field(default="", repr=False)
@@ -95,6 +100,8 @@ class ServerSettings:
             raise ConfigError(f"two workspaces are named {', '.join(dupes)}; use NAME=DIR")
         if self.max_request_bytes <= 0 or self.request_timeout_s <= 0:
             raise ConfigError("max_request_bytes and request_timeout_s must be positive")
+        if self.blas_threads is not None and self.blas_threads < 1:
+            raise ConfigError(f"blas_threads must be 1 or more, got {self.blas_threads}")
 
     def state_for(self, workspace: WorkspaceSpec) -> Path:
         """The directory of a workspace's jobs."""
