@@ -12,7 +12,8 @@
 # the serving stack's packages that a machine with the usual scientific Python lacks.
 # Each bundle stays under 56 MB, so that each with this tree travels in 64 MiB. The
 # index is copied without what only its updates read (graph_resolution.sqlite, the
-# key-value store's extraction and linking state): every retrieval reads the same.
+# key-value store's extraction and linking state), and pack checks that the copy
+# retrieves what the index retrieves (sa's top 8 for every question).
 #
 # run: installs the wheels into a private folder, rebuilds the index and the model
 # cache (the export is named by the weights' digest, recorded beside it as a process
@@ -45,6 +46,21 @@ db.execute("DELETE FROM kv")
 db.commit()
 db.execute("VACUUM")
 db.close()
+PY
+    # the copy must retrieve what the index retrieves: every question, sa's top 8
+    PYTHONPATH=$ROOT/src $PY - "$index" "$work/index" "$questions" <<'PY'
+import json, sys
+from quillian.engine import Engine
+whole, copy, questions = sys.argv[1:4]
+asked = [json.loads(line)["question"] for line in open(questions) if line.strip()]
+found = []
+for path in (whole, copy):
+    engine = Engine.open(path)
+    found.append([[p.chunk_id for p in engine.retrieve(q, "sa", 8).passages] for q in asked])
+    engine.close()
+if found[0] != found[1]:
+    sys.exit("the copy without the update state retrieves differently: not packed")
+print(f"the copy retrieves what the index retrieves: {len(asked)} questions, sa top 8")
 PY
     mv "$work/index/vectors" "$work/one/vectors"
     cp "$questions" "$work/one/questions.jsonl"
