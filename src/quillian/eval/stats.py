@@ -22,10 +22,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 __all__ = ["LEVEL", "Comparison", "interval", "paired", "ratio"]
 
@@ -33,6 +33,14 @@ __all__ = ["LEVEL", "Comparison", "interval", "paired", "ratio"]
 LEVEL = 0.95
 RESAMPLES = 9999
 SEED = 0
+
+
+def _stats() -> Any:
+    """scipy's statistics, imported on first use: importing them takes about 0.3 s,
+    which every ``quillian`` command paid (its bench commands import this module)."""
+    from scipy import stats
+
+    return stats
 
 
 def _mean(x: npt.NDArray[np.float64], axis: int = -1) -> npt.NDArray[np.float64]:
@@ -53,7 +61,7 @@ def interval(
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # BCa's degenerate-data warning: falls back
-            result = stats.bootstrap(
+            result = _stats().bootstrap(
                 (x,),
                 _mean,
                 confidence_level=level,
@@ -101,7 +109,7 @@ def paired(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Comp
         return Comparison(0.0, (0.0, 0.0), 1.0, 0, 0, int(d.size))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        test = stats.permutation_test(
+        test = _stats().permutation_test(
             (d,),
             _mean,
             permutation_type="samples",
