@@ -45,7 +45,6 @@ import importlib.machinery
 import importlib.util
 import logging
 import sys
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -75,6 +74,7 @@ from quillian.components.extraction.text import (
     title_aliases,
     title_surface,
 )
+from quillian.components.hidden_imports import hidden
 from quillian.errors import ConfigError, MissingExtraError
 from quillian.types import Chunk
 
@@ -487,36 +487,17 @@ def load_ner_pipeline(model: str, *, parser: bool = False) -> Any:
     return spacy.load(names[0], exclude=list(_UNUSED_WITH_PARSER if parser else _UNUSED_PIPES))
 
 
-class _HideTorch(importlib.abc.MetaPathFinder):
-    """Reports torch as absent to the imports of one thread; other threads are not
-    affected."""
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.partition(".")[0] == "torch" and threading.get_ident() == self.thread:
-            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-        return None
-
-
 @contextlib.contextmanager
 def _torch_hidden() -> Iterator[None]:
     """spaCy's first import without torch: thinc imports torch where it is installed
     (1.2 s of a process's start here) though the CNN pipelines loaded here never use
-    it. Where torch is imported already this changes nothing; later imports of torch,
-    and those of other threads meanwhile, find it as usual."""
-    if "torch" in sys.modules or "thinc.compat" in sys.modules:
+    it. Where torch or thinc is imported already this changes nothing; later imports of
+    torch, and those of other threads meanwhile, find it as usual."""
+    if "thinc.compat" in sys.modules:
         yield
         return
-    finder = _HideTorch()
-    sys.meta_path.insert(0, finder)
-    try:
+    with hidden("torch"):
         yield
-    finally:
-        sys.meta_path.remove(finder)
 
 
 def _candidates(model: str) -> list[str]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.hidden_imports import hidden
 from quillian.components.retrieval.bm25_incremental import SegmentedBM25
 from quillian.components.retrieval.bm25_segments import stemmer
 
@@ -41,8 +43,7 @@ class BM25Index:
 
     @classmethod
     def build(cls, texts: Sequence[str]) -> BM25Index:
-        import bm25s
-
+        bm25s = _bm25s()
         tokens = bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer(), show_progress=False)
         if not tokens.vocab:
             return cls(None)
@@ -59,25 +60,21 @@ class BM25Index:
     @classmethod
     def load(cls, directory: Path) -> BM25Index:
         """The index in ``directory``: the incremental one, or one bm25s wrote."""
-        import bm25s
-
         if (segmented := SegmentedBM25.load(directory)) is not None:
             return cls(None, segmented)
         if (directory / EMPTY_MARKER).exists():
             return cls(None)
-        return cls(bm25s.BM25.load(str(directory), mmap=True, show_progress=False, verbosity=0))
+        return cls(_bm25s().BM25.load(str(directory), mmap=True, show_progress=False, verbosity=0))
 
     def search(self, query: str, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Chunk positions and BM25 scores of the top ``k`` (fewer when few chunks match)."""
-        import bm25s
-
         if self._segmented is not None:
             return self._segmented.search(query, k)
         model = self._model
         if model is None:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         n_docs = int(model.scores["num_docs"])  # type: ignore[attr-defined]
-        tokens = bm25s.tokenize(
+        tokens = _bm25s().tokenize(
             [query], stopwords="en", stemmer=self._stem, show_progress=False, return_ids=False
         )
         if not tokens or not tokens[0] or n_docs == 0:
@@ -87,3 +84,12 @@ class BM25Index:
         )
         keep = scores[0] > 0
         return ids[0][keep].astype(np.int64), scores[0][keep].astype(np.float32)
+
+
+def _bm25s() -> Any:
+    """bm25s, imported on first use with jax hidden (:mod:`~quillian.components.
+    hidden_imports`): its top-k selection is then numpy's wherever it runs, and a jax
+    that cannot start its backend does not stop the import."""
+    with hidden("jax"):
+        import bm25s
+    return bm25s
