@@ -3,12 +3,14 @@ plain and streamed, workspaces, graph browsing, bad input, limits, metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 
 import pytest
 from threadpoolctl import threadpool_info
 
+from quillian.components.concurrency import ThreadOffload
 from quillian.components.llm.scripted import ScriptedChatModel
 from quillian.errors import ConfigError
 from quillian.server.settings import ServerSettings, WorkspaceSpec
@@ -307,19 +309,37 @@ def test_without_a_model_answering_is_refused_retrieval_works(built_index):
         assert client.post("/api/workspaces/main/retrieve", json={"query": "x"}).is_success
 
 
-def _blas_threads() -> list[int]:
-    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+def _blas_threads(layer: str | None = None) -> list[int]:
+    """Each loaded BLAS library's threads (those on ``layer`` alone, if given)."""
+    return [
+        pool["num_threads"]
+        for pool in threadpool_info()
+        if pool["user_api"] == "blas" and layer in (None, pool.get("threading_layer"))
+    ]
 
 
 @pytest.mark.parametrize("threads", [1, None])
 def test_blas_threads_while_serving_and_as_they_were_after(built_index, threads):
-    before = _blas_threads()
+    # the libraries on their own pthreads pool (numpy's, scipy's) keep one setting for
+    # the process; OpenMP builds keep one per thread, set in the retrieval threads
+    before = _blas_threads("pthreads")
     settings = ServerSettings(workspaces=(WorkspaceSpec("main", built_index),))
     settings = dataclasses.replace(settings, blas_threads=threads)
     with running(settings) as client:
         assert client.post("/api/workspaces/main/retrieve", json={"query": "x"}).is_success
-        assert _blas_threads() == (before if threads is None else [1] * len(before))
-    assert _blas_threads() == before
+        assert _blas_threads("pthreads") == (before if threads is None else [1] * len(before))
+    assert _blas_threads("pthreads") == before
+
+
+def test_each_retrieval_thread_sets_its_own_blas_threads():
+    offload = ThreadOffload(2, blas_threads=1)
+    try:
+        inside = asyncio.run(offload(_blas_threads))
+    finally:
+        offload.close()
+    assert inside == [1] * len(_blas_threads())
+    with pytest.raises(ConfigError, match="blas_threads must be greater than 0"):
+        ThreadOffload(2, blas_threads=0)
 
 
 def test_blas_threads_below_one_are_refused():

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from quillian.errors import ConfigError
+from quillian.errors import ConfigError, MissingExtraError
 
 __all__ = ["Offload", "ThreadOffload", "to_thread"]
 
@@ -36,13 +36,31 @@ async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
 
 
 class ThreadOffload:
-    """An offload on its own bounded pool of ``workers`` threads (an engine's)."""
+    """An offload on its own bounded pool of ``workers`` threads (an engine's).
 
-    def __init__(self, workers: int = 4) -> None:
+    With ``blas_threads``, each thread runs the BLAS libraries under numpy's matrix
+    products on that many threads, set in the thread itself: a library built on OpenMP
+    (faiss's OpenBLAS) keeps the setting per thread, where one on its own pthreads pool
+    (numpy's and scipy's) keeps one for the process."""
+
+    def __init__(self, workers: int = 4, blas_threads: int | None = None) -> None:
         if workers <= 0:
             raise ConfigError(f"workers must be greater than 0, got {workers}")
+        if blas_threads is not None and blas_threads <= 0:
+            raise ConfigError(f"blas_threads must be greater than 0, got {blas_threads}")
         self.workers = workers
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="quillian-cpu")
+        if blas_threads is None:
+            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="quillian-cpu")
+            return
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError as exc:
+            raise MissingExtraError("threadpoolctl", "serve") from exc
+        self._pool = ThreadPoolExecutor(
+            workers,
+            thread_name_prefix="quillian-cpu",
+            initializer=functools.partial(threadpool_limits, blas_threads, "blas"),
+        )
 
     async def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()

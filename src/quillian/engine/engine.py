@@ -97,6 +97,10 @@ class EngineOptions:
     """LLM calls in flight at once."""
     workers: int = 4
     """Threads for CPU-bound retrieval and graph work."""
+    blas_threads: int | None = None
+    """Threads of the BLAS library under numpy's matrix products in each of those
+    (None: the library's own; a server sets 1, see
+    :attr:`~quillian.server.settings.ServerSettings.blas_threads`)."""
     embedder: str | None = None
     """The embedder's name; None: the one the index (else the imported graph) was built
     with."""
@@ -146,7 +150,7 @@ class Engine:
         self._sessions = contextlib.AsyncExitStack()  # knowledge models' sessions
         self._runners: dict[str, TaskRunner] = {}
         self._runners_lock = asyncio.Lock()
-        self._offload = ThreadOffload(options.workers)
+        self._offload = ThreadOffload(options.workers, options.blas_threads)
         self._batcher = QueryBatcher(self._embed_queries, self._offload)
         self._opening = threading.RLock()  # two questions at once open things once
         # one thread opens a newer build at a time (two opening at once also met CPython

@@ -62,8 +62,9 @@ DESCRIPTION = (
 
 @contextmanager
 def _blas_threads(threads: int | None) -> Iterator[None]:
-    """numpy's BLAS library on ``threads`` threads while the server runs (process-wide:
-    the library has one pool), as it was after."""
+    """The BLAS libraries on ``threads`` threads while the server runs, as they were
+    after: process-wide where a library keeps one setting (the engines' retrieval
+    threads set their own, for those that keep one per thread)."""
     if threads is None:
         yield
         return

@@ -67,8 +67,10 @@ class ServerSettings:
     workers: int = 4
     """Threads for CPU-bound retrieval per workspace."""
     blas_threads: int | None = 1
-    """Threads of the BLAS library under numpy's matrix products while the server runs
-    (None: the library's own, one per core). One: retrievals run concurrently on the
+    """Threads of the BLAS libraries under numpy's matrix products while the server runs
+    (None: the libraries' own, one per core): set for the process where a library keeps
+    one setting (numpy's and scipy's OpenBLAS), and in each retrieval thread where it
+    keeps one per thread (an OpenMP build). One: retrievals run concurrently on the
     :attr:`workers` threads, and a BLAS pool per product made them contend for its
     threads and the cores (docs/service.md, "Latency under load")."""
     retriever_options: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -84,6 +84,7 @@ class Workspaces:
                 cache_path=s.cache_path,
                 concurrency=s.concurrency,
                 workers=s.workers,
+                blas_threads=s.blas_threads,
                 retriever_options=s.retriever_options,
             )
             await self._stack.enter_async_context(engine)
