@@ -11,9 +11,12 @@ import pytest
 from threadpoolctl import threadpool_info
 
 from quillian.components.concurrency import ThreadOffload
+from quillian.components.factories import RETRIEVERS
 from quillian.components.llm.scripted import ScriptedChatModel
-from quillian.errors import ConfigError
+from quillian.engine import Engine
+from quillian.errors import ConfigError, QuillianError
 from quillian.server.settings import ServerSettings, WorkspaceSpec
+from quillian.server.views import retrieval_json, retrieval_view
 from quillian.testing.server import QUESTION, ROUTES, running, sse_events
 
 
@@ -345,3 +348,27 @@ def test_each_retrieval_thread_sets_its_own_blas_threads():
 def test_blas_threads_below_one_are_refused():
     with pytest.raises(ConfigError, match="blas_threads must be 1 or more, got 0"):
         ServerSettings(workspaces=(WorkspaceSpec("main", "x"),), blas_threads=0)
+
+
+def test_retrieval_json_is_the_models_json_for_every_retriever(built_index):
+    # the thresholds of the client above, so the tiny graph's edges and paths show
+    low = {"activation_threshold": 0.01, "relation_threshold": 0.0}
+    engine = Engine.open(built_index, retriever_options={"sa": low})
+    compared, shown_edges = [], 0
+    try:
+        for method in RETRIEVERS:
+            try:
+                result = engine.retrieve(QUESTION, method, 8)
+            except QuillianError:  # needs what this index lacks (a model, a schema)
+                continue
+            nan = dataclasses.replace(result.passages[0], score=float("nan"))
+            for shown in (result, dataclasses.replace(result, passages=[nan])):
+                model = retrieval_view(shown, 0.25).model_dump_json().encode()
+                assert retrieval_json(shown, 0.25) == model, method
+            compared.append(method)
+            data = json.loads(model)
+            shown_edges += bool(data["subgraph"]["edges"]) and bool(data["paths"])
+    finally:
+        engine.close()
+    assert {"sa", "ppr", "dense", "bm25", "fused"} <= set(compared)
+    assert shown_edges

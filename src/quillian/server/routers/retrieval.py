@@ -7,28 +7,27 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
 from quillian.server import models as m
 from quillian.server.answering import ANSWER_EVENTS, answer, answer_events
 from quillian.server.deps import Ctx, WorkspaceDep
 from quillian.server.sse import SSE_HEADERS, sse
-from quillian.server.views import retrieval_view
+from quillian.server.views import retrieval_json
 
 router = APIRouter(prefix="/api/workspaces/{ws}", tags=["retrieval and answers"])
 
 
 @router.post("/retrieve", response_model=m.RetrieveResponse)
-async def retrieve(
-    body: m.RetrieveRequest, workspace: WorkspaceDep, ctx: Ctx
-) -> m.RetrieveResponse:
+async def retrieve(body: m.RetrieveRequest, workspace: WorkspaceDep, ctx: Ctx) -> Response:
     """Top-k passages with scores and the activated subgraph (nodes with their
     activation, edges used with their relation text and source sentence)."""
     start = time.perf_counter()
     async with asyncio.timeout(ctx.settings.request_timeout_s):
         result = await workspace.engine.aretrieve(body.query, body.method, body.k)
-    return retrieval_view(result, time.perf_counter() - start)
+    content = retrieval_json(result, time.perf_counter() - start)
+    return Response(content, media_type="application/json")
 
 
 @router.post("/answer", response_model=m.AnswerResponse, responses=ANSWER_EVENTS.responses())
