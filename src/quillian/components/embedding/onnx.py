@@ -116,10 +116,14 @@ class OnnxEmbedder:
                 feed["token_type_ids"] = np.zeros_like(ids)
             out[row] = session.run(None, feed)[0][0].mean(axis=0)
 
-        workers = self._threads or _cores()
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for _ in pool.map(one, range(len(texts))):  # re-raises a worker's error
-                pass
+        workers = min(self._threads or _cores(), len(texts))
+        if workers == 1:  # one text (a question): on this thread, no pool to start
+            for row in range(len(texts)):
+                one(row)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for _ in pool.map(one, range(len(texts))):  # re-raises a worker's error
+                    pass
         return l2_normalize(out)
 
     @cached_property
