@@ -9,6 +9,7 @@ tests and the benchmark compare with)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,7 @@ class BM25Index:
         return ids[0][keep].astype(np.int64), scores[0][keep].astype(np.float32)
 
 
+@functools.cache
 def _bm25s() -> Any:
     """bm25s, imported on first use with jax hidden (:mod:`~quillian.components.
     hidden_imports`): its top-k selection is then numpy's wherever it runs, and a jax
