@@ -553,10 +553,25 @@ def test_candidates_from_bm25_postings_find_every_text_holding_a_surface(tmp_pat
     ids = list(chunks)
     held = ids[:3]
     update_bm25(tmp_path / "bm25", held, lambda ps: [chunks[held[p]].text for p in ps])
+    read_ids: list[str] = []
+
+    def read(wanted):
+        read_ids.extend(wanted)
+        return [chunks[i] for i in wanted]
+
+    def containing(surfaces, bm25):
+        return chunks_containing(surfaces, chunks.keys(), read, bm25)
+
     for bm25 in (tmp_path / "bm25", None, tmp_path / "missing"):
-        assert chunks_containing(["The The"], chunks, bm25) == {ids[0], ids[3]}
-        assert chunks_containing(["Île de France"], chunks, bm25) == {ids[1]}
+        read_ids.clear()
+        assert containing(["The The"], bm25) == {ids[0], ids[3]}
+        assert containing(["Île de France"], bm25) == {ids[1]}
         # every text holding it as whole words; maybe one holding it inside a word
-        assert {ids[0], ids[3]} <= chunks_containing(["Red Moon"], chunks, bm25)
-        assert chunks_containing(["Red Moon"], chunks, bm25) <= {ids[0], ids[2], ids[3]}
-        assert chunks_containing([], chunks, bm25) == set()
+        assert {ids[0], ids[3]} <= containing(["Red Moon"], bm25)
+        assert containing(["Red Moon"], bm25) <= {ids[0], ids[2], ids[3]}
+        assert containing([], bm25) == set()
+        read_ids.clear()
+        containing(["Île de France"], bm25)
+        # the postings' candidate and the chunk the index does not hold: no other text
+        expected = [ids[1], ids[3]] if bm25 == tmp_path / "bm25" else ids
+        assert read_ids == expected

@@ -1,7 +1,9 @@
-"""The graph texts' vector keys kept by text id: each right, and only the texts not kept
-before are read and hashed; a file of another model, damaged, tampered with or not
-writable never gives a wrong key."""
+"""The graph texts' vector keys kept by text id, and the chunks' by chunk id: each right,
+and only the texts (chunks) not kept before are read and hashed; a file of another
+model, damaged, tampered with or not writable (or, for chunks, of another build than
+the one the update follows) never gives a wrong key."""
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -11,9 +13,11 @@ import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.keyed import vector_keys
-from quillian.index import delete_documents
+from quillian.index import delete_documents, open_storage
 from quillian.index import text_keys as text_keys_module
-from quillian.index.text_keys import KEYS_FILE, text_keys
+from quillian.index.build import processed_chunks
+from quillian.index.stages import chunk_text
+from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE, chunk_keys, text_keys
 from quillian.stores.postgres.files import SKIPPED
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
@@ -139,3 +143,96 @@ def test_an_update_hashes_only_the_texts_it_brings(
             np.load(steps / "tables" / name), np.load(tmp_path / "once" / "tables" / name)
         )
     assert KEYS_FILE in SKIPPED and KEYS_FILE + ".partial" in SKIPPED
+
+
+class Chunks:
+    """Chunk names (id and text) by row, counting the names read."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.ids, self.names = list(names), list(names.values())
+        self.rows = np.array([key64(i) for i in self.ids], dtype=np.int64)
+        self.read: list[str] = []
+
+    def name_at(self, at: npt.NDArray[np.int64]) -> list[str]:
+        got = [self.names[i] for i in at.tolist()]
+        self.read += got
+        return got
+
+
+def chunk_keyed(
+    directory: Path,
+    names: dict[str, str],
+    *,
+    tag: str,
+    since: str | None,
+    retitled: tuple[str, ...] = (),
+    model: str = MODEL,
+) -> list[str]:
+    """The names read to key the chunks ``names`` (id to name), the keys checked."""
+    c = Chunks(names)
+    gone = np.array([key64(i) for i in retitled], dtype=np.int64)
+    keys = chunk_keys(directory, model, c.rows, c.name_at, tag=tag, since=since, retitled=gone)
+    np.testing.assert_array_equal(keys, vector_keys(model, list(names.values())))
+    return c.read
+
+
+def test_chunk_keys_serve_only_the_build_that_follows_theirs(tmp_path: Path) -> None:
+    one = {"c1": "c1\nA\none", "c2": "c2\nB\ntwo"}
+    assert chunk_keyed(tmp_path, one, tag="b1", since=None) == list(one.values())
+    grown = {**one, "c3": "c3\nC\nthree"}
+    assert chunk_keyed(tmp_path, grown, tag="b2", since="b1") == ["c3\nC\nthree"]
+    # a chunk retitled since: keyed from its name again, the others kept
+    retitled = {**grown, "c1": "c1\nA new title\none"}
+    assert chunk_keyed(tmp_path, retitled, tag="b3", since="b2", retitled=("c1",)) == [
+        "c1\nA new title\none"
+    ]
+    # a build that does not follow the file's (a stopped build between): every chunk
+    assert chunk_keyed(tmp_path, retitled, tag="b4", since="b2") == list(retitled.values())
+    assert chunk_keyed(tmp_path, retitled, tag="b5", since="b4", model="model-b") == list(
+        retitled.values()
+    )
+    # no tag (no linking delta): keyed from the names, nothing kept
+    assert chunk_keyed(tmp_path, retitled, tag="", since="b5", model="model-b") == []
+    assert not (tmp_path / CHUNK_KEYS_FILE).exists()
+    assert chunk_keyed(tmp_path, one, tag="b6", since="b5") == list(one.values())
+    assert CHUNK_KEYS_FILE in SKIPPED and CHUNK_KEYS_FILE + ".partial" in SKIPPED
+
+
+def test_damaged_chunk_keys_are_keyed_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    names = {"c1": "c1\none", "c2": "c2\ntwo"}
+    chunk_keyed(tmp_path, names, tag="b1", since=None)
+    path = tmp_path / CHUNK_KEYS_FILE
+    with np.load(path) as kept:
+        arrays = {name: kept[name] for name in kept.files}
+    arrays["keys"] = arrays["keys"].copy()
+    arrays["keys"][0] ^= 1
+    np.savez(path, **arrays)
+    with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
+        assert chunk_keyed(tmp_path, names, tag="b2", since="b1") == list(names.values())
+    assert "chunk keys kept" in caplog.text and "keying every chunk" in caplog.text
+    assert chunk_keyed(tmp_path, names, tag="b3", since="b2") == []
+
+
+def test_a_retitled_chunk_is_keyed_by_its_new_title(tmp_path: Path) -> None:
+    """A chunk whose title changed in place (a document given its own id, retitled) is
+    keyed by the build after as by one made at once."""
+    location = tmp_path / "index"
+    titles = list(CORPUS)
+    _build(location, titles)
+    with open_storage(location) as storage:
+        chunk = storage.documents.get_chunks([processed_chunks(storage).ids[0]])[0]
+        assert chunk is not None
+        storage.documents.put_chunks([dataclasses.replace(chunk, title="Another Title")])
+    delete_documents(  # a rebuild: the title change reaches the keys
+        location,
+        [Document(CORPUS[titles[-1]], titles[-1]).id],
+        extractor=TitleLinkExtractor(CORPUS),
+        embedder=KeywordEmbedder(),
+    )
+    with open_storage(location) as storage:
+        chunks = list(processed_chunks(storage))
+    assert any(c.title == "Another Title" for c in chunks)
+    expected = vector_keys(KeywordEmbedder().model_id, [f"{c.id}\n{chunk_text(c)}" for c in chunks])
+    np.testing.assert_array_equal(np.load(location / "tables" / "chunk_keys.npy"), expected)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,6 +44,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
+from quillian.index.chunk_table import ChunkTable
 from quillian.index.integrity import (
     STORE_DB,
     check_database,
@@ -346,7 +346,7 @@ def _rebuild(
         commit=False,
     )
     cached = CachedEmbedder(embedder, storage.kv)
-    issues = stored_issues(storage.kv, extractor, [c.id for c in chunks])
+    issues = stored_issues(storage.kv, extractor, chunks.ids)
     state = BuildState(
         storage=storage,
         chunks=chunks,
@@ -420,12 +420,11 @@ def _record_reused(directory: Path) -> None:
     record_checked(directory, [STORE_DB, *state], tables)
 
 
-def processed_chunks(storage: Storage) -> list[Chunk]:
-    """Every chunk of a processed document, in index order (document id, position)."""
+def processed_chunks(storage: Storage) -> ChunkTable:
+    """Every chunk of a processed document, in index order (document id, position),
+    their texts read when asked for."""
     processed = set(storage.status.ids_with_status(DocStatus.PROCESSED))
-    chunks = [c for c in storage.documents.iter_chunks() if c.doc_id in processed]
-    chunks.sort(key=attrgetter("doc_id", "index"))
-    return chunks
+    return ChunkTable.read(storage.documents, processed)
 
 
 class _BudgetStop(BaseException):

@@ -12,6 +12,9 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              the tables' integer columns for the next patch (local too)
     DIR/text_keys_by_id.npz  the vector keys of the graph's texts by text id, so a build
                              hashes only texts it has not met (a cache, local too)
+    DIR/chunk_keys_by_id.npz  the chunks' vector keys by chunk id, tagged with the build
+                             they follow, so an update reads only the texts of chunks
+                             added or retitled (a cache, local too)
     DIR/checked.json         the stat stamps of the two databases as the last build left
                              them (one unchanged since is not checked whole again) and
                              the graph tables' stamp and digest

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,23 +31,28 @@ __all__ = ["chunks_containing"]
 logger = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+")
+#: Chunks read at once where texts are scanned.
+_PAGE = 1000
 
 
 def chunks_containing(
-    surfaces: Iterable[str], chunks: Mapping[str, Chunk], bm25: Path | None
+    surfaces: Iterable[str],
+    ids: Collection[str],
+    read: Callable[[Sequence[str]], Sequence[Chunk]],
+    bm25: Path | None,
 ) -> set[str]:
-    """The ids of ``chunks`` (by id) whose text contains one of ``surfaces`` as whole
+    """Those of the chunks ``ids`` whose text contains one of ``surfaces`` as whole
     words (where a title gazetteer can find it), and maybe some holding it only inside
     longer words; candidates read from the BM25 index in ``bm25`` (None: every text is
-    scanned)."""
+    scanned). ``read`` gives chunks by id: only the candidates' texts are read."""
     surfaces = [s for s in dict.fromkeys(surfaces) if s]
-    if not surfaces or not chunks:
+    if not surfaces or not ids:
         return set()
     index = _open(bm25) if bm25 is not None else None
     if index is None:
-        return {i for i, c in chunks.items() if any(s in c.text for s in surfaces)}
+        return _scanned(surfaces, list(ids), read)
     live = _live_ids(index)
-    unheld = [(i, c) for i, c in chunks.items() if i.encode() not in live]
+    unheld = [i for i in ids if i.encode() not in live]
     scanned: list[str] = []
     found: set[str] = set()
     for surface in surfaces:
@@ -55,13 +60,22 @@ def chunks_containing(
         if term is None:
             scanned.append(surface)
             continue
-        for cid in _rows_with(index, term):
-            chunk = chunks.get(cid)
-            if chunk is not None and surface in chunk.text:
-                found.add(cid)
-        found.update(i for i, c in unheld if surface in c.text)
+        candidates = [cid for cid in dict.fromkeys(_rows_with(index, term)) if cid in ids]
+        found |= _scanned([surface], candidates + unheld, read)
     if scanned:
-        found.update(i for i, c in chunks.items() if any(s in c.text for s in scanned))
+        found |= _scanned(scanned, list(ids), read)
+    return found
+
+
+def _scanned(
+    surfaces: Sequence[str], ids: Sequence[str], read: Callable[[Sequence[str]], Sequence[Chunk]]
+) -> set[str]:
+    """Those of ``ids`` whose text holds one of ``surfaces``, read a page at a time."""
+    found: set[str] = set()
+    for start in range(0, len(ids), _PAGE):
+        found.update(
+            c.id for c in read(ids[start : start + _PAGE]) if any(s in c.text for s in surfaces)
+        )
     return found
 
 

@@ -73,6 +73,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.extraction.text import title_aliases
 from quillian.errors import IndexDamagedError
+from quillian.index.chunk_table import ChunkTable
 from quillian.index.link_candidates import chunks_containing
 from quillian.index.link_names import NameBook, NamesDamaged, names_of
 from quillian.index.link_titles import TitleBook, TitlesDamaged, clean_titles, patched_context
@@ -363,8 +364,10 @@ class _Linker:
     ) -> None:
         self.kv, self.extractor, self.read_stored = kv, extractor, read_stored
         self.max_docs, self.bm25 = max_docs, bm25
-        self.chunks = {c.id: c for c in chunks}  # chunk ids hashed once
-        self.titles = [c.title for c in chunks if c.title]
+        self.table = ChunkTable.of(chunks)
+        #: each chunk's title by id (texts are read only for the chunks linked)
+        self.titles_of = dict(zip(self.table.ids, self.table.titles, strict=True))
+        self.titles = [t for t in self.table.titles if t]
         # the safe aliases and surfaces over the titles: made from scratch by full(),
         # patched from the previous build's by update()
         self.context: dict[str, dict[str, str]] = {"surfaces": {}, "aliases": {}}
@@ -447,7 +450,7 @@ class _Linker:
         """The chunks ``ids`` linked over the corpus's titles and settled."""
         if not ids:
             return []
-        chunks = [self.chunks[i] for i in ids]
+        chunks = self.table.chunks(ids)
         stored = self.read_stored(chunks)
         aliases = self.context["aliases"]
         if isinstance(self.extractor, SurfaceLinker):
@@ -463,7 +466,7 @@ class _Linker:
         else:
             aliases, surfaces = title_aliases(self.titles), {}
         self.context = {"surfaces": dict(surfaces), "aliases": dict(aliases)}
-        settled = self.link(list(self.chunks))
+        settled = self.link(self.table.ids)
         filtered = drop_ambiguous_names(settled, max_docs=self.max_docs)
         names = NameBook(self.kv, self.names_space, self.max_docs)
         for extraction in settled:
@@ -474,8 +477,8 @@ class _Linker:
                 self.kv.delete_many(space, batch)
         TitleBook(self.kv, self.titles_space).rebuild(clean_titles(self.titles))
         records = {
-            i: _record(i, c.title, s, f)
-            for (i, c), s, f in zip(self.chunks.items(), settled, filtered, strict=True)
+            i: _record(i, title, s, f)
+            for (i, title), s, f in zip(self.titles_of.items(), settled, filtered, strict=True)
         }
         self._put(self.records_space, records)
         names.write()
@@ -488,7 +491,7 @@ class _Linker:
 
     def update(self, meta: dict[str, Any], records: _Stored) -> LinkedCorpus:
         """The chunks a change touches recomputed over the previous build's state."""
-        removed = set(records) - self.chunks.keys()
+        removed = set(records) - self.titles_of.keys()
         old_titles = records.titles
         before = clean_titles(old_titles.values())
         book = TitleBook(self.kv, self.titles_space)
@@ -503,9 +506,9 @@ class _Linker:
             book, before, clean_titles(self.titles), meta["aliases"], meta["surfaces"], surfaces_of
         )
         self.context = {"surfaces": surfaces, "aliases": aliases}
-        fresh = {i for i, c in self.chunks.items() if old_titles.get(i) != c.title}
+        fresh = {i for i, title in self.titles_of.items() if old_titles.get(i) != title}
         touched = fresh | self.touched(meta, records, fresh)
-        work = [i for i in self.chunks if i in touched]
+        work = [i for i in self.table.ids if i in touched]
         relinked = dict(zip(work, self.link(work), strict=True))
         records.load([*work, *removed])
         changed = {i for i, e in relinked.items() if i not in records or records[i].settled != e}
@@ -519,7 +522,7 @@ class _Linker:
                 names.count(records[i].settled, -1)
         for i in changed:
             names.count(relinked[i], +1)
-        refilter = changed | (names.flipped() & self.chunks.keys())
+        refilter = changed | (names.flipped() & self.titles_of.keys())
         records.load(refilter)
 
         def settled_of(i: str) -> Extraction:
@@ -530,7 +533,7 @@ class _Linker:
         filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
         self._store(records, relinked, filtered, removed | fresh, names, book)
         delta = ExtractionDelta(
-            added=frozenset(i for i in self.chunks if i not in records),
+            added=frozenset(i for i in self.table.ids if i not in records),
             removed=frozenset(removed),
             changed=frozenset(
                 i for i in filtered if i in records and records[i].filtered != filtered[i]
@@ -539,7 +542,7 @@ class _Linker:
             since=since if isinstance(since := meta.get("build"), str) else None,
             retitled=frozenset(i for i in fresh if i in records),
         )
-        ids = list(self.chunks)
+        ids = self.table.ids
         later = _Later(self, records, names)
         return LinkedCorpus(
             _InOrder(ids, relinked, lambda i: later.record(i).settled, later.prefetch),
@@ -550,22 +553,22 @@ class _Linker:
 
     def touched(self, meta: dict[str, Any], records: _Stored, fresh: set[str]) -> set[str]:
         """The stored chunks whose link or settling the change of titles may change."""
-        kept = {i: c for i, c in self.chunks.items() if i not in fresh}
+        kept = {i: title for i, title in self.titles_of.items() if i not in fresh}
         if isinstance(self.extractor, LinkingExtractor) and not isinstance(
             self.extractor, SurfaceLinker
         ):
             return set(kept)
         old, new = meta["surfaces"], self.context["surfaces"]
         moved = [s for s in old.keys() | new.keys() if old.get(s) != new.get(s)]
-        touched = chunks_containing(sorted(moved), kept, self.bm25)
+        touched = chunks_containing(sorted(moved), kept.keys(), self.table.chunks, self.bm25)
         old, new = meta["aliases"], self.context["aliases"]
         realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
         if realiased:
             records.load_all()
             touched.update(
                 i
-                for i, c in kept.items()
-                if " ".join(c.title.split()) in realiased
+                for i, title in kept.items()
+                if " ".join(title.split()) in realiased
                 or not realiased.isdisjoint(_topics(records[i].settled))
             )
         return touched
@@ -582,15 +585,15 @@ class _Linker:
         """Write what changed (``moved``: the chunks that came, went or changed title);
         the state is marked unfinished until all of it is."""
         changed = {}
-        for i in self.chunks.keys() & (relinked.keys() | filtered.keys()):
-            title, old = self.chunks[i].title, records.get(i)
+        for i in self.titles_of.keys() & (relinked.keys() | filtered.keys()):
+            title, old = self.titles_of[i], records.get(i)
             settled = relinked[i] if i in relinked else records[i].settled
             final = filtered[i] if i in filtered else records[i].filtered
             if old is None or (old.title, old.settled, old.filtered) != (title, settled, final):
                 changed[i] = _record(i, title, settled, final)
         self.kv.delete_many(self.meta_space, [_COMPLETE])
         self._put(self.records_space, changed)
-        removed = sorted(i for i in moved if i not in self.chunks)
+        removed = sorted(i for i in moved if i not in self.titles_of)
         for batch in iter_batches(removed, _BATCH):
             self.kv.delete_many(self.records_space, batch)
         names.write()
@@ -605,7 +608,7 @@ class _Linker:
         (settled,) = self.link([chunk_id])
         names.load(name_use(settled).named)
         raw = _record(
-            chunk_id, self.chunks[chunk_id].title, settled, drop_names(settled, names.drop())
+            chunk_id, self.titles_of[chunk_id], settled, drop_names(settled, names.drop())
         )
         self._put(self.records_space, {chunk_id: raw})
         return _Record(chunk_id, raw)
@@ -621,14 +624,14 @@ class _Linker:
         touched: set[int] = set()
         if self.buckets is None:  # every bucket, the empty ones too
             self.buckets = {b: {} for b in range(BUCKETS)}
-            moved, touched = self.chunks, set(self.buckets)
+            moved, touched = self.titles_of, set(self.buckets)
         for chunk_id in moved:
             b = _bucket(chunk_id)
-            chunk = self.chunks.get(chunk_id)
-            if chunk is None:
+            title = self.titles_of.get(chunk_id)
+            if title is None:
                 self.buckets[b].pop(chunk_id, None)
             else:
-                self.buckets[b][chunk_id] = chunk.title
+                self.buckets[b][chunk_id] = title
             touched.add(b)
         self._put(
             self.chunks_space,

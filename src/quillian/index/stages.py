@@ -11,10 +11,9 @@ the state's storage.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -32,14 +31,15 @@ from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
+from quillian.index.chunk_table import ChunkTable
 from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import save_state_tables
 from quillian.index.storage import Storage
 from quillian.index.tables import DistinctTexts, StoredTables, load_tables, save_tables
-from quillian.index.text_keys import text_keys
+from quillian.index.text_keys import chunk_keys, text_keys
 from quillian.stores.protocols import VectorIndex, VerifiedOnUse
-from quillian.types import Chunk, Progress
+from quillian.types import Chunk, Progress, key64
 
 __all__ = [
     "DEFAULT_STAGES",
@@ -76,7 +76,9 @@ class BuildState:
     and what earlier stages produced."""
 
     storage: Storage
-    chunks: list[Chunk]
+    chunks: ChunkTable
+    """Every processed chunk, in index order (a sequence of chunks given in its place
+    is made a table of them)."""
     extractions: Sequence[Extraction]
     embedder: Embedder
     progress: Progress
@@ -92,6 +94,10 @@ class BuildState:
     repair: bool = False
     """The build found a stored file damaged: files kept are checked whole, not on
     their first use (an update checks only what it reads)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.chunks, ChunkTable):
+            self.chunks = ChunkTable.of(self.chunks)
 
     def graph(self) -> KnowledgeGraph:
         if self.kg is None:
@@ -125,9 +131,7 @@ class GraphStage:
         extractions = state.filtered
         if extractions is None:
             extractions = drop_ambiguous_names(state.extractions, max_docs=AMBIGUOUS_MAX_DOCS)
-        chunks = state.chunks
-        places = [(c.doc_id, c.index) for c in chunks]
-        if any(a >= b for a, b in itertools.pairwise(places)):
+        if not state.chunks.in_index_order():
             kg = _built_in_memory(state, extractions)
         else:
             kg = _built_from_resolution(state, extractions)
@@ -156,13 +160,13 @@ def _built_in_memory(state: BuildState, extractions: Sequence[Extraction]) -> Kn
 
 def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction]) -> KnowledgeGraph:
     chunks, directory, delta = state.chunks, state.storage.directory, state.delta
-    chunk_ids = [c.id for c in chunks]
+    chunk_ids, doc_ids, indexes = chunks.ids, chunks.doc_ids, chunks.indexes
 
     def rows(wanted: Callable[[str], bool]) -> Iterator[ChunkExtraction]:
         """The chunks ``wanted`` takes, with their extractions (only those are read,
         each when the caller reaches it)."""
         return (
-            ChunkExtraction(chunks[i].doc_id, chunks[i].index, extractions[i])
+            ChunkExtraction(doc_ids[i], indexes[i], extractions[i])
             for i, chunk_id in enumerate(chunk_ids)
             if wanted(chunk_id)
         )
@@ -229,15 +233,38 @@ class EmbedStage:
             indptr, order = text_rows(rows, len(texts.ids))
             np.save(tables / f"{what}_text_indptr.npy", indptr)
             np.save(tables / f"{what}_text_order.npy", order)
-        chunk_texts = [chunk_text(c) for c in state.chunks]
-        chunk_names = [f"{c.id}\n{t}" for c, t in zip(state.chunks, chunk_texts, strict=True)]
-        keys = vector_keys(state.embedder.model_id, chunk_names)
-        check_distinct(keys, chunk_names.__getitem__, "chunks")
-        _embed_into(state, "chunks", keys, lambda at: [chunk_texts[i] for i in at], self.window)
+        chunks, model_id = state.chunks, state.embedder.model_id
+
+        def names(at: npt.NDArray[np.int64]) -> list[str]:
+            return [f"{c.id}\n{chunk_text(c)}" for c in chunks.at(at.tolist())]
+
+        delta = state.delta
+        follows = delta is not None and not delta.fresh
+        keys = chunk_keys(
+            directory,
+            model_id,
+            chunks.rows,
+            names,
+            tag=delta.build if delta is not None else "",
+            since=delta.since if follows and delta is not None else None,
+            retitled=_rows_of(delta.retitled if delta is not None else ()),
+        )
+        check_distinct(keys, lambda i: names(np.array([i]))[0], "chunks")
+        _embed_into(
+            state,
+            "chunks",
+            keys,
+            lambda at: [chunk_text(c) for c in chunks.at(at.tolist())],
+            self.window,
+        )
         # the texts' keys kept by text id: only texts not met before are read and hashed
         keys = text_keys(directory, state.embedder.model_id, texts.ids, texts.read)
         check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts")
         _embed_into(state, "texts", keys, texts.read, self.window)
+
+
+def _rows_of(chunk_ids: Iterable[str]) -> npt.NDArray[np.int64]:
+    return np.array([key64(i) for i in chunk_ids], dtype=np.int64)
 
 
 class EndpointTextStage:
@@ -328,8 +355,8 @@ class BM25Stage:
         chunks = state.chunks
         update_bm25(
             state.storage.directory / "bm25",
-            [c.id for c in chunks],
-            lambda positions: [chunk_text(chunks[i]) for i in positions],
+            chunks.ids,
+            lambda positions: [chunk_text(c) for c in chunks.at(positions)],
         )
         state.progress("bm25", 1, 1)
 

@@ -57,6 +57,7 @@ from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
 from quillian.index.artifacts import replace_dir, save_arrays
+from quillian.index.chunk_table import ChunkTable
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
     DDL,
@@ -185,6 +186,7 @@ def save_state_tables(
         )
     if len(chunk_ids) != len(chunks):
         raise InputError(f"{len(chunk_ids)} chunk ids but {len(chunks)} chunks")
+    table = ChunkTable.of(chunks)
     changes = state.tables_changes()
     kept = columns_path(state.path)
     before = _Columns.load(kept, changes.tables) if changes.tables else None
@@ -194,7 +196,7 @@ def save_state_tables(
     known = recorded_digest(directory, TABLES_DB) if changes.tables else None
 
     def write(path: Path) -> None:
-        writer = _Writer(path, state.path, chunk_ids, chunks, retitled)
+        writer = _Writer(path, state.path, chunk_ids, table, retitled)
         written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
@@ -221,12 +223,16 @@ class _Writer:
         path: Path,
         state_path: Path,
         chunk_ids: Sequence[str],
-        chunks: Sequence[Chunk],
+        chunks: ChunkTable,
         retitled: Collection[str] | None = None,
     ) -> None:
         self.path, self.state_path = path, state_path
         self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
-        self.chunk_rows = np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))
+        self.chunk_rows = (
+            chunks.rows
+            if chunk_ids is chunks.ids or list(chunk_ids) == chunks.ids
+            else np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))
+        )
 
     def run(
         self,
@@ -277,7 +283,7 @@ class _Writer:
             pages = derived.chunk_pages(
                 snapshot, graph.n_entities, graph.chunk_offset, len(self.chunk_ids)
             )
-            _titled_names(conn, pages, [c.title for c in self.chunks], graph.entity_order)
+            _titled_names(conn, pages, self.chunks.titles, graph.entity_order)
             self._meta(conn, graph, touched)
             conn.execute("COMMIT")
             conn.execute("DETACH DATABASE st")
@@ -443,7 +449,7 @@ class _Writer:
             same &= ~np.isin(self.chunk_rows, retitled)
         else:  # every chunk's title against the one the tables hold
             titles = np.fromiter(
-                (key64(c.title) for c in self.chunks), dtype=np.int64, count=len(self.chunks)
+                map(key64, self.chunks.titles), dtype=np.int64, count=len(self.chunks)
             )
             known = stored[np.isin(stored[:, 0], self.chunk_rows, assume_unique=True)]
             known = known[np.argsort(known[:, 0])]
@@ -457,10 +463,10 @@ class _Writer:
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM dc)", -1)
         conn.execute("DELETE FROM chunks WHERE row IN (SELECT row FROM dc)")
         conn.execute("CREATE TEMP TABLE nc (row INTEGER PRIMARY KEY)")
-        rows = []
-        for i in new.tolist():
-            c = self.chunks[i]
-            rows.append((int(self.chunk_rows[i]), self.chunk_ids[i], c.title, c.text))
+        rows = [
+            (int(self.chunk_rows[i]), self.chunk_ids[i], c.title, c.text)
+            for i, c in zip(new.tolist(), self.chunks.at(new.tolist()), strict=True)
+        ]
         _insert_texts(conn, [t for _, _, title, text in rows for t in (title, text) if t])
         conn.executemany(
             "INSERT INTO chunks VALUES (:row, :id, nullif(:title, :e), nullif(:text, :e))",

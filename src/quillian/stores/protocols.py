@@ -18,6 +18,7 @@ from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Document
 
 __all__ = [
+    "ChunkHead",
     "DocStatus",
     "DocumentStore",
     "GraphStore",
@@ -47,10 +48,18 @@ class StatusRecord:
     source: str = ""
 
 
+#: A chunk without its text, as :meth:`DocumentStore.iter_chunk_heads` gives it: its
+#: document id, position in the document, id and title (so that heads sort into index
+#: order as they are).
+ChunkHead = tuple[str, int, str, str]
+
+
 @runtime_checkable
 class DocumentStore(Protocol):
     """Documents and their chunks; ``put_*`` upserts by id, one transaction per batch.
-    ``delete_documents`` removes documents with their chunks; unknown ids are ignored."""
+    ``delete_documents`` removes documents with their chunks; unknown ids are ignored.
+    ``iter_chunk_heads`` gives every chunk as :data:`ChunkHead` (no text), in the order
+    ``iter_chunks`` gives them."""
 
     def put_documents(self, documents: Sequence[Document]) -> None: ...
     def put_chunks(self, chunks: Sequence[Chunk]) -> None: ...
@@ -59,6 +68,7 @@ class DocumentStore(Protocol):
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk | None]: ...
     def chunks_of(self, doc_id: str) -> list[Chunk]: ...
     def iter_chunks(self) -> Iterator[Chunk]: ...
+    def iter_chunk_heads(self) -> Iterator[ChunkHead]: ...
     def count_documents(self) -> int: ...
     def count_chunks(self) -> int: ...
     def close(self) -> None: ...

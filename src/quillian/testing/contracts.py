@@ -19,6 +19,7 @@ Importing this module needs pytest (the ``test`` extra).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,12 +161,25 @@ class DocumentStoreContract(_Contract[DocumentStore]):
         ids = [c.id for c in store.iter_chunks()]
         assert len(ids) == 2500 and set(ids) == {c.id for c in chunks}
 
+    def test_chunk_heads_are_the_chunks_without_text(self, store: DocumentStore) -> None:
+        doc, other = _doc(1), _doc(2)
+        chunks = [_chunk(doc, i) for i in range(2300)] + [_chunk(other, 0)]
+        store.put_chunks(chunks)
+        retitled = dataclasses.replace(chunks[5], title="A new title")
+        store.put_chunks([retitled])  # an upsert keeps the chunk's place, with its title
+        store.delete_documents([other.id])
+        heads = list(store.iter_chunk_heads())
+        assert heads == [(c.doc_id, c.index, c.id, c.title) for c in store.iter_chunks()]
+        assert sorted(heads) == sorted(
+            (c.doc_id, c.index, c.id, c.title) for c in [*chunks[:5], retitled, *chunks[6:-1]]
+        )
+
     def test_empty_store_and_batches(self, store: DocumentStore) -> None:
         store.put_documents([])
         store.put_chunks([])
         assert store.get_documents([]) == [] and store.get_chunks([]) == []
         assert store.count_documents() == 0 and store.count_chunks() == 0
-        assert list(store.iter_chunks()) == []
+        assert list(store.iter_chunks()) == [] and list(store.iter_chunk_heads()) == []
 
     def test_bad_document_rejects_the_whole_batch(self, store: DocumentStore) -> None:
         store.put_documents([_doc(1)])

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from quillian.errors import InputError, StoreError
-from quillian.stores.protocols import DocStatus, StatusRecord
+from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
 __all__ = ["MemoryDocumentStore", "MemoryKeyValueStore", "MemoryStatusStore"]
@@ -95,6 +95,11 @@ class MemoryDocumentStore(_Closable):
         """Every chunk, in insertion order."""
         self._check_open()
         return iter(list(self.chunks.values()))
+
+    def iter_chunk_heads(self) -> Iterator[ChunkHead]:
+        """Every chunk without its text, in insertion order."""
+        self._check_open()
+        return iter([(c.doc_id, c.index, c.id, c.title) for c in self.chunks.values()])
 
     def count_documents(self) -> int:
         """Number of documents."""

@@ -1,7 +1,7 @@
-"""On a PostgreSQL workspace the texts' vector keys are kept in the machine's local
-cache: an update there hashes only the texts it brings, and a machine without the file
-(a fresh cache) keys every text again, to the same keys (a real server; marked
-``postgres``)."""
+"""On a PostgreSQL workspace the texts' and chunks' vector keys are kept in the
+machine's local cache: an update there hashes only the texts and chunks it brings, and
+a machine without the files (a fresh cache) keys every one again, to the same keys (a
+real server; marked ``postgres``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from quillian.components.retrieval.keyed import vector_keys
 from quillian.index import text_keys as text_keys_module
 from quillian.index.layout import server_backend
-from quillian.index.text_keys import KEYS_FILE
+from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE
 from quillian.testing.corpus import build_tiny
 
 pytest.importorskip("psycopg")
@@ -38,14 +38,15 @@ def test_the_keys_stay_in_the_machine_s_cache(
     monkeypatch.setattr(text_keys_module, "vector_keys", counted)
     build_tiny(postgres_url, CORPUS, titles=TITLES[:20])
     cache = server_backend().parse_location(postgres_url).cache
-    assert (cache / KEYS_FILE).is_file()
+    assert (cache / KEYS_FILE).is_file() and (cache / CHUNK_KEYS_FILE).is_file()
     seen = set(hashed)
     hashed.clear()
     build_tiny(postgres_url, CORPUS, titles=TITLES[20:30])
     assert hashed and not seen & set(hashed)  # only the texts the update brought
     seen |= set(hashed)
     hashed.clear()
-    (cache / KEYS_FILE).unlink()  # another machine's cache: no keys kept there
+    for name in (KEYS_FILE, CHUNK_KEYS_FILE):  # another machine's cache: no keys kept there
+        (cache / name).unlink()
     build_tiny(postgres_url, CORPUS, titles=TITLES[30:])
-    assert seen < set(hashed)  # every text keyed again, the new one's too
-    assert (cache / KEYS_FILE).is_file()
+    assert seen < set(hashed)  # every text and chunk keyed again, the new one's too
+    assert (cache / KEYS_FILE).is_file() and (cache / CHUNK_KEYS_FILE).is_file()

@@ -23,7 +23,7 @@ __all__ = ["KAGSStage", "stored_triples"]
 
 
 def stored_triples(
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     extractions: Sequence[Extraction],
     *,
     model_sentences: bool,
@@ -76,7 +76,7 @@ class KAGSStage:
             model_sentences=extractor.startswith(QUAD_EXTRACTOR),
             dropped=dropped,
         )
-        chunk_ids = [c.id for c in state.chunks]
+        chunk_ids = state.chunks.ids
         storage = state.storage
         write_triples(
             storage.kv, storage.vectors, state.embedder, triples, chunk_ids, state.progress

@@ -16,7 +16,7 @@ from typing import Any
 
 from quillian.errors import InputError
 from quillian.stores.embedded._sqlite import PAGE, SqliteStore, quick_check, sqlite_rebuild_hint
-from quillian.stores.protocols import DocStatus, StatusRecord
+from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
 __all__ = [
@@ -115,6 +115,22 @@ class SqliteDocumentStore(SqliteStore):
                 (last, PAGE),
             )
             yield from (_chunk(r[1:]) for r in rows)
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+    def iter_chunk_heads(self) -> Iterator[ChunkHead]:
+        """Every chunk's document id, index, id and title (no text), in insertion order,
+        read page by page: a build's pass over every chunk reads no text."""
+        last = 0
+        while True:
+            rows = self._query(
+                "read chunks",
+                "SELECT rowid, doc_id, idx, id, title FROM chunks WHERE rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (last, PAGE),
+            )
+            yield from (r[1:] for r in rows)
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]

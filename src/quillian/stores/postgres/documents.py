@@ -24,7 +24,7 @@ from quillian.stores.embedded.sqlite import (
     _status,
 )
 from quillian.stores.postgres._pg import PgStore
-from quillian.stores.protocols import DocStatus, StatusRecord
+from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
 __all__ = ["PgDocumentStore", "PgKeyValueStore", "PgStatusStore"]
@@ -99,6 +99,22 @@ class PgDocumentStore(PgStore):
                     (last, PAGE),
                 ).fetchall()
             yield from (_chunk(r[1:]) for r in rows)
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+    def iter_chunk_heads(self) -> Iterator[ChunkHead]:
+        """Every chunk's document id, index, id and title (no text), in insertion order,
+        read page by page: a build's pass over every chunk sends no text."""
+        last = 0
+        while True:
+            with self._conn("read chunks") as conn:
+                rows = conn.execute(
+                    "SELECT seq, doc_id, idx, id, title FROM chunks WHERE seq > %s "
+                    "ORDER BY seq LIMIT %s",
+                    (last, PAGE),
+                ).fetchall()
+            yield from ((r[1], r[2], r[3], r[4]) for r in rows)
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]

@@ -57,15 +57,17 @@ _RESOLUTION_FILES = tuple(
     f"graph_resolution.sqlite{tail}"
     for tail in ("", "-journal", ".partial", ".columns", ".columns.partial")
 )
-#: The vector keys of the graph's texts by text id (``quillian.index.text_keys``): a
-#: cache, machine-local like the resolution state.
-_TEXT_KEYS_FILES = ("text_keys_by_id.npz", "text_keys_by_id.npz.partial")
+#: The vector keys of the graph's texts by text id and of the chunks by chunk id
+#: (``quillian.index.text_keys``): caches, machine-local like the resolution state.
+_TEXT_KEYS_FILES = tuple(
+    f"{name}_keys_by_id.npz{tail}" for name in ("text", "chunk") for tail in ("", ".partial")
+)
 #: The databases' stat stamps as a build left them (``quillian.index.integrity.CHECKED``):
 #: a stamp names this machine's file, nobody else's.
 _CHECKED_FILES = ("checked.json", "checked.json.partial")
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
 #: (rebuilt from the graph tables), the manifest copy, the sync record itself, the
-#: entity-resolution state, the texts' vector keys and the databases' stamps, the HTTP
+#: entity-resolution state, the texts' and chunks' vector keys and the databases' stamps, the HTTP
 #: server's job state (``quillian serve`` keeps it per machine) and the writer lock (its
 #: ``flock`` works only while every process locks the same file: fetching the server's
 #: files must never remove it).

@@ -1,0 +1,118 @@
+"""Every processed chunk of an index, held as columns, its texts read only where needed.
+
+A build's stages pass over every chunk many times (the linking's titles, the graph's
+chunk nodes, the BM25 and vector collections' ids), but read the text only of the
+chunks an update adds or changes. Reading every chunk as a :class:`~quillian.types.Chunk`
+object, text and all, was the largest single part of an update of a 100k-passage index
+(``processed_chunks``, about 0.55 s of 3.5 s; docs/scale.md). A :class:`ChunkTable`
+holds the chunks' ids, document ids, positions and titles as lists, read from the store
+without the texts (:meth:`~quillian.stores.protocols.DocumentStore.iter_chunk_heads`);
+a chunk object, with its text, is made when one is asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from functools import cached_property
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+from quillian.errors import StoreError
+from quillian.stores.protocols import ChunkHead, DocumentStore
+from quillian.types import Chunk, key64
+
+__all__ = ["ChunkTable"]
+
+#: Chunks read from the store at once when a table is iterated.
+PAGE = 1000
+
+#: Reads chunks by id, in the order asked for (None: not stored).
+ReadChunks = Callable[[Sequence[str]], Sequence[Chunk | None]]
+
+
+class ChunkTable(Sequence[Chunk]):
+    """Chunks in index order (document id, then position) as columns: :attr:`ids`,
+    :attr:`doc_ids`, :attr:`indexes` and :attr:`titles`. Indexing, slicing and iterating
+    give :class:`~quillian.types.Chunk` objects, their texts read then (a page at a
+    time when iterated); :meth:`chunks` reads those of some ids at once."""
+
+    def __init__(
+        self,
+        ids: list[str],
+        doc_ids: list[str],
+        indexes: list[int],
+        titles: list[str],
+        read: ReadChunks,
+    ) -> None:
+        if not len(ids) == len(doc_ids) == len(indexes) == len(titles):
+            raise ValueError("a chunk table's columns differ in length")
+        self.ids, self.doc_ids, self.indexes, self.titles = ids, doc_ids, indexes, titles
+        self._read = read
+
+    @classmethod
+    def of(cls, chunks: Sequence[Chunk]) -> ChunkTable:
+        """The table of chunks in hand (in the order given; their texts are kept)."""
+        if isinstance(chunks, ChunkTable):
+            return chunks
+        by_id = {c.id: c for c in chunks}
+        return cls(
+            [c.id for c in chunks],
+            [c.doc_id for c in chunks],
+            [c.index for c in chunks],
+            [c.title for c in chunks],
+            lambda ids: [by_id.get(i) for i in ids],
+        )
+
+    @classmethod
+    def read(cls, store: DocumentStore, doc_ids: set[str]) -> ChunkTable:
+        """The chunks of the documents ``doc_ids`` stored in ``store``, in index order;
+        their texts read from ``store`` when asked for."""
+        heads: list[ChunkHead] = [h for h in store.iter_chunk_heads() if h[0] in doc_ids]
+        heads.sort()  # by document and position: twice as fast as by a key
+        if not heads:
+            return cls([], [], [], [], store.get_chunks)
+        docs, indexes, ids, titles = (list(column) for column in zip(*heads, strict=True))
+        return cls(ids, docs, indexes, titles, store.get_chunks)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, at: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[Chunk]: ...
+    def __getitem__(self, at: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(at, slice):
+            return self.chunks(self.ids[at])
+        return self.chunks([self.ids[at]])[0]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for start in range(0, len(self.ids), PAGE):
+            yield from self.chunks(self.ids[start : start + PAGE])
+
+    def chunks(self, ids: Sequence[str]) -> list[Chunk]:
+        """The chunks ``ids``, texts and all, in the order asked for."""
+        found = self._read(ids)
+        missing = next((i for i, c in zip(ids, found, strict=True) if c is None), None)
+        if missing is not None:
+            raise StoreError(f"chunk {missing} is listed but not in the document store")
+        return list(found)  # type: ignore[arg-type]  # None ruled out above
+
+    def at(self, positions: Sequence[int]) -> list[Chunk]:
+        """The chunks at ``positions``."""
+        ids = self.ids
+        return self.chunks([ids[p] for p in positions])
+
+    @cached_property
+    def rows(self) -> npt.NDArray[np.int64]:
+        """Each chunk's 64-bit key (:func:`~quillian.types.key64` of its id), the key of
+        its rows in the graph tables; hashed once per table."""
+        return np.fromiter(map(key64, self.ids), dtype=np.int64, count=len(self.ids))
+
+    def in_index_order(self) -> bool:
+        """Whether the chunks are in index order, each place (document, position) once."""
+        places = zip(self.doc_ids, self.indexes, strict=True)
+        return all(a < b for a, b in itertools.pairwise(places))
