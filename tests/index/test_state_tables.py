@@ -7,11 +7,13 @@ and delete sequences; deliberate breakages of the writer or its output are caugh
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,6 +89,8 @@ class _Run:
             facts=derived.ENTITY_FACTS,
         )
         self.steps = 0
+        #: the chunks of the last tables written, for the delta a build would tell
+        self.written: set[str] | None = None
 
     def _add(self, chunk: ChunkExtraction) -> ChunkExtraction:
         self.corpus.chunks[chunk.chunk_id] = chunk
@@ -125,12 +129,17 @@ class _Run:
         db = got / TABLES_DB
         follows = db.is_file() and file_digest(db) == self.state.tables_changes().tables
         assert follows == (self.steps > 1)
+        told: dict[str, Any] = {}
+        if self.written is not None and self.steps % 3:  # the chunks that came and went
+            now = set(chunk_ids)  # (titles never change here: drawn by the chunk id)
+            told = {"retitled": set(), "moved": (now - self.written, self.written - now)}
         if self.steps % 2:  # the snapshot in memory, or written through the store
-            snapshot = save_state_tables(got, self.state, chunk_ids, chunks)
+            snapshot = save_state_tables(got, self.state, chunk_ids, chunks, **told)
             snapshot.save(got / "graph")
         else:
             with CSRGraphStore(got / "graph") as store:
-                snapshot = save_state_tables(got, self.state, chunk_ids, chunks, store)
+                snapshot = save_state_tables(got, self.state, chunk_ids, chunks, store, **told)
+        self.written = set(chunk_ids)
         return got, whole, want, kg, snapshot
 
 
@@ -453,4 +462,40 @@ def test_a_chunk_whose_title_changed_is_written_again(tmp_path: Path, told: bool
         save_tables(want, builder.build(chunk_ids, store=store), chunks)
     assert follows  # the second write was a patch
     assert_same_outputs(got, want)
+    run.state.close()
+
+
+def test_a_delta_the_tables_do_not_follow_is_a_warning_and_every_chunk_compared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Told that a chunk the tables hold came, or that one they lack went, the patch
+    compares every chunk instead, and writes what the builder's graph writes."""
+    run = _Run(tmp_path, 7, 1)
+    run.write()
+    for lie in ("held chunk told as added", "absent chunk told as removed"):
+        run.step()
+        ordered = sorted(run.chunks.values(), key=lambda c: (c.doc_id, c.index))
+        chunk_ids = [c.chunk_id for c in ordered]
+        chunks = [_chunk(c) for c in ordered]
+        assert run.written is not None
+        now = set(chunk_ids)
+        added, removed = now - run.written, run.written - now
+        if lie.startswith("held"):
+            added |= {next(iter(now & run.written))}
+        else:
+            removed |= {"chunk-never-stored"}
+        got, want = tmp_path / "got", tmp_path / f"want-{len(lie)}"
+        shutil.rmtree(got / "graph")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="quillian.index.state_tables"):
+            save_state_tables(
+                got, run.state, chunk_ids, chunks, retitled=set(), moved=(added, removed)
+            ).save(got / "graph")
+        assert "not the delta's: every chunk compared" in caplog.text, lie
+        run.written = now
+        builder = GraphBuilder(run.max_per_chunk)
+        builder.add_all(c.extraction for c in ordered)
+        with CSRGraphStore(want / "graph") as store:
+            save_tables(want, builder.build(chunk_ids, store=store), chunks)
+        assert_same_outputs(got, want)
     run.state.close()

@@ -171,11 +171,11 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
             if wanted(chunk_id)
         )
 
-    update, retitled = None, None
+    update, retitled, moved = None, None, None
     if delta is not None and not delta.fresh and delta.since is not None:
         touched = delta.added | delta.changed
         update = (delta.removed, list(rows(touched.__contains__)))
-        retitled = delta.retitled
+        retitled, moved = delta.retitled, (delta.added, delta.removed)
     resolution = resolve_entities(
         directory / RESOLUTION_FILE,
         lambda: rows(lambda _: True),
@@ -189,7 +189,7 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
         store = state.storage.graph(fresh=True)
         try:
             snapshot = save_state_tables(
-                directory, resolution, chunk_ids, chunks, store, retitled=retitled
+                directory, resolution, chunk_ids, chunks, store, retitled=retitled, moved=moved
             )
         finally:
             store.close()

@@ -167,6 +167,7 @@ def save_state_tables(
     store: GraphStore | None = None,
     *,
     retitled: Collection[str] | None = None,
+    moved: tuple[Collection[str], Collection[str]] | None = None,
 ) -> GraphSnapshot:
     """Write under ``directory/tables`` the graph
     :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
@@ -178,7 +179,10 @@ def save_state_tables(
     ``retitled``: the chunks whose title changed since the build the state's log
     follows (:attr:`~quillian.index.linking.ExtractionDelta.retitled`, of the delta the
     state followed), so a patch compares only their titles; None: every chunk's title
-    is compared with the one the tables hold."""
+    is compared with the one the tables hold. ``moved``: the chunks that came and went
+    since that build (``added``, ``removed`` of the same delta); with ``retitled``, a
+    patch reads only their rows of the tables' chunks, not every row (where the tables
+    do not hold what they say, a warning, and every row is compared)."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -196,7 +200,7 @@ def save_state_tables(
     known = recorded_digest(directory, TABLES_DB) if changes.tables else None
 
     def write(path: Path) -> None:
-        writer = _Writer(path, state.path, chunk_ids, table, retitled)
+        writer = _Writer(path, state.path, chunk_ids, table, retitled, moved)
         written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
@@ -225,9 +229,11 @@ class _Writer:
         chunk_ids: Sequence[str],
         chunks: ChunkTable,
         retitled: Collection[str] | None = None,
+        moved: tuple[Collection[str], Collection[str]] | None = None,
     ) -> None:
         self.path, self.state_path = path, state_path
         self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
+        self.moved = moved
         self.chunk_rows = (
             chunks.rows
             if chunk_ids is chunks.ids or list(chunk_ids) == chunks.ids
@@ -439,25 +445,8 @@ class _Writer:
         """The chunks table to ``chunk_ids``: those gone deleted, those new inserted, and
         those whose title changed written again (a chunk's id names its text, not the
         title a document given its own id may change)."""
-        stored = np.array(
-            conn.execute("SELECT row, coalesce(title, ?) FROM chunks", (_EMPTY,)).fetchall(),
-            dtype=np.int64,
-        ).reshape(-1, 2)
-        same = np.isin(self.chunk_rows, stored[:, 0], assume_unique=True)
-        if self.retitled is not None:  # only those titles changed: written again
-            retitled = np.fromiter(map(key64, self.retitled), np.int64, len(self.retitled))
-            same &= ~np.isin(self.chunk_rows, retitled)
-        else:  # every chunk's title against the one the tables hold
-            titles = np.fromiter(
-                map(key64, self.chunks.titles), dtype=np.int64, count=len(self.chunks)
-            )
-            known = stored[np.isin(stored[:, 0], self.chunk_rows, assume_unique=True)]
-            known = known[np.argsort(known[:, 0])]
-            where = np.searchsorted(known[:, 0], self.chunk_rows[same])
-            same[np.flatnonzero(same)[known[where, 1] != titles[same]]] = False
-        keep = self.chunk_rows[same]
-        gone = np.setdiff1d(stored[:, 0], keep, assume_unique=True)
-        new = np.flatnonzero(~same)
+        told = self._told_chunks(conn)
+        gone, new = told if told is not None else self._compared_chunks(conn)
         conn.execute("CREATE TEMP TABLE dc (row INTEGER PRIMARY KEY)")
         conn.executemany("INSERT INTO dc VALUES (?)", ((r,) for r in gone.tolist()))
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM dc)", -1)
@@ -487,6 +476,63 @@ class _Writer:
             " ON s.id = r.source WHERE s.chunk_id = ?",
             ((self.chunk_ids[i],) for i in new.tolist()),
         )
+
+    def _told_chunks(
+        self, conn: sqlite3.Connection
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """The rows of the chunks gone or retitled, and the positions of those added or
+        retitled, as the delta tells them; None where there is no delta, or the tables
+        do not hold what it says (every removed or retitled chunk, no added one, and as
+        many others as the build keeps)."""
+        if self.moved is None or self.retitled is None:
+            return None
+        added, removed = self.moved
+        gone = np.unique(_rows([*removed, *self.retitled]))
+        came = np.unique(_rows([*added, *self.retitled]))
+        new = np.flatnonzero(np.isin(self.chunk_rows, came))
+        held = [
+            conn.execute(
+                "SELECT count(*) FROM chunks WHERE row IN (SELECT value FROM json_each(?))",
+                (json.dumps(rows.tolist()),),
+            ).fetchone()[0]
+            for rows in (gone, _rows(added))
+        ]
+        (stored,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
+        kept = stored - len(gone)
+        if (*held, len(new), kept + len(came)) != (
+            len(gone),
+            0,
+            len(came),
+            len(self.chunk_ids),
+        ):
+            logger.warning("graph tables' chunks are not the delta's: every chunk compared")
+            return None
+        return gone, new
+
+    def _compared_chunks(
+        self, conn: sqlite3.Connection
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The rows of the chunks the tables hold and the build does not (or with
+        another title than the build's), and the positions of the build's chunks the
+        tables do not hold (so)."""
+        stored = np.array(
+            conn.execute("SELECT row, coalesce(title, ?) FROM chunks", (_EMPTY,)).fetchall(),
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        same = np.isin(self.chunk_rows, stored[:, 0], assume_unique=True)
+        if self.retitled is not None:  # only those titles changed: written again
+            retitled = np.fromiter(map(key64, self.retitled), np.int64, len(self.retitled))
+            same &= ~np.isin(self.chunk_rows, retitled)
+        else:  # every chunk's title against the one the tables hold
+            titles = np.fromiter(
+                map(key64, self.chunks.titles), dtype=np.int64, count=len(self.chunks)
+            )
+            known = stored[np.isin(stored[:, 0], self.chunk_rows, assume_unique=True)]
+            known = known[np.argsort(known[:, 0])]
+            where = np.searchsorted(known[:, 0], self.chunk_rows[same])
+            same[np.flatnonzero(same)[known[where, 1] != titles[same]]] = False
+        keep = self.chunk_rows[same]
+        return np.setdiff1d(stored[:, 0], keep, assume_unique=True), np.flatnonzero(~same)
 
     def _patch_descriptions(self, conn: sqlite3.Connection) -> list[str]:
         """The descriptions of the logged chunks, as the state has them now."""
@@ -886,6 +932,11 @@ class _Graph:
             self.relation_subject,
             self.relation_object,
         )
+
+
+def _rows(chunk_ids: Iterable[str]) -> npt.NDArray[np.int64]:
+    """The chunk rows (:func:`~quillian.types.key64`) of ``chunk_ids``."""
+    return np.array([key64(i) for i in chunk_ids], dtype=np.int64)
 
 
 def _titled_names(
