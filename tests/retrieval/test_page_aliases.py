@@ -28,6 +28,9 @@ def test_title_base_strips_one_trailing_qualifier():
     assert title_base("Level 42") is None
     assert title_base("(Untitled)") is None
     assert title_base("A (b) c") is None
+    assert title_base(" L'Amour  (music venue)\n") == "L'Amour"  # surrounding space
+    assert title_base("L'Amour (music venue) \t") == "L'Amour"
+    assert title_base("L'Amour (music venue).") is None
 
 
 def test_a_base_two_pages_share_is_no_alias():

@@ -153,7 +153,10 @@ def title_base(title: str) -> str | None:
     """A page title without its trailing qualifier ("L'Amour (music venue)" ->
     "L'Amour"), the way Wikipedia tells apart pages whose subjects share a name; None
     for a title with no qualifier."""
-    found = _QUALIFIER.match(title.strip())
+    title = title.strip()
+    if not title.endswith(")"):  # most titles: no match tried (a build asks of every page)
+        return None
+    found = _QUALIFIER.match(title)
     return found.group(1) if found else None
 
 
