@@ -65,6 +65,15 @@ def test_another_model_keys_every_text_again(tmp_path: Path) -> None:
     assert keyed(tmp_path, ["a", "b"])[1] == ["a", "b"]  # the file was model-b's
 
 
+def _tamper(path: Path, at: int) -> None:
+    """One kept key changed in place, the file still a well-formed zip."""
+    with np.load(path) as kept:
+        arrays = {name: kept[name] for name in kept.files}
+    arrays["keys"] = arrays["keys"].copy()
+    arrays["keys"][at] ^= 1
+    np.savez(path, **arrays)
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "tampered"])
 def test_a_damaged_file_is_ignored_and_written_anew(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
@@ -77,11 +86,7 @@ def test_a_damaged_file_is_ignored_and_written_anew(
     elif damage == "truncated":
         path.write_bytes(data[: len(data) // 2])
     else:  # a key changed in place, the zip still well formed: the checksum tells
-        with np.load(path) as kept:
-            arrays = {name: kept[name] for name in kept.files}
-        arrays["keys"] = arrays["keys"].copy()
-        arrays["keys"][1] ^= 1
-        np.savez(path, **arrays)
+        _tamper(path, 1)
     with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
         assert keyed(tmp_path, ["a", "b", "c"])[1] == ["a", "b", "c"]
     assert "keying every text" in caplog.text
@@ -203,12 +208,7 @@ def test_damaged_chunk_keys_are_keyed_again(
 ) -> None:
     names = {"c1": "c1\none", "c2": "c2\ntwo"}
     chunk_keyed(tmp_path, names, tag="b1", since=None)
-    path = tmp_path / CHUNK_KEYS_FILE
-    with np.load(path) as kept:
-        arrays = {name: kept[name] for name in kept.files}
-    arrays["keys"] = arrays["keys"].copy()
-    arrays["keys"][0] ^= 1
-    np.savez(path, **arrays)
+    _tamper(tmp_path / CHUNK_KEYS_FILE, 0)
     with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
         assert chunk_keyed(tmp_path, names, tag="b2", since="b1") == list(names.values())
     assert "chunk keys kept" in caplog.text and "keying every chunk" in caplog.text
