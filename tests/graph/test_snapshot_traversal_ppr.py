@@ -1,5 +1,7 @@
 """Snapshot, k-hop traversal and personalized PageRank on hand-made graphs."""
 
+import random
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,20 @@ def test_idmap_round_trip_and_missing():
     assert ids.id_of(2) == "ünï"
     with pytest.raises(InputError, match="duplicate node id 'a'"):
         IdMap.from_ids(["a", "b", "a"])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_idmap_finds_every_id_of_any_lengths_and_characters(seed: int) -> None:
+    """ASCII ids (one byte a character, joined at once) and others alike: each id at
+    its index, found by its bytes' order; the empty id too."""
+    rng = random.Random(seed)
+    alphabet = "ab-Z 0" if seed % 2 else "ab-é ü€"
+    ids = list({"".join(rng.choices(alphabet, k=rng.randrange(0, 9))) for _ in range(60)})
+    got = IdMap.from_ids(ids)
+    assert [got.id_of(i) for i in range(len(ids))] == ids
+    assert [got.index_of(i) for i in ids] == list(range(len(ids)))
+    assert got.index_of("absent!") == -1
+    assert sorted(ids, key=str.encode) == [ids[i] for i in got._order.tolist()]
 
 
 def test_csr_by_hand_and_save_load(tmp_path):

@@ -871,8 +871,7 @@ class _Graph:
         keys = columns.descriptions
         description_order = np.lexsort((keys[:, 2], chunk_pos(keys[:, 1])))
         self.description_entity = positions[keys[description_order, 3]]
-        nodes = columns.description_nodes[description_order].tolist()
-        node_ids += [n.decode() for n in nodes]
+        node_ids += _decoded(columns.description_nodes[description_order])
         self.chunk_offset = len(node_ids)
         node_ids.extend(chunk_ids)
         self.node_ids = node_ids
@@ -932,6 +931,15 @@ class _Graph:
             self.relation_subject,
             self.relation_object,
         )
+
+
+def _decoded(ids: npt.NDArray[np.bytes_]) -> list[str]:
+    """UTF-8 ids as strings: decoded in one step where all are ASCII (a description
+    node id is), else one by one."""
+    try:
+        return ids.astype(np.str_).tolist()
+    except UnicodeDecodeError:
+        return [i.decode() for i in ids.tolist()]
 
 
 def _rows(chunk_ids: Iterable[str]) -> npt.NDArray[np.int64]:

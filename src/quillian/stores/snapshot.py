@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -68,12 +69,17 @@ class IdMap:
 
     @classmethod
     def from_ids(cls, ids: Sequence[str]) -> IdMap:
-        encoded = [s.encode("utf-8") for s in ids]
-        lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        joined = "".join(ids)
+        if joined.isascii():  # every id one byte a character: no id encoded apart
+            blob = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).copy()
+            lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        else:
+            encoded = [s.encode("utf-8") for s in ids]
+            blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(ids))
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
-        fixed = np.array(encoded, dtype=np.bytes_) if encoded else np.zeros(0, "S1")
+        fixed = _fixed_width(blob, lengths)
         order = np.argsort(fixed, kind="stable").astype(np.int64)
         ordered = fixed[order]
         dup = np.flatnonzero(ordered[1:] == ordered[:-1])
@@ -125,6 +131,15 @@ class IdMap:
             load_mapped(directory / f"{prefix}_offsets.npy", mmap),
             load_mapped(directory / f"{prefix}_order.npy", mmap),
         )
+
+
+def _fixed_width(blob: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """The ids ``blob`` holds one after the other (of ``lengths`` bytes) as one array of
+    fixed-width bytes (``S`` dtype, which sorts as the bytes do), filled in one step."""
+    width = max(int(lengths.max()) if len(lengths) else 0, 1)
+    rows = np.zeros((len(lengths), width), dtype=np.uint8)
+    rows[np.arange(width) < lengths[:, None]] = blob
+    return rows.view(f"S{width}").reshape(-1)
 
 
 def build_csr(
