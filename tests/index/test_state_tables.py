@@ -23,8 +23,8 @@ from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, R
 from quillian.components.retrieval import derived
 from quillian.errors import InputError
 from quillian.index import state_tables
-from quillian.index.state_tables import save_state_tables
-from quillian.index.tables import TABLES_DB, load_tables, save_tables
+from quillian.index.state_tables import GraphTextIds, save_state_tables
+from quillian.index.tables import TABLES_DB, StoredTables, load_tables, save_tables
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.integrity import file_digest
 from quillian.stores.snapshot import GraphSnapshot
@@ -129,10 +129,11 @@ class _Run:
         db = got / TABLES_DB
         follows = db.is_file() and file_digest(db) == self.state.tables_changes().tables
         assert follows == (self.steps > 1)
-        told: dict[str, Any] = {}
+        self.text_ids: list[GraphTextIds] = []
+        told: dict[str, Any] = {"text_ids_into": self.text_ids}
         if self.written is not None and self.steps % 3:  # the chunks that came and went
             now = set(chunk_ids)  # (titles never change here: drawn by the chunk id)
-            told = {"retitled": set(), "moved": (now - self.written, self.written - now)}
+            told.update(retitled=set(), moved=(now - self.written, self.written - now))
         if self.steps % 2:  # the snapshot in memory, or written through the store
             snapshot = save_state_tables(got, self.state, chunk_ids, chunks, **told)
             snapshot.save(got / "graph")
@@ -173,6 +174,14 @@ def test_every_step_writes_what_the_builder_graph_writes(
         assert_same_outputs(whole, want)
         assert_same_snapshot(snapshot, kg.snapshot)
         opened, _ = load_tables(got, snapshot)
+        # the text ids the writer gives are those the tables hold, by position
+        assert isinstance(opened.indexes, StoredTables)
+        (given,) = run.text_ids
+        read = opened.indexes.distinct_texts()
+        told = opened.indexes.distinct_texts((given.descriptions, given.relations))
+        for name in ("ids", "description_rows", "relation_rows"):
+            np.testing.assert_array_equal(getattr(told, name), getattr(read, name))
+        assert told.read(np.arange(len(told.ids))) == read.read(np.arange(len(read.ids)))
         assert list(opened.entities) == list(kg.entities)
         assert list(opened.descriptions) == list(kg.descriptions)
         assert list(opened.relations) == list(kg.relations)

@@ -34,7 +34,7 @@ from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.chunk_table import ChunkTable
 from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
-from quillian.index.state_tables import save_state_tables
+from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.storage import Storage
 from quillian.index.tables import DistinctTexts, StoredTables, load_tables, save_tables
 from quillian.index.text_keys import chunk_keys, text_keys
@@ -91,6 +91,9 @@ class BuildState:
     filters."""
     delta: ExtractionDelta | None = None
     """The chunks whose ``filtered`` extraction changed since the previous build."""
+    text_ids: GraphTextIds | None = None
+    """The graph's text ids by position, where the graph stage wrote its tables from the
+    resolution state (else the embedding stage reads them from the tables)."""
     repair: bool = False
     """The build found a stored file damaged: files kept are checked whole, not on
     their first use (an update checks only what it reads)."""
@@ -185,24 +188,35 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
         facts=ENTITY_FACTS,
         verified=unchanged_since_build(directory, RESOLUTION_FILE),
     )
+    text_ids: list[GraphTextIds] = []
     try:
         store = state.storage.graph(fresh=True)
         try:
             snapshot = save_state_tables(
-                directory, resolution, chunk_ids, chunks, store, retitled=retitled, moved=moved
+                directory,
+                resolution,
+                chunk_ids,
+                chunks,
+                store,
+                retitled=retitled,
+                moved=moved,
+                text_ids_into=text_ids,
             )
         finally:
             store.close()
     finally:
         resolution.close()
+    state.text_ids = text_ids[0]
     kg, _ = load_tables(directory, snapshot)
     return kg
 
 
-def unique_texts(kg: KnowledgeGraph) -> DistinctTexts:
-    """The graph's distinct description and relation texts, and each row's among them."""
+def unique_texts(kg: KnowledgeGraph, text_ids: GraphTextIds | None = None) -> DistinctTexts:
+    """The graph's distinct description and relation texts, and each row's among them
+    (``text_ids``: the rows' text ids where the graph stage gave them)."""
     if isinstance(kg.indexes, StoredTables):  # read as text ids, not as rows decoded
-        return kg.indexes.distinct_texts()
+        given = None if text_ids is None else (text_ids.descriptions, text_ids.relations)
+        return kg.indexes.distinct_texts(given)
     descriptions = [d.text for d in kg.descriptions]
     relations = [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations]
     return DistinctTexts.of(descriptions, relations)
@@ -222,7 +236,7 @@ class EmbedStage:
     window = 1024
 
     def run(self, state: BuildState) -> None:
-        texts = unique_texts(state.graph())
+        texts = unique_texts(state.graph(), state.text_ids)
         directory = state.storage.directory
         tables = directory / "tables"
         for what, rows in (

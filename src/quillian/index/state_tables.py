@@ -75,7 +75,7 @@ from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, key64
 
-__all__ = ["COLUMNS_SUFFIX", "columns_path", "save_state_tables"]
+__all__ = ["COLUMNS_SUFFIX", "GraphTextIds", "columns_path", "save_state_tables"]
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +168,7 @@ def save_state_tables(
     *,
     retitled: Collection[str] | None = None,
     moved: tuple[Collection[str], Collection[str]] | None = None,
+    text_ids_into: list[GraphTextIds] | None = None,
 ) -> GraphSnapshot:
     """Write under ``directory/tables`` the graph
     :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
@@ -182,7 +183,9 @@ def save_state_tables(
     is compared with the one the tables hold. ``moved``: the chunks that came and went
     since that build (``added``, ``removed`` of the same delta); with ``retitled``, a
     patch reads only their rows of the tables' chunks, not every row (where the tables
-    do not hold what they say, a warning, and every row is compared)."""
+    do not hold what they say, a warning, and every row is compared).
+    ``text_ids_into``: where given, the graph's text ids by position are appended to it
+    (what the embedding stage keys, so it need not read them from the tables)."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -194,7 +197,7 @@ def save_state_tables(
     changes = state.tables_changes()
     kept = columns_path(state.path)
     before = _Columns.load(kept, changes.tables) if changes.tables else None
-    written: list[tuple[GraphSnapshot, str, _Columns]] = []
+    written: list[tuple[GraphSnapshot, str, _Columns, GraphTextIds]] = []
 
     # the tables' digest as the last build recorded it, where they are unchanged since
     known = recorded_digest(directory, TABLES_DB) if changes.tables else None
@@ -204,13 +207,25 @@ def save_state_tables(
         written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
-    snapshot, digest, columns = written[0]
+    snapshot, digest, columns, text_ids = written[0]
+    if text_ids_into is not None:
+        text_ids_into.append(text_ids)
     state.mark_tables(digest)
     try:
         columns.save(kept, digest)
     except OSError as exc:  # the tables are written: the next patch reads every row
         logger.warning("graph columns not kept at %s (%s)", kept, exc)
     return snapshot
+
+
+@dataclass(frozen=True)
+class GraphTextIds:
+    """The text each description and each relation embeds, by position: its id in the
+    tables (:func:`~quillian.types.key64` of the text; a relation without a description
+    embeds its triple's words)."""
+
+    descriptions: npt.NDArray[np.int64]
+    relations: npt.NDArray[np.int64]
 
 
 def columns_path(state_path: Path) -> Path:
@@ -247,7 +262,7 @@ class _Writer:
         changes: TablesChanges,
         store: GraphStore | None,
         before: _Columns | None,
-    ) -> tuple[GraphSnapshot, str, _Columns]:
+    ) -> tuple[GraphSnapshot, str, _Columns, GraphTextIds]:
         """Write the database and arrays; returns the snapshot, the database's digest
         and its columns (to keep for the next patch). The previous database is patched
         only when it is the one the state's log follows, byte for byte (not damaged,
@@ -297,7 +312,7 @@ class _Writer:
             conn.close()
         for name, array in graph.arrays(snapshot, pages).items():
             np.save(self.path / f"{name}.npy", array)
-        return snapshot, file_digest(db), columns
+        return snapshot, file_digest(db), columns, graph.text_ids
 
     def _meta(self, conn: sqlite3.Connection, graph: _Graph, touched: list[str] | None) -> None:
         counts = {
@@ -689,12 +704,14 @@ def _insert_state_texts(conn: sqlite3.Connection, ids: str) -> None:
 #: the logged chunks (``cc``) and triples (``ct``).
 _COLUMN_ROWS = {
     "descriptions": (
-        "SELECT row, chunk, seq, entity, node FROM descriptions {where} ORDER BY row",
+        "SELECT row, chunk, seq, entity, text, node FROM descriptions {where} ORDER BY row",
         "WHERE chunk IN (SELECT row FROM cc)",
     ),
     "relations": (
         "SELECT row, triple, chunk, seq, subject_entity, object_entity,"
-        " coalesce(source_chunk, 0), source_chunk IS NULL FROM relations {where} ORDER BY row",
+        " coalesce(source_chunk, 0), source_chunk IS NULL,"
+        " coalesce(description, key64(subject || ' ' || predicate || ' ' || object))"
+        " FROM relations {where} ORDER BY row",
         "WHERE triple IN (SELECT triple FROM ct)",
     ),
     "mentions": (
@@ -702,15 +719,16 @@ _COLUMN_ROWS = {
         "WHERE chunk_id IN (SELECT chunk_id FROM cc)",
     ),
 }
-_COLUMNS_VERSION = "1"
+_COLUMNS_VERSION = "2"
 
 
 @dataclass(frozen=True)
 class _Columns:
     """The columns the positions, the snapshot and the arrays are made of, rows in key
-    order: the descriptions' (row, chunk, seq, entity) and node ids, the relations'
-    (row, triple, chunk, seq, subject, object, source chunk or 0, 1 where it has none),
-    the state's mentions (chunk key, seq, entity) and their weights.
+    order: the descriptions' (row, chunk, seq, entity, text) and node ids, the
+    relations' (row, triple, chunk, seq, subject, object, source chunk or 0, 1 where it
+    has none, the text embedded: its description or its triple's words), the state's
+    mentions (chunk key, seq, entity) and their weights.
 
     Kept in a file beside the resolution state (:func:`columns_path`: machine-local
     like the state, never synchronised with the index's files) with the digest of the
@@ -736,8 +754,8 @@ class _Columns:
         described, mentioned = rows["descriptions"], rows["mentions"]
         width = _WIDTHS
         return cls(
-            np.array([r[:4] for r in described], dtype=np.int64).reshape(-1, width["descriptions"]),
-            np.array([r[4].encode() for r in described], dtype=np.bytes_).reshape(-1),
+            np.array([r[:5] for r in described], dtype=np.int64).reshape(-1, width["descriptions"]),
+            np.array([r[5].encode() for r in described], dtype=np.bytes_).reshape(-1),
             np.array(rows["relations"], dtype=np.int64).reshape(-1, width["relations"]),
             np.array([r[:3] for r in mentioned], dtype=np.int64).reshape(-1, width["mentions"]),
             np.array([r[3] for r in mentioned], dtype=np.float64),
@@ -811,7 +829,7 @@ class _Columns:
 
 
 _COLUMN_NAMES = ("descriptions", "description_nodes", "relations", "mentions", "weights")
-_WIDTHS = {"descriptions": 4, "relations": 8, "mentions": 3}
+_WIDTHS = {"descriptions": 5, "relations": 9, "mentions": 3}
 
 
 def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
@@ -894,6 +912,7 @@ class _Graph:
         self.orders = order_arrays(
             chunk_rows, entity_order, keys[description_order, 0], r[:, 0].copy()
         )
+        self.text_ids = GraphTextIds(keys[description_order, 4].copy(), r[:, 8].copy())
 
     def arrays(
         self, snapshot: GraphSnapshot, pages: npt.NDArray[np.int64]

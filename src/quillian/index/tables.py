@@ -573,13 +573,47 @@ class StoredTables:
             self._by_position(relations, "relations"),
         )
 
-    def distinct_texts(self) -> DistinctTexts:
+    def distinct_texts(
+        self, text_ids: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+    ) -> DistinctTexts:
         """:func:`first_seen` of :meth:`graph_texts`, from the rows' text ids read as
         integers (a text's id is its :func:`~quillian.types.key64`: equal ids, equal
-        texts), each distinct text read only when asked for, not every row's text."""
+        texts), each distinct text read only when asked for, not every row's text.
+        ``text_ids``: the descriptions' and relations' text ids by position, where the
+        caller has them (the build that wrote these tables), else read here."""
         if not self.keyed:
             return DistinctTexts.of(*self.graph_texts())
         made: dict[int, str] = {}  # a relation without a description: its triple's words
+        if text_ids is None:
+            text_ids = self._text_ids(made)
+        ids = np.concatenate(text_ids)
+        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        met = np.argsort(first, kind="stable")  # the distinct ids in the order first met
+        rank = np.empty(len(distinct), np.int64)
+        rank[met] = np.arange(len(distinct))
+        rows = rank[inverse.reshape(-1)]
+        n = len(text_ids[0])
+        in_order = distinct[met]
+
+        def read(at: npt.NDArray[np.int64]) -> list[str]:
+            wanted = in_order[at].tolist()
+            stored = dict(
+                self.db.query(
+                    "SELECT id, text FROM texts WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(wanted),),
+                )
+            )
+            if not made and any(i not in stored for i in wanted):
+                self._text_ids(made)
+            return [stored[i] if i in stored else made[i] for i in wanted]
+
+        return DistinctTexts(in_order, rows[:n], rows[n:], read)
+
+    def _text_ids(
+        self, made: dict[int, str]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The descriptions' and relations' text ids by position, read from the rows;
+        ``made`` takes the words of each relation without a description, by their id."""
         relations = self.db.query(
             "SELECT description, CASE WHEN description IS NULL"
             " THEN subject || ' ' || predicate || ' ' || object END FROM relations ORDER BY row"
@@ -592,31 +626,10 @@ class StoredTables:
             relation_ids.append(text_id)
         descriptions = self.db.query("SELECT text FROM descriptions ORDER BY row")
         description_ids = [text_id for (text_id,) in descriptions]
-        ids = np.concatenate(
-            [
-                self._in_position("descriptions", np.array(description_ids, dtype=np.int64)),
-                self._in_position("relations", np.array(relation_ids, dtype=np.int64)),
-            ]
+        return (
+            self._in_position("descriptions", np.array(description_ids, dtype=np.int64)),
+            self._in_position("relations", np.array(relation_ids, dtype=np.int64)),
         )
-        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        met = np.argsort(first, kind="stable")  # the distinct ids in the order first met
-        rank = np.empty(len(distinct), np.int64)
-        rank[met] = np.arange(len(distinct))
-        rows = rank[inverse.reshape(-1)]
-        n = self.counts["descriptions"]
-        in_order = distinct[met]
-
-        def read(at: npt.NDArray[np.int64]) -> list[str]:
-            wanted = in_order[at].tolist()
-            stored = dict(
-                self.db.query(
-                    "SELECT id, text FROM texts WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(wanted),),
-                )
-            )
-            return [stored[i] if i in stored else made[i] for i in wanted]
-
-        return DistinctTexts(in_order, rows[:n], rows[n:], read)
 
     def _in_position(self, table: str, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """``values``, one per row of ``table`` (keyed layout) in key order, in position
