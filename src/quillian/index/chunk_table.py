@@ -13,7 +13,7 @@ a chunk object, with its text, is made when one is asked for.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import cached_property
 from typing import overload
 
@@ -24,7 +24,7 @@ from quillian.errors import StoreError
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
-__all__ = ["ChunkTable"]
+__all__ = ["ChunkTable", "rows_of"]
 
 #: Chunks read from the store at once when a table is iterated.
 PAGE = 1000
@@ -110,9 +110,14 @@ class ChunkTable(Sequence[Chunk]):
     def rows(self) -> npt.NDArray[np.int64]:
         """Each chunk's 64-bit key (:func:`~quillian.types.key64` of its id), the key of
         its rows in the graph tables; hashed once per table."""
-        return np.fromiter(map(key64, self.ids), dtype=np.int64, count=len(self.ids))
+        return rows_of(self.ids)
 
     def in_index_order(self) -> bool:
         """Whether the chunks are in index order, each place (document, position) once."""
         places = zip(self.doc_ids, self.indexes, strict=True)
         return all(a < b for a, b in itertools.pairwise(places))
+
+
+def rows_of(chunk_ids: Collection[str]) -> npt.NDArray[np.int64]:
+    """The 64-bit keys (:func:`~quillian.types.key64`) of ``chunk_ids``, in order."""
+    return np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))

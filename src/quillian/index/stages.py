@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -31,7 +31,7 @@ from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
-from quillian.index.chunk_table import ChunkTable
+from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import GraphTextIds, save_state_tables
@@ -39,7 +39,7 @@ from quillian.index.storage import Storage
 from quillian.index.tables import DistinctTexts, StoredTables, load_tables, save_tables
 from quillian.index.text_keys import chunk_keys, text_keys
 from quillian.stores.protocols import VectorIndex, VerifiedOnUse
-from quillian.types import Chunk, Progress, key64
+from quillian.types import Chunk, Progress
 
 __all__ = [
     "DEFAULT_STAGES",
@@ -261,7 +261,7 @@ class EmbedStage:
             names,
             tag=delta.build if delta is not None else "",
             since=delta.since if follows and delta is not None else None,
-            retitled=_rows_of(delta.retitled if delta is not None else ()),
+            retitled=rows_of(delta.retitled if delta is not None else ()),
         )
         check_distinct(keys, lambda i: names(np.array([i]))[0], "chunks")
         _embed_into(
@@ -275,10 +275,6 @@ class EmbedStage:
         keys = text_keys(directory, state.embedder.model_id, texts.ids, texts.read)
         check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts")
         _embed_into(state, "texts", keys, texts.read, self.window)
-
-
-def _rows_of(chunk_ids: Iterable[str]) -> npt.NDArray[np.int64]:
-    return np.array([key64(i) for i in chunk_ids], dtype=np.int64)
 
 
 class EndpointTextStage:

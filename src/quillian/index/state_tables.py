@@ -57,7 +57,7 @@ from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
 from quillian.index.artifacts import replace_dir, save_arrays
-from quillian.index.chunk_table import ChunkTable
+from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
     DDL,
@@ -502,15 +502,15 @@ class _Writer:
         if self.moved is None or self.retitled is None:
             return None
         added, removed = self.moved
-        gone = np.unique(_rows([*removed, *self.retitled]))
-        came = np.unique(_rows([*added, *self.retitled]))
+        gone = np.unique(rows_of([*removed, *self.retitled]))
+        came = np.unique(rows_of([*added, *self.retitled]))
         new = np.flatnonzero(np.isin(self.chunk_rows, came))
         held = [
             conn.execute(
                 "SELECT count(*) FROM chunks WHERE row IN (SELECT value FROM json_each(?))",
                 (json.dumps(rows.tolist()),),
             ).fetchone()[0]
-            for rows in (gone, _rows(added))
+            for rows in (gone, rows_of(added))
         ]
         (stored,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
         kept = stored - len(gone)
@@ -959,11 +959,6 @@ def _decoded(ids: npt.NDArray[np.bytes_]) -> list[str]:
         return ids.astype(np.str_).tolist()
     except UnicodeDecodeError:
         return [i.decode() for i in ids.tolist()]
-
-
-def _rows(chunk_ids: Iterable[str]) -> npt.NDArray[np.int64]:
-    """The chunk rows (:func:`~quillian.types.key64`) of ``chunk_ids``."""
-    return np.array([key64(i) for i in chunk_ids], dtype=np.int64)
 
 
 def _titled_names(
