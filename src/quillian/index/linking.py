@@ -491,7 +491,7 @@ class _Linker:
 
     def update(self, meta: dict[str, Any], records: _Stored) -> LinkedCorpus:
         """The chunks a change touches recomputed over the previous build's state."""
-        removed = records.titles.keys() - self.titles_of.keys()
+        removed = set(records) - self.titles_of.keys()
         old_titles = records.titles
         before = clean_titles(old_titles.values())
         book = TitleBook(self.kv, self.titles_space)
@@ -506,7 +506,7 @@ class _Linker:
             book, before, clean_titles(self.titles), meta["aliases"], meta["surfaces"], surfaces_of
         )
         self.context = {"surfaces": surfaces, "aliases": aliases}
-        fresh = {i for i, _ in self.titles_of.items() - old_titles.items()}  # new or retitled
+        fresh = {i for i, title in self.titles_of.items() if old_titles.get(i) != title}
         touched = fresh | self.touched(meta, records, fresh)
         work = [i for i in self.table.ids if i in touched]
         relinked = dict(zip(work, self.link(work), strict=True))
@@ -533,7 +533,7 @@ class _Linker:
         filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
         self._store(records, relinked, filtered, removed | fresh, names, book)
         delta = ExtractionDelta(
-            added=frozenset(self.titles_of.keys() - records.titles.keys()),
+            added=frozenset(i for i in self.table.ids if i not in records),
             removed=frozenset(removed),
             changed=frozenset(
                 i for i in filtered if i in records and records[i].filtered != filtered[i]
@@ -553,22 +553,22 @@ class _Linker:
 
     def touched(self, meta: dict[str, Any], records: _Stored, fresh: set[str]) -> set[str]:
         """The stored chunks whose link or settling the change of titles may change."""
-        kept = self.titles_of.keys() - fresh
+        kept = {i: title for i, title in self.titles_of.items() if i not in fresh}
         if isinstance(self.extractor, LinkingExtractor) and not isinstance(
             self.extractor, SurfaceLinker
         ):
-            return kept
+            return set(kept)
         old, new = meta["surfaces"], self.context["surfaces"]
         moved = [s for s in old.keys() | new.keys() if old.get(s) != new.get(s)]
-        touched = chunks_containing(sorted(moved), kept, self.table.chunks, self.bm25)
+        touched = chunks_containing(sorted(moved), kept.keys(), self.table.chunks, self.bm25)
         old, new = meta["aliases"], self.context["aliases"]
         realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
         if realiased:
             records.load_all()
             touched.update(
                 i
-                for i in kept
-                if " ".join(self.titles_of[i].split()) in realiased
+                for i, title in kept.items()
+                if " ".join(title.split()) in realiased
                 or not realiased.isdisjoint(_topics(records[i].settled))
             )
         return touched
