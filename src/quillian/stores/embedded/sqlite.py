@@ -106,28 +106,20 @@ class SqliteDocumentStore(SqliteStore):
 
     def iter_chunks(self) -> Iterator[Chunk]:
         """Every chunk, in insertion order, read page by page."""
-        last = 0
-        while True:
-            rows = self._query(
-                "read chunks",
-                f"SELECT rowid, {_CHUNK_COLUMNS} FROM chunks WHERE rowid > ? "
-                "ORDER BY rowid LIMIT ?",
-                (last, PAGE),
-            )
-            yield from (_chunk(r[1:]) for r in rows)
-            if len(rows) < PAGE:
-                return
-            last = rows[-1][0]
+        return (_chunk(r) for r in self._chunk_rows(_CHUNK_COLUMNS))
 
     def iter_chunk_heads(self) -> Iterator[ChunkHead]:
         """Every chunk's document id, index, id and title (no text), in insertion order,
         read page by page: a build's pass over every chunk reads no text."""
+        return self._chunk_rows("doc_id, idx, id, title")
+
+    def _chunk_rows(self, columns: str) -> Iterator[Any]:
+        """``columns`` of every chunk, in insertion order, a page at a time."""
         last = 0
         while True:
             rows = self._query(
                 "read chunks",
-                "SELECT rowid, doc_id, idx, id, title FROM chunks WHERE rowid > ? "
-                "ORDER BY rowid LIMIT ?",
+                f"SELECT rowid, {columns} FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (last, PAGE),
             )
             yield from (r[1:] for r in rows)

@@ -90,31 +90,23 @@ class PgDocumentStore(PgStore):
 
     def iter_chunks(self) -> Iterator[Chunk]:
         """Every chunk, in insertion order, read page by page."""
-        last = 0
-        while True:
-            with self._conn("read chunks") as conn:
-                rows = conn.execute(
-                    f"SELECT seq, {_CHUNK_COLUMNS} FROM chunks WHERE seq > %s "
-                    "ORDER BY seq LIMIT %s",
-                    (last, PAGE),
-                ).fetchall()
-            yield from (_chunk(r[1:]) for r in rows)
-            if len(rows) < PAGE:
-                return
-            last = rows[-1][0]
+        return (_chunk(r) for r in self._chunk_rows(_CHUNK_COLUMNS))
 
     def iter_chunk_heads(self) -> Iterator[ChunkHead]:
         """Every chunk's document id, index, id and title (no text), in insertion order,
         read page by page: a build's pass over every chunk sends no text."""
+        return self._chunk_rows("doc_id, idx, id, title")
+
+    def _chunk_rows(self, columns: str) -> Iterator[Any]:
+        """``columns`` of every chunk, in insertion order, a page at a time."""
         last = 0
         while True:
             with self._conn("read chunks") as conn:
                 rows = conn.execute(
-                    "SELECT seq, doc_id, idx, id, title FROM chunks WHERE seq > %s "
-                    "ORDER BY seq LIMIT %s",
+                    f"SELECT seq, {columns} FROM chunks WHERE seq > %s ORDER BY seq LIMIT %s",
                     (last, PAGE),
                 ).fetchall()
-            yield from ((r[1], r[2], r[3], r[4]) for r in rows)
+            yield from (r[1:] for r in rows)
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
