@@ -249,11 +249,8 @@ class _Writer:
         self.path, self.state_path = path, state_path
         self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
         self.moved = moved
-        self.chunk_rows = (
-            chunks.rows
-            if chunk_ids is chunks.ids or list(chunk_ids) == chunks.ids
-            else np.fromiter(map(key64, chunk_ids), dtype=np.int64, count=len(chunk_ids))
-        )
+        same = chunk_ids is chunks.ids or list(chunk_ids) == chunks.ids
+        self.chunk_rows = chunks.rows if same else rows_of(chunk_ids)
 
     def run(
         self,
@@ -501,16 +498,17 @@ class _Writer:
         many others as the build keeps)."""
         if self.moved is None or self.retitled is None:
             return None
-        added, removed = self.moved
-        gone = np.unique(rows_of([*removed, *self.retitled]))
-        came = np.unique(rows_of([*added, *self.retitled]))
+        added, removed = (rows_of(ids) for ids in self.moved)
+        retitled = rows_of(self.retitled)
+        gone = np.unique(np.concatenate([removed, retitled]))
+        came = np.unique(np.concatenate([added, retitled]))
         new = np.flatnonzero(np.isin(self.chunk_rows, came))
         held = [
             conn.execute(
                 "SELECT count(*) FROM chunks WHERE row IN (SELECT value FROM json_each(?))",
                 (json.dumps(rows.tolist()),),
             ).fetchone()[0]
-            for rows in (gone, rows_of(added))
+            for rows in (gone, added)
         ]
         (stored,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
         kept = stored - len(gone)
@@ -536,8 +534,7 @@ class _Writer:
         ).reshape(-1, 2)
         same = np.isin(self.chunk_rows, stored[:, 0], assume_unique=True)
         if self.retitled is not None:  # only those titles changed: written again
-            retitled = np.fromiter(map(key64, self.retitled), np.int64, len(self.retitled))
-            same &= ~np.isin(self.chunk_rows, retitled)
+            same &= ~np.isin(self.chunk_rows, rows_of(self.retitled))
         else:  # every chunk's title against the one the tables hold
             titles = np.fromiter(
                 map(key64, self.chunks.titles), dtype=np.int64, count=len(self.chunks)
