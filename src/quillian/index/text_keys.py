@@ -120,29 +120,33 @@ def _digest(model_id: str, ids: Ids, keys: Ids, version: str = _VERSION, tag: st
 _NONE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
+def _what(version: str) -> str:
+    """What a file of ``version`` keys, for its warnings."""
+    return "text" if version == _VERSION else "chunk"
+
+
 def _load(path: Path, model_id: str, version: str = _VERSION, tag: str = "") -> tuple[Ids, Ids]:
     """The kept ids (sorted) and their keys under ``model_id``; none where the file is
     absent, of another model or tag, or does not read as written."""
-    none = np.empty(0, dtype=np.int64)
-    what = "text" if version == _VERSION else "chunk"
+    what = _what(version)
     try:
         with np.load(path, allow_pickle=False) as kept:
             meta = [str(v) for v in kept["meta"]]
             if meta[:2] != [version, model_id] or meta[3:] != ([tag] if tag else []):
-                return none, none
+                return _NONE
             digest = meta[2]
             ids = kept["ids"].astype(np.int64, copy=False)
             keys = kept["keys"].astype(np.int64, copy=False)
     except FileNotFoundError:
-        return none, none
+        return _NONE
     except (KeyError, IndexError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         logger.warning(
             "%s keys kept in %s do not read (%s): keying every %s", what, path, exc, what
         )
-        return none, none
+        return _NONE
     if len(ids) != len(keys) or digest != _digest(model_id, ids, keys, version, tag):
         logger.warning("%s keys kept in %s fail their checksum: keying every %s", what, path, what)
-        return none, none
+        return _NONE
     return ids, keys
 
 
@@ -155,7 +159,7 @@ def _save(
     try:
         save_arrays(path, {"meta": np.array(meta), "ids": ids, "keys": keys})
     except OSError as exc:
-        what = "text" if version == _VERSION else "chunk"
+        what = _what(version)
         logger.warning(
             "%s keys not kept in %s (%s): the next build keys every %s", what, path, exc, what
         )
