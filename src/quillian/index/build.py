@@ -44,7 +44,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
-from quillian.index.chunk_table import ChunkTable
+from quillian.index.chunk_catalog import processed_chunks
 from quillian.index.integrity import (
     STORE_DB,
     check_database,
@@ -418,13 +418,6 @@ def _record_reused(directory: Path) -> None:
     state = [RESOLUTION_FILE] if unchanged_since_build(directory, RESOLUTION_FILE) else []
     tables = [TABLES_DB] if unchanged_since_build(directory, TABLES_DB) else []
     record_checked(directory, [STORE_DB, *state], tables)
-
-
-def processed_chunks(storage: Storage) -> ChunkTable:
-    """Every chunk of a processed document, in index order (document id, position),
-    their texts read when asked for."""
-    processed = set(storage.status.ids_with_status(DocStatus.PROCESSED))
-    return ChunkTable.read(storage.documents, processed)
 
 
 class _BudgetStop(BaseException):

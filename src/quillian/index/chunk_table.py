@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Iterator, Sequence
-from functools import cached_property
 from typing import overload
 
 import numpy as np
@@ -46,11 +45,15 @@ class ChunkTable(Sequence[Chunk]):
         indexes: list[int],
         titles: list[str],
         read: ReadChunks,
+        rows: npt.NDArray[np.int64] | None = None,
     ) -> None:
         if not len(ids) == len(doc_ids) == len(indexes) == len(titles):
             raise ValueError("a chunk table's columns differ in length")
+        if rows is not None and len(rows) != len(ids):
+            raise ValueError("a chunk table's rows differ in length from its ids")
         self.ids, self.doc_ids, self.indexes, self.titles = ids, doc_ids, indexes, titles
         self._read = read
+        self._rows = rows
 
     @classmethod
     def of(cls, chunks: Sequence[Chunk]) -> ChunkTable:
@@ -106,11 +109,13 @@ class ChunkTable(Sequence[Chunk]):
         ids = self.ids
         return self.chunks([ids[p] for p in positions])
 
-    @cached_property
+    @property
     def rows(self) -> npt.NDArray[np.int64]:
         """Each chunk's 64-bit key (:func:`~quillian.types.key64` of its id), the key of
-        its rows in the graph tables; hashed once per table."""
-        return rows_of(self.ids)
+        its rows in the graph tables; hashed once per table, unless given."""
+        if self._rows is None:
+            self._rows = rows_of(self.ids)
+        return self._rows
 
     def in_index_order(self) -> bool:
         """Whether the chunks are in index order, each place (document, position) once."""

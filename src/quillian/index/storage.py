@@ -27,12 +27,14 @@ from quillian.index.layout import (
 )
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.embedded.sqlite import (
+    SqliteChangeLog,
     SqliteDocumentStore,
     SqliteKeyValueStore,
     SqliteStatusStore,
 )
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.protocols import (
+    ChangeLog,
     DocumentStore,
     GraphStore,
     KeyValueStore,
@@ -49,12 +51,14 @@ STORE_DB = "store.sqlite"
 @dataclass
 class Storage:
     """The stores of one index. Vector collections and the graph are opened on demand;
-    ``fresh=True`` starts them empty (a build rewrites them whole)."""
+    ``fresh=True`` starts them empty (a build rewrites them whole). ``changes``: the log
+    of the document and status stores' changes, where the backend keeps one."""
 
     directory: Path
     documents: DocumentStore
     status: StatusStore
     kv: KeyValueStore
+    changes: ChangeLog | None = field(default=None, kw_only=True)
 
     def vectors(
         self, name: str, dim: int | None = None, *, fresh: bool = False, snapshot: bool = False
@@ -83,8 +87,9 @@ class Storage:
             self.kv.release_free_pages()
 
     def close(self) -> None:
-        for store in (self.documents, self.status, self.kv):
-            store.close()
+        for store in (self.documents, self.status, self.kv, self.changes):
+            if store is not None:
+                store.close()
 
     def __enter__(self) -> Self:
         return self
@@ -157,6 +162,7 @@ def open_storage(location: str | Path, *, create: bool = False) -> Storage:
         documents=SqliteDocumentStore(db),
         status=SqliteStatusStore(db),
         kv=SqliteKeyValueStore(db),
+        changes=SqliteChangeLog(db),
     )
 
 
@@ -176,6 +182,7 @@ def _open_server(location: str, create: bool) -> ServerStorage:
             documents=backend.PgDocumentStore(workspace),
             status=backend.PgStatusStore(workspace),
             kv=backend.PgKeyValueStore(workspace),
+            changes=backend.PgChangeLog(workspace),
             workspace=workspace,
             synced=synced,
             _held=held,

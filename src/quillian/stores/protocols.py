@@ -18,6 +18,7 @@ from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Document
 
 __all__ = [
+    "ChangeLog",
     "ChunkHead",
     "DocStatus",
     "DocumentStore",
@@ -90,6 +91,23 @@ class StatusStore(Protocol):
     def with_status(self, status: DocStatus) -> list[StatusRecord]: ...
     def ids_with_status(self, status: DocStatus) -> list[str]: ...
     def counts(self) -> dict[DocStatus, int]: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ChangeLog(Protocol):
+    """The documents whose chunks or status changed, in the order of the changes, so a
+    build can bring what it kept of the store up to date by reading only those.
+
+    :meth:`mark` names the log's present end; :meth:`changed_since` gives the documents
+    changed after a mark, with the new end, or None where the log cannot tell (a mark of
+    another log, or older than what it keeps). :meth:`forget` drops what precedes a
+    mark: later calls with older marks get None. A change and its log entry are one
+    transaction, so a mark taken before reading the store never misses a change."""
+
+    def mark(self) -> str: ...
+    def changed_since(self, mark: str) -> tuple[str, list[str]] | None: ...
+    def forget(self, mark: str) -> None: ...
     def close(self) -> None: ...
 
 

@@ -31,6 +31,7 @@ import pytest
 
 from quillian.errors import InputError, QuillianError, StoreError
 from quillian.stores.protocols import (
+    ChangeLog,
     DocStatus,
     DocumentStore,
     GraphStore,
@@ -44,6 +45,7 @@ from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 from quillian.types import Chunk, Document
 
 __all__ = [
+    "ChangeLogContract",
     "DocumentStoreContract",
     "GraphStoreContract",
     "KeyValueStoreContract",
@@ -323,6 +325,90 @@ class KeyValueStoreContract(_Contract[KeyValueStore]):
         store.close()
         with pytest.raises(StoreError, match="closed"):
             store.get_many("ns", ["a"])
+
+
+class ChangeLogContract(_Contract[ChangeLog]):
+    """What every :class:`~quillian.stores.protocols.ChangeLog` must do: the ``store``
+    fixture is the log, and :meth:`writers` gives the document and status stores it
+    logs."""
+
+    protocol = ChangeLog
+
+    @pytest.fixture
+    def writers(self, store: ChangeLog) -> Iterator[tuple[DocumentStore, StatusStore]]:
+        """The document and status stores ``store`` logs; backends override this."""
+        raise NotImplementedError("override the writers fixture")
+
+    def test_every_chunk_and_status_change_is_logged_by_document(
+        self, store: ChangeLog, writers: tuple[DocumentStore, StatusStore]
+    ) -> None:
+        docs, status = writers
+        start = store.mark()
+        assert _changed(store, start) == []
+        a, b = _doc(1), _doc(2)
+        docs.put_chunks([_chunk(b, 0), _chunk(a, 0), _chunk(a, 1)])
+        status.set_status(["doc-c"], DocStatus.PENDING)
+        since = store.changed_since(start)
+        assert since is not None and since[1] == sorted([a.id, b.id, "doc-c"])
+        mark = since[0]
+        assert _changed(store, mark) == []
+        docs.put_chunks([dataclasses.replace(_chunk(a, 1), title="New")])  # an upsert
+        assert _changed(store, mark) == [a.id]
+        later = store.mark()
+        status.set_status([b.id], DocStatus.FAILED, error="x")
+        docs.delete_documents([a.id])
+        status.delete(["doc-c"])
+        changed = sorted([a.id, b.id, "doc-c"])
+        assert _changed(store, later) == changed
+        assert _changed(store, mark) == changed
+
+    def test_a_chunk_moved_to_another_document_logs_both(
+        self, store: ChangeLog, writers: tuple[DocumentStore, StatusStore]
+    ) -> None:
+        docs, _ = writers
+        chunk = _chunk(_doc(1), 0)
+        docs.put_chunks([chunk])
+        mark = store.mark()
+        docs.put_chunks([Chunk.stored(chunk.id, "doc-b", 0, chunk.text, 0, 2, "T")])
+        assert _changed(store, mark) == sorted([chunk.doc_id, "doc-b"])
+
+    def test_a_forgotten_foreign_or_malformed_mark_is_refused(
+        self, store: ChangeLog, writers: tuple[DocumentStore, StatusStore]
+    ) -> None:
+        docs, _ = writers
+        first = store.mark()
+        docs.put_chunks([_chunk(_doc(1), 0)])
+        second = store.mark()
+        docs.put_chunks([_chunk(_doc(2), 0)])
+        store.forget(second)
+        assert store.changed_since(first) is None  # what followed it is partly forgotten
+        assert _changed(store, second) == [_doc(2).id]
+        end = store.mark()
+        store.forget(end)
+        docs.put_chunks([_chunk(_doc(3), 0)])
+        assert _changed(store, end) == [_doc(3).id]
+        log = end.partition(":")[0]
+        for bad in ("", "nonsense", f"{end}x", f"{log}:-1", f"{log}:", "0" * 32 + end[32:]):
+            assert store.changed_since(bad) is None, bad
+        store.forget("0" * 32 + end[32:])  # another log's mark: nothing forgotten
+        store.forget("nonsense")
+        assert _changed(store, end) == [_doc(3).id]
+
+    def test_marks_hold_across_reopen(
+        self, store: ChangeLog, writers: tuple[DocumentStore, StatusStore]
+    ) -> None:
+        docs, _ = writers
+        mark = store.mark()
+        docs.put_chunks([_chunk(_doc(1), 0)])
+        with self.reopened(store) as again:
+            assert _changed(again, mark) == [_doc(1).id]
+
+
+def _changed(log: ChangeLog, mark: str) -> list[str]:
+    """The documents ``log`` says changed since ``mark`` (which it must follow)."""
+    since = log.changed_since(mark)
+    assert since is not None, f"the log does not follow {mark!r}"
+    return since[1]
 
 
 def unit_vectors(n: int, dim: int, seed: int) -> npt.NDArray[np.float32]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from quillian.testing.contracts import (
+    ChangeLogContract,
     DocumentStoreContract,
     GraphStoreContract,
     KeyValueStoreContract,
@@ -17,6 +18,7 @@ from quillian.testing.contracts import (
 
 pytest.importorskip("psycopg")
 from quillian.stores.postgres import (
+    PgChangeLog,
     PgDocumentStore,
     PgGraphStore,
     PgKeyValueStore,
@@ -36,6 +38,22 @@ class TestPgDocumentStore(DocumentStoreContract):
     def reopen(self, store: PgDocumentStore) -> PgDocumentStore:  # type: ignore[override]
         store.close()
         return PgDocumentStore(store.workspace.location.url)
+
+
+class TestPgChangeLog(ChangeLogContract):
+    @pytest.fixture
+    def store(self, postgres_url: str) -> Iterator[PgChangeLog]:
+        with PgChangeLog(postgres_url) as log:
+            yield log
+
+    @pytest.fixture
+    def writers(self, store: PgChangeLog) -> Iterator[tuple[PgDocumentStore, PgStatusStore]]:
+        with PgDocumentStore(store.workspace) as docs, PgStatusStore(store.workspace) as status:
+            yield docs, status
+
+    def reopen(self, store: PgChangeLog) -> PgChangeLog:  # type: ignore[override]
+        store.close()
+        return PgChangeLog(store.workspace.location.url)
 
 
 class TestPgStatusStore(StatusStoreContract):

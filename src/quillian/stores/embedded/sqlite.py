@@ -1,8 +1,11 @@
-"""SQLite-backed document, status and key-value stores (stdlib :mod:`sqlite3`, no server).
+"""SQLite-backed document, status and key-value stores (stdlib :mod:`sqlite3`, no server),
+and the change log of the first two.
 
-The three stores may share one database file (conventionally ``store.sqlite`` in the
-index directory); each opens its own connection. Every write is one transaction: a batch
-holding a bad item is rejected whole and leaves what was stored before intact.
+The stores may share one database file (conventionally ``store.sqlite`` in the index
+directory); each opens its own connection. The change log must share the document and
+status stores' file: its triggers write it in their transactions. Every write is one
+transaction: a batch holding a bad item is rejected whole and leaves what was stored
+before intact.
 
 >>> docs = SqliteDocumentStore(tmp / "store.sqlite")  # doctest: +SKIP
 >>> status = SqliteStatusStore(tmp / "store.sqlite")  # doctest: +SKIP
@@ -20,6 +23,7 @@ from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
 __all__ = [
+    "SqliteChangeLog",
     "SqliteDocumentStore",
     "SqliteKeyValueStore",
     "SqliteStatusStore",
@@ -210,6 +214,87 @@ class SqliteStatusStore(SqliteStore):
         counts = dict.fromkeys(DocStatus, 0)
         counts.update({DocStatus(s): int(n) for s, n in rows})
         return counts
+
+
+def _logged(table: str, event: str, docs: str, when: str = "") -> str:
+    """A trigger logging the document ids ``docs`` (a SELECT) after ``event`` on ``table``."""
+    name = f"{table}_{event.lower()}_logged"
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table} {when}"
+        f" BEGIN INSERT INTO doc_changes (doc_id) {docs}; END"
+    )
+
+
+class SqliteChangeLog(SqliteStore):
+    """:class:`~quillian.stores.protocols.ChangeLog` of the document and status stores
+    in the same file: triggers on their chunks and statuses append the document's id,
+    in the writing transaction, so no code path can change them unlogged (an older
+    Quillian's included, once a newer one opened the file). Marks are ``LOG:SEQ``: the
+    log's random id (a store made anew, even at the same path, is another log) and a
+    position in it."""
+
+    SCHEMA_NAME = "doc_changes"
+    DDL = (
+        *SqliteDocumentStore.DDL,
+        *SqliteStatusStore.DDL,
+        "CREATE TABLE IF NOT EXISTS doc_changes "
+        "(seq INTEGER PRIMARY KEY AUTOINCREMENT, doc_id TEXT NOT NULL)",
+        # the log's id, and the position up to which it was forgotten
+        "CREATE TABLE IF NOT EXISTS doc_changes_meta (one INTEGER PRIMARY KEY CHECK (one = 0), "
+        "log TEXT NOT NULL, floor INTEGER NOT NULL)",
+        "INSERT OR IGNORE INTO doc_changes_meta VALUES (0, lower(hex(randomblob(16))), 0)",
+        _logged("chunks", "INSERT", "VALUES (NEW.doc_id)"),
+        _logged("chunks", "UPDATE", "SELECT NEW.doc_id UNION SELECT OLD.doc_id"),
+        _logged("chunks", "DELETE", "VALUES (OLD.doc_id)"),
+        _logged("doc_status", "INSERT", "VALUES (NEW.doc_id)"),
+        _logged(
+            "doc_status",
+            "UPDATE",
+            "SELECT NEW.doc_id UNION SELECT OLD.doc_id",
+            "WHEN OLD.status IS NOT NEW.status OR OLD.doc_id IS NOT NEW.doc_id",
+        ),
+        _logged("doc_status", "DELETE", "VALUES (OLD.doc_id)"),
+    )
+
+    def mark(self) -> str:
+        """The log's present end."""
+        ((log, end),) = self._query(
+            "read the change log",
+            "SELECT log, max(floor, coalesce((SELECT max(seq) FROM doc_changes), 0))"
+            " FROM doc_changes_meta",
+        )
+        return f"{log}:{end}"
+
+    def changed_since(self, mark: str) -> tuple[str, list[str]] | None:
+        """The documents changed after ``mark`` (sorted) and the log's end; None where
+        ``mark`` is not this log's or precedes what it keeps."""
+        log, seq = _mark(mark)
+        with self._errors("read the change log") as conn:
+            ((ours, floor),) = conn.execute("SELECT log, floor FROM doc_changes_meta").fetchall()
+            if log != ours or seq < floor:
+                return None
+            rows = conn.execute(
+                "SELECT doc_id, max(seq) FROM doc_changes WHERE seq > ? GROUP BY doc_id"
+                " ORDER BY doc_id",
+                (seq,),
+            ).fetchall()
+        end = max((r[1] for r in rows), default=seq)
+        return f"{log}:{end}", [r[0] for r in rows]
+
+    def forget(self, mark: str) -> None:
+        """Drop the entries up to ``mark`` (of this log; another's is ignored)."""
+        log, seq = _mark(mark)
+        with self._transaction("forget the change log") as conn:
+            (ours,) = conn.execute("SELECT log FROM doc_changes_meta").fetchone()
+            if log == ours:
+                conn.execute("DELETE FROM doc_changes WHERE seq <= ?", (seq,))
+                conn.execute("UPDATE doc_changes_meta SET floor = max(floor, ?)", (seq,))
+
+
+def _mark(mark: str) -> tuple[str, int]:
+    """A mark's log id and position; ``("", -1)`` (no log's) where it does not parse."""
+    log, _, seq = mark.partition(":")
+    return (log, int(seq)) if seq.isascii() and seq.isdigit() else ("", -1)
 
 
 class SqliteKeyValueStore(SqliteStore):

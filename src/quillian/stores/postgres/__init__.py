@@ -11,7 +11,12 @@ from quillian.stores.postgres._pg import (
     is_postgres_location,
     parse_location,
 )
-from quillian.stores.postgres.documents import PgDocumentStore, PgKeyValueStore, PgStatusStore
+from quillian.stores.postgres.documents import (
+    PgChangeLog,
+    PgDocumentStore,
+    PgKeyValueStore,
+    PgStatusStore,
+)
 from quillian.stores.postgres.files import (
     manifest_state,
     pull_files,
@@ -27,6 +32,7 @@ from quillian.stores.postgres.pinned import PinnedVectors
 from quillian.stores.postgres.vectors import PgVectorIndex
 
 __all__ = [
+    "PgChangeLog",
     "PgDocumentStore",
     "PgGraphStore",
     "PgJobTable",

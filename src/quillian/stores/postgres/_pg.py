@@ -52,6 +52,7 @@ from quillian.stores.postgres._connect import (
 from quillian.stores.postgres.textcodec import ADAPTERS
 
 __all__ = [
+    "CHANGE_LOG_DDL",
     "SCHEMA_VERSION",
     "PgStore",
     "PostgresLocation",
@@ -97,6 +98,30 @@ FILE_BLOCKS_DDL = (
     "ALTER TABLE files ADD COLUMN IF NOT EXISTS blocks text[]",
 )
 
+#: The change log of the documents' chunks and statuses (documents.py, PgChangeLog):
+#: a trigger on each table logs the document id with the writing transaction's id, so a
+#: mark is a snapshot and the changes since are those it does not see. ``floor``: the
+#: transaction id below which the log was forgotten. A workspace made before the log
+#: gets it from its first build. The function runs with the workspace's search path.
+CHANGE_LOG_DDL = (
+    "CREATE TABLE IF NOT EXISTS doc_changes (xid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
+    'doc_id text COLLATE "C" NOT NULL)',
+    "CREATE INDEX IF NOT EXISTS doc_changes_by_xid ON doc_changes (xid)",
+    "CREATE TABLE IF NOT EXISTS doc_changes_meta (one smallint PRIMARY KEY CHECK (one = 0), "
+    "log text NOT NULL, floor xid8 NOT NULL)",
+    "INSERT INTO doc_changes_meta VALUES (0, md5(gen_random_uuid()::text), '0') "
+    "ON CONFLICT (one) DO NOTHING",
+    "CREATE OR REPLACE FUNCTION log_doc_change() RETURNS trigger LANGUAGE plpgsql "
+    "SET search_path FROM CURRENT AS $$ BEGIN "
+    "IF TG_OP <> 'INSERT' THEN INSERT INTO doc_changes (doc_id) VALUES (OLD.doc_id); END IF; "
+    "IF TG_OP <> 'DELETE' THEN INSERT INTO doc_changes (doc_id) VALUES (NEW.doc_id); END IF; "
+    "RETURN NULL; END $$",
+    "CREATE OR REPLACE TRIGGER chunks_logged AFTER INSERT OR UPDATE OR DELETE ON chunks "
+    "FOR EACH ROW EXECUTE FUNCTION log_doc_change()",
+    "CREATE OR REPLACE TRIGGER doc_status_logged AFTER INSERT OR UPDATE OR DELETE ON doc_status "
+    "FOR EACH ROW EXECUTE FUNCTION log_doc_change()",
+)
+
 # Every table of a workspace; vector collections add one table each (see vectors.py).
 # Keys and ids use the "C" collation so that ORDER BY matches Python's sorted().
 DDL = (
@@ -124,6 +149,7 @@ DDL = (
     *GRAPH_ARRAYS_DDL,
     *FILE_BLOCKS_DDL,
     LEASE_DDL,
+    *CHANGE_LOG_DDL,
 )
 
 

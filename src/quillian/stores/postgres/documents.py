@@ -1,4 +1,4 @@
-"""PostgreSQL document, status and key-value stores.
+"""PostgreSQL document, status and key-value stores, and the change log of the first two.
 
 Same semantics as the SQLite stores (:mod:`quillian.stores.embedded.sqlite`), whose row
 validation they share: every batch is validated whole, then written in one transaction
@@ -8,9 +8,13 @@ with ``executemany``, so a bad item rejects the batch and leaves the rest intact
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import psycopg
+
+from quillian.errors import StoreError
 from quillian.stores.embedded.sqlite import (
     _CHUNK_COLUMNS,
     _DOC_COLUMNS,
@@ -23,11 +27,11 @@ from quillian.stores.embedded.sqlite import (
     _require_str,
     _status,
 )
-from quillian.stores.postgres._pg import PgStore
+from quillian.stores.postgres._pg import CHANGE_LOG_DDL, PgStore
 from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
-__all__ = ["PgDocumentStore", "PgKeyValueStore", "PgStatusStore"]
+__all__ = ["PgChangeLog", "PgDocumentStore", "PgKeyValueStore", "PgStatusStore"]
 
 #: Rows fetched per page by iterators.
 PAGE = 1000
@@ -203,6 +207,82 @@ class PgStatusStore(PgStore):
         counts = dict.fromkeys(DocStatus, 0)
         counts.update({DocStatus(s): int(n) for s, n in rows})
         return counts
+
+
+#: A snapshot as ``pg_snapshot``'s text gives it: ``xmin:xmax:xip,...``.
+_SNAPSHOT = re.compile(r"[0-9]{1,20}:[0-9]{1,20}:(?:[0-9]{1,20}(?:,[0-9]{1,20})*)?")
+
+
+class PgChangeLog(PgStore):
+    """:class:`~quillian.stores.protocols.ChangeLog` of the workspace's chunks and
+    statuses (``CHANGE_LOG_DDL``): a mark is the log's random id and a snapshot; the
+    documents changed since are those logged by transactions the snapshot does not
+    see (committed since, or running then), so concurrent writers are never missed. A
+    workspace made before the log gets it from the first :meth:`mark` (a build's): the
+    triggers and the log are made in one transaction, and no mark precedes them."""
+
+    def mark(self) -> str:
+        """The log's present end: its id and the present snapshot."""
+        with self._conn("read the change log") as conn:
+            if not _has_log(conn):
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('doc_changes'))")
+                    for statement in CHANGE_LOG_DDL:
+                        conn.execute(statement)
+            log, now = _meta(conn, "log, pg_current_snapshot()::text")
+        return f"{log}:{now}"
+
+    def changed_since(self, mark: str) -> tuple[str, list[str]] | None:
+        """The documents changed after ``mark`` (sorted) and the new mark; None where
+        ``mark`` is not this log's or precedes what it keeps."""
+        log, _, snapshot = mark.partition(":")
+        if not _SNAPSHOT.fullmatch(snapshot):
+            return None
+        with self._conn("read the change log") as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if not _has_log(conn):
+                return None
+            ours, floor, now = _meta(conn, "log, floor::text, pg_current_snapshot()::text")
+            start = int(snapshot.partition(":")[0])
+            if log != ours or start < int(floor):
+                return None
+            rows = conn.execute(
+                "SELECT DISTINCT doc_id FROM doc_changes WHERE xid >= %s::xid8"
+                " AND NOT pg_visible_in_snapshot(xid, %s::pg_snapshot) ORDER BY doc_id",
+                (str(start), snapshot),
+            ).fetchall()
+        return f"{ours}:{now}", [r[0] for r in rows]
+
+    def forget(self, mark: str) -> None:
+        """Drop the entries every transaction of ``mark``'s snapshot sees (of this log;
+        another's is ignored)."""
+        log, _, snapshot = mark.partition(":")
+        if not _SNAPSHOT.fullmatch(snapshot):
+            return
+        start = snapshot.partition(":")[0]
+        with self._conn("forget the change log") as conn:
+            if not _has_log(conn):
+                return
+            (ours,) = _meta(conn, "log")
+            if log == ours:
+                conn.execute("DELETE FROM doc_changes WHERE xid < %s::xid8", (start,))
+                conn.execute(
+                    "UPDATE doc_changes_meta SET floor = greatest(floor, %s::xid8)", (start,)
+                )
+
+
+def _meta(conn: psycopg.Connection[Any], columns: str) -> tuple[Any, ...]:
+    """``columns`` of the change log's one row of metadata."""
+    row = conn.execute(f"SELECT {columns} FROM doc_changes_meta").fetchone()
+    if row is None:
+        raise StoreError("the change log's metadata row is missing")
+    return tuple(row)
+
+
+def _has_log(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the workspace (the connection's search path) holds the change log."""
+    row = conn.execute("SELECT to_regclass('doc_changes_meta') IS NOT NULL").fetchone()
+    return bool(row and row[0])
 
 
 class PgKeyValueStore(PgStore):

@@ -62,12 +62,16 @@ _RESOLUTION_FILES = tuple(
 _TEXT_KEYS_FILES = tuple(
     f"{name}_keys_by_id.npz{tail}" for name in ("text", "chunk") for tail in ("", ".partial")
 )
+#: The processed chunks' catalog (``quillian.index.chunk_catalog.CATALOG_FILE``): it
+#: follows a mark of the workspace's change log taken on this machine.
+_CATALOG_FILES = ("chunk_catalog.npz", "chunk_catalog.npz.partial")
 #: The databases' stat stamps as a build left them (``quillian.index.integrity.CHECKED``):
 #: a stamp names this machine's file, nobody else's.
 _CHECKED_FILES = ("checked.json", "checked.json.partial")
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
 #: (rebuilt from the graph tables), the manifest copy, the sync record itself, the
-#: entity-resolution state, the texts' and chunks' vector keys and the databases' stamps, the HTTP
+#: entity-resolution state, the texts' and chunks' vector keys, the chunk catalog and the
+#: databases' stamps, the HTTP
 #: server's job state (``quillian serve`` keeps it per machine) and the writer lock (its
 #: ``flock`` works only while every process locks the same file: fetching the server's
 #: files must never remove it).
@@ -80,6 +84,7 @@ SKIPPED = frozenset(
         ".writer.lock",
         *_RESOLUTION_FILES,
         *_TEXT_KEYS_FILES,
+        *_CATALOG_FILES,
         *_CHECKED_FILES,
     }
 )

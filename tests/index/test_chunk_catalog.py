@@ -1,0 +1,156 @@
+"""The processed chunks kept between builds: patched from the store's change log, the
+same table as one read whole after any sequence of changes, and read whole whenever
+the catalog cannot be trusted."""
+
+import logging
+import random
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.index.chunk_catalog import CATALOG_FILE, processed_chunks
+from quillian.index.chunk_table import ChunkTable
+from quillian.index.storage import STORE_DB, Storage, open_storage
+from quillian.stores.embedded.sqlite import SqliteDocumentStore
+from quillian.stores.protocols import DocStatus
+from quillian.types import Chunk, key64
+
+
+def _chunks(doc: str, n: int, title: str) -> list[Chunk]:
+    return [Chunk(doc, i, f"{doc} text {i} {title}", 0, 9, title) for i in range(n)]
+
+
+def _whole(storage: Storage) -> ChunkTable:
+    processed = set(storage.status.ids_with_status(DocStatus.PROCESSED))
+    return ChunkTable.read(storage.documents, processed)
+
+
+def _same(table: ChunkTable, storage: Storage) -> None:
+    whole = _whole(storage)
+    assert table.ids == whole.ids and table.doc_ids == whole.doc_ids
+    assert table.indexes == whole.indexes and table.titles == whole.titles
+    assert table.rows.tolist() == [key64(i) for i in whole.ids]
+    assert list(table) == list(whole)
+
+
+def _add(storage: Storage, doc: str, n: int, title: str, status: DocStatus) -> None:
+    storage.documents.put_chunks(_chunks(doc, n, title))
+    storage.status.set_status([doc], status)
+
+
+class HeadReads:
+    """Counts passes over every stored chunk's head."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.passes = 0
+        original = SqliteDocumentStore.iter_chunk_heads
+
+        def counted(store: SqliteDocumentStore):  # type: ignore[no-untyped-def]
+            self.passes += 1
+            return original(store)
+
+        monkeypatch.setattr(SqliteDocumentStore, "iter_chunk_heads", counted)
+
+
+def test_any_sequence_of_changes_gives_the_table_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    reads = HeadReads(monkeypatch)
+    with open_storage(tmp_path / "index", create=True) as storage:
+        for d in range(400):
+            _add(storage, f"doc-{d:04d}", rng.randint(1, 3), f"Title {d}", DocStatus.PROCESSED)
+        _same(processed_chunks(storage), storage)  # no catalog: read whole, then kept
+        assert (tmp_path / "index" / CATALOG_FILE).exists()
+        patched = 0
+        for step in range(60):
+            doc = f"doc-{rng.randrange(500):04d}"
+            kind = rng.choice(["add", "retitle", "delete", "fail", "processing", "none"])
+            if kind == "add":
+                _add(storage, doc, rng.randint(1, 4), f"T{step}", DocStatus.PROCESSED)
+            elif kind == "retitle":  # an upsert: the chunks keep their ids, a new title
+                old = storage.documents.chunks_of(doc)
+                storage.documents.put_chunks(
+                    [Chunk.stored(c.id, c.doc_id, c.index, c.text, 0, 9, f"R{step}") for c in old]
+                )
+            elif kind == "delete":
+                storage.documents.delete_documents([doc])
+                storage.status.delete([doc])
+            elif kind == "fail":  # chunks stored, the document not processed
+                _add(storage, doc, 2, f"F{step}", DocStatus.FAILED)
+            elif kind == "processing":  # a status change alone
+                storage.status.set_status([doc], DocStatus.PROCESSING)
+            passes = reads.passes
+            table = processed_chunks(storage)
+            patched += reads.passes == passes  # not read whole
+            _same(table, storage)
+        assert patched == 60
+        with sqlite3.connect(tmp_path / "index" / STORE_DB) as conn:
+            assert conn.execute("SELECT count(*) FROM doc_changes").fetchone() == (0,)
+
+
+def test_many_documents_changed_are_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = HeadReads(monkeypatch)
+    with open_storage(tmp_path / "index", create=True) as storage:
+        for d in range(50):
+            _add(storage, f"doc-{d:03d}", 1, "T", DocStatus.PROCESSED)
+        processed_chunks(storage)
+        for d in range(50, 80):  # more than the share one reads document by document
+            _add(storage, f"doc-{d:03d}", 1, "T", DocStatus.PROCESSED)
+        passes = reads.passes
+        table = processed_chunks(storage)
+        assert reads.passes == passes + 1
+        _same(table, storage)
+
+
+def test_a_catalog_that_cannot_be_trusted_is_read_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    location = tmp_path / "index"
+    catalog = location / CATALOG_FILE
+    with open_storage(location, create=True) as storage:
+        _add(storage, "doc-a", 2, "A", DocStatus.PROCESSED)
+        _add(storage, "doc-b", 1, "B", DocStatus.PROCESSED)
+        processed_chunks(storage)
+        with np.load(catalog) as kept:
+            arrays = dict(kept)
+        tampered = bytes(arrays["titles"]).replace(b"A", b"Z")
+        np.savez(catalog, **{**arrays, "titles": np.frombuffer(tampered, np.uint8)})
+        with caplog.at_level(logging.WARNING):
+            _same(processed_chunks(storage), storage)
+        assert "fails its checksum" in caplog.text
+        catalog.write_bytes(b"not a catalog")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            _same(processed_chunks(storage), storage)
+        assert "does not read" in caplog.text
+        _same(processed_chunks(storage), storage)  # written anew: read without a word
+    kept = catalog.read_bytes()
+    (location / STORE_DB).unlink()  # a new store at the same place is another log
+    with open_storage(location, create=True) as storage:
+        _add(storage, "doc-c", 1, "C", DocStatus.PROCESSED)
+        catalog.write_bytes(kept)
+        _same(processed_chunks(storage), storage)
+        assert processed_chunks(storage).ids == [c.id for c in _chunks("doc-c", 1, "C")]
+
+
+def test_a_title_holding_a_nul_is_read_whole_each_time(tmp_path: Path) -> None:
+    with open_storage(tmp_path / "index", create=True) as storage:
+        _add(storage, "doc-a", 1, "A\0B", DocStatus.PROCESSED)
+        _same(processed_chunks(storage), storage)
+        assert not (tmp_path / "index" / CATALOG_FILE).exists()
+        _add(storage, "doc-b", 1, "B", DocStatus.PROCESSED)
+        _same(processed_chunks(storage), storage)
+
+
+def test_an_empty_index_keeps_an_empty_catalog(tmp_path: Path) -> None:
+    with open_storage(tmp_path / "index", create=True) as storage:
+        assert processed_chunks(storage).ids == []
+        assert processed_chunks(storage).ids == []
+        _add(storage, "doc-a", 1, "", DocStatus.PROCESSED)  # an empty title
+        _same(processed_chunks(storage), storage)
+        _same(processed_chunks(storage), storage)

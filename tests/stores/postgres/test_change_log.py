@@ -1,0 +1,61 @@
+"""The PostgreSQL change log beyond the contract: a writer's transaction still running
+when a mark is taken is reported after it commits, and a workspace made before the log
+gets it from its first mark."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("psycopg")
+from quillian.stores.postgres import PgChangeLog, PgDocumentStore, PgStatusStore
+from quillian.stores.protocols import DocStatus
+from quillian.types import Chunk
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def log(postgres_url: str) -> Iterator[PgChangeLog]:
+    with PgChangeLog(postgres_url) as log:
+        yield log
+
+
+def _chunk(doc: str) -> Chunk:
+    return Chunk(doc, 0, f"{doc} text", 0, 9, "T")
+
+
+def test_a_transaction_running_at_a_mark_is_reported_once_committed(log: PgChangeLog) -> None:
+    with log.workspace.connection("write") as conn:
+        conn.execute(
+            "INSERT INTO chunks (id, doc_id, idx, text, char_start, char_end, title)"
+            " VALUES ('c-slow', 'doc-slow', 0, 't', 0, 1, 'T')"
+        )
+        mark = log.mark()  # taken while the insert is not committed
+        since = log.changed_since(mark)
+        assert since is not None and since[1] == []  # not visible yet
+        middle = since[0]
+    since = log.changed_since(mark)
+    assert since is not None and since[1] == ["doc-slow"]
+    since = log.changed_since(middle)  # the slow writer ran at that mark too
+    assert since is not None and since[1] == ["doc-slow"]
+
+
+def test_a_workspace_made_before_the_log_gets_it_from_the_first_mark(
+    log: PgChangeLog,
+) -> None:
+    with log.workspace.connection("drop the log") as conn:
+        conn.execute("DROP TRIGGER chunks_logged ON chunks")
+        conn.execute("DROP TRIGGER doc_status_logged ON doc_status")
+        conn.execute("DROP FUNCTION log_doc_change()")
+        conn.execute("DROP TABLE doc_changes, doc_changes_meta")
+    assert log.changed_since("0" * 32 + ":1:1:") is None
+    log.forget("0" * 32 + ":1:1:")  # nothing to forget: no error
+    with PgDocumentStore(log.workspace) as docs, PgStatusStore(log.workspace) as status:
+        docs.put_chunks([_chunk("doc-before")])  # unlogged: no log yet
+        mark = log.mark()
+        docs.put_chunks([_chunk("doc-after")])
+        status.set_status(["doc-status"], DocStatus.PROCESSED)
+    since = log.changed_since(mark)
+    assert since is not None and since[1] == ["doc-after", "doc-status"]
