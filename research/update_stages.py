@@ -9,7 +9,13 @@ take, for example a one-line JSONL) or ``python research/update_stages.py INDEX 
 DOC_ID``, on a copy of the index: the update changes it (``--profile FILE`` also writes
 cProfile's stats of the call). Run add, delete, add on one
 copy to measure a steady state: the first update after a format change relinks every
-chunk and makes the graph's resolution state. It prints one JSON object. docs/scale.md
+chunk and makes the graph's resolution state. It prints one JSON object.
+
+``add FILE --pairs N`` measures what a long-running process (``quillian serve``) pays:
+in this one process, N times, add FILE's documents and delete them again, each call
+timed (the first pair loads the models; a process that keeps them loaded pays that
+once). It prints each call's seconds and stages, and the medians of the pairs after the
+first. docs/scale.md
 ("The graph stage from the resolution state") gives its figures at 20k passages.
 """
 
@@ -99,7 +105,18 @@ def main() -> None:
         metavar="FILE",
         help="also profile the call with cProfile (slower) and write its stats to FILE",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        metavar="N",
+        help="add only: N add-then-delete pairs in this one process, each call timed",
+    )
     args = parser.parse_args()
+    if args.pairs is not None:
+        if args.operation != "add" or args.pairs < 2:
+            parser.error("--pairs takes an add and at least 2 pairs")
+        print(json.dumps(_pairs(Path(args.index), Path(args.what), args.pairs), indent=2))
+        return
     seconds: dict[str, float] = {}
     peaks: dict[str, float] = {}
     _instrument(seconds, peaks)
@@ -126,6 +143,36 @@ def main() -> None:
         "peak_rose_in_gb": {k: round(v, 3) for k, v in peaks.items()},
     }
     print(json.dumps(out, indent=2))
+
+
+def _pairs(index: Path, what: Path, n: int) -> dict[str, Any]:
+    """N add-then-delete pairs of ``what``'s documents in this process, each timed."""
+    import statistics
+
+    from quillian.components.ingestion.readers import read_documents
+    from quillian.engine import IndexSettings, delete_documents, index_documents
+
+    docs = list(read_documents(what))
+    runs = []
+    for _ in range(n):
+        run: dict[str, Any] = {}
+        for op in ("add", "delete"):
+            start = time.perf_counter()
+            if op == "add":
+                report = index_documents(index, docs, IndexSettings())
+            else:
+                report = delete_documents(index, [d.id for d in docs])
+            run[f"{op}_s"] = round(time.perf_counter() - start, 3)
+            run[f"{op}_stages_s"] = {k: round(v, 3) for k, v in report.seconds.items()}
+        runs.append(run)
+    later = runs[1:]
+    return {
+        "pairs": runs,
+        "after_the_first": {
+            f"{op}_s": statistics.median(r[f"{op}_s"] for r in later) for op in ("add", "delete")
+        },
+        "peak_gb": round(_peak_gb(), 3),
+    }
 
 
 if __name__ == "__main__":

@@ -169,6 +169,15 @@ def test_a_text_gets_the_same_vector_alone_and_among_others(exported: Path) -> N
 
 
 @pytest.mark.model
+def test_embedders_of_one_model_share_its_session(exported: Path) -> None:
+    """A process that builds again (a server's adds, each a new embedder) loads the
+    model once."""
+    first, second = OnnxEmbedder(cache_dir=exported), OnnxEmbedder(cache_dir=exported)
+    assert first._load()[0] is second._load()[0]
+    assert np.array_equal(first.embed(SENTENCES[:2]), second.embed(SENTENCES[:2]))
+
+
+@pytest.mark.model
 def test_embedding_with_an_exported_model_never_imports_torch(exported: Path) -> None:
     code = (
         "import sys\n"

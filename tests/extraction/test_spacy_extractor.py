@@ -1,10 +1,12 @@
 """The spaCy NER extractor on small texts, with the real model where marked."""
 
+import threading
+
 import pytest
 
 from quillian.components.extraction.base import Extractor
 from quillian.components.extraction.filters import drop_ambiguous_names
-from quillian.components.extraction.spacy_ner import SpacyExtractor
+from quillian.components.extraction.spacy_ner import SpacyExtractor, load_ner_pipeline
 from quillian.components.extraction.text import split_sentences
 from quillian.errors import ConfigError, MissingExtraError
 from quillian.types import Chunk, normalize_name
@@ -204,7 +206,9 @@ def test_a_chunk_longer_than_the_model_takes_is_read_in_pieces(extractor):
     paragraph = "Ada Lovelace met Charles Babbage in London on 5 June 1833. " * 3
     text = "\n\n".join([paragraph] * 40)
     small = SpacyExtractor(max_chars=1000)
-    small._load().max_length = 5000  # as if spaCy's 1,000,000 were 5,000
+    # a pipeline of its own: the one extractors share (loaded_pipeline) stays as it is
+    small._nlp = load_ner_pipeline(small.model, parser=small.predicates)
+    small._nlp.max_length = 5000  # as if spaCy's 1,000,000 were 5,000
     (whole,) = extractor.extract_local([chunk(text)])
     (pieced,) = small.extract_local([chunk(text)])
     assert len(text) > 5000
@@ -213,6 +217,23 @@ def test_a_chunk_longer_than_the_model_takes_is_read_in_pieces(extractor):
     assert all(text[e.start : e.end] == e.name for e in pieced.entities)
     with pytest.raises(ConfigError, match="max_chars"):
         SpacyExtractor(max_chars=0)
+
+
+@pytest.mark.model
+def test_extractors_share_a_pipeline_per_thread_that_reading_does_not_grow(extractor):
+    """A process that builds again (a server's adds, each a new extractor) loads spaCy
+    once per thread; the strings of the texts it reads are not kept in it."""
+    again = SpacyExtractor()
+    nlp = again._load()
+    assert nlp is SpacyExtractor()._load()
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(SpacyExtractor()._load()))
+    thread.start()
+    thread.join()
+    assert found and found[0] is not nlp
+    strings = len(nlp.vocab.strings)
+    (extraction,) = again.extract_local([chunk("Zyxqorp Vambleton met Quorvina Plimsett.")])
+    assert extraction.entities and len(nlp.vocab.strings) == strings
 
 
 PROBE = """

@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -151,18 +152,29 @@ class OnnxEmbedder:
                 raise MissingExtraError("onnxruntime", "embed") from exc
             path, max_tokens, _ = self._layout
             file = export_onnx(path, self._cache_dir or onnx_cache_dir())
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1  # one text per call, one call per core
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            self._session = ort.InferenceSession(
-                str(file), options, providers=["CPUExecutionProvider"]
-            )
-            tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(max_tokens)
-            self._tokenizer = tokenizer
+            with _SESSIONS_LOCK:
+                key = (str(file), str(path / "tokenizer.json"), max_tokens)
+                if key not in _SESSIONS:
+                    options = ort.SessionOptions()
+                    options.intra_op_num_threads = 1  # one text per call, one call per core
+                    options.inter_op_num_threads = 1
+                    options.log_severity_level = 3
+                    session = ort.InferenceSession(
+                        str(file), options, providers=["CPUExecutionProvider"]
+                    )
+                    tokenizer = Tokenizer.from_file(key[1])
+                    tokenizer.no_padding()
+                    tokenizer.enable_truncation(max_tokens)
+                    _SESSIONS[key] = (session, tokenizer)
+                self._session, self._tokenizer = _SESSIONS[key]
         return self._session, self._tokenizer
+
+
+#: Sessions and tokenizers by model file, tokenizer file and length, shared by every
+#: embedder of the process (a server's builds each make one): both are safe to call from
+#: several threads, as :meth:`OnnxEmbedder.embed` does.
+_SESSIONS: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+_SESSIONS_LOCK = threading.Lock()
 
 
 def _cores() -> int:

@@ -45,6 +45,7 @@ import importlib.machinery
 import importlib.util
 import logging
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -83,6 +84,7 @@ __all__ = [
     "MAX_CHARS",
     "SpacyExtractor",
     "load_ner_pipeline",
+    "loaded_pipeline",
     "read_entities",
     "read_parsed",
 ]
@@ -362,7 +364,7 @@ class SpacyExtractor:
 
     def _load(self) -> Any:
         if self._nlp is None:
-            self._nlp = load_ner_pipeline(self.model, parser=self.predicates)
+            self._nlp = loaded_pipeline(self.model, parser=self.predicates)
         return self._nlp
 
 
@@ -408,11 +410,14 @@ def read_parsed(
     read in pieces as there."""
     found: list[tuple[_Entities, list[ParsedToken]]] = [([], []) for _ in texts]
     parsed = "parser" in nlp.pipe_names
-    for i, start, doc in _docs(nlp, texts, batch_size, max_chars, n_process):
-        ents, tokens = found[i]
-        ents += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
-        if parsed:
-            tokens += parse_doc(doc, start, len(tokens))
+    # the strings the texts add to the pipeline's vocabulary are freed after: a kept
+    # pipeline (loaded_pipeline) would otherwise grow with every text it ever read
+    with nlp.memory_zone():
+        for i, start, doc in _docs(nlp, texts, batch_size, max_chars, n_process):
+            ents, tokens = found[i]
+            ents += [(e.label_, start + e.start_char, start + e.end_char) for e in doc.ents]
+            if parsed:
+                tokens += parse_doc(doc, start, len(tokens))
     return found
 
 
@@ -467,6 +472,22 @@ def _prefer_titles(titles: list[Mention], others: list[Mention]) -> list[Mention
     ]
     kept = [o for o in others if not any(overlaps(o, t) for t in kept_titles)]
     return kept_titles + kept
+
+
+#: The pipelines this thread loaded, by model and parser: a process that builds again
+#: (a server adding documents, each add a new extractor) loads spaCy once per thread,
+#: not once per build (0.5-0.8 s of each add of docs/scale.md). Per thread: a pipeline's
+#: string store grows as it reads, and spaCy does not promise that is thread-safe.
+_LOADED = threading.local()
+
+
+def loaded_pipeline(model: str, *, parser: bool = False) -> Any:
+    """:func:`load_ner_pipeline`, loaded once per thread and kept."""
+    pipelines: dict[tuple[str, bool], Any] = _LOADED.__dict__.setdefault("pipelines", {})
+    key = (model, parser)
+    if key not in pipelines:
+        pipelines[key] = load_ner_pipeline(model, parser=parser)
+    return pipelines[key]
 
 
 def load_ner_pipeline(model: str, *, parser: bool = False) -> Any:
