@@ -149,13 +149,14 @@ def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> None:
     """Write ``table``'s columns under ``mark``, then let ``log`` forget what precedes it;
     a table that cannot be kept removes the old catalog (the log then keeps all)."""
     columns = (table.ids, table.doc_ids, table.titles)
-    if any(_SEP in value for column in columns for value in column):
+    joined = [_SEP.join(column) for column in columns]
+    if any(j.count(_SEP) != max(len(table.ids) - 1, 0) for j in joined):
         path.unlink(missing_ok=True)
         logger.info("chunk catalog not kept: a chunk's id or title holds a NUL character")
         return
     arrays: dict[str, npt.NDArray[np.generic]] = {
-        name: np.frombuffer(_SEP.join(column).encode("utf-8"), dtype=np.uint8)
-        for name, column in zip(_TEXTS, columns, strict=True)
+        name: np.frombuffer(j.encode("utf-8"), dtype=np.uint8)
+        for name, j in zip(_TEXTS, joined, strict=True)
     }
     arrays["indexes"] = np.asarray(table.indexes, dtype=np.int64)
     arrays["rows"] = np.asarray(table.rows, dtype=np.int64)

@@ -5,7 +5,8 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
     DIR/manifest.json        schema version, state (building | complete), config, counts,
                              size and checksum of each file under tables/ and bm25/
     DIR/store.sqlite         documents, chunks, ingestion status, extractions and their
-                             linking state, the embedding cache (empty after a build)
+                             linking state, the embedding cache (empty after a build),
+                             the log of the documents changed since the last build
     DIR/graph_resolution.sqlite  the graph's entity resolution, patched by each build,
                              with its log of what changed since the tables (local to
                              the machine); beside it, graph_resolution.sqlite.columns:
@@ -15,6 +16,9 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
     DIR/chunk_keys_by_id.npz  the chunks' vector keys by chunk id, tagged with the build
                              they follow, so an update reads only the texts of chunks
                              added or retitled (a cache, local too)
+    DIR/chunk_catalog.npz    every processed chunk's id, document, position and title,
+                             patched from the store's change log, so an update reads
+                             only the changed documents' chunks (a cache, local too)
     DIR/checked.json         the stat stamps of the two databases as the last build left
                              them (one unchanged since is not checked whole again) and
                              the graph tables' stamp and digest
