@@ -91,6 +91,17 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
             assert conn.execute("SELECT count(*) FROM doc_changes").fetchone() == (0,)
 
 
+def test_a_repair_reads_every_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = HeadReads(monkeypatch)
+    with open_storage(tmp_path / "index", create=True) as storage:
+        _add(storage, "doc-a", 2, "A", DocStatus.PROCESSED)
+        processed_chunks(storage)
+        passes = reads.passes
+        table = processed_chunks(storage, whole=True)
+        assert reads.passes == passes + 1
+        _same(table, storage)
+
+
 def test_many_documents_changed_are_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -334,7 +334,7 @@ def _rebuild(
     *,
     repair: bool = False,
 ) -> None:
-    chunks = processed_chunks(storage)
+    chunks = processed_chunks(storage, whole=repair)
     start = time.perf_counter()
     linked = link_corpus(
         storage.kv,

@@ -50,15 +50,16 @@ _SEP = "\0"
 _REREAD_SHARE = 0.02
 
 
-def processed_chunks(storage: Storage) -> ChunkTable:
+def processed_chunks(storage: Storage, *, whole: bool = False) -> ChunkTable:
     """Every chunk of a processed document, in index order (document id, position),
     their texts read when asked for: patched from the catalog where the store's change
-    log follows it, else read whole; kept for the next build either way."""
+    log follows it, else (or where told ``whole``: a repair trusts no cache) read whole;
+    kept for the next build either way."""
     log = storage.changes
     if log is None:
         return _read_whole(storage)
     path = storage.directory / CATALOG_FILE
-    kept = _load(path)
+    kept = None if whole else _load(path)
     since = log.changed_since(kept.mark) if kept is not None else None
     if kept is None or since is None or len(since[1]) > _REREAD_SHARE * len(kept.ids) + 16:
         mark = log.mark()  # before reading: a change meanwhile is read again next time
