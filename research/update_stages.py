@@ -15,7 +15,7 @@ chunk and makes the graph's resolution state. It prints one JSON object.
 in this one process, N times, add FILE's documents and delete them again, each call
 timed (the first pair loads the models; a process that keeps them loaded pays that
 once). It prints each call's seconds and stages, and the medians of the pairs after the
-first. docs/scale.md
+first. INDEX may be a PostgreSQL location there. docs/scale.md
 ("The graph stage from the resolution state") gives its figures at 20k passages.
 """
 
@@ -115,7 +115,7 @@ def main() -> None:
     if args.pairs is not None:
         if args.operation != "add" or args.pairs < 2:
             parser.error("--pairs takes an add and at least 2 pairs")
-        print(json.dumps(_pairs(Path(args.index), Path(args.what), args.pairs), indent=2))
+        print(json.dumps(_pairs(args.index, Path(args.what), args.pairs), indent=2))
         return
     seconds: dict[str, float] = {}
     peaks: dict[str, float] = {}
@@ -145,7 +145,7 @@ def main() -> None:
     print(json.dumps(out, indent=2))
 
 
-def _pairs(index: Path, what: Path, n: int) -> dict[str, Any]:
+def _pairs(index: str, what: Path, n: int) -> dict[str, Any]:
     """N add-then-delete pairs of ``what``'s documents in this process, each timed."""
     import statistics
 

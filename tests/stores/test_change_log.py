@@ -1,6 +1,7 @@
 """The embedded store's change log: the contract, and writes of a process that opened
 no log (its triggers live in the file) logged all the same."""
 
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from quillian.stores.embedded.sqlite import (
 )
 from quillian.stores.protocols import DocStatus
 from quillian.testing.contracts import ChangeLogContract
+from quillian.types import Chunk
 
 
 class TestSqliteChangeLog(ChangeLogContract):
@@ -51,3 +53,16 @@ def test_writes_of_a_store_opened_without_the_log_are_logged(tmp_path: Path) -> 
         since = log.changed_since(mark)
         assert since is not None and since[1] == ["doc-x", "doc-y"]
         assert log.changed_since(since[0]) == (since[0], [])
+
+
+def test_a_store_put_back_to_an_older_copy_follows_no_later_mark(tmp_path: Path) -> None:
+    db = tmp_path / "store.sqlite"
+    with SqliteDocumentStore(db) as docs, SqliteChangeLog(db) as log:
+        docs.put_chunks([Chunk("doc-a", 0, "a", 0, 1, "A")])
+    shutil.copy(db, tmp_path / "older.sqlite")
+    with SqliteDocumentStore(db) as docs, SqliteChangeLog(db) as log:
+        docs.put_chunks([Chunk("doc-b", 0, "b", 0, 1, "B")])
+        later = log.mark()
+    shutil.copy(tmp_path / "older.sqlite", db)  # the same log's id, an earlier end
+    with SqliteChangeLog(db) as log:
+        assert log.changed_since(later) is None

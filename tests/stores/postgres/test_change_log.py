@@ -59,3 +59,14 @@ def test_a_workspace_made_before_the_log_gets_it_from_the_first_mark(
         status.set_status(["doc-status"], DocStatus.PROCESSED)
     since = log.changed_since(mark)
     assert since is not None and since[1] == ["doc-after", "doc-status"]
+
+
+def test_a_mark_past_the_present_is_refused(log: PgChangeLog) -> None:
+    """A workspace put back to an older copy keeps its log's id: a mark taken later
+    names transactions it has not reached, and is refused."""
+    mark = log.mark()
+    name, _, snapshot = mark.partition(":")
+    xmin, xmax, _ = snapshot.split(":")
+    ahead = f"{name}:{int(xmin) + 10**6}:{int(xmax) + 10**6}:"
+    assert log.changed_since(ahead) is None
+    assert log.changed_since(mark) is not None

@@ -267,11 +267,15 @@ class SqliteChangeLog(SqliteStore):
 
     def changed_since(self, mark: str) -> tuple[str, list[str]] | None:
         """The documents changed after ``mark`` (sorted) and the log's end; None where
-        ``mark`` is not this log's or precedes what it keeps."""
+        ``mark`` is not this log's, precedes what it keeps, or follows its end (the
+        store was put back to an older copy)."""
         log, seq = _mark(mark)
         with self._errors("read the change log") as conn:
-            ((ours, floor),) = conn.execute("SELECT log, floor FROM doc_changes_meta").fetchall()
-            if log != ours or seq < floor:
+            ((ours, floor, end),) = conn.execute(
+                "SELECT log, floor, max(floor, coalesce((SELECT max(seq) FROM doc_changes), 0))"
+                " FROM doc_changes_meta"
+            ).fetchall()
+            if log != ours or not floor <= seq <= end:  # past the end: a store restored
                 return None
             rows = conn.execute(
                 "SELECT doc_id, max(seq) FROM doc_changes WHERE seq > ? GROUP BY doc_id"

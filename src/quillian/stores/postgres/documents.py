@@ -234,7 +234,7 @@ class PgChangeLog(PgStore):
 
     def changed_since(self, mark: str) -> tuple[str, list[str]] | None:
         """The documents changed after ``mark`` (sorted) and the new mark; None where
-        ``mark`` is not this log's or precedes what it keeps."""
+        ``mark`` is not this log's, precedes what it keeps, or follows the present."""
         log, _, snapshot = mark.partition(":")
         if not _SNAPSHOT.fullmatch(snapshot):
             return None
@@ -244,7 +244,8 @@ class PgChangeLog(PgStore):
                 return None
             ours, floor, now = _meta(conn, "log, floor::text, pg_current_snapshot()::text")
             start = int(snapshot.partition(":")[0])
-            if log != ours or start < int(floor):
+            # a mark past the present: the workspace was put back to an older copy
+            if log != ours or not int(floor) <= start <= int(now.partition(":")[0]):
                 return None
             rows = conn.execute(
                 "SELECT DISTINCT doc_id FROM doc_changes WHERE xid >= %s::xid8"
