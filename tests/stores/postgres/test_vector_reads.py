@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("psycopg")
-from quillian.errors import ConfigError, StoreError, UnknownIdError
+from quillian.errors import ConfigError, UnknownIdError
 from quillian.stores.postgres import PgVectorIndex, vectors
 
 pytestmark = pytest.mark.postgres
@@ -163,26 +163,3 @@ def test_hyphenated_names_get_tables_of_their_own(postgres_url: str) -> None:
     for bad in ("kags__triples", "kags-_triples", "Kags", "-kags", "k" * 60):
         with pytest.raises(ConfigError, match="collection name"):
             PgVectorIndex(postgres_url, bad, DIM)
-
-
-def test_the_ids_are_read_as_one_binary_copy(
-    collection: tuple[PgVectorIndex, np.ndarray], postgres_url: str
-) -> None:
-    store, _ = collection
-    ids = store.ids()
-    assert ids.dtype == np.int64 and ids.tolist() == list(range(N))
-    with PgVectorIndex(postgres_url, "empty", DIM) as empty:
-        assert empty.ids().tolist() == []
-        big = np.array([2**63 - 1, 0, 2**40], dtype=np.int64)
-        empty.add(big, _unit(np.random.default_rng(4), 3))
-        empty.flush()
-        assert empty.ids().tolist() == sorted(big.tolist())
-
-
-@pytest.mark.parametrize(
-    "data",
-    [b"", b"not a copy at all, not at all", vectors._COPY_SIGNATURE + bytes(8) + b"\x00\x01"],
-)
-def test_a_copy_that_does_not_read_is_a_store_error(data: bytes) -> None:
-    with pytest.raises(StoreError, match="ids' COPY"):
-        vectors._copied_ids(data, "chunks")
