@@ -70,3 +70,34 @@ def test_a_mark_past_the_present_is_refused(log: PgChangeLog) -> None:
     ahead = f"{name}:{int(xmin) + 10**6}:{int(xmax) + 10**6}:"
     assert log.changed_since(ahead) is None
     assert log.changed_since(mark) is not None
+
+
+def test_an_update_on_a_workspace_patches_the_kept_chunks(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build's chunk list on PostgreSQL follows the workspace's log: a later build
+    reads the changed documents only, and gets the table read whole."""
+    from quillian.index.chunk_catalog import processed_chunks
+    from quillian.index.chunk_table import ChunkTable
+    from quillian.index.storage import open_storage
+
+    passes = []
+    original = PgDocumentStore.iter_chunk_heads
+    monkeypatch.setattr(
+        PgDocumentStore, "iter_chunk_heads", lambda self: passes.append(1) or original(self)
+    )
+    with open_storage(postgres_url, create=True) as storage:
+        for doc in ("doc-b", "doc-a", "doc-c"):
+            storage.documents.put_chunks([_chunk(doc)])
+            storage.status.set_status([doc], DocStatus.PROCESSED)
+        assert processed_chunks(storage).doc_ids == ["doc-a", "doc-b", "doc-c"]
+        assert len(passes) == 1
+        storage.documents.put_chunks([_chunk("doc-d")])
+        storage.status.set_status(["doc-d"], DocStatus.PROCESSED)
+        storage.status.set_status(["doc-b"], DocStatus.FAILED, error="x")
+        table = processed_chunks(storage)
+        assert len(passes) == 1  # patched: no pass over every chunk
+        processed = set(storage.status.ids_with_status(DocStatus.PROCESSED))
+        whole = ChunkTable.read(storage.documents, processed)
+        assert (table.ids, table.doc_ids, table.titles) == (whole.ids, whole.doc_ids, whole.titles)
+        assert table.doc_ids == ["doc-a", "doc-c", "doc-d"]
