@@ -4,6 +4,7 @@ import threading
 
 import pytest
 
+from quillian.components.extraction import spacy_ner
 from quillian.components.extraction.base import Extractor
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.extraction.spacy_ner import SpacyExtractor, load_ner_pipeline
@@ -220,9 +221,10 @@ def test_a_chunk_longer_than_the_model_takes_is_read_in_pieces(extractor):
 
 
 @pytest.mark.model
-def test_extractors_share_a_pipeline_per_thread_that_reading_does_not_grow(extractor):
-    """A process that builds again (a server's adds, each a new extractor) loads spaCy
-    once per thread; the strings of the texts it reads are not kept in it."""
+def test_extractors_share_one_pipeline_that_reading_does_not_grow(extractor):
+    """A process that builds again (a server's adds, each a new extractor, on any of
+    its threads) loads spaCy once, read under its lock; the strings of the texts it
+    reads are not kept in it."""
     again = SpacyExtractor()
     nlp = again._load()
     assert nlp is SpacyExtractor()._load()
@@ -230,7 +232,9 @@ def test_extractors_share_a_pipeline_per_thread_that_reading_does_not_grow(extra
     thread = threading.Thread(target=lambda: found.append(SpacyExtractor()._load()))
     thread.start()
     thread.join()
-    assert found and found[0] is not nlp
+    assert found == [nlp]
+    lock = spacy_ner.reading(nlp)
+    assert isinstance(lock, type(threading.Lock())) and spacy_ner.reading(object()) is not lock
     strings = len(nlp.vocab.strings)
     (extraction,) = again.extract_local([chunk("Zyxqorp Vambleton met Quorvina Plimsett.")])
     assert extraction.entities and len(nlp.vocab.strings) == strings

@@ -87,6 +87,7 @@ __all__ = [
     "loaded_pipeline",
     "read_entities",
     "read_parsed",
+    "reading",
 ]
 
 logger = logging.getLogger(__name__)
@@ -195,13 +196,15 @@ class SpacyExtractor:
         chunks = list(chunks)
         if not chunks:
             return []
-        found = read_parsed(
-            self._load(),
-            [c.text for c in chunks],
-            batch_size=self.batch_size,
-            max_chars=self.max_chars,
-            n_process=self.n_process,
-        )
+        nlp = self._load()
+        with reading(nlp):
+            found = read_parsed(
+                nlp,
+                [c.text for c in chunks],
+                batch_size=self.batch_size,
+                max_chars=self.max_chars,
+                n_process=self.n_process,
+            )
         return [
             Extraction(
                 chunk.id,
@@ -474,20 +477,30 @@ def _prefer_titles(titles: list[Mention], others: list[Mention]) -> list[Mention
     return kept_titles + kept
 
 
-#: The pipelines this thread loaded, by model and parser: a process that builds again
-#: (a server adding documents, each add a new extractor) loads spaCy once per thread,
-#: not once per build (0.5-0.8 s of each add of docs/scale.md). Per thread: a pipeline's
-#: string store grows as it reads, and spaCy does not promise that is thread-safe.
-_LOADED = threading.local()
+#: The pipelines this process loaded, by model and parser: a process that builds again
+#: (a server adding documents, each add a new extractor) loads spaCy once, not once per
+#: build (0.5-0.8 s of each add of docs/scale.md). Each has a lock its readers hold: a
+#: pipeline's vocabulary changes as it reads, and spaCy does not promise that is
+#: thread-safe (a server runs its jobs on any of its pool's threads).
+_PIPELINES: dict[tuple[str, bool], Any] = {}
+_READING: dict[int, threading.Lock] = {}
+_LOADING = threading.Lock()
 
 
 def loaded_pipeline(model: str, *, parser: bool = False) -> Any:
-    """:func:`load_ner_pipeline`, loaded once per thread and kept."""
-    pipelines: dict[tuple[str, bool], Any] = _LOADED.__dict__.setdefault("pipelines", {})
-    key = (model, parser)
-    if key not in pipelines:
-        pipelines[key] = load_ner_pipeline(model, parser=parser)
-    return pipelines[key]
+    """:func:`load_ner_pipeline`, loaded once per process and kept; read it under
+    :func:`reading`."""
+    with _LOADING:
+        key = (model, parser)
+        if key not in _PIPELINES:
+            nlp = _PIPELINES[key] = load_ner_pipeline(model, parser=parser)
+            _READING[id(nlp)] = threading.Lock()
+        return _PIPELINES[key]
+
+
+def reading(nlp: Any) -> contextlib.AbstractContextManager[Any]:
+    """The lock to hold while ``nlp`` reads: a kept pipeline's own, none for another."""
+    return _READING.get(id(nlp)) or contextlib.nullcontext()
 
 
 def load_ner_pipeline(model: str, *, parser: bool = False) -> Any:
