@@ -96,14 +96,15 @@ class StatusStore(Protocol):
 
 @runtime_checkable
 class ChangeLog(Protocol):
-    """The documents whose chunks or status changed, in the order of the changes, so a
-    build can bring what it kept of the store up to date by reading only those.
+    """The documents whose chunks or status changed since a mark, so a build can bring
+    what it kept of the store up to date by reading only those.
 
     :meth:`mark` names the log's present end; :meth:`changed_since` gives the documents
-    changed after a mark, with the new end, or None where the log cannot tell (a mark of
-    another log, or older than what it keeps). :meth:`forget` drops what precedes a
-    mark: later calls with older marks get None. A change and its log entry are one
-    transaction, so a mark taken before reading the store never misses a change."""
+    changed after a mark (sorted), with the new end, or None where the log cannot tell:
+    a mark of another log, older than what it keeps, or past its end (the store put
+    back to an older copy). :meth:`forget` drops what precedes a mark: later calls with
+    older marks get None. A change and its log entry are one transaction, so a mark
+    taken before reading the store never misses a change."""
 
     def mark(self) -> str: ...
     def changed_since(self, mark: str) -> tuple[str, list[str]] | None: ...
