@@ -4,15 +4,21 @@ each written whole next to its place and swapped in."""
 
 from __future__ import annotations
 
+import logging
 import shutil
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PARTIAL", "replace_dir", "save_arrays"]
+__all__ = ["PARTIAL", "load_arrays", "replace_dir", "save_arrays"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: The suffix of the file an artifact is written to before it is renamed into place.
 PARTIAL = ".partial"
@@ -35,3 +41,19 @@ def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
     with partial.open("wb") as out:
         np.savez(out, **arrays)  # type: ignore[arg-type]  # names, not allow_pickle
     partial.replace(path)
+
+
+def load_arrays(path: Path, read: Callable[[Any], T | None], what: str, then: str) -> T | None:
+    """What ``read`` makes of the npz :func:`save_arrays` wrote at ``path``, opened
+    without pickles (``read`` gets it open, its arrays by name; it returns None for a
+    file it does not take). None where there is no file, or, with a warning naming
+    ``what`` and what happens ``then``, where it does not read: damaged, cut short, or
+    without an array ``read`` asks for."""
+    try:
+        with np.load(path, allow_pickle=False) as kept:
+            return read(kept)
+    except FileNotFoundError:
+        return None
+    except (KeyError, IndexError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        logger.warning("%s: %s does not read (%s): %s", what, path, exc, then)
+        return None

@@ -22,15 +22,13 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from quillian.index.artifacts import save_arrays
-from quillian.index.chunk_table import ChunkTable, rows_of
+from quillian.index.artifacts import load_arrays, save_arrays
+from quillian.index.chunk_table import ChunkTable, ReadChunks, rows_of
 from quillian.index.storage import Storage
 from quillian.stores.protocols import ChangeLog, ChunkHead, DocStatus
 
@@ -59,16 +57,16 @@ def processed_chunks(storage: Storage, *, whole: bool = False) -> ChunkTable:
     if log is None:
         return _read_whole(storage)
     path = storage.directory / CATALOG_FILE
-    kept = None if whole else _load(path)
-    since = log.changed_since(kept.mark) if kept is not None else None
-    if kept is None or since is None or len(since[1]) > _REREAD_SHARE * len(kept.ids) + 16:
+    kept = None if whole else _load(path, storage.documents.get_chunks)
+    since = log.changed_since(kept[0]) if kept is not None else None
+    if kept is None or since is None or len(since[1]) > _REREAD_SHARE * len(kept[1]) + 16:
         mark = log.mark()  # before reading: a change meanwhile is read again next time
         table = _read_whole(storage)
     else:
         mark, changed = since
         if not changed:
-            return kept.table(storage)
-        table = _patched(kept, changed, storage)
+            return kept[1]
+        table = _patched(kept[1], changed, storage)
     _keep(path, mark, table, log)
     return table
 
@@ -78,29 +76,7 @@ def _read_whole(storage: Storage) -> ChunkTable:
     return ChunkTable.read(storage.documents, processed)
 
 
-@dataclass(frozen=True)
-class _Kept:
-    """A catalog's columns and the log's mark they follow."""
-
-    mark: str
-    ids: list[str]
-    doc_ids: list[str]
-    indexes: list[int]
-    titles: list[str]
-    rows: npt.NDArray[np.int64]
-
-    def table(self, storage: Storage) -> ChunkTable:
-        return ChunkTable(
-            self.ids,
-            self.doc_ids,
-            self.indexes,
-            self.titles,
-            storage.documents.get_chunks,
-            self.rows,
-        )
-
-
-def _patched(kept: _Kept, changed: list[str], storage: Storage) -> ChunkTable:
+def _patched(kept: ChunkTable, changed: list[str], storage: Storage) -> ChunkTable:
     """``kept`` with the rows of the documents ``changed`` (sorted) as the store has
     them now: none unless the document is processed."""
     statuses = storage.status.get_status(changed)
@@ -171,15 +147,14 @@ def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> None:
     log.forget(mark)
 
 
-def _load(path: Path) -> _Kept | None:
-    """The kept catalog; None where there is none, or it does not read as written."""
-    try:
-        with np.load(path, allow_pickle=False) as kept:
-            arrays = {name: kept[name] for name in (*_TEXTS, "indexes", "rows", "meta")}
-    except FileNotFoundError:
-        return None
-    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        logger.warning("chunk catalog %s does not read (%s): reading every chunk", path, exc)
+def _load(path: Path, read: ReadChunks) -> tuple[str, ChunkTable] | None:
+    """The kept catalog's mark and table (its texts read by ``read``); None where there
+    is none, or it does not read as written."""
+    names = (*_TEXTS, "indexes", "rows", "meta")
+    arrays = load_arrays(
+        path, lambda kept: {n: kept[n] for n in names}, "chunk catalog", "reading every chunk"
+    )
+    if arrays is None:
         return None
     meta = [str(v) for v in arrays["meta"]]
     if len(meta) != 3 or meta[0] != _VERSION:
@@ -199,4 +174,4 @@ def _load(path: Path) -> _Kept | None:
         logger.warning("chunk catalog %s has columns of different lengths: ignored", path)
         return None
     indexes = arrays["indexes"].astype(np.int64).tolist()
-    return _Kept(mark, ids, doc_ids, indexes, titles, arrays["rows"].astype(np.int64))
+    return mark, ChunkTable(ids, doc_ids, indexes, titles, read, arrays["rows"].astype(np.int64))

@@ -23,7 +23,7 @@ from quillian.errors import StoreError
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
-__all__ = ["ChunkTable", "rows_of"]
+__all__ = ["ChunkTable", "ReadChunks", "rows_of"]
 
 #: Chunks read from the store at once when a table is iterated.
 PAGE = 1000

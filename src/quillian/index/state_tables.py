@@ -36,7 +36,6 @@ import logging
 import shutil
 import sqlite3
 import uuid
-import zipfile
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +55,7 @@ from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
-from quillian.index.artifacts import replace_dir, save_arrays
+from quillian.index.artifacts import load_arrays, replace_dir, save_arrays
 from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
@@ -762,15 +761,14 @@ class _Columns:
     def load(cls, path: Path, tables: str) -> _Columns | None:
         """The columns kept at ``path`` for the tables database of digest ``tables``;
         None where there are none for it that read."""
-        try:
-            with np.load(path, allow_pickle=False) as kept:
-                if str(kept["meta"][0]) != f"{_COLUMNS_VERSION} {tables}":
-                    return None  # another layout, or other tables
-                columns = cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
-        except FileNotFoundError:
-            return None
-        except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            logger.warning("graph columns kept in %s do not read (%s)", path, exc)
+
+        def read(kept: Any) -> _Columns | None:
+            if str(kept["meta"][0]) != f"{_COLUMNS_VERSION} {tables}":
+                return None  # another layout, or other tables
+            return cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
+
+        columns = load_arrays(path, read, "graph columns", "the patch reads every row")
+        if columns is None:
             return None
         # each table's columns were stacked, so only the arrays kept apart can disagree
         lengths = {name: len(getattr(columns, name)) for name in _COLUMN_NAMES}

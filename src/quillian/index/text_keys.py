@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
-from quillian.index.artifacts import save_arrays
+from quillian.index.artifacts import load_arrays, save_arrays
 
 __all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "chunk_keys", "text_keys"]
 
@@ -129,21 +129,18 @@ def _load(path: Path, model_id: str, version: str = _VERSION, tag: str = "") -> 
     """The kept ids (sorted) and their keys under ``model_id``; none where the file is
     absent, of another model or tag, or does not read as written."""
     what = _what(version)
-    try:
-        with np.load(path, allow_pickle=False) as kept:
-            meta = [str(v) for v in kept["meta"]]
-            if meta[:2] != [version, model_id] or meta[3:] != ([tag] if tag else []):
-                return _NONE
-            digest = meta[2]
-            ids = kept["ids"].astype(np.int64, copy=False)
-            keys = kept["keys"].astype(np.int64, copy=False)
-    except FileNotFoundError:
+
+    def read(kept: Any) -> tuple[str, Ids, Ids] | None:
+        meta = [str(v) for v in kept["meta"]]
+        if meta[:2] != [version, model_id] or meta[3:] != ([tag] if tag else []):
+            return None
+        ids = kept["ids"].astype(np.int64, copy=False)
+        return meta[2], ids, kept["keys"].astype(np.int64, copy=False)
+
+    found = load_arrays(path, read, f"{what} keys", f"keying every {what}")
+    if found is None:
         return _NONE
-    except (KeyError, IndexError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        logger.warning(
-            "%s keys kept in %s do not read (%s): keying every %s", what, path, exc, what
-        )
-        return _NONE
+    digest, ids, keys = found
     if len(ids) != len(keys) or digest != _digest(model_id, ids, keys, version, tag):
         logger.warning("%s keys kept in %s fail their checksum: keying every %s", what, path, what)
         return _NONE
