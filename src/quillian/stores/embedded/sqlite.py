@@ -225,6 +225,10 @@ def _logged(table: str, event: str, docs: str, when: str = "") -> str:
     )
 
 
+#: The change log's end: its last position, or where it was forgotten up to when empty.
+_LOG_END = "max(floor, coalesce((SELECT max(seq) FROM doc_changes), 0))"
+
+
 class SqliteChangeLog(SqliteStore):
     """:class:`~quillian.stores.protocols.ChangeLog` of the document and status stores
     in the same file: triggers on their chunks and statuses append the document's id,
@@ -259,9 +263,7 @@ class SqliteChangeLog(SqliteStore):
     def mark(self) -> str:
         """The log's present end."""
         ((log, end),) = self._query(
-            "read the change log",
-            "SELECT log, max(floor, coalesce((SELECT max(seq) FROM doc_changes), 0))"
-            " FROM doc_changes_meta",
+            "read the change log", f"SELECT log, {_LOG_END} FROM doc_changes_meta"
         )
         return f"{log}:{end}"
 
@@ -272,8 +274,7 @@ class SqliteChangeLog(SqliteStore):
         log, seq = _mark(mark)
         with self._errors("read the change log") as conn:
             ((ours, floor, end),) = conn.execute(
-                "SELECT log, floor, max(floor, coalesce((SELECT max(seq) FROM doc_changes), 0))"
-                " FROM doc_changes_meta"
+                f"SELECT log, floor, {_LOG_END} FROM doc_changes_meta"
             ).fetchall()
             if log != ours or not floor <= seq <= end:  # past the end: a store restored
                 return None

@@ -235,17 +235,17 @@ class PgChangeLog(PgStore):
     def changed_since(self, mark: str) -> tuple[str, list[str]] | None:
         """The documents changed after ``mark`` (sorted) and the new mark; None where
         ``mark`` is not this log's, precedes what it keeps, or follows the present."""
-        log, _, snapshot = mark.partition(":")
-        if not _SNAPSHOT.fullmatch(snapshot):
+        parsed = _parsed(mark)
+        if parsed is None:
             return None
+        log, snapshot, start = parsed
         with self._conn("read the change log") as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             if not _has_log(conn):
                 return None
             ours, floor, now = _meta(conn, "log, floor::text, pg_current_snapshot()::text")
-            start = int(snapshot.partition(":")[0])
             # a mark past the present: the workspace was put back to an older copy
-            if log != ours or not int(floor) <= start <= int(now.partition(":")[0]):
+            if log != ours or not int(floor) <= start <= _xmin(now):
                 return None
             rows = conn.execute(
                 "SELECT DISTINCT doc_id FROM doc_changes WHERE xid >= %s::xid8"
@@ -257,19 +257,31 @@ class PgChangeLog(PgStore):
     def forget(self, mark: str) -> None:
         """Drop the entries every transaction of ``mark``'s snapshot sees (of this log;
         another's is ignored)."""
-        log, _, snapshot = mark.partition(":")
-        if not _SNAPSHOT.fullmatch(snapshot):
+        parsed = _parsed(mark)
+        if parsed is None:
             return
-        start = snapshot.partition(":")[0]
+        log, _, start = parsed
         with self._conn("forget the change log") as conn:
             if not _has_log(conn):
                 return
             (ours,) = _meta(conn, "log")
             if log == ours:
-                conn.execute("DELETE FROM doc_changes WHERE xid < %s::xid8", (start,))
+                conn.execute("DELETE FROM doc_changes WHERE xid < %s::xid8", (str(start),))
                 conn.execute(
-                    "UPDATE doc_changes_meta SET floor = greatest(floor, %s::xid8)", (start,)
+                    "UPDATE doc_changes_meta SET floor = greatest(floor, %s::xid8)", (str(start),)
                 )
+
+
+def _parsed(mark: str) -> tuple[str, str, int] | None:
+    """A mark's log id, snapshot and the snapshot's oldest running transaction id;
+    None where it does not parse."""
+    log, _, snapshot = mark.partition(":")
+    return (log, snapshot, _xmin(snapshot)) if _SNAPSHOT.fullmatch(snapshot) else None
+
+
+def _xmin(snapshot: str) -> int:
+    """The oldest transaction id a snapshot's text (``xmin:xmax:xip,...``) names running."""
+    return int(snapshot.partition(":")[0])
 
 
 def _meta(conn: psycopg.Connection[Any], columns: str) -> tuple[Any, ...]:
