@@ -23,6 +23,7 @@ import bisect
 import hashlib
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -80,38 +81,40 @@ def _patched(kept: ChunkTable, changed: list[str], storage: Storage) -> ChunkTab
     """``kept`` with the rows of the documents ``changed`` (sorted) as the store has
     them now: none unless the document is processed."""
     statuses = storage.status.get_status(changed)
-    ids: list[str] = []
-    doc_ids: list[str] = []
-    indexes: list[int] = []
-    titles: list[str] = []
-    rows: list[npt.NDArray[np.int64]] = []
+    spans: list[tuple[int, int]] = []  # the kept rows before each changed document's
+    added: list[list[ChunkHead]] = []  # and that document's rows now
     start = 0
     for doc_id in changed:
         low = bisect.bisect_left(kept.doc_ids, doc_id, start)
-        high = bisect.bisect_right(kept.doc_ids, doc_id, low)
-        ids += kept.ids[start:low]
-        doc_ids += kept.doc_ids[start:low]
-        indexes += kept.indexes[start:low]
-        titles += kept.titles[start:low]
-        rows.append(kept.rows[start:low])
+        spans.append((start, low))
         record = statuses.get(doc_id)
-        if record is not None and record.status == DocStatus.PROCESSED:
-            heads: list[ChunkHead] = sorted(
-                (c.doc_id, c.index, c.id, c.title) for c in storage.documents.chunks_of(doc_id)
-            )
-            ids += [h[2] for h in heads]
-            doc_ids += [h[0] for h in heads]
-            indexes += [h[1] for h in heads]
-            titles += [h[3] for h in heads]
-            rows.append(rows_of([h[2] for h in heads]))
-        start = high
-    ids += kept.ids[start:]
-    doc_ids += kept.doc_ids[start:]
-    indexes += kept.indexes[start:]
-    titles += kept.titles[start:]
-    rows.append(kept.rows[start:])
+        processed = record is not None and record.status == DocStatus.PROCESSED
+        chunks = storage.documents.chunks_of(doc_id) if processed else []
+        added.append(sorted((c.doc_id, c.index, c.id, c.title) for c in chunks))
+        start = bisect.bisect_right(kept.doc_ids, doc_id, low)
+    spans.append((start, len(kept)))
+    added.append([])
+
+    def column(old: list[Any], field: int) -> list[Any]:
+        out: list[Any] = []
+        for (low, high), heads in zip(spans, added, strict=True):
+            out += old[low:high]
+            out += [h[field] for h in heads]
+        return out
+
+    ids = column(kept.ids, 2)
+    rows = [
+        part
+        for (low, high), heads in zip(spans, added, strict=True)
+        for part in (kept.rows[low:high], rows_of([h[2] for h in heads]))
+    ]
     return ChunkTable(
-        ids, doc_ids, indexes, titles, storage.documents.get_chunks, np.concatenate(rows)
+        ids,
+        column(kept.doc_ids, 0),
+        column(kept.indexes, 1),
+        column(kept.titles, 3),
+        storage.documents.get_chunks,
+        np.concatenate(rows),
     )
 
 
