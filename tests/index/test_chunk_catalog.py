@@ -62,7 +62,9 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
     with open_storage(tmp_path / "index", create=True) as storage:
         for d in range(400):
             _add(storage, f"doc-{d:04d}", rng.randint(1, 3), f"Title {d}", DocStatus.PROCESSED)
-        _same(processed_chunks(storage), storage)  # no catalog: read whole, then kept
+        previous = processed_chunks(storage)  # no catalog: read whole, then kept
+        _same(previous, storage)
+        assert previous.catalog is not None and previous.catalog.since is None
         assert (tmp_path / "index" / CATALOG_FILE).exists()
         patched = 0
         for step in range(60):
@@ -86,9 +88,25 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
             table = processed_chunks(storage)
             patched += reads.passes == passes  # not read whole
             _same(table, storage)
+            _delta_between(previous, table)
+            previous = table
         assert patched == 60
         with sqlite3.connect(tmp_path / "index" / STORE_DB) as conn:
             assert conn.execute("SELECT count(*) FROM doc_changes").fetchone() == (0,)
+
+
+def _delta_between(previous: ChunkTable, table: ChunkTable) -> None:
+    """``table``'s catalog changes name what differs from ``previous``, its titles."""
+    assert previous.catalog is not None and table.catalog is not None
+    assert table.catalog.kept is not None
+    assert table.catalog.since == previous.catalog.kept
+    was = dict(zip(previous.ids, previous.titles, strict=True))
+    now = dict(zip(table.ids, table.titles, strict=True))
+    before, after = table.catalog.before, table.catalog.after
+    assert before.items() <= was.items() and after.items() <= now.items()
+    same = (was.keys() | now.keys()) - before.keys() - after.keys()
+    assert all(was.get(i) == now.get(i) for i in same)
+    assert all(i in was and i in now for i in same)
 
 
 def test_a_repair_reads_every_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

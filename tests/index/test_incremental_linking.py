@@ -17,6 +17,7 @@ import random
 import re
 import tempfile
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.extraction.text import parse_title, title_aliases, title_keys
 from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.engine import IndexSettings, delete_documents, index_documents
+from quillian.index.chunk_table import CatalogChanges, ChunkTable
 from quillian.index.linking import BUCKETS, link_corpus, linked_extractions
 from quillian.index.stages import chunk_text
 from quillian.stores.embedded.sqlite import SqliteKeyValueStore
@@ -120,6 +122,13 @@ def _context(chunks, extractor):
     return title_aliases(titles), {}
 
 
+def _kept_counts(kv, extractor):
+    """How many chunks hold each title, as the linking state keeps it."""
+    space = f"linktitlecounts:{extractor.name}"
+    keys = list(kv.keys(space))
+    return Counter({k: int(v) for k, v in zip(keys, kv.get_many(space, keys), strict=True)})
+
+
 def _kept_context(kv, extractor):
     """The safe aliases and surfaces the linking state keeps (patched by updates)."""
     (raw,) = kv.get_many(f"linkmeta:{extractor.name}", ["state"])
@@ -127,9 +136,27 @@ def _kept_context(kv, extractor):
     return meta["aliases"], meta["surfaces"]
 
 
-def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
-    """Apply ``steps`` (document ids to add or delete); check every step. Returns how
-    many chunks were linked anew in all (the incremental part's work)."""
+def _catalogued(chunks, pool, doc_id, present, n, via):
+    """``chunks`` as a table the chunk catalog could give after ``doc_id`` came or went
+    at step ``n``: ``via`` "delta" patched from step n - 1's table, "whole" read whole,
+    "other" patched from a table the state was not linked over, "none" no catalog."""
+    table = ChunkTable.of(chunks)
+    was = [] if doc_id in present else pool[doc_id]
+    now = pool[doc_id] if doc_id in present else []
+    before, after = {c.id: c.title for c in was}, {c.id: c.title for c in now}
+    if via == "delta":
+        table.catalog = CatalogChanges(f"table-{n}", f"table-{n - 1}", before, after)
+    elif via == "whole":
+        table.catalog = CatalogChanges(f"table-{n}")
+    elif via == "other":
+        table.catalog = CatalogChanges(f"table-{n}", f"elsewhere-{n - 1}", before, after)
+    return table
+
+
+def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int, via=("none",)) -> int:
+    """Apply ``steps`` (document ids to add or delete), the chunks given as
+    :func:`_catalogued` tables (``via``, in turn); check every step. Returns how many
+    chunks were linked anew in all (the incremental part's work)."""
     kv = SqliteKeyValueStore(workdir / "store.sqlite")
     present: set[str] = set()
     previous: dict[str, Extraction] | None = None
@@ -140,6 +167,7 @@ def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
             chunks = sorted(
                 (c for d in present for c in pool[d]), key=lambda c: (c.doc_id, c.index)
             )
+            chunks = _catalogued(chunks, pool, doc_id, present, n, via[n % len(via)])
             got = link_corpus(
                 kv,
                 chunks,
@@ -150,6 +178,9 @@ def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
             )
             settled, filtered = _expected(chunks, extractor, stored)
             assert _kept_context(kv, extractor) == _context(chunks, extractor)
+            assert _kept_counts(kv, extractor) == Counter(
+                " ".join(c.title.split()) for c in chunks if c.title.strip()
+            )
             assert got.extractions == settled
             assert got.filtered == filtered
             now = {e.chunk_id: e for e in filtered}
@@ -181,14 +212,15 @@ def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int) -> int:
     size=st.integers(3, 10),
     ops=st.lists(st.integers(0, 9), min_size=1, max_size=12),
     bm25_every=st.sampled_from([0, 1, 2]),
+    via=st.lists(st.sampled_from(["delta", "whole", "other", "none"]), min_size=1, max_size=4),
 )
-def test_spacy_links_in_steps_equal_linking_from_scratch(seed, size, ops, bm25_every):
+def test_spacy_links_in_steps_equal_linking_from_scratch(seed, size, ops, bm25_every, via):
     pool = _pool(seed, size)
     extractor = SpacyExtractor(predicates=False)
     stored = {c.id: _local(c) for chunks in pool.values() for c in chunks}
     steps = [f"doc-{op % size:02d}" for op in ops]
     with tempfile.TemporaryDirectory() as tmp:
-        _run(steps, pool, extractor, stored, Path(tmp), bm25_every)
+        _run(steps, pool, extractor, stored, Path(tmp), bm25_every, via)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -196,8 +228,9 @@ def test_spacy_links_in_steps_equal_linking_from_scratch(seed, size, ops, bm25_e
     seed=st.integers(0, 10_000),
     size=st.integers(3, 10),
     ops=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+    via=st.lists(st.sampled_from(["delta", "whole", "none"]), min_size=1, max_size=3),
 )
-def test_fixed_extractions_in_steps_equal_settling_from_scratch(seed, size, ops):
+def test_fixed_extractions_in_steps_equal_settling_from_scratch(seed, size, ops, via):
     pool = _pool(seed, size)
     everything = [c for chunks in pool.values() for c in chunks]
     spacy = SpacyExtractor(predicates=False)
@@ -205,7 +238,7 @@ def test_fixed_extractions_in_steps_equal_settling_from_scratch(seed, size, ops)
     stored = {e.chunk_id: e for e in linked}  # topics carry their alias: settling decides
     steps = [f"doc-{op % size:02d}" for op in ops]
     with tempfile.TemporaryDirectory() as tmp:
-        _run(steps, pool, _Fixed(stored), stored, Path(tmp), 1)
+        _run(steps, pool, _Fixed(stored), stored, Path(tmp), 1, via)
 
 
 def _chunk(doc_id, title, text):
@@ -538,6 +571,28 @@ def test_an_index_built_a_document_at_a_time_with_deletes_equals_one_built_at_on
         ("Who directed Dark River?", "Who was John?"),
         ("mentions:spacy", "embeddings"),
     )
+
+
+@pytest.mark.model
+def test_an_update_takes_the_chunk_catalogs_delta(index_location, monkeypatch):
+    """An add and a delete through the engine link from the chunk catalog's delta: they
+    read the bucket of the one chunk that came or went, not every bucket."""
+    import quillian.index.linking as linking
+
+    location = index_location("steps")
+    index_documents(location, story(list(STORY)[:4]), SPACY)
+    read: list[list[int]] = []
+    real = linking._Linker._read_buckets
+
+    def counted(linker, which):
+        read.append(list(which))
+        return real(linker, which)
+
+    monkeypatch.setattr(linking._Linker, "_read_buckets", counted)
+    (doc,) = story(["Clio Barnard"])
+    index_documents(location, [doc], SPACY)
+    delete_documents(location, [doc.id])
+    assert [len(r) for r in read] == [1, 1] and read[0] == read[1]
 
 
 def test_candidates_from_bm25_postings_find_every_text_holding_a_surface(tmp_path):

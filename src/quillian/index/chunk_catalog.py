@@ -14,7 +14,7 @@ keeps them under the log's new end and lets the log forget what precedes it.
 The table read either way is the same: the store's triggers log every chunk and status
 change, and a catalog the log cannot follow (another log's, older than what the log
 keeps, damaged, or of another version) is ignored and the table read whole. A store
-without a log (the PostgreSQL and in-memory ones) is read whole every time.
+without a log (the in-memory one) is read whole every time.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.index.artifacts import load_arrays, save_arrays
-from quillian.index.chunk_table import ChunkTable, ReadChunks, rows_of
+from quillian.index.chunk_table import CatalogChanges, ChunkTable, ReadChunks, rows_of
 from quillian.index.storage import Storage
 from quillian.stores.protocols import ChangeLog, ChunkHead, DocStatus
 
@@ -53,22 +54,25 @@ def processed_chunks(storage: Storage, *, whole: bool = False) -> ChunkTable:
     """Every chunk of a processed document, in index order (document id, position),
     their texts read when asked for: patched from the catalog where the store's change
     log follows it, else (or where told ``whole``: a repair trusts no cache) read whole;
-    kept for the next build either way."""
+    kept for the next build either way. The table's :attr:`~.ChunkTable.catalog` says
+    how it differs from the table kept before (the linking's delta)."""
     log = storage.changes
     if log is None:
         return _read_whole(storage)
     path = storage.directory / CATALOG_FILE
     kept = None if whole else _load(path, storage.documents.get_chunks)
-    since = log.changed_since(kept[0]) if kept is not None else None
-    if kept is None or since is None or len(since[1]) > _REREAD_SHARE * len(kept[1]) + 16:
+    since = log.changed_since(kept.mark) if kept is not None else None
+    if kept is None or since is None or len(since[1]) > _REREAD_SHARE * len(kept.table) + 16:
         mark = log.mark()  # before reading: a change meanwhile is read again next time
         table = _read_whole(storage)
-    else:
-        mark, changed = since
-        if not changed:
-            return kept[1]
-        table = _patched(kept[1], changed, storage)
-    _keep(path, mark, table, log)
+        table.catalog = CatalogChanges(_keep(path, mark, table, log))
+        return table
+    mark, changed = since
+    if not changed:
+        kept.table.catalog = CatalogChanges(kept.digest, kept.digest)
+        return kept.table
+    table, before, after = _patched(kept.table, changed, storage)
+    table.catalog = CatalogChanges(_keep(path, mark, table, log), kept.digest, before, after)
     return table
 
 
@@ -77,21 +81,26 @@ def _read_whole(storage: Storage) -> ChunkTable:
     return ChunkTable.read(storage.documents, processed)
 
 
-def _patched(kept: ChunkTable, changed: list[str], storage: Storage) -> ChunkTable:
+def _patched(
+    kept: ChunkTable, changed: list[str], storage: Storage
+) -> tuple[ChunkTable, dict[str, str], dict[str, str]]:
     """``kept`` with the rows of the documents ``changed`` (sorted) as the store has
-    them now: none unless the document is processed."""
+    them now (none unless the document is processed), and the titles by chunk id of
+    those documents' rows before and after."""
     statuses = storage.status.get_status(changed)
     spans: list[tuple[int, int]] = []  # the kept rows before each changed document's
     added: list[list[ChunkHead]] = []  # and that document's rows now
+    before: dict[str, str] = {}
     start = 0
     for doc_id in changed:
         low = bisect.bisect_left(kept.doc_ids, doc_id, start)
         spans.append((start, low))
+        start = bisect.bisect_right(kept.doc_ids, doc_id, low)
+        before.update(zip(kept.ids[low:start], kept.titles[low:start], strict=True))
         record = statuses.get(doc_id)
         processed = record is not None and record.status == DocStatus.PROCESSED
         chunks = storage.documents.chunks_of(doc_id) if processed else []
         added.append(sorted((c.doc_id, c.index, c.id, c.title) for c in chunks))
-        start = bisect.bisect_right(kept.doc_ids, doc_id, low)
     spans.append((start, len(kept)))
     added.append([])
 
@@ -108,7 +117,7 @@ def _patched(kept: ChunkTable, changed: list[str], storage: Storage) -> ChunkTab
         for (low, high), heads in zip(spans, added, strict=True)
         for part in (kept.rows[low:high], rows_of([h[2] for h in heads]))
     ]
-    return ChunkTable(
+    table = ChunkTable(
         ids,
         column(kept.doc_ids, 0),
         column(kept.indexes, 1),
@@ -116,6 +125,7 @@ def _patched(kept: ChunkTable, changed: list[str], storage: Storage) -> ChunkTab
         storage.documents.get_chunks,
         np.concatenate(rows),
     )
+    return table, before, {h[2]: h[3] for heads in added for h in heads}
 
 
 def _digest(mark: str, arrays: dict[str, npt.NDArray[np.generic]]) -> str:
@@ -125,34 +135,44 @@ def _digest(mark: str, arrays: dict[str, npt.NDArray[np.generic]]) -> str:
     return h.hexdigest()
 
 
-def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> None:
-    """Write ``table``'s columns under ``mark``, then let ``log`` forget what precedes it;
-    a table that cannot be kept removes the old catalog (the log then keeps all)."""
+def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> str | None:
+    """Write ``table``'s columns under ``mark``, then let ``log`` forget what precedes
+    it; the digest it is kept under. A table that cannot be kept removes the old catalog
+    (the log then keeps all) and gives None."""
     columns = (table.ids, table.doc_ids, table.titles)
     joined = [_SEP.join(column) for column in columns]
     if any(j.count(_SEP) != max(len(table.ids) - 1, 0) for j in joined):
         path.unlink(missing_ok=True)
         logger.info("chunk catalog not kept: a chunk's id or title holds a NUL character")
-        return
+        return None
     arrays: dict[str, npt.NDArray[np.generic]] = {
         name: np.frombuffer(j.encode("utf-8"), dtype=np.uint8)
         for name, j in zip(_TEXTS, joined, strict=True)
     }
     arrays["indexes"] = np.asarray(table.indexes, dtype=np.int64)
     arrays["rows"] = np.asarray(table.rows, dtype=np.int64)
-    arrays["meta"] = np.array([_VERSION, mark, _digest(mark, arrays)])
+    digest = _digest(mark, arrays)
+    arrays["meta"] = np.array([_VERSION, mark, digest])
     try:
         save_arrays(path, arrays)
     except OSError as exc:
         path.unlink(missing_ok=True)
         logger.warning("chunk catalog not kept in %s (%s): reading every chunk next", path, exc)
-        return
+        return None
     log.forget(mark)
+    return digest
 
 
-def _load(path: Path, read: ReadChunks) -> tuple[str, ChunkTable] | None:
-    """The kept catalog's mark and table (its texts read by ``read``); None where there
-    is none, or it does not read as written."""
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    mark: str
+    digest: str
+    table: ChunkTable
+
+
+def _load(path: Path, read: ReadChunks) -> _Kept | None:
+    """The kept catalog (its table's texts read by ``read``); None where there is none,
+    or it does not read as written."""
     names = (*_TEXTS, "indexes", "rows", "meta")
     arrays = load_arrays(
         path, lambda kept: {n: kept[n] for n in names}, "chunk catalog", "reading every chunk"
@@ -177,4 +197,5 @@ def _load(path: Path, read: ReadChunks) -> tuple[str, ChunkTable] | None:
         logger.warning("chunk catalog %s has columns of different lengths: ignored", path)
         return None
     indexes = arrays["indexes"].astype(np.int64).tolist()
-    return mark, ChunkTable(ids, doc_ids, indexes, titles, read, arrays["rows"].astype(np.int64))
+    table = ChunkTable(ids, doc_ids, indexes, titles, read, arrays["rows"].astype(np.int64))
+    return _Kept(mark, digest, table)

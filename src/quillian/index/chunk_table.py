@@ -13,7 +13,8 @@ a chunk object, with its text, is made when one is asked for.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
@@ -23,13 +24,28 @@ from quillian.errors import StoreError
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
-__all__ = ["ChunkTable", "ReadChunks", "rows_of"]
+__all__ = ["CatalogChanges", "ChunkTable", "ReadChunks", "rows_of"]
 
 #: Chunks read from the store at once when a table is iterated.
 PAGE = 1000
 
 #: Reads chunks by id, in the order asked for (None: not stored).
 ReadChunks = Callable[[Sequence[str]], Sequence[Chunk | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogChanges:
+    """How a table read through the chunk catalog (:mod:`.chunk_catalog`) stands to the
+    one the catalog kept before: ``kept`` the digest the table is kept under now (None:
+    not kept), and where it was patched from a kept table, ``since`` that table's digest
+    and the titles by chunk id of the documents that changed, ``before`` in that table
+    and ``after`` in this one (None: read whole). A chunk of no changed document has the
+    same place and title in both."""
+
+    kept: str | None
+    since: str | None = None
+    before: Mapping[str, str] = field(default_factory=dict)
+    after: Mapping[str, str] = field(default_factory=dict)
 
 
 class ChunkTable(Sequence[Chunk]):
@@ -54,6 +70,8 @@ class ChunkTable(Sequence[Chunk]):
         self.ids, self.doc_ids, self.indexes, self.titles = ids, doc_ids, indexes, titles
         self._read = read
         self._rows = rows
+        #: set by the chunk catalog that read the table (None: not read through one)
+        self.catalog: CatalogChanges | None = None
 
     @classmethod
     def of(cls, chunks: Sequence[Chunk]) -> ChunkTable:

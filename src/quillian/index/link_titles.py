@@ -10,11 +10,17 @@ titles claim it and which titles hold it as their alias candidate, in a key-valu
 namespace, one record per key; :func:`patched_context` brings the previous build's
 aliases and surfaces up to date reading only the keys of the titles that came or went,
 and recomputes only the titles those keys reach.
+
+Which distinct titles came or went is itself a question about every title: a title
+goes only with the last chunk holding it. :class:`TitleCounts` keeps how many chunks
+hold each title, so a build that knows which chunks changed (the chunk catalog's
+delta) reads the counts of their titles alone.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -22,7 +28,7 @@ from quillian.components.extraction.text import parse_title, title_keys
 from quillian.stores.protocols import KeyValueStore, iter_batches
 from quillian.types import normalize_name
 
-__all__ = ["TitleBook", "TitlesDamaged", "clean_titles", "patched_context"]
+__all__ = ["TitleBook", "TitleCounts", "TitlesDamaged", "clean_titles", "patched_context"]
 
 _BATCH = 512
 
@@ -52,7 +58,69 @@ class _Key:
 def clean_titles(titles: Iterable[str]) -> set[str]:
     """The distinct titles, whitespace normalised, the empty one left out (as
     :func:`~quillian.components.extraction.text.title_aliases` reads them)."""
-    return {t for t in (" ".join(title.split()) for title in titles) if t}
+    return {t for t in map(_clean, titles) if t}
+
+
+def _clean(title: str) -> str:
+    return " ".join(title.split())
+
+
+class TitleCounts:
+    """How many chunks hold each clean title, in ``namespace``, one record per title
+    (its count in ASCII digits); a title no chunk holds has none."""
+
+    def __init__(self, kv: KeyValueStore, namespace: str) -> None:
+        self.kv, self.namespace = kv, namespace
+        self.counts: dict[str, int] = {}
+        self.changed: set[str] = set()
+
+    def load(self, titles: Iterable[str]) -> None:
+        """Read the counts of ``titles`` not read yet (an absent one is 0)."""
+        wanted = sorted(set(titles) - self.counts.keys())
+        for batch in iter_batches(wanted, _BATCH):
+            for title, raw in zip(batch, self.kv.get_many(self.namespace, batch), strict=True):
+                if raw is not None and not (raw.isdigit() and raw.isascii()):
+                    raise TitlesDamaged(f"{self.namespace} {title!r}: {raw[:20]!r} is no count")
+                self.counts[title] = 0 if raw is None else int(raw)
+
+    def move(self, before: Iterable[str], after: Iterable[str]) -> tuple[set[str], set[str]]:
+        """Count out the titles of chunks ``before`` (one per chunk, as stored) and
+        count in those of ``after``; the distinct clean titles that came and went."""
+        delta = Counter(t for t in map(_clean, after) if t)
+        delta.subtract(t for t in map(_clean, before) if t)
+        moved = [t for t, d in delta.items() if d]
+        self.load(moved)
+        came, went = set(), set()
+        for title in moved:
+            old = self.counts[title]
+            new = self.counts[title] = old + delta[title]
+            if new < 0:
+                raise TitlesDamaged(f"{self.namespace} {title!r}: held by fewer than 0 chunks")
+            if not old:
+                came.add(title)
+            elif not new:
+                went.add(title)
+            self.changed.add(title)
+        return came, went
+
+    def rebuild(self, titles: Iterable[str]) -> None:
+        """Every count made anew from ``titles`` (one per chunk) and written, the
+        namespace's others deleted."""
+        for batch in iter_batches(list(self.kv.keys(self.namespace)), _BATCH):
+            self.kv.delete_many(self.namespace, batch)
+        self.counts = dict(Counter(t for t in map(_clean, titles) if t))
+        self.changed = set(self.counts)
+        self.write()
+
+    def write(self) -> None:
+        """Write the changed counts (a title counted 0 is deleted)."""
+        gone = sorted(t for t in self.changed if not self.counts[t])
+        kept = sorted(t for t in self.changed if self.counts[t])
+        for batch in iter_batches(gone, _BATCH):
+            self.kv.delete_many(self.namespace, batch)
+        for batch in iter_batches(kept, _BATCH):
+            self.kv.put_many(self.namespace, {t: b"%d" % self.counts[t] for t in batch})
+        self.changed = set()
 
 
 class TitleBook:
@@ -116,35 +184,37 @@ class TitleBook:
 
 def patched_context(
     book: TitleBook,
-    old_titles: set[str],
-    new_titles: set[str],
+    came: set[str],
+    went: set[str],
     aliases: Mapping[str, str],
     surfaces: Mapping[str, str],
     surfaces_of: SurfacesOf,
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The safe aliases and the surfaces over ``new_titles``, from those over
-    ``old_titles`` (``aliases``, ``surfaces``) and ``book`` (kept for the old titles,
-    brought to the new ones here; written by the caller). Recomputed: the titles that
-    came or went and those holding as alias candidate a key they claim."""
-    added, removed = new_titles - old_titles, old_titles - new_titles
+    """The safe aliases and the surfaces over the titles after the distinct titles
+    ``came`` and ``went`` (clean), from those before (``aliases``, ``surfaces``) and
+    ``book`` (kept for the titles before, brought to those after here; written by the
+    caller). Recomputed: the titles that came or went and those holding as alias
+    candidate a key they claim."""
     aliases, surfaces = dict(aliases), dict(surfaces)
-    if not added and not removed:
+    if not came and not went:
         return aliases, surfaces
-    claimed = {k for t in added | removed for k in title_keys(parse_title(t))}
+    claimed = {k for t in came | went for k in title_keys(parse_title(t))}
     book.load(claimed)
-    for title in removed:
+    for title in went:
         book.claim(title, -1)
-    for title in added:
+    for title in came:
         book.claim(title, +1)
-    recomputed = sorted(added | removed | {t for k in claimed for t in book.keys[k].holders})
+    # a holder is a title after; one that did not come was a title before too
+    holders = {t for k in claimed for t in book.keys[k].holders}
+    recomputed = sorted(came | went | holders)
     for title in recomputed:  # every old surface out first: a new title may take one
-        if title in old_titles:
+        if title not in came:
             for surface in surfaces_of(title, aliases.get(title, "")):
                 if surfaces.get(surface) == title:
                     del surfaces[surface]
         aliases.pop(title, None)
     for title in recomputed:
-        if title in new_titles:
+        if title not in went:
             alias = book.safe_alias(title)
             if alias:
                 aliases[title] = alias

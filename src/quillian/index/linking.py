@@ -29,25 +29,34 @@ one), ``linknames:NAME`` (per normalised name: documents counting it, chunks nam
 topics protecting it), ``linktitles:NAME`` (per normalised title key: how many titles
 claim it and which hold it as their alias candidate, :mod:`.link_titles`, so the
 surfaces and safe aliases are patched by the titles that came and went),
-``linkchunks:NAME`` (the last build's chunk ids and their titles, in :data:`BUCKETS`
-buckets by a CRC-32 of the id, so an update rewrites the buckets of the chunks that
-came, went or changed title, not the corpus's list) and ``linkmeta:NAME`` (the
-surfaces and safe aliases of the last build, a random id of that build
-(:attr:`ExtractionDelta.build`), a fingerprint of the extractor and the filter's
+``linktitlecounts:NAME`` (per title: how many chunks hold it, so which distinct titles
+came and went is read from the changed chunks' titles alone), ``linkchunks:NAME`` (the
+last build's chunk ids and their titles, in :data:`BUCKETS` buckets by a CRC-32 of the
+id, so an update rewrites the buckets of the chunks that came, went or changed title,
+not the corpus's list) and ``linkmeta:NAME`` (the surfaces and safe aliases of the last
+build, a random id of that build (:attr:`ExtractionDelta.build`), the digest of the
+chunk catalog's table it linked, a fingerprint of the extractor and the filter's
 threshold, and whether the state is complete, a key of its own that is removed before
-anything is written and put back by :func:`commit_links`). A state marked incomplete (a
-build stopped while writing it), another fingerprint, or a record the update reads that
-does not read means every chunk is recomputed, logged once; a record a later stage
+anything is written and put back by :func:`commit_links`). A state marked incomplete
+(a build stopped while writing it), another fingerprint, or a record the update reads
+that does not read means every chunk is recomputed, logged once; a record a later stage
 reads that does not read is recomputed alone (only the records a build needs are read).
+
+Which chunks came, went or changed title is itself a pass over every chunk, the
+previous build's (read from the buckets) against this one's. Where this build's chunks
+were patched by the chunk catalog (:mod:`.chunk_catalog`) from the very table the
+state was linked over, the catalog's delta (the changed documents' chunks and titles,
+before and after) answers it instead, and only those chunks' buckets are read.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -73,10 +82,16 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.extraction.text import title_aliases
 from quillian.errors import IndexDamagedError
-from quillian.index.chunk_table import ChunkTable
+from quillian.index.chunk_table import CatalogChanges, ChunkTable
 from quillian.index.link_candidates import chunks_containing
 from quillian.index.link_names import NameBook, NamesDamaged, names_of
-from quillian.index.link_titles import TitleBook, TitlesDamaged, clean_titles, patched_context
+from quillian.index.link_titles import (
+    TitleBook,
+    TitleCounts,
+    TitlesDamaged,
+    clean_titles,
+    patched_context,
+)
 from quillian.stores.protocols import KeyValueStore, iter_batches
 from quillian.types import Chunk
 
@@ -96,6 +111,12 @@ _STATE = "state"
 _COMPLETE = "complete"
 #: The meta's mark that the title book (``linktitles:NAME``) follows its titles.
 _TITLE_BOOK = "title_book"
+#: The meta's mark that the title counts (``linktitlecounts:NAME``) follow its titles.
+_TITLE_COUNTS = "title_counts"
+#: The meta's digest of the chunk catalog's table the state was linked over (None: the
+#: table was not kept): the next build whose table is that one patched takes the
+#: catalog's delta as its own.
+_CATALOG = "catalog"
 #: The meta's count of the buckets its chunk ids and titles are kept in
 #: (``linkchunks:NAME``); a meta without it keeps them in lists of its own (an older
 #: build's), read once and then kept in buckets.
@@ -260,7 +281,7 @@ class _Stored:
     checksum checked then. An update reads the records of the chunks it touches, not
     the corpus's; a record that does not read is :class:`_Damaged`."""
 
-    def __init__(self, kv: KeyValueStore, space: str, titles: dict[str, str]) -> None:
+    def __init__(self, kv: KeyValueStore, space: str, titles: Mapping[str, str]) -> None:
         self.kv, self.space, self.titles = kv, space, titles
         self.read: dict[str, _Record] = {}
 
@@ -367,7 +388,6 @@ class _Linker:
         self.table = ChunkTable.of(chunks)
         #: each chunk's title by id (texts are read only for the chunks linked)
         self.titles_of = dict(zip(self.table.ids, self.table.titles, strict=True))
-        self.titles = [t for t in self.table.titles if t]
         # the safe aliases and surfaces over the titles: made from scratch by full(),
         # patched from the previous build's by update()
         self.context: dict[str, dict[str, str]] = {"surfaces": {}, "aliases": {}}
@@ -375,12 +395,18 @@ class _Linker:
         self.records_space = f"linked:{extractor.name}"
         self.names_space = f"linknames:{extractor.name}"
         self.titles_space = f"linktitles:{extractor.name}"
+        self.counts_space = f"linktitlecounts:{extractor.name}"
         self.meta_space = f"linkmeta:{extractor.name}"
         self.chunks_space = f"linkchunks:{extractor.name}"
         #: the previous build's buckets of chunk ids and titles, where it kept them so
         #: (None: every bucket is written)
         self.buckets: dict[int, dict[str, str]] | None = None
         self.build = uuid.uuid4().hex
+
+    @functools.cached_property
+    def titles(self) -> list[str]:
+        """The chunks' titles, the empty ones left out."""
+        return [t for t in self.table.titles if t]
 
     def read_state(self) -> tuple[dict[str, Any], _Stored] | None:
         """The previous build's state, or None where there is none or it was made for
@@ -406,7 +432,19 @@ class _Linker:
         if _BUCKETED in meta:
             if meta[_BUCKETED] != BUCKETS:
                 raise _Damaged(f"{self.meta_space}: {meta[_BUCKETED]!r} buckets, not {BUCKETS}")
-            self.buckets = self._read_buckets()
+            catalog = self.table.catalog
+            if (
+                catalog is not None
+                and catalog.since is not None
+                and meta.get(_CATALOG) == catalog.since
+                and meta.get(_TITLE_BOOK) == 1
+                and meta.get(_TITLE_COUNTS) == 1
+            ):  # linked over the table this one was patched from: its delta is ours
+                changed = catalog.before.keys() | catalog.after.keys()
+                self.buckets = self._read_buckets(sorted({_bucket(i) for i in changed}))
+                previous = _Previous(self.titles_of, catalog)
+                return meta, _Stored(self.kv, self.records_space, previous)
+            self.buckets = self._read_buckets(range(BUCKETS))
             titles_of: dict[str, str] = {}
             for bucket in self.buckets.values():
                 titles_of.update(bucket)
@@ -423,11 +461,11 @@ class _Linker:
             raise _Damaged(f"{self.meta_space}: the titles do not match the chunks")
         return meta, _Stored(self.kv, self.records_space, dict(zip(chunk_ids, titles, strict=True)))
 
-    def _read_buckets(self) -> dict[int, dict[str, str]]:
-        """Every bucket of chunk ids and titles; :class:`_Damaged` where one is missing
-        or does not read."""
+    def _read_buckets(self, which: Sequence[int]) -> dict[int, dict[str, str]]:
+        """The buckets ``which`` of chunk ids and titles; :class:`_Damaged` where one is
+        missing or does not read."""
         buckets: dict[int, dict[str, str]] = {}
-        for batch in iter_batches(range(BUCKETS), _BATCH):
+        for batch in iter_batches(which, _BATCH):
             keys = [_bucket_key(b) for b in batch]
             for b, key, raw in zip(
                 batch, keys, self.kv.get_many(self.chunks_space, keys), strict=True
@@ -476,6 +514,7 @@ class _Linker:
             for batch in iter_batches(list(self.kv.keys(space)), _BATCH):
                 self.kv.delete_many(space, batch)
         TitleBook(self.kv, self.titles_space).rebuild(clean_titles(self.titles))
+        TitleCounts(self.kv, self.counts_space).rebuild(self.titles)
         records = {
             i: _record(i, title, s, f)
             for (i, title), s, f in zip(self.titles_of.items(), settled, filtered, strict=True)
@@ -491,22 +530,36 @@ class _Linker:
 
     def update(self, meta: dict[str, Any], records: _Stored) -> LinkedCorpus:
         """The chunks a change touches recomputed over the previous build's state."""
-        removed = set(records) - self.titles_of.keys()
-        old_titles = records.titles
-        before = clean_titles(old_titles.values())
+        previous = records.titles
+        counts = TitleCounts(self.kv, self.counts_space)
+        if isinstance(previous, _Previous):  # the catalog's delta: changed chunks alone
+            catalog = previous.catalog
+            removed = set(catalog.before.keys() - catalog.after.keys())
+            fresh = {i for i, title in catalog.after.items() if catalog.before.get(i) != title}
+            came, went = counts.move(catalog.before.values(), catalog.after.values())
+            added: Iterable[str] = catalog.after.keys() - catalog.before.keys()
+        else:
+            removed = set(records) - self.titles_of.keys()
+            fresh = {i for i, title in self.titles_of.items() if previous.get(i) != title}
+            before, after = clean_titles(previous.values()), clean_titles(self.titles)
+            came, went = after - before, before - after
+            if meta.get(_TITLE_COUNTS) == 1:
+                counts.move(previous.values(), self.titles)
+            else:  # a state stored before the counts: made from the titles
+                counts.rebuild(self.titles)
+            added = (i for i in self.table.ids if i not in records)
         book = TitleBook(self.kv, self.titles_space)
         if meta.get(_TITLE_BOOK) != 1:  # a state stored before the book: made from its titles
-            book.rebuild(before)
+            book.rebuild(clean_titles(previous.values()))
         surfaces_of = (
             self.extractor.title_surfaces
             if isinstance(self.extractor, SurfaceLinker)
             else lambda _title, _alias: {}
         )
         aliases, surfaces = patched_context(
-            book, before, clean_titles(self.titles), meta["aliases"], meta["surfaces"], surfaces_of
+            book, came, went, meta["aliases"], meta["surfaces"], surfaces_of
         )
         self.context = {"surfaces": surfaces, "aliases": aliases}
-        fresh = {i for i, title in self.titles_of.items() if old_titles.get(i) != title}
         touched = fresh | self.touched(meta, records, fresh)
         work = [i for i in self.table.ids if i in touched]
         relinked = dict(zip(work, self.link(work), strict=True))
@@ -522,7 +575,7 @@ class _Linker:
                 names.count(records[i].settled, -1)
         for i in changed:
             names.count(relinked[i], +1)
-        refilter = changed | (names.flipped() & self.titles_of.keys())
+        refilter = changed | {i for i in names.flipped() if i in self.titles_of}
         records.load(refilter)
 
         def settled_of(i: str) -> Extraction:
@@ -531,9 +584,9 @@ class _Linker:
         names.load({k for i in refilter for k in name_use(settled_of(i)).named})
         drop = names.drop()
         filtered = {i: drop_names(settled_of(i), drop) for i in refilter}
-        self._store(records, relinked, filtered, removed | fresh, names, book)
+        self._store(records, relinked, filtered, removed | fresh, names, book, counts)
         delta = ExtractionDelta(
-            added=frozenset(i for i in self.table.ids if i not in records),
+            added=frozenset(added),
             removed=frozenset(removed),
             changed=frozenset(
                 i for i in filtered if i in records and records[i].filtered != filtered[i]
@@ -553,22 +606,22 @@ class _Linker:
 
     def touched(self, meta: dict[str, Any], records: _Stored, fresh: set[str]) -> set[str]:
         """The stored chunks whose link or settling the change of titles may change."""
-        kept = {i: title for i, title in self.titles_of.items() if i not in fresh}
+        kept = _Kept(self.titles_of, fresh)
         if isinstance(self.extractor, LinkingExtractor) and not isinstance(
             self.extractor, SurfaceLinker
         ):
             return set(kept)
         old, new = meta["surfaces"], self.context["surfaces"]
         moved = [s for s in old.keys() | new.keys() if old.get(s) != new.get(s)]
-        touched = chunks_containing(sorted(moved), kept.keys(), self.table.chunks, self.bm25)
+        touched = chunks_containing(sorted(moved), kept, self.table.chunks, self.bm25)
         old, new = meta["aliases"], self.context["aliases"]
         realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
         if realiased:
             records.load_all()
             touched.update(
                 i
-                for i, title in kept.items()
-                if " ".join(title.split()) in realiased
+                for i in kept
+                if " ".join(self.titles_of[i].split()) in realiased
                 or not realiased.isdisjoint(_topics(records[i].settled))
             )
         return touched
@@ -581,11 +634,12 @@ class _Linker:
         moved: set[str],
         names: NameBook,
         book: TitleBook,
+        counts: TitleCounts,
     ) -> None:
         """Write what changed (``moved``: the chunks that came, went or changed title);
         the state is marked unfinished until all of it is."""
         changed = {}
-        for i in self.titles_of.keys() & (relinked.keys() | filtered.keys()):
+        for i in (relinked.keys() | filtered.keys()) & self.titles_of.keys():
             title, old = self.titles_of[i], records.get(i)
             settled = relinked[i] if i in relinked else records[i].settled
             final = filtered[i] if i in filtered else records[i].filtered
@@ -598,6 +652,7 @@ class _Linker:
             self.kv.delete_many(self.records_space, batch)
         names.write()
         book.write()
+        counts.write()
         self._end_write(moved)
 
     def heal(self, chunk_id: str, names: NameBook) -> _Record:
@@ -640,14 +695,57 @@ class _Linker:
                 for b in sorted(touched)
             },
         )
+        catalog = self.table.catalog
         meta = {
             "fingerprint": self.fingerprint,
             _BUCKETED: BUCKETS,
             "build": self.build,
             _TITLE_BOOK: 1,
+            _TITLE_COUNTS: 1,
+            _CATALOG: None if catalog is None else catalog.kept,
             **self.context,
         }
         self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
+
+
+class _Previous(Mapping[str, str]):
+    """The previous build's titles by chunk id, where its table is the catalog's table
+    before ``catalog`` and this build's titles are ``now``: a chunk of no changed
+    document has its title now."""
+
+    def __init__(self, now: Mapping[str, str], catalog: CatalogChanges) -> None:
+        self.now, self.catalog = now, catalog
+
+    def __getitem__(self, chunk_id: str) -> str:
+        before = self.catalog.before
+        if chunk_id in before:
+            return before[chunk_id]
+        if chunk_id in self.catalog.after:
+            raise KeyError(chunk_id)
+        return self.now[chunk_id]
+
+    def __iter__(self) -> Iterator[str]:  # every chunk: only for a rare full pass
+        yield from self.catalog.before
+        yield from (i for i in self.now if i not in self.catalog.after)
+
+    def __len__(self) -> int:
+        return len(self.now) - len(self.catalog.after) + len(self.catalog.before)
+
+
+class _Kept(Collection[str]):
+    """The chunks of ``titles`` (by id) but those of ``fresh``, without a copy."""
+
+    def __init__(self, titles: Mapping[str, str], fresh: set[str]) -> None:
+        self.titles, self.fresh = titles, fresh
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self.titles and chunk_id not in self.fresh
+
+    def __iter__(self) -> Iterator[str]:
+        return (i for i in self.titles if i not in self.fresh)
+
+    def __len__(self) -> int:
+        return len(self.titles) - len(self.fresh & self.titles.keys())
 
 
 class _Later:
