@@ -135,3 +135,24 @@ def test_a_cached_copy_damaged_under_its_record_is_fetched_whole(
         push_files(workspace, one)
         assert pull_files(workspace, two) == 1
         assert cached.read_bytes() == bytes(data)
+
+
+def test_a_file_sent_by_blocks_is_not_hashed_again_while_unchanged(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of several blocks whose size and time match its record is not read again
+    by a later push or pull (its record keeps its blocks: it was read at every scan)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    (one / "a.npy").write_bytes(os.urandom(BLOCK * 6))
+    hashed: list[str] = []
+    real = pg_files._sha256
+    monkeypatch.setattr(pg_files, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    with Workspace(postgres_url) as workspace:
+        assert push_files(workspace, one) == 1 and hashed == ["a.npy"]
+        assert pull_files(workspace, two) == 1
+        hashed.clear()
+        assert push_files(workspace, one) == 0
+        assert pull_files(workspace, two) == 0
+        assert pull_files(workspace, one) == 0
+        assert hashed == []

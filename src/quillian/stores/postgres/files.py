@@ -299,8 +299,9 @@ def write_manifest(workspace: Workspace, manifest: dict[str, Any]) -> None:
 
 
 def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """Every synchronised file under ``directory``: relative path to [sha, size, mtime];
-    a file whose size and time match its record is not hashed again."""
+    """Every synchronised file under ``directory``: relative path to [sha, size, mtime]
+    (and the block hashes its record has); a file whose size and time match its record
+    is not hashed again."""
     out: dict[str, list[Any]] = {}
     for root, dirs, files in os.walk(directory):
         here = Path(root)
@@ -315,7 +316,7 @@ def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]
             try:
                 stat = path.stat()
                 known = record.get(rel)
-                if known and known[1:] == [stat.st_size, stat.st_mtime_ns]:
+                if known and known[1:3] == [stat.st_size, stat.st_mtime_ns]:
                     out[rel] = known
                 else:
                     out[rel] = _entry(path, _sha256(path))
