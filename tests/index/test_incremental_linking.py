@@ -472,6 +472,55 @@ def test_a_state_kept_without_the_title_book_makes_it_once(tmp_path):
     kv.close()
 
 
+def test_a_state_kept_without_the_title_counts_makes_them_once(tmp_path, monkeypatch):
+    """An older build's state keeps no title counts: the update counts every title
+    (reading every bucket, as without the catalog), and the next one takes the
+    catalog's delta and patches them."""
+    import quillian.index.linking as linking
+
+    chunks, stored, kv, link = _four_johns(tmp_path)
+    extractor = SpacyExtractor(predicates=False)
+    read: list[int] = []
+    real = linking._Linker._read_buckets
+    monkeypatch.setattr(
+        linking._Linker, "_read_buckets", lambda s, which: read.append(len(which)) or real(s, which)
+    )
+
+    def table(chunks, n, before=(), after=()):
+        out = ChunkTable.of(chunks)
+        out.catalog = CatalogChanges(
+            f"table-{n}",
+            f"table-{n - 1}" if n else None,
+            {c.id: c.title for c in before},
+            {c.id: c.title for c in after},
+        )
+        return out
+
+    link(table(chunks, 0))
+    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+    meta = json.loads(raw)
+    del meta["title_counts"]
+    kv.put_many("linkmeta:spacy", {"state": json.dumps(meta).encode()})
+    kv.delete_many("linktitlecounts:spacy", list(kv.keys("linktitlecounts:spacy")))
+    steps = [
+        [*chunks[:3], dataclasses.replace(chunks[3], title="Topic Three (film)")],
+        [*chunks[:2], dataclasses.replace(chunks[2], title="Topic Three (film)")],
+    ]
+    previous = chunks
+    for n, now in enumerate(steps, start=1):
+        stored.update((c.id, _local(c)) for c in now)
+        changed = [i for i in range(len(now)) if now[i].title != previous[i].title]
+        gone = previous[len(now) :]
+        before = [previous[i] for i in changed] + gone
+        assert not link(table(now, n, before, [now[i] for i in changed])).delta.fresh
+        expected = Counter(" ".join(c.title.split()) for c in now if c.title.strip())
+        assert _kept_counts(kv, extractor) == expected
+        assert _kept_context(kv, extractor) == _context(now, extractor)
+        previous = now
+    assert read == [BUCKETS, 2]  # every bucket as the counts are made, then the delta
+    kv.close()
+
+
 def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     extractor = SpacyExtractor(predicates=False)
     pool = _pool(7, 6)
