@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from pg_bench import PgServer
 
@@ -59,7 +60,7 @@ def main() -> None:
         print(f"{tree}: " + ", ".join(parts), flush=True)
 
 
-def _pairs(pg: PgServer, args: argparse.Namespace, tree: Path) -> dict[str, object]:
+def _pairs(pg: PgServer, args: argparse.Namespace, tree: Path) -> dict[str, Any]:
     name = "pairs_copy"
     cache = args.caches / name
     shutil.rmtree(cache, ignore_errors=True)

@@ -324,6 +324,7 @@ class PgVectorIndex(PgStore):
             raise StoreError(f"{self.workspace.name}: the vector index is closed")
         if self._wrote and not self.retired:
             with self._conn("purge retired vectors") as conn:
+                self._index_retired(conn)
                 conn.execute(
                     sql.SQL(
                         "DELETE FROM {} WHERE retired_at < now() - make_interval(secs => %s)"
@@ -344,6 +345,18 @@ class PgVectorIndex(PgStore):
                 )
             )
         self._needs_index = False
+
+    def _index_retired(self, conn: Any) -> None:
+        """Index the retired rows alone, so the purge finds them without reading every
+        row (0.03-0.04 s a collection at 100k): made by the first purge of a collection
+        that lacks it, as a writer's flush runs, never by a reader's open."""
+        name = f"{self._table_name}_ret"  # no longer than the HNSW index's name
+        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() in (None, (None,)):
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {} ON {} (retired_at) WHERE retired_at IS NOT NULL"
+                ).format(sql.Identifier(name), self._table)
+            )
 
     def _rows(self, conn: Any) -> int:
         """How many vectors the collection holds (counted once per handle, again after
