@@ -38,7 +38,7 @@ from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.storage import Storage
 from quillian.index.tables import DistinctTexts, StoredTables, load_tables, save_tables
 from quillian.index.text_keys import chunk_keys, text_keys
-from quillian.stores.protocols import VectorIndex, VerifiedOnUse
+from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
 from quillian.types import Chunk, Progress
 
 __all__ = [
@@ -97,10 +97,16 @@ class BuildState:
     repair: bool = False
     """The build found a stored file damaged: files kept are checked whole, not on
     their first use (an update checks only what it reads)."""
+    kept_keys: dict[str, npt.NDArray[np.int64]] | None = None
+    """The distinct keys the previous build brought each vector collection to, by
+    collection (read from its keys by position when the build starts, before the graph
+    stage rewrites the tables): what the collection should hold now."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunks, ChunkTable):
             self.chunks = ChunkTable.of(self.chunks)
+        if self.kept_keys is None:
+            self.kept_keys = {} if self.repair else _kept_keys(self.storage.directory)
 
     def graph(self) -> KnowledgeGraph:
         if self.kg is None:
@@ -344,6 +350,11 @@ def _open_collection(
         index = state.storage.vectors(collection, dim)
         if state.repair and isinstance(index, VerifiedOnUse):
             index.verify()  # an update reads no vectors it keeps: those go unchecked
+        kept = (state.kept_keys or {}).get(collection)
+        if kept is not None and isinstance(index, SummarizedIds):
+            if index.ids_summary() == ids_summary(kept):  # holds what the last build left
+                return index, kept
+            logger.info("vector collection %r: not as the last build left it", collection)
         return index, index.ids()  # ids() checks the ids files left unchecked at the open
     except (ConfigError, IndexDamagedError) as exc:
         logger.warning("vector collection %r: %s; writing it anew", collection, exc)
@@ -352,6 +363,20 @@ def _open_collection(
                 index.close()
     index = state.storage.vectors(collection, dim, fresh=True)
     return index, index.ids()
+
+
+def _kept_keys(directory: Path) -> dict[str, npt.NDArray[np.int64]]:
+    """The distinct keys of each collection whose keys by position the last build saved
+    (one that does not read is left out: its collection is listed instead)."""
+    kept = {}
+    for collection in _KEYS_NAME:
+        try:
+            keys = np.load(keys_path(directory, collection), allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            continue
+        if keys.dtype == np.int64 and keys.ndim == 1:
+            kept[collection] = np.unique(keys)
+    return kept
 
 
 class BM25Stage:

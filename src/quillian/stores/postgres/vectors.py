@@ -233,6 +233,18 @@ class PgVectorIndex(PgStore):
             ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    def ids_summary(self) -> tuple[int, int, int, int]:
+        """:func:`~quillian.stores.protocols.ids_summary` of the ids this handle serves,
+        summed up by the server (one statement; nothing listed)."""
+        with self._conn("sum up vector ids", transaction=False) as conn:
+            row = conn.execute(
+                sql.SQL(
+                    "SELECT count(*), coalesce(bit_xor(id), 0), coalesce(sum(id >> 32), 0),"
+                    " coalesce(sum(id & 4294967295), 0) FROM {} WHERE {}"
+                ).format(self._table, self._live)
+            ).fetchone()
+        return (int(row[0]), int(row[1]), int(row[2]), int(row[3])) if row else (0, 0, 0, 0)
+
     def search(
         self, queries: npt.ArrayLike, k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
