@@ -98,9 +98,9 @@ class BuildState:
     """The build found a stored file damaged: files kept are checked whole, not on
     their first use (an update checks only what it reads)."""
     kept_keys: dict[str, npt.NDArray[np.int64]] | None = None
-    """The distinct keys the previous build brought each vector collection to, by
-    collection (read from its keys by position when the build starts, before the graph
-    stage rewrites the tables): what the collection should hold now."""
+    """The keys by position the previous build brought each vector collection to, by
+    collection (read when the build starts, before the graph stage rewrites the
+    tables): the collection should hold these keys now."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunks, ChunkTable):
@@ -352,6 +352,7 @@ def _open_collection(
             index.verify()  # an update reads no vectors it keeps: those go unchecked
         kept = (state.kept_keys or {}).get(collection)
         if kept is not None and isinstance(index, SummarizedIds):
+            kept = np.unique(kept)
             if index.ids_summary() == ids_summary(kept):  # holds what the last build left
                 return index, kept
             logger.info("vector collection %r: not as the last build left it", collection)
@@ -366,8 +367,8 @@ def _open_collection(
 
 
 def _kept_keys(directory: Path) -> dict[str, npt.NDArray[np.int64]]:
-    """The distinct keys of each collection whose keys by position the last build saved
-    (one that does not read is left out: its collection is listed instead)."""
+    """The keys by position of each collection the last build saved (one that does not
+    read is left out: its collection is listed instead)."""
     kept = {}
     for collection in _KEYS_NAME:
         try:
@@ -375,7 +376,7 @@ def _kept_keys(directory: Path) -> dict[str, npt.NDArray[np.int64]]:
         except (OSError, ValueError, EOFError):
             continue
         if keys.dtype == np.int64 and keys.ndim == 1:
-            kept[collection] = np.unique(keys)
+            kept[collection] = keys
     return kept
 
 
