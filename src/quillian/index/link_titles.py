@@ -25,12 +25,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from quillian.components.extraction.text import parse_title, title_keys
-from quillian.stores.protocols import KeyValueStore, iter_batches
+from quillian.index.record_book import RecordBook
 from quillian.types import normalize_name
 
 __all__ = ["TitleBook", "TitleCounts", "TitlesDamaged", "clean_titles", "patched_context"]
-
-_BATCH = 512
 
 SurfacesOf = Callable[[str, str], Mapping[str, str]]
 """A title's surfaces given its safe alias (or ``""``), each naming the title."""
@@ -65,23 +63,25 @@ def _clean(title: str) -> str:
     return " ".join(title.split())
 
 
-class TitleCounts:
+class TitleCounts(RecordBook[int]):
     """How many chunks hold each clean title, in ``namespace``, one record per title
     (its count in ASCII digits); a title no chunk holds has none."""
 
-    def __init__(self, kv: KeyValueStore, namespace: str) -> None:
-        self.kv, self.namespace = kv, namespace
-        self.counts: dict[str, int] = {}
-        self.changed: set[str] = set()
+    damaged = TitlesDamaged
 
-    def load(self, titles: Iterable[str]) -> None:
-        """Read the counts of ``titles`` not read yet (an absent one is 0)."""
-        wanted = sorted(set(titles) - self.counts.keys())
-        for batch in iter_batches(wanted, _BATCH):
-            for title, raw in zip(batch, self.kv.get_many(self.namespace, batch), strict=True):
-                if raw is not None and not (raw.isdigit() and raw.isascii()):
-                    raise TitlesDamaged(f"{self.namespace} {title!r}: {raw[:20]!r} is no count")
-                self.counts[title] = 0 if raw is None else int(raw)
+    def new(self) -> int:
+        return 0
+
+    def decode(self, raw: bytes) -> int:
+        if not (raw.isdigit() and raw.isascii()):
+            raise ValueError(f"{raw[:20]!r} is no count")
+        return int(raw)
+
+    def encode(self, record: int) -> bytes:
+        return b"%d" % record
+
+    def is_empty(self, record: int) -> bool:
+        return record == 0
 
     def move(self, before: Iterable[str], after: Iterable[str]) -> tuple[set[str], set[str]]:
         """Count out the titles of chunks ``before`` (one per chunk, as stored) and
@@ -92,54 +92,41 @@ class TitleCounts:
         self.load(moved)
         came, went = set(), set()
         for title in moved:
-            old = self.counts[title]
-            new = self.counts[title] = old + delta[title]
+            old = self.record(title)
+            new = self.records[title] = old + delta[title]
             if new < 0:
                 raise TitlesDamaged(f"{self.namespace} {title!r}: held by fewer than 0 chunks")
             if not old:
                 came.add(title)
             elif not new:
                 went.add(title)
-            self.changed.add(title)
         return came, went
 
     def rebuild(self, titles: Iterable[str]) -> None:
         """Every count made anew from ``titles`` (one per chunk) and written, the
         namespace's others deleted."""
-        for batch in iter_batches(list(self.kv.keys(self.namespace)), _BATCH):
-            self.kv.delete_many(self.namespace, batch)
-        self.counts = dict(Counter(t for t in map(_clean, titles) if t))
-        self.changed = set(self.counts)
+        self.clear()
+        self.records = dict(Counter(t for t in map(_clean, titles) if t))
+        self.changed = set(self.records)
         self.write()
 
-    def write(self) -> None:
-        """Write the changed counts (a title counted 0 is deleted)."""
-        gone = sorted(t for t in self.changed if not self.counts[t])
-        kept = sorted(t for t in self.changed if self.counts[t])
-        for batch in iter_batches(gone, _BATCH):
-            self.kv.delete_many(self.namespace, batch)
-        for batch in iter_batches(kept, _BATCH):
-            self.kv.put_many(self.namespace, {t: b"%d" % self.counts[t] for t in batch})
-        self.changed = set()
 
-
-class TitleBook:
+class TitleBook(RecordBook[_Key]):
     """The title key records of ``namespace`` that a build reads, changes and writes."""
 
-    def __init__(self, kv: KeyValueStore, namespace: str) -> None:
-        self.kv, self.namespace = kv, namespace
-        self.keys: dict[str, _Key] = {}
-        self.changed: set[str] = set()
+    damaged = TitlesDamaged
 
-    def load(self, keys: Iterable[str]) -> None:
-        """Read the records of ``keys`` not read yet (an absent one is empty)."""
-        wanted = sorted(set(keys) - self.keys.keys())
-        for batch in iter_batches(wanted, _BATCH):
-            for key, raw in zip(batch, self.kv.get_many(self.namespace, batch), strict=True):
-                try:
-                    self.keys[key] = _Key() if raw is None else _Key.from_json(raw)
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise TitlesDamaged(f"{self.namespace} {key!r}: {exc}") from exc
+    def new(self) -> _Key:
+        return _Key()
+
+    def decode(self, raw: bytes) -> _Key:
+        return _Key.from_json(raw)
+
+    def encode(self, record: _Key) -> bytes:
+        return record.to_json()
+
+    def is_empty(self, record: _Key) -> bool:
+        return record.claims == 0
 
     def claim(self, title: str, sign: int) -> None:
         """Count ``title`` (clean) in (``sign`` 1) or out (-1) of the keys it claims,
@@ -147,39 +134,26 @@ class TitleBook:
         names = parse_title(title)
         alias_key = normalize_name(names.alias) if names.alias else ""
         for key in title_keys(names):
-            record = self.keys.setdefault(key, _Key())
+            record = self.record(key)
             record.claims += sign
             if record.claims < 0:
                 raise TitlesDamaged(f"{self.namespace} {key!r}: claimed fewer than 0 times")
             if key == alias_key:
                 (record.holders.add if sign > 0 else record.holders.discard)(title)
-            self.changed.add(key)
 
     def safe_alias(self, title: str) -> str:
         """``title``'s alias candidate where no other title claims its key, else ``""``
         (its key loaded)."""
         alias = parse_title(title).alias
-        return alias if alias and self.keys[normalize_name(alias)].claims == 1 else ""
+        return alias if alias and self.records[normalize_name(alias)].claims == 1 else ""
 
     def rebuild(self, titles: Iterable[str]) -> None:
         """Every record made anew from ``titles`` (clean) and written, the namespace's
         others deleted."""
-        for batch in iter_batches(list(self.kv.keys(self.namespace)), _BATCH):
-            self.kv.delete_many(self.namespace, batch)
-        self.keys = {}
+        self.clear()
         for title in titles:
             self.claim(title, +1)
         self.write()
-
-    def write(self) -> None:
-        """Write the changed records (one no title claims any more is deleted)."""
-        gone = sorted(k for k in self.changed if self.keys[k].claims == 0)
-        kept = sorted(k for k in self.changed if self.keys[k].claims > 0)
-        for batch in iter_batches(gone, _BATCH):
-            self.kv.delete_many(self.namespace, batch)
-        for batch in iter_batches(kept, _BATCH):
-            self.kv.put_many(self.namespace, {k: self.keys[k].to_json() for k in batch})
-        self.changed = set()
 
 
 def patched_context(
@@ -205,7 +179,7 @@ def patched_context(
     for title in came:
         book.claim(title, +1)
     # a holder is a title after; one that did not come was a title before too
-    holders = {t for k in claimed for t in book.keys[k].holders}
+    holders = {t for k in claimed for t in book.records[k].holders}
     recomputed = sorted(came | went | holders)
     for title in recomputed:  # every old surface out first: a new title may take one
         if title not in came:
