@@ -124,6 +124,19 @@ def test_another_dimension_is_refused_before_writing(postgres_url: str) -> None:
             PgVectorIndex(storage.workspace, "chunks", 32)
 
 
+def test_a_server_too_old_is_named_before_anything_is_written(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from quillian.stores.postgres import _pg
+
+    monkeypatch.setattr(_pg, "MIN_SERVER_VERSION", 990000)  # the test server is older
+    with pytest.raises(ConfigError, match=r"server is version \d+; Quillian needs 99 or later"):
+        _build(postgres_url, HashEmbedder(64))
+    monkeypatch.undo()
+    with Workspace(postgres_url, create=False) as workspace:
+        assert not workspace.exists
+
+
 def test_bad_workspace_name_is_refused(postgres_server: PostgresServer) -> None:
     with pytest.raises(ConfigError, match="workspace 'No-Such!'"):
         read_manifest(postgres_server.url("No-Such!"))

@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from quillian.errors import StoreError, StoreUnavailableError
+from quillian.errors import ConfigError, StoreError, StoreUnavailableError
 from quillian.stores.postgres._connect import (
     PostgresLocation,
     Retry,
@@ -63,6 +63,9 @@ __all__ = [
 
 #: The version of the workspace tables this Quillian reads and writes.
 SCHEMA_VERSION = 1
+#: The oldest server version taken (``server_version_num``): the change log needs 13
+#: (``xid8``, ``pg_snapshot``), the vector ids' summary 14 (``bit_xor``).
+MIN_SERVER_VERSION = 140000
 #: The HNSW search breadth of every pooled connection; a search for more than half as
 #: many neighbours widens it for its own transaction.
 EF_SEARCH = 64
@@ -174,6 +177,12 @@ class Workspace:
         )
         self.schema = self.location.workspace
         with connect(self.location, autocommit=True) as conn:
+            version = conn.info.server_version
+            if version < MIN_SERVER_VERSION:
+                raise ConfigError(
+                    f"{self.location.display}: the PostgreSQL server is version"
+                    f" {version // 10000}; Quillian needs {MIN_SERVER_VERSION // 10000} or later"
+                )
             try:
                 self.exists = _schema_ready(conn, self.schema)
                 if self.exists:
