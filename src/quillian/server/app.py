@@ -25,6 +25,7 @@ from starlette.routing import Match, Mount, compile_path
 from threadpoolctl import threadpool_limits
 
 from quillian import __version__
+from quillian.compiled import prepare
 from quillian.errors import IndexDamagedError, QuillianError
 from quillian.server import models as m
 from quillian.server.answering import ANSWER_EVENTS
@@ -79,6 +80,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with _blas_threads(settings.blas_threads):
+            prepare()  # the retrieval kernels' compiler, now rather than at the first answer
             await spaces.open()
             try:
                 yield

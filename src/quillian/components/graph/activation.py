@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from quillian.compiled import njit_on_first_call
 
 __all__ = ["rescale_weights", "spreading_activation", "spreading_activation_reference"]
 
@@ -56,7 +57,7 @@ def spreading_activation_reference(
     return activation, activated
 
 
-@numba.njit(cache=True)
+@njit_on_first_call(cache=True)
 def _activate(
     indptr: npt.NDArray[np.int64],
     indices: npt.NDArray[np.int64],

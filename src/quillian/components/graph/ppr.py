@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-import numba
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+from quillian.compiled import njit_on_first_call
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
 
 __all__ = ["Layout", "Solver", "Walk", "personalized_pagerank", "transition_matrix"]
@@ -258,7 +258,7 @@ def personalized_pagerank(
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def _unfold(
     p: npt.NDArray[np.floating[Any]],
     nodes: npt.NDArray[np.intp],

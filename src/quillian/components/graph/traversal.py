@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from quillian.compiled import njit_on_first_call
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot
 
 __all__ = ["Subgraph", "gather_edges", "khop_subgraph", "with_edges"]
@@ -62,7 +62,7 @@ def _cap_fanout(sources: IntArray, weights: FloatArray, max_fanout: int) -> npt.
     return _cap_runs(np.asarray(sources, np.int64), np.asarray(weights, np.float32), max_fanout)
 
 
-@numba.njit(cache=True)
+@njit_on_first_call(cache=True)
 def _cap_runs(
     sources: IntArray, weights: FloatArray, max_fanout: int
 ) -> npt.NDArray[np.bool_]:  # pragma: no cover - compiled

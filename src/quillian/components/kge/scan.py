@@ -20,9 +20,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from quillian.compiled import njit_on_first_call
 
 __all__ = ["read_rows", "scan_rows", "scan_threads"]
 
@@ -49,7 +50,7 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-@numba.njit(nogil=True, fastmath=True, boundscheck=False, cache=True)
+@njit_on_first_call(nogil=True, fastmath=True, boundscheck=False, cache=True)
 def _dot_block(
     rows: Floats, queries: Floats, out: Floats, start: int, stop: int
 ) -> None:  # pragma: no cover - compiled
@@ -75,7 +76,7 @@ def scan_rows(rows: npt.ArrayLike, queries: npt.ArrayLike, threads: int | None =
     return out
 
 
-@numba.njit(nogil=True, fastmath=True, boundscheck=False, cache=True)
+@njit_on_first_call(nogil=True, fastmath=True, boundscheck=False, cache=True)
 def _sum_block(rows: Floats, start: int, stop: int) -> float:  # pragma: no cover - compiled
     acc = np.zeros(rows.shape[1], dtype=np.float32)
     for i in range(start, stop):

@@ -24,9 +24,10 @@ radius is ``e + 3 γ_d (||x|| + e)``, rounded up.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from quillian.compiled import njit_on_first_call
 
 __all__ = ["Int8Sketch"]
 
@@ -100,7 +101,7 @@ class Int8Sketch:
         return _shortlist(approx, self.radius * norm, skip, k)
 
 
-@numba.njit(cache=True, nogil=True, fastmath=True)
+@njit_on_first_call(cache=True, nogil=True, fastmath=True)
 def _sketch_scores(
     codes: npt.NDArray[np.int8],
     scales: npt.NDArray[np.float32],
@@ -116,7 +117,7 @@ def _sketch_scores(
         out[i] = np.float64(total) * np.float64(scales[i])
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def _shortlist(
     approx: npt.NDArray[np.float64],
     radius: npt.NDArray[np.float64],
