@@ -3,9 +3,9 @@
 numba's import takes about 0.3 s, the largest single part of the CLI's start, and its
 kernels (spreading activation, the traversal's fan-out cap, PPR's unfolding, the
 embedded vector sketches, the KGE scans) run only when retrieval or link prediction
-does: a process that only indexes,
-adds or deletes never pays for it. A server that answers questions imports it as it
-starts (:func:`prepare`), so its first answer does not.
+does: a process that only indexes, adds or deletes never pays for it. A server that
+answers questions imports it as it starts (:func:`prepare`), so its first answer does
+not.
 """
 
 from __future__ import annotations
