@@ -5,6 +5,7 @@ database."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -195,16 +196,30 @@ def test_a_record_takes_the_digest_just_computed_until_the_file_changes(
     reads: list[Path] = []
     digest = integrity.file_digest
 
-    def counted(p: Path) -> str:
+    def counted(p: Path, *algorithm: str) -> str:
         reads.append(p)
-        return digest(p)
+        return digest(p, *algorithm)
 
     monkeypatch.setattr(integrity, "file_digest", counted)
-    assert integrity.file_record(path) == {"size": 5000, "blake2b": first}
+    assert integrity.file_record(path) == {"size": 5000, integrity.ALGORITHM: first}
     assert reads == []  # remembered by the file's stamp
     with path.open("r+b") as handle:  # the same size, other bytes
         handle.write(b"b")
     changed = integrity.file_record(path)
-    assert reads == [path] and changed["blake2b"] != first
+    assert reads == [path] and changed[integrity.ALGORITHM] != first
     with pytest.raises(IndexDamagedError, match="checksum mismatch"):  # a check reads
-        integrity.check_digest(path, {"size": 5000, "blake2b": first})
+        integrity.check_digest(path, {"size": 5000, integrity.ALGORITHM: first})
+
+
+def test_a_record_made_with_blake2b_is_checked_with_blake2b(tmp_path: Path) -> None:
+    path = tmp_path / "table.bin"
+    path.write_bytes(b"a" * 5000)
+    older = {"size": 5000, "blake2b": hashlib.blake2b(b"a" * 5000, digest_size=16).hexdigest()}
+    integrity.check_digest(path, older)
+    assert integrity.file_record(path) == {"size": 5000, "xxh3_128": integrity.file_digest(path)}
+    with path.open("r+b") as handle:
+        handle.write(b"b")
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):
+        integrity.check_digest(path, older)
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):
+        integrity.check_digest(path, {"size": 5000, **integrity.file_record(path), **older})
