@@ -508,3 +508,32 @@ def test_a_delta_the_tables_do_not_follow_is_a_warning_and_every_chunk_compared(
             save_tables(want, builder.build(chunk_ids, store=store), chunks)
         assert_same_outputs(got, want)
     run.state.close()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_new_entities_are_placed_where_the_index_order_puts_them(seed: int) -> None:
+    """A patch keeps the entities' order and places the logged ones by bisection on
+    their order keys: the same order as sorting every entity, ties settled by row."""
+    rng = random.Random(seed)
+    conn = sqlite3.connect(":memory:")
+    conn.execute("ATTACH DATABASE ':memory:' AS st")
+    conn.execute("CREATE TABLE st.entities (row INTEGER PRIMARY KEY, doc_id, idx, seq)")
+    keys = {
+        row: (f"doc-{rng.randrange(30):02d}é", rng.randrange(4), rng.randrange(3))
+        for row in rng.sample(range(10_000), 400)
+    }
+    conn.executemany(
+        "INSERT INTO st.entities VALUES (?, ?, ?, ?)", ((r, *k) for r, k in keys.items())
+    )
+    ordered = sorted(keys, key=lambda r: (*keys[r], r))
+    new = set(rng.sample(ordered, rng.randrange(1, 60)))
+    kept = np.array([r for r in ordered if r not in new], np.int64)
+    added = np.array([r for r in ordered if r in new], np.int64)
+    at = state_tables._entity_places(conn, kept, added)
+    assert np.insert(kept, at, added).tolist() == ordered
+
+
+def test_node_ids_inserted_keep_their_whole_width() -> None:
+    kept = state_tables._node_ids(["ent-a", "ent-b"])
+    merged = state_tables._inserted(kept, [1], state_tables._node_ids(["ent-longer"]))
+    assert state_tables._decoded(merged) == ["ent-a", "ent-longer", "ent-b"]

@@ -31,6 +31,7 @@ of the logged ids from the state as it is).
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import shutil
@@ -715,7 +716,12 @@ _COLUMN_ROWS = {
         "WHERE chunk_id IN (SELECT chunk_id FROM cc)",
     ),
 }
-_COLUMNS_VERSION = "2"
+_COLUMNS_VERSION = "3"
+#: The entities in index order (their creating mentions' order; the row settles a tie,
+#: as the order index does), with what the snapshot and the arrays take of each.
+_ENTITY_ORDER = (
+    "SELECT row, node_id, literal FROM st.entities {where} ORDER BY doc_id, idx, seq, row"
+)
 
 
 @dataclass(frozen=True)
@@ -724,7 +730,8 @@ class _Columns:
     order: the descriptions' (row, chunk, seq, entity, text) and node ids, the
     relations' (row, triple, chunk, seq, subject, object, source chunk or 0, 1 where it
     has none, the text embedded: its description or its triple's words), the state's
-    mentions (chunk key, seq, entity) and their weights.
+    mentions (chunk key, seq, entity) and their weights; and the state's entity rows in
+    index order, with their node ids and whether each is a literal.
 
     Kept in a file beside the resolution state (:func:`columns_path`: machine-local
     like the state, never synchronised with the index's files) with the digest of the
@@ -739,22 +746,31 @@ class _Columns:
     relations: npt.NDArray[np.int64]
     mentions: npt.NDArray[np.int64]
     weights: npt.NDArray[np.float64]
+    entities: npt.NDArray[np.int64]
+    entity_nodes: npt.NDArray[np.bytes_]
+    literal: npt.NDArray[np.bool_]
 
     @classmethod
     def read(cls, conn: sqlite3.Connection, patched: bool = False) -> _Columns:
-        """The columns of every row, or (``patched``) of the rows the patch wrote."""
+        """The columns of every row, or (``patched``) of the rows the patch wrote (the
+        logged entities' among them, in index order)."""
         rows = {
             table: conn.execute(sql.format(where=where if patched else "")).fetchall()
             for table, (sql, where) in _COLUMN_ROWS.items()
         }
+        where = "WHERE row IN (SELECT row FROM ce)" if patched else ""
+        entities = conn.execute(_ENTITY_ORDER.format(where=where)).fetchall()
         described, mentioned = rows["descriptions"], rows["mentions"]
         width = _WIDTHS
         return cls(
             np.array([r[:5] for r in described], dtype=np.int64).reshape(-1, width["descriptions"]),
-            np.array([r[5].encode() for r in described], dtype=np.bytes_).reshape(-1),
+            _node_ids(r[5] for r in described),
             np.array(rows["relations"], dtype=np.int64).reshape(-1, width["relations"]),
             np.array([r[:3] for r in mentioned], dtype=np.int64).reshape(-1, width["mentions"]),
             np.array([r[3] for r in mentioned], dtype=np.float64),
+            np.array([r[0] for r in entities], dtype=np.int64),
+            _node_ids(r[1] for r in entities),
+            np.array([r[2] for r in entities], dtype=np.bool_).reshape(-1),
         )
 
     @classmethod
@@ -772,10 +788,11 @@ class _Columns:
             return None
         # each table's columns were stacked, so only the arrays kept apart can disagree
         lengths = {name: len(getattr(columns, name)) for name in _COLUMN_NAMES}
-        if (lengths["description_nodes"], lengths["weights"]) != (
+        if (lengths["description_nodes"], lengths["weights"], lengths["entity_nodes"]) != (
             lengths["descriptions"],
             lengths["mentions"],
-        ):
+            lengths["entities"],
+        ) or lengths["literal"] != lengths["entities"]:
             logger.warning("graph columns kept in %s have the lengths %s", path, lengths)
             return None
         return columns
@@ -793,17 +810,28 @@ class _Columns:
         descriptions = np.concatenate([self.descriptions[keep_d], new.descriptions])
         by_d = np.argsort(descriptions[:, 0], kind="stable")
         relations = np.concatenate([self.relations[keep_r], new.relations])
+        logged = np.array([r for (r,) in conn.execute("SELECT row FROM ce")], np.int64)
+        keep_e = ~np.isin(self.entities, logged)
+        at = _entity_places(conn, self.entities[keep_e], new.entities)
         merged = _Columns(
             descriptions[by_d],
             np.concatenate([self.description_nodes[keep_d], new.description_nodes])[by_d],
             relations[np.argsort(relations[:, 0], kind="stable")],
             np.concatenate([self.mentions[keep_m], new.mentions]),
             np.concatenate([self.weights[keep_m], new.weights]),
+            np.insert(self.entities[keep_e], at, new.entities),
+            _inserted(self.entity_nodes[keep_e], at, new.entity_nodes),
+            np.insert(self.literal[keep_e], at, new.literal),
         )
-        counted = (len(merged.descriptions), len(merged.relations), len(merged.mentions))
+        counted = (
+            len(merged.descriptions),
+            len(merged.relations),
+            len(merged.mentions),
+            len(merged.entities),
+        )
         held = tuple(
             conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("descriptions", "relations", "st.mentions")
+            for table in ("descriptions", "relations", "st.mentions", "st.entities")
         )
         if counted != held:
             logger.warning("graph columns patched to %s rows, not %s: read again", counted, held)
@@ -823,7 +851,16 @@ class _Columns:
         save_arrays(path, arrays)
 
 
-_COLUMN_NAMES = ("descriptions", "description_nodes", "relations", "mentions", "weights")
+_COLUMN_NAMES = (
+    "descriptions",
+    "description_nodes",
+    "relations",
+    "mentions",
+    "weights",
+    "entities",
+    "entity_nodes",
+    "literal",
+)
 _WIDTHS = {"descriptions": 5, "relations": 9, "mentions": 3}
 
 
@@ -832,8 +869,42 @@ def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
     width = _WIDTHS.get(name)
     parts = [kept[f"{name}.{i}"] for i in range(width or 1)]
     if width is None:
-        return parts[0]
+        return parts[0].astype(np.int64) if parts[0].dtype.kind == "i" else parts[0]
     return np.stack([p.astype(np.int64) for p in parts], axis=1)
+
+
+def _node_ids(ids: Iterable[str]) -> npt.NDArray[np.bytes_]:
+    """Node ids as UTF-8 bytes (what :func:`_decoded` reads back)."""
+    return np.array([i.encode() for i in ids], dtype=np.bytes_).reshape(-1)
+
+
+def _inserted(
+    kept: npt.NDArray[np.bytes_], at: Sequence[int], new: npt.NDArray[np.bytes_]
+) -> npt.NDArray[np.bytes_]:
+    """``new`` inserted into ``kept`` at ``at``, in the wider of their byte widths
+    (:func:`numpy.insert` would cut ``new`` to ``kept``'s)."""
+    wide = np.promote_types(kept.dtype, new.dtype)
+    return np.insert(kept.astype(wide), at, new.astype(wide))
+
+
+def _entity_places(
+    conn: sqlite3.Connection, kept: npt.NDArray[np.int64], new: npt.NDArray[np.int64]
+) -> list[int]:
+    """Where each of the entity rows ``new`` (in index order) goes among the rows
+    ``kept`` (in index order, none of ``new``): found by bisection on their order keys,
+    each read by row from the state, so a patch reads a few keys per new entity, not
+    every entity's."""
+    order_key = "SELECT doc_id, idx, seq, row FROM st.entities WHERE row = ?"
+
+    def key(row: int) -> tuple[str, int, int, int]:
+        found: tuple[str, int, int, int] = conn.execute(order_key, (int(row),)).fetchone()
+        return found
+
+    places, low = [], 0
+    for row in new.tolist():  # in order: each goes at or after the one before
+        low = bisect.bisect_left(kept, key(row), lo=low, key=key)
+        places.append(low)
+    return places
 
 
 def _narrow(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -846,10 +917,6 @@ def _narrow(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
         if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
             return array.astype(kind)
     return array
-
-
-#: The entities in index order (their creating mentions' order).
-_ENTITY_ORDER = "SELECT row, node_id, literal FROM st.entities ORDER BY doc_id, idx, seq"
 
 
 class _Graph:
@@ -873,11 +940,10 @@ class _Graph:
             found = (sorted_rows[at] == rows) if n_chunks else np.zeros(len(rows), np.bool_)
             return np.where(found, by_row[at] if n_chunks else -1, -1)
 
-        entities = conn.execute(_ENTITY_ORDER).fetchall()
-        self.n_entities = len(entities)
-        entity_order = np.array([r[0] for r in entities], dtype=np.int64)
-        self.literal = np.array([r[2] for r in entities], dtype=np.bool_).reshape(-1)
-        node_ids = [r[1] for r in entities]
+        entity_order = columns.entities
+        self.n_entities = len(entity_order)
+        self.literal = columns.literal
+        node_ids = _decoded(columns.entity_nodes)
         none = np.empty(0, np.int64)
         positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
 
