@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,8 +147,13 @@ def test_a_file_sent_by_blocks_is_not_hashed_again_while_unchanged(
     one.mkdir()
     (one / "a.npy").write_bytes(os.urandom(BLOCK * 6))
     hashed: list[str] = []
-    real = pg_files._sha256
-    monkeypatch.setattr(pg_files, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    real = pg_files._hashed
+
+    def counted(path: Path, known: list[Any] | None) -> list[Any]:
+        hashed.append(path.name)
+        return real(path, known)
+
+    monkeypatch.setattr(pg_files, "_hashed", counted)
     with Workspace(postgres_url) as workspace:
         assert push_files(workspace, one) == 1 and hashed == ["a.npy"]
         assert pull_files(workspace, two) == 1
@@ -156,3 +162,33 @@ def test_a_file_sent_by_blocks_is_not_hashed_again_while_unchanged(
         assert pull_files(workspace, two) == 0
         assert pull_files(workspace, one) == 0
         assert hashed == []
+
+
+def test_a_changed_file_hashes_again_only_its_changed_blocks(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A push of a changed file of several blocks hashes with SHA-256, of its blocks,
+    only those whose XXH3 hash its record does not list; a replica assembles the file
+    the server then lists."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    data = bytearray(os.urandom(BLOCK * 6))
+    (one / "a.npy").write_bytes(bytes(data))
+    real = pg_files._block_sha
+    hashed: list[bytes] = []
+
+    def counted(block: bytes) -> str:
+        hashed.append(block)
+        return real(block)
+
+    monkeypatch.setattr(pg_files, "_block_sha", counted)
+    with Workspace(postgres_url) as workspace:
+        assert push_files(workspace, one) == 1 and len(hashed) == 6
+        assert pull_files(workspace, two) == 1
+        hashed.clear()
+        data[BLOCK * 4 + 7] ^= 1
+        (one / "a.npy").write_bytes(bytes(data))
+        assert push_files(workspace, one) == 1
+        assert hashed == [bytes(data[BLOCK * 4 : BLOCK * 5])]  # the changed block alone
+        assert pull_files(workspace, two) == 1
+        assert (two / "a.npy").read_bytes() == bytes(data)
