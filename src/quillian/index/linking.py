@@ -221,7 +221,7 @@ class _Record:
     def _decode(self, raw: bytes) -> Extraction:
         try:
             return extraction_from_json(raw)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise self._damaged(exc) from exc
 
     def _damaged(self, exc: Exception) -> IndexDamagedError:

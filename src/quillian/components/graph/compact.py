@@ -1,47 +1,39 @@
-"""A compact form of an extraction, without its dependency parse, for the
-entity-resolution state (:mod:`.incremental`): JSON with fields by position, so writing
-and reading a corpus's extractions costs a fraction of ``dataclasses.asdict``'s form,
-compressed (:func:`~quillian.components.extraction.serde.compressed`), since every
-relation repeats its sentence: the 20 MB text's extractions took 1.2 GB of its state
-uncompressed."""
+"""An extraction as the entity-resolution state (:mod:`.incremental`) keeps it: without
+its dependency parse, in the stored extractions' compact form
+(:func:`~quillian.components.extraction.serde.extraction_to_json`: fields by position,
+each distinct text once), compressed. A state written before kept a JSON list of fields
+by position with every text in place (the 20 MB text's extractions took 1.2 GB of its
+state so, uncompressed); it is read as before."""
 
 from __future__ import annotations
 
 import json
 import zlib
-from typing import Any
+from dataclasses import replace
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.extraction.serde import compressed
+from quillian.components.extraction.serde import (
+    compressed,
+    extraction_from_data,
+    extraction_to_json,
+)
 from quillian.types import Provenance, Triple
 
 __all__ = ["decode_extraction", "encode_extraction"]
 
 
-def _entity(e: ExtractedEntity) -> list[Any]:
-    return [e.name, e.type, list(e.aliases), e.description, e.is_topic, e.start, e.end]
-
-
-def _triple(t: Triple) -> list[Any]:
-    p = t.provenance
-    where = None if p is None else [p.doc_id, p.chunk_id, p.start, p.end, p.sentence]
-    return [t.subject, t.predicate, t.object, t.description, where]
-
-
 def encode_extraction(extraction: Extraction) -> bytes:
-    """``extraction`` less its parse, as compressed compact JSON."""
-    data = [
-        extraction.chunk_id,
-        extraction.doc_id,
-        [_entity(e) for e in extraction.entities],
-        [_triple(t) for t in extraction.triples],
-    ]
-    return compressed(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+    """``extraction`` less its parse, compressed, in the compact form."""
+    return compressed(extraction_to_json(replace(extraction, parse=None)))
 
 
 def decode_extraction(raw: bytes) -> Extraction:
-    """The extraction :func:`encode_extraction` wrote (its parse None)."""
-    chunk_id, doc_id, entities, triples = json.loads(zlib.decompress(raw))
+    """The extraction :func:`encode_extraction` wrote (its parse None), or the one a
+    state written before kept."""
+    data = json.loads(zlib.decompress(raw))
+    if not (isinstance(data, list) and len(data) == 4 and isinstance(data[0], str)):
+        return extraction_from_data(data)
+    chunk_id, doc_id, entities, triples = data  # a state written before
     return Extraction(
         chunk_id,
         doc_id,

@@ -1,0 +1,147 @@
+"""Stored extractions in the earlier form (``dataclasses.asdict``, a dependency parse's
+spans and heads as they are) and the compact form (``quillian.components.extraction.
+serde``: fields by position, each distinct text once, a parse's spans and heads
+relative), side by side in one run on an index's stored records.
+
+Run ``python research/extraction_forms.py INDEX [--limit N]`` on an embedded index
+(its ``store.sqlite``): for each namespace of per-chunk extractions it holds (the
+extraction cache ``mentions:NAME`` or ``extraction:NAME``, the linked records
+``linked:NAME`` and the resolution state's ``graph_resolution.sqlite``, whose earlier
+form was a list of fields by position with every text in place), every record (or the
+first N) is decoded, written in both forms and compressed as the stores compress it
+(zlib level 1), and decoded again from each form's JSON. Prints one JSON
+object: per namespace, the records read, the JSON and compressed bytes of each form,
+and the seconds ``json.loads`` and the decoding took for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.predicates import DependencyParse
+from quillian.components.extraction.serde import (
+    extraction_from_json,
+    extraction_to_json,
+    uncompressed,
+)
+from quillian.components.graph.compact import decode_extraction
+
+STATE = "resolution state"
+
+
+def _linked(raw: bytes) -> Iterator[bytes]:
+    """The settled and (where it differs) filtered extraction of a linked record."""
+    _, packed = raw[9:].split(b"\n", 1)
+    for part in zlib.decompress(packed).split(b"\n", 1):
+        if part:
+            yield part
+
+
+def _records(index: Path, limit: int | None) -> dict[str, list[Extraction]]:
+    found: dict[str, list[Extraction]] = {}
+    store = sqlite3.connect(index / "store.sqlite")
+    for (namespace,) in store.execute("SELECT DISTINCT namespace FROM kv").fetchall():
+        kind = namespace.split(":")[0]
+        if kind not in ("mentions", "extraction", "linked"):
+            continue
+        rows = store.execute(
+            "SELECT value FROM kv WHERE namespace = ? ORDER BY key LIMIT ?",
+            (namespace, -1 if limit is None else limit),
+        )
+        if kind == "linked":
+            found[namespace] = [extraction_from_json(p) for (r,) in rows for p in _linked(r)]
+        else:
+            found[namespace] = [extraction_from_json(uncompressed(r)) for (r,) in rows]
+    state = index / "graph_resolution.sqlite"
+    if state.is_file():
+        rows = sqlite3.connect(state).execute(
+            "SELECT extraction FROM chunks ORDER BY chunk_id LIMIT ?",
+            (-1 if limit is None else limit,),
+        )
+        found[STATE] = [decode_extraction(r) for (r,) in rows]
+    return found
+
+
+def _positional(e: Extraction) -> bytes:
+    """The form the resolution state kept before: fields by position, texts in place."""
+    entities = [[x.name, x.type, list(x.aliases), x.description, x.is_topic, x.start, x.end]
+                for x in e.entities]  # fmt: skip
+    triples = [
+        [t.subject, t.predicate, t.object, t.description,
+         None if (p := t.provenance) is None
+         else [p.doc_id, p.chunk_id, p.start, p.end, p.sentence]]
+        for t in e.triples
+    ]  # fmt: skip
+    data = [e.chunk_id, e.doc_id, entities, triples]
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _absolute(e: Extraction) -> Extraction:
+    """``e`` with its parse in the earlier form: each token's span and head as they are."""
+    if e.parse is None or not e.parse.relative:
+        return e
+    rows = "\n".join("\t".join(map(str, t)) for t in e.parse.tokens())
+    return replace(e, parse=DependencyParse(rows, e.parse.version, relative=False))
+
+
+def _relative(e: Extraction) -> Extraction:
+    """``e`` with its parse in the compact form (spans and heads relative)."""
+    if e.parse is None or e.parse.relative:
+        return e
+    return replace(e, parse=replace(DependencyParse.of(e.parse.tokens()), version=e.parse.version))
+
+
+def _form(encoded: list[bytes], state: bool) -> dict[str, Any]:
+    start = time.perf_counter()
+    for e in encoded:
+        json.loads(e)
+    loads = time.perf_counter() - start
+    packed = [zlib.compress(e, 1) for e in encoded] if state else []
+    start = time.perf_counter()
+    for e in packed or encoded:
+        (decode_extraction(e) if state else extraction_from_json(e))
+    decode = time.perf_counter() - start  # the state's: decompressing too
+    return {
+        "json_mb": round(sum(map(len, encoded)) / 1e6, 2),
+        "compressed_mb": round(sum(len(zlib.compress(e, 1)) for e in encoded) / 1e6, 2),
+        "json_loads_s": round(loads, 3),
+        "decode_s": round(decode, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("index", type=Path)
+    parser.add_argument("--limit", type=int, help="records read per namespace")
+    args = parser.parse_args()
+    report: dict[str, Any] = {}
+    for namespace, extractions in _records(args.index, args.limit).items():
+        state = namespace == STATE
+        earlier = [
+            _positional(e)
+            if state
+            else json.dumps(
+                asdict(_absolute(e)), ensure_ascii=False, separators=(",", ":")
+            ).encode()
+            for e in extractions
+        ]
+        compact = [extraction_to_json(_relative(e)) for e in extractions]
+        report[namespace] = {
+            "records": len(extractions),
+            "earlier": _form(earlier, state),
+            "compact": _form(compact, state),
+        }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

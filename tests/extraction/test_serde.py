@@ -1,0 +1,115 @@
+"""The stored form of extractions: compact (each distinct text once), read back equal,
+and records in the earlier form still read."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict
+
+import pytest
+
+from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.predicates import DependencyParse, ParsedToken
+from quillian.components.extraction.serde import (
+    FORM,
+    compressed,
+    extraction_from_json,
+    extraction_to_json,
+)
+from quillian.components.graph.compact import decode_extraction, encode_extraction
+from quillian.types import Provenance, Triple
+
+SENTENCE = "Ada Lovelace worked with Charles Babbage in London."
+
+
+def _extraction(parse: DependencyParse | None = None) -> Extraction:
+    here = Provenance("doc-1", "chunk-1", 0, len(SENTENCE), SENTENCE)
+    elsewhere = Provenance("doc-2", "chunk-9", 4, 9, "Other sentence é.")
+    return Extraction(
+        "chunk-1",
+        "doc-1",
+        (
+            ExtractedEntity("Ada Lovelace", "PERSON", ("Ada", "Countess"), SENTENCE, True, 0, 12),
+            ExtractedEntity("Charles Babbage", "PERSON", (), SENTENCE, start=25, end=40),
+            ExtractedEntity("London", "GPE"),
+        ),
+        (
+            Triple("Ada Lovelace", "related_to", "Charles Babbage", SENTENCE, here),
+            Triple("Ada Lovelace", "related_to", "London", SENTENCE, here),
+            Triple("Charles Babbage", "worked_in", "London", "", elsewhere),
+            Triple("Ada", "knows", "London"),
+        ),
+        parse,
+    )
+
+
+@pytest.mark.parametrize("parse", [None, DependencyParse("0\t3\t0\tROOT\tNNP\tada")])
+def test_an_extraction_reads_back_equal_with_each_text_stored_once(
+    parse: DependencyParse | None,
+) -> None:
+    extraction = _extraction(parse)
+    raw = extraction_to_json(extraction)
+    data = json.loads(raw)
+    assert data[0] == FORM and raw.count(SENTENCE.encode()) == 1
+    assert data[3].count("") == 1  # the texts
+    back = extraction_from_json(raw)
+    assert back == extraction
+    # the rows that share a text share one string
+    assert back.triples[0].description is back.entities[0].description
+    assert back.triples[0].provenance is not None
+    assert back.triples[0].provenance.sentence is back.triples[1].description
+
+
+def test_a_record_in_the_earlier_form_still_reads() -> None:
+    extraction = _extraction(DependencyParse("0\t3\t0\tROOT\tNNP\tada"))
+    earlier = json.dumps(asdict(extraction), ensure_ascii=False).encode()
+    assert extraction_from_json(earlier) == extraction
+    assert extraction_from_json(zlib.decompress(compressed(earlier))) == extraction
+
+
+def test_the_resolution_state_keeps_the_compact_form_without_the_parse() -> None:
+    extraction = _extraction(DependencyParse("0\t3\t0\tROOT\tNNP\tada"))
+    packed = encode_extraction(extraction)
+    assert json.loads(zlib.decompress(packed))[0] == FORM
+    assert decode_extraction(packed) == _extraction(None)
+    # a state written before kept a list of fields by position, texts in place
+    entities = [[e.name, e.type, list(e.aliases), e.description, e.is_topic, e.start, e.end]
+                for e in extraction.entities]  # fmt: skip
+    triples = [
+        [t.subject, t.predicate, t.object, t.description,
+         None if (p := t.provenance) is None
+         else [p.doc_id, p.chunk_id, p.start, p.end, p.sentence]]
+        for t in extraction.triples
+    ]  # fmt: skip
+    earlier = compressed(json.dumps(["chunk-1", "doc-1", entities, triples]).encode())
+    assert decode_extraction(earlier) == _extraction(None)
+
+
+def test_a_compact_record_naming_a_text_it_lacks_fails_to_read() -> None:
+    data = json.loads(extraction_to_json(_extraction()))
+    data[3] = data[3][:1]
+    with pytest.raises(IndexError):
+        extraction_from_json(json.dumps(data).encode())
+    with pytest.raises(ValueError, match="form 3"):
+        extraction_from_json(json.dumps([3, *data[1:]]).encode())
+
+
+def test_a_parse_keeps_its_tokens_relative_and_one_stored_before_reads_the_same() -> None:
+    tokens = [
+        ParsedToken(0, 3, 1, "compound", "NNP", "ada"),
+        ParsedToken(4, 12, 3, "nsubj", "NNP", "lovelace"),
+        ParsedToken(12, 13, 1, "punct", ",", ","),
+        ParsedToken(14, 20, 3, "ROOT", "VBD", "worked"),
+        ParsedToken(20, 21, 3, "punct", ".", "."),
+    ]
+    parse = DependencyParse.of(tokens)
+    assert parse.relative and parse.rows.split("\n")[1] == "1\t8\t2\tnsubj\tNNP\tlovelace"
+    assert parse.tokens() == tokens
+    stored = extraction_from_json(extraction_to_json(Extraction("c", "d", parse=parse)))
+    assert stored.parse == parse
+    # a parse stored before kept each token's span and head as they are
+    earlier = {"rows": "\n".join("\t".join(map(str, t)) for t in tokens), "version": 1}
+    record = {"chunk_id": "c", "doc_id": "d", "parse": {**earlier, "version": parse.version}}
+    read = extraction_from_json(json.dumps(record).encode()).parse
+    assert read is not None and not read.relative and read.tokens() == tokens
