@@ -7,6 +7,7 @@ and delete sequences; deliberate breakages of the writer or its output are caugh
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import random
 import shutil
@@ -537,3 +538,30 @@ def test_node_ids_inserted_keep_their_whole_width() -> None:
     kept = state_tables._node_ids(["ent-a", "ent-b"])
     merged = state_tables._inserted(kept, [1], state_tables._node_ids(["ent-longer"]))
     assert state_tables._decoded(merged) == ["ent-a", "ent-longer", "ent-b"]
+
+
+def test_tables_a_state_marked_with_blake2b_are_patched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state marked its tables with their BLAKE2b digest before file records were
+    hashed with XXH3: the next write finds them the state's all the same and patches
+    them, rather than writing them whole."""
+    run = _Run(tmp_path, 40, 6)
+    got, *_ = run.write()
+    digest = hashlib.blake2b((got / TABLES_DB).read_bytes(), digest_size=16).hexdigest()
+    run.state.mark_tables(digest)
+    run.step()
+    patched: list[int] = []
+    real = state_tables._Writer._patch
+
+    def patch(self: state_tables._Writer, *args: Any) -> list[str]:
+        patched.append(1)
+        return real(self, *args)
+
+    monkeypatch.setattr(state_tables._Writer, "_patch", patch)
+    ordered = sorted(run.chunks.values(), key=lambda c: (c.doc_id, c.index))
+    save_state_tables(got, run.state, [c.chunk_id for c in ordered], [_chunk(c) for c in ordered])
+    assert patched == [1]
+    got, _, want, _, _ = run.write()  # nothing logged since: the patched tables kept
+    assert_same_outputs(got, want)
+    run.state.close()
