@@ -131,3 +131,20 @@ def test_an_engine_told_never_to_look_keeps_the_index_it_opened(tmp_path) -> Non
         assert "Grace Hopper" not in titles(engine, "Grace Hopper compiler")
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    "index_location", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_build_reads_the_workspace_manifest_once(index_location, monkeypatch) -> None:
+    """Each read of a workspace's manifest is a connection: a build reads it once
+    before it begins, not once to see whether there is one and again to read it."""
+    from quillian.index import layout
+
+    location = index_location("reads")
+    build_tiny(location, titles=["Ada Lovelace"])
+    reads: list[str] = []
+    real = layout._server_manifest
+    monkeypatch.setattr(layout, "_server_manifest", lambda loc: reads.append(loc) or real(loc))
+    build_tiny(location)
+    assert len(reads) == 1

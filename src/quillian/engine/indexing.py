@@ -19,7 +19,7 @@ from quillian.components.llm.tasks import TaskRunner
 from quillian.errors import ConfigError, IndexIncompleteError, InputError
 from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index, read_manifest
 from quillian.index import delete_documents as delete_from_index
-from quillian.index.layout import has_manifest, has_stage
+from quillian.index.layout import has_manifest, has_stage, manifest_if_any
 from quillian.index.stages import EndpointTextStage
 from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
@@ -160,12 +160,12 @@ def build_plan(
     was built with before; ``titles`` are the corpus's document titles; ``extractor``,
     when given, is used instead of the one ``settings`` names. Both executors build from
     it: one definition of an index."""
-    manifest = read_manifest(location) if _has_index(location) else {}
+    manifest = manifest_if_any(location)
     previous = manifest.get("config", {})
     endpoint_texts = settings.endpoint_texts
     if endpoint_texts is None:
         endpoint_texts = has_stage(manifest, EndpointTextStage.name)
-    embedder = embedder_for(location, settings)
+    embedder = settings.embedder or embedder_name(previous if manifest else None)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
     extractor = extractor or make_extractor(
@@ -195,9 +195,8 @@ def embedder_for(location: str | Path, settings: IndexSettings) -> str:
     """The embedder's name: the settings', else the index's own, else the default."""
     if settings.embedder:
         return settings.embedder
-    return embedder_name(
-        read_manifest(location).get("config", {}) if _has_index(location) else None
-    )
+    manifest = manifest_if_any(location)
+    return embedder_name(manifest.get("config", {}) if manifest else None)
 
 
 def check_settings(settings: IndexSettings, runner: TaskRunner | None) -> None:

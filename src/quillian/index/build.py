@@ -56,11 +56,11 @@ from quillian.index.issues import issues_namespace, store_issues, stored_issues
 from quillian.index.layout import (
     SCHEMA_VERSION,
     STAGES,
-    has_manifest,
     index_directory,
     is_server_location,
     local_directory,
     location_name,
+    manifest_if_any,
     read_manifest,
     write_manifest,
     writer_lock,
@@ -152,8 +152,8 @@ def build_index(
         progress = on_progress or no_progress
         if not is_server_location(out):
             check_database(index_directory(out), up_to=None)
-        previous = read_manifest(out) if has_manifest(out) else {}
-        manifest = _begin(out, chunker, extractor, embedder, config)
+        previous = manifest_if_any(out)
+        manifest = _begin(out, previous, chunker, extractor, embedder, config)
         manifest[STAGES] = [stage.name for stage in stages]
         report = BuildReport()
         with open_storage(out, create=True) as storage:
@@ -287,15 +287,15 @@ def _purge(storage: Storage, extractor: Extractor, doc_ids: Sequence[str]) -> No
 
 def _begin(
     out: str | Path,
+    previous: dict[str, Any],
     chunker: Chunker,
     extractor: Extractor,
     embedder: Embedder,
     config: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The manifest of a build starting at ``out`` (state ``building``), written there;
-    an index built with another chunker or embedding model is refused before anything
-    is written."""
-    previous: dict[str, Any] = read_manifest(out) if has_manifest(out) else {}
+    """The manifest of a build starting at ``out`` (state ``building``), written there,
+    after the manifest ``previous`` found there (empty: none); an index built with
+    another chunker or embedding model is refused before anything is written."""
     built = previous.get("config", {})
     for what, before, now in (
         ("chunker", built.get("chunker"), chunker.name),

@@ -258,6 +258,16 @@ def has_manifest(location: str | Path) -> bool:
     return (index_directory(location) / MANIFEST).is_file()
 
 
+def manifest_if_any(location: str | Path) -> dict[str, Any]:
+    """The manifest of the index at ``location``, checked for schema version, or an
+    empty one where there is no index: on a server, one read of the workspace where
+    :func:`has_manifest` then :func:`read_manifest` take two (each a connection)."""
+    if is_server_location(location):
+        manifest = _server_manifest(str(location))
+        return {} if manifest is None else _check_version(manifest, location_name(location))
+    return read_manifest(location) if has_manifest(location) else {}
+
+
 def read_manifest(location: str | Path) -> dict[str, Any]:
     """The manifest of an index, checked for schema version (not for state)."""
     if is_server_location(location):
