@@ -1031,9 +1031,12 @@ def _titled_names(
     entity_order: npt.NDArray[np.int64],
 ) -> None:
     """Add to ``names`` the keys only the pages' base titles give
-    (:func:`~quillian.components.retrieval.derived.name_keys`), by entity row."""
-    found = np.flatnonzero(pages >= 0)
-    titled = [(e, titles[i]) for i, e in zip(found.tolist(), pages[found].tolist(), strict=True)]
+    (:func:`~quillian.components.retrieval.derived.name_keys`), by entity row. Only a
+    title with a qualifier has a base (:func:`~quillian.components.retrieval.seeding.
+    title_base`): the others are left out before the pages' entities are looked up."""
+    qualified = [i for i, title in enumerate(titles) if title.rstrip().endswith(")")]
+    entities = pages[qualified].tolist() if qualified else []
+    titled = [(e, titles[i]) for i, e in zip(qualified, entities, strict=True) if e >= 0]
     extra = lexicon_keys(page_aliases(titled))
     conn.execute("CREATE TEMP TABLE titled (key TEXT PRIMARY KEY, entity INTEGER NOT NULL)")
     rows = entity_order.tolist()
