@@ -565,3 +565,31 @@ def test_tables_a_state_marked_with_blake2b_are_patched(
     got, _, want, _, _ = run.write()  # nothing logged since: the patched tables kept
     assert_same_outputs(got, want)
     run.state.close()
+
+
+@pytest.mark.parametrize("at", [0, -1])
+def test_kept_columns_naming_an_entity_the_state_lacks_are_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, at: int
+) -> None:
+    """Kept columns holding an entity row the state does not (first or last in index
+    order): the patch finds it, by its key or by the count, and reads every row again."""
+    reads = _count_column_reads(monkeypatch)
+    run = _Run(tmp_path, 41, 6)
+    run.write()
+    path, digest = _kept(run)
+    columns = state_tables._Columns.load(path, digest)
+    assert columns is not None
+    where = 0 if at == 0 else len(columns.entities)
+    bogus = dataclasses.replace(
+        columns,
+        entities=np.insert(columns.entities, where, 10**9),
+        entity_nodes=np.insert(columns.entity_nodes, where, b"ent-bogus"),
+        literal=np.insert(columns.literal, where, False),
+    )
+    bogus.save(path, digest)
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    assert reads[2:] == [False, True, False]  # whole; got patched, found wrong, read again
+    assert "graph columns" in caplog.text
+    run.state.close()

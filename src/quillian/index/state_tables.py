@@ -814,7 +814,11 @@ class _Columns:
         relations = np.concatenate([self.relations[keep_r], new.relations])
         logged = np.array([r for (r,) in conn.execute("SELECT row FROM ce")], np.int64)
         keep_e = ~np.isin(self.entities, logged)
-        at = _entity_places(conn, self.entities[keep_e], new.entities)
+        try:
+            at = _entity_places(conn, self.entities[keep_e], new.entities)
+        except LookupError as exc:  # a kept entity the state no longer holds
+            logger.warning("graph columns name %s: read again", exc)
+            return None
         merged = _Columns(
             descriptions[by_d],
             np.concatenate([self.description_nodes[keep_d], new.description_nodes])[by_d],
@@ -895,11 +899,13 @@ def _entity_places(
     """Where each of the entity rows ``new`` (in index order) goes among the rows
     ``kept`` (in index order, none of ``new``): found by bisection on their order keys,
     each read by row from the state, so a patch reads a few keys per new entity, not
-    every entity's."""
+    every entity's. :class:`LookupError` where a kept row is not in the state."""
     order_key = "SELECT doc_id, idx, seq, row FROM st.entities WHERE row = ?"
 
     def key(row: int) -> tuple[str, int, int, int]:
-        found: tuple[str, int, int, int] = conn.execute(order_key, (int(row),)).fetchone()
+        found: tuple[str, int, int, int] | None = conn.execute(order_key, (int(row),)).fetchone()
+        if found is None:
+            raise LookupError(f"entity row {row}, not in the state")
         return found
 
     places, low = [], 0

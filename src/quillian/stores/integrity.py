@@ -40,6 +40,7 @@ from quillian.errors import IndexDamagedError
 
 __all__ = [
     "ALGORITHM",
+    "HASHES",
     "FileRecord",
     "check_digest",
     "check_size",
