@@ -349,7 +349,9 @@ def _hashed(path: Path, known: list[Any] | None) -> list[Any]:
     whole = hashlib.sha256()
     blocks: list[str] = []
     quick: list[str] = []
-    before = dict(zip(known[4], known[3], strict=True)) if known and len(known) > 4 else {}
+    before: dict[str, str] = {}
+    if known and len(known) > 4 and len(known[3]) == len(known[4]):  # else: hash every block
+        before = dict(zip(known[4], known[3], strict=True))
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(BLOCK), b""):
             whole.update(block)
