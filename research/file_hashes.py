@@ -10,11 +10,11 @@ seconds by file and hash.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import json
 import os
-import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -43,6 +43,9 @@ def _best(run: Callable[[], object], repeats: int = 5) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, help="files to hash whole")
+    args = parser.parse_args()
     data = os.urandom(64 << 20)
     report: dict[str, object] = {
         "memory_gb_s": {
@@ -52,10 +55,9 @@ def main() -> None:
         "load": os.getloadavg(),
     }
     files = {}
-    for arg in sys.argv[1:]:
-        path = Path(arg)
+    for path in args.files:
         path.read_bytes()  # into the page cache
-        files[arg] = {
+        files[str(path)] = {
             "bytes": path.stat().st_size,
             **{
                 name: round(_best(functools.partial(integrity.file_digest, path, name), 3), 4)
