@@ -165,7 +165,7 @@ def build_plan(
     endpoint_texts = settings.endpoint_texts
     if endpoint_texts is None:
         endpoint_texts = has_stage(manifest, EndpointTextStage.name)
-    embedder = settings.embedder or embedder_name(previous if manifest else None)
+    embedder = _embedder(settings, manifest)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
     extractor = extractor or make_extractor(
@@ -193,10 +193,13 @@ def build_plan(
 
 def embedder_for(location: str | Path, settings: IndexSettings) -> str:
     """The embedder's name: the settings', else the index's own, else the default."""
-    if settings.embedder:
-        return settings.embedder
-    manifest = manifest_if_any(location)
-    return embedder_name(manifest.get("config", {}) if manifest else None)
+    return settings.embedder or _embedder(settings, manifest_if_any(location))
+
+
+def _embedder(settings: IndexSettings, manifest: dict[str, Any]) -> str:
+    """The settings' embedder, else the one ``manifest`` records, else (no manifest: no
+    index yet) the default."""
+    return settings.embedder or embedder_name(manifest.get("config", {}) if manifest else None)
 
 
 def check_settings(settings: IndexSettings, runner: TaskRunner | None) -> None:
