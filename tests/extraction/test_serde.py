@@ -74,16 +74,30 @@ def test_the_resolution_state_keeps_the_compact_form_without_the_parse() -> None
     assert json.loads(zlib.decompress(packed))[0] == FORM
     assert decode_extraction(packed) == _extraction(None)
     # a state written before kept a list of fields by position, texts in place
-    entities = [[e.name, e.type, list(e.aliases), e.description, e.is_topic, e.start, e.end]
-                for e in extraction.entities]  # fmt: skip
-    triples = [
-        [t.subject, t.predicate, t.object, t.description,
-         None if (p := t.provenance) is None
-         else [p.doc_id, p.chunk_id, p.start, p.end, p.sentence]]
-        for t in extraction.triples
+    end = len(SENTENCE)
+    earlier = [
+        "chunk-1",
+        "doc-1",
+        [["Ada Lovelace", "PERSON", ["Ada"], SENTENCE, True, 0, 12],
+         ["London", "GPE", [], "", False, -1, -1]],
+        [["Ada Lovelace", "related_to", "London", SENTENCE, ["doc-1", "chunk-1", 0, end, SENTENCE]],
+         ["Ada", "knows", "London", "", None]],
     ]  # fmt: skip
-    earlier = compressed(json.dumps(["chunk-1", "doc-1", entities, triples]).encode())
-    assert decode_extraction(earlier) == _extraction(None)
+    assert decode_extraction(compressed(json.dumps(earlier).encode())) == Extraction(
+        "chunk-1",
+        "doc-1",
+        (
+            ExtractedEntity("Ada Lovelace", "PERSON", ("Ada",), SENTENCE, True, 0, 12),
+            ExtractedEntity("London", "GPE"),
+        ),
+        (
+            Triple(
+                "Ada Lovelace", "related_to", "London", SENTENCE,
+                Provenance("doc-1", "chunk-1", 0, end, SENTENCE),
+            ),
+            Triple("Ada", "knows", "London"),
+        ),
+    )  # fmt: skip
 
 
 def test_a_compact_record_naming_a_text_it_lacks_fails_to_read() -> None:
