@@ -138,7 +138,7 @@ def _compact(data: list[Any]) -> Extraction:
     parse = None
     if parsed:
         ((rows, version, relative),) = parsed
-        parse = _parse({"rows": rows, "version": version, "relative": bool(relative)})
+        parse = _current(DependencyParse(rows, version, bool(relative)))
 
     def where(at: list[Any] | None) -> Provenance | None:
         if at is None:
@@ -164,11 +164,14 @@ def _compact(data: list[Any]) -> Extraction:
 
 
 def _parse(data: dict[str, Any]) -> DependencyParse | None:
-    parse = DependencyParse(
-        rows=data.get("rows", ""),
-        version=data.get("version", 0),
-        relative=data.get("relative", False),  # stored before parses were relative
-    )
+    """The parse of a record in the earlier form (its spans and heads as they are, unless
+    it says otherwise)."""
+    rows, version = data.get("rows", ""), data.get("version", 0)
+    return _current(DependencyParse(rows, version, relative=data.get("relative", False)))
+
+
+def _current(parse: DependencyParse) -> DependencyParse | None:
+    """``parse`` where it is of this :data:`PARSE_VERSION`, else None (parsed again)."""
     return parse if parse.version == PARSE_VERSION else None
 
 
