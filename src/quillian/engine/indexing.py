@@ -31,7 +31,6 @@ __all__ = [
     "build_plan",
     "check_settings",
     "delete_documents",
-    "embedder_for",
     "index_documents",
     "stages_for",
 ]
@@ -165,7 +164,7 @@ def build_plan(
     endpoint_texts = settings.endpoint_texts
     if endpoint_texts is None:
         endpoint_texts = has_stage(manifest, EndpointTextStage.name)
-    embedder = _embedder(settings, manifest)
+    embedder = settings.embedder or embedder_name(previous if manifest else None)
     methods = tuple(dict.fromkeys([*previous.get("methods", ()), *settings.methods]))
     options = settings.stage_options(previous)
     extractor = extractor or make_extractor(
@@ -189,17 +188,6 @@ def build_plan(
         },
         stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),
     )
-
-
-def embedder_for(location: str | Path, settings: IndexSettings) -> str:
-    """The embedder's name: the settings', else the index's own, else the default."""
-    return settings.embedder or _embedder(settings, manifest_if_any(location))
-
-
-def _embedder(settings: IndexSettings, manifest: dict[str, Any]) -> str:
-    """The settings' embedder, else the one ``manifest`` records, else (no manifest: no
-    index yet) the default."""
-    return settings.embedder or embedder_name(manifest.get("config", {}) if manifest else None)
 
 
 def check_settings(settings: IndexSettings, runner: TaskRunner | None) -> None:

@@ -23,7 +23,6 @@ from quillian.engine.indexing import (
     IndexSettings,
     build_plan,
     check_settings,
-    embedder_for,
 )
 from quillian.errors import ConfigError, InputError
 from quillian.index import BuildReport, build_index
@@ -107,7 +106,7 @@ def index_on_ray(
             plan.extractor,
             made,
             chunker=(settings.chunker, settings.chunk_size, settings.overlap),
-            embedder=embedder_for(location, settings),
+            embedder=plan.config["embedder_name"],
             many_writers=is_server_location(location),
             workers=options.workers,
             batch_size=options.batch_size,
