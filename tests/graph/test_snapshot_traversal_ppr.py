@@ -49,6 +49,16 @@ def test_idmap_finds_every_id_of_any_lengths_and_characters(seed: int) -> None:
     assert [got.index_of(i) for i in ids] == list(range(len(ids)))
     assert got.index_of("absent!") == -1
     assert sorted(ids, key=str.encode) == [ids[i] for i in got._order.tolist()]
+    # the same map from the ids as UTF-8 bytes in one fixed-width array
+    from_bytes = IdMap.from_bytes(np.array([i.encode() for i in ids], dtype=np.bytes_))
+    for name in ("_blob", "_offsets", "_order"):
+        assert getattr(from_bytes, name).tolist() == getattr(got, name).tolist()
+
+
+def test_idmap_from_bytes_names_a_duplicate() -> None:
+    with pytest.raises(InputError, match="duplicate node id 'é'"):
+        IdMap.from_bytes(np.array(["é".encode(), b"b", "é".encode()], dtype=np.bytes_))
+    assert len(IdMap.from_bytes(np.array([], dtype=np.bytes_))) == 0
 
 
 def test_csr_by_hand_and_save_load(tmp_path):

@@ -28,7 +28,7 @@ from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.tables import TABLES_DB, StoredTables, load_tables, save_tables
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.integrity import file_digest
-from quillian.stores.snapshot import GraphSnapshot
+from quillian.stores.snapshot import GraphSnapshot, IdMap
 from quillian.testing import resolution
 from quillian.testing.resolution import RandomCorpus
 from quillian.testing.tables import assert_same_outputs, assert_same_snapshot
@@ -537,7 +537,9 @@ def test_new_entities_are_placed_where_the_index_order_puts_them(seed: int) -> N
 def test_node_ids_inserted_keep_their_whole_width() -> None:
     kept = state_tables._node_ids(["ent-a", "ent-b"])
     merged = state_tables._inserted(kept, [1], state_tables._node_ids(["ent-longer"]))
-    assert state_tables._decoded(merged) == ["ent-a", "ent-longer", "ent-b"]
+    assert merged.tolist() == [b"ent-a", b"ent-longer", b"ent-b"]
+    ids = IdMap.from_bytes(merged)
+    assert ids.ids_of(range(3)) == ["ent-a", "ent-longer", "ent-b"]
 
 
 def test_tables_a_state_marked_with_blake2b_are_patched(

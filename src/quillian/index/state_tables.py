@@ -72,7 +72,7 @@ from quillian.index.tables import (
 )
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.protocols import GraphStore
-from quillian.stores.snapshot import GraphSnapshot
+from quillian.stores.snapshot import GraphSnapshot, IdMap
 from quillian.types import Chunk, key64
 
 __all__ = ["COLUMNS_SUFFIX", "GraphTextIds", "columns_path", "save_state_tables"]
@@ -880,7 +880,7 @@ def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
 
 
 def _node_ids(ids: Iterable[str]) -> npt.NDArray[np.bytes_]:
-    """Node ids as UTF-8 bytes (what :func:`_decoded` reads back)."""
+    """Node ids as UTF-8 bytes, in one fixed-width array (what :meth:`IdMap.from_bytes` takes)."""
     return np.array([i.encode() for i in ids], dtype=np.bytes_).reshape(-1)
 
 
@@ -951,17 +951,23 @@ class _Graph:
         entity_order = columns.entities
         self.n_entities = len(entity_order)
         self.literal = columns.literal
-        node_ids = _decoded(columns.entity_nodes)
         none = np.empty(0, np.int64)
         positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
 
         keys = columns.descriptions
         description_order = np.lexsort((keys[:, 2], chunk_pos(keys[:, 1])))
         self.description_entity = positions[keys[description_order, 3]]
-        node_ids += _decoded(columns.description_nodes[description_order])
-        self.chunk_offset = len(node_ids)
-        node_ids.extend(chunk_ids)
-        self.node_ids = node_ids
+        self.chunk_offset = self.n_entities + len(description_order)
+        # the ids as the columns keep them, UTF-8 bytes: none decoded and encoded again
+        self.node_ids = IdMap.from_bytes(
+            np.concatenate(
+                [
+                    columns.entity_nodes,
+                    columns.description_nodes[description_order],
+                    _node_ids(chunk_ids),
+                ]
+            )
+        )
 
         relations = columns.relations
         relation_order = np.lexsort((relations[:, 3], chunk_pos(relations[:, 2])))
@@ -1019,15 +1025,6 @@ class _Graph:
             self.relation_subject,
             self.relation_object,
         )
-
-
-def _decoded(ids: npt.NDArray[np.bytes_]) -> list[str]:
-    """UTF-8 ids as strings: decoded in one step where all are ASCII (a description
-    node id is), else one by one."""
-    try:
-        return ids.astype(np.str_).tolist()
-    except UnicodeDecodeError:
-        return [i.decode() for i in ids.tolist()]
 
 
 def _titled_names(

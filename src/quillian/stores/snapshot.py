@@ -77,14 +77,33 @@ class IdMap:
             encoded = [s.encode("utf-8") for s in ids]
             blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
             lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(ids))
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        return cls._sorted(blob, lengths, _fixed_width(blob, lengths))
+
+    @classmethod
+    def from_bytes(cls, ids: npt.NDArray[np.bytes_]) -> IdMap:
+        """The map of ``ids`` given as UTF-8 bytes in one fixed-width array (numpy's
+        ``S`` type, a shorter id padded with NUL bytes, as :meth:`from_ids` pads them
+        to sort): what a build that keeps its node ids as bytes gives, no id decoded to
+        a string and encoded again, and the array is the sort key as it is."""
+        width = ids.dtype.itemsize
+        lengths = np.strings.str_len(ids).astype(np.int64)
+        rows = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), width)
+        blob = np.ascontiguousarray(rows[np.arange(width) < lengths[:, None]])
+        return cls._sorted(blob, lengths, ids)
+
+    @classmethod
+    def _sorted(
+        cls, blob: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64], fixed: npt.NDArray[Any]
+    ) -> IdMap:
+        """The map of the ids ``blob`` holds one after the other (of ``lengths`` bytes),
+        ``fixed`` the same ids as fixed-width bytes (which sort as the ids do)."""
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        fixed = _fixed_width(blob, lengths)
         order = np.argsort(fixed, kind="stable").astype(np.int64)
         ordered = fixed[order]
         dup = np.flatnonzero(ordered[1:] == ordered[:-1])
         if len(dup):
-            raise InputError(f"duplicate node id {ids[int(order[dup[0]])]!r}")
+            raise InputError(f"duplicate node id {bytes(ordered[dup[0]]).decode(errors='replace')!r}")
         return cls(blob, offsets, order)
 
     def __len__(self) -> int:
@@ -192,7 +211,7 @@ class GraphSnapshot:
     @classmethod
     def from_edges(
         cls,
-        node_ids: Sequence[str],
+        node_ids: Sequence[str] | IdMap,
         kinds: npt.ArrayLike,
         sources: npt.ArrayLike,
         targets: npt.ArrayLike,
@@ -200,8 +219,9 @@ class GraphSnapshot:
         weights: npt.ArrayLike | None = None,
         relations: npt.ArrayLike | None = None,
     ) -> GraphSnapshot:
-        """Build a snapshot from integer edge lists (indices into ``node_ids``)."""
-        ids = IdMap.from_ids(node_ids)
+        """Build a snapshot from integer edge lists (indices into ``node_ids``, the ids or
+        their map)."""
+        ids = node_ids if isinstance(node_ids, IdMap) else IdMap.from_ids(node_ids)
         return cls.from_arrays(ids, kinds, sources, targets, edge_kinds, weights, relations)
 
     @classmethod

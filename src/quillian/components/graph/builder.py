@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.stores.protocols import GraphStore, SnapshotWriter
-from quillian.stores.snapshot import EdgeKind, GraphSnapshot, NodeKind
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 from quillian.types import Triple, entity_id, normalize_name, stable_id
 
 __all__ = [
@@ -403,11 +403,11 @@ def graph_edges(
 
 
 def write_graph(
-    node_ids: Sequence[str], edges: GraphEdges, store: GraphStore | None = None
+    node_ids: Sequence[str] | IdMap, edges: GraphEdges, store: GraphStore | None = None
 ) -> GraphSnapshot:
-    """The snapshot of ``edges`` between ``node_ids``: given an empty ``store``, written
-    to it and read back from it (whole, where it can take a snapshot whole); otherwise
-    built in memory."""
+    """The snapshot of ``edges`` between ``node_ids`` (the ids, or their map): given an
+    empty ``store``, written to it and read back from it (whole, where it can take a
+    snapshot whole); otherwise built in memory."""
     if store is None or isinstance(store, SnapshotWriter):
         snapshot = GraphSnapshot.from_edges(
             node_ids,
@@ -419,6 +419,8 @@ def write_graph(
             edges.relations,
         )
         return snapshot if store is None else store.write_snapshot(snapshot)
+    if isinstance(node_ids, IdMap):
+        node_ids = node_ids.ids_of(range(len(node_ids)))
     store.add_nodes(node_ids, edges.kinds)
     store.add_edges(
         [node_ids[i] for i in edges.sources.tolist()],
