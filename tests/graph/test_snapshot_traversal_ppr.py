@@ -8,6 +8,7 @@ import pytest
 from quillian.components.graph.ppr import Walk, personalized_pagerank, transition_matrix
 from quillian.components.graph.traversal import gather_edges, khop_subgraph
 from quillian.errors import IndexIncompleteError, InputError
+from quillian.stores import snapshot
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 
 R = EdgeKind.RELATED_TO
@@ -53,6 +54,52 @@ def test_idmap_finds_every_id_of_any_lengths_and_characters(seed: int) -> None:
     from_bytes = IdMap.from_bytes(np.array([i.encode() for i in ids], dtype=np.bytes_))
     for name in ("_blob", "_offsets", "_order"):
         assert getattr(from_bytes, name).tolist() == getattr(got, name).tolist()
+
+
+def _hashed(prefix: str, rng: random.Random, n: int) -> list[str]:
+    return [f"{prefix}-{rng.getrandbits(64):016x}" for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_idmap_from_parts_of_stable_ids_orders_as_bytes(seed: int) -> None:
+    """Parts of ids of stable_id's form (one head a part, then 16 hex digits) are
+    ordered by their digits' number and by their heads; parts of any other ids, or
+    whose heads begin one another, are sorted as bytes: the same map either way."""
+    rng = random.Random(seed)
+    parts = [_hashed("ent", rng, 40), _hashed("desc", rng, 30), _hashed("chunk", rng, 20)]
+    parts[0][3] = "ent-" + "0" * 16  # the smallest number, and the largest
+    parts[1][5] = "desc-" + "f" * 16
+    others = [
+        [*parts[0][:-1], "ent-" + "A" * 16],  # not lowercase hex
+        [*parts[0][:-1], "ent-12"],  # shorter: padded with NUL bytes
+        _hashed("e", rng, 10) + _hashed("en", rng, 10),  # two heads in one part
+        _hashed("a-b", rng, 10),  # a head that begins with the next part's
+        _hashed("a", rng, 10),
+        _hashed("ü", rng, 10),
+    ]
+    cases = [  # the ids, and whether they are ordered as stable ids
+        (parts, True),
+        ([parts[2], [], parts[0]], True),
+        ([others[5], parts[2]], True),
+        ([others[0], parts[1]], False),
+        ([others[1], parts[1]], False),
+        ([others[2]], False),
+        (others[3:5], False),
+    ]
+    for case, hashed in cases:
+        encoded = [np.array([i.encode() for i in p], dtype=np.bytes_) for p in case]
+        assert (snapshot._hashed_order(encoded) is not None) == hashed
+        got = IdMap.from_bytes(*encoded)
+        expected = IdMap.from_ids([i for p in case for i in p])
+        for name in ("_blob", "_offsets", "_order"):
+            assert getattr(got, name).tolist() == getattr(expected, name).tolist()
+
+
+def test_idmap_from_parts_names_a_duplicate_stable_id() -> None:
+    twice = "desc-" + "0123456789abcdef"
+    parts = (["ent-" + "1" * 16], ["desc-" + "2" * 16, twice, twice])
+    with pytest.raises(InputError, match=f"duplicate node id '{twice}'"):
+        IdMap.from_bytes(*(np.array([i.encode() for i in p], dtype=np.bytes_) for p in parts))
 
 
 def test_idmap_from_bytes_names_a_duplicate() -> None:

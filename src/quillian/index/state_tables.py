@@ -960,13 +960,7 @@ class _Graph:
         self.chunk_offset = self.n_entities + len(description_order)
         # the ids as the columns keep them, UTF-8 bytes: none decoded and encoded again
         self.node_ids = IdMap.from_bytes(
-            np.concatenate(
-                [
-                    columns.entity_nodes,
-                    columns.description_nodes[description_order],
-                    _node_ids(chunk_ids),
-                ]
-            )
+            columns.entity_nodes, columns.description_nodes[description_order], _node_ids(chunk_ids)
         )
 
         relations = columns.relations

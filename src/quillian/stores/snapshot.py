@@ -80,16 +80,32 @@ class IdMap:
         return cls._sorted(blob, lengths, _fixed_width(blob, lengths))
 
     @classmethod
-    def from_bytes(cls, ids: npt.NDArray[np.bytes_]) -> IdMap:
-        """The map of ``ids`` given as UTF-8 bytes in one fixed-width array (numpy's
-        ``S`` type, a shorter id padded with NUL bytes, as :meth:`from_ids` pads them
-        to sort): what a build that keeps its node ids as bytes gives, no id decoded to
-        a string and encoded again, and the array is the sort key as it is."""
-        width = ids.dtype.itemsize
-        lengths = np.strings.str_len(ids).astype(np.int64)
-        rows = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), width)
-        blob = np.ascontiguousarray(rows[np.arange(width) < lengths[:, None]])
-        return cls._sorted(blob, lengths, ids)
+    def from_bytes(cls, *parts: npt.NDArray[np.bytes_]) -> IdMap:
+        """The map of the ids of ``parts``, one part after the other, each part UTF-8
+        bytes in one fixed-width array (numpy's ``S`` type, a shorter id padded with NUL
+        bytes, as :meth:`from_ids` pads them to sort): what a build that keeps its node
+        ids as bytes gives, no id decoded to a string and encoded again.
+
+        Where each part's ids are one prefix and 16 hex digits (what
+        :func:`~quillian.types.stable_id` makes: ``ent-`` ids, then ``desc-`` ids, then
+        ``chunk-`` ids), a part is ordered by the number its digits spell, a sort of
+        64-bit integers, and the parts by their prefixes: the order of the ids' bytes,
+        at less than half the cost of sorting them as bytes, which any other ids are."""
+        blobs, lengths = [], []
+        for part in parts:
+            width = part.dtype.itemsize
+            rows = np.ascontiguousarray(part).view(np.uint8).reshape(len(part), width)
+            length = np.strings.str_len(part).astype(np.int64)
+            whole = not len(part) or int(length.min()) == width  # no id padded
+            blobs.append(rows.reshape(-1) if whole else rows[np.arange(width) < length[:, None]])
+            lengths.append(length)
+        blob = np.concatenate([np.zeros(0, np.uint8), *blobs])
+        length = np.concatenate([np.zeros(0, np.int64), *lengths])
+        order = _hashed_order(parts)
+        if order is None:
+            fixed = np.concatenate(parts) if parts else np.zeros(0, np.bytes_)
+            return cls._sorted(blob, length, fixed)
+        return cls(blob, _offsets(length), order)
 
     @classmethod
     def _sorted(
@@ -97,14 +113,12 @@ class IdMap:
     ) -> IdMap:
         """The map of the ids ``blob`` holds one after the other (of ``lengths`` bytes),
         ``fixed`` the same ids as fixed-width bytes (which sort as the ids do)."""
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
         order = np.argsort(fixed, kind="stable").astype(np.int64)
         ordered = fixed[order]
         dup = np.flatnonzero(ordered[1:] == ordered[:-1])
         if len(dup):
-            raise InputError(f"duplicate node id {bytes(ordered[dup[0]]).decode(errors='replace')!r}")
-        return cls(blob, offsets, order)
+            raise InputError(f"duplicate node id {_named(ordered[dup[0]])}")
+        return cls(blob, _offsets(lengths), order)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -150,6 +164,62 @@ class IdMap:
             load_mapped(directory / f"{prefix}_offsets.npy", mmap),
             load_mapped(directory / f"{prefix}_order.npy", mmap),
         )
+
+
+def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Where each of ids of ``lengths`` bytes begins in their blob, and its end."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _named(node_id: bytes) -> str:
+    return repr(bytes(node_id).decode(errors="replace"))
+
+
+#: Each byte's value as a lowercase hex digit; 255 for any other byte.
+_HEX = np.full(256, 255, dtype=np.uint8)
+_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint8)
+#: The hex digits that end a stable id.
+_DIGITS = 16
+
+
+def _hashed_order(parts: Sequence[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.int64] | None:
+    """The order of the ids of ``parts`` (one after the other) by their bytes, where
+    each part's ids are one head and :data:`_DIGITS` lowercase hex digits and no head is
+    the beginning of another: each part sorted by its digits' number (equal to their
+    bytes' order), the parts by their heads. None where the ids are not all of that
+    form. Raises :class:`InputError` naming an id that comes twice."""
+    heads: list[bytes] = []
+    orders: list[npt.NDArray[np.int64]] = []
+    start = 0
+    for part in parts:
+        n, width = len(part), part.dtype.itemsize
+        if not n:
+            continue
+        if width <= _DIGITS:
+            return None
+        rows = np.ascontiguousarray(part).view(np.uint8).reshape(n, width)
+        head = rows[:, : width - _DIGITS]
+        digits = _HEX[rows[:, width - _DIGITS :]]  # a padded id ends in NUL, not a digit
+        if not (head == head[0]).all() or (digits == 255).any():
+            return None
+        # two digits a byte, eight bytes a big-endian number
+        packed = np.ascontiguousarray((digits[:, 0::2] << 4) | digits[:, 1::2])
+        value = packed.view(">u8").reshape(-1).astype(np.uint64)
+        order = np.argsort(value, kind="stable")
+        dup = np.flatnonzero(np.diff(value[order]) == 0)
+        if len(dup):
+            raise InputError(f"duplicate node id {_named(part[order[dup[0]]])}")
+        heads.append(head[0].tobytes())
+        orders.append(order.astype(np.int64) + start)
+        start += n
+    if any(a != b and b.startswith(a) for a in heads for b in heads) or len(set(heads)) < len(
+        heads
+    ):
+        return None  # ids of two parts would interleave
+    ranked = sorted(range(len(heads)), key=heads.__getitem__)
+    return np.concatenate([np.zeros(0, np.int64), *(orders[i] for i in ranked)])
 
 
 def _fixed_width(blob: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
