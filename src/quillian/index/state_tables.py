@@ -559,11 +559,13 @@ class _Writer:
             """INSERT INTO descriptions
             SELECT :top + ROW_NUMBER() OVER (ORDER BY d.chunk_id, d.seq), d.entity, d.text,
                 d.chunk_id, cc.row, d.seq, desc_node(e.node_id, d.chunk_id, x.text)
-            FROM cc JOIN st.descriptions d USING (chunk_id)
+            FROM cc CROSS JOIN st.descriptions d USING (chunk_id)
             JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text""",
             {"top": top},
         )
-        _insert_state_texts(conn, "SELECT d.text FROM cc JOIN st.descriptions d USING (chunk_id)")
+        _insert_state_texts(
+            conn, "SELECT d.text FROM cc CROSS JOIN st.descriptions d USING (chunk_id)"
+        )
         _count_texts(conn, "descriptions", where, 1)
         return before + _lines(conn, _DESCRIPTION_LINES.format(where=where))
 
@@ -576,7 +578,7 @@ class _Writer:
         )
         conn.execute(
             "INSERT OR IGNORE INTO ct SELECT o.triple FROM cc"
-            " JOIN st.occurrences o USING (chunk_id)"
+            " CROSS JOIN st.occurrences o USING (chunk_id)"
         )
         where = "WHERE triple IN (SELECT triple FROM ct)"
         conn.execute(
@@ -586,15 +588,16 @@ class _Writer:
         _count_texts(conn, "relations", where, -1)
         conn.execute(f"DELETE FROM relations {where}")
         _script(conn, _FIRST)
-        found = "first f JOIN st.occurrences o ON o.chunk_id = f.chunk_id AND o.seq = f.seq"
+        found = "first f CROSS JOIN st.occurrences o ON o.chunk_id = f.chunk_id AND o.seq = f.seq"
         _insert_state_texts(
             conn,
-            "SELECT o.description FROM first f JOIN st.occurrences o USING (chunk_id, seq)"
-            " UNION SELECT o.sentence FROM first f JOIN st.occurrences o USING (chunk_id, seq)",
+            "SELECT o.description FROM first f CROSS JOIN st.occurrences o USING (chunk_id, seq)"
+            " UNION SELECT o.sentence FROM first f CROSS JOIN st.occurrences o"
+            " USING (chunk_id, seq)",
         )
         conn.execute(
             "INSERT OR IGNORE INTO sources (doc_id, chunk_id) SELECT o.doc_id, o.source_chunk"
-            " FROM first f JOIN st.occurrences o USING (chunk_id, seq)"
+            " FROM first f CROSS JOIN st.occurrences o USING (chunk_id, seq)"
             " WHERE o.doc_id IS NOT NULL"
         )
         (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM relations").fetchone()
@@ -617,14 +620,16 @@ class _Writer:
         conn.execute(
             "INSERT INTO names SELECT key, row, 0 FROM (SELECT k.key, e.row, ROW_NUMBER()"
             " OVER (PARTITION BY k.key ORDER BY e.doc_id, e.idx, e.seq) AS nth"
-            " FROM ck JOIN st.entity_keys k USING (key) JOIN st.entities e ON e.row = k.row)"
+            " FROM ck CROSS JOIN st.entity_keys k USING (key)"
+            " CROSS JOIN st.entities e ON e.row = k.row)"
             " WHERE nth = 1"
         )
         conn.execute("DELETE FROM alias_ids WHERE id IN (SELECT id FROM ca)")
         conn.execute(
             "INSERT INTO alias_ids SELECT id, row FROM (SELECT a.id, e.row, ROW_NUMBER()"
             " OVER (PARTITION BY a.id ORDER BY e.doc_id, e.idx, e.seq) AS nth"
-            " FROM ca JOIN st.entity_alias_ids a USING (id) JOIN st.entities e ON e.row = a.row)"
+            " FROM ca CROSS JOIN st.entity_alias_ids a USING (id)"
+            " CROSS JOIN st.entities e ON e.row = a.row)"
             " WHERE nth = 1"
         )
 
@@ -636,8 +641,8 @@ CREATE TEMP TABLE first (triple INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
 INSERT INTO first SELECT triple, chunk_id, seq FROM (
     SELECT o.triple, o.chunk_id, o.seq, ROW_NUMBER() OVER (
         PARTITION BY o.triple ORDER BY c.doc_id, c.idx, o.seq) AS nth
-    FROM ct JOIN st.occurrences o USING (triple)
-    JOIN st.chunks c ON c.chunk_id = o.chunk_id
+    FROM ct CROSS JOIN st.occurrences o USING (triple)
+    CROSS JOIN st.chunks c ON c.chunk_id = o.chunk_id
 ) WHERE nth = 1
 """
 
