@@ -948,10 +948,17 @@ class _Graph:
         sorted_rows = chunk_rows[by_row]
 
         def chunk_pos(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-            """Each chunk key's position (-1: not a chunk of the build)."""
-            at = np.minimum(np.searchsorted(sorted_rows, rows), max(n_chunks - 1, 0))
-            found = (sorted_rows[at] == rows) if n_chunks else np.zeros(len(rows), np.bool_)
-            return np.where(found, by_row[at] if n_chunks else -1, -1)
+            """Each chunk key's position (-1: not a chunk of the build), looked up once
+            per run of equal keys: the columns hold a chunk's rows together, so there
+            are 2 to 6 times fewer runs than rows, and each lookup is a binary search."""
+            if not len(rows):
+                return np.empty(0, np.int64)
+            starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+            heads = rows[starts]
+            at = np.minimum(np.searchsorted(sorted_rows, heads), max(n_chunks - 1, 0))
+            found = (sorted_rows[at] == heads) if n_chunks else np.zeros(len(heads), np.bool_)
+            pos = np.where(found, by_row[at] if n_chunks else -1, -1)
+            return np.repeat(pos, np.diff(np.append(starts, len(rows))))
 
         entity_order = columns.entities
         self.n_entities = len(entity_order)
@@ -969,11 +976,16 @@ class _Graph:
         )
 
         relations = columns.relations
-        relation_order = np.lexsort((relations[:, 3], chunk_pos(relations[:, 2])))
+        own = chunk_pos(relations[:, 2])
+        relation_order = np.lexsort((relations[:, 3], own))
         r = relations[relation_order]
         self.relation_subject = positions[r[:, 4]]
         self.relation_object = positions[r[:, 5]]
-        self.relation_chunk = np.where(r[:, 7] == 1, -1, chunk_pos(r[:, 6]))
+        # a relation's source is most often its own chunk, whose position is known
+        source = own[relation_order]
+        elsewhere = np.flatnonzero(r[:, 6] != r[:, 2])
+        source[elsewhere] = chunk_pos(r[elsewhere, 6])
+        self.relation_chunk = np.where(r[:, 7] == 1, -1, source)
 
         m = columns.mentions
         chunk = chunk_pos(m[:, 0])

@@ -48,8 +48,10 @@ def random_extraction(rng: random.Random, chunk_id: str, doc_id: str) -> Extract
         subject, obj = (
             rng.choice(known) if known and rng.random() < 0.6 else random_name(rng) for _ in "so"
         )
-        # no provenance: the same triple id in several chunks, the first kept
-        prov = Provenance(doc_id, chunk_id, 0, 1, "s") if rng.random() < 0.7 else None
+        # no provenance: the same triple id in several chunks, the first kept; a source
+        # elsewhere: another chunk's sentence, which may or may not be in the build
+        source = chunk_id if rng.random() < 0.8 else f"c{rng.randrange(1, 40)}"
+        prov = Provenance(doc_id, source, 0, 1, "s") if rng.random() < 0.7 else None
         triples.append(Triple(subject, rng.choice(["in", "of"]), obj, rng.choice(["", "x"]), prov))
     return Extraction(chunk_id, doc_id, entities, tuple(triples))
 
