@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from quillian.index import chunk_catalog
 from quillian.index.chunk_catalog import CATALOG_FILE, processed_chunks
 from quillian.index.chunk_table import ChunkTable
 from quillian.index.storage import STORE_DB, Storage, open_storage
@@ -165,6 +166,27 @@ def test_a_catalog_that_cannot_be_trusted_is_read_whole(
         catalog.write_bytes(kept)
         _same(processed_chunks(storage), storage)
         assert processed_chunks(storage).ids == [c.id for c in _chunks("doc-c", 1, "C")]
+
+
+def test_a_catalog_kept_with_a_blake2b_checksum_is_still_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A catalog kept before its checksum was XXH3 carries BLAKE2b's: checked with it,
+    and used without a warning."""
+    location = tmp_path / "index"
+    catalog = location / CATALOG_FILE
+    with open_storage(location, create=True) as storage:
+        _add(storage, "doc-a", 2, "A", DocStatus.PROCESSED)
+        processed_chunks(storage)
+        with np.load(catalog) as kept:
+            arrays = dict(kept)
+        version, mark, digest = (str(v) for v in arrays["meta"])
+        old = chunk_catalog._digest(mark, arrays, "blake2b")
+        assert old != digest
+        np.savez(catalog, **{**arrays, "meta": np.array([version, mark, old])})
+        with caplog.at_level(logging.WARNING):
+            _same(processed_chunks(storage), storage)
+        assert not caplog.text
 
 
 def test_a_title_holding_a_nul_is_read_whole_each_time(tmp_path: Path) -> None:

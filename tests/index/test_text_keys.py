@@ -236,3 +236,22 @@ def test_a_retitled_chunk_is_keyed_by_its_new_title(tmp_path: Path) -> None:
     assert any(c.title == "Another Title" for c in chunks)
     expected = vector_keys(KeywordEmbedder().model_id, [f"{c.id}\n{chunk_text(c)}" for c in chunks])
     np.testing.assert_array_equal(np.load(location / "tables" / "chunk_keys.npy"), expected)
+
+
+def test_keys_kept_with_a_blake2b_checksum_are_still_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keys kept before their checksum was XXH3 carry BLAKE2b's: checked with it, and
+    used (a file whose digest is neither is keyed again, as above)."""
+    keyed(tmp_path, ["a", "b", "c"])
+    path = tmp_path / KEYS_FILE
+    with np.load(path) as kept:
+        arrays = dict(kept)
+    meta = [str(v) for v in arrays["meta"]]
+    ids, keys = arrays["ids"], arrays["keys"]
+    old = text_keys_module._digest(MODEL, ids, keys, meta[0], algorithm="blake2b")
+    assert old != meta[2]
+    np.savez(path, **{**arrays, "meta": np.array([meta[0], meta[1], old])})
+    with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
+        assert keyed(tmp_path, ["a", "b", "c"])[1] == []
+    assert not caplog.text

@@ -20,7 +20,6 @@ without a log (the in-memory one) is read whole every time.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy.typing as npt
 from quillian.index.artifacts import load_arrays, save_arrays
 from quillian.index.chunk_table import CatalogChanges, ChunkTable, ReadChunks, rows_of
 from quillian.index.storage import Storage
+from quillian.stores.integrity import ALGORITHM, HASHES
 from quillian.stores.protocols import ChangeLog, ChunkHead, DocStatus
 
 __all__ = ["CATALOG_FILE", "processed_chunks"]
@@ -128,8 +128,13 @@ def _patched(
     return table, before, {h[2]: h[3] for heads in added for h in heads}
 
 
-def _digest(mark: str, arrays: dict[str, npt.NDArray[np.generic]]) -> str:
-    h = hashlib.blake2b(f"{_VERSION} {mark}".encode(), digest_size=16)
+def _digest(
+    mark: str, arrays: dict[str, npt.NDArray[np.generic]], algorithm: str = ALGORITHM
+) -> str:
+    """The catalog's checksum: XXH3-128 (a catalog kept before was hashed with BLAKE2b,
+    and is checked with it)."""
+    h = HASHES[algorithm]()
+    h.update(f"{_VERSION} {mark}".encode())
     for name in (*_TEXTS, "indexes", "rows"):
         h.update(np.ascontiguousarray(arrays[name]).tobytes())
     return h.hexdigest()
@@ -183,7 +188,9 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
     if len(meta) != 3 or meta[0] != _VERSION:
         return None
     mark, digest = meta[1], meta[2]
-    if any(arrays[n].dtype != np.uint8 for n in _TEXTS) or digest != _digest(mark, arrays):
+    if any(arrays[n].dtype != np.uint8 for n in _TEXTS) or (
+        digest != _digest(mark, arrays) and digest != _digest(mark, arrays, "blake2b")
+    ):
         logger.warning("chunk catalog %s fails its checksum: reading every chunk", path)
         return None
     n = len(arrays["indexes"])

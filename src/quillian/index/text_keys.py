@@ -26,7 +26,6 @@ synchronises them (:data:`quillian.stores.postgres.files.SKIPPED`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +36,7 @@ import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
 from quillian.index.artifacts import load_arrays, save_arrays
+from quillian.stores.integrity import ALGORITHM, HASHES
 
 __all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "chunk_keys", "text_keys"]
 
@@ -109,9 +109,19 @@ def _kept(ids: Ids, kept_ids: Ids, kept_keys: Ids) -> tuple[Ids, Ids]:
     return keys, np.flatnonzero(~hit)
 
 
-def _digest(model_id: str, ids: Ids, keys: Ids, version: str = _VERSION, tag: str = "") -> str:
+def _digest(
+    model_id: str,
+    ids: Ids,
+    keys: Ids,
+    version: str = _VERSION,
+    tag: str = "",
+    algorithm: str = ALGORITHM,
+) -> str:
+    """The kept keys' checksum: XXH3-128 (keys kept before were hashed with BLAKE2b,
+    and are checked with it)."""
     head = f"{version} {model_id}" + (f" {tag}" if tag else "")
-    h = hashlib.blake2b(head.encode(), digest_size=16)
+    h = HASHES[algorithm]()
+    h.update(head.encode())
     h.update(np.ascontiguousarray(ids, dtype="<i8").tobytes())
     h.update(np.ascontiguousarray(keys, dtype="<i8").tobytes())
     return h.hexdigest()
@@ -141,7 +151,10 @@ def _load(path: Path, model_id: str, version: str = _VERSION, tag: str = "") -> 
     if found is None:
         return _NONE
     digest, ids, keys = found
-    if len(ids) != len(keys) or digest != _digest(model_id, ids, keys, version, tag):
+    if len(ids) != len(keys) or (
+        digest != _digest(model_id, ids, keys, version, tag)
+        and digest != _digest(model_id, ids, keys, version, tag, "blake2b")
+    ):
         logger.warning("%s keys kept in %s fail their checksum: keying every %s", what, path, what)
         return _NONE
     return ids, keys
