@@ -606,7 +606,7 @@ def test_a_patch_reads_the_state_by_the_logged_keys(
     ids to the state's rows finds those rows by key: no plan scans a table of the
     state or of the tables. (SQLite put the state's 185k descriptions outside the one
     logged chunk of an update at 100k passages, and its occurrences, entity keys and
-    alias ids likewise: 0.07 s of every update.)"""
+    alias ids likewise: about 0.06 s of every update.)"""
     run = _Run(tmp_path, 42, 6)
     run.write()
     run.step()
