@@ -11,7 +11,8 @@ process and watched by ``research/proc_watch.py``:
    kill past ``--timeout`` or ``--max-rss-gb`` is a result, reported with its message);
 2. the index's size on disk, per file, and its ratio to the text's; for an embedded
    index also what its ``store.sqlite`` holds: the bytes of the documents' and chunks'
-   texts and of each key-value namespace (the extraction, linking and embedding caches);
+   texts and of each key-value namespace (the extraction, linking and embedding caches),
+   and for every SQLite database the bytes of each table and index (its pages);
 3. ``quillian retrieve DIR QUESTION`` once: wall time and peak resident memory;
 4. a probe process that opens the index through :class:`~quillian.engine.Engine`,
    runs ``sa`` for ``--questions`` questions (``What is TITLE?`` for paragraph titles
@@ -38,7 +39,7 @@ import psutil
 from proc_watch import python_env, watch
 from scale_child import questions_from
 
-__all__ = ["disk_sizes", "main", "store_sizes"]
+__all__ = ["disk_sizes", "main", "sqlite_sizes", "store_sizes"]
 
 CLI = "import sys; from quillian.cli.main import main; sys.exit(main())"
 CHILD = str(Path(__file__).with_name("scale_child.py"))
@@ -70,6 +71,20 @@ def store_sizes(index: Path) -> dict[str, int]:
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
 
 
+def sqlite_sizes(index: Path) -> dict[str, dict[str, int]]:
+    """Per SQLite database under ``index`` (relative path), the bytes of the pages of
+    each table and index, largest first (SQLite's ``dbstat`` table)."""
+    out = {}
+    for path in sorted(index.rglob("*.sqlite")):
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            rows = conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            )
+            out[str(path.relative_to(index))] = {name: int(size) for name, size in rows}
+    return out
+
+
 def _tree_run(args: argparse.Namespace, src: Path | None, work: Path) -> dict[str, Any]:
     env = python_env(src, {"TQDM_DISABLE": "1"})
     py = sys.executable
@@ -85,7 +100,12 @@ def _tree_run(args: argparse.Namespace, src: Path | None, work: Path) -> dict[st
         return out
     sizes = disk_sizes(index)
     text_bytes = args.file.stat().st_size
-    out["disk"] = {"total": sum(sizes.values()), "files": sizes, "store": store_sizes(index)}
+    out["disk"] = {
+        "total": sum(sizes.values()),
+        "files": sizes,
+        "store": store_sizes(index),
+        "sqlite": sqlite_sizes(index),
+    }
     out["disk"]["ratio_to_text"] = out["disk"]["total"] / text_bytes
     questions = questions_from(args.file, args.questions)
     cli = watch(

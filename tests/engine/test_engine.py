@@ -5,6 +5,7 @@ import asyncio
 import json
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -283,3 +284,54 @@ def test_an_index_keeps_its_embedder_unless_told(tmp_path):
             CORPUS,
             IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash"),
         )
+
+
+def _stored_dtypes(location):
+    return {
+        p.parent.name: json.loads(p.read_text())["dtype"]
+        for p in (location / "vectors").glob("*/index.json")
+    }
+
+
+def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
+    """A new index stores float16 vectors; ``vector_dtype`` picks float32; an update
+    keeps the index's own, and asking for another is refused before anything is
+    written; an index from before the dtype was recorded holds float32 and keeps it."""
+    from quillian.index.layout import read_manifest, write_manifest
+    from quillian.index.storage import DEFAULT_VECTOR_DTYPE, vector_dtype
+
+    assert DEFAULT_VECTOR_DTYPE == "float16"
+    extractions = tmp_path / "ex.jsonl"
+    extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    built = IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash")
+    index_documents(tmp_path / "new", CORPUS[:2], built)
+    assert _stored_dtypes(tmp_path / "new") == {"chunks": "float16", "texts": "float16"}
+    index_documents(tmp_path / "new", CORPUS, built)  # an update keeps float16
+    assert _stored_dtypes(tmp_path / "new") == {"chunks": "float16", "texts": "float16"}
+    before = (tmp_path / "new" / "manifest.json").read_text()
+    with pytest.raises(ConfigError, match="was built with vector dtype 'float16', not 'float32'"):
+        index_documents(tmp_path / "new", CORPUS, replace(built, vector_dtype="float32"))
+    assert (tmp_path / "new" / "manifest.json").read_text() == before
+    # float16 ranks like float32 here: the same passages, scores within float16's rounding
+    index_documents(tmp_path / "f32", CORPUS, replace(built, vector_dtype="float32"))
+    assert _stored_dtypes(tmp_path / "f32") == {"chunks": "float32", "texts": "float32"}
+    halves, wholes = (
+        Engine.open(tmp_path / name).retrieve("Who founded London?", "dense", 3).passages
+        for name in ("new", "f32")
+    )
+    assert [p.chunk_id for p in halves] == [p.chunk_id for p in wholes]
+    assert [p.score for p in halves] == pytest.approx([p.score for p in wholes], abs=2e-3)
+    # an index made before the dtype was recorded: float32, kept by an update
+    index_documents(tmp_path / "old", CORPUS[:2], replace(built, vector_dtype="float32"))
+    manifest = read_manifest(tmp_path / "old")
+    del manifest["config"]["vector_dtype"]
+    write_manifest(tmp_path / "old", manifest)
+    index_documents(tmp_path / "old", CORPUS, built)
+    assert _stored_dtypes(tmp_path / "old") == {"chunks": "float32", "texts": "float32"}
+    assert read_manifest(tmp_path / "old")["config"]["vector_dtype"] == "float32"
+    with pytest.raises(ConfigError, match="vector dtype must be one of"):
+        vector_dtype(tmp_path / "x", "bfloat16", None)
+    server = "postgresql://u@127.0.0.1/db?workspace=w"
+    assert vector_dtype(server, None, None) == "float32"
+    with pytest.raises(ConfigError, match="PostgreSQL workspace stores float32"):
+        vector_dtype(server, "float16", None)

@@ -163,6 +163,30 @@ def test_float16_range_is_checked(tmp_path: Path) -> None:
         assert len(index) == 0
 
 
+def test_a_small_float16_segment_is_scanned_from_a_float32_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small float16 segment is cast once, on its first scan, and the copy is scanned
+    after; a larger one is scanned as mapped, block by block: both rank alike."""
+    from quillian.stores.embedded import _segments
+
+    x = unit_vectors(300, 8, 3)
+    with ExactVectorIndex(tmp_path, 8, dtype="float16") as index:
+        index.add(np.arange(300), x)
+        index.flush()
+    with ExactVectorIndex(tmp_path) as index:
+        expected = index.search(x[:5], 7)
+        (scanned, _, _), *_ = index._base.searched()
+        assert scanned.dtype == np.float32
+        np.testing.assert_array_equal(scanned, index.get(np.arange(300)))
+        assert index._base.searched()[0][0] is scanned  # cast once
+        monkeypatch.setattr(_segments, "WIDEN_MAX_VALUES", 300 * 8 - 1)
+        assert index._base.searched()[0][0].dtype == np.float16
+        found = index.search(x[:5], 7)
+    np.testing.assert_array_equal(found[0], expected[0])
+    np.testing.assert_array_equal(found[1], expected[1])
+
+
 def test_search_among_allowed_ids(tmp_path: Path) -> None:
     x = unit_vectors(100, 8, 0)
     with ExactVectorIndex(tmp_path, 8) as index:

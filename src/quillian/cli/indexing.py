@@ -47,6 +47,7 @@ from quillian.index.layout import (
     is_server_location,
     location_name,
 )
+from quillian.index.storage import DEFAULT_VECTOR_DTYPE, VECTOR_DTYPES
 from quillian.methods.kag.stages import CONCEPT_SOURCES
 from quillian.methods.table import method_spec
 from quillian.types import Document
@@ -142,6 +143,14 @@ def index(
         ),
     ] = None,
     endpoint_texts: EndpointTextsOpt = None,
+    vector_dtype: Annotated[
+        str | None,
+        choice(
+            VECTOR_DTYPES,
+            "what the vectors are stored in; default: the index's own, for a new one "
+            f"{DEFAULT_VECTOR_DTYPE} (float32 on PostgreSQL)",
+        ),
+    ] = None,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -171,6 +180,7 @@ def index(
         kag_concepts=concepts,
         kag_similar=similar,
         endpoint_texts=endpoint_texts,
+        vector_dtype=vector_dtype,
     )
     if (schema or concepts or similar is not None) and not any(
         method_spec(m).needs_schema for m in settings.methods

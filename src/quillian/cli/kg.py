@@ -44,6 +44,7 @@ from quillian.engine import Engine
 from quillian.engine.kge import train_kge
 from quillian.errors import ConfigError
 from quillian.index.layout import local_directory
+from quillian.index.storage import VECTOR_DTYPES
 from quillian.stores.embedded.faiss_ivf import IVF_KINDS
 
 __all__ = ["app"]
@@ -58,7 +59,6 @@ GraphDir = Annotated[Path, typer.Argument(metavar="DIR", help="a graph written b
 W5M = "wikidata5m files (instead of a directory)"
 ANN_KINDS = (*IVF_KINDS, "none")
 FORMATS = ("wikidata5m", "rdf", "wordnet")
-VECTOR_DTYPES = ("float32", "float16")
 
 
 @app.command("import")

@@ -21,6 +21,7 @@ from quillian.index import DEFAULT_STAGES, BuildReport, BuildStage, build_index,
 from quillian.index import delete_documents as delete_from_index
 from quillian.index.layout import has_manifest, has_stage, manifest_if_any
 from quillian.index.stages import EndpointTextStage
+from quillian.index.storage import vector_dtype
 from quillian.methods.spec import ConfigurableStage
 from quillian.methods.table import method_spec
 from quillian.types import Chunk, Document, Progress
@@ -64,6 +65,10 @@ class IndexSettings:
     """Also embed each relation's text with its endpoint names (:class:`EndpointTextStage`,
     what ``ppr``'s ``triple_seeds`` match); None: as the index was built, no for a new
     one."""
+    vector_dtype: str | None = None
+    """What the vectors are stored in, ``float16`` or ``float32``; None: as the index
+    was built, :data:`~quillian.index.storage.DEFAULT_VECTOR_DTYPE` for a new one.
+    Fixed when the index is made (another is refused, as another embedder is)."""
 
     def stage_options(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the methods' stages read, as recorded in the manifest: each option not
@@ -184,6 +189,9 @@ def build_plan(
             "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
+            "vector_dtype": vector_dtype(
+                location, settings.vector_dtype, previous if manifest else None
+            ),
             **options,
         },
         stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),

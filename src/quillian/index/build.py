@@ -157,6 +157,7 @@ def build_index(
         manifest[STAGES] = [stage.name for stage in stages]
         report = BuildReport()
         with open_storage(out, create=True) as storage:
+            storage.vector_dtype = manifest["config"].get("vector_dtype")
             if pending := manifest.pop(DELETING, ()):  # a killed delete: finish removing
                 _purge(storage, extractor, pending)
                 write_manifest(out, manifest)
@@ -255,6 +256,7 @@ def delete_documents(
         pending = [str(d) for d in manifest.get(DELETING, ())]
         report = BuildReport()
         with open_storage(location) as storage:
+            storage.vector_dtype = manifest.get("config", {}).get("vector_dtype")
             found = storage.documents.get_documents(list(doc_ids))
             known = {*pending, *storage.status.get_status(list(doc_ids))}  # failed ones too
             unknown = [
@@ -297,10 +299,14 @@ def _begin(
     after the manifest ``previous`` found there (empty: none); an index built with
     another chunker or embedding model is refused before anything is written."""
     built = previous.get("config", {})
+    # a build not told the vector dtype keeps the index's own (unrecorded: float32)
+    asked = (config or {}).get("vector_dtype")
+    dtype = asked or built.get("vector_dtype")
     for what, before, now in (
         ("chunker", built.get("chunker"), chunker.name),
         ("embedding model", built.get("embedder"), embedder.model_id),
         ("embedding dimension", built.get("embedding_dim"), embedder.dim),
+        ("vector dtype", built and built.get("vector_dtype", "float32"), dtype or "float32"),
     ):
         if before and before != now:
             raise ConfigError(
@@ -318,6 +324,7 @@ def _begin(
             "extractor": extractor.name,
             "embedder": embedder.model_id,
             "embedding_dim": embedder.dim,
+            **({"vector_dtype": dtype} if dtype else {}),
         },
     }
     write_manifest(out, manifest)

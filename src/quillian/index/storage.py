@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from quillian.errors import IndexMissingError, StoreUnavailableError
+from quillian.errors import ConfigError, IndexMissingError, StoreUnavailableError
 from quillian.index.layout import (
     index_directory,
     is_server_location,
@@ -32,6 +32,7 @@ from quillian.stores.embedded.sqlite import (
     SqliteKeyValueStore,
     SqliteStatusStore,
 )
+from quillian.stores.embedded.vectors import DTYPES as VECTOR_DTYPES
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.protocols import (
     ChangeLog,
@@ -42,10 +43,22 @@ from quillian.stores.protocols import (
     VectorIndex,
 )
 
-__all__ = ["ServerStorage", "Storage", "open_storage"]
+__all__ = [
+    "DEFAULT_VECTOR_DTYPE",
+    "VECTOR_DTYPES",
+    "ServerStorage",
+    "Storage",
+    "open_storage",
+    "vector_dtype",
+]
 
 #: The SQLite database of an embedded index.
 STORE_DB = "store.sqlite"
+#: What a new embedded index stores its vectors in: half of float32's bytes on disk
+#: and in the page cache, scores computed in float32 and the best candidates scored
+#: again in float64 (``research/vector_dtypes.py`` pairs it with float32 on the
+#: bench's questions). A server workspace stores float32 (pgvector's ``vector``).
+DEFAULT_VECTOR_DTYPE = "float16"
 
 
 @dataclass
@@ -59,6 +72,10 @@ class Storage:
     status: StatusStore
     kv: KeyValueStore
     changes: ChangeLog | None = field(default=None, kw_only=True)
+    vector_dtype: str | None = field(default=None, kw_only=True)
+    """What the vector collections store, set by a build from the index's settings: a
+    collection stored otherwise is refused (and a build writes it anew). None: as
+    stored, float32 for a new collection."""
 
     def vectors(
         self, name: str, dim: int | None = None, *, fresh: bool = False, snapshot: bool = False
@@ -71,7 +88,7 @@ class Storage:
         path = self.directory / "vectors" / name
         if fresh:
             shutil.rmtree(path, ignore_errors=True)
-        return ExactVectorIndex(path, dim)
+        return ExactVectorIndex(path, dim, dtype=self.vector_dtype)
 
     def graph(self, *, fresh: bool = False) -> GraphStore:
         """The graph store, whose :meth:`~GraphStore.snapshot` the retrievers read."""
@@ -146,6 +163,27 @@ class ServerStorage(Storage):
         # the server is gone: sending the files would wait out the deadline again, and
         # a rerun rebuilds them (the manifest still says the build is not complete)
         self.close(push=not isinstance(exc_info[1], StoreUnavailableError))
+
+
+def vector_dtype(location: str | Path, asked: str | None, built: dict[str, Any] | None) -> str:
+    """What the index at ``location`` stores its vectors in: ``asked``, else what it was
+    built with (``built``: its manifest's config, None for a new index; an index made
+    before the setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`.
+    A server workspace stores float32 and refuses float16."""
+    if asked is not None and asked not in VECTOR_DTYPES:
+        raise ConfigError(f"vector dtype must be one of {', '.join(VECTOR_DTYPES)}, got {asked!r}")
+    if is_server_location(location):
+        if asked not in (None, "float32"):
+            raise ConfigError(
+                f"a PostgreSQL workspace stores float32 vectors (pgvector); "
+                f"--vector-dtype {asked} is for an embedded index"
+            )
+        return "float32"
+    if asked is not None:
+        return asked
+    if built is not None:
+        return str(built.get("vector_dtype", "float32"))
+    return DEFAULT_VECTOR_DTYPE
 
 
 def open_storage(location: str | Path, *, create: bool = False) -> Storage:

@@ -1,0 +1,130 @@
+"""Vectors stored in float16 against float32, paired on the bench's questions.
+
+    python research/vector_dtypes.py --bench ../shared/bench --work DIR --json
+
+For each dev set of ``research/embedders.py`` (2Wiki's first 800 passages, MuSiQue with
+the recorded GPT-3.5 triples, HotpotQA), the index is built twice from scratch with
+the same settings but ``--vector-dtype`` (``float32``, the baseline, then ``float16``),
+and ``quillian bench retrieval`` scores every method on each; the same process, one
+after the other. Reported per method: each dtype's score with its bootstrap 95%
+interval, the difference float16 - float32 question by question (paired bootstrap
+interval, permutation p, questions won and lost), each dtype's p50 and p95 in ms;
+per dataset: the bytes of the vector collections and of the whole index, and the
+load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from embedders import DATASETS
+from quillian.bench.retrieval import METHODS, BenchSettings, read_corpus, run_retrieval_bench
+from quillian.engine import IndexSettings, index_documents
+from quillian.eval.stats import paired
+
+__all__ = ["main", "run"]
+
+DTYPES = ("float32", "float16")
+
+
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _dataset(
+    bench: Path, root: Path, spec: tuple[Any, ...], methods: Sequence[str]
+) -> dict[str, Any]:
+    name, dataset, corpus, questions, extractions, first_n, metric = spec
+    runs: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, dict[str, int]] = {}
+    for dtype in DTYPES:
+        settings = BenchSettings(
+            dataset=dataset,
+            corpus=bench / corpus,
+            questions=bench / questions,
+            index_dir=root / f"{name}-{dtype}",
+            first_n=first_n,
+            extractions=bench / extractions if extractions else None,
+            methods=methods,
+        )
+        index_documents(
+            settings.index_dir,
+            read_corpus(settings),
+            IndexSettings(
+                extractor="precomputed" if settings.extractions else "spacy",
+                extractions=settings.extractions,
+                vector_dtype=dtype,
+            ),
+        )
+        runs[dtype] = run_retrieval_bench(settings)
+        sizes[dtype] = {
+            "vectors": _bytes(settings.index_dir / "vectors"),
+            "index": _bytes(settings.index_dir),
+        }
+        print(f"{name} {dtype}: done", file=sys.stderr)
+    base, new = runs[DTYPES[0]], runs[DTYPES[1]]
+    rows: dict[str, Any] = {"metric": metric, "bytes": sizes}
+    for method in methods:
+        row: dict[str, Any] = {}
+        for m, values in base["_per_question"][method].items():
+            row[m] = {
+                dtype: [runs[dtype][method][m], runs[dtype][method][f"{m}_ci"]] for dtype in DTYPES
+            }
+            row[m]["paired"] = paired(new["_per_question"][method][m], values).as_dict()
+        row["ms"] = {
+            dtype: [runs[dtype][method]["p50_ms"], runs[dtype][method]["p95_ms"]]
+            for dtype in DTYPES
+        }
+        rows[method] = row
+    rows["questions"] = base["_run"]["questions"]
+    return rows
+
+
+def run(bench: Path, work: Path, methods: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    for spec in DATASETS:
+        out[spec[0]] = _dataset(bench, work, spec, methods)
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=Path, default=Path("../shared/bench"))
+    parser.add_argument("--work", type=Path, required=True, help="folder for the indexes")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--json", action="store_true", help="print JSON (default: a table)")
+    args = parser.parse_args(argv)
+    result = run(args.bench, args.work, args.methods.split(","))
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    for name, rows in result.items():
+        if not isinstance(rows, dict):
+            continue
+        print(f"\n{name}: {rows['questions']} questions; bytes {rows['bytes']}")
+        for method, row in rows.items():
+            if method in ("metric", "bytes", "questions"):
+                continue
+            for m, cell in row.items():
+                if m == "ms":
+                    continue
+                d = cell["paired"]
+                print(
+                    f"  {method:9s} {m:18s} f32 {cell['float32'][0]:.4f}"
+                    f" f16 {cell['float16'][0]:.4f}"
+                    f"  diff {d['diff']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}] p {d['p']:.2f}"
+                    f" won {d['wins']} lost {d['losses']}   ms {row['ms']}"
+                )
+    print(f"\nload average {result['load_average_before']} -> {result['load_average_after']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
