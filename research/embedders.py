@@ -39,7 +39,7 @@ from quillian.components.embedding.factory import make_embedder
 from quillian.engine import IndexSettings, index_documents
 from quillian.eval.stats import paired
 
-__all__ = ["DATASETS", "agreement", "main", "section", "throughput"]
+__all__ = ["DATASETS", "agreement", "bench_settings", "main", "section", "throughput"]
 
 #: (name, dataset format, corpus, questions, extractions, first n passages, metric)
 DATASETS: list[tuple[str, str, str, str, str | None, int | None, str]] = [
@@ -101,23 +101,33 @@ def agreement(
     return out
 
 
+def bench_settings(
+    bench: Path, spec: tuple[Any, ...], index_dir: Path, **options: Any
+) -> BenchSettings:
+    """The settings of the dev set ``spec`` (a row of :data:`DATASETS`) read from
+    ``bench``, its index at ``index_dir``, with ``options`` (embedder, methods)."""
+    _, dataset, corpus, questions, extractions, first_n, _ = spec
+    return BenchSettings(
+        dataset=dataset,
+        corpus=bench / corpus,
+        questions=bench / questions,
+        index_dir=index_dir,
+        first_n=first_n,
+        extractions=bench / extractions if extractions else None,
+        **options,
+    )
+
+
 def _retrieval(
     bench: Path, root: Path, embedders: Sequence[str], methods: Sequence[str]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, dataset, corpus, questions, extractions, first_n, metric in DATASETS:
+    for spec in DATASETS:
+        name, metric = spec[0], spec[-1]
         runs = {}
         for embedder in embedders:
-            settings = BenchSettings(
-                dataset=dataset,  # type: ignore[arg-type]
-                corpus=bench / corpus,
-                questions=bench / questions,
-                index_dir=root / f"{name}-{embedder}",
-                first_n=first_n,
-                extractions=bench / extractions if extractions else None,
-                embedder=embedder,
-                methods=methods,
-            )
+            where = root / f"{name}-{embedder}"
+            settings = bench_settings(bench, spec, where, embedder=embedder, methods=methods)
             runs[embedder] = run_retrieval_bench(settings)
         reference = runs[embedders[0]]
         rows: dict[str, Any] = {"metric": metric}

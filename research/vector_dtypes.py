@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embedders import DATASETS
-from quillian.bench.retrieval import METHODS, BenchSettings, read_corpus, run_retrieval_bench
+from embedders import DATASETS, bench_settings
+from quillian.bench.retrieval import METHODS, read_corpus, run_retrieval_bench
 from quillian.engine import IndexSettings, index_documents
 from quillian.eval.stats import paired
 
@@ -40,19 +40,11 @@ def _bytes(folder: Path) -> int:
 def _dataset(
     bench: Path, root: Path, spec: tuple[Any, ...], methods: Sequence[str]
 ) -> dict[str, Any]:
-    name, dataset, corpus, questions, extractions, first_n, metric = spec
+    name, metric = spec[0], spec[-1]
     runs: dict[str, dict[str, Any]] = {}
     sizes: dict[str, dict[str, int]] = {}
     for dtype in DTYPES:
-        settings = BenchSettings(
-            dataset=dataset,
-            corpus=bench / corpus,
-            questions=bench / questions,
-            index_dir=root / f"{name}-{dtype}",
-            first_n=first_n,
-            extractions=bench / extractions if extractions else None,
-            methods=methods,
-        )
+        settings = bench_settings(bench, spec, root / f"{name}-{dtype}", methods=methods)
         index_documents(
             settings.index_dir,
             read_corpus(settings),
