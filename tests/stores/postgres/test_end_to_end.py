@@ -42,10 +42,10 @@ EXTRACTIONS = [
 QUESTIONS = ["Where was Charles Babbage born?", "Which river flows through Oxford?"]
 
 
-def _index(tmp_path: Path, out: str, corpus: list[dict[str, str]]) -> int:
+def _index(tmp_path: Path, out: str, corpus: list[dict[str, str]], *flags: str) -> int:
     (tmp_path / "corpus.json").write_text(json.dumps(corpus))
     (tmp_path / "ex.jsonl").write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
-    argv = ["index", str(tmp_path / "corpus.json"), "--out", out, "--embedder", "hash"]
+    argv = ["index", str(tmp_path / "corpus.json"), "--out", out, "--embedder", "hash", *flags]
     return main([*argv, "--extractions", str(tmp_path / "ex.jsonl")])
 
 
@@ -59,7 +59,8 @@ def test_index_and_retrieve_match_the_embedded_build(
     postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     embedded = str(tmp_path / "idx")
-    assert _index(tmp_path, embedded, CORPUS) == 0
+    # in the dtype a workspace stores, so that the scores agree to the last digit shown
+    assert _index(tmp_path, embedded, CORPUS, "--vector-dtype", "float32") == 0
     assert _index(tmp_path, postgres_url, CORPUS) == 0
     out = capsys.readouterr().out
     assert "documents: 5 new" in out and "written to postgresql://postgres@" in out
