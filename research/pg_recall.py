@@ -15,7 +15,9 @@ does), and searches each query alone, as retrieval does: exactly (the scan
 :class:`PgVectorIndex` runs up to ``EXACT_LIMIT``) and through HNSW at each
 ``--ef`` value. It prints one JSON object: per size and search, recall@5 and @10 against
 the exact top-k (ids; ties by id) and the latency p50/p95 in milliseconds, with the
-machine's load average before and after. Progress goes to stderr.
+machine's load average before and after. ``--dtypes float32 float16`` builds each size
+once per dtype (``halfvec`` for float16) and also scores the second against the first's
+exact top-k. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -180,12 +182,22 @@ def _latency(times: F32) -> dict[str, float]:
     }
 
 
-def run_size(uri: str, data: F32, queries: F32, efs: Sequence[int], k: int) -> dict[str, Any]:
-    """Build a collection of ``data`` in a fresh workspace; exact and HNSW figures."""
+def run_size(
+    uri: str,
+    data: F32,
+    queries: F32,
+    efs: Sequence[int],
+    k: int,
+    dtype: str = "float32",
+    reference: npt.NDArray[np.int64] | None = None,
+) -> dict[str, Any]:
+    """Build a collection of ``data`` stored as ``dtype`` in a fresh workspace; exact
+    and HNSW figures, recall against this collection's exact search and, given the
+    ``reference`` top-k (another dtype's exact search), against that too."""
     n, dim = data.shape
-    url = f"{uri}&workspace=recall_{n}"
+    url = f"{uri}&workspace=recall_{n}_{dtype}"
     began = time.perf_counter()
-    with PgVectorIndex(url, "passages", dim, fresh=True) as index:
+    with PgVectorIndex(url, "passages", dim, fresh=True, dtype=dtype) as index:
         for start in range(0, n, 20_000):
             index.add(np.arange(start, min(n, start + 20_000)), data[start : start + 20_000])
         loaded = time.perf_counter()
@@ -198,20 +210,26 @@ def run_size(uri: str, data: F32, queries: F32, efs: Sequence[int], k: int) -> d
         truth, exact_times = _timed_search(index, queries, k)
     row: dict[str, Any] = {
         "n": n,
+        "dtype": dtype,
         "load_s": round(loaded - began, 1),
         "hnsw_build_s": round(built - loaded, 1),
         "exact_agrees_with_numpy_at_10": recall(truth, exact_top(data, queries, k), k),
         "exact": _latency(exact_times),
         "hnsw": [],
     }
+    if reference is not None:
+        row["exact_recall@10_of_reference"] = round(recall(truth, reference, k), 4)
     for ef in efs:
         with PgVectorIndex(url, "passages", ef_search=ef, exact_limit=1) as index:
             found, times = _timed_search(index, queries, k)
         figures = {"ef_search": max(ef, 2 * k), "recall@5": round(recall(found, truth, 5), 4)}
         figures["recall@10"] = round(recall(found, truth, 10), 4)
+        if reference is not None:
+            figures["recall@10_of_reference"] = round(recall(found, reference, 10), 4)
         row["hnsw"].append({**figures, **_latency(times)})
         logger.warning("n=%d %s", n, row["hnsw"][-1])
     logger.warning("n=%d exact %s", n, row["exact"])
+    row["_truth"] = truth
     return row
 
 
@@ -221,6 +239,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 50_000, 100_000])
     parser.add_argument("--ef", type=int, nargs="+", default=[20, 40, 64, 100, 200, 400])
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["float32"],
+        choices=["float32", "float16"],
+        help="what the collections store, each size built once per dtype; every dtype "
+        "after the first is also scored against the first's exact top-k",
+    )
     parser.add_argument("--bench", type=Path, default=Path("../shared/bench"))
     parser.add_argument("--wordnet", type=Path, default=WORDNET)
     parser.add_argument("--embedder", default=DEFAULT_EMBEDDER)
@@ -236,7 +262,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = []
     with postgres() as uri:
         for n in sorted(args.sizes):
-            rows.append(run_size(uri, data[:n], queries, args.ef, args.k))
+            reference = None
+            for dtype in args.dtypes:
+                row = run_size(uri, data[:n], queries, args.ef, args.k, dtype, reference)
+                truth = row.pop("_truth")
+                reference = truth if reference is None else reference
+                rows.append(row)
     report = {
         "embedder": args.embedder,
         "queries": len(queries),

@@ -331,7 +331,7 @@ def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
     assert read_manifest(tmp_path / "old")["config"]["vector_dtype"] == "float32"
     with pytest.raises(ConfigError, match="vector dtype must be one of"):
         vector_dtype(tmp_path / "x", "bfloat16", None)
-    server = "postgresql://u@127.0.0.1/db?workspace=w"
+    server = "postgresql://u@127.0.0.1/db?workspace=w"  # float32 unless asked
     assert vector_dtype(server, None, None) == "float32"
-    with pytest.raises(ConfigError, match="PostgreSQL workspace stores float32"):
-        vector_dtype(server, "float16", None)
+    assert vector_dtype(server, "float16", None) == "float16"
+    assert vector_dtype(server, None, {"vector_dtype": "float16"}) == "float16"

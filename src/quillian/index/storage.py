@@ -57,7 +57,8 @@ STORE_DB = "store.sqlite"
 #: What a new embedded index stores its vectors in: half of float32's bytes on disk
 #: and in the page cache, scores computed in float32 and the best candidates scored
 #: again in float64 (``research/vector_dtypes.py`` pairs it with float32 on the
-#: bench's questions). A server workspace stores float32 (pgvector's ``vector``).
+#: bench's questions). A new server workspace stores float32 (pgvector's ``vector``)
+#: unless asked for float16 (``halfvec``).
 DEFAULT_VECTOR_DTYPE = "float16"
 
 
@@ -134,7 +135,7 @@ class ServerStorage(Storage):
         self, name: str, dim: int | None = None, *, fresh: bool = False, snapshot: bool = False
     ) -> VectorIndex:
         index: VectorIndex = server_backend().PgVectorIndex(
-            self.workspace, name, dim, fresh=fresh, retired=snapshot
+            self.workspace, name, dim, fresh=fresh, dtype=self.vector_dtype, retired=snapshot
         )
         return index
 
@@ -168,22 +169,15 @@ class ServerStorage(Storage):
 def vector_dtype(location: str | Path, asked: str | None, built: dict[str, Any] | None) -> str:
     """What the index at ``location`` stores its vectors in: ``asked``, else what it was
     built with (``built``: its manifest's config, None for a new index; an index made
-    before the setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`.
-    A server workspace stores float32 and refuses float16."""
+    before the setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`
+    for a new embedded index and float32 for a new server workspace."""
     if asked is not None and asked not in VECTOR_DTYPES:
         raise ConfigError(f"vector dtype must be one of {', '.join(VECTOR_DTYPES)}, got {asked!r}")
-    if is_server_location(location):
-        if asked not in (None, "float32"):
-            raise ConfigError(
-                f"a PostgreSQL workspace stores float32 vectors (pgvector); "
-                f"--vector-dtype {asked} is for an embedded index"
-            )
-        return "float32"
     if asked is not None:
         return asked
     if built is not None:
         return str(built.get("vector_dtype", "float32"))
-    return DEFAULT_VECTOR_DTYPE
+    return "float32" if is_server_location(location) else DEFAULT_VECTOR_DTYPE
 
 
 def open_storage(location: str | Path, *, create: bool = False) -> Storage:

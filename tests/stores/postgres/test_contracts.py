@@ -91,6 +91,16 @@ class TestPgVectorIndex(VectorIndexContract):
         return PgVectorIndex(store.workspace.location.url, store.name)
 
 
+class TestPgVectorIndexFloat16(TestPgVectorIndex):
+    atol = 1e-3  # halfvec rounds each value to float16
+
+    @pytest.fixture
+    def store(self, postgres_url: str) -> Iterator[PgVectorIndex]:
+        with PgVectorIndex(postgres_url, "chunks", self.dim, dtype="float16") as store:
+            assert store.dtype == "float16"
+            yield store
+
+
 class TestPgGraphStore(GraphStoreContract):
     @pytest.fixture
     def store(self, postgres_url: str, tmp_path: Path) -> Iterator[PgGraphStore]:

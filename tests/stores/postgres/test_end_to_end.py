@@ -72,6 +72,28 @@ def test_index_and_retrieve_match_the_embedded_build(
             assert got and got == _retrieve(embedded, question, method, capsys), method
 
 
+def test_a_float16_workspace_answers_as_a_float16_folder(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--vector-dtype float16`` on a workspace stores pgvector's ``halfvec``, and it
+    answers as a folder index does with its default, float16 (a workspace's own default
+    stays float32)."""
+    embedded = str(tmp_path / "idx")
+    assert _index(tmp_path, embedded, CORPUS) == 0
+    assert _index(tmp_path, postgres_url, CORPUS, "--vector-dtype", "float16") == 0
+    capsys.readouterr()
+    for location in (embedded, postgres_url):
+        assert read_manifest(location)["config"]["vector_dtype"] == "float16"
+    for method in ("sa", "ppr", "dense"):
+        for question in QUESTIONS:
+            got = _retrieve(postgres_url, question, method, capsys)
+            want = _retrieve(embedded, question, method, capsys)
+            # the same passages; scores within float16's rounding (the server sums the
+            # products of halfvec values in its own order, the folder in float64)
+            assert got and [t for t, _ in got] == [t for t, _ in want], method
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
 def test_a_second_machine_reads_the_index_from_the_server(
     postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -163,3 +163,32 @@ def test_hyphenated_names_get_tables_of_their_own(postgres_url: str) -> None:
     for bad in ("kags__triples", "kags-_triples", "Kags", "-kags", "k" * 60):
         with pytest.raises(ConfigError, match="collection name"):
             PgVectorIndex(postgres_url, bad, DIM)
+
+
+def test_a_float16_collection_is_halfvec_kept_and_searched_through_hnsw(
+    postgres_url: str,
+) -> None:
+    """A float16 collection stores pgvector's ``halfvec`` (half the bytes of ``vector``,
+    in the table and in its HNSW index); a reader finds its dtype in the table, another
+    dtype asked of it is refused, and HNSW searches it as a float32 one."""
+    rows = _unit(np.random.default_rng(7), 3000)
+    sizes = {}
+    for dtype, name in (("float32", "chunks"), ("float16", "texts")):
+        with PgVectorIndex(postgres_url, name, DIM, dtype=dtype) as store:
+            store.add(np.arange(3000), rows)
+            store.flush()
+            with store._conn("sizes", transaction=False) as conn:
+                sizes[dtype] = conn.execute(
+                    "SELECT pg_column_size(embedding) FROM vectors_" + name + " LIMIT 1"
+                ).fetchone()[0]
+    assert sizes["float32"] - sizes["float16"] == 2 * DIM  # two bytes a value fewer
+    with PgVectorIndex(postgres_url, "texts", exact_limit=100) as store:
+        assert store.dtype == "float16"
+        np.testing.assert_allclose(store.get([5]), rows[[5]], atol=1e-3)
+        top, scores = store.search(rows[:20], 5)  # through the HNSW index on halfvec
+        assert (top[:, 0] == np.arange(20)).mean() >= 0.9
+        assert (np.diff(scores, axis=1) <= 1e-6).all()
+    with pytest.raises(ConfigError, match="stores float16, asked for float32"):
+        PgVectorIndex(postgres_url, "texts", DIM, dtype="float32")
+    with pytest.raises(ConfigError, match="dtype must be one of"):
+        PgVectorIndex(postgres_url, "other", DIM, dtype="bfloat16")

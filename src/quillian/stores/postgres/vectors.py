@@ -37,6 +37,10 @@ them, its reads name them unknown). Adding a retired id again revives it.
 
 ``get`` reads only the ids asked for (one statement) and keeps the last
 :data:`CACHE_VECTORS` vectors it read; nothing reads a whole collection into the process.
+
+A collection stores ``float32`` (pgvector's ``vector``) or ``float16`` (``halfvec``:
+half the bytes in the table and in its HNSW index); vectors are sent and read as
+float32 either way, and the server rounds them to float16 as it stores them.
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ RETIRED_GRACE_S = 3600
 #: HNSW build parameters (pgvector's defaults).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+#: pgvector's column type and HNSW operator class for each stored dtype.
+_TYPES = {"float32": ("vector", "vector_ip_ops"), "float16": ("halfvec", "halfvec_ip_ops")}
 
 
 class PgVectorIndex(PgStore):
@@ -96,6 +102,9 @@ class PgVectorIndex(PgStore):
             existing one (a mismatch is a :class:`~quillian.errors.ConfigError` naming
             both, raised before anything is written).
         fresh: empty the collection first (a build rewrites it whole).
+        dtype: what a new collection stores, ``float32`` (``vector``, the default) or
+            ``float16`` (``halfvec``); checked against an existing one (a mismatch is a
+            :class:`~quillian.errors.ConfigError`); None: as stored.
         ef_search: HNSW's search breadth (raised to twice ``k``, at most 1,000).
         exact_limit: the largest collection searched exactly.
         retired: also serve the vectors deleted but not yet purged (an index opened
@@ -110,6 +119,7 @@ class PgVectorIndex(PgStore):
         dim: int | None = None,
         *,
         fresh: bool = False,
+        dtype: str | None = None,
         ef_search: int = HNSW_EF_SEARCH,
         exact_limit: int = EXACT_LIMIT,
         retired: bool = False,
@@ -145,7 +155,10 @@ class PgVectorIndex(PgStore):
             self._index_name = f"{table}_hnsw"
             self._count: int | None = None
             self._cache: OrderedDict[int, F32] = OrderedDict()
-            self._dim = self._open(dim, fresh)
+            if dtype is not None and dtype not in _TYPES:
+                raise ConfigError(f"dtype must be one of {', '.join(_TYPES)}, got {dtype!r}")
+            self._dim, self._dtype = self._open(dim, fresh, dtype)
+            self._type = sql.SQL(_TYPES[self._dtype][0])
         except BaseException:
             self.close()
             raise
@@ -154,6 +167,11 @@ class PgVectorIndex(PgStore):
     def dim(self) -> int:
         """Vector dimension."""
         return self._dim
+
+    @property
+    def dtype(self) -> str:
+        """What the collection stores: ``"float32"`` or ``"float16"``."""
+        return self._dtype
 
     def __len__(self) -> int:
         """The number of vectors (counted once, then kept up to date by this handle's
@@ -196,10 +214,10 @@ class PgVectorIndex(PgStore):
                 copy.write(_binary_copy(ids, matrix))
             conn.execute(
                 sql.SQL(
-                    "INSERT INTO {} (id, embedding) SELECT id, embedding FROM staged_vectors "
+                    "INSERT INTO {} (id, embedding) SELECT id, embedding::{} FROM staged_vectors "
                     "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
                     "retired_at = NULL"
-                ).format(self._table)
+                ).format(self._table, self._type)
             )
             conn.execute("DROP TABLE staged_vectors")
             self._count = None
@@ -257,12 +275,12 @@ class PgVectorIndex(PgStore):
         ef = max(self.ef_search, min(1000, 2 * k))
         with self._conn("search vectors") as conn:
             exact = self._rows(conn) <= self.exact_limit
-            order = "embedding <#> %s::vector, id" if exact else "embedding <#> %s::vector"
+            order = "embedding <#> %s::{type}" + (", id" if exact else "")
             statement = sql.SQL(
-                "SELECT id, (embedding <#> %s::vector) FROM {} WHERE {} ORDER BY "
+                "SELECT id, (embedding <#> %s::{type}) FROM {table} WHERE {live} ORDER BY "
                 + order
                 + " LIMIT %s"
-            ).format(self._table, self._live)
+            ).format(type=self._type, table=self._table, live=self._live)
             if exact:  # a second sort key already keeps the planner off the HNSW index
                 conn.execute("SET LOCAL enable_indexscan = off")
             else:
@@ -317,7 +335,7 @@ class PgVectorIndex(PgStore):
         with self._conn("read vectors", transaction=False) as conn:
             rows = conn.execute(
                 sql.SQL(
-                    "SELECT id, vector_send(embedding) FROM {} "
+                    "SELECT id, vector_send(embedding::vector) FROM {} "
                     "WHERE id = ANY(%s::bigint[]) AND {} ORDER BY id"
                 ).format(self._table, self._live),
                 (unique.tolist(),),
@@ -350,10 +368,14 @@ class PgVectorIndex(PgStore):
             conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
             conn.execute(
                 sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_ip_ops) "
+                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding {}) "
                     "WITH (m = {}, ef_construction = {})"
                 ).format(
-                    self._index, self._table, sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)
+                    self._index,
+                    self._table,
+                    sql.SQL(_TYPES[self._dtype][1]),
+                    sql.Literal(HNSW_M),
+                    sql.Literal(HNSW_EF_CONSTRUCTION),
                 )
             )
         self._needs_index = False
@@ -382,8 +404,8 @@ class PgVectorIndex(PgStore):
         self._count = int(row[0]) if row else 0
         return self._count
 
-    def _open(self, dim: int | None, fresh: bool) -> int:
-        """Create the collection or check it; returns its dimension."""
+    def _open(self, dim: int | None, fresh: bool, dtype: str | None) -> tuple[int, str]:
+        """Create the collection or check it; returns its dimension and dtype."""
         with self._conn(f"open vector collection {self.name!r}") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"vectors:{self.name}",))
             row = conn.execute(
@@ -397,6 +419,12 @@ class PgVectorIndex(PgStore):
                         f"{stored}-dimensional vectors, not {dim}; the workspace was built "
                         "with another embedding model"
                     )
+                stored_dtype = self._stored_dtype(conn)
+                if dtype is not None and dtype != stored_dtype:
+                    raise ConfigError(
+                        f"{self.workspace.name}: vector collection {self.name!r} stores "
+                        f"{stored_dtype}, asked for {dtype}"
+                    )
                 if fresh:
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._index))
                     conn.execute(sql.SQL("TRUNCATE {}").format(self._table))
@@ -405,19 +433,34 @@ class PgVectorIndex(PgStore):
                     found = conn.execute("SELECT to_regclass(%s)", (self._index_name,)).fetchone()
                     self._needs_index = found is None or found[0] is None
                 self._add_retired_column(conn)
-                return stored
+                return stored, stored_dtype
             dim = check_dim(dim, f"{self.workspace.name} vector collection {self.name!r}")
+            dtype = dtype or "float32"
             conn.execute(
                 sql.SQL(
-                    "CREATE TABLE {} (id bigint PRIMARY KEY, embedding vector({}) NOT NULL, "
+                    "CREATE TABLE {} (id bigint PRIMARY KEY, embedding {}({}) NOT NULL, "
                     "retired_at timestamptz)"
-                ).format(self._table, sql.Literal(dim))
+                ).format(self._table, sql.SQL(_TYPES[dtype][0]), sql.Literal(dim))
             )
             self._needs_index = True  # built by flush, over what was added by then
             conn.execute(
                 "INSERT INTO vector_collections (name, dim) VALUES (%s, %s)", (self.name, dim)
             )
-            return dim
+            return dim, dtype
+
+    def _stored_dtype(self, conn: Any) -> str:
+        """What the collection's table stores, read from its column's type."""
+        row = conn.execute(
+            "SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
+            " WHERE a.attrelid = to_regclass(%s) AND a.attname = 'embedding'",
+            (self._table_name,),
+        ).fetchone()
+        found = {name: dtype for dtype, (name, _) in _TYPES.items()}.get(row[0] if row else "")
+        if found is None:
+            raise StoreError(
+                f"{self.workspace.name}: vector collection {self.name!r} has no vectors column"
+            )
+        return found
 
     def _add_retired_column(self, conn: Any) -> None:
         """Give a collection written before deletes its ``retired_at`` column (checked
