@@ -190,5 +190,9 @@ def test_a_float16_collection_is_halfvec_kept_and_searched_through_hnsw(
         assert (np.diff(scores, axis=1) <= 1e-6).all()
     with pytest.raises(ConfigError, match="stores float16, asked for float32"):
         PgVectorIndex(postgres_url, "texts", DIM, dtype="float32")
+    with PgVectorIndex(postgres_url, "texts", DIM, fresh=True, dtype="float32") as store:
+        assert store.dtype == "float32" and len(store) == 0  # a collection written anew
+        store.add([1], rows[:1])
+        np.testing.assert_allclose(store.get([1]), rows[:1], rtol=1e-6)
     with pytest.raises(ConfigError, match="dtype must be one of"):
         PgVectorIndex(postgres_url, "other", DIM, dtype="bfloat16")

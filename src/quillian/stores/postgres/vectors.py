@@ -420,7 +420,7 @@ class PgVectorIndex(PgStore):
                         "with another embedding model"
                     )
                 stored_dtype = self._stored_dtype(conn)
-                if dtype is not None and dtype != stored_dtype:
+                if dtype is not None and dtype != stored_dtype and not fresh:
                     raise ConfigError(
                         f"{self.workspace.name}: vector collection {self.name!r} stores "
                         f"{stored_dtype}, asked for {dtype}"
@@ -428,6 +428,13 @@ class PgVectorIndex(PgStore):
                 if fresh:
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._index))
                     conn.execute(sql.SQL("TRUNCATE {}").format(self._table))
+                    if dtype is not None and dtype != stored_dtype:  # emptied: retyped at once
+                        conn.execute(
+                            sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE {}({})").format(
+                                self._table, sql.SQL(_TYPES[dtype][0]), sql.Literal(stored)
+                            )
+                        )
+                        stored_dtype = dtype
                     self._needs_index = True
                 else:  # a build that stopped before its flush left no index
                     found = conn.execute("SELECT to_regclass(%s)", (self._index_name,)).fetchone()
