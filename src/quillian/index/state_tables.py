@@ -307,6 +307,8 @@ class _Writer:
             self._meta(conn, graph, touched)
             conn.execute("COMMIT")
             conn.execute("DETACH DATABASE st")
+            if not patch:  # written whole, rows keyed by hashes: its pages packed again
+                conn.execute("VACUUM")
         finally:
             conn.close()
         for name, array in graph.arrays(snapshot, pages).items():
