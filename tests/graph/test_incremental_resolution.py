@@ -247,3 +247,21 @@ def test_a_new_state_streams_its_chunks_in_any_order(
     assert_same_graph(state.graph(), corpus.clean(64))
     state.close()
     assert_texts_counted(path)
+
+
+def test_a_state_made_anew_is_packed(tmp_path: Path) -> None:
+    """Rows go in by chunk id, in no order of their keys, which leaves pages part full:
+    a state made anew is packed once written, as small as a ``VACUUM`` leaves it."""
+    corpus = _Corpus(random.Random(3))
+    while len(corpus.chunks) < 150:
+        added = corpus.new()
+        corpus.chunks[added.chunk_id] = added
+    path, copy = tmp_path / "state.sqlite", tmp_path / "copy.sqlite"
+    ResolutionState.create(path, corpus.chunks.values()).close()
+    copy.write_bytes(path.read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    assert path.stat().st_size == copy.stat().st_size > 20 * 4096

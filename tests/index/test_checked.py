@@ -165,3 +165,21 @@ def test_a_build_that_reuses_the_index_records_what_it_checked(index: Path) -> N
     build_tiny(index, CORPUS, titles=list(CORPUS)[1:-1])  # reused
     assert all(unchanged_since_build(index, name) for name in DATABASES)
     assert recorded_digest(index, TABLES_DB) == file_digest(index / TABLES_DB)
+
+
+def test_the_databases_a_build_writes_whole_are_packed(tmp_path: Path) -> None:
+    """Their rows go in keyed by hashes (chunk ids, text ids), which leaves pages part
+    full: the resolution state made anew and the tables written whole are packed once
+    written, as small as a ``VACUUM`` leaves them."""
+    words = ["river", "city", "castle", "bridge", "market", "abbey", "harbour"]
+    corpus = {
+        f"Place {i}": " ".join(f"{words[(i * j) % 7]} {j}" for j in range(60)) + f" Place {i}."
+        for i in range(300)
+    }
+    build_tiny(tmp_path / "idx", corpus)
+    for name in (RESOLUTION_FILE, TABLES_DB):
+        db, copy = tmp_path / "idx" / name, tmp_path / "copy.sqlite"
+        shutil.copyfile(db, copy)
+        with closing(sqlite3.connect(copy)) as conn:
+            conn.execute("VACUUM")
+        assert db.stat().st_size == copy.stat().st_size > 20 * 4096, name
