@@ -330,8 +330,9 @@ class ResolutionState:
             conn.execute("BEGIN")
             state._resolve_all(chunks)
             conn.execute("COMMIT")
-            # rows went in by chunk id, a hash, which leaves pages part full: packed
-            # again, 212 -> 191 MB on the 20 MB text of docs/scale.md, in about 2 s
+            # rows went in by chunk id, in no order of their keys, which leaves pages
+            # part full: packed, the 20 MB text's state takes 191 MB, not 212
+            # (docs/scale.md, "Vectors stored in float16 (stop 72)")
             conn.execute("VACUUM")
             conn.close()
         except BaseException:
