@@ -408,8 +408,12 @@ class PgVectorIndex(PgStore):
         """Create the collection or check it; returns its dimension and dtype."""
         with self._conn(f"open vector collection {self.name!r}") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"vectors:{self.name}",))
-            row = conn.execute(
-                "SELECT dim FROM vector_collections WHERE name = %s", (self.name,)
+            row = conn.execute(  # the dimension, and the type its table's column has
+                "SELECT c.dim, t.typname FROM vector_collections c"
+                " LEFT JOIN pg_attribute a"
+                " ON a.attrelid = to_regclass(%s) AND a.attname = 'embedding'"
+                " LEFT JOIN pg_type t ON t.oid = a.atttypid WHERE c.name = %s",
+                (self._table_name, self.name),
             ).fetchone()
             if row is not None:
                 stored = int(row[0])
@@ -419,7 +423,7 @@ class PgVectorIndex(PgStore):
                         f"{stored}-dimensional vectors, not {dim}; the workspace was built "
                         "with another embedding model"
                     )
-                stored_dtype = self._stored_dtype(conn)
+                stored_dtype = self._stored_dtype(row[1])
                 if dtype is not None and dtype != stored_dtype and not fresh:
                     raise ConfigError(
                         f"{self.workspace.name}: vector collection {self.name!r} stores "
@@ -455,14 +459,9 @@ class PgVectorIndex(PgStore):
             )
             return dim, dtype
 
-    def _stored_dtype(self, conn: Any) -> str:
-        """What the collection's table stores, read from its column's type."""
-        row = conn.execute(
-            "SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
-            " WHERE a.attrelid = to_regclass(%s) AND a.attname = 'embedding'",
-            (self._table_name,),
-        ).fetchone()
-        found = {name: dtype for dtype, (name, _) in _TYPES.items()}.get(row[0] if row else "")
+    def _stored_dtype(self, type_name: str | None) -> str:
+        """What the collection's table stores, by its column's type name."""
+        found = {name: dtype for dtype, (name, _) in _TYPES.items()}.get(type_name or "")
         if found is None:
             raise StoreError(
                 f"{self.workspace.name}: vector collection {self.name!r} has no vectors column"
