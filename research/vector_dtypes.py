@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from big_file import disk_sizes
 from embedders import DATASETS, bench_settings
 from quillian.bench.retrieval import METHODS, read_corpus, run_retrieval_bench
 from quillian.engine import IndexSettings, index_documents
@@ -31,10 +32,6 @@ from quillian.eval.stats import paired
 __all__ = ["main", "run"]
 
 DTYPES = ("float32", "float16")
-
-
-def _bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
 def _dataset(
@@ -56,8 +53,8 @@ def _dataset(
         )
         runs[dtype] = run_retrieval_bench(settings)
         sizes[dtype] = {
-            "vectors": _bytes(settings.index_dir / "vectors"),
-            "index": _bytes(settings.index_dir),
+            "vectors": sum(disk_sizes(settings.index_dir / "vectors").values()),
+            "index": sum(disk_sizes(settings.index_dir).values()),
         }
         print(f"{name} {dtype}: done", file=sys.stderr)
     base, new = runs[DTYPES[0]], runs[DTYPES[1]]
