@@ -59,6 +59,28 @@ def test_lower_case_fragment_is_glued_to_previous_sentence():
     ]
 
 
+def test_a_paragraph_break_ends_a_sentence():
+    # glosses separated by blank lines: no full stop before the break, and a paragraph
+    # starting in lower case is not glued to the one before it
+    text = (
+        "cabinetmaking, joinery. the craft of a joiner\n\n"
+        "Junoesque, statuesque. suggestive of a statue \n \t\n"
+        "Waldenses. a sect founded c.\n\n(Old Testament) king of Judah"
+    )
+    assert sentences(text) == [
+        "cabinetmaking, joinery. the craft of a joiner",
+        "Junoesque, statuesque. suggestive of a statue",
+        "Waldenses. a sect founded c.",
+        "(Old Testament) king of Judah",
+    ]
+
+
+def test_a_single_line_break_does_not_end_a_sentence():
+    text = "Marie Curie was born\nin Warsaw. She moved\nto Paris.\n\n\n"
+    assert sentences(text) == ["Marie Curie was born\nin Warsaw.", "She moved\nto Paris."]
+    assert split_sentences("\n\n \n") == []
+
+
 def test_sentence_of_finds_the_containing_sentence():
     text = "One. Two two. Three."
     spans = split_sentences(text)

@@ -165,6 +165,21 @@ def test_pairs_per_sentence_are_capped():
 
 
 @pytest.mark.model
+def test_links_do_not_cross_a_paragraph_break(extractor):
+    # two glosses, the second starting in lower case: one sentence each, so France and
+    # Spain are not paired with Italy and Germany
+    text = "trade routes of France and Spain\n\nwine regions in Italy and Germany"
+    [extraction] = extractor.extract([chunk(text)])
+    assert {(t.subject, t.object) for t in extraction.triples} == {
+        ("France", "Spain"),
+        ("Italy", "Germany"),
+    }
+    for triple in extraction.triples:
+        assert "\n" not in triple.description
+    assert extractor.link_settings()["sentence_version"] == 2
+
+
+@pytest.mark.model
 def test_spans_and_triples_are_consistent_on_a_wikipedia_passage(extractor):
     text = (
         "Lambert( died after 938) was the second son of Adalbert II of Tuscany and Bertha, "

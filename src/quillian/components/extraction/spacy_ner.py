@@ -67,6 +67,7 @@ from quillian.components.extraction.predicates import (
     parse_doc,
 )
 from quillian.components.extraction.text import (
+    SENTENCE_VERSION,
     TitleIndex,
     clean_name,
     find_dates,
@@ -295,6 +296,7 @@ class SpacyExtractor:
             "lead_chars": self.lead_chars,
             "predicates": self.predicates,
             "parse_version": PARSE_VERSION,
+            "sentence_version": SENTENCE_VERSION,
         }
 
     def stale(self, extraction: Extraction) -> bool:

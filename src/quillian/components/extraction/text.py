@@ -17,6 +17,7 @@ from functools import lru_cache
 from quillian.types import normalize_name
 
 __all__ = [
+    "SENTENCE_VERSION",
     "Span",
     "TitleIndex",
     "TitleNames",
@@ -39,8 +40,15 @@ Span = tuple[int, int]
 
 # --- sentences ---------------------------------------------------------------------------
 
+#: The version of :func:`split_sentences`'s rules, part of what a stored linked extraction
+#: was made with (``SpacyExtractor.link_settings``): 2 ends a sentence at every paragraph
+#: break.
+SENTENCE_VERSION = 2
+
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace.
 _BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*\s+")
+# A paragraph break: a line holding only whitespace, with the whitespace around it.
+_PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
 # Words that end with a full stop without ending a sentence.
 _ABBREVIATIONS = frozenset(
     {
@@ -56,21 +64,35 @@ _WORD_BEFORE = re.compile(r"([\w.]+)\.[\"'”’)\]]*\s*$")
 def split_sentences(text: str) -> list[Span]:
     """Split ``text`` into sentence spans with punctuation rules (no model).
 
-    A full stop ends a sentence unless it follows an initial (``John F. Kennedy``), a
-    known abbreviation (``St.``, ``Jr.``, ``c.``) or a dotted acronym (``U.S.``). A piece
-    that starts with a lower-case letter or a closing bracket is glued to the sentence
-    before it, which repairs splits inside quoted titles (``"What is God?" was ...``).
-    Spans exclude surrounding whitespace; texts without a boundary give one span.
+    A paragraph break (a blank line) always ends a sentence, with or without
+    punctuation: a sentence never spans paragraphs (a list of headings or definitions
+    separated by blank lines is one sentence each, not one sentence pairing all their
+    names). Within a paragraph, a full stop ends a sentence unless it follows an initial
+    (``John F. Kennedy``), a known abbreviation (``St.``, ``Jr.``, ``c.``) or a dotted
+    acronym (``U.S.``). A piece that starts with a lower-case letter or a closing bracket
+    is glued to the sentence before it in its paragraph, which repairs splits inside
+    quoted titles (``"What is God?" was ...``). Spans exclude surrounding whitespace; a
+    paragraph without a boundary gives one span.
     """
     spans: list[Span] = []
     start = 0
-    for match in _BOUNDARY.finditer(text):
+    for brk in _PARAGRAPH.finditer(text):
+        spans += _paragraph_sentences(text, start, brk.start())
+        start = brk.end()
+    return spans + _paragraph_sentences(text, start, len(text))
+
+
+def _paragraph_sentences(text: str, low: int, high: int) -> list[Span]:
+    """:func:`split_sentences` within ``text[low:high]``, one paragraph."""
+    spans: list[Span] = []
+    start = low
+    for match in _BOUNDARY.finditer(text, low, high):
         end = match.end()
-        if end >= len(text) or not _ends_sentence(text, match):
+        if end >= high or not _ends_sentence(text, match, low):
             continue
         spans.append((start, end))
         start = end
-    spans.append((start, len(text)))
+    spans.append((start, high))
     return _merge_fragments(text, [s for s in (_strip(text, a, b) for a, b in spans) if s])
 
 
@@ -81,10 +103,10 @@ def first_sentence(text: str) -> str:
     return text[spans[0][0] : spans[0][1]] if spans else text.strip()
 
 
-def _ends_sentence(text: str, match: re.Match[str]) -> bool:
+def _ends_sentence(text: str, match: re.Match[str], low: int) -> bool:
     if text[match.start()] != ".":
         return True
-    word = _WORD_BEFORE.search(text, max(0, match.start() - 40), match.end())
+    word = _WORD_BEFORE.search(text, max(low, match.start() - 40), match.end())
     if word is None:
         return True
     token = word.group(1)
@@ -138,7 +160,6 @@ def lead_description(text: str, spans: Sequence[Span], limit: int = 300) -> str:
     return describe(text, spans, range(len(spans)), limit)
 
 
-_PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
 _SPACE = re.compile(r"\s+")
 
 
