@@ -176,7 +176,7 @@ def test_links_do_not_cross_a_paragraph_break(extractor):
     }
     for triple in extraction.triples:
         assert "\n" not in triple.description
-    assert extractor.link_settings()["sentence_version"] == 2
+    assert extractor.link_settings()["link_version"] == 2
 
 
 @pytest.mark.model

@@ -31,6 +31,7 @@ from quillian.components.extraction.text import (
 from quillian.types import Chunk, Provenance, Triple, normalize_name
 
 __all__ = [
+    "LINK_VERSION",
     "RELATED_TO",
     "EntityDraft",
     "Mention",
@@ -43,6 +44,12 @@ __all__ = [
     "topic_keys",
 ]
 
+#: The version of the rules making a chunk's links from its mentions (its sentences, by
+#: ``text.split_sentences``, and :func:`link_triples`), part of what a stored linked
+#: extraction was made with (``SpacyExtractor.link_settings``): 2 ends a sentence at
+#: every paragraph break and links the topic only in its document's first chunk or
+#: in a chunk naming it.
+LINK_VERSION = 2
 #: Predicate of SA-RAG's co-occurrence links.
 RELATED_TO = "related_to"
 #: Words that join a name to a place or house: ``"Adalbert II of Tuscany"`` is not
@@ -255,8 +262,12 @@ def link_triples(
     the link's description and provenance. Only the first ``max_per_sentence``
     non-topic entities of a sentence are paired (at most ``n*(n-1)/2`` links), so a
     list-like sentence cannot add hundreds of links. With ``link_topic``, the topic is
-    also linked to every other entity of the chunk by that entity's first sentence:
-    Wikipedia passages refer to their subject by pronoun ("He was the son of X").
+    also linked to every other entity of the chunk by that entity's first sentence, in
+    its document's first chunk or in a chunk naming it (its title or base): Wikipedia
+    passages refer to their subject by pronoun as they introduce it ("He was the son of
+    X"). A later chunk of a long document that never names its title is not linked to
+    it: its names would make the title a hub growing with the document (a text file's
+    title is its file's name, named nowhere in the text).
     """
     if not passage.sentences:
         return []
@@ -271,7 +282,7 @@ def link_triples(
         for a, b in combinations(members, 2):
             _link(passage, a, b, index, linked, triples)
     topic = next((d for d in drafts if d.is_topic), None)
-    if link_topic and topic:
+    if link_topic and topic and (topic.spans or passage.chunk.index == 0):
         for draft in drafts:
             if draft is not topic and draft.spans:
                 index = sentence_of(passage.sentences, draft.first[0])

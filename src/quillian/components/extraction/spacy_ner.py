@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from quillian.components.extraction.assemble import (
+    LINK_VERSION,
     Mention,
     Passage,
     group_mentions,
@@ -67,7 +68,6 @@ from quillian.components.extraction.predicates import (
     parse_doc,
 )
 from quillian.components.extraction.text import (
-    SENTENCE_VERSION,
     TitleIndex,
     clean_name,
     find_dates,
@@ -296,7 +296,7 @@ class SpacyExtractor:
             "lead_chars": self.lead_chars,
             "predicates": self.predicates,
             "parse_version": PARSE_VERSION,
-            "sentence_version": SENTENCE_VERSION,
+            "link_version": LINK_VERSION,
         }
 
     def stale(self, extraction: Extraction) -> bool:

@@ -17,7 +17,6 @@ from functools import lru_cache
 from quillian.types import normalize_name
 
 __all__ = [
-    "SENTENCE_VERSION",
     "Span",
     "TitleIndex",
     "TitleNames",
@@ -39,11 +38,6 @@ __all__ = [
 Span = tuple[int, int]
 
 # --- sentences ---------------------------------------------------------------------------
-
-#: The version of :func:`split_sentences`'s rules, part of what a stored linked extraction
-#: was made with (``SpacyExtractor.link_settings``): 2 ends a sentence at every paragraph
-#: break.
-SENTENCE_VERSION = 2
 
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace.
 _BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*\s+")
