@@ -7,10 +7,12 @@ Run ``python research/sentence_spans.py CORPUS... --src TREE_BEFORE --src TREE_A
 (``IndexSettings``' chunker and sizes) and splits every chunk into sentences
 (``text.split_sentences``, what every extractor's links and descriptions are made
 from). Per corpus and tree: the documents, chunks and sentences, the longest sentence,
-the sentences holding a paragraph break, and a SHA-256 of every chunk's id and its
-sentence spans; then, per corpus, whether the trees' digests are equal and how many
-chunks' spans differ. Equal digests mean every extractor is given the same sentences,
-so the trees' extractions, graphs and retrieval are the same on that corpus.
+the sentences holding a paragraph break, the chunks after their document's first (where
+a topic not named in the chunk is no longer linked to its names, ``5eb2bc5``), and a
+SHA-256 of every chunk's id and its sentence spans; then, per corpus, whether the
+trees' digests are equal and how many chunks' spans differ. Equal digests and no chunk
+after a document's first mean every extractor makes the same links from the same
+mentions in both trees, so their graphs and retrieval are the same on that corpus.
 Prints one JSON object.
 """
 
@@ -43,11 +45,12 @@ def spans_of(corpus: Path) -> dict[str, Any]:
     chunker = make_chunker(settings.chunker, settings.chunk_size, settings.overlap)
     digest = hashlib.sha256()
     per_chunk: dict[str, str] = {}
-    docs = chunks = sentences = longest = spanning = 0
+    docs = chunks = later = sentences = longest = spanning = 0
     for doc in read_documents(corpus):
         docs += 1
         for chunk in chunker.chunk(doc):
             chunks += 1
+            later += chunk.index > 0
             spans = split_sentences(chunk.text) if chunk.text.strip() else []
             sentences += len(spans)
             for start, end in spans:
@@ -59,6 +62,7 @@ def spans_of(corpus: Path) -> dict[str, Any]:
     return {
         "documents": docs,
         "chunks": chunks,
+        "chunks_after_the_first": later,
         "sentences": sentences,
         "longest_sentence_chars": longest,
         "sentences_with_a_paragraph_break": spanning,
