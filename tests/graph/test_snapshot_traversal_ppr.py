@@ -314,3 +314,15 @@ def test_folding_description_leaves_gives_the_exact_scores_of_the_whole_walk():
     with pytest.raises(ValueError, match="11 nodes"):
         personalized_pagerank(walk, [1, 0, 0])
     assert Walk.over(g, fold=(NodeKind.CHUNK,)).layout is None  # chunk 3 has two ends
+
+
+@pytest.mark.parametrize("bound", [1, 7, 1 << 16, (1 << 16) + 1, 3_000_000, 1 << 32, (1 << 32) + 5])
+def test_the_edges_radix_order_is_numpys_stable_sort(bound):
+    rng = np.random.default_rng(bound)
+    for n, low in ((0, bound), (1, bound), (1000, min(bound, 50)), (5000, bound)):
+        # many ties (the first 1,000), keys at both ends of the range
+        keys = rng.integers(0, low, n, dtype=np.int64)
+        keys[: n // 3] = rng.integers(max(0, bound - 3), bound, n // 3)
+        rng.shuffle(keys)
+        order = snapshot.stable_order(keys, bound)
+        assert np.array_equal(order, np.argsort(keys, kind="stable"))

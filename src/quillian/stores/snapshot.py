@@ -27,7 +27,7 @@ from quillian.errors import (
 from quillian.stores.integrity import damaged, record_files, verify_files
 from quillian.stores.mapped import load_mapped
 
-__all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr"]
+__all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr", "stable_order"]
 
 
 class NodeKind(IntEnum):
@@ -231,13 +231,28 @@ def _fixed_width(blob: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64]) ->
     return rows.view(f"S{width}").reshape(-1)
 
 
+def stable_order(keys: npt.NDArray[np.integer[Any]], bound: int) -> npt.NDArray[np.intp]:
+    """``np.argsort(keys, kind="stable")`` for keys in ``0..bound-1``, as a radix sort
+    of 16-bit digits, least significant first (numpy's stable sort of 16-bit keys is a
+    radix sort): one pass for a bound up to 65,536, two up to 2**32, each linear, where
+    a stable sort of wider integers is a merge sort (3-4x the time for a graph's 1.5M
+    edges)."""
+    if bound <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    if bound > 1 << 32:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (keys[order] >> 16).astype(np.uint16)
+    return order[np.argsort(high, kind="stable")]
+
+
 def build_csr(
     n_nodes: int,
     sources: npt.NDArray[np.int64],
     *columns: npt.NDArray[np.generic],
 ) -> tuple[npt.NDArray[np.int64], tuple[npt.NDArray[np.generic], ...]]:
     """Sort edges by source (stable) and return ``indptr`` plus the reordered columns."""
-    order = np.argsort(sources, kind="stable")
+    order = stable_order(sources, n_nodes)
     counts = np.bincount(sources, minlength=n_nodes)
     indptr = np.zeros(n_nodes + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])

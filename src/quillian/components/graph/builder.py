@@ -390,7 +390,7 @@ def graph_edges(
         emit(relation_objects, relation_subjects, EdgeKind.RELATED_TO, ones, ids)
 
     def cat(parts: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]:
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+        return np.concatenate(parts, dtype=dtype) if parts else np.zeros(0, dtype)
 
     return GraphEdges(
         shape.kinds,
