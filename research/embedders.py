@@ -102,7 +102,7 @@ def agreement(
 
 
 def bench_settings(
-    bench: Path, spec: tuple[Any, ...], index_dir: Path, **options: Any
+    bench: Path, spec: tuple[Any, ...], index_dir: str | Path, **options: Any
 ) -> BenchSettings:
     """The settings of the dev set ``spec`` (a row of :data:`DATASETS`) read from
     ``bench``, its index at ``index_dir``, with ``options`` (embedder, methods)."""

@@ -88,6 +88,19 @@ class PgServer:
         if self._exists(db):
             self._admin(f"DROP DATABASE {_name(db)} WITH (FORCE)")
 
+    def sizes(self, db: str) -> dict[str, int]:
+        """The bytes of database ``db`` on disk, and of its vector collections' tables
+        with their indexes (pgvector's HNSW included)."""
+        import psycopg
+
+        with psycopg.connect(self._url(db), autocommit=True) as conn:
+            total = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            vectors = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " WHERE c.relkind = 'r' AND c.relname LIKE 'vectors\\_%'"
+            ).fetchone()
+        return {"vectors": int(vectors[0]), "index": int(total[0])}  # type: ignore[index]
+
     @staticmethod
     def database_of(location: str) -> str:
         """The database a location names."""

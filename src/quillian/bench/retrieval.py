@@ -60,7 +60,9 @@ class BenchSettings:
     dataset: Dataset
     corpus: Path
     questions: Path
-    index_dir: Path
+    index_dir: str | Path
+    """Where the index is built or reused: a directory, or a PostgreSQL workspace's
+    location (``postgresql://...``)."""
     first_n: int | None = None
     extractions: Path | None = None
     embedder: str | None = None

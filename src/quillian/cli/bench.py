@@ -61,8 +61,12 @@ class BenchData(Flags):
         Path | None, typer.Option(metavar="FILE", help="precomputed extractions (JSONL)")
     ] = None
     index_dir: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="where to build or reuse the index (default: indexes/)"),
+        str | None,
+        typer.Option(
+            metavar="DIR",
+            help="where to build or reuse the index: a directory (default: indexes/), "
+            "or postgresql://...",
+        ),
     ] = None
     endpoint_texts: EndpointTextsOpt = None
 

@@ -159,3 +159,34 @@ def test_train_kge_on_a_postgres_index(postgres_url: str, tmp_path: Path) -> Non
     elsewhere = postgres_url.replace("pg-cache", "other-cache")
     with open_storage(elsewhere) as storage:
         assert load_model(model_directory(storage.directory), triples).epochs == 2
+
+
+def test_bench_retrieval_builds_and_scores_on_a_workspace(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``quillian bench retrieval --index-dir postgresql://...`` builds the dev set in
+    the workspace and scores it as a folder index of the same dtype."""
+    questions = [
+        {"id": f"q{i}", "question": q, "answer": a, "answer_aliases": [],
+         "paragraphs": [{"title": c["title"], "paragraph_text": c["text"],
+                         "is_supporting": c["title"] in gold} for c in CORPUS]}
+        for i, (q, a, gold) in enumerate([
+            (QUESTIONS[0], "London", ("Charles Babbage",)),
+            (QUESTIONS[1], "Thames", ("Thames", "Oxford")),
+        ])
+    ]  # fmt: skip
+    (tmp_path / "corpus.json").write_text(json.dumps(CORPUS))
+    (tmp_path / "ex.jsonl").write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(q) for q in questions))
+    scores = {}
+    for location in (str(tmp_path / "idx"), postgres_url):
+        argv = ["bench", "retrieval", "--dataset", "musique", "--corpus",
+                str(tmp_path / "corpus.json"), "--questions", str(tmp_path / "q.jsonl"),
+                "--extractions", str(tmp_path / "ex.jsonl"),
+                "--index-dir", location, "--methods", "sa,dense,bm25", "--json"]  # fmt: skip
+        assert main(argv) == 0
+        result = json.loads(capsys.readouterr().out)
+        scores[location] = {m: result["_per_question"][m] for m in ("sa", "dense", "bm25")}
+    assert read_manifest(postgres_url)["counts"]["documents"] == len(CORPUS)
+    assert all(len(v) == 2 for m in scores[postgres_url].values() for v in m.values())
+    assert scores[postgres_url] == scores[str(tmp_path / "idx")]
