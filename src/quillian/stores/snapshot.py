@@ -235,8 +235,8 @@ def stable_order(keys: npt.NDArray[np.integer[Any]], bound: int) -> npt.NDArray[
     """``np.argsort(keys, kind="stable")`` for keys in ``0..bound-1``, as a radix sort
     of 16-bit digits, least significant first (numpy's stable sort of 16-bit keys is a
     radix sort): one pass for a bound up to 65,536, two up to 2**32, each linear, where
-    a stable sort of wider integers is a merge sort (3-4x the time for a graph's 1.5M
-    edges)."""
+    numpy's stable sort of wider integers is a merge sort (docs/scale.md, "The CSR's
+    edges sorted by a radix sort")."""
     if bound <= 1 << 16:
         return np.argsort(keys.astype(np.uint16), kind="stable")
     if bound > 1 << 32:
