@@ -330,8 +330,9 @@ def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
     assert _stored_dtypes(tmp_path / "old") == {"chunks": "float32", "texts": "float32"}
     assert read_manifest(tmp_path / "old")["config"]["vector_dtype"] == "float32"
     with pytest.raises(ConfigError, match="vector dtype must be one of"):
-        vector_dtype(tmp_path / "x", "bfloat16", None)
-    server = "postgresql://u@127.0.0.1/db?workspace=w"  # float32 unless asked
-    assert vector_dtype(server, None, None) == "float32"
-    assert vector_dtype(server, "float16", None) == "float16"
-    assert vector_dtype(server, None, {"vector_dtype": "float16"}) == "float16"
+        vector_dtype("bfloat16", None)
+    # a folder's and a workspace's default alike
+    assert vector_dtype(None, None) == "float16"
+    assert vector_dtype(None, {}) == "float32"  # an index made before the setting
+    assert vector_dtype("float32", None) == "float32"
+    assert vector_dtype(None, {"vector_dtype": "float16"}) == "float16"

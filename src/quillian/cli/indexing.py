@@ -148,7 +148,7 @@ def index(
         choice(
             VECTOR_DTYPES,
             "what the vectors are stored in; default: the index's own, for a new one "
-            f"{DEFAULT_VECTOR_DTYPE} (float32 on PostgreSQL)",
+            f"{DEFAULT_VECTOR_DTYPE}",
         ),
     ] = None,
     ray: Annotated[

@@ -189,9 +189,7 @@ def build_plan(
             "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
-            "vector_dtype": vector_dtype(
-                location, settings.vector_dtype, previous if manifest else None
-            ),
+            "vector_dtype": vector_dtype(settings.vector_dtype, previous if manifest else None),
             **options,
         },
         stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),

@@ -166,18 +166,18 @@ class ServerStorage(Storage):
         self.close(push=not isinstance(exc_info[1], StoreUnavailableError))
 
 
-def vector_dtype(location: str | Path, asked: str | None, built: dict[str, Any] | None) -> str:
-    """What the index at ``location`` stores its vectors in: ``asked``, else what it was
+def vector_dtype(asked: str | None, built: dict[str, Any] | None) -> str:
+    """What an index stores its vectors in: ``asked``, else what it was
     built with (``built``: its manifest's config, None for a new index; an index made
-    before the setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`
-    for a new embedded index and float32 for a new server workspace."""
+    before the setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`,
+    on either backend (a new PostgreSQL workspace stores pgvector's ``halfvec``)."""
     if asked is not None and asked not in VECTOR_DTYPES:
         raise ConfigError(f"vector dtype must be one of {', '.join(VECTOR_DTYPES)}, got {asked!r}")
     if asked is not None:
         return asked
     if built is not None:
         return str(built.get("vector_dtype", "float32"))
-    return "float32" if is_server_location(location) else DEFAULT_VECTOR_DTYPE
+    return DEFAULT_VECTOR_DTYPE
 
 
 def open_storage(location: str | Path, *, create: bool = False) -> Storage:
