@@ -223,3 +223,16 @@ def test_a_record_made_with_blake2b_is_checked_with_blake2b(tmp_path: Path) -> N
         integrity.check_digest(path, older)
     with pytest.raises(IndexDamagedError, match="checksum mismatch"):
         integrity.check_digest(path, {"size": 5000, **integrity.file_record(path), **older})
+
+
+def test_a_kept_checksum_matches_under_the_current_hash_or_one_before_it():
+    asked: list[str] = []
+
+    def compute(algorithm: str) -> str:
+        asked.append(algorithm)
+        return f"{algorithm}-digest"
+
+    assert integrity.digest_matches("xxh3_128-digest", compute) and asked == ["xxh3_128"]
+    assert integrity.digest_matches("blake2b-digest", compute)
+    assert not integrity.digest_matches("other", compute)
+    assert asked[1:] == ["xxh3_128", "blake2b", "xxh3_128", "blake2b"]

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from quillian.index.artifacts import load_arrays, save_arrays
 from quillian.index.chunk_table import CatalogChanges, ChunkTable, ReadChunks, rows_of
 from quillian.index.storage import Storage
-from quillian.stores.integrity import ALGORITHM, HASHES
+from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.protocols import ChangeLog, ChunkHead, DocStatus
 
 __all__ = ["CATALOG_FILE", "processed_chunks"]
@@ -188,8 +188,8 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
     if len(meta) != 3 or meta[0] != _VERSION:
         return None
     mark, digest = meta[1], meta[2]
-    if any(arrays[n].dtype != np.uint8 for n in _TEXTS) or (
-        digest != _digest(mark, arrays) and digest != _digest(mark, arrays, "blake2b")
+    if any(arrays[n].dtype != np.uint8 for n in _TEXTS) or not digest_matches(
+        digest, lambda algorithm: _digest(mark, arrays, algorithm)
     ):
         logger.warning("chunk catalog %s fails its checksum: reading every chunk", path)
         return None

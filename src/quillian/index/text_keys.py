@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
 from quillian.index.artifacts import load_arrays, save_arrays
-from quillian.stores.integrity import ALGORITHM, HASHES
+from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 
 __all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "chunk_keys", "text_keys"]
 
@@ -151,9 +151,8 @@ def _load(path: Path, model_id: str, version: str = _VERSION, tag: str = "") -> 
     if found is None:
         return _NONE
     digest, ids, keys = found
-    if len(ids) != len(keys) or (
-        digest != _digest(model_id, ids, keys, version, tag)
-        and digest != _digest(model_id, ids, keys, version, tag, "blake2b")
+    if len(ids) != len(keys) or not digest_matches(
+        digest, lambda algorithm: _digest(model_id, ids, keys, version, tag, algorithm)
     ):
         logger.warning("%s keys kept in %s fail their checksum: keying every %s", what, path, what)
         return _NONE

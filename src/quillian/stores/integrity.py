@@ -46,6 +46,7 @@ __all__ = [
     "check_size",
     "copy_with_digest",
     "damaged",
+    "digest_matches",
     "file_digest",
     "file_record",
     "record_files",
@@ -69,6 +70,15 @@ HASHES: dict[str, Callable[[], _Hash]] = {
     ALGORITHM: xxhash.xxh3_128,
     "blake2b": lambda: hashlib.blake2b(digest_size=16),
 }
+
+
+def digest_matches(digest: str, compute: Callable[[str], str]) -> bool:
+    """Whether ``digest`` is what ``compute`` gives under one of :data:`HASHES` (the
+    current one first): what a checksum kept inside a file is checked with, a file kept
+    before the current hash carrying one of another."""
+    return any(digest == compute(algorithm) for algorithm in HASHES)
+
+
 #: The file that marks an index's directory (the index layer's manifest): a damaged
 #: file's message names the command that rebuilds the index it lies in.
 INDEX_MARKER = "manifest.json"
