@@ -74,7 +74,7 @@ from quillian.index.stages import (
     BuildState,
     run_stages,
 )
-from quillian.index.storage import Storage, open_storage
+from quillian.index.storage import Storage, check_vector_dtype, open_storage
 from quillian.index.tables import TABLES_DB
 from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
 from quillian.types import Chunk, Document, Progress, no_progress
@@ -313,6 +313,8 @@ def _begin(
                 f"{location_name(out)} was built with {what} {before!r}, not {now!r}; "
                 f"index into a new location to change the {what}"
             )
+    if dtype and built.get("vector_dtype") != dtype:
+        check_vector_dtype(out, dtype)  # a server whose pgvector has no float16
     manifest = {
         **previous,
         "schema_version": SCHEMA_VERSION,

@@ -48,6 +48,7 @@ __all__ = [
     "VECTOR_DTYPES",
     "ServerStorage",
     "Storage",
+    "check_vector_dtype",
     "open_storage",
     "vector_dtype",
 ]
@@ -178,6 +179,13 @@ def vector_dtype(asked: str | None, built: dict[str, Any] | None) -> str:
     if built is not None:
         return str(built.get("vector_dtype", "float32"))
     return DEFAULT_VECTOR_DTYPE
+
+
+def check_vector_dtype(location: str | Path, dtype: str) -> None:
+    """Refuse ``dtype`` where ``location``'s backend cannot store it (float16 on a
+    server whose pgvector predates ``halfvec``), before a build writes anything."""
+    if dtype == "float16" and is_server_location(location):
+        server_backend().check_vector_dtype(str(location), dtype)
 
 
 def open_storage(location: str | Path, *, create: bool = False) -> Storage:

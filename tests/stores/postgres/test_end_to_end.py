@@ -190,3 +190,21 @@ def test_bench_retrieval_builds_and_scores_on_a_workspace(
     assert read_manifest(postgres_url)["counts"]["documents"] == len(CORPUS)
     assert all(len(v) == 2 for m in scores[postgres_url].values() for v in m.values())
     assert scores[postgres_url] == scores[str(tmp_path / "idx")]
+
+
+def test_a_server_whose_pgvector_has_no_float16_is_refused_before_anything_is_written(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """float16 is ``halfvec``, which pgvector has had since 0.7: an older one refuses a
+    new workspace's default in one line naming the way out, and writes no index."""
+    from quillian.errors import IndexMissingError
+    from quillian.stores.postgres import vectors
+
+    monkeypatch.setattr(vectors, "HALFVEC_SINCE", (99, 0, 0))  # every pgvector too old
+    assert _index(tmp_path, postgres_url, CORPUS) == 2
+    err = capsys.readouterr().err
+    assert "cannot store float16 vectors" in err and "--vector-dtype float32" in err
+    with pytest.raises(IndexMissingError):
+        read_manifest(postgres_url)
+    assert _index(tmp_path, postgres_url, CORPUS, "--vector-dtype", "float32") == 0
+    assert read_manifest(postgres_url)["config"]["vector_dtype"] == "float32"

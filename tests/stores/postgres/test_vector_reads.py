@@ -196,3 +196,31 @@ def test_a_float16_collection_is_halfvec_kept_and_searched_through_hnsw(
         np.testing.assert_allclose(store.get([1]), rows[:1], rtol=1e-6)
     with pytest.raises(ConfigError, match="dtype must be one of"):
         PgVectorIndex(postgres_url, "other", DIM, dtype="bfloat16")
+
+
+class _Versioned:
+    """A connection whose server has pgvector ``version`` (None: none installable)."""
+
+    def __init__(self, version: str | None) -> None:
+        self.version, self.asked = version, 0
+
+    def execute(self, sql: str) -> Any:
+        self.asked += 1
+        return self
+
+    def fetchone(self) -> tuple[str | None]:
+        return (self.version,)
+
+
+@pytest.mark.parametrize("version", ["0.5.1", "0.6.2", "0.6.9-dev"])
+def test_float16_needs_pgvector_0_7(version: str) -> None:
+    with pytest.raises(ConfigError, match=rf"pgvector {version} on this server cannot store"):
+        vectors.check_dtype(_Versioned(version), "float16", "w")
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.8.1", "1.0", None])
+def test_float16_is_taken_from_pgvector_0_7_on(version: str | None) -> None:
+    vectors.check_dtype(_Versioned(version), "float16", "w")
+    unasked = _Versioned("0.5.0")
+    vectors.check_dtype(unasked, "float32", "w")
+    assert unasked.asked == 0  # float32 needs no look

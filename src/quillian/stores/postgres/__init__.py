@@ -29,7 +29,7 @@ from quillian.stores.postgres.graph import PgGraphStore
 from quillian.stores.postgres.jobs import PgJobTable
 from quillian.stores.postgres.lease import writer_lock
 from quillian.stores.postgres.pinned import PinnedVectors
-from quillian.stores.postgres.vectors import PgVectorIndex
+from quillian.stores.postgres.vectors import PgVectorIndex, check_vector_dtype
 
 __all__ = [
     "PgChangeLog",
@@ -42,6 +42,7 @@ __all__ = [
     "PinnedVectors",
     "PostgresLocation",
     "Workspace",
+    "check_vector_dtype",
     "is_postgres_location",
     "manifest_state",
     "parse_location",

@@ -63,10 +63,13 @@ from quillian.stores.embedded._vecutil import (
     check_k,
     keep_last,
 )
-from quillian.stores.postgres._pg import EF_SEARCH, PgStore, Workspace
+from quillian.stores.postgres._connect import connect
+from quillian.stores.postgres._pg import EF_SEARCH, PgStore, Workspace, parse_location
 
-__all__ = ["PgVectorIndex"]
+__all__ = ["HALFVEC_SINCE", "PgVectorIndex", "check_dtype", "check_vector_dtype"]
 
+#: The first pgvector release with ``halfvec``, what float16 is stored in.
+HALFVEC_SINCE = (0, 7, 0)
 #: A collection's name: a-z, 0-9, ``_`` and ``-`` (``kags-triples``), never two of
 #: ``_-`` in a row; its table spells ``-`` as ``__``, so two names never share a table.
 _NAME = re.compile(r"[a-z](?:[a-z0-9]|[_-](?![_-]))*")
@@ -447,6 +450,7 @@ class PgVectorIndex(PgStore):
                 return stored, stored_dtype
             dim = check_dim(dim, f"{self.workspace.name} vector collection {self.name!r}")
             dtype = dtype or "float32"
+            check_dtype(conn, dtype, self.workspace.name)
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE {} (id bigint PRIMARY KEY, embedding {}({}) NOT NULL, "
@@ -521,3 +525,42 @@ def _binary_copy(ids: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) ->
     rows["dim"] = dim
     rows["values"] = matrix
     return _PGCOPY_HEADER + rows.tobytes() + struct.pack("!h", -1)
+
+
+def check_dtype(conn: Any, dtype: str, where: str) -> None:
+    """Refuse ``dtype`` where the server's pgvector cannot store it: ``halfvec``
+    (float16) came with pgvector 0.7 (:data:`HALFVEC_SINCE`). The version is the one
+    installed in the database, else the one ``CREATE EXTENSION`` would install; a
+    server with neither is left to the extension's own check."""
+    if dtype != "float16":
+        return
+    row = conn.execute(
+        "SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'vector'),"
+        " (SELECT default_version FROM pg_available_extensions WHERE name = 'vector'))"
+    ).fetchone()
+    version = row[0] if row else None
+    if version is not None and _version(version) < HALFVEC_SINCE:
+        raise ConfigError(
+            f"{where}: pgvector {version} on this server cannot store float16 vectors "
+            "(halfvec needs pgvector 0.7 or later); upgrade pgvector, or index with "
+            "--vector-dtype float32"
+        )
+
+
+def check_vector_dtype(location: str, dtype: str) -> None:
+    """:func:`check_dtype` on the server ``location`` names: a build asks it before
+    writing anything, so a workspace is never left made for vectors it cannot store."""
+    if dtype != "float16":
+        return
+    where = parse_location(location)
+    with connect(where, autocommit=True) as conn:
+        check_dtype(conn, dtype, where.display)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"0.6.2"`` as ``(0, 6, 2)``; each part's leading digits (``"0.8.0-rc1"``)."""
+    parts = []
+    for part in text.split("."):
+        digits = re.match(r"\d*", part)
+        parts.append(int(digits.group()) if digits and digits.group() else 0)
+    return tuple(parts)
