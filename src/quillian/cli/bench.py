@@ -85,6 +85,13 @@ class BenchData(Flags):
         )
 
 
+#: The embedder a benchmark builds a new index with.
+EmbedderOpt = Annotated[
+    str | None,
+    choice(EMBEDDERS, f"default: the index's own, for a new one {DEFAULT_EMBEDDER}"),
+]
+
+
 @app.command()
 @shares_flags
 def retrieval(
@@ -111,6 +118,7 @@ def retrieval(
             "question (repeatable; each method is compared with dense anyway)",
         ),
     ] = None,
+    embedder: EmbedderOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Every retriever side by side on a QA dataset (no LLM).
@@ -120,7 +128,9 @@ def retrieval(
     and paired comparisons (mean difference, interval, permutation p-value, questions
     won and lost).
     """
-    settings = data.settings(first_n, methods=_retrievers(methods) if methods else METHODS)
+    settings = data.settings(
+        first_n, methods=_retrievers(methods) if methods else METHODS, embedder=embedder
+    )
     pairs = [_pair(c) for c in compare] if compare else None
     with stage_bars() as progress:
         result = run_retrieval_bench(settings, kg=kg, on_progress=progress, pairs=pairs)
@@ -262,10 +272,7 @@ def qa(
         int | None,
         typer.Option(metavar="N", help="index only the first N passages (as bench retrieval)"),
     ] = None,
-    embedder: Annotated[
-        str | None,
-        choice(EMBEDDERS, f"default: the index's own, for a new one {DEFAULT_EMBEDDER}"),
-    ] = None,
+    embedder: EmbedderOpt = None,
     metrics: Annotated[
         str,
         typer.Option(

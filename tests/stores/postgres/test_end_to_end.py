@@ -182,12 +182,13 @@ def test_bench_retrieval_builds_and_scores_on_a_workspace(
     for location in (str(tmp_path / "idx"), postgres_url):
         argv = ["bench", "retrieval", "--dataset", "musique", "--corpus",
                 str(tmp_path / "corpus.json"), "--questions", str(tmp_path / "q.jsonl"),
-                "--extractions", str(tmp_path / "ex.jsonl"),
+                "--extractions", str(tmp_path / "ex.jsonl"), "--embedder", "hash",
                 "--index-dir", location, "--methods", "sa,dense,bm25", "--json"]  # fmt: skip
         assert main(argv) == 0
         result = json.loads(capsys.readouterr().out)
         scores[location] = {m: result["_per_question"][m] for m in ("sa", "dense", "bm25")}
     assert read_manifest(postgres_url)["counts"]["documents"] == len(CORPUS)
+    assert read_manifest(postgres_url)["config"]["embedder_name"] == "hash"  # --embedder
     assert all(len(v) == 2 for m in scores[postgres_url].values() for v in m.values())
     assert scores[postgres_url] == scores[str(tmp_path / "idx")]
 
