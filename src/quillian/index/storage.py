@@ -183,7 +183,7 @@ def vector_dtype(asked: str | None, built: dict[str, Any] | None) -> str:
 
 def check_vector_dtype(location: str | Path, dtype: str) -> None:
     """Refuse ``dtype`` where ``location``'s backend cannot store it (float16 on a
-    server whose pgvector predates ``halfvec``), before a build writes anything."""
+    server whose pgvector predates ``halfvec``), before a build writes its manifest."""
     if dtype == "float16" and is_server_location(location):
         server_backend().check_vector_dtype(str(location), dtype)
 

@@ -193,7 +193,7 @@ def test_bench_retrieval_builds_and_scores_on_a_workspace(
     assert scores[postgres_url] == scores[str(tmp_path / "idx")]
 
 
-def test_a_server_whose_pgvector_has_no_float16_is_refused_before_anything_is_written(
+def test_a_server_whose_pgvector_has_no_float16_is_refused_before_an_index_is_written(
     postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:
     """float16 is ``halfvec``, which pgvector has had since 0.7: an older one refuses a

@@ -549,7 +549,8 @@ def check_dtype(conn: Any, dtype: str, where: str) -> None:
 
 def check_vector_dtype(location: str, dtype: str) -> None:
     """:func:`check_dtype` on the server ``location`` names: a build asks it before
-    writing anything, so a workspace is never left made for vectors it cannot store."""
+    its manifest records the dtype, so no index is left made for vectors its server
+    cannot store."""
     if dtype != "float16":
         return
     where = parse_location(location)
