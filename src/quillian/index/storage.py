@@ -55,11 +55,11 @@ __all__ = [
 
 #: The SQLite database of an embedded index.
 STORE_DB = "store.sqlite"
-#: What a new embedded index stores its vectors in: half of float32's bytes on disk
-#: and in the page cache, scores computed in float32 and the best candidates scored
-#: again in float64 (``research/vector_dtypes.py`` pairs it with float32 on the
-#: bench's questions). A new server workspace stores float32 (pgvector's ``vector``)
-#: unless asked for float16 (``halfvec``).
+#: What a new index stores its vectors in, on either backend: half of float32's bytes
+#: on disk and in the page cache (a server workspace's pgvector ``halfvec``), scores
+#: computed in float32 and, in a folder, the best candidates scored again in float64
+#: (``research/vector_dtypes.py`` pairs it with float32 on the bench's questions, in
+#: folders and with ``--postgres`` in workspaces).
 DEFAULT_VECTOR_DTYPE = "float16"
 
 
@@ -168,10 +168,10 @@ class ServerStorage(Storage):
 
 
 def vector_dtype(asked: str | None, built: dict[str, Any] | None) -> str:
-    """What an index stores its vectors in: ``asked``, else what it was
-    built with (``built``: its manifest's config, None for a new index; an index made
-    before the setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`,
-    on either backend (a new PostgreSQL workspace stores pgvector's ``halfvec``)."""
+    """What an index stores its vectors in: ``asked``, else what it was built with
+    (``built``: its manifest's config, None for a new index; an index made before the
+    setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`, on either
+    backend (a new PostgreSQL workspace stores pgvector's ``halfvec``)."""
     if asked is not None and asked not in VECTOR_DTYPES:
         raise ConfigError(f"vector dtype must be one of {', '.join(VECTOR_DTYPES)}, got {asked!r}")
     if asked is not None:
