@@ -224,3 +224,16 @@ def test_float16_is_taken_from_pgvector_0_7_on(version: str | None) -> None:
     unasked = _Versioned("0.5.0")
     vectors.check_dtype(unasked, "float32", "w")
     assert unasked.asked == 0  # float32 needs no look
+
+
+def test_a_collection_is_not_retyped_to_float16_on_a_pgvector_without_it(
+    postgres_url: str, monkeypatch
+) -> None:
+    rows = _unit(np.random.default_rng(7), 10)
+    with PgVectorIndex(postgres_url, "old", DIM, dtype="float32") as store:
+        store.add(np.arange(10), rows)
+    monkeypatch.setattr(vectors, "HALFVEC_SINCE", (99, 0, 0))  # every pgvector too old
+    with pytest.raises(ConfigError, match="cannot store float16 vectors"):
+        PgVectorIndex(postgres_url, "old", DIM, fresh=True, dtype="float16")
+    with PgVectorIndex(postgres_url, "old") as store:  # neither emptied nor retyped
+        assert store.dtype == "float32" and len(store) == 10

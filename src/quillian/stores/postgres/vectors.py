@@ -436,6 +436,7 @@ class PgVectorIndex(PgStore):
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._index))
                     conn.execute(sql.SQL("TRUNCATE {}").format(self._table))
                     if dtype is not None and dtype != stored_dtype:  # emptied: retyped at once
+                        check_dtype(conn, dtype, self.workspace.name)
                         conn.execute(
                             sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE {}({})").format(
                                 self._table, sql.SQL(_TYPES[dtype][0]), sql.Literal(stored)
