@@ -170,17 +170,24 @@ def shot(page, name: str, size: tuple[int, int], height: int | None = None) -> N
 
 
 def hover_shows(page, sentence: str) -> bool:
-    """Point along the answer's edge into Milwaukee (another node may lie on part of it)
-    until the tooltip shows ``sentence``."""
+    """Point along the answer's edge into Milwaukee until the tooltip shows ``sentence``.
+
+    The layout is randomized, so another node or edge may lie on part of the edge: the
+    points tried first are those where Cytoscape's own hit test finds this edge."""
     points = page.evaluate(
         """() => {
             const view = document.querySelector('#ask-graph').graphView;
             view.canvas.scrollIntoView({block: 'center'});
             const edge = view.cy.$('edge.answer')
-                .filter((e) => e.target().data('label') === 'Milwaukee');
+                .filter((e) => e.target().data('label') === 'Milwaukee')[0];
             const box = view.canvas.getBoundingClientRect();
             const [a, b] = [edge.renderedSourceEndpoint(), edge.renderedTargetEndpoint()];
-            return [0.5, 0.35, 0.65, 0.25, 0.75].map((f) =>
+            const [ma, mb] = [edge.sourceEndpoint(), edge.targetEndpoint()];
+            const hits = (f) => view.cy.renderer().findNearestElement(
+                ma.x + f * (mb.x - ma.x), ma.y + f * (mb.y - ma.y), true, false) === edge;
+            const steps = Array.from({length: 17}, (_, i) => 0.1 + i * 0.05);
+            const order = [...steps.filter(hits), ...steps.filter((f) => !hits(f))];
+            return order.slice(0, 6).map((f) =>
                 ({x: box.left + a.x + f * (b.x - a.x), y: box.top + a.y + f * (b.y - a.y)}));
         }"""
     )
