@@ -53,8 +53,8 @@ def disk_sizes(folder: Path) -> dict[str, int]:
 
 def store_sizes(index: Path) -> dict[str, int]:
     """Bytes of what an embedded index's ``store.sqlite`` holds, largest first: the
-    documents' and chunks' texts, and each key-value namespace's values (empty for an
-    index without that file)."""
+    documents' and chunks' texts as stored (compressed where long), and each key-value
+    namespace's values (empty for an index without that file)."""
     path = index / "store.sqlite"
     if not path.is_file():
         return {}
@@ -66,7 +66,9 @@ def store_sizes(index: Path) -> dict[str, int]:
             )
         }
         for table in ("documents", "chunks"):
-            (size,) = conn.execute(f"SELECT coalesce(sum(length(text)), 0) FROM {table}").fetchone()
+            (size,) = conn.execute(
+                f"SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM {table}"
+            ).fetchone()
             sizes[f"{table} text"] = int(size)
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
 

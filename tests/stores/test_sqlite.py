@@ -22,7 +22,7 @@ from quillian.testing.contracts import (
     KeyValueStoreContract,
     StatusStoreContract,
 )
-from quillian.types import Document
+from quillian.types import Chunk, Document
 
 
 class TestSqliteDocumentStore(DocumentStoreContract):
@@ -96,6 +96,58 @@ def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE quillian_schema SET version = 99 WHERE name = 'kv'")
     with pytest.raises(StoreError, match="version 99"):
         SqliteKeyValueStore(path)
+
+
+#: A text long enough to be stored compressed, and compressible.
+LONG = "Herbert A. Simon was born in Milwaukee. " * 40
+
+
+def _stored_types(path: Path) -> tuple[str, str]:
+    with sqlite3.connect(path) as conn:
+        doc = conn.execute("SELECT typeof(text) FROM documents").fetchone()[0]
+        chunk = conn.execute("SELECT typeof(text) FROM chunks").fetchone()[0]
+    return doc, chunk
+
+
+def test_long_texts_are_stored_compressed_and_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    doc = Document(text=LONG + "Ünïcode ✓", title="t")
+    chunk = Chunk(doc_id=doc.id, index=0, text=doc.text, start=0, end=len(doc.text), title="t")
+    short = Chunk(doc_id=doc.id, index=1, text="A short one.", start=0, end=12, title="t")
+    with SqliteDocumentStore(path) as store:
+        store.put_documents([doc])
+        store.put_chunks([chunk, short])
+    with sqlite3.connect(path) as conn:
+        kinds = dict(conn.execute("SELECT idx, typeof(text) FROM chunks"))
+        (size,) = conn.execute("SELECT length(text) FROM chunks WHERE idx = 0").fetchone()
+    assert kinds == {0: "blob", 1: "text"} and size < len(LONG) / 4
+    with SqliteDocumentStore(path) as store:
+        assert store.get_documents([doc.id]) == [doc]
+        assert store.get_chunks([chunk.id, short.id]) == [chunk, short]
+        assert list(store.iter_chunks()) == [chunk, short]
+        assert store.chunks_of(doc.id) == [chunk, short]
+
+
+def test_a_store_of_version_1_is_read_as_it_is_and_marked_2(tmp_path: Path) -> None:
+    """A store written before long texts were packed: its plain rows read back, and
+    it is marked version 2 once opened, so an earlier Quillian refuses it."""
+    path = tmp_path / "store.sqlite"
+    doc = Document(text=LONG, title="t")
+    chunk = Chunk(doc_id=doc.id, index=0, text=LONG, start=0, end=len(LONG), title="t")
+    SqliteDocumentStore(path).close()
+    with sqlite3.connect(path) as conn:  # as version 1 wrote them: the texts as they are
+        conn.execute("UPDATE quillian_schema SET version = 1 WHERE name = 'documents'")
+        conn.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)", (doc.id, "t", LONG, "", "{}"))
+        conn.execute(
+            "INSERT INTO chunks VALUES (?, ?, 0, ?, 0, ?, 't')", (chunk.id, doc.id, LONG, len(LONG))
+        )
+    with SqliteDocumentStore(path) as store:
+        assert store.get_documents([doc.id]) == [doc]
+        assert store.get_chunks([chunk.id]) == [chunk]
+    assert _stored_types(path) == ("text", "text")
+    with sqlite3.connect(path) as conn:
+        version = conn.execute("SELECT version FROM quillian_schema WHERE name = 'documents'")
+        assert version.fetchone()[0] == 2
 
 
 def test_metadata_must_survive_json(tmp_path: Path) -> None:

@@ -37,6 +37,10 @@ class SqliteStore:
 
     SCHEMA_NAME: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int] = 1
+    #: Older versions this class reads as they are: such a store is marked
+    #: ``SCHEMA_VERSION`` when opened (a later Quillian's writes need not be read by an
+    #: earlier one, which then refuses the store by its version).
+    SCHEMA_UPGRADES: ClassVar[frozenset[int]] = frozenset()
     DDL: ClassVar[tuple[str, ...]]
 
     def __init__(self, path: str | Path) -> None:
@@ -83,6 +87,12 @@ class SqliteStore:
             row = conn.execute(
                 "SELECT version FROM quillian_schema WHERE name = ?", (self.SCHEMA_NAME,)
             ).fetchone()
+            if row[0] in self.SCHEMA_UPGRADES:
+                conn.execute(
+                    "UPDATE quillian_schema SET version = ? WHERE name = ?",
+                    (self.SCHEMA_VERSION, self.SCHEMA_NAME),
+                )
+                row = (self.SCHEMA_VERSION,)
         if row[0] != self.SCHEMA_VERSION:
             raise StoreError(
                 f"{self._path}: {self.SCHEMA_NAME} schema version {row[0]}, "

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from quillian.errors import InputError
+from quillian.stores.embedded._packed import pack_text, unpack_text
 from quillian.stores.embedded._sqlite import PAGE, SqliteStore, quick_check, sqlite_rebuild_hint
 from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
@@ -46,6 +47,10 @@ class SqliteDocumentStore(SqliteStore):
     """
 
     SCHEMA_NAME = "documents"
+    #: 2: long texts stored compressed (:mod:`._packed`); a version 1 store's rows are
+    #: read as they are, so it is marked version 2 when opened.
+    SCHEMA_VERSION = 2
+    SCHEMA_UPGRADES = frozenset({1})
     DDL = (
         "CREATE TABLE IF NOT EXISTS documents (id TEXT PRIMARY KEY, title TEXT NOT NULL, "
         "text TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL)",
@@ -397,7 +402,7 @@ def _record(row: Sequence[Any]) -> StatusRecord:
     return StatusRecord(doc_id=row[0], status=status, error=row[2], source=row[3])
 
 
-def _document_row(doc: Document) -> tuple[str, str, str, str, str]:
+def _document_row(doc: Document) -> tuple[str, str, str | bytes, str, str]:
     for name in ("text", "title", "source"):
         if not isinstance(getattr(doc, name), str):
             raise InputError(f"document {name} must be a string", field=name)
@@ -415,14 +420,15 @@ def _document_row(doc: Document) -> tuple[str, str, str, str, str]:
             "(use a dict with string keys, lists rather than tuples)",
             field="metadata",
         )
-    return doc_id, doc.title, doc.text, doc.source, encoded
+    return doc_id, doc.title, pack_text(doc.text), doc.source, encoded
 
 
 def _document(row: Sequence[Any]) -> Document:
-    return Document(text=row[2], title=row[1], source=row[3], metadata=json.loads(row[4]))
+    text = unpack_text(row[2])
+    return Document(text=text, title=row[1], source=row[3], metadata=json.loads(row[4]))
 
 
-def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str, int, int, str]:
+def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str | bytes, int, int, str]:
     for name in ("doc_id", "text", "title"):
         if not isinstance(getattr(chunk, name), str):
             raise InputError(f"chunk {name} must be a string", field=name)
@@ -435,9 +441,11 @@ def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str, int, int, str]:
             f"chunk {chunk.index} of {chunk.doc_id}: start {chunk.start} > end {chunk.end}",
             field="start",
         )
-    return (chunk.id, chunk.doc_id, chunk.index, chunk.text, chunk.start, chunk.end, chunk.title)
+    text = pack_text(chunk.text)
+    return (chunk.id, chunk.doc_id, chunk.index, text, chunk.start, chunk.end, chunk.title)
 
 
 def _chunk(row: Sequence[Any]) -> Chunk:
     """A chunk from its stored columns (:data:`_CHUNK_COLUMNS`), with its stored id."""
-    return Chunk.stored(*row)
+    chunk_id, doc_id, index, text, *rest = row
+    return Chunk.stored(chunk_id, doc_id, index, unpack_text(text), *rest)
