@@ -1,15 +1,17 @@
 """Stored extractions in the earlier form (``dataclasses.asdict``, a dependency parse's
-spans and heads as they are) and the compact form (``quillian.components.extraction.
+spans and heads as they are), the compact form (``quillian.components.extraction.
 serde``: fields by position, each distinct text once, a parse's spans and heads
-relative), side by side in one run on an index's stored records.
+relative) and, for records with a parse, the compact form with its words elided (a
+word that is its token's text in lower case left unwritten, ``DependencyParse.of``
+given the chunk's text), side by side in one run on an index's stored records.
 
 Run ``python research/extraction_forms.py INDEX [--limit N]`` on an embedded index
 (its ``store.sqlite``): for each namespace of per-chunk extractions it holds (the
 extraction cache ``mentions:NAME`` or ``extraction:NAME``, the linked records
 ``linked:NAME`` and the resolution state's ``graph_resolution.sqlite``, whose earlier
 form was a list of fields by position with every text in place), every record (or the
-first N) is decoded, written in both forms and compressed as the stores compress it
-(zlib level 1), and decoded again from each form's JSON. Prints one JSON
+first N) is decoded, written in each form and compressed as the stores compress it
+(``serde.compressed``), and decoded again from each form's JSON. Prints one JSON
 object: per namespace, the records read, the JSON and compressed bytes of each form,
 and the seconds ``json.loads`` and the decoding took for each.
 """
@@ -22,6 +24,7 @@ import sqlite3
 import time
 import zlib
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -29,11 +32,13 @@ from typing import Any
 from quillian.components.extraction.base import Extraction
 from quillian.components.extraction.predicates import DependencyParse
 from quillian.components.extraction.serde import (
+    compressed,
     extraction_from_json,
     extraction_to_json,
     uncompressed,
 )
 from quillian.components.graph.compact import decode_extraction
+from quillian.stores.embedded._packed import unpack_text
 
 STATE = "resolution state"
 
@@ -85,19 +90,30 @@ def _positional(e: Extraction) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _absolute(e: Extraction) -> Extraction:
+def _absolute(e: Extraction, texts: dict[str, str]) -> Extraction:
     """``e`` with its parse in the earlier form: each token's span and head as they are."""
     if e.parse is None or not e.parse.relative:
         return e
-    rows = "\n".join("\t".join(map(str, t)) for t in e.parse.tokens())
+    rows = "\n".join("\t".join(map(str, t)) for t in e.parse.tokens(texts[e.chunk_id]))
     return replace(e, parse=DependencyParse(rows, e.parse.version, relative=False))
 
 
-def _relative(e: Extraction) -> Extraction:
-    """``e`` with its parse in the compact form (spans and heads relative)."""
-    if e.parse is None or e.parse.relative:
+def _relative(e: Extraction, texts: dict[str, str]) -> Extraction:
+    """``e`` with its parse in the compact form (spans and heads relative), its words
+    written out."""
+    if e.parse is None or (e.parse.relative and not e.parse.elided):
         return e
-    return replace(e, parse=replace(DependencyParse.of(e.parse.tokens()), version=e.parse.version))
+    tokens = e.parse.tokens(texts[e.chunk_id])
+    return replace(e, parse=replace(DependencyParse.of(tokens), version=e.parse.version))
+
+
+def _elided(e: Extraction, texts: dict[str, str]) -> Extraction:
+    """``e`` with its parse in the compact form, its words elided."""
+    if e.parse is None or e.parse.elided:
+        return e
+    tokens = e.parse.tokens()
+    elided = DependencyParse.of(tokens, texts[e.chunk_id])
+    return replace(e, parse=replace(elided, version=e.parse.version))
 
 
 def _form(encoded: list[bytes], state: bool) -> dict[str, Any]:
@@ -105,14 +121,14 @@ def _form(encoded: list[bytes], state: bool) -> dict[str, Any]:
     for e in encoded:
         json.loads(e)
     loads = time.perf_counter() - start
-    packed = [zlib.compress(e, 1) for e in encoded] if state else []
+    packed = [compressed(e) for e in encoded] if state else []
     start = time.perf_counter()
     for e in packed or encoded:
         (decode_extraction(e) if state else extraction_from_json(e))
     decode = time.perf_counter() - start  # the state's: decompressing too
     return {
         "json_mb": round(sum(map(len, encoded)) / 1e6, 2),
-        "compressed_mb": round(sum(len(zlib.compress(e, 1)) for e in encoded) / 1e6, 2),
+        "compressed_mb": round(sum(len(compressed(e)) for e in encoded) / 1e6, 2),
         "json_loads_s": round(loads, 3),
         "decode_s": round(decode, 3),
     }
@@ -124,22 +140,29 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="records read per namespace")
     args = parser.parse_args()
     report: dict[str, Any] = {}
+    uri = f"{(args.index / 'store.sqlite').absolute().as_uri()}?mode=ro"  # not upgraded
+    with closing(sqlite3.connect(uri, uri=True)) as conn:
+        rows = conn.execute("SELECT id, text FROM chunks")
+        texts = {chunk_id: unpack_text(text) for chunk_id, text in rows}
     for namespace, extractions in _records(args.index, args.limit).items():
         state = namespace == STATE
         earlier = [
             _positional(e)
             if state
             else json.dumps(
-                asdict(_absolute(e)), ensure_ascii=False, separators=(",", ":")
+                asdict(_absolute(e, texts)), ensure_ascii=False, separators=(",", ":")
             ).encode()
             for e in extractions
         ]
-        compact = [extraction_to_json(_relative(e)) for e in extractions]
+        compact = [extraction_to_json(_relative(e, texts)) for e in extractions]
         report[namespace] = {
             "records": len(extractions),
             "earlier": _form(earlier, state),
             "compact": _form(compact, state),
         }
+        if any(e.parse is not None and e.parse.rows for e in extractions):
+            elided = [extraction_to_json(_elided(e, texts)) for e in extractions]
+            report[namespace]["compact, words elided"] = _form(elided, state)
     print(json.dumps(report, indent=2))
 
 

@@ -109,6 +109,35 @@ def test_a_compact_record_naming_a_text_it_lacks_fails_to_read() -> None:
         extraction_from_json(json.dumps([3, *data[1:]]).encode())
 
 
+def test_an_elided_parse_writes_only_the_words_its_text_does_not_give() -> None:
+    """A lemma that is its token's text in lower case, or the empty word of a
+    whitespace token, is left unwritten and read back from the chunk's text; any other
+    word (a lemma, a verb's form, an empty word where the text is not whitespace) is
+    kept as it is."""
+    text = "Ada was born\n\nin Cities"
+    tokens = [
+        ParsedToken(0, 3, 2, "nsubjpass", "NNP", "ada"),
+        ParsedToken(4, 7, 2, "auxpass", "VBD", "be"),
+        ParsedToken(8, 12, 2, "ROOT", "VBN", "born"),
+        ParsedToken(12, 14, 2, "dep", "_SP", ""),
+        ParsedToken(14, 16, 2, "prep", "IN", ""),
+        ParsedToken(17, 23, 4, "pobj", "NNS", "city"),
+    ]
+    parse = DependencyParse.of(tokens, text)
+    words = [line.split("\t")[5] for line in parse.rows.split("\n")]
+    assert parse.elided and words == ["", "be", "", "", "\x00", "city"]
+    assert parse.tokens(text) == tokens
+    with pytest.raises(ValueError, match="chunk's text"):
+        parse.tokens()
+    stored = extraction_from_json(extraction_to_json(Extraction("c", "d", parse=parse)))
+    assert stored.parse == parse and stored.parse.tokens(text) == tokens
+    # a parse stored before the elided form keeps its words, and reads without the text
+    before = json.loads(extraction_to_json(Extraction("c", "d", parse=DependencyParse.of(tokens))))
+    assert len(before[-1]) == 3
+    read = extraction_from_json(json.dumps(before).encode()).parse
+    assert read is not None and not read.elided and read.tokens() == tokens
+
+
 def test_a_parse_keeps_its_tokens_relative_and_one_stored_before_reads_the_same() -> None:
     tokens = [
         ParsedToken(0, 3, 1, "compound", "NNP", "ada"),

@@ -101,25 +101,39 @@ class DependencyParse:
     token's end, its end as its length, and its head as an offset from its own index,
     small numbers that repeat: a parse is most of what the spaCy extractor stores of a
     chunk, and with the compact form that record takes a quarter (100k short passages)
-    to 38% (the 20 MB text) less room compressed (``research/extraction_forms.py``). A
-    parse stored before gives them as they are."""
+    to 38% (the 20 MB text) less room compressed (``research/extraction_forms.py``).
+
+    ``elided``: a word that is its token's text in lower case (nine tokens in ten: most
+    lemmas are the word itself), or empty for a whitespace token, is written empty, and
+    read back from the chunk's text (:meth:`tokens` is given it). The 20 MB text's
+    spaCy results took 0.67x the bytes compressed (``research/extraction_forms.py``).
+
+    A parse stored before either form gives its fields as they are."""
 
     rows: str = ""
     version: int = PARSE_VERSION
     relative: bool = True
+    elided: bool = False
 
     @classmethod
-    def of(cls, tokens: Iterable[ParsedToken]) -> DependencyParse:
-        """The parse holding ``tokens``."""
+    def of(cls, tokens: Iterable[ParsedToken], text: str | None = None) -> DependencyParse:
+        """The parse holding ``tokens``, its words elided where ``text`` (the chunk's
+        text the tokens' spans are in) is given."""
         lines, end = [], 0
         for i, t in enumerate(tokens):
             gap, length, head = t.start - end, t.end - t.start, t.head - i
-            lines.append(f"{gap}\t{length}\t{head}\t{t.dep}\t{t.tag}\t{t.word}")
+            word = t.word
+            if text is not None:
+                word = _elided(word, text[t.start : t.end])
+            lines.append(f"{gap}\t{length}\t{head}\t{t.dep}\t{t.tag}\t{word}")
             end = t.end
-        return cls("\n".join(lines))
+        return cls("\n".join(lines), elided=text is not None and bool(lines))
 
-    def tokens(self) -> list[ParsedToken]:
-        """The tokens, in text order."""
+    def tokens(self, text: str | None = None) -> list[ParsedToken]:
+        """The tokens, in text order; ``text``, the chunk's text, is needed to read an
+        :attr:`elided` parse."""
+        if self.elided and text is None:
+            raise ValueError("an elided parse is read with its chunk's text")
         out = []
         end = 0
         for i, line in enumerate(self.rows.split("\n") if self.rows else ()):
@@ -127,10 +141,38 @@ class DependencyParse:
             if self.relative:
                 first = end + int(start)
                 end = first + int(stop)
-                out.append(ParsedToken(first, end, i + int(head), dep, tag, word))
+                token = ParsedToken(first, end, i + int(head), dep, tag, word)
             else:
-                out.append(ParsedToken(int(start), int(stop), int(head), dep, tag, word))
+                token = ParsedToken(int(start), int(stop), int(head), dep, tag, word)
+            if self.elided and text is not None:
+                token = token._replace(word=_unelided(word, text[token.start : token.end]))
+            out.append(token)
         return out
+
+
+#: Written for a word that is empty where its token's text is not whitespace (no
+#: spaCy lemma is), so that an elided parse reads every word back exactly.
+_EMPTY_WORD = "\x00"
+
+
+def _elided(word: str, surface: str) -> str:
+    """``word`` as an elided parse writes it: empty where it is what
+    :func:`_unelided` reads back from its token's text."""
+    if word == _default_word(surface):
+        return ""
+    return word or _EMPTY_WORD
+
+
+def _unelided(written: str, surface: str) -> str:
+    if not written:
+        return _default_word(surface)
+    return "" if written == _EMPTY_WORD else written
+
+
+def _default_word(surface: str) -> str:
+    """The word an elided parse leaves unwritten: the token's text in lower case, or
+    none for whitespace (:func:`parse_doc`)."""
+    return "" if surface.isspace() else surface.lower()
 
 
 def parse_doc(doc: Any, offset: int, first: int) -> list[ParsedToken]:

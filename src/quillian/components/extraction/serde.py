@@ -44,7 +44,8 @@ FORM = 2
 def extraction_to_json(extraction: Extraction) -> bytes:
     """``extraction`` in the compact form (see the module's doc): the list ``[FORM,
     chunk id, document id, texts, entities, triples]``, and its parse's ``[rows,
-    version, relative]`` last where it has one. An entity is ``[name, type, aliases,
+    version, relative]`` (``[rows, version, relative, 1]`` for an elided one) last
+    where it has one. An entity is ``[name, type, aliases,
     description, is topic, start, end]``, a triple ``[subject, predicate, object,
     description, provenance]``, the provenance ``[start, end, sentence]`` (its
     document and chunk the extraction's own) or ``[start, end, sentence, document,
@@ -71,7 +72,8 @@ def extraction_to_json(extraction: Extraction) -> bytes:
     ]
     data = [FORM, extraction.chunk_id, extraction.doc_id, list(texts), entities, triples]
     if (parse := extraction.parse) is not None:
-        data.append([parse.rows, parse.version, int(parse.relative)])
+        form = [parse.rows, parse.version, int(parse.relative)]
+        data.append([*form, 1] if parse.elided else form)
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -140,8 +142,8 @@ def _compact(data: list[Any]) -> Extraction:
         raise ValueError(f"an extraction in form {form!r}, not {FORM}")
     parse = None
     if parsed:
-        ((rows, version, relative),) = parsed
-        parse = _current(DependencyParse(rows, version, bool(relative)))
+        ((rows, version, relative, *elided),) = parsed
+        parse = _current(DependencyParse(rows, version, bool(relative), bool(elided)))
 
     def where(at: list[Any] | None) -> Provenance | None:
         if at is None:

@@ -214,7 +214,7 @@ class SpacyExtractor:
                     ExtractedEntity(m.name, m.type, start=m.start, end=m.end)
                     for m in self._mentions(chunk.text, ents)
                 ),
-                parse=DependencyParse.of(tokens if self.predicates else ()),
+                parse=DependencyParse.of(tokens if self.predicates else (), chunk.text),
             )
             for chunk, (ents, tokens) in zip(chunks, found, strict=True)
         ]
@@ -271,7 +271,7 @@ class SpacyExtractor:
         for chunk, extraction in zip(chunks, local, strict=True):
             found = [Mention(title, "TITLE", s, e) for s, e, title in index.find(chunk.text)]
             mentions = [Mention(e.name, e.type, e.start, e.end) for e in extraction.entities]
-            tokens = extraction.parse.tokens() if extraction.parse else []
+            tokens = extraction.parse.tokens(chunk.text) if extraction.parse else []
             out.append(self._extraction(chunk, _prefer_titles(found, mentions), aliases, tokens))
         return out
 
