@@ -23,6 +23,7 @@ from quillian.index import (
     open_storage,
     read_manifest,
 )
+from quillian.stores.embedded._sqlite import SqliteStore
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Chunk, Document
@@ -172,6 +173,25 @@ def test_a_build_with_nothing_new_and_the_same_stages_runs_none(tmp_path):
     more = CountChunks(name="other")
     extra = Document("Ada Byron was her name at birth.", "Ada Byron")
     assert not build(more, [*docs, extra]).reused and more.seen == 5
+
+
+def test_a_first_build_packs_the_store_and_an_update_does_not(tmp_path, monkeypatch):
+    """A build that wrote every chunk leaves the store's pages full (a ``VACUUM`` of a
+    copy takes no page off); one that adds a document does not rewrite the store."""
+    packed = []
+    pack = SqliteStore.pack
+    monkeypatch.setattr(SqliteStore, "pack", lambda self: (packed.append(1), pack(self)))
+    titles = list(LOVELACE)
+    build_tiny(tmp_path / "idx", LOVELACE, titles=titles[:-1])
+    assert packed == [1]
+    copy = tmp_path / "copy.sqlite"
+    with closing(sqlite3.connect(tmp_path / "idx" / "store.sqlite")) as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()
+        conn.execute(f"VACUUM INTO '{copy}'")
+    with closing(sqlite3.connect(copy)) as conn:
+        assert conn.execute("PRAGMA page_count").fetchone() == pages
+    build_tiny(tmp_path / "idx", LOVELACE)
+    assert packed == [1]
 
 
 def test_a_build_gives_back_the_space_its_emptied_caches_held(tmp_path):

@@ -374,7 +374,7 @@ def _rebuild(
     _forget(storage.kv, cached.namespace)
     if isinstance(extractor, LinkingExtractor):  # linked extractions older versions cached
         _forget(storage.kv, f"extraction:{extractor.name}")
-    storage.release_space()
+    storage.release_space(pack=linked.delta.fresh)
     if "graph" in report.seconds:  # reading the stored extractions is part of the graph
         report.seconds["graph"] += extract_seconds
     report.counts = {

@@ -99,11 +99,15 @@ class Storage:
             shutil.rmtree(path, ignore_errors=True)
         return CSRGraphStore(path)
 
-    def release_space(self) -> None:
+    def release_space(self, pack: bool = False) -> None:
         """Give back to the file system the space a build freed in the index's database
-        (its emptied caches); a server reclaims its own."""
+        (its emptied caches), and where ``pack`` (a build that wrote every chunk) the
+        space its part-full pages take (SQLite's ``VACUUM``); a server
+        reclaims its own."""
         if isinstance(self.kv, SqliteKeyValueStore):
             self.kv.release_free_pages()
+            if pack:
+                self.kv.pack()
 
     def close(self) -> None:
         for store in (self.documents, self.status, self.kv, self.changes):

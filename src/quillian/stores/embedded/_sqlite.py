@@ -134,6 +134,17 @@ class SqliteStore:
             conn.executescript("PRAGMA incremental_vacuum;")  # execute() frees one page
             return int(free)
 
+    def pack(self) -> None:
+        """Rewrite the database with its pages full (SQLite's ``VACUUM``), and empty the
+        write-ahead log it went through. Rows put in key order other than their own
+        (chunk ids, the caches' keys) split pages and leave them part full: the 100k
+        passages' store of docs/scale.md took 190 MB, 175 MB packed, in 0.7 s. A build
+        that wrote the whole store packs it; an update, which writes a few rows, does
+        not."""
+        with self._errors("pack the database") as conn:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _query(self, action: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._errors(action) as conn:
             return conn.execute(sql, params).fetchall()
