@@ -38,7 +38,7 @@ from quillian.components.extraction.serde import (
     uncompressed,
 )
 from quillian.components.graph.compact import decode_extraction
-from quillian.stores.embedded._packed import unpack_text
+from quillian.stores.packed import unpack_text
 
 STATE = "resolution state"
 

@@ -31,7 +31,11 @@ from quillian.stores.integrity import file_digest
 from quillian.stores.snapshot import GraphSnapshot, IdMap
 from quillian.testing import resolution
 from quillian.testing.resolution import RandomCorpus
-from quillian.testing.tables import assert_same_outputs, assert_same_snapshot
+from quillian.testing.tables import (
+    assert_same_outputs,
+    assert_same_snapshot,
+    chunk_texts_in_texts,
+)
 from quillian.types import Chunk, Provenance, Triple
 
 #: Page titles: with and without a qualifier, bases two pages share, initials.
@@ -567,6 +571,31 @@ def test_tables_a_state_marked_with_blake2b_are_patched(
     save_state_tables(got, run.state, [c.chunk_id for c in ordered], [_chunk(c) for c in ordered])
     assert patched == [1]
     got, _, want, _, _ = run.write()  # nothing logged since: the patched tables kept
+    assert_same_outputs(got, want)
+    run.state.close()
+
+
+def test_tables_keeping_chunk_texts_in_texts_are_written_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tables of layout ``keyed-1`` (a build before chunk texts were rows' bodies), the
+    very tables the state's log follows, are written whole once in the layout of now,
+    not patched, and equal the builder's."""
+    run = _Run(tmp_path, 40, 6)
+    got, *_ = run.write()
+    chunk_texts_in_texts(got)
+    run.state.mark_tables(file_digest(got / TABLES_DB))
+    run.step()
+    patched: list[int] = []
+    monkeypatch.setattr(state_tables._Writer, "_patch", lambda *a: patched.append(1))
+    ordered = sorted(run.chunks.values(), key=lambda c: (c.doc_id, c.index))
+    with caplog.at_level(logging.INFO):
+        save_state_tables(
+            got, run.state, [c.chunk_id for c in ordered], [_chunk(c) for c in ordered]
+        ).save(got / "graph")
+    assert not patched and "has layout keyed-1" in caplog.text
+    monkeypatch.undo()
+    got, _, want, _, _ = run.write()  # nothing logged since: the tables written kept
     assert_same_outputs(got, want)
     run.state.close()
 

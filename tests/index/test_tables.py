@@ -21,9 +21,16 @@ from quillian.components.retrieval.seeding import EntityLexicon, page_aliases
 from quillian.errors import IndexSchemaError
 from quillian.index import build_index, open_index
 from quillian.index.stages import unique_texts
-from quillian.index.tables import TABLES_DB, DistinctTexts, load_tables, save_tables
+from quillian.index.tables import (
+    TABLES_DB,
+    DistinctTexts,
+    load_tables,
+    save_tables,
+)
+from quillian.stores.packed import MIN_PACKED
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
+from quillian.testing.tables import chunk_texts_in_texts
 from quillian.types import Chunk, Document, Provenance, Triple, entity_id, key64
 
 TEXT = "Ada Lovelace met Charles Babbage. Babbage was born in London."
@@ -102,7 +109,8 @@ def test_each_text_is_stored_once(stored: tuple[KnowledgeGraph, KnowledgeGraph, 
 def _position_keyed(directory: Path) -> None:
     """Turn tables written by :func:`save_tables` into the layout before rows were keyed
     by ids: rows keyed by position, a source naming its chunk's position, no order
-    arrays."""
+    arrays (and a chunk's text in ``texts``)."""
+    chunk_texts_in_texts(directory)
     order = np.load(directory / "tables" / "chunk_order.npy").tolist()
     conn = sqlite3.connect(directory / TABLES_DB)
     for table in ("entities", "descriptions", "relations"):
@@ -122,6 +130,32 @@ def _position_keyed(directory: Path) -> None:
     for name in ("chunk", "entity", "description", "relation"):
         (directory / "tables" / f"{name}_order.npy").unlink()
     (directory / "tables" / "entity_positions.npy").unlink()
+
+
+def test_tables_keeping_chunk_texts_in_texts_read_as_before(tmp_path: Path) -> None:
+    """Tables of layout ``keyed-1`` (a chunk's text among the texts) read the same, and
+    a chunk's text is compressed in the layout written now."""
+    kg = graph()
+    text = TEXT + " She wrote the first published program for the Engine." * 8
+    given = [Chunk("d1", 0, text, 0, len(text), "Ada Lovelace"), chunks()[1]]
+    assert len(text) >= MIN_PACKED > len(given[1].text)
+    save_tables(tmp_path, kg, given)
+    conn = sqlite3.connect(tmp_path / TABLES_DB)
+    stored = {
+        i: (t, n) for i, t, n in conn.execute("SELECT id, typeof(body), length(body) FROM chunks")
+    }
+    conn.close()
+    (kind, size), (short, _) = (stored[i] for i in kg.chunk_ids)
+    assert kind == "blob" and size < len(text) / 3 and short == "text"
+    want = load_tables(tmp_path, kg.snapshot)
+    assert list(want[1].chunk_texts) == [c.text for c in given]
+    chunk_texts_in_texts(tmp_path)
+    opened, tables = load_tables(tmp_path, kg.snapshot)
+    assert tables.keyed
+    assert list(opened.relations) == list(kg.relations) == list(want[0].relations)
+    assert opened.relations[0] == kg.relations[0]  # the sentence read from its chunk
+    assert list(tables.chunk_texts) == [c.text for c in given]
+    assert tables.graph_texts() == want[1].graph_texts()
 
 
 def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ import shutil
 import sqlite3
 import uuid
 from collections.abc import Collection, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ from quillian.index.tables import (
     patched_fingerprint,
 )
 from quillian.stores.integrity import copy_with_digest, file_digest
+from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot, IdMap
 from quillian.types import Chunk, key64
@@ -96,7 +98,7 @@ _TEMP = """
 PRAGMA temp_store = FILE;
 CREATE TEMP TABLE chunk_pos (id TEXT PRIMARY KEY, pos INTEGER NOT NULL,
     row INTEGER NOT NULL, title TEXT NOT NULL, title_id INTEGER NOT NULL,
-    text TEXT NOT NULL, text_id INTEGER NOT NULL);
+    body NOT NULL);
 CREATE TEMP TABLE ent (row INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
 CREATE TEMP TABLE corder (chunk_id TEXT PRIMARY KEY, ord INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
@@ -133,24 +135,21 @@ _RELATION = """
         src.id, o.start, o.end,
         CASE WHEN o.doc_id IS NULL OR o.sentence = :empty THEN NULL
             WHEN cp.row IS NOT NULL AND o.start >= 0 AND o.end >= o.start
-                AND substr(ct.text, o.start + 1, o.end - o.start) = ts.text
+                AND substr(chunk_text(cp.row, cp.body), o.start + 1, o.end - o.start)
+                    = ts.text
             THEN {in_chunk} ELSE o.sentence END,
         o.triple, key64(o.chunk_id), o.seq, o.subject, o.object, cp.row
     FROM {occurrences}
     LEFT JOIN st.texts ts ON ts.id = o.sentence
     LEFT JOIN main.chunks cp ON cp.row = key64(o.source_chunk) AND o.doc_id IS NOT NULL
-    LEFT JOIN main.texts ct ON ct.id = cp.text
     LEFT JOIN main.sources src ON src.doc_id = o.doc_id AND src.chunk_id = o.source_chunk
 """
 
 #: Text references of the rows just inserted into a table (``{where}`` picks them), for
-#: the counts in ``texts``: chunk titles and texts, description texts, relation texts
-#: and sentences (not those read from their chunk).
+#: the counts in ``texts``: chunk titles, description texts, relation texts and
+#: sentences (not those read from their chunk). A chunk's text is its row's own.
 _TEXT_REFS = {
-    "chunks": (
-        "SELECT title AS id FROM main.chunks {where}",
-        "SELECT text FROM main.chunks {where}",
-    ),
+    "chunks": ("SELECT title AS id FROM main.chunks {where}",),
     "descriptions": ("SELECT text AS id FROM main.descriptions {where}",),
     "relations": (
         "SELECT description AS id FROM main.relations {where}",
@@ -274,12 +273,16 @@ class _Writer:
                     patch = file_digest(db, "blake2b") == changes.tables
             elif patch := previous_digest == changes.tables:
                 shutil.copyfile(previous, db)
+            why = f"{previous} is not the state's"
+            if patch and (layout := _layout(db)) != KEYED:  # patched in this layout only
+                patch, why = False, f"{previous} has layout {layout}"
             if not patch:
                 db.unlink(missing_ok=True)
-                logger.info("graph tables written whole: %s is not the state's", previous)
+                logger.info("graph tables written whole: %s", why)
         conn = sqlite3.connect(db.absolute().as_uri(), uri=True, isolation_level=None)
         try:
             conn.create_function("key64", 1, _key64, deterministic=True)
+            conn.create_function("chunk_text", 2, _ChunkTexts(), deterministic=True)
             conn.create_function("desc_node", 3, description_node_id, deterministic=True)
             conn.execute("PRAGMA journal_mode = OFF")  # a file in a folder swapped in whole
             if not patch:
@@ -343,9 +346,9 @@ class _Writer:
     def _fill(self, conn: sqlite3.Connection) -> None:
         """Every table but ``names``' titled keys and ``meta``, from the attached state."""
         conn.executemany(
-            "INSERT INTO chunk_pos VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO chunk_pos VALUES (?, ?, ?, ?, ?, ?)",
             (
-                (cid, pos, row, c.title, key64(c.title), c.text, key64(c.text))
+                (cid, pos, row, c.title, key64(c.title), pack_text(c.text))
                 for pos, (cid, row, c) in enumerate(
                     zip(self.chunk_ids, self.chunk_rows.tolist(), self.chunks, strict=True)
                 )
@@ -354,15 +357,12 @@ class _Writer:
         for sql in _ORDER:
             conn.execute(sql)
         conn.execute(
-            "INSERT INTO chunks SELECT row, id, nullif(title_id, :e), nullif(text_id, :e)"
-            " FROM chunk_pos",
+            "INSERT INTO chunks SELECT row, id, nullif(title_id, :e), body FROM chunk_pos",
             {"e": _EMPTY},
         )
-        for column in ("title", "text"):
-            conn.execute(
-                f"INSERT OR IGNORE INTO texts SELECT {column}_id, {column}, 0 FROM chunk_pos"
-                f" WHERE {column} != ''"
-            )
+        conn.execute(
+            "INSERT OR IGNORE INTO texts SELECT title_id, title, 0 FROM chunk_pos WHERE title != ''"
+        )
         conn.execute("INSERT INTO entities SELECT row, name, type, aliases FROM st.entities")
         conn.execute(
             """INSERT INTO descriptions
@@ -472,11 +472,11 @@ class _Writer:
             (int(self.chunk_rows[i]), self.chunk_ids[i], c.title, c.text)
             for i, c in zip(new.tolist(), self.chunks.at(new.tolist()), strict=True)
         ]
-        _insert_texts(conn, [t for _, _, title, text in rows for t in (title, text) if t])
+        _insert_texts(conn, [title for _, _, title, _ in rows if title])
         conn.executemany(
-            "INSERT INTO chunks VALUES (:row, :id, nullif(:title, :e), nullif(:text, :e))",
+            "INSERT INTO chunks VALUES (:row, :id, nullif(:title, :e), :body)",
             (
-                {"row": row, "id": cid, "title": key64(title), "text": key64(text), "e": _EMPTY}
+                {"row": row, "id": cid, "title": key64(title), "body": pack_text(text), "e": _EMPTY}
                 for row, cid, title, text in rows
             ),
         )
@@ -652,6 +652,32 @@ _DESCRIPTION_LINES = (
     "SELECT json_array(d.row, d.entity, t.text, d.chunk_id) FROM descriptions d"
     " JOIN texts t ON t.id = d.text {where}"
 )
+
+
+def _layout(db: Path) -> str | None:
+    """The layout a tables database names (:data:`~quillian.index.tables.LAYOUT`)."""
+    with closing(sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True)) as conn:
+        found = conn.execute("SELECT value FROM meta WHERE key = ?", (LAYOUT,)).fetchone()
+    return found[0] if found else None
+
+
+class _ChunkTexts:
+    """The SQL function ``chunk_text(row, body)``: a chunk's text from its row's body,
+    the last :data:`KEPT` decompressed kept (a whole write reads each chunk's relations
+    together)."""
+
+    KEPT = 64
+
+    def __init__(self) -> None:
+        self.texts: dict[int, str] = {}
+
+    def __call__(self, row: int, body: str | bytes) -> str:
+        found = self.texts.get(row)
+        if found is None:
+            if len(self.texts) >= self.KEPT:
+                self.texts.pop(next(iter(self.texts)))
+            found = self.texts[row] = unpack_text(body)
+        return found
 
 
 def _script(conn: sqlite3.Connection, sql: str) -> None:

@@ -2,10 +2,12 @@
 
 ``tables/graph.sqlite`` holds the entities, descriptions, relations and chunks of the
 knowledge graph. Every text (a description, a relation's text, a source sentence, a
-chunk's title and text) is stored once in ``texts``, keyed by a 64-bit hash of the text,
-with the number of rows that refer to it; a source sentence that is its chunk's text
-between the provenance offsets is not stored again at all. Beside it, ``tables/*.npy``
-hold what retrieval derives from the whole graph
+chunk's title) is stored once in ``texts``, keyed by a 64-bit hash of the text, with the
+number of rows that refer to it; a source sentence that is its chunk's text between the
+provenance offsets is not stored again at all. A chunk's text is its row's ``body``,
+compressed where long (:mod:`quillian.stores.packed`): it is the corpus's text again,
+and no other row shares it (layout ``keyed-2``; ``keyed-1`` kept it in ``texts``).
+Beside it, ``tables/*.npy`` hold what retrieval derives from the whole graph
 (:mod:`quillian.components.retrieval.derived`), computed by the build and
 memory-mapped at open, and the database holds the entity lexicon's keys and the alias
 ids, looked up by an index.
@@ -57,6 +59,7 @@ from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped
+from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Provenance, Triple, key64
 
@@ -85,13 +88,17 @@ IN_CHUNK = -1
 
 #: The ``meta`` key naming the layout of rows keyed by ids (absent: keyed by position).
 LAYOUT = "layout"
-KEYED = "keyed-1"
+#: Rows keyed by ids, a chunk's text its row's ``body``; the layout every build writes.
+KEYED = "keyed-2"
+#: Rows keyed by ids, a chunk's text in ``texts`` (read, never patched: a build writes
+#: such tables whole again).
+KEYED_TEXTS = "keyed-1"
 
 DDL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL, refs INTEGER NOT NULL);
 CREATE TABLE chunks (row INTEGER PRIMARY KEY, id TEXT NOT NULL, title INTEGER,
-    text INTEGER);
+    body NOT NULL);
 CREATE TABLE entities (row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
     aliases TEXT NOT NULL);
 CREATE TABLE descriptions (row INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
@@ -253,7 +260,7 @@ class _TableWriter:
         self.insert(
             "INSERT INTO chunks VALUES (?, ?, ?, ?)",
             (
-                (row, cid, self.text(c.title), self.text(c.text))
+                (row, cid, self.text(c.title), pack_text(c.text))
                 for row, cid, c in zip(self.rows, kg.chunk_ids, self.chunks, strict=True)
             ),
         )
@@ -489,10 +496,14 @@ class StoredTables:
         self._arrays: dict[str, npt.NDArray[Any] | None] = {}
         self._lock = threading.Lock()
         #: Rows keyed by ids, placed by the order arrays (else by position).
-        self.keyed = meta.get(LAYOUT) == KEYED
+        self.keyed = meta.get(LAYOUT) in (KEYED, KEYED_TEXTS)
+        #: A chunk's text is its row's body (else a text of ``texts``).
+        self._bodies = meta.get(LAYOUT) == KEYED
         self._key = "row" if self.keyed else "pos"
-        self.chunk_texts: _Rows[str] = self._rows(
-            "t.text", "chunks c LEFT JOIN texts t ON t.id = c.text", _first
+        self.chunk_texts: _Rows[str] = (
+            self._rows("c.body", "chunks c", _unpacked)
+            if self._bodies
+            else self._rows("t.text", "chunks c LEFT JOIN texts t ON t.id = c.text", _first)
         )
         self.chunk_titles: _Rows[str] = self._rows(
             "t.text", "chunks c LEFT JOIN texts t ON t.id = c.title", _first
@@ -530,6 +541,7 @@ class StoredTables:
         """The knowledge graph over ``snapshot`` whose tables these are."""
         key = self._key
         chunk = f"pc.{key} = r.source_chunk" if self.keyed else f"pc.{key} = s.chunk"
+        chunk_text = ("pc.body", "") if self._bodies else ("ct.text", _CHUNK_TEXT)
         return KnowledgeGraph(
             snapshot=snapshot,
             entities=self._rows("e.name, e.type, e.aliases", "entities e", _entity),
@@ -541,13 +553,12 @@ class StoredTables:
             chunk_ids=self._rows("c.id", "chunks c", _first),
             relations=self._rows(
                 "r.subject, r.predicate, r.object, d.text, s.doc_id, s.chunk_id, "
-                "r.start, r.end, r.sentence, t.text, ct.text",
+                f"r.start, r.end, r.sentence, t.text, {chunk_text[0]}",
                 "relations r "
                 "LEFT JOIN texts d ON d.id = r.description "
                 "LEFT JOIN sources s ON s.id = r.source "
                 "LEFT JOIN texts t ON t.id = r.sentence "
-                f"LEFT JOIN chunks pc ON {chunk} AND r.sentence = {IN_CHUNK} "
-                "LEFT JOIN texts ct ON ct.id = pc.text",
+                f"LEFT JOIN chunks pc ON {chunk} AND r.sentence = {IN_CHUNK}" + chunk_text[1],
                 _relation,
             ),
             relation_subject=self.array("relation_subject"),  # type: ignore[arg-type]
@@ -694,13 +705,21 @@ def _relation(row: tuple[Any, ...]) -> Triple:
     provenance = None
     if doc is not None:
         if ref == IN_CHUNK:
-            text = (chunk_text or "")[start:end]
+            text = unpack_text(chunk_text or "")[start:end]
         provenance = Provenance(doc, cid, start, end, text or "")
     return Triple(subject, predicate, obj, description or "", provenance)
 
 
 def _first(row: tuple[Any, ...]) -> Any:
     return row[0] if row[0] is not None else ""
+
+
+def _unpacked(row: tuple[Any, ...]) -> str:
+    return unpack_text(row[0])
+
+
+#: The join of a chunk's text in the layout that kept it in ``texts``.
+_CHUNK_TEXT = " LEFT JOIN texts ct ON ct.id = pc.text"
 
 
 def _entity(row: tuple[Any, ...]) -> EntityRecord:

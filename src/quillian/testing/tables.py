@@ -12,10 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from quillian.index.tables import IN_CHUNK, TABLES_DB, StoredTables
+from quillian.index.tables import IN_CHUNK, KEYED, KEYED_TEXTS, LAYOUT, TABLES_DB, StoredTables
+from quillian.stores.packed import unpack_text
 from quillian.stores.snapshot import GraphSnapshot
+from quillian.types import key64
 
-__all__ = ["ORDERS", "assert_same_outputs", "assert_same_snapshot", "graph_outputs", "table_rows"]
+__all__ = [
+    "ORDERS",
+    "assert_same_outputs",
+    "assert_same_snapshot",
+    "chunk_texts_in_texts",
+    "graph_outputs",
+    "table_rows",
+]
 
 
 #: The arrays giving rows by position, whose values are keys of the writer's choosing:
@@ -38,11 +47,12 @@ def table_rows(directory: Path) -> dict[str, Any]:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         texts = dict(conn.execute("SELECT id, text FROM texts").fetchall())
         if tables.keyed:
+            chunk_texts = () if meta[LAYOUT] == KEYED else ("SELECT text FROM chunks",)
             refs = Counter(
                 i
                 for sql in (
                     "SELECT title FROM chunks",
-                    "SELECT text FROM chunks",
+                    *chunk_texts,
                     "SELECT text FROM descriptions",
                     "SELECT description FROM relations",
                     "SELECT sentence FROM relations",
@@ -90,6 +100,25 @@ def table_rows(directory: Path) -> dict[str, Any]:
     }
     tables.db.close()
     return out
+
+
+def chunk_texts_in_texts(directory: Path) -> None:
+    """Turn the tables under ``directory`` into layout ``keyed-1``, as a build before
+    chunk texts were rows' bodies wrote them: a chunk's text in ``texts`` (counted with
+    the other rows referring to it), its row holding the text's id."""
+    conn = sqlite3.connect(directory / TABLES_DB)
+    conn.execute("ALTER TABLE chunks ADD COLUMN text INTEGER")
+    for row, body in conn.execute("SELECT row, body FROM chunks").fetchall():
+        text = unpack_text(body)
+        conn.execute(
+            "INSERT INTO texts VALUES (?, ?, 1) ON CONFLICT (id) DO UPDATE SET refs = refs + 1",
+            (key64(text), text),
+        )
+        conn.execute("UPDATE chunks SET text = ? WHERE row = ?", (key64(text), row))
+    conn.execute("ALTER TABLE chunks DROP COLUMN body")
+    conn.execute("UPDATE meta SET value = ? WHERE key = ?", (KEYED_TEXTS, LAYOUT))
+    conn.commit()
+    conn.close()
 
 
 def assert_same_snapshot(got: GraphSnapshot, want: GraphSnapshot) -> None:

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from quillian.errors import InputError
-from quillian.stores.embedded._packed import pack_text, unpack_text
 from quillian.stores.embedded._sqlite import PAGE, SqliteStore, quick_check, sqlite_rebuild_hint
+from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
@@ -47,8 +47,8 @@ class SqliteDocumentStore(SqliteStore):
     """
 
     SCHEMA_NAME = "documents"
-    #: 2: long texts stored compressed (:mod:`._packed`); a version 1 store's rows are
-    #: read as they are, so it is marked version 2 when opened.
+    #: 2: long texts stored compressed (:mod:`~quillian.stores.packed`); a version 1
+    #: store's rows are read as they are, so it is marked version 2 when opened.
     SCHEMA_VERSION = 2
     SCHEMA_UPGRADES = frozenset({1})
     DDL = (
