@@ -22,9 +22,11 @@ from quillian.errors import IndexSchemaError
 from quillian.index import build_index, open_index
 from quillian.index.stages import unique_texts
 from quillian.index.tables import (
+    KEY_ARRAYS,
     TABLES_DB,
     DistinctTexts,
     load_tables,
+    save_array,
     save_tables,
 )
 from quillian.stores.packed import MIN_PACKED
@@ -178,6 +180,23 @@ def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:
         [r.description or f"{r.subject} {r.predicate} {r.object}" for r in kg.relations],
     )
     _assert_same_texts(tables.distinct_texts(), unique_texts(kg))
+
+
+def test_rows_and_positions_are_stored_in_32_bits_and_keys_in_64(tmp_path: Path) -> None:
+    """Every integer array beside a built index's tables holds rows or positions in 32
+    bits, but the keys (hashes of chunk ids and texts) in 64."""
+    build_tiny(tmp_path / "idx", LOVELACE)
+    widths = {
+        path.stem: np.load(path, mmap_mode="r").dtype
+        for path in (tmp_path / "idx" / "tables").glob("*.npy")
+    }
+    keys = {n: w for n, w in widths.items() if n in KEY_ARRAYS}
+    assert keys == {n: np.dtype(np.int64) for n in ("chunk_order", "chunk_keys", "text_keys")}
+    wide = [n for n, w in widths.items() if n not in keys and w.kind == "i" and w.itemsize > 4]
+    assert not wide and len(widths) > 20
+    # an array whose values do not fit in 32 bits is stored as it is
+    save_array(tmp_path, "relation_order", np.array([0, 2**31], dtype=np.int64))
+    assert np.load(tmp_path / "relation_order.npy").dtype == np.int64
 
 
 def test_what_retrieval_derives_is_stored(

@@ -4,9 +4,10 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
 
     DIR/manifest.json        schema version, state (building | complete), config, counts,
                              size and checksum of each file under tables/ and bm25/
-    DIR/store.sqlite         documents, chunks, ingestion status, extractions and their
-                             linking state, the embedding cache (empty after a build),
-                             the log of the documents changed since the last build
+    DIR/store.sqlite         documents, chunks (long texts compressed), ingestion status,
+                             extractions and their linking state, the embedding cache
+                             (empty after a build), the log of the documents changed
+                             since the last build; packed by a build that wrote it whole
     DIR/graph_resolution.sqlite  the graph's entity resolution, patched by each build,
                              with its log of what changed since the tables (local to
                              the machine); beside it, graph_resolution.sqlite.columns:
@@ -25,9 +26,10 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              (:mod:`quillian.index.integrity`; local too)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
-                             text once; rows keyed by ids an update does not move, patched
-                             in a copy by each build), *_order.npy giving each position's
-                             row, and arrays derived from the graph (.npy)
+                             text once, a chunk's compressed where long; rows keyed by ids
+                             an update does not move, patched in a copy by each build),
+                             *_order.npy giving each position's row, and arrays derived
+                             from the graph (.npy)
     DIR/vectors/chunks/      chunk embeddings, keyed by content (tables/chunk_keys.npy
                              gives each chunk position's key)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)

@@ -36,7 +36,13 @@ from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.storage import Storage
-from quillian.index.tables import DistinctTexts, StoredTables, load_tables, save_tables
+from quillian.index.tables import (
+    DistinctTexts,
+    StoredTables,
+    load_tables,
+    save_array,
+    save_tables,
+)
 from quillian.index.text_keys import chunk_keys, text_keys
 from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
 from quillian.types import Chunk, Progress
@@ -249,10 +255,10 @@ class EmbedStage:
             ("description", texts.description_rows),
             ("relation", texts.relation_rows),
         ):
-            np.save(tables / f"{what}_rows.npy", rows)
+            save_array(tables, f"{what}_rows", rows)
             indptr, order = text_rows(rows, len(texts.ids))
-            np.save(tables / f"{what}_text_indptr.npy", indptr)
-            np.save(tables / f"{what}_text_order.npy", order)
+            save_array(tables, f"{what}_text_indptr", indptr)
+            save_array(tables, f"{what}_text_order", order)
         chunks, model_id = state.chunks, state.embedder.model_id
 
         def names(at: npt.NDArray[np.int64]) -> list[str]:

@@ -70,6 +70,7 @@ from quillian.index.tables import (
     fingerprint,
     order_arrays,
     patched_fingerprint,
+    save_array,
 )
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import pack_text, unpack_text
@@ -315,7 +316,7 @@ class _Writer:
         finally:
             conn.close()
         for name, array in graph.arrays(snapshot, pages).items():
-            np.save(self.path / f"{name}.npy", array)
+            save_array(self.path, name, array)
         return snapshot, file_digest(db), columns, graph.text_ids
 
     def _meta(self, conn: sqlite3.Connection, graph: _Graph, touched: list[str] | None) -> None:

@@ -64,6 +64,7 @@ from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Provenance, Triple, key64
 
 __all__ = [
+    "KEY_ARRAYS",
     "TABLES_DB",
     "DistinctTexts",
     "StoredTables",
@@ -71,6 +72,7 @@ __all__ = [
     "load_tables",
     "order_arrays",
     "patched_fingerprint",
+    "save_array",
     "save_tables",
 ]
 
@@ -85,6 +87,11 @@ CACHE_ROWS = 4096
 FINGERPRINT = "entity_fingerprint"
 #: A source sentence stored as its chunk's text between the provenance offsets.
 IN_CHUNK = -1
+#: The arrays beside the tables that hold 64-bit keys (hashes of chunk ids and texts):
+#: every other integer array holds rows or positions, stored in 32 bits
+#: (:func:`save_array`).
+KEY_ARRAYS = frozenset({"chunk_order", "chunk_keys", "text_keys"})
+_INT32 = np.iinfo(np.int32)
 
 #: The ``meta`` key naming the layout of rows keyed by ids (absent: keyed by position).
 LAYOUT = "layout"
@@ -194,7 +201,21 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
         **orders,
     }
     for name, array in arrays.items():
-        np.save(path / f"{name}.npy", array)
+        save_array(path, name, array)
+
+
+def save_array(directory: Path, name: str, array: npt.NDArray[Any]) -> None:
+    """Store the array ``name`` beside the tables in ``directory``: one of rows or
+    positions in 32 bits where its values fit (each is under the count of some table's
+    rows), half the bytes of numpy's default; a key array (:data:`KEY_ARRAYS`) as it
+    is. Readers index with either width."""
+    if (
+        array.dtype == np.int64
+        and name not in KEY_ARRAYS
+        and (not len(array) or (_INT32.min <= array.min() and array.max() <= _INT32.max))
+    ):
+        array = array.astype(np.int32)
+    np.save(directory / f"{name}.npy", array)
 
 
 def order_arrays(
