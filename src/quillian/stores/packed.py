@@ -18,8 +18,9 @@ __all__ = ["MIN_PACKED", "pack_text", "unpack_text"]
 #: The shortest text, in UTF-8 bytes, stored compressed: below it zlib saves little and
 #: a row's text is read with no decompression.
 MIN_PACKED = 256
-#: zlib's default level: the 20 MB text of docs/scale.md, as its chunks, takes 0.50x
-#: its bytes (0.52x at level 1), at about 50 MB/s to write and 190 MB/s to read.
+#: zlib's default level: the chunks of the 20 MB text of docs/scale.md take 0.50x
+#: their bytes (0.52x at level 1), 0.9 s to write and 0.2 s to read back, the whole
+#: text (``research/store_bytes.py``).
 LEVEL = 6
 
 
