@@ -18,7 +18,11 @@ process and watched by ``research/proc_watch.py``:
    runs ``sa`` for ``--questions`` questions (``What is TITLE?`` for paragraph titles
    spread over the file) and reports its resident memory after opening and after the
    questions, the first question's seconds (the open and the embedder's load) and the
-   p50 and p95 of the rest.
+   p50 and p95 of the rest; then, untimed, the top 8 passages of ``sa``, ``ppr``,
+   ``dense`` and ``bm25`` for each question (ids and texts' hashes).
+
+With several trees, ``same_top`` gives, per later tree and method, how many questions'
+top passages are those of the first tree, in the same order, of how many.
 
 It prints one JSON object and writes it to ``DIR/big_file.json``. An existing index of
 a complete earlier run is reused (``--rebuild`` builds it again).
@@ -39,7 +43,7 @@ import psutil
 from proc_watch import python_env, watch
 from scale_child import questions_from
 
-__all__ = ["disk_sizes", "main", "sqlite_sizes", "store_sizes"]
+__all__ = ["disk_sizes", "main", "same_top", "sqlite_sizes", "store_sizes"]
 
 CLI = "import sys; from quillian.cli.main import main; sys.exit(main())"
 CHILD = str(Path(__file__).with_name("scale_child.py"))
@@ -128,6 +132,22 @@ def _tree_run(args: argparse.Namespace, src: Path | None, work: Path) -> dict[st
     return out
 
 
+def same_top(trees: list[dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
+    """Per tree after the first (by its source), per method, ``[questions whose top
+    passages are the first tree's, in order; questions compared]``; a tree without a
+    probe's lists compares nothing."""
+    first = trees[0].get("probe", {}).get("top", {}) if trees else {}
+    out = {}
+    for tree in trees[1:]:
+        top = tree.get("probe", {}).get("top", {})
+        out[str(tree.get("src"))] = {
+            method: [sum(a == b for a, b in zip(first[method], lists, strict=False)), len(lists)]
+            for method, lists in top.items()
+            if method in first
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file", type=Path, help="the plain-text file to index")
@@ -152,6 +172,7 @@ def main(argv: list[str] | None = None) -> None:
         work.mkdir(parents=True, exist_ok=True)
         result["trees"].append(_tree_run(args, src, work))
     result["load_after"] = psutil.getloadavg()
+    result["same_top"] = same_top(result["trees"])
     text = json.dumps(result, indent=2, default=float)
     (args.work / "big_file.json").write_text(text + "\n", encoding="utf-8")
     print(text)

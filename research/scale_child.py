@@ -17,6 +17,7 @@ one JSON object:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 import sys
@@ -44,8 +45,15 @@ def _rss() -> float:
     return float(psutil.Process().memory_info().rss / GIB)
 
 
+#: The methods whose top passages a probe records (after its timed ``sa`` questions),
+#: so two trees' indexes of one text can be compared question by question.
+COMPARED = ("sa", "ppr", "dense", "bm25")
+
+
 def probe(index: Path, questions: list[str]) -> dict[str, Any]:
-    """Open ``index`` and run ``sa`` for ``questions``: memory and latency."""
+    """Open ``index`` and run ``sa`` for ``questions``: memory and latency; then each of
+    :data:`COMPARED` for the same questions, untimed: the ids and texts' hashes of the
+    top 8 passages (``top``, by method, one list a question)."""
     from quillian.engine import Engine
 
     start = time.perf_counter()
@@ -59,6 +67,17 @@ def probe(index: Path, questions: list[str]) -> dict[str, Any]:
         engine.retrieve(q, "sa", 8)
         times.append(time.perf_counter() - t)
     rest = sorted(times[1:]) or times
+    rss_questions = _rss()
+    top = {
+        method: [
+            [
+                f"{p.chunk_id} {hashlib.blake2b(p.text.encode(), digest_size=8).hexdigest()}"
+                for p in engine.retrieve(q, method, 8).passages
+            ]
+            for q in questions
+        ]
+        for method in COMPARED
+    }
     return {
         "open_s": open_s,
         "rss_after_open_gb": rss_open,
@@ -66,7 +85,8 @@ def probe(index: Path, questions: list[str]) -> dict[str, Any]:
         "sa_p50_ms": 1000 * statistics.median(rest),
         "sa_p95_ms": 1000 * rest[int(0.95 * (len(rest) - 1))],
         "questions": len(questions),
-        "rss_after_questions_gb": _rss(),
+        "rss_after_questions_gb": rss_questions,
+        "top": top,
     }
 
 

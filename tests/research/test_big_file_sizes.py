@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from big_file import store_sizes
+from big_file import same_top, store_sizes
 from quillian.stores.embedded.sqlite import SqliteDocumentStore, SqliteKeyValueStore
 from quillian.types import Chunk, Document
 
@@ -22,3 +22,11 @@ def test_the_store_is_counted_by_namespace_and_text(tmp_path: Path) -> None:
         "kv embeddings": 10,
     }
     assert store_sizes(tmp_path / "elsewhere") == {}
+
+
+def test_later_trees_are_compared_question_by_question_with_the_first() -> None:
+    first = {"src": "a", "probe": {"top": {"sa": [["x", "y"], ["z"]], "bm25": [["x"]]}}}
+    later = {"src": "b", "probe": {"top": {"sa": [["x", "y"], ["y"]], "bm25": [["x"]]}}}
+    failed = {"src": "c", "probe": {}}
+    assert same_top([first, later, failed]) == {"b": {"sa": [1, 2], "bm25": [1, 1]}, "c": {}}
+    assert same_top([]) == {}
