@@ -17,6 +17,7 @@ import pytest
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.graph import incremental
 from quillian.components.graph.builder import KnowledgeGraph
+from quillian.components.graph.compact import decode_extraction
 from quillian.components.graph.incremental import (
     ChunkExtraction,
     ResolutionState,
@@ -60,6 +61,17 @@ def assert_texts_counted(path: Path) -> None:
     assert len({t for _, t, _ in texts}) == len(texts)
 
 
+def assert_keys_indexed(path: Path) -> None:
+    """The key -> chunk index holds exactly each stored chunk's keys: none left of a
+    chunk removed or replaced."""
+    conn = sqlite3.connect(path)
+    stored = conn.execute("SELECT chunk_id, extraction FROM chunks").fetchall()
+    indexed = set(conn.execute("SELECT key, chunk_id FROM chunk_keys").fetchall())
+    conn.close()
+    want = {(k, c) for c, raw in stored for k in incremental._keys(decode_extraction(raw))}
+    assert indexed == want
+
+
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(40)] + [(40, 6), (41, 6)])
 def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) -> None:
     rng = random.Random(seed)
@@ -79,6 +91,7 @@ def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) 
         assert state.chunk_ids() == list(corpus.clean(max_per_chunk).chunk_ids)
         state.close()
         assert_texts_counted(path)
+        assert_keys_indexed(path)
     state = ResolutionState.open(path, max_per_chunk, tag="10")
     assert state is not None
     assert_same_graph(state.graph(), corpus.clean(max_per_chunk))

@@ -74,7 +74,6 @@ CREATE TABLE chunks (
 CREATE INDEX chunks_order ON chunks (doc_id, idx);
 CREATE TABLE chunk_keys (key TEXT NOT NULL, chunk_id TEXT NOT NULL,
     PRIMARY KEY (key, chunk_id)) WITHOUT ROWID;
-CREATE INDEX chunk_keys_chunk ON chunk_keys (chunk_id);
 CREATE TABLE entities (
     row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
     aliases TEXT NOT NULL, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
@@ -360,11 +359,13 @@ class ResolutionState:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            touched = set().union(*(_keys(e) for e in self._extractions(gone).values()))
+            # a chunk's keys are those of its stored extraction, each row found by the
+            # table's key (a state made before keeps an index by chunk it no longer needs)
+            keyed = [(k, c) for c, e in self._extractions(gone).items() for k in _keys(e)]
+            touched = {k for k, _ in keyed}
+            conn.executemany("DELETE FROM chunk_keys WHERE key = ? AND chunk_id = ?", keyed)
             for batch in _batches(gone):
-                marks = _marks(len(batch))
-                conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({marks})", batch)
-                conn.execute(f"DELETE FROM chunk_keys WHERE chunk_id IN ({marks})", batch)
+                conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({_marks(len(batch))})", batch)
             chunk_rows.delete(conn, gone)
             touched |= self._store(changed)
             keys, chunks = self._closure(touched)
