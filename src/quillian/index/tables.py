@@ -58,7 +58,7 @@ from quillian.components.graph.builder import (
 from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir
 from quillian.stores.integrity import damaged
-from quillian.stores.mapped import load_mapped
+from quillian.stores.mapped import load_mapped, narrowed
 from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Provenance, Triple, key64
@@ -91,7 +91,6 @@ IN_CHUNK = -1
 #: every other integer array holds rows or positions, stored in 32 bits
 #: (:func:`save_array`).
 KEY_ARRAYS = frozenset({"chunk_order", "chunk_keys", "text_keys"})
-_INT32 = np.iinfo(np.int32)
 
 #: The ``meta`` key naming the layout of rows keyed by ids (absent: keyed by position).
 LAYOUT = "layout"
@@ -209,12 +208,8 @@ def save_array(directory: Path, name: str, array: npt.NDArray[Any]) -> None:
     positions in 32 bits where its values fit (each is under the count of some table's
     rows), half the bytes of numpy's default; a key array (:data:`KEY_ARRAYS`) as it
     is. Readers index with either width."""
-    if (
-        array.dtype == np.int64
-        and name not in KEY_ARRAYS
-        and (not len(array) or (_INT32.min <= array.min() and array.max() <= _INT32.max))
-    ):
-        array = array.astype(np.int32)
+    if array.dtype == np.int64 and name not in KEY_ARRAYS:
+        array = narrowed(array, np.int32)
     np.save(directory / f"{name}.npy", array)
 
 

@@ -12,9 +12,9 @@ A segment is a folder of ``.npy`` files, written once and memory-mapped when ope
 - ``indptr.npy``, ``rows.npy``, ``tfs.npy``: postings per term (rows in order).
 
 Offsets and frequencies are stored in the narrowest of a few widths their values fit
-(:func:`_narrowed`: a term's frequency in a chunk in 16 bits, offsets in 32): half to a
-quarter of 64-bit integers' bytes. Readers take any width; a segment written before
-holds 64 and 32 bits.
+(:func:`~quillian.stores.mapped.narrowed`: a term's frequency in a chunk in 16 bits,
+offsets in 32): half to a quarter of 64-bit integers' bytes. Readers take any width; a
+segment written before holds 64 and 32 bits.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import MissingExtraError
+from quillian.stores.mapped import narrowed
 
 __all__ = ["Segment", "merge_segments", "term_hash", "tokenize", "write_segment"]
 
@@ -171,17 +172,6 @@ class Segment:
         return self.rows[start:end], self.tfs[start:end]
 
 
-def _narrowed(values: npt.NDArray[np.int64], *widths: type[np.integer[Any]]) -> npt.NDArray[Any]:
-    """``values`` in the first of ``widths`` that holds every one of them (else as
-    they are)."""
-    low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
-    for width in widths:
-        info = np.iinfo(width)
-        if info.min <= low and high <= info.max:
-            return values.astype(width)
-    return values
-
-
 def write_segment(
     folder: Path,
     ids: npt.NDArray[np.bytes_],
@@ -209,11 +199,11 @@ def write_segment(
         "ids": np.asarray(ids, dtype=np.bytes_) if len(ids) else np.zeros(0, "S1"),
         "lengths": np.asarray(lengths, dtype=np.int32),
         "hashes": hashes[order] if len(terms) else np.zeros(0, np.uint64),
-        "term_offsets": _narrowed(offsets, np.int32),
+        "term_offsets": narrowed(offsets, np.int32),
         "term_bytes": np.frombuffer(b"".join(sorted_terms), dtype=np.uint8),
-        "indptr": _narrowed(indptr, np.int32),
+        "indptr": narrowed(indptr, np.int32),
         "rows": np.asarray(posting_rows, dtype=np.int32)[by],
-        "tfs": _narrowed(np.asarray(posting_tfs, dtype=np.int64)[by], np.uint16, np.int32),
+        "tfs": narrowed(np.asarray(posting_tfs, dtype=np.int64)[by], np.uint16, np.int32),
     }
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", array)
