@@ -16,6 +16,7 @@ from quillian.stores.embedded.sqlite import (
     SqliteKeyValueStore,
     SqliteStatusStore,
 )
+from quillian.stores.packed import UnpackedTexts, pack_text
 from quillian.stores.protocols import DocStatus
 from quillian.testing.contracts import (
     DocumentStoreContract,
@@ -200,3 +201,13 @@ def test_a_failing_statement_rolls_the_batch_back(
         assert store.get_many("ns", ["a", "b"]) == [b"old", None]
         store.put_many("ns", {"c": b"after"})  # the connection is usable again
         assert list(store.keys("ns")) == ["a", "c"]
+
+
+def test_unpacked_texts_are_kept_by_key_the_least_recent_let_go() -> None:
+    texts = UnpackedTexts(kept=2)
+    packed = {i: pack_text(f"{i} " + LONG) for i in range(3)}
+    assert all(isinstance(p, bytes) for p in packed.values())
+    assert texts(0, packed[0]) == "0 " + LONG and texts(1, packed[1]) == "1 " + LONG
+    assert texts(0, b"not read again") == "0 " + LONG  # kept, and now the most recent
+    assert texts(2, packed[2]) == "2 " + LONG  # lets 1 go
+    assert texts(1, "read as it is") == "read as it is"

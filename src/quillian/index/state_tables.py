@@ -73,7 +73,7 @@ from quillian.index.tables import (
     save_array,
 )
 from quillian.stores.integrity import copy_with_digest, file_digest
-from quillian.stores.packed import pack_text, unpack_text
+from quillian.stores.packed import UnpackedTexts, pack_text
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot, IdMap
 from quillian.types import Chunk, key64
@@ -283,7 +283,9 @@ class _Writer:
         conn = sqlite3.connect(db.absolute().as_uri(), uri=True, isolation_level=None)
         try:
             conn.create_function("key64", 1, _key64, deterministic=True)
-            conn.create_function("chunk_text", 2, _ChunkTexts(), deterministic=True)
+            conn.create_function(
+                "chunk_text", 2, UnpackedTexts(), deterministic=True
+            )  # a chunk's text from its row's body, recent ones kept
             conn.create_function("desc_node", 3, description_node_id, deterministic=True)
             conn.execute("PRAGMA journal_mode = OFF")  # a file in a folder swapped in whole
             if not patch:
@@ -660,25 +662,6 @@ def _layout(db: Path) -> str | None:
     with closing(sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True)) as conn:
         found = conn.execute("SELECT value FROM meta WHERE key = ?", (LAYOUT,)).fetchone()
     return found[0] if found else None
-
-
-class _ChunkTexts:
-    """The SQL function ``chunk_text(row, body)``: a chunk's text from its row's body,
-    the last :data:`KEPT` decompressed kept (a whole write reads each chunk's relations
-    together)."""
-
-    KEPT = 64
-
-    def __init__(self) -> None:
-        self.texts: dict[int, str] = {}
-
-    def __call__(self, row: int, body: str | bytes) -> str:
-        found = self.texts.get(row)
-        if found is None:
-            if len(self.texts) >= self.KEPT:
-                self.texts.pop(next(iter(self.texts)))
-            found = self.texts[row] = unpack_text(body)
-        return found
 
 
 def _script(conn: sqlite3.Connection, sql: str) -> None:

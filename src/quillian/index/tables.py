@@ -35,6 +35,7 @@ reading the build it was opened at when a later build replaces ``tables/``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -59,7 +60,7 @@ from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped, narrowed
-from quillian.stores.packed import pack_text, unpack_text
+from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Provenance, Triple, key64
 
@@ -515,6 +516,8 @@ class StoredTables:
         self.keyed = meta.get(LAYOUT) in (KEYED, KEYED_TEXTS)
         #: A chunk's text is its row's body (else a text of ``texts``).
         self._bodies = meta.get(LAYOUT) == KEYED
+        #: The chunk texts relations' sentences were last read from.
+        self._chunk_bodies = UnpackedTexts()
         self._key = "row" if self.keyed else "pos"
         self.chunk_texts: _Rows[str] = (
             self._rows("c.body", "chunks c", _unpacked)
@@ -557,7 +560,7 @@ class StoredTables:
         """The knowledge graph over ``snapshot`` whose tables these are."""
         key = self._key
         chunk = f"pc.{key} = r.source_chunk" if self.keyed else f"pc.{key} = s.chunk"
-        chunk_text = ("pc.body", "") if self._bodies else ("ct.text", _CHUNK_TEXT)
+        chunk_text = ("pc.row, pc.body", "") if self._bodies else ("NULL, ct.text", _CHUNK_TEXT)
         return KnowledgeGraph(
             snapshot=snapshot,
             entities=self._rows("e.name, e.type, e.aliases", "entities e", _entity),
@@ -575,7 +578,7 @@ class StoredTables:
                 "LEFT JOIN sources s ON s.id = r.source "
                 "LEFT JOIN texts t ON t.id = r.sentence "
                 f"LEFT JOIN chunks pc ON {chunk} AND r.sentence = {IN_CHUNK}" + chunk_text[1],
-                _relation,
+                functools.partial(_relation, self._chunk_bodies),
             ),
             relation_subject=self.array("relation_subject"),  # type: ignore[arg-type]
             relation_object=self.array("relation_object"),  # type: ignore[arg-type]
@@ -716,12 +719,13 @@ class StoredTables:
         return resolve
 
 
-def _relation(row: tuple[Any, ...]) -> Triple:
-    subject, predicate, obj, description, doc, cid, start, end, ref, text, chunk_text = row
+def _relation(chunk_texts: UnpackedTexts, row: tuple[Any, ...]) -> Triple:
+    subject, predicate, obj, description, doc, cid, start, end, ref, text, chunk, body = row
     provenance = None
     if doc is not None:
         if ref == IN_CHUNK:
-            text = unpack_text(chunk_text or "")[start:end]
+            whole = chunk_texts(chunk, body) if chunk is not None else unpack_text(body or "")
+            text = whole[start:end]
         provenance = Provenance(doc, cid, start, end, text or "")
     return Triple(subject, predicate, obj, description or "", provenance)
 

@@ -11,9 +11,11 @@ it is, bytes a packed one. So a store written before keeps its rows, read as the
 
 from __future__ import annotations
 
+import threading
 import zlib
+from collections import OrderedDict
 
-__all__ = ["MIN_PACKED", "pack_text", "unpack_text"]
+__all__ = ["MIN_PACKED", "UnpackedTexts", "pack_text", "unpack_text"]
 
 #: The shortest text, in UTF-8 bytes, stored compressed: below it zlib saves little and
 #: a row's text is read with no decompression.
@@ -37,3 +39,27 @@ def pack_text(text: str) -> str | bytes:
 def unpack_text(stored: str | bytes) -> str:
     """A stored text read back (:func:`pack_text`'s either form)."""
     return stored if isinstance(stored, str) else zlib.decompress(stored).decode()
+
+
+class UnpackedTexts:
+    """Stored texts read back by a key of the caller's (a chunk's row), the last
+    ``kept`` kept: the rows that read a chunk's text (its relations' sentences, a
+    whole write's check of them) come together, and each would decompress it again."""
+
+    def __init__(self, kept: int = 256) -> None:
+        self.kept = kept
+        self._texts: OrderedDict[int, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, key: int, stored: str | bytes) -> str:
+        with self._lock:
+            found = self._texts.get(key)
+            if found is not None:
+                self._texts.move_to_end(key)
+                return found
+        text = unpack_text(stored)
+        with self._lock:
+            self._texts[key] = text
+            if len(self._texts) > self.kept:
+                self._texts.popitem(last=False)
+        return text
