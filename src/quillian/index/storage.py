@@ -102,8 +102,8 @@ class Storage:
     def release_space(self, pack: bool = False) -> None:
         """Give back to the file system the space a build freed in the index's database
         (its emptied caches), and where ``pack`` (a build that wrote every chunk) the
-        space its part-full pages take (SQLite's ``VACUUM``); a server
-        reclaims its own."""
+        space its part-full pages take (SQLite's ``VACUUM``); a server reclaims its
+        own."""
         if isinstance(self.kv, SqliteKeyValueStore):
             self.kv.release_free_pages()
             if pack:

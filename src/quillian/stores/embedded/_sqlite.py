@@ -136,12 +136,11 @@ class SqliteStore:
 
     def pack(self) -> None:
         """Rewrite the database with its pages full (SQLite's ``VACUUM``), and empty the
-        write-ahead log it went through. Rows put in key order other than their own
+        write-ahead log it went through. Rows put in an order other than their keys'
         (chunk ids, the caches' keys) split pages and leave them part full: the 100k
         passages' store of docs/scale.md took 190 MB, 175 MB packed in 1.3 s
-        (``research/store_bytes.py``, under load). A build
-        that wrote the whole store packs it; an update, which writes a few rows, does
-        not."""
+        (``research/store_bytes.py``, under load). A build that wrote the whole store
+        packs it; an update, which writes a few rows, does not."""
         with self._errors("pack the database") as conn:
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
