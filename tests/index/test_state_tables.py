@@ -340,6 +340,34 @@ def test_the_columns_stay_on_the_machine(tmp_path: Path) -> None:
     run.state.close()
 
 
+def test_columns_are_kept_in_runs_where_smaller_and_read_back_exactly(tmp_path: Path) -> None:
+    """A chunk's key repeated on its rows and its sequence numbers counting up are kept
+    as runs, 64-bit keys whose steps wrap around included; a column without runs is
+    kept whole, narrowed; each reads back as it was, and so do columns kept whole by
+    the version before."""
+    top, low = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    keys = np.repeat(np.array([top, low, -5, top, 7], np.int64), [300, 2, 40, 1, 200])
+    seqs = np.concatenate([np.arange(n) for n in (300, 2, 40, 1, 200)])
+    drawn = np.random.default_rng(3).integers(low, top, 500, dtype=np.int64)
+    weights = np.repeat([1.0, 0.5, 0.25, 0.5], [1, 250, 1, 248])
+    columns = {"keys": keys, "seqs": seqs, "drawn": drawn, "rows": np.arange(7, 507)}
+    columns["weights"] = weights
+    path = tmp_path / "runs.npz"
+    kept: dict[str, Any] = {}
+    for name, column in columns.items():
+        kept.update(state_tables._in_runs(name, column))
+    kept["whole"] = np.arange(10, dtype=np.int16)  # as version 3 kept each column
+    np.savez(path, **kept)
+    assert {"keys.runs", "seqs.first", "rows.first", "weights.runs", "drawn"} <= set(kept)
+    assert "drawn.runs" not in kept and kept["seqs.runs"].dtype == np.int16
+    assert sum(a.nbytes for a in kept.values()) < 0.4 * sum(a.nbytes for a in columns.values())
+    with np.load(path) as read:
+        for name, column in columns.items():
+            back = state_tables._from_runs(read, name)
+            assert back.tolist() == column.tolist() and back.dtype.kind == column.dtype.kind
+        assert state_tables._from_runs(read, "whole").tolist() == list(range(10))
+
+
 def _swap_entities(directory: Path) -> None:
     first, second = (int(r) for r in np.load(directory / "tables" / "entity_order.npy")[:2])
     with sqlite3.connect(directory / TABLES_DB) as conn:

@@ -735,7 +735,9 @@ _COLUMN_ROWS = {
         "WHERE chunk_id IN (SELECT chunk_id FROM cc)",
     ),
 }
-_COLUMNS_VERSION = "3"
+_COLUMNS_VERSION = "4"
+#: Kept columns of the version before, which read the same (each column stored whole).
+_COLUMNS_READ = ("3", _COLUMNS_VERSION)
 #: The entities in index order (their creating mentions' order; the row settles a tie,
 #: as the order index does), with what the snapshot and the arrays take of each.
 _ENTITY_ORDER = (
@@ -798,7 +800,8 @@ class _Columns:
         None where there are none for it that read."""
 
         def read(kept: Any) -> _Columns | None:
-            if str(kept["meta"][0]) != f"{_COLUMNS_VERSION} {tables}":
+            version, _, digest = str(kept["meta"][0]).partition(" ")
+            if version not in _COLUMNS_READ or digest != tables:
                 return None  # another layout, or other tables
             return cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
 
@@ -863,14 +866,15 @@ class _Columns:
 
     def save(self, path: Path, tables: str) -> None:
         """Keep these columns at ``path`` for the tables database of digest ``tables``,
-        each integer column in the narrowest type that holds it (written aside, then
-        renamed into place)."""
+        each column as its runs where that is smaller (:func:`_in_runs`), each integer
+        column in the narrowest type that holds it (written aside, then renamed into
+        place)."""
         arrays: dict[str, npt.NDArray[Any]] = {"meta": np.array([f"{_COLUMNS_VERSION} {tables}"])}
         for name in _COLUMN_NAMES:
             array = getattr(self, name)
             parts = [array] if array.ndim == 1 else [array[:, i] for i in range(array.shape[1])]
             for i, part in enumerate(parts):
-                arrays[f"{name}.{i}"] = _narrow(part)
+                arrays.update(_in_runs(f"{name}.{i}", part))
         save_arrays(path, arrays)
 
 
@@ -890,7 +894,7 @@ _WIDTHS = {"descriptions": 5, "relations": 9, "mentions": 3}
 def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
     """One kept array, its columns stacked again (integers widened to int64)."""
     width = _WIDTHS.get(name)
-    parts = [kept[f"{name}.{i}"] for i in range(width or 1)]
+    parts = [_from_runs(kept, f"{name}.{i}") for i in range(width or 1)]
     if width is None:
         return parts[0].astype(np.int64) if parts[0].dtype.kind == "i" else parts[0]
     return np.stack([p.astype(np.int64) for p in parts], axis=1)
@@ -930,6 +934,43 @@ def _entity_places(
         low = bisect.bisect_left(kept, key(row), lo=low, key=key)
         places.append(low)
     return places
+
+
+def _in_runs(key: str, column: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
+    """``column`` as kept under ``key``: whole, or where that is smaller as runs of equal
+    values (``.runs``, ``.lengths``: a chunk's key repeated on each of its rows, the
+    mentions' weights) or, for integers, runs of equal steps from its first value
+    (``.first`` beside them: a chunk's sequence numbers, counting up). Steps between
+    64-bit keys may wrap around; the sum that reads them wraps back."""
+    best = {key: _narrow(column)}
+    if column.ndim != 1 or len(column) < 2 or column.dtype.kind not in "if":
+        return best
+    forms: list[tuple[npt.NDArray[Any], npt.NDArray[Any] | None]] = [(column, None)]
+    if column.dtype.kind == "i":
+        with np.errstate(over="ignore"):
+            forms.append((np.diff(column.astype(np.int64)), column[:1].astype(np.int64)))
+    for values, first in forms:
+        starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+        runs = {
+            f"{key}.runs": _narrow(values[starts]),
+            f"{key}.lengths": _narrow(np.diff(np.append(starts, len(values)))),
+        }
+        if first is not None:
+            runs[f"{key}.first"] = first
+        if sum(a.nbytes for a in runs.values()) < sum(a.nbytes for a in best.values()):
+            best = runs
+    return best
+
+
+def _from_runs(kept: Any, key: str) -> npt.NDArray[Any]:
+    """The column :func:`_in_runs` kept under ``key``."""
+    if f"{key}.runs" not in kept.files:
+        return np.asarray(kept[key])
+    values = np.repeat(kept[f"{key}.runs"], kept[f"{key}.lengths"])
+    if f"{key}.first" not in kept.files:
+        return values
+    with np.errstate(over="ignore"):
+        return np.cumsum(np.concatenate([kept[f"{key}.first"], values.astype(np.int64)]))
 
 
 def _narrow(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
