@@ -52,8 +52,8 @@ def _chunk(extraction: ChunkExtraction) -> Chunk:
 
 def _varied(rng: random.Random, chunk: ChunkExtraction) -> ChunkExtraction:
     """``chunk`` with its triples' provenance varied (a sentence that is the chunk's
-    text between the offsets or not, an empty one, one read in another chunk), and at
-    times a triple many chunks hold."""
+    text between the offsets or not, an empty one, one read in another chunk or another
+    document), and at times a triple many chunks hold."""
     text = _chunk(chunk).text
     triples = []
     for t in chunk.extraction.triples:
@@ -63,7 +63,10 @@ def _varied(rng: random.Random, chunk: ChunkExtraction) -> ChunkExtraction:
             end = start + rng.randrange(3)
             sentence = rng.choice([text[start:end], "", "other", text[start:end] + "!"])
             where = rng.choice([p.chunk_id, p.chunk_id, "c1", "elsewhere"])
-            p = Provenance(p.doc_id, where, start, end, sentence)
+            # at times another document's (drawn apart, so the seeds' draws stay)
+            other = random.Random(f"{chunk.chunk_id} {start} {sentence}").random() < 0.3
+            doc = "d-other" if other else p.doc_id
+            p = Provenance(doc, where, start, end, sentence)
         triples.append(Triple(t.subject, t.predicate, t.object, t.description, p))
     if rng.random() < 0.4:  # one triple id in many chunks: the first occurrence kept
         shared = Provenance(chunk.doc_id, "shared", 0, 1, rng.choice(["s", "t"]))

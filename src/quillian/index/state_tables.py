@@ -126,6 +126,21 @@ _ORDER = (
     ) WHERE nth = 1""",
 )
 
+#: The document and chunk the provenance of the state's occurrence ``o`` names (NULL
+#: in the state where they are its own: see :mod:`~quillian.components.graph.chunk_rows`).
+_SOURCE_DOC = (
+    "coalesce(o.doc_id, (SELECT sc.doc_id FROM st.chunks sc WHERE sc.chunk_id = o.chunk_id))"
+)
+_SOURCE_CHUNK = "coalesce(o.source_chunk, o.chunk_id)"
+#: The sources of the occurrences ``{occurrences}`` (alias ``o``) that have a provenance.
+_SOURCES = (
+    "INSERT OR IGNORE INTO sources (doc_id, chunk_id) SELECT DISTINCT "
+    + _SOURCE_DOC
+    + ", "
+    + _SOURCE_CHUNK
+    + " FROM {occurrences} WHERE o.sentence IS NOT NULL"
+)
+
 #: One relation row from the occurrence ``o`` (its provenance chunk ``cp`` where that
 #: chunk is indexed, its sentence's text ``ts``, its source ``src``), given the row key
 #: (``{row}``) and the rows the occurrences come from (``{occurrences}``).
@@ -134,7 +149,7 @@ _RELATION = """
         CASE WHEN coalesce(o.description, o.sentence) = :empty THEN NULL
             ELSE coalesce(o.description, o.sentence) END,
         src.id, o.start, o.end,
-        CASE WHEN o.doc_id IS NULL OR o.sentence = :empty THEN NULL
+        CASE WHEN o.sentence IS NULL OR o.sentence = :empty THEN NULL
             WHEN cp.row IS NOT NULL AND o.start >= 0 AND o.end >= o.start
                 AND substr(chunk_text(cp.row, cp.body), o.start + 1, o.end - o.start)
                     = ts.text
@@ -142,8 +157,9 @@ _RELATION = """
         o.triple, key64(o.chunk_id), o.seq, o.subject, o.object, cp.row
     FROM {occurrences}
     LEFT JOIN st.texts ts ON ts.id = o.sentence
-    LEFT JOIN main.chunks cp ON cp.row = key64(o.source_chunk) AND o.doc_id IS NOT NULL
-    LEFT JOIN main.sources src ON src.doc_id = o.doc_id AND src.chunk_id = o.source_chunk
+    LEFT JOIN main.chunks cp ON cp.row = key64({source_chunk}) AND o.sentence IS NOT NULL
+    LEFT JOIN main.sources src ON src.doc_id = {source_doc} AND src.chunk_id = {source_chunk}
+        AND o.sentence IS NOT NULL
 """
 
 #: Text references of the rows just inserted into a table (``{where}`` picks them), for
@@ -374,15 +390,10 @@ class _Writer:
             FROM st.descriptions d JOIN corder c USING (chunk_id)
             JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text"""
         )
-        conn.execute(
-            "INSERT INTO sources (doc_id, chunk_id) SELECT DISTINCT o.doc_id, o.source_chunk"
-            " FROM kept k JOIN st.occurrences o USING (chunk_id, seq)"
-            " WHERE o.doc_id IS NOT NULL"
-        )
         occurrences = "kept k JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq"
+        conn.execute(_SOURCES.format(occurrences=occurrences))
         conn.execute(
-            "INSERT INTO relations"
-            + _RELATION.format(row="k.pos", in_chunk=IN_CHUNK, occurrences=occurrences),
+            "INSERT INTO relations" + _relation(row="k.pos", occurrences=occurrences),
             {"empty": _EMPTY},
         )
         _insert_state_texts(conn, "SELECT text FROM main.descriptions")
@@ -414,6 +425,8 @@ class _Writer:
             CREATE TEMP TABLE ca (id TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TEMP TABLE unsourced (id INTEGER PRIMARY KEY);""",
         )
+        # tables written before kept an index no query reads now: its pages reused
+        conn.execute("DROP INDEX IF EXISTS relations_source_chunk")
         conn.executemany("INSERT INTO cc VALUES (?, ?)", ((c, key64(c)) for c in changes.chunks))
         conn.executemany("INSERT INTO ce VALUES (?)", ((r,) for r in changes.entities))
         touched: list[str] = []
@@ -468,6 +481,14 @@ class _Writer:
         gone, new = told if told is not None else self._compared_chunks(conn)
         conn.execute("CREATE TEMP TABLE dc (row INTEGER PRIMARY KEY)")
         conn.executemany("INSERT INTO dc VALUES (?)", ((r,) for r in gone.tolist()))
+        # relations whose provenance names a chunk that goes or comes: settled again
+        named = [i for (i,) in conn.execute("SELECT id FROM chunks WHERE row IN dc")]
+        named += [self.chunk_ids[i] for i in new.tolist()]
+        conn.executemany(
+            "INSERT OR IGNORE INTO ct SELECT r.triple FROM sources s"
+            " CROSS JOIN relations r ON r.source = s.id WHERE s.chunk_id = ?",
+            ((chunk_id,) for chunk_id in named),
+        )
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM dc)", -1)
         conn.execute("DELETE FROM chunks WHERE row IN (SELECT row FROM dc)")
         conn.execute("CREATE TEMP TABLE nc (row INTEGER PRIMARY KEY)")
@@ -485,16 +506,6 @@ class _Writer:
         )
         conn.executemany("INSERT INTO nc VALUES (?)", ((r,) for r, *_ in rows))
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM nc)", 1)
-        # relations whose provenance names a chunk that came or went: settled again
-        conn.execute(
-            "INSERT OR IGNORE INTO ct SELECT triple FROM relations WHERE source_chunk IN"
-            " (SELECT row FROM dc UNION ALL SELECT row FROM nc)"
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO ct SELECT triple FROM relations r JOIN sources s"
-            " ON s.id = r.source WHERE s.chunk_id = ?",
-            ((self.chunk_ids[i],) for i in new.tolist()),
-        )
 
     def _told_chunks(
         self, conn: sqlite3.Connection
@@ -600,18 +611,12 @@ class _Writer:
             " UNION SELECT o.sentence FROM first f CROSS JOIN st.occurrences o"
             " USING (chunk_id, seq)",
         )
-        conn.execute(
-            "INSERT OR IGNORE INTO sources (doc_id, chunk_id) SELECT o.doc_id, o.source_chunk"
-            " FROM first f CROSS JOIN st.occurrences o USING (chunk_id, seq)"
-            " WHERE o.doc_id IS NOT NULL"
-        )
+        conn.execute(_SOURCES.format(occurrences=found))
         (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM relations").fetchone()
         conn.execute(
             "INSERT INTO relations"
-            + _RELATION.format(
-                row=f"{int(top)} + ROW_NUMBER() OVER (ORDER BY f.triple)",
-                in_chunk=IN_CHUNK,
-                occurrences=found,
+            + _relation(
+                row=f"{int(top)} + ROW_NUMBER() OVER (ORDER BY f.triple)", occurrences=found
             ),
             {"empty": _EMPTY},
         )
@@ -655,6 +660,17 @@ _DESCRIPTION_LINES = (
     "SELECT json_array(d.row, d.entity, t.text, d.chunk_id) FROM descriptions d"
     " JOIN texts t ON t.id = d.text {where}"
 )
+
+
+def _relation(row: str, occurrences: str) -> str:
+    """:data:`_RELATION` given the row key and the occurrences' rows."""
+    return _RELATION.format(
+        row=row,
+        occurrences=occurrences,
+        in_chunk=IN_CHUNK,
+        source_doc=_SOURCE_DOC,
+        source_chunk=_SOURCE_CHUNK,
+    )
 
 
 def _layout(db: Path) -> str | None:

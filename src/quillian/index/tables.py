@@ -122,7 +122,6 @@ CREATE TABLE relations (row INTEGER PRIMARY KEY, subject TEXT NOT NULL,
 CREATE INDEX relations_triple ON relations (triple);
 CREATE INDEX relations_chunk ON relations (chunk);
 CREATE INDEX relations_source ON relations (source);
-CREATE INDEX relations_source_chunk ON relations (source_chunk) WHERE source_chunk IS NOT NULL;
 CREATE TABLE names (key TEXT PRIMARY KEY, entity INTEGER NOT NULL, titled INTEGER NOT NULL)
     WITHOUT ROWID;
 CREATE INDEX names_entity ON names (entity);

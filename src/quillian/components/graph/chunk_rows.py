@@ -49,11 +49,16 @@ CREATE TABLE occurrences (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
 CREATE INDEX occurrences_triple ON occurrences (triple);
 """
-#: An occurrence's triple as the columns ``s`` to ``sentence`` of alias ``t``, its texts
-#: read (``doc_id`` NULL: no provenance; ``description`` NULL: the sentence's text).
+#: An occurrence's provenance, where it has one (``sentence`` not NULL), names a
+#: document and a chunk: ``doc_id`` NULL where that is its chunk's document,
+#: ``source_chunk`` NULL where it is its own chunk (as is most often the case).
+#: An occurrence's triple as the columns ``s`` to ``sentence`` of alias ``t`` (joined
+#: to its chunk ``c``), its texts read (``sentence`` NULL: no provenance;
+#: ``description`` NULL: the sentence's text).
 _TRIPLE_COLUMNS = (
-    "t.s, t.p, t.o, (SELECT text FROM texts WHERE id = t.description), t.doc_id,"
-    " t.source_chunk, t.start, t.end, (SELECT text FROM texts WHERE id = t.sentence)"
+    "t.s, t.p, t.o, (SELECT text FROM texts WHERE id = t.description),"
+    " coalesce(t.doc_id, c.doc_id), coalesce(t.source_chunk, t.chunk_id), t.start, t.end,"
+    " (SELECT text FROM texts WHERE id = t.sentence)"
 )
 _TABLES = ("mentions", "descriptions", "occurrences")
 
@@ -62,22 +67,25 @@ _TABLES = ("mentions", "descriptions", "occurrences")
 class ChunkRows:
     """One chunk's part of the graph, entities by row: mentions ``(row, weight)``,
     descriptions ``(row, text)``, relation occurrences ``(subject row, object row,
-    triple)``, each in the order :meth:`GraphBuilder.add` meets them."""
+    triple)``, each in the order :meth:`GraphBuilder.add` meets them; the chunk's id
+    and its document's."""
 
     chunk_id: str
+    doc_id: str
     mentions: list[tuple[int, float]]
     descriptions: list[tuple[int, str]]
     occurrences: list[tuple[int, int, Triple]]
 
 
 def derive(
+    doc_id: str,
     extraction: Extraction,
     owner: Callable[[str], int],
     max_per_chunk: int,
     key: Callable[[str], str],
 ) -> ChunkRows:
-    """The chunk's rows, ``owner`` giving the entity row of a name key, ``key`` the key
-    of a name.
+    """The rows of the chunk of document ``doc_id``, ``owner`` giving the entity row of
+    a name key, ``key`` the key of a name.
 
     A mention's entity is the final owner of its name key, as in the builder: that key
     was either known (its owner then) or given to the entity the mention joined, and a
@@ -99,7 +107,8 @@ def derive(
         subject, obj = key(triple.subject), key(triple.object)
         if subject and obj and (ends := (owner(subject), owner(obj)))[0] != ends[1]:
             occurrences.append((*ends, triple))
-    return ChunkRows(extraction.chunk_id, list(mentions.items()), list(descriptions), occurrences)
+    chunk_id = extraction.chunk_id
+    return ChunkRows(chunk_id, doc_id, list(mentions.items()), list(descriptions), occurrences)
 
 
 def delete(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
@@ -134,7 +143,7 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
     conn.executemany(
         "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            (r.chunk_id, i, key64(t.id), s, o, *_columns(t, texts))
+            (r.chunk_id, i, key64(t.id), s, o, *_columns(t, texts, r))
             for r in rows
             for i, (s, o, t) in enumerate(r.occurrences)
         ),
@@ -168,12 +177,14 @@ def _swapped(counts: Counter[int]) -> Iterable[tuple[int, int]]:
     return ((n, i) for i, n in counts.items())
 
 
-def _columns(t: Triple, texts: _Texts) -> tuple[Any, ...]:
+def _columns(t: Triple, texts: _Texts, own: ChunkRows) -> tuple[Any, ...]:
     p = t.provenance
     if p is None:
         where: tuple[Any, ...] = (None,) * 5
-    else:
-        where = (p.doc_id, p.chunk_id, p.start, p.end, texts.id(p.sentence))
+    else:  # the document and chunk left out where they are the occurrence's own
+        doc_id = None if p.doc_id == own.doc_id else p.doc_id
+        chunk_id = None if p.chunk_id == own.chunk_id else p.chunk_id
+        where = (doc_id, chunk_id, p.start, p.end, texts.id(p.sentence))
     same = p is not None and p.sentence == t.description
     description = None if same else texts.id(t.description)
     return (t.subject, t.predicate, t.object, description, *where)
@@ -181,7 +192,7 @@ def _columns(t: Triple, texts: _Texts) -> tuple[Any, ...]:
 
 def _triple(row: Sequence[Any]) -> Triple:
     s, p, o, description, doc_id, chunk_id, start, end, sentence = row
-    where = None if doc_id is None else Provenance(doc_id, chunk_id, start, end, sentence)
+    where = None if sentence is None else Provenance(doc_id, chunk_id, start, end, sentence)
     return Triple(s, p, o, sentence if description is None else description, where)
 
 

@@ -62,7 +62,7 @@ _key = normalize_name
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 7
+STATE_VERSION = 8
 _BATCH = 500  # SQLite host parameters per statement
 _STREAM = 256  # chunks a state creation holds decoded at once
 
@@ -505,7 +505,8 @@ class ResolutionState:
             replay.chunk(chunk.doc_id, chunk.index, chunk.extraction)
         cap, owner = self.max_entities_per_chunk, replay.owner.__getitem__
         chunk_rows.insert(
-            self._conn, (chunk_rows.derive(c.extraction, owner, cap, _key) for c in batch)
+            self._conn,
+            (chunk_rows.derive(c.doc_id, c.extraction, owner, cap, _key) for c in batch),
         )
 
     def _replay_into(self, keys: set[str], chunks: Sequence[ChunkExtraction]) -> set[int]:
@@ -598,7 +599,10 @@ class ResolutionState:
         cap = self.max_entities_per_chunk
         chunk_rows.insert(
             self._conn,
-            (chunk_rows.derive(c.extraction, owner.__getitem__, cap, _key) for c in chunks),
+            (
+                chunk_rows.derive(c.doc_id, c.extraction, owner.__getitem__, cap, _key)
+                for c in chunks
+            ),
         )
 
     # ----- reading ---------------------------------------------------------------------
