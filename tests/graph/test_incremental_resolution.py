@@ -66,10 +66,13 @@ def assert_keys_indexed(path: Path) -> None:
     chunk removed or replaced."""
     conn = sqlite3.connect(path)
     stored = conn.execute("SELECT chunk_id, extraction FROM chunks").fetchall()
-    indexed = set(conn.execute("SELECT key, chunk_id FROM chunk_keys").fetchall())
+    indexed = set(
+        conn.execute("SELECT k.key, c.chunk_id FROM chunk_keys k JOIN chunks c USING (chunk)")
+    )
+    (keys,) = conn.execute("SELECT count(*) FROM chunk_keys").fetchone()
     conn.close()
     want = {(k, c) for c, raw in stored for k in incremental._keys(decode_extraction(raw))}
-    assert indexed == want
+    assert indexed == want and keys == len(want)
 
 
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(40)] + [(40, 6), (41, 6)])

@@ -35,6 +35,7 @@ from quillian.testing.tables import (
     assert_same_outputs,
     assert_same_snapshot,
     chunk_texts_in_texts,
+    description_chunk_ids,
 )
 from quillian.types import Chunk, Provenance, Triple
 
@@ -345,23 +346,27 @@ def test_the_columns_stay_on_the_machine(tmp_path: Path) -> None:
 
 def test_columns_are_kept_in_runs_where_smaller_and_read_back_exactly(tmp_path: Path) -> None:
     """A chunk's key repeated on its rows and its sequence numbers counting up are kept
-    as runs, 64-bit keys whose steps wrap around included; a column without runs is
-    kept whole, narrowed; each reads back as it was, and so do columns kept whole by
-    the version before."""
+    as runs (of values, of steps), 64-bit keys whose steps wrap around included; a
+    column without runs is kept whole, narrowed; each reads back as it was, and so do
+    columns kept whole by the version before."""
     top, low = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     keys = np.repeat(np.array([top, low, -5, top, 7], np.int64), [300, 2, 40, 1, 200])
     seqs = np.concatenate([np.arange(n) for n in (300, 2, 40, 1, 200)])
     drawn = np.random.default_rng(3).integers(low, top, 500, dtype=np.int64)
     weights = np.repeat([1.0, 0.5, 0.25, 0.5], [1, 250, 1, 248])
+    with np.errstate(over="ignore"):  # counting up past the largest key, on from the least
+        wrapping = np.arange(500, dtype=np.int64) + (top - 3)
     columns = {"keys": keys, "seqs": seqs, "drawn": drawn, "rows": np.arange(7, 507)}
-    columns["weights"] = weights
+    columns |= {"weights": weights, "wrapping": wrapping}
     path = tmp_path / "runs.npz"
     kept: dict[str, Any] = {}
     for name, column in columns.items():
-        kept.update(state_tables._in_runs(name, column))
+        steps = name in ("seqs", "rows", "drawn", "wrapping")
+        kept.update(state_tables._in_runs(name, column, steps))
     kept["whole"] = np.arange(10, dtype=np.int16)  # as version 3 kept each column
     np.savez(path, **kept)
     assert {"keys.runs", "seqs.first", "rows.first", "weights.runs", "drawn"} <= set(kept)
+    assert kept["wrapping.runs"].tolist() == [1] and kept["wrapping.lengths"].tolist() == [499]
     assert "drawn.runs" not in kept and kept["seqs.runs"].dtype == np.int16
     assert sum(a.nbytes for a in kept.values()) < 0.4 * sum(a.nbytes for a in columns.values())
     with np.load(path) as read:
@@ -606,15 +611,24 @@ def test_tables_a_state_marked_with_blake2b_are_patched(
     run.state.close()
 
 
-def test_tables_keeping_chunk_texts_in_texts_are_written_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("layout", "older"),
+    [("keyed-1", chunk_texts_in_texts), ("keyed-2", description_chunk_ids)],
+)
+def test_tables_of_an_older_layout_are_written_whole(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    layout: str,
+    older: Callable[[Path], None],
 ) -> None:
-    """Tables of layout ``keyed-1`` (a build before chunk texts were rows' bodies), the
-    very tables the state's log follows, are written whole once in the layout of now,
-    not patched, and equal the builder's."""
+    """Tables of layout ``keyed-1`` (a build before chunk texts were rows' bodies) or
+    ``keyed-2`` (before descriptions named their chunk by key alone), the very tables
+    the state's log follows, are written whole once in the layout of now, not patched,
+    and equal the builder's."""
     run = _Run(tmp_path, 40, 6)
     got, *_ = run.write()
-    chunk_texts_in_texts(got)
+    older(got)
     run.state.mark_tables(file_digest(got / TABLES_DB))
     run.step()
     patched: list[int] = []
@@ -624,7 +638,7 @@ def test_tables_keeping_chunk_texts_in_texts_are_written_whole(
         save_state_tables(
             got, run.state, [c.chunk_id for c in ordered], [_chunk(c) for c in ordered]
         ).save(got / "graph")
-    assert not patched and "has layout keyed-1" in caplog.text
+    assert not patched and f"has layout {layout}" in caplog.text
     monkeypatch.undo()
     got, _, want, _, _ = run.write()  # nothing logged since: the tables written kept
     assert_same_outputs(got, want)

@@ -32,7 +32,7 @@ from quillian.index.tables import (
 from quillian.stores.packed import MIN_PACKED
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.tables import chunk_texts_in_texts
+from quillian.testing.tables import chunk_texts_in_texts, description_chunk_ids
 from quillian.types import Chunk, Document, Provenance, Triple, entity_id, key64
 
 TEXT = "Ada Lovelace met Charles Babbage. Babbage was born in London."
@@ -158,6 +158,25 @@ def test_tables_keeping_chunk_texts_in_texts_read_as_before(tmp_path: Path) -> N
     assert opened.relations[0] == kg.relations[0]  # the sentence read from its chunk
     assert list(tables.chunk_texts) == [c.text for c in given]
     assert tables.graph_texts() == want[1].graph_texts()
+
+
+def test_tables_naming_each_description_chunk_by_id_read_as_before(tmp_path: Path) -> None:
+    """Tables of layout ``keyed-2`` (a description's row holding its chunk's id beside
+    its key) read the same graph; the layout written now names the chunk by key alone."""
+    kg = graph()
+    save_tables(tmp_path, kg, chunks())
+    conn = sqlite3.connect(tmp_path / TABLES_DB)
+    columns = [c for _, c, *_ in conn.execute("PRAGMA table_info(descriptions)")]
+    conn.close()
+    assert "chunk" in columns and "chunk_id" not in columns
+    want, _ = load_tables(tmp_path, kg.snapshot)
+    assert list(want.descriptions) == list(kg.descriptions)
+    description_chunk_ids(tmp_path)
+    opened, tables = load_tables(tmp_path, kg.snapshot)
+    assert tables.keyed
+    assert list(opened.descriptions) == list(kg.descriptions)
+    assert list(opened.relations) == list(kg.relations)
+    assert list(tables.chunk_texts) == [c.text for c in chunks()]
 
 
 def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:

@@ -101,8 +101,8 @@ CREATE TEMP TABLE chunk_pos (id TEXT PRIMARY KEY, pos INTEGER NOT NULL,
     row INTEGER NOT NULL, title TEXT NOT NULL, title_id INTEGER NOT NULL,
     body NOT NULL);
 CREATE TEMP TABLE ent (row INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
-CREATE TEMP TABLE corder (chunk_id TEXT PRIMARY KEY, ord INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
+CREATE TEMP TABLE corder (chunk INTEGER PRIMARY KEY, ord INTEGER NOT NULL);
+CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk INTEGER NOT NULL,
     seq INTEGER NOT NULL);
 """
 
@@ -117,21 +117,21 @@ CREATE TEMP TABLE uncounted (id INTEGER PRIMARY KEY);
 _ORDER = (
     "INSERT INTO ent SELECT row, ROW_NUMBER() OVER (ORDER BY doc_id, idx, seq) - 1"
     " FROM st.entities",
-    "INSERT INTO corder SELECT chunk_id, ROW_NUMBER() OVER (ORDER BY doc_id, idx) FROM st.chunks",
+    "INSERT INTO corder SELECT chunk, ROW_NUMBER() OVER (ORDER BY doc_id, idx) FROM st.chunks",
     """INSERT INTO kept
-    SELECT ROW_NUMBER() OVER (ORDER BY ord, seq) - 1, chunk_id, seq FROM (
-        SELECT o.chunk_id, o.seq, c.ord, ROW_NUMBER() OVER (
+    SELECT ROW_NUMBER() OVER (ORDER BY ord, seq) - 1, chunk, seq FROM (
+        SELECT o.chunk, o.seq, c.ord, ROW_NUMBER() OVER (
             PARTITION BY o.triple ORDER BY c.ord, o.seq) AS nth
-        FROM st.occurrences o JOIN corder c USING (chunk_id)
+        FROM st.occurrences o JOIN corder c USING (chunk)
     ) WHERE nth = 1""",
 )
 
 #: The document and chunk the provenance of the state's occurrence ``o`` names (NULL
 #: in the state where they are its own: see :mod:`~quillian.components.graph.chunk_rows`).
-_SOURCE_DOC = (
-    "coalesce(o.doc_id, (SELECT sc.doc_id FROM st.chunks sc WHERE sc.chunk_id = o.chunk_id))"
+_SOURCE_DOC = "coalesce(o.doc_id, (SELECT sc.doc_id FROM st.chunks sc WHERE sc.chunk = o.chunk))"
+_SOURCE_CHUNK = (
+    "coalesce(o.source_chunk, (SELECT sc.chunk_id FROM st.chunks sc WHERE sc.chunk = o.chunk))"
 )
-_SOURCE_CHUNK = "coalesce(o.source_chunk, o.chunk_id)"
 #: The sources of the occurrences ``{occurrences}`` (alias ``o``) that have a provenance.
 _SOURCES = (
     "INSERT OR IGNORE INTO sources (doc_id, chunk_id) SELECT DISTINCT "
@@ -154,10 +154,11 @@ _RELATION = """
                 AND substr(chunk_text(cp.row, cp.body), o.start + 1, o.end - o.start)
                     = ts.text
             THEN {in_chunk} ELSE o.sentence END,
-        o.triple, key64(o.chunk_id), o.seq, o.subject, o.object, cp.row
+        o.triple, o.chunk, o.seq, o.subject, o.object, cp.row
     FROM {occurrences}
     LEFT JOIN st.texts ts ON ts.id = o.sentence
-    LEFT JOIN main.chunks cp ON cp.row = key64({source_chunk}) AND o.sentence IS NOT NULL
+    LEFT JOIN main.chunks cp ON cp.row = coalesce(key64(o.source_chunk), o.chunk)
+        AND o.sentence IS NOT NULL
     LEFT JOIN main.sources src ON src.doc_id = {source_doc} AND src.chunk_id = {source_chunk}
         AND o.sentence IS NOT NULL
 """
@@ -386,11 +387,11 @@ class _Writer:
         conn.execute(
             """INSERT INTO descriptions
             SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, d.entity, d.text,
-                d.chunk_id, key64(d.chunk_id), d.seq, desc_node(e.node_id, d.chunk_id, x.text)
-            FROM st.descriptions d JOIN corder c USING (chunk_id)
+                d.chunk, d.seq, desc_node(e.node_id, sc.chunk_id, x.text)
+            FROM st.descriptions d JOIN corder c USING (chunk) JOIN st.chunks sc USING (chunk)
             JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text"""
         )
-        occurrences = "kept k JOIN st.occurrences o ON o.chunk_id = k.chunk_id AND o.seq = k.seq"
+        occurrences = "kept k JOIN st.occurrences o ON o.chunk = k.chunk AND o.seq = k.seq"
         conn.execute(_SOURCES.format(occurrences=occurrences))
         conn.execute(
             "INSERT INTO relations" + _relation(row="k.pos", occurrences=occurrences),
@@ -567,23 +568,23 @@ class _Writer:
     def _patch_descriptions(self, conn: sqlite3.Connection) -> list[str]:
         """The descriptions of the logged chunks, as the state has them now."""
         where = "WHERE chunk IN (SELECT row FROM cc)"
-        before = _lines(conn, _DESCRIPTION_LINES.format(where=where))
+        before = _lines(conn, _DESCRIPTION_LINES)
         _count_texts(conn, "descriptions", where, -1)
         conn.execute(f"DELETE FROM descriptions {where}")
         (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM descriptions").fetchone()
         conn.execute(
             """INSERT INTO descriptions
-            SELECT :top + ROW_NUMBER() OVER (ORDER BY d.chunk_id, d.seq), d.entity, d.text,
-                d.chunk_id, cc.row, d.seq, desc_node(e.node_id, d.chunk_id, x.text)
-            FROM cc CROSS JOIN st.descriptions d USING (chunk_id)
+            SELECT :top + ROW_NUMBER() OVER (ORDER BY cc.chunk_id, d.seq), d.entity, d.text,
+                cc.row, d.seq, desc_node(e.node_id, cc.chunk_id, x.text)
+            FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row
             JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text""",
             {"top": top},
         )
         _insert_state_texts(
-            conn, "SELECT d.text FROM cc CROSS JOIN st.descriptions d USING (chunk_id)"
+            conn, "SELECT d.text FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row"
         )
         _count_texts(conn, "descriptions", where, 1)
-        return before + _lines(conn, _DESCRIPTION_LINES.format(where=where))
+        return before + _lines(conn, _DESCRIPTION_LINES)
 
     def _patch_relations(self, conn: sqlite3.Connection) -> None:
         """The relations of every triple id the logged chunks held or hold: each one's
@@ -594,7 +595,7 @@ class _Writer:
         )
         conn.execute(
             "INSERT OR IGNORE INTO ct SELECT o.triple FROM cc"
-            " CROSS JOIN st.occurrences o USING (chunk_id)"
+            " CROSS JOIN st.occurrences o ON o.chunk = cc.row"
         )
         where = "WHERE triple IN (SELECT triple FROM ct)"
         conn.execute(
@@ -604,12 +605,12 @@ class _Writer:
         _count_texts(conn, "relations", where, -1)
         conn.execute(f"DELETE FROM relations {where}")
         _script(conn, _FIRST)
-        found = "first f CROSS JOIN st.occurrences o ON o.chunk_id = f.chunk_id AND o.seq = f.seq"
+        found = "first f CROSS JOIN st.occurrences o ON o.chunk = f.chunk AND o.seq = f.seq"
         _insert_state_texts(
             conn,
-            "SELECT o.description FROM first f CROSS JOIN st.occurrences o USING (chunk_id, seq)"
+            "SELECT o.description FROM first f CROSS JOIN st.occurrences o USING (chunk, seq)"
             " UNION SELECT o.sentence FROM first f CROSS JOIN st.occurrences o"
-            " USING (chunk_id, seq)",
+            " USING (chunk, seq)",
         )
         conn.execute(_SOURCES.format(occurrences=found))
         (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM relations").fetchone()
@@ -646,19 +647,22 @@ class _Writer:
 
 #: The first occurrence in index order of each triple id in ``ct``.
 _FIRST = """
-CREATE TEMP TABLE first (triple INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL,
+CREATE TEMP TABLE first (triple INTEGER PRIMARY KEY, chunk INTEGER NOT NULL,
     seq INTEGER NOT NULL);
-INSERT INTO first SELECT triple, chunk_id, seq FROM (
-    SELECT o.triple, o.chunk_id, o.seq, ROW_NUMBER() OVER (
+INSERT INTO first SELECT triple, chunk, seq FROM (
+    SELECT o.triple, o.chunk, o.seq, ROW_NUMBER() OVER (
         PARTITION BY o.triple ORDER BY c.doc_id, c.idx, o.seq) AS nth
     FROM ct CROSS JOIN st.occurrences o USING (triple)
-    CROSS JOIN st.chunks c ON c.chunk_id = o.chunk_id
+    CROSS JOIN st.chunks c ON c.chunk = o.chunk
 ) WHERE nth = 1
 """
 
+#: The rows of the logged chunks' descriptions as the fingerprint takes them (a chunk
+#: gone from the tables still named, by the log).
 _DESCRIPTION_LINES = (
-    "SELECT json_array(d.row, d.entity, t.text, d.chunk_id) FROM descriptions d"
-    " JOIN texts t ON t.id = d.text {where}"
+    "SELECT json_array(d.row, d.entity, t.text, cc.chunk_id) FROM cc"
+    " CROSS JOIN descriptions d ON d.chunk = cc.row JOIN texts t ON t.id = d.text"
+    " ORDER BY d.row"
 )
 
 
@@ -747,8 +751,8 @@ _COLUMN_ROWS = {
         "WHERE triple IN (SELECT triple FROM ct)",
     ),
     "mentions": (
-        "SELECT key64(chunk_id), seq, entity, weight FROM st.mentions {where}",
-        "WHERE chunk_id IN (SELECT chunk_id FROM cc)",
+        "SELECT chunk, seq, entity, weight FROM st.mentions {where}",
+        "WHERE chunk IN (SELECT row FROM cc)",
     ),
 }
 _COLUMNS_VERSION = "4"
@@ -890,7 +894,10 @@ class _Columns:
             array = getattr(self, name)
             parts = [array] if array.ndim == 1 else [array[:, i] for i in range(array.shape[1])]
             for i, part in enumerate(parts):
-                arrays.update(_in_runs(f"{name}.{i}", part))
+                key = f"{name}.{i}"
+                arrays.update(
+                    _in_runs(key, part, _RUNS[key]) if key in _RUNS else {key: _narrow(part)}
+                )
         save_arrays(path, arrays)
 
 
@@ -905,6 +912,33 @@ _COLUMN_NAMES = (
     "literal",
 )
 _WIDTHS = {"descriptions": 5, "relations": 9, "mentions": 3}
+#: The columns kept in runs where that is smaller (:func:`_in_runs`), and whether as
+#: runs of equal steps (True) or of equal values (False). Steps: the rows of
+#: descriptions and relations (counting up in key order but where a patch deleted
+#: some), sequence numbers in a chunk, the entity rows in index order (counting up in
+#: a state made whole). Values: the chunk keys of descriptions, relations, their
+#: sources and mentions, a relation's subject (the sentence's first name, paired with
+#: each other) and the text it embeds, a description's text, the flags, the mentions'
+#: weights. The others (objects, entities described or mentioned, triple ids, node
+#: ids) follow no order.
+_RUNS = {
+    "descriptions.0": True,
+    "descriptions.1": False,
+    "descriptions.2": True,
+    "descriptions.4": False,
+    "relations.0": True,
+    "relations.2": False,
+    "relations.3": True,
+    "relations.4": False,
+    "relations.6": False,
+    "relations.7": False,
+    "relations.8": False,
+    "mentions.0": False,
+    "mentions.1": True,
+    "weights.0": False,
+    "entities.0": True,
+    "literal.0": False,
+}
 
 
 def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
@@ -952,30 +986,26 @@ def _entity_places(
     return places
 
 
-def _in_runs(key: str, column: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
-    """``column`` as kept under ``key``: whole, or where that is smaller as runs of equal
-    values (``.runs``, ``.lengths``: a chunk's key repeated on each of its rows, the
-    mentions' weights) or, for integers, runs of equal steps from its first value
-    (``.first`` beside them: a chunk's sequence numbers, counting up). Steps between
+def _in_runs(key: str, column: npt.NDArray[Any], steps: bool) -> dict[str, npt.NDArray[Any]]:
+    """``column`` as kept under ``key``: as runs of equal values (``.runs``,
+    ``.lengths``), or (``steps``, for integers) runs of equal steps from its first value
+    (``.first`` beside them), where that is smaller; else whole, narrowed. Steps between
     64-bit keys may wrap around; the sum that reads them wraps back."""
-    best = {key: _narrow(column)}
-    if column.ndim != 1 or len(column) < 2 or column.dtype.kind not in "if":
-        return best
-    forms: list[tuple[npt.NDArray[Any], npt.NDArray[Any] | None]] = [(column, None)]
-    if column.dtype.kind == "i":
+    values, first = column, None
+    if steps and column.dtype.kind == "i" and len(column):
         with np.errstate(over="ignore"):
-            forms.append((np.diff(column.astype(np.int64)), column[:1].astype(np.int64)))
-    for values, first in forms:
-        starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
-        runs = {
-            f"{key}.runs": _narrow(values[starts]),
-            f"{key}.lengths": _narrow(np.diff(np.append(starts, len(values)))),
-        }
-        if first is not None:
-            runs[f"{key}.first"] = first
-        if sum(a.nbytes for a in runs.values()) < sum(a.nbytes for a in best.values()):
-            best = runs
-    return best
+            values, first = np.diff(column.astype(np.int64)), column[:1].astype(np.int64)
+    whole = {key: _narrow(column)}
+    if column.ndim != 1 or not len(values):
+        return whole
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    runs = {
+        f"{key}.runs": _narrow(values[starts]),
+        f"{key}.lengths": _narrow(np.diff(np.append(starts, len(values)))),
+    }
+    if first is not None:
+        runs[f"{key}.first"] = first
+    return runs if sum(a.nbytes for a in runs.values()) < whole[key].nbytes else whole
 
 
 def _from_runs(kept: Any, key: str) -> npt.NDArray[Any]:

@@ -95,10 +95,13 @@ KEY_ARRAYS = frozenset({"chunk_order", "chunk_keys", "text_keys"})
 
 #: The ``meta`` key naming the layout of rows keyed by ids (absent: keyed by position).
 LAYOUT = "layout"
-#: Rows keyed by ids, a chunk's text its row's ``body``; the layout every build writes.
-KEYED = "keyed-2"
-#: Rows keyed by ids, a chunk's text in ``texts`` (read, never patched: a build writes
-#: such tables whole again).
+#: Rows keyed by ids, a chunk's text its row's ``body``, a description's chunk its
+#: ``chunk`` key alone; the layout every build writes.
+KEYED = "keyed-3"
+#: The layouts before, read but never patched (a build writes such tables whole again):
+#: a description's chunk id also in its row (``keyed-2``), and a chunk's text also in
+#: ``texts`` (``keyed-1``).
+KEYED_BODIES = "keyed-2"
 KEYED_TEXTS = "keyed-1"
 
 DDL = """
@@ -109,8 +112,7 @@ CREATE TABLE chunks (row INTEGER PRIMARY KEY, id TEXT NOT NULL, title INTEGER,
 CREATE TABLE entities (row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
     aliases TEXT NOT NULL);
 CREATE TABLE descriptions (row INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
-    text INTEGER NOT NULL, chunk_id TEXT NOT NULL, chunk INTEGER NOT NULL,
-    seq INTEGER NOT NULL, node TEXT NOT NULL);
+    text INTEGER NOT NULL, chunk INTEGER NOT NULL, seq INTEGER NOT NULL, node TEXT NOT NULL);
 CREATE INDEX descriptions_chunk ON descriptions (chunk);
 CREATE TABLE sources (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL);
 CREATE UNIQUE INDEX sources_key ON sources (chunk_id, doc_id);
@@ -288,13 +290,12 @@ class _TableWriter:
             ),
         )
         self.insert(
-            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?, ?)",
             (
                 (
                     i,
                     d.entity,
                     self.text(d.text),
-                    d.chunk_id,
                     key64(d.chunk_id),
                     i,
                     description_node_id(kg.entities[d.entity].node_id, d.chunk_id, d.text),
@@ -367,8 +368,8 @@ def fingerprint(conn: sqlite3.Connection, orders: dict[str, npt.NDArray[np.int64
     digest = hashlib.sha256()
     for sql in (
         "SELECT json_array(row, name, type, aliases) AS line FROM entities ORDER BY row",
-        "SELECT json_array(d.row, d.entity, t.text, d.chunk_id) AS line FROM descriptions d"
-        " JOIN texts t ON t.id = d.text ORDER BY d.row",
+        "SELECT json_array(d.row, d.entity, t.text, c.id) AS line FROM descriptions d"
+        " JOIN texts t ON t.id = d.text JOIN chunks c ON c.row = d.chunk ORDER BY d.row",
     ):
         (lines,) = conn.execute(f"SELECT group_concat(line, char(10)) FROM ({sql})").fetchone()
         digest.update((lines or "").encode() + b"\n\n")
@@ -512,9 +513,16 @@ class StoredTables:
         self._arrays: dict[str, npt.NDArray[Any] | None] = {}
         self._lock = threading.Lock()
         #: Rows keyed by ids, placed by the order arrays (else by position).
-        self.keyed = meta.get(LAYOUT) in (KEYED, KEYED_TEXTS)
+        layout = meta.get(LAYOUT)
+        self.keyed = layout in (KEYED, KEYED_BODIES, KEYED_TEXTS)
         #: A chunk's text is its row's body (else a text of ``texts``).
-        self._bodies = meta.get(LAYOUT) == KEYED
+        self._bodies = layout in (KEYED, KEYED_BODIES)
+        #: A description's chunk id, read from its chunk's row (else its own).
+        self._description_chunk = (
+            ("dc.id", " JOIN chunks dc ON dc.row = d.chunk")
+            if layout == KEYED
+            else ("d.chunk_id", "")
+        )
         #: The chunk texts relations' sentences were last read from.
         self._chunk_bodies = UnpackedTexts()
         self._key = "row" if self.keyed else "pos"
@@ -564,8 +572,8 @@ class StoredTables:
             snapshot=snapshot,
             entities=self._rows("e.name, e.type, e.aliases", "entities e", _entity),
             descriptions=self._rows(
-                "d.entity, t.text, d.chunk_id",
-                "descriptions d JOIN texts t ON t.id = d.text",
+                f"d.entity, t.text, {self._description_chunk[0]}",
+                "descriptions d JOIN texts t ON t.id = d.text" + self._description_chunk[1],
                 self._description,
             ),
             chunk_ids=self._rows("c.id", "chunks c", _first),

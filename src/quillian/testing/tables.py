@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from quillian.index.tables import IN_CHUNK, KEYED, KEYED_TEXTS, LAYOUT, TABLES_DB, StoredTables
+from quillian.index.tables import (
+    IN_CHUNK,
+    KEYED_BODIES,
+    KEYED_TEXTS,
+    LAYOUT,
+    TABLES_DB,
+    StoredTables,
+)
 from quillian.stores.packed import unpack_text
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import key64
@@ -22,6 +29,7 @@ __all__ = [
     "assert_same_outputs",
     "assert_same_snapshot",
     "chunk_texts_in_texts",
+    "description_chunk_ids",
     "graph_outputs",
     "table_rows",
 ]
@@ -47,7 +55,7 @@ def table_rows(directory: Path) -> dict[str, Any]:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         texts = dict(conn.execute("SELECT id, text FROM texts").fetchall())
         if tables.keyed:
-            chunk_texts = () if meta[LAYOUT] == KEYED else ("SELECT text FROM chunks",)
+            chunk_texts = ("SELECT text FROM chunks",) if meta[LAYOUT] == KEYED_TEXTS else ()
             refs = Counter(
                 i
                 for sql in (
@@ -102,10 +110,27 @@ def table_rows(directory: Path) -> dict[str, Any]:
     return out
 
 
+def description_chunk_ids(directory: Path) -> None:
+    """Turn the tables under ``directory`` into layout ``keyed-2``, as a build before
+    descriptions named their chunk by its key alone wrote them: each description's row
+    holding its chunk's id too."""
+    conn = sqlite3.connect(directory / TABLES_DB)
+    conn.execute("ALTER TABLE descriptions ADD COLUMN chunk_id TEXT")
+    conn.execute(
+        "UPDATE descriptions SET chunk_id ="
+        " (SELECT id FROM chunks c WHERE c.row = descriptions.chunk)"
+    )
+    conn.execute("UPDATE meta SET value = ? WHERE key = ?", (KEYED_BODIES, LAYOUT))
+    conn.commit()
+    conn.close()
+
+
 def chunk_texts_in_texts(directory: Path) -> None:
     """Turn the tables under ``directory`` into layout ``keyed-1``, as a build before
     chunk texts were rows' bodies wrote them: a chunk's text in ``texts`` (counted with
-    the other rows referring to it), its row holding the text's id."""
+    the other rows referring to it), its row holding the text's id (and, as in
+    ``keyed-2``, each description's row its chunk's id)."""
+    description_chunk_ids(directory)
     conn = sqlite3.connect(directory / TABLES_DB)
     conn.execute("ALTER TABLE chunks ADD COLUMN text INTEGER")
     for row, body in conn.execute("SELECT row, body FROM chunks").fetchall():

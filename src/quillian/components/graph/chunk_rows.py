@@ -38,15 +38,15 @@ __all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert"]
 
 SCHEMA = """
 CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL, refs INTEGER NOT NULL);
-CREATE TABLE mentions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    entity INTEGER NOT NULL, weight REAL NOT NULL, PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
-CREATE TABLE descriptions (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    entity INTEGER NOT NULL, text INTEGER NOT NULL, PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
-CREATE TABLE occurrences (chunk_id TEXT NOT NULL, seq INTEGER NOT NULL,
+CREATE TABLE mentions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
+    entity INTEGER NOT NULL, weight REAL NOT NULL, PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
+CREATE TABLE descriptions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
+    entity INTEGER NOT NULL, text INTEGER NOT NULL, PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
+CREATE TABLE occurrences (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
     triple INTEGER NOT NULL, subject INTEGER NOT NULL, object INTEGER NOT NULL,
     s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description INTEGER,
     doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER,
-    PRIMARY KEY (chunk_id, seq)) WITHOUT ROWID;
+    PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
 CREATE INDEX occurrences_triple ON occurrences (triple);
 """
 #: An occurrence's provenance, where it has one (``sentence`` not NULL), names a
@@ -57,7 +57,7 @@ CREATE INDEX occurrences_triple ON occurrences (triple);
 #: ``description`` NULL: the sentence's text).
 _TRIPLE_COLUMNS = (
     "t.s, t.p, t.o, (SELECT text FROM texts WHERE id = t.description),"
-    " coalesce(t.doc_id, c.doc_id), coalesce(t.source_chunk, t.chunk_id), t.start, t.end,"
+    " coalesce(t.doc_id, c.doc_id), coalesce(t.source_chunk, c.chunk_id), t.start, t.end,"
     " (SELECT text FROM texts WHERE id = t.sentence)"
 )
 _TABLES = ("mentions", "descriptions", "occurrences")
@@ -114,16 +114,15 @@ def derive(
 def delete(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
     """Forget the rows of ``chunk_ids``, and the texts no other row refers to."""
     gone: Counter[int] = Counter()
-    for chunk_id in chunk_ids:
+    chunks = [(key64(c),) for c in chunk_ids]
+    for chunk in chunks:
         for refs in (
-            conn.execute("SELECT text FROM descriptions WHERE chunk_id = ?", (chunk_id,)),
-            conn.execute(
-                "SELECT description, sentence FROM occurrences WHERE chunk_id = ?", (chunk_id,)
-            ),
+            conn.execute("SELECT text FROM descriptions WHERE chunk = ?", chunk),
+            conn.execute("SELECT description, sentence FROM occurrences WHERE chunk = ?", chunk),
         ):
             gone.update(i for row in refs for i in row if i is not None)
     for table in _TABLES:
-        conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", ((c,) for c in chunk_ids))
+        conn.executemany(f"DELETE FROM {table} WHERE chunk = ?", chunks)
     conn.executemany("UPDATE texts SET refs = refs - ? WHERE id = ?", _swapped(gone))
     conn.executemany("DELETE FROM texts WHERE id = ? AND refs <= 0", ((i,) for i in gone))
 
@@ -131,20 +130,29 @@ def delete(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
 def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
     """Store chunks' rows (their old rows deleted first)."""
     rows = list(rows)
+    keys = [key64(r.chunk_id) for r in rows]
     texts = _Texts()
     conn.executemany(
         "INSERT INTO mentions VALUES (?, ?, ?, ?)",
-        ((r.chunk_id, i, e, w) for r in rows for i, (e, w) in enumerate(r.mentions)),
+        (
+            (c, i, e, w)
+            for c, r in zip(keys, rows, strict=True)
+            for i, (e, w) in enumerate(r.mentions)
+        ),
     )
     conn.executemany(
         "INSERT INTO descriptions VALUES (?, ?, ?, ?)",
-        ((r.chunk_id, i, e, texts.id(t)) for r in rows for i, (e, t) in enumerate(r.descriptions)),
+        (
+            (c, i, e, texts.id(t))
+            for c, r in zip(keys, rows, strict=True)
+            for i, (e, t) in enumerate(r.descriptions)
+        ),
     )
     conn.executemany(
         "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            (r.chunk_id, i, key64(t.id), s, o, *_columns(t, texts, r))
-            for r in rows
+            (c, i, key64(t.id), s, o, *_columns(t, texts, r))
+            for c, r in zip(keys, rows, strict=True)
             for i, (s, o, t) in enumerate(r.occurrences)
         ),
     )
@@ -199,7 +207,7 @@ def _triple(row: Sequence[Any]) -> Triple:
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:
     """``columns`` of ``table`` (alias ``t``) in index order."""
     return conn.execute(
-        f"SELECT t.chunk_id, {columns} FROM {table} t JOIN chunks c USING (chunk_id)"
+        f"SELECT c.chunk_id, {columns} FROM {table} t JOIN chunks c USING (chunk)"
         " ORDER BY c.doc_id, c.idx, t.seq"
     )
 

@@ -39,7 +39,7 @@ from quillian.components.graph.builder import EntityRecord, KnowledgeGraph
 from quillian.components.graph.compact import decode_extraction, encode_extraction
 from quillian.errors import InputError
 from quillian.stores.protocols import GraphStore, iter_batches
-from quillian.types import entity_id, normalize_name
+from quillian.types import entity_id, key64, normalize_name
 
 __all__ = [
     "NO_FACTS",
@@ -69,11 +69,11 @@ _STREAM = 256  # chunks a state creation holds decoded at once
 _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE chunks (
-    chunk_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
-    extraction BLOB NOT NULL);
+    chunk INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL UNIQUE, doc_id TEXT NOT NULL,
+    idx INTEGER NOT NULL, extraction BLOB NOT NULL);
 CREATE INDEX chunks_order ON chunks (doc_id, idx);
-CREATE TABLE chunk_keys (key TEXT NOT NULL, chunk_id TEXT NOT NULL,
-    PRIMARY KEY (key, chunk_id)) WITHOUT ROWID;
+CREATE TABLE chunk_keys (key TEXT NOT NULL, chunk INTEGER NOT NULL,
+    PRIMARY KEY (key, chunk)) WITHOUT ROWID;
 CREATE TABLE entities (
     row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
     aliases TEXT NOT NULL, doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
@@ -360,10 +360,10 @@ class ResolutionState:
         conn.execute("BEGIN IMMEDIATE")
         try:
             # a chunk's keys are those of its stored extraction, each row found by the
-            # table's key (a state made before keeps an index by chunk it no longer needs)
-            keyed = [(k, c) for c, e in self._extractions(gone).items() for k in _keys(e)]
+            # table's key
+            keyed = [(k, key64(c)) for c, e in self._extractions(gone).items() for k in _keys(e)]
             touched = {k for k, _ in keyed}
-            conn.executemany("DELETE FROM chunk_keys WHERE key = ? AND chunk_id = ?", keyed)
+            conn.executemany("DELETE FROM chunk_keys WHERE key = ? AND chunk = ?", keyed)
             for batch in _batches(gone):
                 conn.execute(f"DELETE FROM chunks WHERE chunk_id IN ({_marks(len(batch))})", batch)
             chunk_rows.delete(conn, gone)
@@ -405,9 +405,10 @@ class ResolutionState:
                 )
             places[place] = c.chunk_id
         self._conn.executemany(
-            "INSERT INTO chunks VALUES (?, ?, ?, ?)",
+            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
             (
                 (
+                    key64(c.chunk_id),
                     c.chunk_id,
                     c.doc_id,
                     c.index,
@@ -419,7 +420,7 @@ class ResolutionState:
         keys = [(c.chunk_id, _keys(c.extraction)) for c in chunks]
         self._conn.executemany(
             "INSERT INTO chunk_keys VALUES (?, ?)",
-            ((k, chunk_id) for chunk_id, found in keys for k in found),
+            ((k, key64(chunk_id)) for chunk_id, found in keys for k in found),
         )
         return set().union(*(found for _, found in keys))
 
@@ -444,7 +445,8 @@ class ResolutionState:
                 found.update(
                     c
                     for (c,) in self._conn.execute(
-                        f"SELECT chunk_id FROM chunk_keys WHERE key IN ({_marks(len(batch))})",
+                        "SELECT c.chunk_id FROM chunk_keys k CROSS JOIN chunks c USING (chunk)"
+                        f" WHERE k.key IN ({_marks(len(batch))})",
                         batch,
                     )
                 )
