@@ -30,6 +30,7 @@ from quillian.index.tables import (
     save_tables,
 )
 from quillian.stores.packed import MIN_PACKED
+from quillian.stores.snapshot import GraphSnapshot
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.testing.tables import chunk_texts_in_texts, description_chunk_ids
@@ -108,11 +109,11 @@ def test_each_text_is_stored_once(stored: tuple[KnowledgeGraph, KnowledgeGraph, 
     assert "Babbage, born in London." in texts  # one that is not is stored as text
 
 
-def _position_keyed(directory: Path) -> None:
+def _position_keyed(directory: Path, snapshot: GraphSnapshot) -> None:
     """Turn tables written by :func:`save_tables` into the layout before rows were keyed
     by ids: rows keyed by position, a source naming its chunk's position, no order
     arrays (and a chunk's text in ``texts``)."""
-    chunk_texts_in_texts(directory)
+    chunk_texts_in_texts(directory, snapshot)
     order = np.load(directory / "tables" / "chunk_order.npy").tolist()
     conn = sqlite3.connect(directory / TABLES_DB)
     for table in ("entities", "descriptions", "relations"):
@@ -151,7 +152,7 @@ def test_tables_keeping_chunk_texts_in_texts_read_as_before(tmp_path: Path) -> N
     assert kind == "blob" and size < len(text) / 3 and short == "text"
     want = load_tables(tmp_path, kg.snapshot)
     assert list(want[1].chunk_texts) == [c.text for c in given]
-    chunk_texts_in_texts(tmp_path)
+    chunk_texts_in_texts(tmp_path, kg.snapshot)
     opened, tables = load_tables(tmp_path, kg.snapshot)
     assert tables.keyed
     assert list(opened.relations) == list(kg.relations) == list(want[0].relations)
@@ -162,16 +163,17 @@ def test_tables_keeping_chunk_texts_in_texts_read_as_before(tmp_path: Path) -> N
 
 def test_tables_naming_each_description_chunk_by_id_read_as_before(tmp_path: Path) -> None:
     """Tables of layout ``keyed-2`` (a description's row holding its chunk's id beside
-    its key) read the same graph; the layout written now names the chunk by key alone."""
+    its key, and its node id) read the same graph; the layout written now names the
+    chunk by key alone and stores no node id."""
     kg = graph()
     save_tables(tmp_path, kg, chunks())
     conn = sqlite3.connect(tmp_path / TABLES_DB)
     columns = [c for _, c, *_ in conn.execute("PRAGMA table_info(descriptions)")]
     conn.close()
-    assert "chunk" in columns and "chunk_id" not in columns
+    assert "chunk" in columns and "chunk_id" not in columns and "node" not in columns
     want, _ = load_tables(tmp_path, kg.snapshot)
     assert list(want.descriptions) == list(kg.descriptions)
-    description_chunk_ids(tmp_path)
+    description_chunk_ids(tmp_path, kg.snapshot)
     opened, tables = load_tables(tmp_path, kg.snapshot)
     assert tables.keyed
     assert list(opened.descriptions) == list(kg.descriptions)
@@ -183,7 +185,7 @@ def test_tables_keyed_by_position_read_as_before(tmp_path: Path) -> None:
     """An index written before rows were keyed by ids opens and reads the same graph."""
     kg = graph()
     save_tables(tmp_path, kg, chunks())
-    _position_keyed(tmp_path)
+    _position_keyed(tmp_path, kg.snapshot)
     opened, tables = load_tables(tmp_path, kg.snapshot)
     assert not tables.keyed
     assert list(opened.entities) == list(kg.entities)

@@ -387,9 +387,8 @@ class _Writer:
         conn.execute(
             """INSERT INTO descriptions
             SELECT ROW_NUMBER() OVER (ORDER BY c.ord, d.seq) - 1, d.entity, d.text,
-                d.chunk, d.seq, desc_node(e.node_id, sc.chunk_id, x.text)
-            FROM st.descriptions d JOIN corder c USING (chunk) JOIN st.chunks sc USING (chunk)
-            JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text"""
+                d.chunk, d.seq
+            FROM st.descriptions d JOIN corder c USING (chunk)"""
         )
         occurrences = "kept k JOIN st.occurrences o ON o.chunk = k.chunk AND o.seq = k.seq"
         conn.execute(_SOURCES.format(occurrences=occurrences))
@@ -575,9 +574,8 @@ class _Writer:
         conn.execute(
             """INSERT INTO descriptions
             SELECT :top + ROW_NUMBER() OVER (ORDER BY cc.chunk_id, d.seq), d.entity, d.text,
-                cc.row, d.seq, desc_node(e.node_id, cc.chunk_id, x.text)
-            FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row
-            JOIN st.entities e ON e.row = d.entity JOIN st.texts x ON x.id = d.text""",
+                cc.row, d.seq
+            FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row""",
             {"top": top},
         )
         _insert_state_texts(
@@ -740,8 +738,13 @@ def _insert_state_texts(conn: sqlite3.Connection, ids: str) -> None:
 #: the logged chunks (``cc``) and triples (``ct``).
 _COLUMN_ROWS = {
     "descriptions": (
-        "SELECT row, chunk, seq, entity, text, node FROM descriptions {where} ORDER BY row",
-        "WHERE chunk IN (SELECT row FROM cc)",
+        # a description's node id is computed, not stored: from its entity's node id,
+        # its chunk's id and its text
+        "SELECT d.row, d.chunk, d.seq, d.entity, d.text, desc_node(e.node_id, c.id, t.text)"
+        " FROM descriptions d JOIN st.entities e ON e.row = d.entity"
+        " JOIN chunks c ON c.row = d.chunk JOIN texts t ON t.id = d.text {where}"
+        " ORDER BY d.row",
+        "WHERE d.chunk IN (SELECT row FROM cc)",
     ),
     "relations": (
         "SELECT row, triple, chunk, seq, subject_entity, object_entity,"

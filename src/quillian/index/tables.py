@@ -54,7 +54,6 @@ from quillian.components.graph.builder import (
     DescriptionRecord,
     EntityRecord,
     KnowledgeGraph,
-    description_node_id,
 )
 from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir
@@ -96,11 +95,12 @@ KEY_ARRAYS = frozenset({"chunk_order", "chunk_keys", "text_keys"})
 #: The ``meta`` key naming the layout of rows keyed by ids (absent: keyed by position).
 LAYOUT = "layout"
 #: Rows keyed by ids, a chunk's text its row's ``body``, a description's chunk its
-#: ``chunk`` key alone; the layout every build writes.
+#: ``chunk`` key alone (its node id is computed from its entity's, its chunk's id and
+#: its text, not stored); the layout every build writes.
 KEYED = "keyed-3"
 #: The layouts before, read but never patched (a build writes such tables whole again):
-#: a description's chunk id also in its row (``keyed-2``), and a chunk's text also in
-#: ``texts`` (``keyed-1``).
+#: a description's chunk id and node id also in its row (``keyed-2``), and a chunk's
+#: text also in ``texts`` (``keyed-1``).
 KEYED_BODIES = "keyed-2"
 KEYED_TEXTS = "keyed-1"
 
@@ -112,7 +112,7 @@ CREATE TABLE chunks (row INTEGER PRIMARY KEY, id TEXT NOT NULL, title INTEGER,
 CREATE TABLE entities (row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
     aliases TEXT NOT NULL);
 CREATE TABLE descriptions (row INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
-    text INTEGER NOT NULL, chunk INTEGER NOT NULL, seq INTEGER NOT NULL, node TEXT NOT NULL);
+    text INTEGER NOT NULL, chunk INTEGER NOT NULL, seq INTEGER NOT NULL);
 CREATE INDEX descriptions_chunk ON descriptions (chunk);
 CREATE TABLE sources (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL);
 CREATE UNIQUE INDEX sources_key ON sources (chunk_id, doc_id);
@@ -290,16 +290,9 @@ class _TableWriter:
             ),
         )
         self.insert(
-            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO descriptions VALUES (?, ?, ?, ?, ?)",
             (
-                (
-                    i,
-                    d.entity,
-                    self.text(d.text),
-                    key64(d.chunk_id),
-                    i,
-                    description_node_id(kg.entities[d.entity].node_id, d.chunk_id, d.text),
-                )
+                (i, d.entity, self.text(d.text), key64(d.chunk_id), i)
                 for i, d in enumerate(kg.descriptions)
             ),
         )

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from quillian.components.graph.builder import description_node_id
 from quillian.index.tables import (
     IN_CHUNK,
     KEYED_BODIES,
@@ -110,27 +111,40 @@ def table_rows(directory: Path) -> dict[str, Any]:
     return out
 
 
-def description_chunk_ids(directory: Path) -> None:
+def description_chunk_ids(directory: Path, snapshot: GraphSnapshot | None = None) -> None:
     """Turn the tables under ``directory`` into layout ``keyed-2``, as a build before
     descriptions named their chunk by its key alone wrote them: each description's row
-    holding its chunk's id too."""
+    holding its chunk's id and its node id too (``snapshot``: the graph's, where it is
+    not stored under ``directory``)."""
+    if snapshot is None:
+        snapshot = GraphSnapshot.load(directory / "graph", verify=False)
+    positions = np.load(directory / "tables" / "entity_positions.npy")
     conn = sqlite3.connect(directory / TABLES_DB)
     conn.execute("ALTER TABLE descriptions ADD COLUMN chunk_id TEXT")
     conn.execute(
         "UPDATE descriptions SET chunk_id ="
         " (SELECT id FROM chunks c WHERE c.row = descriptions.chunk)"
     )
+    conn.execute("ALTER TABLE descriptions ADD COLUMN node TEXT")
+    rows = conn.execute(
+        "SELECT d.row, d.entity, d.chunk_id, t.text FROM descriptions d"
+        " JOIN texts t ON t.id = d.text"
+    ).fetchall()
+    for row, entity, chunk_id, text in rows:
+        (entity_node,) = snapshot.ids.ids_of([int(positions[entity])])
+        node = description_node_id(entity_node, chunk_id, text)
+        conn.execute("UPDATE descriptions SET node = ? WHERE row = ?", (node, row))
     conn.execute("UPDATE meta SET value = ? WHERE key = ?", (KEYED_BODIES, LAYOUT))
     conn.commit()
     conn.close()
 
 
-def chunk_texts_in_texts(directory: Path) -> None:
+def chunk_texts_in_texts(directory: Path, snapshot: GraphSnapshot | None = None) -> None:
     """Turn the tables under ``directory`` into layout ``keyed-1``, as a build before
     chunk texts were rows' bodies wrote them: a chunk's text in ``texts`` (counted with
     the other rows referring to it), its row holding the text's id (and, as in
     ``keyed-2``, each description's row its chunk's id)."""
-    description_chunk_ids(directory)
+    description_chunk_ids(directory, snapshot)
     conn = sqlite3.connect(directory / TABLES_DB)
     conn.execute("ALTER TABLE chunks ADD COLUMN text INTEGER")
     for row, body in conn.execute("SELECT row, body FROM chunks").fetchall():
