@@ -996,11 +996,11 @@ def _in_runs(key: str, column: npt.NDArray[Any], steps: bool) -> dict[str, npt.N
     64-bit keys may wrap around; the sum that reads them wraps back."""
     values, first = column, None
     if steps and column.dtype.kind == "i" and len(column):
+        wide = column.astype(np.int64, copy=False)
         with np.errstate(over="ignore"):
-            values, first = np.diff(column.astype(np.int64)), column[:1].astype(np.int64)
-    whole = {key: _narrow(column)}
+            values, first = np.diff(wide), wide[:1]
     if column.ndim != 1 or not len(values):
-        return whole
+        return {key: _narrow(column)}
     starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
     runs = {
         f"{key}.runs": _narrow(values[starts]),
@@ -1008,7 +1008,11 @@ def _in_runs(key: str, column: npt.NDArray[Any], steps: bool) -> dict[str, npt.N
     }
     if first is not None:
         runs[f"{key}.first"] = first
-    return runs if sum(a.nbytes for a in runs.values()) < whole[key].nbytes else whole
+    size = sum(a.nbytes for a in runs.values())
+    if size < len(column):  # smaller than the column whole in any width
+        return runs
+    whole = _narrow(column)
+    return runs if size < whole.nbytes else {key: whole}
 
 
 def _from_runs(kept: Any, key: str) -> npt.NDArray[Any]:
