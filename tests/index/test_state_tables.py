@@ -347,8 +347,7 @@ def test_the_columns_stay_on_the_machine(tmp_path: Path) -> None:
 def test_columns_are_kept_in_runs_where_smaller_and_read_back_exactly(tmp_path: Path) -> None:
     """A chunk's key repeated on its rows and its sequence numbers counting up are kept
     as runs (of values, of steps), 64-bit keys whose steps wrap around included; a
-    column without runs is kept whole, narrowed; each reads back as it was, and so do
-    columns kept whole by the version before."""
+    column without runs is kept whole, narrowed; each reads back as it was."""
     top, low = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     keys = np.repeat(np.array([top, low, -5, top, 7], np.int64), [300, 2, 40, 1, 200])
     seqs = np.concatenate([np.arange(n) for n in (300, 2, 40, 1, 200)])
@@ -363,7 +362,6 @@ def test_columns_are_kept_in_runs_where_smaller_and_read_back_exactly(tmp_path: 
     for name, column in columns.items():
         steps = name in ("seqs", "rows", "drawn", "wrapping")
         kept.update(state_tables._in_runs(name, column, steps))
-    kept["whole"] = np.arange(10, dtype=np.int16)  # as version 3 kept each column
     np.savez(path, **kept)
     assert {"keys.runs", "seqs.first", "rows.first", "weights.runs", "drawn"} <= set(kept)
     assert kept["wrapping.runs"].tolist() == [1] and kept["wrapping.lengths"].tolist() == [499]
@@ -373,7 +371,6 @@ def test_columns_are_kept_in_runs_where_smaller_and_read_back_exactly(tmp_path: 
         for name, column in columns.items():
             back = state_tables._from_runs(read, name)
             assert back.tolist() == column.tolist() and back.dtype.kind == column.dtype.kind
-        assert state_tables._from_runs(read, "whole").tolist() == list(range(10))
 
 
 def _swap_entities(directory: Path) -> None:

@@ -759,8 +759,6 @@ _COLUMN_ROWS = {
     ),
 }
 _COLUMNS_VERSION = "4"
-#: Kept columns of the version before, which read the same (each column stored whole).
-_COLUMNS_READ = ("3", _COLUMNS_VERSION)
 #: The entities in index order (their creating mentions' order; the row settles a tie,
 #: as the order index does), with what the snapshot and the arrays take of each.
 _ENTITY_ORDER = (
@@ -823,8 +821,7 @@ class _Columns:
         None where there are none for it that read."""
 
         def read(kept: Any) -> _Columns | None:
-            version, _, digest = str(kept["meta"][0]).partition(" ")
-            if version not in _COLUMNS_READ or digest != tables:
+            if str(kept["meta"][0]) != f"{_COLUMNS_VERSION} {tables}":
                 return None  # another layout, or other tables
             return cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
 
