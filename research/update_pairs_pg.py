@@ -1,18 +1,17 @@
-"""What a long-running process pays to add and delete one document in a PostgreSQL
-workspace, source trees side by side in one run: the PostgreSQL counterpart of
-``research/update_pairs_served.sh`` (docs/scale.md, "No copy of what a row can find").
+"""What a long-running process (``quillian serve``) pays to add and delete one document
+of a PostgreSQL workspace, source trees side by side in one run (docs/scale.md, "The
+link update from the catalog's delta").
 
-Run ``python research/update_pairs_pg.py DATA BASE_DB ADD_FILE --rounds 3 --src TREE
-...``: DATA is the data directory of :class:`pg_bench.PgServer` (the embedded server,
-started on it and stopped at the end), BASE_DB a database holding a built workspace
-(``quillian index ... --out`` its location). ROUNDS times, each TREE in turn (its
-``src/`` first on ``PYTHONPATH``) on a fresh copy of BASE_DB (``CREATE DATABASE ...
-TEMPLATE``) with an empty local cache: ``research/update_stages.py LOCATION add
-ADD_FILE --pairs 6`` (six add-then-delete pairs in one process; the first, which loads
-the models, fills the cache and may bring the workspace to a new format, is left out of
-its medians). A tree that writes a newer format than another reads is safe here: each
-round's copy is dropped after it. Prints each round's medians, then per tree the median
-over rounds with their range, and writes every round's output to ``--out`` (JSON).
+Run ``python research/update_pairs_pg.py PG_DATA BASE_DB CACHES ADD_FILE DOC_ID TREE...``:
+with the benchmark server on ``PG_DATA`` (:class:`pg_bench.PgServer`, started and
+stopped here) and a base workspace in database ``BASE_DB`` whose file cache is
+``CACHES/BASE_DB`` (as ``research/updates.py`` leaves them), for each TREE in turn
+(``--rounds`` times): a copy of the database and of its cache, one add of ``ADD_FILE``
+and one delete of ``DOC_ID`` to warm it (the first update after a format change brings
+the stored state to it), then ``update_stages.py LOCATION add ADD_FILE --pairs 6`` with
+the tree's ``src/``; the copies are dropped. Prints, per tree, the medians over rounds of
+each round's add and delete medians (the pairs after the first), with their range, and
+writes every round's output to ``--out`` when given.
 """
 
 from __future__ import annotations
@@ -24,57 +23,66 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pg_bench import PgServer
 
-STAGES = str(Path(__file__).with_name("update_stages.py"))
+HERE = Path(__file__).resolve().parent
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data", type=Path, help="the embedded server's data directory")
-    parser.add_argument("base_db", help="the database holding the built workspace")
-    parser.add_argument("add_file", type=Path, help="the documents each pair adds and deletes")
-    parser.add_argument("--src", action="append", required=True, help="a source tree")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, help="where to write every round's output")
-    args = parser.parse_args(argv)
-    runs: dict[str, list[dict[str, Any]]] = {tree: [] for tree in args.src}
-    with PgServer(args.data) as pg, tempfile.TemporaryDirectory() as caches:
-        for round_ in range(args.rounds):
-            for i, tree in enumerate(args.src):
-                db = f"pairs_{round_}_{i}"
-                pg.clone(args.base_db, db)
-                cache = Path(caches) / db
-                try:
-                    env = dict(os.environ, PYTHONPATH=str(Path(tree) / "src"))
-                    command = [sys.executable, STAGES, pg.location(db, cache), "add"]
-                    done = subprocess.run(
-                        [*command, str(args.add_file), "--pairs", "6"],
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                    )
-                finally:
-                    pg.drop(db)
-                    shutil.rmtree(cache, ignore_errors=True)
-                run = json.loads(done.stdout)
-                runs[tree].append(run)
-                print(tree, round_ + 1, run["after_the_first"], flush=True)
-    for tree, rounds in runs.items():
-        line = []
+    parser.add_argument("pg_data", type=Path, help="the benchmark server's data directory")
+    parser.add_argument("base_db", help="the database holding the base workspace")
+    parser.add_argument("caches", type=Path, help="the folder of the workspaces' file caches")
+    parser.add_argument("add_file", help="documents to add (a one-line JSONL)")
+    parser.add_argument("doc_id", help="the id the added document gets")
+    parser.add_argument("trees", nargs="+", type=Path, help="source trees (their src/ is used)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="a folder for every round's output")
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, float]]] = {str(t): [] for t in args.trees}
+    with PgServer(args.pg_data) as pg:
+        for round_ in range(1, args.rounds + 1):
+            for tree in args.trees:
+                run = _pairs(pg, args, tree)
+                results[str(tree)].append(run["after_the_first"])
+                if args.out is not None:
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    (args.out / f"{tree.name}-{round_}.json").write_text(json.dumps(run))
+    for tree, runs in results.items():
+        parts = []
         for op in ("add_s", "delete_s"):
-            values = [r["after_the_first"][op] for r in rounds]
-            line.append(
-                f"{op[:-2]} {statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
-            )
-        print(f"{tree}: " + ", ".join(line))
-    if args.out:
-        args.out.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
+            values = [r[op] for r in runs]
+            low, high = min(values), max(values)
+            parts.append(f"{op[:-2]} {statistics.median(values):.2f} s ({low:.2f}-{high:.2f})")
+        print(f"{tree}: " + ", ".join(parts), flush=True)
+
+
+def _pairs(pg: PgServer, args: argparse.Namespace, tree: Path) -> dict[str, Any]:
+    name = "pairs_copy"
+    cache = args.caches / name
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.copytree(args.caches / args.base_db, cache)
+    pg.clone(args.base_db, name)
+    try:
+        location = pg.location(name, cache)
+        env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+        stages = [sys.executable, str(HERE / "update_stages.py"), location]
+        for warm in (["add", args.add_file], ["delete", args.doc_id]):
+            subprocess.run([*stages, *warm], env=env, check=True, stdout=subprocess.DEVNULL)
+        out = subprocess.run(
+            [*stages, "add", args.add_file, "--pairs", "6"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        return dict(json.loads(out))
+    finally:
+        pg.drop(name)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":
