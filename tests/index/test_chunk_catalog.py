@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quillian.index import chunk_catalog
+from quillian.index import artifacts, chunk_catalog
 from quillian.index.chunk_catalog import CATALOG_FILE, processed_chunks
 from quillian.index.chunk_table import ChunkTable
 from quillian.index.storage import STORE_DB, Storage, open_storage
@@ -205,3 +205,29 @@ def test_an_empty_index_keeps_an_empty_catalog(tmp_path: Path) -> None:
         _add(storage, "doc-a", 1, "", DocStatus.PROCESSED)  # an empty title
         _same(processed_chunks(storage), storage)
         _same(processed_chunks(storage), storage)
+
+
+def test_a_catalog_this_process_kept_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table this process kept is patched without reading the file (its texts read
+    through the store open now); with the process's memory gone, the file gives the
+    same table."""
+    loads: list[Path] = []
+    real = chunk_catalog.load_arrays
+
+    def counted(path: Path, *args: object) -> object:
+        loads.append(path)
+        return real(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chunk_catalog, "load_arrays", counted)
+    for d in range(20):
+        with open_storage(tmp_path / "index", create=True) as storage:
+            _add(storage, f"doc-{d:03d}", 2, f"T{d}", DocStatus.PROCESSED)
+            _same(processed_chunks(storage), storage)
+    assert len(loads) == 1  # the first build: no catalog yet
+    monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
+    with open_storage(tmp_path / "index") as storage:
+        _add(storage, "doc-new", 1, "N", DocStatus.PROCESSED)
+        _same(processed_chunks(storage), storage)
+    assert len(loads) == 2

@@ -23,7 +23,7 @@ from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, ResolutionState
 from quillian.components.retrieval import derived
 from quillian.errors import InputError
-from quillian.index import state_tables
+from quillian.index import artifacts, state_tables
 from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.tables import TABLES_DB, StoredTables, load_tables, save_tables
 from quillian.stores.embedded.graph import CSRGraphStore
@@ -704,4 +704,34 @@ def test_a_patch_reads_the_state_by_the_logged_keys(
         scanned = [step.split()[1] for step in plan if step.startswith("SCAN ")]
         # a subquery's rows, made from the logged keys, are scanned as made
         assert all(t in temp or t.startswith("(subquery-") for t in scanned), (sql, plan)
+    run.state.close()
+
+
+def test_columns_this_process_kept_are_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A patch in the process that kept the columns takes them from its memory, not
+    from the file; with that memory gone (another process), from the file: the same
+    outputs either way."""
+    loads: list[Path] = []
+    real = state_tables.load_arrays
+
+    def counted(path: Path, *args: Any) -> Any:
+        loads.append(path)
+        return real(path, *args)
+
+    monkeypatch.setattr(state_tables, "load_arrays", counted)
+    run = _Run(tmp_path, 41, 6)
+    run.write()
+    kept = _kept(run)[0]
+    for _ in range(3):
+        run.step()
+        got, _, want, _, _ = run.write()
+        assert_same_outputs(got, want)
+    assert kept not in loads
+    monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    assert loads.count(kept) == 1
     run.state.close()

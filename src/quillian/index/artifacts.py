@@ -1,20 +1,30 @@
 """The index's file artifacts beside its stores (the graph tables, see
 :mod:`quillian.index.tables`, the BM25 index, the arrays a build keeps for the next),
-each written whole next to its place and swapped in."""
+each written whole next to its place and swapped in.
+
+What a build keeps for the next (the graph's columns, the chunk catalog) is also kept
+in this process (:func:`remember`, :func:`recall`): a long-running process (``quillian
+serve``) that updates an index again finds it without reading and decoding the file,
+as long as the file's stat stamp says nothing else wrote it meanwhile. At 100k
+passages reading both back took about 0.06 s of each update."""
 
 from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import zipfile
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PARTIAL", "load_arrays", "replace_dir", "save_arrays"]
+from quillian.stores.integrity import stat_stamp
+
+__all__ = ["PARTIAL", "load_arrays", "recall", "remember", "replace_dir", "save_arrays"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,3 +67,49 @@ def load_arrays(path: Path, read: Callable[[Any], T | None], what: str, then: st
     except (KeyError, IndexError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         logger.warning("%s: %s does not read (%s): %s", what, path, exc, then)
         return None
+
+
+#: What :func:`remember` keeps, by absolute path: the file's stat stamp and the value.
+_REMEMBERED: OrderedDict[Path, tuple[tuple[int, ...], Any]] = OrderedDict()
+_REMEMBERED_LOCK = threading.Lock()
+#: The files remembered at most, the least recently used forgotten first (a server with
+#: many indexes keeps the values of the few it updated last).
+_REMEMBERED_MAX = 8
+
+
+def remember(path: Path, value: Any, arrays: Iterable[npt.NDArray[Any]] = ()) -> None:
+    """Keep ``value`` as what the file at ``path`` holds (just written or read), for
+    :func:`recall` while the file's stat stamp stays as it is now. ``value`` is shared
+    with every caller that recalls it: its ``arrays`` are made read-only here, so a
+    caller that would change one in place fails instead of changing what the next one
+    finds."""
+    for array in arrays:
+        array.flags.writeable = False
+    key = path.absolute()
+    try:
+        stamp = stat_stamp(path)
+    except OSError:
+        stamp = None
+    with _REMEMBERED_LOCK:
+        _REMEMBERED.pop(key, None)
+        if stamp is not None:
+            _REMEMBERED[key] = (stamp, value)
+            while len(_REMEMBERED) > _REMEMBERED_MAX:
+                _REMEMBERED.popitem(last=False)
+
+
+def recall(path: Path) -> Any | None:
+    """What :func:`remember` kept for ``path``, where the file is still the one it was
+    then (same device, inode, size and times); else None."""
+    key = path.absolute()
+    with _REMEMBERED_LOCK:
+        entry = _REMEMBERED.get(key)
+        if entry is not None:
+            _REMEMBERED.move_to_end(key)
+    if entry is None:
+        return None
+    try:
+        same = stat_stamp(path) == entry[0]
+    except OSError:
+        same = False
+    return entry[1] if same else None

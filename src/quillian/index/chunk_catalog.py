@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from quillian.index.artifacts import load_arrays, save_arrays
+from quillian.index.artifacts import load_arrays, recall, remember, save_arrays
 from quillian.index.chunk_table import CatalogChanges, ChunkTable, ReadChunks, rows_of
 from quillian.index.storage import Storage
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.protocols import ChangeLog, ChunkHead, DocStatus
+from quillian.types import Chunk
 
 __all__ = ["CATALOG_FILE", "processed_chunks"]
 
@@ -164,8 +166,16 @@ def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> str | Non
         path.unlink(missing_ok=True)
         logger.warning("chunk catalog not kept in %s (%s): reading every chunk next", path, exc)
         return None
+    rows = cast(npt.NDArray[np.int64], arrays["rows"])
+    # remembered without the store that reads its texts: a recall gives its own
+    kept = ChunkTable(table.ids, table.doc_ids, table.indexes, table.titles, _unread, rows)
+    remember(path, _Kept(mark, digest, kept), [rows])
     log.forget(mark)
     return digest
+
+
+def _unread(ids: Sequence[str]) -> Sequence[Chunk | None]:
+    raise AssertionError("a remembered chunk catalog reads no texts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +188,15 @@ class _Kept:
 def _load(path: Path, read: ReadChunks) -> _Kept | None:
     """The kept catalog (its table's texts read by ``read``); None where there is none,
     or it does not read as written."""
+    known = recall(path)
+    if isinstance(known, _Kept):  # kept by this process, the file as it left it
+        table = known.table
+        rows = table.rows
+        return _Kept(
+            known.mark,
+            known.digest,
+            ChunkTable(table.ids, table.doc_ids, table.indexes, table.titles, read, rows),
+        )
     names = (*_TEXTS, "indexes", "rows", "meta")
     arrays = load_arrays(
         path, lambda kept: {n: kept[n] for n in names}, "chunk catalog", "reading every chunk"
@@ -205,4 +224,6 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
         return None
     indexes = arrays["indexes"].astype(np.int64).tolist()
     table = ChunkTable(ids, doc_ids, indexes, titles, read, arrays["rows"].astype(np.int64))
-    return _Kept(mark, digest, table)
+    kept = _Kept(mark, digest, table)
+    remember(path, kept, [table.rows])
+    return kept

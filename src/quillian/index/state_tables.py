@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +57,7 @@ from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
-from quillian.index.artifacts import load_arrays, replace_dir, save_arrays
+from quillian.index.artifacts import load_arrays, recall, remember, replace_dir, save_arrays
 from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
@@ -825,7 +825,11 @@ class _Columns:
                 return None  # another layout, or other tables
             return cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
 
-        columns = load_arrays(path, read, "graph columns", "the patch reads every row")
+        known = recall(path)
+        if isinstance(known, tuple) and known[0] == tables:
+            columns = cast(_Columns, known[1])  # kept by this process, the file as it left it
+        else:
+            columns = load_arrays(path, read, "graph columns", "the patch reads every row")
         if columns is None:
             return None
         # each table's columns were stacked, so only the arrays kept apart can disagree
@@ -837,7 +841,13 @@ class _Columns:
         ) or lengths["literal"] != lengths["entities"]:
             logger.warning("graph columns kept in %s have the lengths %s", path, lengths)
             return None
+        columns.remember(path, tables)
         return columns
+
+    def remember(self, path: Path, tables: str) -> None:
+        """Keep these columns in this process as what ``path`` holds for the tables of
+        digest ``tables`` (:func:`~quillian.index.artifacts.remember`)."""
+        remember(path, (tables, self), (getattr(self, name) for name in _COLUMN_NAMES))
 
     def patched(self, conn: sqlite3.Connection) -> _Columns | None:
         """These columns after :meth:`_Writer._patch`: the rows of the logged chunks and
@@ -899,6 +909,7 @@ class _Columns:
                     _in_runs(key, part, _RUNS[key]) if key in _RUNS else {key: _narrow(part)}
                 )
         save_arrays(path, arrays)
+        self.remember(path, tables)
 
 
 _COLUMN_NAMES = (
@@ -1035,6 +1046,21 @@ def _narrow(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return array
 
 
+def _sorted_by(major: npt.NDArray[np.int64], minor: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    """``np.lexsort((minor, major))``: where ``major`` is at least -1 and under 2**31
+    and ``minor`` in ``0..2**32-1`` (chunk positions, sequence numbers), as one stable
+    sort of both in one 64-bit key, about three times faster on rows that mostly come
+    in order already."""
+    if len(major) and (
+        int(major.min()) >= -1
+        and int(major.max()) < 2**31 - 1
+        and int(minor.min()) >= 0
+        and int(minor.max()) < 2**32
+    ):
+        return np.argsort(((major + 1) << 32) | minor, kind="stable")
+    return np.lexsort((minor, major))
+
+
 class _Graph:
     """The positions of the written rows, and the columns the snapshot and the arrays
     are made of, read back as integers."""
@@ -1070,7 +1096,7 @@ class _Graph:
         positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
 
         keys = columns.descriptions
-        description_order = np.lexsort((keys[:, 2], chunk_pos(keys[:, 1])))
+        description_order = _sorted_by(chunk_pos(keys[:, 1]), keys[:, 2])
         self.description_entity = positions[keys[description_order, 3]]
         self.chunk_offset = self.n_entities + len(description_order)
         # the ids as the columns keep them, UTF-8 bytes: none decoded and encoded again
@@ -1080,7 +1106,7 @@ class _Graph:
 
         relations = columns.relations
         own = chunk_pos(relations[:, 2])
-        relation_order = np.lexsort((relations[:, 3], own))
+        relation_order = _sorted_by(own, relations[:, 3])
         r = relations[relation_order]
         self.relation_subject = positions[r[:, 4]]
         self.relation_object = positions[r[:, 5]]
@@ -1092,7 +1118,7 @@ class _Graph:
 
         m = columns.mentions
         chunk = chunk_pos(m[:, 0])
-        order = np.lexsort((m[:, 1], chunk))
+        order = _sorted_by(chunk, m[:, 1])
         order = order[chunk[order] >= 0]
         self.mention_chunk = chunk[order]
         self.mention_entity = positions[m[order, 2]]

@@ -207,7 +207,7 @@ def _hashed_order(parts: Sequence[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.int
         # two digits a byte, eight bytes a big-endian number
         packed = np.ascontiguousarray((digits[:, 0::2] << 4) | digits[:, 1::2])
         value = packed.view(">u8").reshape(-1).astype(np.uint64)
-        order = np.argsort(value, kind="stable")
+        order = np.argsort(value)  # not stable: equal values are a duplicate, raised below
         dup = np.flatnonzero(np.diff(value[order]) == 0)
         if len(dup):
             raise InputError(f"duplicate node id {_named(part[order[dup[0]]])}")

@@ -1,0 +1,53 @@
+"""What a build keeps for the next, remembered in the process that wrote or read it:
+recalled only while the file is the one it was then."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quillian.index import artifacts
+from quillian.index.artifacts import recall, remember, save_arrays
+
+
+def test_a_value_is_recalled_while_its_file_is_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(3)})
+    value = {"a": np.arange(3)}
+    remember(path, value)
+    assert recall(path) is value
+    assert recall(tmp_path / "other.npz") is None
+
+
+def test_a_file_written_again_is_not_recalled(tmp_path: Path) -> None:
+    """The same bytes written again (another process's build, a copy put in its
+    place): its stat stamp differs, so the value is read from the file again."""
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(3)})
+    remember(path, "value")
+    save_arrays(path, {"a": np.arange(3)})
+    assert recall(path) is None
+    remember(path, "value")
+    path.unlink()
+    assert recall(path) is None
+
+
+def test_remembered_arrays_are_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(3)})
+    array = np.arange(3)
+    remember(path, (array,), [array])
+    with pytest.raises(ValueError, match="read-only"):
+        array[0] = 7
+
+
+def test_the_least_recently_used_are_forgotten(tmp_path: Path) -> None:
+    paths = [tmp_path / f"kept{i}.npz" for i in range(artifacts._REMEMBERED_MAX + 1)]
+    for i, path in enumerate(paths):
+        save_arrays(path, {"a": np.arange(i)})
+        remember(path, i)
+        if i == 1:
+            assert recall(paths[0]) == 0  # used again: the second is the oldest now
+    assert recall(paths[0]) == 0
+    assert recall(paths[1]) is None
+    assert recall(paths[-1]) == len(paths) - 1
