@@ -826,6 +826,7 @@ class _Columns:
             return cls(**{name: _stacked(kept, name) for name in _COLUMN_NAMES})
 
         known = recall(path)
+        columns: _Columns | None
         if isinstance(known, tuple) and known[0] == tables:
             columns = cast(_Columns, known[1])  # kept by this process, the file as it left it
         else:
