@@ -76,6 +76,7 @@ def test_idmap_from_parts_of_stable_ids_orders_as_bytes(seed: int) -> None:
         _hashed("a-b", rng, 10),  # a head that begins with the next part's
         _hashed("a", rng, 10),
         _hashed("ü", rng, 10),
+        [*parts[0][:-1], "ent-0123456 89abcdef"],  # a space where a digit goes
     ]
     cases = [  # the ids, and whether they are ordered as stable ids
         (parts, True),
@@ -85,6 +86,7 @@ def test_idmap_from_parts_of_stable_ids_orders_as_bytes(seed: int) -> None:
         ([others[1], parts[1]], False),
         ([others[2]], False),
         (others[3:5], False),
+        ([others[6], parts[1]], False),
     ]
     for case, hashed in cases:
         encoded = [np.array([i.encode() for i in p], dtype=np.bytes_) for p in case]

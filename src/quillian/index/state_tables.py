@@ -75,7 +75,7 @@ from quillian.index.tables import (
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import UnpackedTexts, pack_text
 from quillian.stores.protocols import GraphStore
-from quillian.stores.snapshot import GraphSnapshot, IdMap
+from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
 from quillian.types import Chunk, key64
 
 __all__ = ["COLUMNS_SUFFIX", "GraphTextIds", "columns_path", "save_state_tables"]
@@ -964,7 +964,7 @@ def _stacked(kept: Any, name: str) -> npt.NDArray[Any]:
 
 def _node_ids(ids: Iterable[str]) -> npt.NDArray[np.bytes_]:
     """Node ids as UTF-8 bytes, in one fixed-width array (what :meth:`IdMap.from_bytes` takes)."""
-    return np.array([i.encode() for i in ids], dtype=np.bytes_).reshape(-1)
+    return ids_as_bytes(ids if isinstance(ids, Sequence) else list(ids))
 
 
 def _inserted(
@@ -1074,7 +1074,7 @@ class _Graph:
         chunk_rows: npt.NDArray[np.int64],
     ) -> None:
         n_chunks = self.n_chunks = len(chunk_ids)
-        by_row = np.argsort(chunk_rows, kind="stable")
+        by_row = distinct_order(chunk_rows)
         sorted_rows = chunk_rows[by_row]
 
         def chunk_pos(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -60,7 +60,7 @@ from quillian.index.artifacts import replace_dir
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped, narrowed
 from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
-from quillian.stores.snapshot import GraphSnapshot
+from quillian.stores.snapshot import GraphSnapshot, distinct_order
 from quillian.types import Chunk, Provenance, Triple, key64
 
 __all__ = [
@@ -618,7 +618,7 @@ class StoredTables:
             text_ids = self._text_ids(made)
         ids = np.concatenate(text_ids)
         distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        met = np.argsort(first, kind="stable")  # the distinct ids in the order first met
+        met = np.argsort(first)  # the distinct ids in the order first met (no two equal)
         rank = np.empty(len(distinct), np.int64)
         rank[met] = np.arange(len(distinct))
         rows = rank[inverse.reshape(-1)]
@@ -689,7 +689,7 @@ class StoredTables:
             return None
         if n != len(order):
             raise damaged(self.directory, f"{n} {table} but {len(order)} positions")
-        return np.argsort(order, kind="stable")
+        return distinct_order(order)
 
     def _description(self, row: tuple[Any, ...]) -> DescriptionRecord:
         entity, text, chunk_id = row

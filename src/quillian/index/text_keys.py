@@ -37,6 +37,7 @@ import numpy.typing as npt
 from quillian.components.retrieval.keyed import vector_keys
 from quillian.index.artifacts import load_arrays, save_arrays
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
+from quillian.stores.snapshot import distinct_order
 
 __all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "chunk_keys", "text_keys"]
 
@@ -162,7 +163,7 @@ def _load(path: Path, model_id: str, version: str = _VERSION, tag: str = "") -> 
 def _save(
     path: Path, model_id: str, ids: Ids, keys: Ids, version: str = _VERSION, tag: str = ""
 ) -> None:
-    order = np.argsort(ids, kind="stable")
+    order = distinct_order(ids)
     ids, keys = ids[order], keys[order]
     meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
     try:

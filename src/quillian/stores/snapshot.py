@@ -27,7 +27,16 @@ from quillian.errors import (
 from quillian.stores.integrity import damaged, record_files, verify_files
 from quillian.stores.mapped import load_mapped
 
-__all__ = ["EdgeKind", "GraphSnapshot", "IdMap", "NodeKind", "build_csr", "stable_order"]
+__all__ = [
+    "EdgeKind",
+    "GraphSnapshot",
+    "IdMap",
+    "NodeKind",
+    "build_csr",
+    "distinct_order",
+    "ids_as_bytes",
+    "stable_order",
+]
 
 
 class NodeKind(IntEnum):
@@ -166,6 +175,16 @@ class IdMap:
         )
 
 
+def ids_as_bytes(ids: Sequence[str]) -> npt.NDArray[np.bytes_]:
+    """``ids`` as one fixed-width bytes array (UTF-8, a shorter id padded with NUL
+    bytes: what :meth:`IdMap.from_bytes` takes). Ids that are ASCII and of one length,
+    as chunk ids are, are converted at C speed, in one join."""
+    widths = set(map(len, ids))
+    if len(widths) == 1 and (width := widths.pop()) and (joined := "".join(ids)).isascii():
+        return np.frombuffer(joined.encode("ascii"), dtype=f"S{width}")
+    return np.array([i.encode() for i in ids], dtype=np.bytes_).reshape(-1)
+
+
 def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Where each of ids of ``lengths`` bytes begins in their blob, and its end."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -177,9 +196,8 @@ def _named(node_id: bytes) -> str:
     return repr(bytes(node_id).decode(errors="replace"))
 
 
-#: Each byte's value as a lowercase hex digit; 255 for any other byte.
-_HEX = np.full(256, 255, dtype=np.uint8)
-_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint8)
+#: The lowercase hex digits.
+_HEX_DIGITS = b"0123456789abcdef"
 #: The hex digits that end a stable id.
 _DIGITS = 16
 
@@ -201,12 +219,12 @@ def _hashed_order(parts: Sequence[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.int
             return None
         rows = np.ascontiguousarray(part).view(np.uint8).reshape(n, width)
         head = rows[:, : width - _DIGITS]
-        digits = _HEX[rows[:, width - _DIGITS :]]  # a padded id ends in NUL, not a digit
-        if not (head == head[0]).all() or (digits == 255).any():
+        tail = np.ascontiguousarray(rows[:, width - _DIGITS :]).tobytes()
+        # only lowercase hex digits (a padded id ends in NUL, not a digit): each id's
+        # sixteen then spell eight bytes of a big-endian number
+        if tail.translate(None, _HEX_DIGITS) or not (head == head[0]).all():
             return None
-        # two digits a byte, eight bytes a big-endian number
-        packed = np.ascontiguousarray((digits[:, 0::2] << 4) | digits[:, 1::2])
-        value = packed.view(">u8").reshape(-1).astype(np.uint64)
+        value = np.frombuffer(bytes.fromhex(tail.decode("ascii")), ">u8").astype(np.uint64)
         order = np.argsort(value)  # not stable: equal values are a duplicate, raised below
         dup = np.flatnonzero(np.diff(value[order]) == 0)
         if len(dup):
@@ -244,6 +262,17 @@ def stable_order(keys: npt.NDArray[np.integer[Any]], bound: int) -> npt.NDArray[
     order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
     high = (keys[order] >> 16).astype(np.uint16)
     return order[np.argsort(high, kind="stable")]
+
+
+def distinct_order(keys: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """``np.argsort(keys, kind="stable")``, by an unstable sort where no two keys are
+    equal (then both orders are the one order): about four times faster on 64-bit keys
+    in no order, such as hashes."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    if len(keys) > 1 and (ordered[1:] == ordered[:-1]).any():
+        return np.argsort(keys, kind="stable")
+    return order
 
 
 def build_csr(

@@ -43,6 +43,7 @@ from quillian.components.retrieval.bm25_segments import (
 )
 from quillian.errors import IndexDamagedError, InputError
 from quillian.stores.integrity import file_record, verify_files, walk_files
+from quillian.stores.snapshot import ids_as_bytes
 
 __all__ = ["FORMAT", "MANIFEST", "BM25Update", "SegmentedBM25", "update_bm25"]
 
@@ -190,7 +191,7 @@ def update_bm25(
     a fresh one."""
     if len(set(chunk_ids)) != len(chunk_ids):
         raise InputError("BM25: the build's chunk ids are not unique")
-    want = _as_bytes(chunk_ids)
+    want = ids_as_bytes(chunk_ids)
     manifest = _reusable(directory)
     if manifest is None:
         return _build_fresh(directory, want, texts)
@@ -218,15 +219,6 @@ def update_bm25(
     lengths = np.concatenate([np.asarray(s.lengths) for s in opened] or [np.zeros(0, np.int32)])
     _commit(directory, segments, positions, lengths, counter, manifest["files"])
     return BM25Update(len(added), removed, merged, compacted)
-
-
-def _as_bytes(ids: Sequence[str]) -> npt.NDArray[np.bytes_]:
-    """``ids`` as a bytes array (UTF-8). Chunk ids are ASCII and of one length: those
-    are converted at C speed, in one join."""
-    widths = set(map(len, ids))
-    if len(widths) == 1 and (width := widths.pop()) and (joined := "".join(ids)).isascii():
-        return np.frombuffer(joined.encode("ascii"), dtype=f"S{width}")
-    return np.array([i.encode() for i in ids], dtype=np.bytes_)
 
 
 def _match(

@@ -18,7 +18,7 @@ from quillian.components.graph.builder import TOPIC_WEIGHT, KnowledgeGraph
 from quillian.components.graph.incremental import EntityFacts
 from quillian.components.retrieval.seeding import is_literal, lexicon_keys, page_aliases
 from quillian.components.retrieval.seeding import name_keys as entity_name_keys
-from quillian.stores.snapshot import EdgeKind, GraphSnapshot
+from quillian.stores.snapshot import EdgeKind, GraphSnapshot, stable_order
 
 __all__ = [
     "ENTITY_FACTS",
@@ -66,7 +66,7 @@ def grouped(keys: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64],
     """CSR of the positions of ``keys`` by key (``-1`` keys left out): those of key
     ``k`` are ``order[indptr[k]:indptr[k + 1]]``, in position order."""
     kept = np.flatnonzero(keys >= 0)
-    order = kept[np.argsort(keys[kept], kind="stable")]
+    order = kept[stable_order(keys[kept], n)]
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys[kept], minlength=n), out=indptr[1:])
     return indptr, order
@@ -75,7 +75,7 @@ def grouped(keys: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64],
 def text_rows(rows: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64], ...]:
     """CSR of the items (descriptions or relations) whose text sits in each of ``n``
     text rows, given each item's row: ``(indptr, order)``."""
-    order = np.argsort(rows, kind="stable")
+    order = stable_order(rows, n)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     return indptr, order

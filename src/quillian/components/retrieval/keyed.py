@@ -47,10 +47,11 @@ def check_distinct(
     """Refuse two different texts with one key (a 62-bit hash collision): the build
     stops before it writes, naming both. ``text_at`` gives the text of a position: only
     those of equal keys are asked for."""
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # equal keys side by side in any order: each pair compared
     same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
     for at in same.tolist():
-        a, b = text_at(int(order[at])), text_at(int(order[at + 1]))
+        first, second = sorted((int(order[at]), int(order[at + 1])))
+        a, b = text_at(first), text_at(second)
         if a != b:
             raise StoreError(
                 f"vector collection {collection!r}: {a[:60]!r} and {b[:60]!r} hash to the "
