@@ -35,6 +35,7 @@ __all__ = [
     "build_csr",
     "distinct_order",
     "ids_as_bytes",
+    "stable_numbers",
     "stable_order",
 ]
 
@@ -202,6 +203,25 @@ _HEX_DIGITS = b"0123456789abcdef"
 _DIGITS = 16
 
 
+def stable_numbers(ids: npt.NDArray[np.bytes_]) -> tuple[bytes, npt.NDArray[np.uint64]] | None:
+    """Where every one of ``ids`` (fixed-width bytes, at least one) is one head and
+    :data:`_DIGITS` lowercase hex digits (what :func:`~quillian.types.stable_id` makes),
+    the head and the number each id's digits spell: two such ids are equal exactly where
+    their numbers are, and ordered as them. None for any other ids."""
+    n, width = len(ids), ids.dtype.itemsize
+    if not n or width <= _DIGITS:
+        return None
+    rows = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
+    head = rows[:, : width - _DIGITS]
+    tail = np.ascontiguousarray(rows[:, width - _DIGITS :]).tobytes()
+    # only lowercase hex digits (a padded id ends in NUL, not a digit): each id's sixteen
+    # then spell eight bytes of a big-endian number
+    if tail.translate(None, _HEX_DIGITS) or not (head == head[0]).all():
+        return None
+    value = np.frombuffer(bytes.fromhex(tail.decode("ascii")), ">u8").astype(np.uint64)
+    return head[0].tobytes(), value
+
+
 def _hashed_order(parts: Sequence[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.int64] | None:
     """The order of the ids of ``parts`` (one after the other) by their bytes, where
     each part's ids are one head and :data:`_DIGITS` lowercase hex digits and no head is
@@ -212,24 +232,18 @@ def _hashed_order(parts: Sequence[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.int
     orders: list[npt.NDArray[np.int64]] = []
     start = 0
     for part in parts:
-        n, width = len(part), part.dtype.itemsize
+        n = len(part)
         if not n:
             continue
-        if width <= _DIGITS:
+        numbered = stable_numbers(part)
+        if numbered is None:
             return None
-        rows = np.ascontiguousarray(part).view(np.uint8).reshape(n, width)
-        head = rows[:, : width - _DIGITS]
-        tail = np.ascontiguousarray(rows[:, width - _DIGITS :]).tobytes()
-        # only lowercase hex digits (a padded id ends in NUL, not a digit): each id's
-        # sixteen then spell eight bytes of a big-endian number
-        if tail.translate(None, _HEX_DIGITS) or not (head == head[0]).all():
-            return None
-        value = np.frombuffer(bytes.fromhex(tail.decode("ascii")), ">u8").astype(np.uint64)
+        head, value = numbered
         order = np.argsort(value)  # not stable: equal values are a duplicate, raised below
         dup = np.flatnonzero(np.diff(value[order]) == 0)
         if len(dup):
             raise InputError(f"duplicate node id {_named(part[order[dup[0]]])}")
-        heads.append(head[0].tobytes())
+        heads.append(head)
         orders.append(order.astype(np.int64) + start)
         start += n
     if any(a != b and b.startswith(a) for a in heads for b in heads) or len(set(heads)) < len(

@@ -43,7 +43,7 @@ from quillian.components.retrieval.bm25_segments import (
 )
 from quillian.errors import IndexDamagedError, InputError
 from quillian.stores.integrity import file_record, verify_files, walk_files
-from quillian.stores.snapshot import ids_as_bytes
+from quillian.stores.snapshot import ids_as_bytes, stable_numbers
 
 __all__ = ["FORMAT", "MANIFEST", "BM25Update", "SegmentedBM25", "update_bm25"]
 
@@ -229,13 +229,28 @@ def _match(
     stored = np.concatenate([np.asarray(s.ids) for s in index.segments] or [want[:0]])
     positions = np.full(len(stored), -1, dtype=np.int32)
     if len(want) and len(stored):
-        order = np.argsort(want)
-        at = np.minimum(np.searchsorted(want[order], stored), len(want) - 1)
-        found = (np.asarray(index.positions) >= 0) & (want[order][at] == stored)
+        keys, stored_keys = _comparable(want, stored)
+        order = np.argsort(keys)
+        at = np.minimum(np.searchsorted(keys[order], stored_keys), len(want) - 1)
+        found = (np.asarray(index.positions) >= 0) & (keys[order][at] == stored_keys)
         positions[found] = order[at[found]]
     covered = np.zeros(len(want), dtype=bool)
     covered[positions[positions >= 0]] = True
     return positions, np.flatnonzero(~covered)
+
+
+def _comparable(
+    want: npt.NDArray[np.bytes_], stored: npt.NDArray[np.bytes_]
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """``want`` and ``stored`` as keys that sort and compare as the ids do: the numbers
+    of stable ids (:func:`~quillian.stores.snapshot.stable_numbers`) where both are
+    stable ids of one head and width, as chunk ids are (a sort of 64-bit integers, four
+    times faster than one of 22-byte strings); else the ids themselves."""
+    if want.dtype.itemsize == stored.dtype.itemsize:
+        a, b = stable_numbers(want), stable_numbers(stored)
+        if a is not None and b is not None and a[0] == b[0]:
+            return a[1], b[1]
+    return want, stored
 
 
 def _merge(
