@@ -1,10 +1,12 @@
 """Sentence, name, title and date helpers shared by the extractors."""
 
 import itertools
+import random
 
 import pytest
 
 from quillian.components.extraction.text import (
+    Surfaces,
     TitleIndex,
     clean_name,
     describe,
@@ -195,6 +197,32 @@ def test_title_index_finds_other_passages_titles():
         ("Ulster Cycle Tales", "Ulster Cycle Tales"),  # the longest match wins
         ("Coney Island Baby", "Coney Island Baby (film)"),  # an alias names its title
     ]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_surfaces_changed_in_place_find_what_an_index_made_anew_finds(seed):
+    """Surfaces put and taken out one by one, some sharing first words and lengths (the
+    index made before the changes, or after some of them): a text finds what an index
+    made of the surfaces after finds."""
+    rng = random.Random(seed)
+    words = ["Ulster", "Cycle", "Tales", "Coney", "Island", "Baby", "Dark", "River", "Mac"]
+
+    def surface() -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+
+    surfaces = Surfaces({surface(): f"T{i}" for i in range(rng.randint(0, 12))})
+    for step in range(30):
+        if step == rng.randint(0, 29):
+            surfaces.index()  # made midway: patched from then on
+        if surfaces and rng.random() < 0.4:
+            surfaces.put(rng.choice(list(surfaces)), None)
+        else:
+            surfaces.put(surface(), f"T{rng.randint(0, 99)}")
+    made = TitleIndex.of_surfaces(dict(surfaces))
+    assert dict(surfaces) == made.surfaces
+    for _ in range(20):
+        text = " ".join(rng.choice([*words, "and", "the"]) for _ in range(40))
+        assert surfaces.index().find(text) == made.find(text)
 
 
 def test_split_long_cuts_at_paragraphs_then_sentences_then_spaces():

@@ -31,6 +31,7 @@ from quillian.components.extraction.spacy_ner import SpacyExtractor
 from quillian.components.extraction.text import parse_title, title_aliases, title_keys
 from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.engine import IndexSettings, delete_documents, index_documents
+from quillian.index import linking
 from quillian.index.chunk_table import CatalogChanges, ChunkTable
 from quillian.index.linking import BUCKETS, link_corpus, linked_extractions
 from quillian.index.stages import chunk_text
@@ -130,10 +131,17 @@ def _kept_counts(kv, extractor):
 
 
 def _kept_context(kv, extractor):
-    """The safe aliases and surfaces the linking state keeps (patched by updates)."""
-    (raw,) = kv.get_many(f"linkmeta:{extractor.name}", ["state"])
-    meta = json.loads(raw)
-    return meta["aliases"], meta["surfaces"]
+    """The safe aliases and surfaces the linking state keeps in their buckets (patched
+    by updates)."""
+    kept = []
+    for space in (f"linkaliases:{extractor.name}", f"linksurfaces:{extractor.name}"):
+        keys = list(kv.keys(space))
+        assert len(keys) == BUCKETS
+        merged: dict[str, str] = {}
+        for raw in kv.get_many(space, keys):
+            merged.update(json.loads(raw))
+        kept.append(merged)
+    return tuple(kept)
 
 
 def _catalogued(chunks, pool, doc_id, present, n, via):
@@ -163,6 +171,8 @@ def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int, via=("n
     relinked = 0
     try:
         for n, doc_id in enumerate(steps):
+            if n % 2:  # as another process would: the context read from its buckets
+                linking._CONTEXTS.clear()
             present ^= {doc_id}
             chunks = sorted(
                 (c for d in present for c in pool[d]), key=lambda c: (c.doc_id, c.index)
@@ -450,6 +460,68 @@ def test_an_update_writes_the_buckets_of_what_it_changed(tmp_path):
     kv.close()
 
 
+@pytest.mark.parametrize("process", ["same", "another"])
+def test_an_update_writes_the_context_buckets_of_what_it_changed(tmp_path, process):
+    """The safe aliases and surfaces are kept in buckets: a build writes all of them,
+    an update only the buckets of the keys it changed (none where no title came or
+    went), whether it takes them from this process's memory or reads them; the meta
+    does not hold them."""
+    chunks, stored, kv, linked = _four_johns(tmp_path, 6, _Writes)
+    extractor = SpacyExtractor(predicates=False)
+    spaces = ("linkaliases:spacy", "linksurfaces:spacy")
+
+    def link(some):
+        if process == "another":
+            linking._CONTEXTS.clear()
+        kv.written.clear()
+        got = linked(some)
+        settled, filtered = _expected(some, extractor, stored)
+        assert got.extractions == settled and got.filtered == filtered
+        assert _kept_context(kv, extractor) == _context(some, extractor)
+        return [len(kv.written.get(space, [])) for space in spaces]
+
+    assert link(chunks[:5]) == [BUCKETS, BUCKETS]
+    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+    assert "aliases" not in json.loads(raw) and "surfaces" not in json.loads(raw)
+    films = [
+        *chunks[:4],
+        dataclasses.replace(chunks[4], title="Dark River (1990 film)"),
+        dataclasses.replace(chunks[5], title="Dark River (2017 film)"),
+    ]
+    for c in films[4:]:
+        stored[c.id] = _local(c)
+    written = link(films[:5])  # "Dark River" comes as an alias, its surface with it
+    assert 0 < written[0] <= 2 and 0 < written[1] <= 4
+    written = link(films)  # the alias no longer safe: out of its bucket
+    assert 0 < written[0] <= 2
+    assert link(films) == [0, 0]  # nothing changed
+    kv.close()
+
+
+def test_an_older_meta_holding_the_context_is_read_once_and_then_kept_in_buckets(tmp_path):
+    chunks, stored, kv, link = _four_johns(tmp_path)
+    extractor = SpacyExtractor(predicates=False)
+    link(chunks)
+    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+    old = json.loads(raw)
+    del old["context_buckets"]
+    old["aliases"], old["surfaces"] = _kept_context(kv, extractor)
+    kv.put_many("linkmeta:spacy", {"state": json.dumps(old).encode()})
+    for space in ("linkaliases:spacy", "linksurfaces:spacy"):
+        kv.delete_many(space, list(kv.keys(space)))
+    linking._CONTEXTS.clear()
+    retitled = [*chunks[:3], dataclasses.replace(chunks[3], title="Dark River (1990 film)")]
+    stored[retitled[3].id] = _local(retitled[3])
+    update = link(retitled)
+    assert not update.delta.fresh
+    settled, filtered = _expected(retitled, extractor, stored)
+    assert update.extractions == settled and update.filtered == filtered
+    assert _kept_context(kv, extractor) == _context(retitled, extractor)
+    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+    assert "aliases" not in json.loads(raw)
+    kv.close()
+
+
 def test_a_state_kept_without_the_title_book_makes_it_once(tmp_path):
     """An older build's state has no title key records: the update makes them from the
     titles its meta keeps, then patches them; its aliases and surfaces equal those made
@@ -483,7 +555,11 @@ def test_a_state_kept_without_the_title_counts_makes_them_once(tmp_path, monkeyp
     read: list[int] = []
     real = linking._Linker._read_buckets
     monkeypatch.setattr(
-        linking._Linker, "_read_buckets", lambda s, which: read.append(len(which)) or real(s, which)
+        linking._Linker,
+        "_read_buckets",
+        lambda s, space, which: (
+            (space == s.chunks_space and read.append(len(which))) or real(s, space, which)
+        ),
     )
 
     def table(chunks, n, before=(), after=()):
@@ -548,7 +624,11 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
         # a record the update reads: its chunk goes
         (lambda: kv.put_many("linked:spacy", {chunks[0].id: b"not json"}), chunks[1:]),
         (lambda: kv.put_many("linkmeta:spacy", {"state": b"[]"}), chunks),
-        (lambda: meta_with(aliases=[]), chunks),
+        # the safe aliases or surfaces: a bucket that does not read, or is missing,
+        # or an older meta that holds them itself, damaged
+        (lambda: kv.put_many("linkaliases:spacy", {"0000": b"[]"}), chunks),
+        (lambda: kv.delete_many("linksurfaces:spacy", ["0003"]), chunks),
+        (lambda: meta_with(context_buckets=None, aliases=[], surfaces={}), chunks),
         # a bucket of chunk ids and titles that does not read, or is missing
         (lambda: kv.put_many("linkchunks:spacy", {"0000": b"[]"}), chunks),
         (lambda: kv.put_many("linkchunks:spacy", {"0001": b"{"}), chunks),
@@ -564,6 +644,7 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     for damage, some in damages:
         link(chunks)
         damage()
+        linking._CONTEXTS.clear()  # as another process finds them
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="quillian.index.linking"):
             got = link(some)
@@ -633,9 +714,10 @@ def test_an_update_takes_the_chunk_catalogs_delta(index_location, monkeypatch):
     read: list[list[int]] = []
     real = linking._Linker._read_buckets
 
-    def counted(linker, which):
-        read.append(list(which))
-        return real(linker, which)
+    def counted(linker, space, which):
+        if space == linker.chunks_space:
+            read.append(list(which))
+        return real(linker, space, which)
 
     monkeypatch.setattr(linking._Linker, "_read_buckets", counted)
     (doc,) = story(["Clio Barnard"])

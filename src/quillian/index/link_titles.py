@@ -24,11 +24,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from quillian.components.extraction.text import parse_title, title_keys
+from quillian.components.extraction.text import Surfaces, parse_title, title_keys
 from quillian.index.record_book import RecordBook
 from quillian.types import normalize_name
 
-__all__ = ["TitleBook", "TitleCounts", "TitlesDamaged", "clean_titles", "patched_context"]
+__all__ = [
+    "ContextChanges",
+    "TitleBook",
+    "TitleCounts",
+    "TitlesDamaged",
+    "clean_titles",
+    "patched_context",
+]
 
 SurfacesOf = Callable[[str, str], Mapping[str, str]]
 """A title's surfaces given its safe alias (or ``""``), each naming the title."""
@@ -156,22 +163,65 @@ class TitleBook(RecordBook[_Key]):
         self.write()
 
 
+@dataclass(frozen=True)
+class ContextChanges:
+    """What :func:`patched_context` changed: the surfaces that came, went or name
+    another title, and the titles whose safe alias came, went or changed."""
+
+    surfaces: frozenset[str]
+    aliases: frozenset[str]
+
+
 def patched_context(
     book: TitleBook,
     came: set[str],
     went: set[str],
-    aliases: Mapping[str, str],
-    surfaces: Mapping[str, str],
+    aliases: dict[str, str],
+    surfaces: Surfaces,
     surfaces_of: SurfacesOf,
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The safe aliases and the surfaces over the titles after the distinct titles
-    ``came`` and ``went`` (clean), from those before (``aliases``, ``surfaces``) and
-    ``book`` (kept for the titles before, brought to those after here; written by the
-    caller). Recomputed: the titles that came or went and those holding as alias
-    candidate a key they claim."""
-    aliases, surfaces = dict(aliases), dict(surfaces)
+) -> ContextChanges:
+    """Bring the safe aliases and the surfaces over the titles (``aliases``,
+    ``surfaces``, changed in place) to the titles after the distinct titles ``came``
+    and ``went`` (clean), with ``book`` (kept for the titles before, brought to those
+    after here; written by the caller); what changed. Recomputed: the titles that came
+    or went and those holding as alias candidate a key they claim, so the change costs
+    what those titles are, not what the corpus holds."""
     if not came and not went:
-        return aliases, surfaces
+        return ContextChanges(frozenset(), frozenset())
+    claimed = {k for t in came | went for k in title_keys(parse_title(t))}
+    book.load(claimed)
+    for title in went:
+        book.claim(title, -1)
+    for title in came:
+        book.claim(title, +1)
+    # a holder is a title after; one that did not come was a title before too
+    holders = {t for k in claimed for t in book.records[k].holders}
+    recomputed = sorted(came | went | holders)
+    was_surface: dict[str, str | None] = {}  # each changed key's value before
+    was_alias = {title: aliases.get(title) for title in recomputed}
+
+    def put(surface: str, title: str | None) -> None:
+        was_surface.setdefault(surface, surfaces.get(surface))
+        surfaces.put(surface, title)
+
+    for title in recomputed:  # every old surface out first: a new title may take one
+        if title not in came:
+            for surface in surfaces_of(title, aliases.get(title, "")):
+                if surfaces.get(surface) == title:
+                    put(surface, None)
+        aliases.pop(title, None)
+    for title in recomputed:
+        if title not in went:
+            alias = book.safe_alias(title)
+            if alias:
+                aliases[title] = alias
+            for surface, named in surfaces_of(title, alias).items():
+                if surface not in surfaces:
+                    put(surface, named)
+    return ContextChanges(
+        frozenset(s for s, before in was_surface.items() if surfaces.get(s) != before),
+        frozenset(t for t, before in was_alias.items() if aliases.get(t) != before),
+    )
     claimed = {k for t in came | went for k in title_keys(parse_title(t))}
     book.load(claimed)
     for title in went:

@@ -54,8 +54,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 import uuid
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,12 +82,13 @@ from quillian.components.extraction.serde import (
     extraction_from_json,
     extraction_to_json,
 )
-from quillian.components.extraction.text import title_aliases
+from quillian.components.extraction.text import Surfaces, title_aliases
 from quillian.errors import IndexDamagedError
 from quillian.index.chunk_table import CatalogChanges, ChunkTable
 from quillian.index.link_candidates import chunks_containing
 from quillian.index.link_names import NameBook, NamesDamaged, names_of
 from quillian.index.link_titles import (
+    ContextChanges,
     TitleBook,
     TitleCounts,
     TitlesDamaged,
@@ -121,6 +124,12 @@ _CATALOG = "catalog"
 #: (``linkchunks:NAME``); a meta without it keeps them in lists of its own (an older
 #: build's), read once and then kept in buckets.
 _BUCKETED = "chunk_buckets"
+#: The meta's count of the buckets its safe aliases (``linkaliases:NAME``, by title)
+#: and surfaces (``linksurfaces:NAME``, by surface) are kept in: an update rewrites the
+#: buckets of those it changed, where the meta that held them whole (730 kB at 100k
+#: passages) was written at each update. A meta without it holds them itself (an older
+#: build's): read once, then kept in buckets.
+_CONTEXT = "context_buckets"
 #: Buckets of chunk ids and titles: a 100k-chunk corpus keeps about 100 in each, so an
 #: update that adds or deletes a document rewrites a few kB, where the list it replaces
 #: (5 MB at 100k) was written whole at each update.
@@ -389,8 +398,15 @@ class _Linker:
         #: each chunk's title by id (texts are read only for the chunks linked)
         self.titles_of = dict(zip(self.table.ids, self.table.titles, strict=True))
         # the safe aliases and surfaces over the titles: made from scratch by full(),
-        # patched from the previous build's by update()
-        self.context: dict[str, dict[str, str]] = {"surfaces": {}, "aliases": {}}
+        # patched from the previous build's by update() (read by read_state())
+        self.aliases: dict[str, str] = {}
+        self.surfaces = Surfaces({})
+        #: what update() changed of them, the buckets it writes; None (full(), or
+        #: read from an older meta that held them): every bucket is written
+        self.context_changes: ContextChanges | None = None
+        self.context_read_whole = True
+        self.aliases_space = f"linkaliases:{extractor.name}"
+        self.surfaces_space = f"linksurfaces:{extractor.name}"
         self.fingerprint = _fingerprint(extractor, max_docs)
         self.records_space = f"linked:{extractor.name}"
         self.names_space = f"linknames:{extractor.name}"
@@ -427,8 +443,7 @@ class _Linker:
         if meta.get("fingerprint") != self.fingerprint:
             logger.info("linked extractions stored for other settings: linking every chunk")
             return None
-        if not all(isinstance(meta.get(k), dict) for k in ("aliases", "surfaces")):
-            raise _Damaged(f"{self.meta_space}: no aliases or surfaces")
+        self._read_context(meta)
         if _BUCKETED in meta:
             if meta[_BUCKETED] != BUCKETS:
                 raise _Damaged(f"{self.meta_space}: {meta[_BUCKETED]!r} buckets, not {BUCKETS}")
@@ -441,10 +456,12 @@ class _Linker:
                 and meta.get(_TITLE_COUNTS) == 1
             ):  # linked over the table this one was patched from: its delta is ours
                 changed = catalog.before.keys() | catalog.after.keys()
-                self.buckets = self._read_buckets(sorted({_bucket(i) for i in changed}))
+                self.buckets = self._read_buckets(
+                    self.chunks_space, sorted({_bucket(i) for i in changed})
+                )
                 previous = _Previous(self.titles_of, catalog)
                 return meta, _Stored(self.kv, self.records_space, previous)
-            self.buckets = self._read_buckets(range(BUCKETS))
+            self.buckets = self._read_buckets(self.chunks_space, range(BUCKETS))
             titles_of: dict[str, str] = {}
             for bucket in self.buckets.values():
                 titles_of.update(bucket)
@@ -461,16 +478,15 @@ class _Linker:
             raise _Damaged(f"{self.meta_space}: the titles do not match the chunks")
         return meta, _Stored(self.kv, self.records_space, dict(zip(chunk_ids, titles, strict=True)))
 
-    def _read_buckets(self, which: Sequence[int]) -> dict[int, dict[str, str]]:
-        """The buckets ``which`` of chunk ids and titles; :class:`_Damaged` where one is
-        missing or does not read."""
+    def _read_buckets(self, space: str, which: Sequence[int]) -> dict[int, dict[str, str]]:
+        """The buckets ``which`` of ``space`` (chunk ids and titles, titles and safe
+        aliases, surfaces and titles); :class:`_Damaged` where one is missing or does
+        not read."""
         buckets: dict[int, dict[str, str]] = {}
         for batch in iter_batches(which, _BATCH):
             keys = [_bucket_key(b) for b in batch]
-            for b, key, raw in zip(
-                batch, keys, self.kv.get_many(self.chunks_space, keys), strict=True
-            ):
-                where = f"{self.chunks_space} {key}"
+            for b, key, raw in zip(batch, keys, self.kv.get_many(space, keys), strict=True):
+                where = f"{space} {key}"
                 if raw is None:
                     raise _Damaged(f"{where}: missing")
                 try:
@@ -480,7 +496,7 @@ class _Linker:
                 if not isinstance(bucket, dict) or not all(
                     isinstance(k, str) and isinstance(v, str) for k, v in bucket.items()
                 ):
-                    raise _Damaged(f"{where}: not an object of titles")
+                    raise _Damaged(f"{where}: not an object of strings")
                 buckets[b] = bucket
         return buckets
 
@@ -490,9 +506,9 @@ class _Linker:
             return []
         chunks = self.table.chunks(ids)
         stored = self.read_stored(chunks)
-        aliases = self.context["aliases"]
+        aliases = self.aliases
         if isinstance(self.extractor, SurfaceLinker):
-            stored = self.extractor.link_over(chunks, stored, aliases, self.context["surfaces"])
+            stored = self.extractor.link_over(chunks, stored, aliases, self.surfaces)
         elif isinstance(self.extractor, LinkingExtractor):
             stored = self.extractor.link(chunks, stored, self.titles)
         return settle_aliases(stored, aliases)
@@ -503,7 +519,8 @@ class _Linker:
             aliases, surfaces = self.extractor.link_context(self.titles)
         else:
             aliases, surfaces = title_aliases(self.titles), {}
-        self.context = {"surfaces": dict(surfaces), "aliases": dict(aliases)}
+        self.aliases, self.surfaces = dict(aliases), Surfaces(surfaces)
+        self.context_read_whole = True
         settled = self.link(self.table.ids)
         filtered = drop_ambiguous_names(settled, max_docs=self.max_docs)
         names = NameBook(self.kv, self.names_space, self.max_docs)
@@ -556,11 +573,9 @@ class _Linker:
             if isinstance(self.extractor, SurfaceLinker)
             else lambda _title, _alias: {}
         )
-        aliases, surfaces = patched_context(
-            book, came, went, meta["aliases"], meta["surfaces"], surfaces_of
-        )
-        self.context = {"surfaces": surfaces, "aliases": aliases}
-        touched = fresh | self.touched(meta, records, fresh)
+        changes = patched_context(book, came, went, self.aliases, self.surfaces, surfaces_of)
+        self.context_changes = changes
+        touched = fresh | self.touched(records, fresh, changes)
         work = [i for i in self.table.ids if i in touched]
         relinked = dict(zip(work, self.link(work), strict=True))
         records.load([*work, *removed])
@@ -604,18 +619,16 @@ class _Linker:
             len(work),
         )
 
-    def touched(self, meta: dict[str, Any], records: _Stored, fresh: set[str]) -> set[str]:
-        """The stored chunks whose link or settling the change of titles may change."""
+    def touched(self, records: _Stored, fresh: set[str], changes: ContextChanges) -> set[str]:
+        """The stored chunks whose link or settling the change of titles (``changes``
+        of the surfaces and safe aliases) may change."""
         kept = _Kept(self.titles_of, fresh)
         if isinstance(self.extractor, LinkingExtractor) and not isinstance(
             self.extractor, SurfaceLinker
         ):
             return set(kept)
-        old, new = meta["surfaces"], self.context["surfaces"]
-        moved = [s for s in old.keys() | new.keys() if old.get(s) != new.get(s)]
-        touched = chunks_containing(sorted(moved), kept, self.table.chunks, self.bm25)
-        old, new = meta["aliases"], self.context["aliases"]
-        realiased = {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
+        touched = chunks_containing(sorted(changes.surfaces), kept, self.table.chunks, self.bm25)
+        realiased = set(changes.aliases)
         if realiased:
             records.load_all()
             touched.update(
@@ -688,13 +701,8 @@ class _Linker:
             else:
                 self.buckets[b][chunk_id] = title
             touched.add(b)
-        self._put(
-            self.chunks_space,
-            {
-                _bucket_key(b): json.dumps(self.buckets[b], ensure_ascii=False).encode()
-                for b in sorted(touched)
-            },
-        )
+        buckets = self.buckets
+        self._put(self.chunks_space, {_bucket_key(b): _json(buckets[b]) for b in sorted(touched)})
         catalog = self.table.catalog
         meta = {
             "fingerprint": self.fingerprint,
@@ -703,9 +711,62 @@ class _Linker:
             _TITLE_BOOK: 1,
             _TITLE_COUNTS: 1,
             _CATALOG: None if catalog is None else catalog.kept,
-            **self.context,
+            _CONTEXT: BUCKETS,
         }
+        self._write_context()
         self.kv.put_many(self.meta_space, {_STATE: json.dumps(meta, ensure_ascii=False).encode()})
+        _remember_context(self.meta_space, self.build, self.aliases, self.surfaces)
+
+    def _write_context(self) -> None:
+        """Write the buckets of the safe aliases (by title) and the surfaces (by
+        surface) that this build changed, each read and patched; every bucket, the
+        empty ones too, where the build made them anew or read them from an older
+        meta."""
+        spaces: tuple[tuple[str, Mapping[str, str]], ...] = (
+            (self.aliases_space, self.aliases),
+            (self.surfaces_space, self.surfaces),
+        )
+        changes = self.context_changes
+        if changes is None or self.context_read_whole:
+            for space, mapping in spaces:
+                buckets: dict[int, dict[str, str]] = {b: {} for b in range(BUCKETS)}
+                for key, value in mapping.items():
+                    buckets[_bucket(key)][key] = value
+                self._put(space, {_bucket_key(b): _json(buckets[b]) for b in range(BUCKETS)})
+            return
+        for (space, mapping), keys in zip(spaces, (changes.aliases, changes.surfaces), strict=True):
+            touched = sorted({_bucket(k) for k in keys})
+            patched = self._read_buckets(space, touched)
+            for key in keys:
+                bucket = patched[_bucket(key)]
+                if key in mapping:
+                    bucket[key] = mapping[key]
+                else:
+                    bucket.pop(key, None)
+            self._put(space, {_bucket_key(b): _json(patched[b]) for b in touched})
+
+    def _read_context(self, meta: dict[str, Any]) -> None:
+        """The safe aliases and the surfaces of the build ``meta`` names: this process's
+        own where it wrote them, else read from their buckets (or from ``meta``, where an
+        older build kept them there); :class:`_Damaged` where they do not read."""
+        self.context_read_whole = False
+        known = _recall_context(self.meta_space, meta.get("build"))
+        if known is not None:
+            self.aliases, self.surfaces = known
+            return
+        if meta.get(_CONTEXT) == BUCKETS:
+            read = []
+            for space in (self.aliases_space, self.surfaces_space):
+                merged: dict[str, str] = {}
+                for bucket in self._read_buckets(space, range(BUCKETS)).values():
+                    merged.update(bucket)
+                read.append(merged)
+            self.aliases, self.surfaces = read[0], Surfaces(read[1])
+            return
+        if not all(isinstance(meta.get(k), dict) for k in ("aliases", "surfaces")):
+            raise _Damaged(f"{self.meta_space}: no aliases or surfaces")
+        self.aliases, self.surfaces = dict(meta["aliases"]), Surfaces(meta["surfaces"])
+        self.context_read_whole = True  # kept in buckets from this build on
 
 
 class _Previous(Mapping[str, str]):
@@ -791,6 +852,33 @@ def _bucket(chunk_id: str) -> int:
 
 def _bucket_key(bucket: int) -> str:
     return f"{bucket:04d}"
+
+
+def _json(bucket: dict[str, str]) -> bytes:
+    return json.dumps(bucket, ensure_ascii=False).encode()
+
+
+#: The safe aliases and surfaces of the last builds this process wrote, by the meta's
+#: namespace and the build's id (a random id of each build): the next update of the
+#: same index in this process (``quillian serve``) takes them instead of reading every
+#: bucket. Taken out when recalled, so an update that fails midway leaves none behind.
+_CONTEXTS: OrderedDict[tuple[str, str], tuple[dict[str, str], Surfaces]] = OrderedDict()
+_CONTEXTS_LOCK = threading.Lock()
+_CONTEXTS_MAX = 4
+
+
+def _remember_context(space: str, build: str, aliases: dict[str, str], surfaces: Surfaces) -> None:
+    with _CONTEXTS_LOCK:
+        _CONTEXTS[space, build] = (aliases, surfaces)
+        while len(_CONTEXTS) > _CONTEXTS_MAX:
+            _CONTEXTS.popitem(last=False)
+
+
+def _recall_context(space: str, build: object) -> tuple[dict[str, str], Surfaces] | None:
+    if not isinstance(build, str):
+        return None
+    with _CONTEXTS_LOCK:
+        return _CONTEXTS.pop((space, build), None)
 
 
 def _checksum(key: str, body: bytes) -> int:

@@ -68,6 +68,7 @@ from quillian.components.extraction.predicates import (
     parse_doc,
 )
 from quillian.components.extraction.text import (
+    Surfaces,
     TitleIndex,
     clean_name,
     find_dates,
@@ -238,8 +239,11 @@ class SpacyExtractor:
         surfaces: Mapping[str, str],
     ) -> list[Extraction]:
         """:meth:`link` over a corpus whose :meth:`link_context` is ``aliases`` and
-        ``surfaces`` (an update keeps them instead of the titles; the gazetteer made of
-        ``surfaces`` is reused while the same mapping is given)."""
+        ``surfaces`` (an update keeps them instead of the titles). The gazetteer of
+        :class:`~.text.Surfaces` is theirs, kept in step as they change; that of any
+        other mapping is made of it, and reused while the same mapping is given."""
+        if isinstance(surfaces, Surfaces):
+            return self._linked(chunks, local, aliases, surfaces.index())
         if self._given is None or self._given[0] is not surfaces:
             self._given = (surfaces, TitleIndex.of_surfaces(surfaces))
         return self._linked(chunks, local, aliases, self._given[1])
