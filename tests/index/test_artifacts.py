@@ -51,3 +51,30 @@ def test_the_least_recently_used_are_forgotten(tmp_path: Path) -> None:
     assert recall(paths[0]) == 0
     assert recall(paths[1]) is None
     assert recall(paths[-1]) == len(paths) - 1
+
+
+def test_a_write_aside_is_waited_for_by_its_readers(tmp_path: Path) -> None:
+    """Writes aside of one file run in the order started; a read of it (load_arrays,
+    recall) waits for them, and settle for all."""
+    import threading
+
+    path = tmp_path / "kept.npz"
+    gate = threading.Event()
+    order: list[int] = []
+
+    def write(n: int) -> None:
+        if n == 1:
+            gate.wait(5)
+        save_arrays(path, {"a": np.arange(n)})
+        order.append(n)
+
+    artifacts.write_aside(path, lambda: write(1))
+    artifacts.write_aside(path, lambda: write(2))  # after the first, though it waits
+    assert order == []
+    gate.set()
+    read = artifacts.load_arrays(path, lambda kept: kept["a"].tolist(), "kept", "none")
+    assert read == [0, 1] and order == [1, 2]
+    other = tmp_path / "other.npz"
+    artifacts.write_aside(other, lambda: save_arrays(other, {"a": np.arange(3)}))
+    artifacts.settle()
+    assert other.exists() and not artifacts._PENDING

@@ -150,6 +150,7 @@ class _Run:
             with CSRGraphStore(got / "graph") as store:
                 snapshot = save_state_tables(got, self.state, chunk_ids, chunks, store, **told)
         self.written = set(chunk_ids)
+        artifacts.settle()  # the columns written aside, as a build waits for them
         return got, whole, want, kg, snapshot
 
 

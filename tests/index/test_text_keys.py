@@ -15,6 +15,7 @@ from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.keyed import vector_keys
 from quillian.index import delete_documents, open_storage
 from quillian.index import text_keys as text_keys_module
+from quillian.index.artifacts import settle
 from quillian.index.build import processed_chunks
 from quillian.index.stages import chunk_text
 from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE, chunk_keys, text_keys
@@ -44,6 +45,7 @@ def keyed(directory: Path, texts: list[str], model: str = MODEL) -> tuple[list[i
     """The keys, checked against their definition, and the texts read to make them."""
     t = Texts(texts)
     keys = text_keys(directory, model, t.ids, t.read)
+    settle()  # the file written aside, as a build waits for it
     np.testing.assert_array_equal(keys, vector_keys(model, texts))
     return keys.tolist(), t.read_texts
 
@@ -177,6 +179,7 @@ def chunk_keyed(
     c = Chunks(names)
     gone = np.array([key64(i) for i in retitled], dtype=np.int64)
     keys = chunk_keys(directory, model, c.rows, c.name_at, tag=tag, since=since, retitled=gone)
+    settle()
     np.testing.assert_array_equal(keys, vector_keys(model, list(names.values())))
     return c.read
 

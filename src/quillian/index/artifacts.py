@@ -24,7 +24,16 @@ import numpy.typing as npt
 
 from quillian.stores.integrity import stat_stamp
 
-__all__ = ["PARTIAL", "load_arrays", "recall", "remember", "replace_dir", "save_arrays"]
+__all__ = [
+    "PARTIAL",
+    "load_arrays",
+    "recall",
+    "remember",
+    "replace_dir",
+    "save_arrays",
+    "settle",
+    "write_aside",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +53,46 @@ def replace_dir(target: Path, write: Callable[[Path], None]) -> None:
     tmp.rename(target)
 
 
+#: Writes running in a thread of their own, by the absolute path they write.
+_PENDING: dict[Path, threading.Thread] = {}
+_PENDING_LOCK = threading.Lock()
+
+
+def write_aside(path: Path, write: Callable[[], None]) -> None:
+    """Run ``write`` (which writes the file at ``path``, and logs what fails) in a thread
+    of its own, after any earlier one of ``path``: for what a build keeps only to make
+    the next one cheaper, so the build's later stages need not wait for it.
+    :func:`settle` waits for it; :func:`load_arrays` and :func:`recall` of ``path`` do."""
+    key = path.absolute()
+    with _PENDING_LOCK:
+        before = _PENDING.get(key)
+
+        def run() -> None:
+            if before is not None:
+                before.join()
+            write()
+
+        thread = threading.Thread(target=run, name=f"write {path.name}")
+        _PENDING[key] = thread
+        thread.start()
+
+
+def settle(path: Path | None = None) -> None:
+    """Wait for the writes :func:`write_aside` started (of ``path`` only, where given):
+    a build waits for all of its own before it lets another writer in."""
+    with _PENDING_LOCK:
+        if path is None:
+            threads = list(_PENDING.values())
+        else:
+            threads = [t] if (t := _PENDING.get(path.absolute())) is not None else []
+    for thread in threads:
+        thread.join()
+    with _PENDING_LOCK:
+        for key, thread in list(_PENDING.items()):
+            if not thread.is_alive():
+                del _PENDING[key]
+
+
 def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
     """Write ``arrays`` as an uncompressed npz next to ``path`` (:data:`PARTIAL`) and
     rename it into place, so a reader finds the old file or the new one whole."""
@@ -59,6 +108,7 @@ def load_arrays(path: Path, read: Callable[[Any], T | None], what: str, then: st
     file it does not take). None where there is no file, or, with a warning naming
     ``what`` and what happens ``then``, where it does not read: damaged, cut short, or
     without an array ``read`` asks for."""
+    settle(path)
     try:
         with np.load(path, allow_pickle=False) as kept:
             return read(kept)
@@ -101,6 +151,7 @@ def remember(path: Path, value: Any, arrays: Iterable[npt.NDArray[Any]] = ()) ->
 def recall(path: Path) -> Any | None:
     """What :func:`remember` kept for ``path``, where the file is still the one it was
     then (same device, inode, size and times); else None."""
+    settle(path)
     key = path.absolute()
     with _REMEMBERED_LOCK:
         entry = _REMEMBERED.get(key)

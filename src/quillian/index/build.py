@@ -44,6 +44,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
+from quillian.index.artifacts import settle
 from quillian.index.chunk_catalog import processed_chunks
 from quillian.index.integrity import (
     STORE_DB,
@@ -369,7 +370,10 @@ def _rebuild(
     )
     extract_seconds = time.perf_counter() - start
     report.link_seconds, report.relinked = extract_seconds, linked.relinked
-    report.seconds.update(run_stages(state, stages))
+    try:
+        report.seconds.update(run_stages(state, stages))
+    finally:
+        settle()  # what a stage wrote aside, before another writer may read it
     commit_links(storage.kv, extractor)
     _forget(storage.kv, cached.namespace)
     if isinstance(extractor, LinkingExtractor):  # linked extractions older versions cached

@@ -57,7 +57,14 @@ from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
 from quillian.errors import InputError
-from quillian.index.artifacts import load_arrays, recall, remember, replace_dir, save_arrays
+from quillian.index.artifacts import (
+    load_arrays,
+    recall,
+    remember,
+    replace_dir,
+    save_arrays,
+    write_aside,
+)
 from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
@@ -228,10 +235,15 @@ def save_state_tables(
     if text_ids_into is not None:
         text_ids_into.append(text_ids)
     state.mark_tables(digest)
-    try:
-        columns.save(kept, digest)
-    except OSError as exc:  # the tables are written: the next patch reads every row
-        logger.warning("graph columns not kept at %s (%s)", kept, exc)
+    columns.remember(kept, digest)  # for this process's next patch, written or not
+
+    def save() -> None:
+        try:
+            columns.save(kept, digest)
+        except OSError as exc:  # the tables are written: the next patch reads every row
+            logger.warning("graph columns not kept at %s (%s)", kept, exc)
+
+    write_aside(kept, save)  # the build's later stages go on meanwhile
     return snapshot
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
-from quillian.index.artifacts import load_arrays, save_arrays
+from quillian.index.artifacts import load_arrays, save_arrays, settle, write_aside
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.snapshot import distinct_order
 
@@ -63,7 +63,7 @@ def text_keys(directory: Path, model_id: str, ids: Ids, read: Callable[[Ids], li
     if len(missing):
         keys[missing] = vector_keys(model_id, read(missing))
     if len(missing) or len(kept_ids) != len(ids):  # else the same ids: the file holds them
-        _save(path, model_id, ids, keys)
+        write_aside(path, lambda: _save(path, model_id, ids, keys))
     return keys
 
 
@@ -92,8 +92,9 @@ def chunk_keys(
     if len(missing):
         keys[missing] = vector_keys(model_id, names(missing))
     if tag:
-        _save(path, model_id, rows, keys, _CHUNK_VERSION, tag)
+        write_aside(path, lambda: _save(path, model_id, rows, keys, _CHUNK_VERSION, tag))
     else:
+        settle(path)
         path.unlink(missing_ok=True)
     return keys
 
