@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, InputError, UnknownIdError
+from quillian.stores.snapshot import distinct_order
 
 __all__ = [
     "BLOCK",
@@ -91,7 +92,7 @@ class RowLookup:
 
     def __init__(self, ids: I64 | None = None) -> None:
         ids = np.empty(0, np.int64) if ids is None else np.asarray(ids, np.int64)
-        order = np.argsort(ids, kind="stable")
+        order = distinct_order(ids)
         self._keys: I64 = ids[order]
         self._rows: I64 = order.astype(np.int64)
         self._recent: dict[int, int] = {}
@@ -100,7 +101,7 @@ class RowLookup:
     def of(cls, ids: I64, rows: I64) -> RowLookup:
         """A lookup of distinct ``ids`` at the given ``rows``."""
         lookup = cls()
-        order = np.argsort(ids, kind="stable")
+        order = distinct_order(ids)
         lookup._keys, lookup._rows = ids[order], np.asarray(rows, np.int64)[order]
         return lookup
 
@@ -128,7 +129,7 @@ class RowLookup:
         stale = np.isin(self._keys, new_keys)
         keys = np.concatenate([self._keys[~stale], new_keys])
         rows = np.concatenate([self._rows[~stale], new_rows])
-        order = np.argsort(keys, kind="stable")
+        order = distinct_order(keys)
         self._keys, self._rows, self._recent = keys[order], rows[order], {}
 
 
