@@ -328,6 +328,17 @@ def test_an_update_reads_only_the_records_it_needs(tmp_path, monkeypatch):
     kv.close()
 
 
+def _meta(kv) -> dict:
+    """The linking state's meta (spaCy's)."""
+    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
+    return json.loads(raw)
+
+
+def _put_meta(kv, meta: dict) -> None:
+    """Put ``meta`` in the place of the linking state's (as an older build left it)."""
+    kv.put_many("linkmeta:spacy", {"state": json.dumps(meta).encode()})
+
+
 def _four_johns(tmp_path, n=4, store=SqliteKeyValueStore):
     """Four (``n``) chunks naming John, their stored results, a key-value store (of the
     class ``store``) and the linking of some of the chunks over it."""
@@ -481,8 +492,7 @@ def test_an_update_writes_the_context_buckets_of_what_it_changed(tmp_path, proce
         return [len(kv.written.get(space, [])) for space in spaces]
 
     assert link(chunks[:5]) == [BUCKETS, BUCKETS]
-    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
-    assert "aliases" not in json.loads(raw) and "surfaces" not in json.loads(raw)
+    assert not {"aliases", "surfaces"} & _meta(kv).keys()
     films = [
         *chunks[:4],
         dataclasses.replace(chunks[4], title="Dark River (1990 film)"),
@@ -502,11 +512,10 @@ def test_an_older_meta_holding_the_context_is_read_once_and_then_kept_in_buckets
     chunks, stored, kv, link = _four_johns(tmp_path)
     extractor = SpacyExtractor(predicates=False)
     link(chunks)
-    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
-    old = json.loads(raw)
+    old = _meta(kv)
     del old["context_buckets"]
     old["aliases"], old["surfaces"] = _kept_context(kv, extractor)
-    kv.put_many("linkmeta:spacy", {"state": json.dumps(old).encode()})
+    _put_meta(kv, old)
     for space in ("linkaliases:spacy", "linksurfaces:spacy"):
         kv.delete_many(space, list(kv.keys(space)))
     linking._CONTEXTS.clear()
@@ -517,8 +526,7 @@ def test_an_older_meta_holding_the_context_is_read_once_and_then_kept_in_buckets
     settled, filtered = _expected(retitled, extractor, stored)
     assert update.extractions == settled and update.filtered == filtered
     assert _kept_context(kv, extractor) == _context(retitled, extractor)
-    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
-    assert "aliases" not in json.loads(raw)
+    assert "aliases" not in _meta(kv)
     kv.close()
 
 
@@ -529,10 +537,9 @@ def test_a_state_kept_without_the_title_book_makes_it_once(tmp_path):
     chunks, stored, kv, link = _four_johns(tmp_path)
     extractor = SpacyExtractor(predicates=False)
     link(chunks)
-    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
-    meta = json.loads(raw)
+    meta = _meta(kv)
     del meta["title_book"]
-    kv.put_many("linkmeta:spacy", {"state": json.dumps(meta).encode()})
+    _put_meta(kv, meta)
     kv.delete_many("linktitles:spacy", list(kv.keys("linktitles:spacy")))
     retitled = [*chunks[:3], dataclasses.replace(chunks[3], title="Topic Three (film)")]
     stored[retitled[3].id] = _local(retitled[3])
@@ -573,10 +580,9 @@ def test_a_state_kept_without_the_title_counts_makes_them_once(tmp_path, monkeyp
         return out
 
     link(table(chunks, 0))
-    (raw,) = kv.get_many("linkmeta:spacy", ["state"])
-    meta = json.loads(raw)
+    meta = _meta(kv)
     del meta["title_counts"]
-    kv.put_many("linkmeta:spacy", {"state": json.dumps(meta).encode()})
+    _put_meta(kv, meta)
     kv.delete_many("linktitlecounts:spacy", list(kv.keys("linktitlecounts:spacy")))
     steps = [
         [*chunks[:3], dataclasses.replace(chunks[3], title="Topic Three (film)")],
@@ -610,9 +616,7 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
         )
 
     def meta_with(**values):
-        (raw,) = kv.get_many("linkmeta:spacy", ["state"])
-        meta = json.loads(raw)
-        kv.put_many("linkmeta:spacy", {"state": json.dumps({**meta, **values}).encode()})
+        _put_meta(kv, {**_meta(kv), **values})
 
     link(chunks)
     johns = [c for c in chunks if any(e.name == "John" for e in stored[c.id].entities)]

@@ -222,26 +222,3 @@ def patched_context(
         frozenset(s for s, before in was_surface.items() if surfaces.get(s) != before),
         frozenset(t for t, before in was_alias.items() if aliases.get(t) != before),
     )
-    claimed = {k for t in came | went for k in title_keys(parse_title(t))}
-    book.load(claimed)
-    for title in went:
-        book.claim(title, -1)
-    for title in came:
-        book.claim(title, +1)
-    # a holder is a title after; one that did not come was a title before too
-    holders = {t for k in claimed for t in book.records[k].holders}
-    recomputed = sorted(came | went | holders)
-    for title in recomputed:  # every old surface out first: a new title may take one
-        if title not in came:
-            for surface in surfaces_of(title, aliases.get(title, "")):
-                if surfaces.get(surface) == title:
-                    del surfaces[surface]
-        aliases.pop(title, None)
-    for title in recomputed:
-        if title not in went:
-            alias = book.safe_alias(title)
-            if alias:
-                aliases[title] = alias
-            for surface, named in surfaces_of(title, alias).items():
-                surfaces.setdefault(surface, named)
-    return aliases, surfaces
