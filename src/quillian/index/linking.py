@@ -33,11 +33,13 @@ surfaces and safe aliases are patched by the titles that came and went),
 came and went is read from the changed chunks' titles alone), ``linkchunks:NAME`` (the
 last build's chunk ids and their titles, in :data:`BUCKETS` buckets by a CRC-32 of the
 id, so an update rewrites the buckets of the chunks that came, went or changed title,
-not the corpus's list) and ``linkmeta:NAME`` (the surfaces and safe aliases of the last
-build, a random id of that build (:attr:`ExtractionDelta.build`), the digest of the
-chunk catalog's table it linked, a fingerprint of the extractor and the filter's
-threshold, and whether the state is complete, a key of its own that is removed before
-anything is written and put back by :func:`commit_links`). A state marked incomplete
+not the corpus's list), ``linkaliases:NAME`` and ``linksurfaces:NAME`` (the safe
+aliases by title and the surfaces by surface of the last build, in as many buckets, so
+an update rewrites the buckets of those it changed) and ``linkmeta:NAME`` (a random id
+of the last build (:attr:`ExtractionDelta.build`), the digest of the chunk catalog's
+table it linked, a fingerprint of the extractor and the filter's threshold, and
+whether the state is complete, a key of its own that is removed before anything is
+written and put back by :func:`commit_links`). A state marked incomplete
 (a build stopped while writing it), another fingerprint, or a record the update reads
 that does not read means every chunk is recomputed, logged once; a record a later stage
 reads that does not read is recomputed alone (only the records a build needs are read).
