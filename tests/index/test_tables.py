@@ -28,6 +28,7 @@ from quillian.index.tables import (
     load_tables,
     save_array,
     save_tables,
+    unique_first,
 )
 from quillian.stores.packed import MIN_PACKED
 from quillian.stores.snapshot import GraphSnapshot
@@ -365,3 +366,13 @@ def _assert_same_texts(got: DistinctTexts, want: DistinctTexts) -> list[str]:
     np.testing.assert_array_equal(got.description_rows, want.description_rows)
     np.testing.assert_array_equal(got.relation_rows, want.relation_rows)
     return texts
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 50, 3000])
+def test_unique_first_is_numpys_unique_with_first_indexes_and_inverse(n: int) -> None:
+    rng = np.random.default_rng(n)
+    keys = rng.integers(-(2**62), 2**62, max(n // 3, 1))[rng.integers(0, max(n // 3, 1), n)]
+    want = np.unique(keys, return_index=True, return_inverse=True)
+    got = unique_first(keys)
+    for a, b in zip(want, got, strict=True):
+        assert a.reshape(-1).tolist() == b.tolist()

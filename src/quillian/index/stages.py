@@ -42,6 +42,7 @@ from quillian.index.tables import (
     load_tables,
     save_array,
     save_tables,
+    unique_first,
 )
 from quillian.index.text_keys import chunk_keys, text_keys
 from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
@@ -340,7 +341,7 @@ def _embed_into(
     positions) and added, the keys no position uses deleted. Saves the keys by position."""
     index, stored = _open_collection(state, collection)
     try:
-        wanted, first = np.unique(keys, return_index=True)
+        wanted, first, _ = unique_first(keys)
         new = first[~np.isin(wanted, stored, assume_unique=True)]
         new.sort()
         index.delete(np.setdiff1d(stored, wanted, assume_unique=True))

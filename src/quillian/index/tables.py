@@ -205,6 +205,25 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
         save_array(path, name, array)
 
 
+def unique_first(
+    keys: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """``np.unique(keys, return_index=True, return_inverse=True)``: the distinct keys in
+    order, each one's first position and each position's distinct key, from one
+    unstable sort (equal keys side by side in any order: the first position is the
+    least of theirs), where numpy's takes a stable one, about twice as slow on 64-bit
+    keys in no order."""
+    order = np.argsort(keys)
+    if not len(keys):
+        return keys[order], order, order
+    ordered = keys[order]
+    step = ordered[1:] != ordered[:-1]
+    starts = np.flatnonzero(np.concatenate(([True], step)))
+    inverse = np.empty(len(keys), np.intp)
+    inverse[order] = np.cumsum(np.concatenate(([0], step)), dtype=np.intp)
+    return ordered[starts], np.minimum.reduceat(order, starts), inverse
+
+
 def save_array(directory: Path, name: str, array: npt.NDArray[Any]) -> None:
     """Store the array ``name`` beside the tables in ``directory``: one of rows or
     positions in 32 bits where its values fit (each is under the count of some table's
@@ -617,7 +636,7 @@ class StoredTables:
         if text_ids is None:
             text_ids = self._text_ids(made)
         ids = np.concatenate(text_ids)
-        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        distinct, first, inverse = unique_first(ids)
         met = np.argsort(first)  # the distinct ids in the order first met (no two equal)
         rank = np.empty(len(distinct), np.int64)
         rank[met] = np.arange(len(distinct))
