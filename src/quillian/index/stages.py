@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -178,14 +178,10 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     chunks, directory, delta = state.chunks, state.storage.directory, state.delta
     chunk_ids, doc_ids, indexes = chunks.ids, chunks.doc_ids, chunks.indexes
 
-    def rows(wanted: Callable[[str], bool]) -> Iterator[ChunkExtraction]:
-        """The chunks ``wanted`` takes, with their extractions (only those are read,
+    def rows(positions: Iterable[int]) -> Iterator[ChunkExtraction]:
+        """The chunks at ``positions``, with their extractions (only those are read,
         each when the caller reaches it)."""
-        return (
-            ChunkExtraction(doc_ids[i], indexes[i], extractions[i])
-            for i, chunk_id in enumerate(chunk_ids)
-            if wanted(chunk_id)
-        )
+        return (ChunkExtraction(doc_ids[i], indexes[i], extractions[i]) for i in positions)
 
     update, retitled, moved = None, None, None
     if delta is not None and not delta.fresh and delta.since is not None:
@@ -193,18 +189,11 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
         # their positions found among the chunks' keys at C speed, not by a pass in
         # Python over every chunk id (a key shared by another chunk is left out after)
         at = np.flatnonzero(np.isin(chunks.rows, rows_of(touched))).tolist() if touched else []
-        update = (
-            delta.removed,
-            [
-                ChunkExtraction(doc_ids[i], indexes[i], extractions[i])
-                for i in at
-                if chunk_ids[i] in touched
-            ],
-        )
+        update = (delta.removed, list(rows(i for i in at if chunk_ids[i] in touched)))
         retitled, moved = delta.retitled, (delta.added, delta.removed)
     resolution = resolve_entities(
         directory / RESOLUTION_FILE,
-        lambda: rows(lambda _: True),
+        lambda: rows(range(len(chunk_ids))),
         update,
         since=(delta.since or "") if delta is not None else "",
         tag=delta.build if delta is not None else "",
