@@ -53,6 +53,7 @@ from quillian.components.graph.builder import (
     graph_edges,
     write_graph,
 )
+from quillian.components.graph.compact import extraction_texts
 from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
@@ -97,6 +98,8 @@ GENERATION = "generation"
 COLUMNS_SUFFIX = ".columns"
 #: The id of the empty text (an empty description or sentence is stored as no text).
 _EMPTY = key64("")
+#: State chunks whose extractions are read for their texts at once.
+_TEXT_BATCH = 256
 
 #: Working tables of a whole write, in the connection's temporary database (in a file,
 #: so a large corpus's do not stay in memory): the chunks with their positions and
@@ -113,10 +116,13 @@ CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk INTEGER NOT NULL,
     seq INTEGER NOT NULL);
 """
 
-#: The texts counted by one step, and those that may have no reference left.
+#: The texts counted by one step, those that may have no reference left, and the texts
+#: of the state's chunks read so far (the state keeps a text only in its chunk's
+#: extraction, :mod:`~quillian.components.graph.chunk_rows`).
 _COUNTS = """
 CREATE TEMP TABLE counted (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TEMP TABLE uncounted (id INTEGER PRIMARY KEY);
+CREATE TEMP TABLE stexts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 """
 
 #: Entity positions (the creating mentions' order), each stored chunk's place in index
@@ -149,7 +155,8 @@ _SOURCES = (
 )
 
 #: One relation row from the occurrence ``o`` (its provenance chunk ``cp`` where that
-#: chunk is indexed, its sentence's text ``ts``, its source ``src``), given the row key
+#: chunk is indexed, its source ``src``; its sentence is read from the chunk where the
+#: text between its offsets has the sentence's id), given the row key
 #: (``{row}``) and the rows the occurrences come from (``{occurrences}``).
 _RELATION = """
     SELECT {row}, o.s, o.p, o.o,
@@ -158,12 +165,11 @@ _RELATION = """
         src.id, o.start, o.end,
         CASE WHEN o.sentence IS NULL OR o.sentence = :empty THEN NULL
             WHEN cp.row IS NOT NULL AND o.start >= 0 AND o.end >= o.start
-                AND substr(chunk_text(cp.row, cp.body), o.start + 1, o.end - o.start)
-                    = ts.text
+                AND key64(substr(chunk_text(cp.row, cp.body), o.start + 1, o.end - o.start))
+                    = o.sentence
             THEN {in_chunk} ELSE o.sentence END,
         o.triple, o.chunk, o.seq, o.subject, o.object, cp.row
     FROM {occurrences}
-    LEFT JOIN st.texts ts ON ts.id = o.sentence
     LEFT JOIN main.chunks cp ON cp.row = coalesce(key64(o.source_chunk), o.chunk)
         AND o.sentence IS NOT NULL
     LEFT JOIN main.sources src ON src.doc_id = {source_doc} AND src.chunk_id = {source_chunk}
@@ -278,6 +284,7 @@ class _Writer:
         self.path, self.state_path = path, state_path
         self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
         self.moved = moved
+        self.texts_read: set[int] = set()  # the state chunks whose texts are in stexts
         same = chunk_ids is chunks.ids or list(chunk_ids) == chunks.ids
         self.chunk_rows = chunks.rows if same else rows_of(chunk_ids)
 
@@ -373,6 +380,24 @@ class _Writer:
         ]
         conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
+    def _read_texts(self, conn: sqlite3.Connection, chunks: str) -> None:
+        """The texts of the state's chunks whose keys ``chunks`` (a SELECT) gives, from
+        their stored extractions, into ``stexts`` (a chunk already read is not read
+        again)."""
+        read = self.texts_read
+        wanted = [c for (c,) in conn.execute(chunks).fetchall() if c not in read]
+        read.update(wanted)
+        for start in range(0, len(wanted), _TEXT_BATCH):
+            batch = json.dumps(wanted[start : start + _TEXT_BATCH])
+            found = conn.execute(
+                "SELECT extraction FROM st.chunks WHERE chunk IN (SELECT value FROM json_each(?))",
+                (batch,),
+            ).fetchall()
+            conn.executemany(
+                "INSERT OR IGNORE INTO stexts VALUES (?, ?)",
+                ((key64(t), t) for (raw,) in found for t in extraction_texts(raw)),
+            )
+
     # ----- whole ----------------------------------------------------------------------
 
     def _fill(self, conn: sqlite3.Connection) -> None:
@@ -408,6 +433,7 @@ class _Writer:
             "INSERT INTO relations" + _relation(row="k.pos", occurrences=occurrences),
             {"empty": _EMPTY},
         )
+        self._read_texts(conn, "SELECT chunk FROM st.chunks")
         _insert_state_texts(conn, "SELECT text FROM main.descriptions")
         _insert_state_texts(
             conn, "SELECT description FROM main.relations UNION SELECT sentence FROM main.relations"
@@ -590,6 +616,7 @@ class _Writer:
             FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row""",
             {"top": top},
         )
+        self._read_texts(conn, "SELECT row FROM cc")
         _insert_state_texts(
             conn, "SELECT d.text FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row"
         )
@@ -616,6 +643,7 @@ class _Writer:
         conn.execute(f"DELETE FROM relations {where}")
         _script(conn, _FIRST)
         found = "first f CROSS JOIN st.occurrences o ON o.chunk = f.chunk AND o.seq = f.seq"
+        self._read_texts(conn, "SELECT DISTINCT chunk FROM first")
         _insert_state_texts(
             conn,
             "SELECT o.description FROM first f CROSS JOIN st.occurrences o USING (chunk, seq)"
@@ -738,10 +766,10 @@ def _insert_texts(conn: sqlite3.Connection, texts: Iterable[str]) -> None:
 
 def _insert_state_texts(conn: sqlite3.Connection, ids: str) -> None:
     """Add the state's texts whose ids ``ids`` (a SELECT) gives that the database lacks,
-    with no reference counted yet."""
+    with no reference counted yet (from those read, :meth:`_Writer._read_texts`)."""
     for sql in (
-        "INSERT OR IGNORE INTO texts SELECT x.id, x.text, 0 FROM st.texts x",
-        "INSERT OR IGNORE INTO uncounted SELECT x.id FROM st.texts x",
+        "INSERT OR IGNORE INTO texts SELECT x.id, x.text, 0 FROM stexts x",
+        "INSERT OR IGNORE INTO uncounted SELECT x.id FROM stexts x",
     ):
         conn.execute(f"{sql} WHERE x.id IN ({ids}) AND x.id != :e", {"e": _EMPTY})
 

@@ -8,16 +8,20 @@ descriptions (deduplicated by entity and text) and its relation occurrences (a t
 whose ends are two entities). Only which occurrence of a triple id is kept (the first
 in index order) crosses chunks; :func:`assemble` settles it.
 
-Texts are stored once (``texts``, by a 64-bit hash of the text, with the number of rows
-that refer to it) and referred to by id: a sentence naming many entities is the
+Texts are referred to by id (:func:`~quillian.types.key64` of the text) and not stored
+here at all: each is in its chunk's stored extraction, whose compact form lists its
+descriptions and sentences once (:func:`~.compact.extraction_texts`), and the graph
+tables hold those their rows refer to. A sentence naming many entities is the
 provenance of every relation among them, and was the bulk of the state when each
-occurrence carried its own copy (1.28 of 1.67 GB on the 20 MB text of docs/scale.md).
+occurrence carried its own copy (1.28 of 1.67 GB on the 20 MB text of docs/scale.md);
+kept once in a table of texts, it was still a second copy of the extractions' (12 MB of
+that text's 78 MB state).
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,13 +35,13 @@ from quillian.components.graph.builder import (
     GraphBuilder,
     KnowledgeGraph,
 )
+from quillian.components.graph.compact import extraction_texts
 from quillian.stores.protocols import GraphStore
 from quillian.types import Provenance, Triple, key64
 
 __all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert"]
 
 SCHEMA = """
-CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL, refs INTEGER NOT NULL);
 CREATE TABLE mentions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
     entity INTEGER NOT NULL, weight REAL NOT NULL, PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
 CREATE TABLE descriptions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -53,12 +57,11 @@ CREATE INDEX occurrences_triple ON occurrences (triple);
 #: document and a chunk: ``doc_id`` NULL where that is its chunk's document,
 #: ``source_chunk`` NULL where it is its own chunk (as is most often the case).
 #: An occurrence's triple as the columns ``s`` to ``sentence`` of alias ``t`` (joined
-#: to its chunk ``c``), its texts read (``sentence`` NULL: no provenance;
+#: to its chunk ``c``), its texts by id (``sentence`` NULL: no provenance;
 #: ``description`` NULL: the sentence's text).
 _TRIPLE_COLUMNS = (
-    "t.s, t.p, t.o, (SELECT text FROM texts WHERE id = t.description),"
-    " coalesce(t.doc_id, c.doc_id), coalesce(t.source_chunk, c.chunk_id), t.start, t.end,"
-    " (SELECT text FROM texts WHERE id = t.sentence)"
+    "t.s, t.p, t.o, t.description, coalesce(t.doc_id, c.doc_id),"
+    " coalesce(t.source_chunk, c.chunk_id), t.start, t.end, t.sentence"
 )
 _TABLES = ("mentions", "descriptions", "occurrences")
 
@@ -112,26 +115,17 @@ def derive(
 
 
 def delete(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
-    """Forget the rows of ``chunk_ids``, and the texts no other row refers to."""
-    gone: Counter[int] = Counter()
+    """Forget the rows of ``chunk_ids``."""
     chunks = [(key64(c),) for c in chunk_ids]
-    for chunk in chunks:
-        for refs in (
-            conn.execute("SELECT text FROM descriptions WHERE chunk = ?", chunk),
-            conn.execute("SELECT description, sentence FROM occurrences WHERE chunk = ?", chunk),
-        ):
-            gone.update(i for row in refs for i in row if i is not None)
     for table in _TABLES:
         conn.executemany(f"DELETE FROM {table} WHERE chunk = ?", chunks)
-    conn.executemany("UPDATE texts SET refs = refs - ? WHERE id = ?", _swapped(gone))
-    conn.executemany("DELETE FROM texts WHERE id = ? AND refs <= 0", ((i,) for i in gone))
 
 
 def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
     """Store chunks' rows (their old rows deleted first)."""
     rows = list(rows)
     keys = [key64(r.chunk_id) for r in rows]
-    texts = _Texts()
+    text_id = functools.lru_cache(maxsize=4096)(key64)  # a sentence names many pairs
     conn.executemany(
         "INSERT INTO mentions VALUES (?, ?, ?, ?)",
         (
@@ -143,7 +137,7 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
     conn.executemany(
         "INSERT INTO descriptions VALUES (?, ?, ?, ?)",
         (
-            (c, i, e, texts.id(t))
+            (c, i, e, text_id(t))
             for c, r in zip(keys, rows, strict=True)
             for i, (e, t) in enumerate(r.descriptions)
         ),
@@ -151,57 +145,33 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
     conn.executemany(
         "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            (c, i, key64(t.id), s, o, *_columns(t, texts, r))
+            (c, i, key64(t.id), s, o, *_columns(t, text_id, r))
             for c, r in zip(keys, rows, strict=True)
             for i, (s, o, t) in enumerate(r.occurrences)
         ),
     )
-    conn.executemany(
-        "INSERT INTO texts VALUES (?, ?, ?)"
-        " ON CONFLICT (id) DO UPDATE SET refs = refs + excluded.refs",
-        ((i, texts.text[i], n) for i, n in texts.refs.items()),
-    )
 
 
-class _Texts:
-    """The texts an insert refers to, by id, with how many rows refer to each."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.text: dict[int, str] = {}
-        self.refs: Counter[int] = Counter()
-
-    def id(self, text: str) -> int:
-        """``text``'s id (the first 8 bytes of its BLAKE2b digest, signed), counted."""
-        found = self.ids.get(text)
-        if found is None:
-            found = self.ids[text] = key64(text)
-            self.text[found] = text
-        self.refs[found] += 1
-        return found
-
-
-def _swapped(counts: Counter[int]) -> Iterable[tuple[int, int]]:
-    return ((n, i) for i, n in counts.items())
-
-
-def _columns(t: Triple, texts: _Texts, own: ChunkRows) -> tuple[Any, ...]:
+def _columns(t: Triple, text_id: Callable[[str], int], own: ChunkRows) -> tuple[Any, ...]:
     p = t.provenance
     if p is None:
         where: tuple[Any, ...] = (None,) * 5
     else:  # the document and chunk left out where they are the occurrence's own
         doc_id = None if p.doc_id == own.doc_id else p.doc_id
         chunk_id = None if p.chunk_id == own.chunk_id else p.chunk_id
-        where = (doc_id, chunk_id, p.start, p.end, texts.id(p.sentence))
+        where = (doc_id, chunk_id, p.start, p.end, text_id(p.sentence))
     same = p is not None and p.sentence == t.description
-    description = None if same else texts.id(t.description)
+    description = None if same else text_id(t.description)
     return (t.subject, t.predicate, t.object, description, *where)
 
 
-def _triple(row: Sequence[Any]) -> Triple:
+def _triple(row: Sequence[Any], text: Callable[[int], str]) -> Triple:
     s, p, o, description, doc_id, chunk_id, start, end, sentence = row
-    where = None if sentence is None else Provenance(doc_id, chunk_id, start, end, sentence)
-    return Triple(s, p, o, sentence if description is None else description, where)
+    if sentence is None:
+        return Triple(s, p, o, text(description), None)
+    said = text(sentence)
+    told = said if description is None else text(description)
+    return Triple(s, p, o, told, Provenance(doc_id, chunk_id, start, end, said))
 
 
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:
@@ -220,22 +190,27 @@ def assemble(
     store: GraphStore | None,
 ) -> KnowledgeGraph:
     """The graph of the stored rows, ``position`` giving each entity row's place in
-    ``entities``: the first occurrence of each triple id kept, as the builder does."""
+    ``entities``: the first occurrence of each triple id kept, as the builder does. The
+    rows' texts are read from the chunks' stored extractions (every one: this is
+    linear in the corpus anyway)."""
+    texts = {
+        key64(t): t
+        for (raw,) in conn.execute("SELECT extraction FROM chunks")
+        for t in extraction_texts(raw)
+    }
     mentions = {
         (c, position[e]): w for c, e, w in _in_order(conn, "mentions", "t.entity, t.weight")
     }
     descriptions = [
-        DescriptionRecord(position[e], text, c)
-        for c, e, text in _in_order(
-            conn, "descriptions", "t.entity, (SELECT text FROM texts WHERE id = t.text)"
-        )
+        DescriptionRecord(position[e], texts[text], c)
+        for c, e, text in _in_order(conn, "descriptions", "t.entity, t.text")
     ]
     kept: dict[int, tuple[int, int, Triple]] = {}
     for _, triple, s, o, *row in _in_order(
         conn, "occurrences", f"t.triple, t.subject, t.object, {_TRIPLE_COLUMNS}"
     ):
         if triple not in kept:
-            kept[triple] = (position[s], position[o], _triple(row))
+            kept[triple] = (position[s], position[o], _triple(row, texts.__getitem__))
     relations = [t for _, _, t in kept.values()]
     ends = [(s, o) for s, o, _ in kept.values()]
     builder = GraphBuilder.of(entities, descriptions, relations, ends, mentions, chunk_ids)

@@ -13,13 +13,14 @@ from dataclasses import replace
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.serde import (
+    FORM,
     compressed,
     extraction_from_data,
     extraction_to_json,
 )
 from quillian.types import Provenance, Triple
 
-__all__ = ["decode_extraction", "encode_extraction"]
+__all__ = ["decode_extraction", "encode_extraction", "extraction_texts"]
 
 
 def encode_extraction(extraction: Extraction) -> bytes:
@@ -46,3 +47,19 @@ def decode_extraction(raw: bytes) -> Extraction:
             for s, p, o, d, where in triples
         ),
     )
+
+
+def extraction_texts(raw: bytes) -> list[str]:
+    """The descriptions and sentences of the extraction :func:`encode_extraction` wrote,
+    each once: the compact form's list of texts, read without making the extraction's
+    rows (the texts the state's rows refer to by id, :mod:`.chunk_rows`)."""
+    data = json.loads(zlib.decompress(raw))
+    if isinstance(data, list) and len(data) > 3 and data[0] == FORM:
+        return [str(text) for text in data[3]]
+    extraction = decode_extraction(raw)  # a form before: its texts gathered
+    found = [e.description for e in extraction.entities]
+    for t in extraction.triples:
+        found.append(t.description)
+        if t.provenance is not None:
+            found.append(t.provenance.sentence)
+    return list(dict.fromkeys(found))

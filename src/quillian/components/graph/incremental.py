@@ -62,7 +62,7 @@ _key = normalize_name
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 8
+STATE_VERSION = 9  # 9: no table of texts (they are the extractions')
 _BATCH = 500  # SQLite host parameters per statement
 _STREAM = 256  # chunks a state creation holds decoded at once
 
@@ -493,7 +493,7 @@ class ResolutionState:
             if in_order:
                 self._resolve_batch(replay, batch)
         if not in_order:
-            for table in ("mentions", "descriptions", "occurrences", "texts"):
+            for table in ("mentions", "descriptions", "occurrences"):
                 self._conn.execute(f"DELETE FROM {table}")
             replay = _Replay(_ALL)
             for batch in iter_batches(self._stored_in_order(), _STREAM):
