@@ -42,30 +42,24 @@ def assert_same_graph(got: KnowledgeGraph, want: KnowledgeGraph) -> None:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
-def assert_texts_found(path: Path) -> int:
-    """Each text a row refers to is one of its own chunk's extraction's texts (the state
-    keeps no other copy of them), and no table of texts is kept; returns how many
-    references were checked."""
+def assert_rows_found(path: Path) -> int:
+    """Each description's text is one of its own chunk's extraction's texts, and each
+    occurrence's index names a triple of that extraction with the occurrence's triple
+    id (the state keeps no other copy of them; no table of texts); returns how many rows
+    were checked."""
     conn = sqlite3.connect(path)
     own = {
-        c: {key64(t) for t in extraction_texts(raw)}
-        for c, raw in conn.execute("SELECT chunk, extraction FROM chunks")
+        c: decode_extraction(raw) for c, raw in conn.execute("SELECT chunk, extraction FROM chunks")
     }
-    refs = [
-        (c, i)
-        for sql in (
-            "SELECT chunk, text FROM descriptions",
-            "SELECT chunk, description FROM occurrences",
-            "SELECT chunk, sentence FROM occurrences",
-        )
-        for c, i in conn.execute(sql)
-        if i is not None
-    ]
+    texts = {c: {key64(t) for t in extraction_texts(e)} for c, e in own.items()}
+    described = conn.execute("SELECT chunk, text FROM descriptions").fetchall()
+    occurred = conn.execute("SELECT chunk, at, triple FROM occurrences").fetchall()
     tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     conn.close()
-    assert all(i in own[c] for c, i in refs)
+    assert all(i in texts[c] for c, i in described)
+    assert all(key64(own[c].triples[at].id) == triple for c, at, triple in occurred)
     assert "texts" not in tables
-    return len(refs)
+    return len(described) + len(occurred)
 
 
 def assert_keys_indexed(path: Path) -> None:
@@ -101,9 +95,9 @@ def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) 
         state.apply(removed, changed, tag=str(step))
         assert state.chunk_ids() == list(corpus.clean(max_per_chunk).chunk_ids)
         state.close()
-        checked += assert_texts_found(path)
+        checked += assert_rows_found(path)
         assert_keys_indexed(path)
-    assert checked  # some step's rows referred to texts
+    assert checked  # some step's state held rows
     state = ResolutionState.open(path, max_per_chunk, tag="10")
     assert state is not None
     assert_same_graph(state.graph(), corpus.clean(max_per_chunk))
@@ -271,7 +265,7 @@ def test_a_new_state_streams_its_chunks_in_any_order(
     state = ResolutionState.create(path, iter(chunks), tag="b1")
     assert_same_graph(state.graph(), corpus.clean(64))
     state.close()
-    assert_texts_found(path)
+    assert_rows_found(path)
 
 
 def test_a_state_made_anew_is_packed(tmp_path: Path) -> None:

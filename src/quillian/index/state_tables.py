@@ -32,6 +32,7 @@ of the logged ids from the state as it is).
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import logging
 import shutil
@@ -53,7 +54,8 @@ from quillian.components.graph.builder import (
     graph_edges,
     write_graph,
 )
-from quillian.components.graph.compact import extraction_texts
+from quillian.components.graph.chunk_rows import triple_columns
+from quillian.components.graph.compact import decode_extraction, extraction_texts
 from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
@@ -98,8 +100,8 @@ GENERATION = "generation"
 COLUMNS_SUFFIX = ".columns"
 #: The id of the empty text (an empty description or sentence is stored as no text).
 _EMPTY = key64("")
-#: State chunks whose extractions are read for their texts at once.
-_TEXT_BATCH = 256
+#: State chunks whose extractions are read for their texts and triples at once.
+_READ_BATCH = 256
 
 #: Working tables of a whole write, in the connection's temporary database (in a file,
 #: so a large corpus's do not stay in memory): the chunks with their positions and
@@ -116,13 +118,21 @@ CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk INTEGER NOT NULL,
     seq INTEGER NOT NULL);
 """
 
-#: The texts counted by one step, those that may have no reference left, and the texts
-#: of the state's chunks read so far (the state keeps a text only in its chunk's
-#: extraction, :mod:`~quillian.components.graph.chunk_rows`).
+#: The texts counted by one step, and those that may have no reference left; the texts
+#: and triples of the state's chunks read so far (the state keeps them only in its
+#: chunks' extractions, :mod:`~quillian.components.graph.chunk_rows`), and the state's
+#: occurrences with their triples' columns (``occ``, for those chunks).
 _COUNTS = """
 CREATE TEMP TABLE counted (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TEMP TABLE uncounted (id INTEGER PRIMARY KEY);
 CREATE TEMP TABLE stexts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TEMP TABLE striples (chunk INTEGER NOT NULL, at INTEGER NOT NULL,
+    s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description INTEGER,
+    doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER,
+    PRIMARY KEY (chunk, at)) WITHOUT ROWID;
+CREATE TEMP VIEW occ AS SELECT so.chunk, so.seq, so.triple, so.subject, so.object,
+    x.s, x.p, x.o, x.description, x.doc_id, x.source_chunk, x.start, x.end, x.sentence
+    FROM st.occurrences so JOIN striples x ON x.chunk = so.chunk AND x.at = so.at;
 """
 
 #: Entity positions (the creating mentions' order), each stored chunk's place in index
@@ -284,7 +294,7 @@ class _Writer:
         self.path, self.state_path = path, state_path
         self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
         self.moved = moved
-        self.texts_read: set[int] = set()  # the state chunks whose texts are in stexts
+        self.chunks_read: set[int] = set()  # the state's chunks in stexts and striples
         same = chunk_ids is chunks.ids or list(chunk_ids) == chunks.ids
         self.chunk_rows = chunks.rows if same else rows_of(chunk_ids)
 
@@ -380,22 +390,31 @@ class _Writer:
         ]
         conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
-    def _read_texts(self, conn: sqlite3.Connection, chunks: str) -> None:
-        """The texts of the state's chunks whose keys ``chunks`` (a SELECT) gives, from
-        their stored extractions, into ``stexts`` (a chunk already read is not read
-        again)."""
-        read = self.texts_read
+    def _read_chunks(self, conn: sqlite3.Connection, chunks: str) -> None:
+        """The texts and triples of the state's chunks whose keys ``chunks`` (a SELECT)
+        gives, from their stored extractions, into ``stexts`` and ``striples`` (a chunk
+        already read is not read again)."""
+        read = self.chunks_read
         wanted = [c for (c,) in conn.execute(chunks).fetchall() if c not in read]
         read.update(wanted)
-        for start in range(0, len(wanted), _TEXT_BATCH):
-            batch = json.dumps(wanted[start : start + _TEXT_BATCH])
+        for start in range(0, len(wanted), _READ_BATCH):
             found = conn.execute(
-                "SELECT extraction FROM st.chunks WHERE chunk IN (SELECT value FROM json_each(?))",
-                (batch,),
+                "SELECT chunk, chunk_id, doc_id, extraction FROM st.chunks"
+                " WHERE chunk IN (SELECT value FROM json_each(?))",
+                (json.dumps(wanted[start : start + _READ_BATCH]),),
             ).fetchall()
+            extractions = [(c, i, d, decode_extraction(raw)) for c, i, d, raw in found]
             conn.executemany(
                 "INSERT OR IGNORE INTO stexts VALUES (?, ?)",
-                ((key64(t), t) for (raw,) in found for t in extraction_texts(raw)),
+                ((key64(t), t) for *_, e in extractions for t in extraction_texts(e)),
+            )
+            conn.executemany(
+                "INSERT INTO striples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (c, at, *triple_columns(t, d, i, _text_id))
+                    for c, i, d, e in extractions
+                    for at, t in enumerate(e.triples)
+                ),
             )
 
     # ----- whole ----------------------------------------------------------------------
@@ -427,13 +446,13 @@ class _Writer:
                 d.chunk, d.seq
             FROM st.descriptions d JOIN corder c USING (chunk)"""
         )
-        occurrences = "kept k JOIN st.occurrences o ON o.chunk = k.chunk AND o.seq = k.seq"
+        self._read_chunks(conn, "SELECT chunk FROM st.chunks")
+        occurrences = "kept k JOIN occ o ON o.chunk = k.chunk AND o.seq = k.seq"
         conn.execute(_SOURCES.format(occurrences=occurrences))
         conn.execute(
             "INSERT INTO relations" + _relation(row="k.pos", occurrences=occurrences),
             {"empty": _EMPTY},
         )
-        self._read_texts(conn, "SELECT chunk FROM st.chunks")
         _insert_state_texts(conn, "SELECT text FROM main.descriptions")
         _insert_state_texts(
             conn, "SELECT description FROM main.relations UNION SELECT sentence FROM main.relations"
@@ -616,7 +635,7 @@ class _Writer:
             FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row""",
             {"top": top},
         )
-        self._read_texts(conn, "SELECT row FROM cc")
+        self._read_chunks(conn, "SELECT row FROM cc")
         _insert_state_texts(
             conn, "SELECT d.text FROM cc CROSS JOIN st.descriptions d ON d.chunk = cc.row"
         )
@@ -642,13 +661,11 @@ class _Writer:
         _count_texts(conn, "relations", where, -1)
         conn.execute(f"DELETE FROM relations {where}")
         _script(conn, _FIRST)
-        found = "first f CROSS JOIN st.occurrences o ON o.chunk = f.chunk AND o.seq = f.seq"
-        self._read_texts(conn, "SELECT DISTINCT chunk FROM first")
+        found = "first f CROSS JOIN occ o ON o.chunk = f.chunk AND o.seq = f.seq"
+        self._read_chunks(conn, "SELECT DISTINCT chunk FROM first")
         _insert_state_texts(
             conn,
-            "SELECT o.description FROM first f CROSS JOIN st.occurrences o USING (chunk, seq)"
-            " UNION SELECT o.sentence FROM first f CROSS JOIN st.occurrences o"
-            " USING (chunk, seq)",
+            f"SELECT o.description FROM {found} UNION SELECT o.sentence FROM {found}",
         )
         conn.execute(_SOURCES.format(occurrences=found))
         (top,) = conn.execute("SELECT coalesce(max(row), -1) FROM relations").fetchone()
@@ -731,6 +748,10 @@ def _script(conn: sqlite3.Connection, sql: str) -> None:
 
 def _key64(text: str | None) -> int | None:
     return None if text is None else key64(text)
+
+
+#: A text's id, the texts of a chunk's triples repeating (a sentence names many pairs).
+_text_id = functools.lru_cache(maxsize=4096)(key64)
 
 
 def _lines(conn: sqlite3.Connection, sql: str) -> list[str]:

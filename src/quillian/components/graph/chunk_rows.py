@@ -35,11 +35,11 @@ from quillian.components.graph.builder import (
     GraphBuilder,
     KnowledgeGraph,
 )
-from quillian.components.graph.compact import extraction_texts
+from quillian.components.graph.compact import decode_extraction, extraction_texts
 from quillian.stores.protocols import GraphStore
-from quillian.types import Provenance, Triple, key64
+from quillian.types import Triple, key64
 
-__all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert"]
+__all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert", "triple_columns"]
 
 SCHEMA = """
 CREATE TABLE mentions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -48,21 +48,12 @@ CREATE TABLE descriptions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
     entity INTEGER NOT NULL, text INTEGER NOT NULL, PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
 CREATE TABLE occurrences (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
     triple INTEGER NOT NULL, subject INTEGER NOT NULL, object INTEGER NOT NULL,
-    s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description INTEGER,
-    doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER,
-    PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
+    at INTEGER NOT NULL, PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
 CREATE INDEX occurrences_triple ON occurrences (triple);
 """
-#: An occurrence's provenance, where it has one (``sentence`` not NULL), names a
-#: document and a chunk: ``doc_id`` NULL where that is its chunk's document,
-#: ``source_chunk`` NULL where it is its own chunk (as is most often the case).
-#: An occurrence's triple as the columns ``s`` to ``sentence`` of alias ``t`` (joined
-#: to its chunk ``c``), its texts by id (``sentence`` NULL: no provenance;
-#: ``description`` NULL: the sentence's text).
-_TRIPLE_COLUMNS = (
-    "t.s, t.p, t.o, t.description, coalesce(t.doc_id, c.doc_id),"
-    " coalesce(t.source_chunk, c.chunk_id), t.start, t.end, t.sentence"
-)
+#: An occurrence's triple is the one at index ``at`` of its chunk's stored extraction:
+#: its words, texts and provenance are read from there (:func:`triple_columns`), not
+#: kept again in its row.
 _TABLES = ("mentions", "descriptions", "occurrences")
 
 
@@ -70,14 +61,14 @@ _TABLES = ("mentions", "descriptions", "occurrences")
 class ChunkRows:
     """One chunk's part of the graph, entities by row: mentions ``(row, weight)``,
     descriptions ``(row, text)``, relation occurrences ``(subject row, object row,
-    triple)``, each in the order :meth:`GraphBuilder.add` meets them; the chunk's id
-    and its document's."""
+    triple, its index in the extraction)``, each in the order :meth:`GraphBuilder.add`
+    meets them; the chunk's id and its document's."""
 
     chunk_id: str
     doc_id: str
     mentions: list[tuple[int, float]]
     descriptions: list[tuple[int, str]]
-    occurrences: list[tuple[int, int, Triple]]
+    occurrences: list[tuple[int, int, Triple, int]]
 
 
 def derive(
@@ -106,10 +97,10 @@ def derive(
         if entity.description:
             descriptions.setdefault((row, entity.description), None)
     occurrences = []
-    for triple in extraction.triples:
+    for at, triple in enumerate(extraction.triples):
         subject, obj = key(triple.subject), key(triple.object)
         if subject and obj and (ends := (owner(subject), owner(obj)))[0] != ends[1]:
-            occurrences.append((*ends, triple))
+            occurrences.append((*ends, triple, at))
     chunk_id = extraction.chunk_id
     return ChunkRows(chunk_id, doc_id, list(mentions.items()), list(descriptions), occurrences)
 
@@ -143,35 +134,33 @@ def insert(conn: sqlite3.Connection, rows: Iterable[ChunkRows]) -> None:
         ),
     )
     conn.executemany(
-        "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?)",
         (
-            (c, i, key64(t.id), s, o, *_columns(t, text_id, r))
+            (c, i, key64(t.id), s, o, at)
             for c, r in zip(keys, rows, strict=True)
-            for i, (s, o, t) in enumerate(r.occurrences)
+            for i, (s, o, t, at) in enumerate(r.occurrences)
         ),
     )
 
 
-def _columns(t: Triple, text_id: Callable[[str], int], own: ChunkRows) -> tuple[Any, ...]:
+def triple_columns(
+    t: Triple, doc_id: str, chunk_id: str, text_id: Callable[[str], int]
+) -> tuple[Any, ...]:
+    """The columns ``s, p, o, description, doc_id, source_chunk, start, end, sentence``
+    of a triple of the chunk ``chunk_id`` of document ``doc_id``, its texts by id
+    (``text_id``): ``sentence`` NULL where it has no provenance, ``description`` NULL
+    where it is the sentence's text, ``doc_id`` and ``source_chunk`` NULL where the
+    provenance names the triple's own document and chunk (as most often)."""
     p = t.provenance
     if p is None:
         where: tuple[Any, ...] = (None,) * 5
-    else:  # the document and chunk left out where they are the occurrence's own
-        doc_id = None if p.doc_id == own.doc_id else p.doc_id
-        chunk_id = None if p.chunk_id == own.chunk_id else p.chunk_id
-        where = (doc_id, chunk_id, p.start, p.end, text_id(p.sentence))
+    else:
+        doc = None if p.doc_id == doc_id else p.doc_id
+        chunk = None if p.chunk_id == chunk_id else p.chunk_id
+        where = (doc, chunk, p.start, p.end, text_id(p.sentence))
     same = p is not None and p.sentence == t.description
     description = None if same else text_id(t.description)
     return (t.subject, t.predicate, t.object, description, *where)
-
-
-def _triple(row: Sequence[Any], text: Callable[[int], str]) -> Triple:
-    s, p, o, description, doc_id, chunk_id, start, end, sentence = row
-    if sentence is None:
-        return Triple(s, p, o, text(description), None)
-    said = text(sentence)
-    told = said if description is None else text(description)
-    return Triple(s, p, o, told, Provenance(doc_id, chunk_id, start, end, said))
 
 
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:
@@ -191,13 +180,12 @@ def assemble(
 ) -> KnowledgeGraph:
     """The graph of the stored rows, ``position`` giving each entity row's place in
     ``entities``: the first occurrence of each triple id kept, as the builder does. The
-    rows' texts are read from the chunks' stored extractions (every one: this is
-    linear in the corpus anyway)."""
-    texts = {
-        key64(t): t
-        for (raw,) in conn.execute("SELECT extraction FROM chunks")
-        for t in extraction_texts(raw)
+    rows' texts and triples are read from the chunks' stored extractions (every one:
+    this is linear in the corpus anyway)."""
+    extractions = {
+        c: decode_extraction(raw) for c, raw in conn.execute("SELECT chunk, extraction FROM chunks")
     }
+    texts = {key64(t): t for e in extractions.values() for t in extraction_texts(e)}
     mentions = {
         (c, position[e]): w for c, e, w in _in_order(conn, "mentions", "t.entity, t.weight")
     }
@@ -206,11 +194,11 @@ def assemble(
         for c, e, text in _in_order(conn, "descriptions", "t.entity, t.text")
     ]
     kept: dict[int, tuple[int, int, Triple]] = {}
-    for _, triple, s, o, *row in _in_order(
-        conn, "occurrences", f"t.triple, t.subject, t.object, {_TRIPLE_COLUMNS}"
+    for _, triple, s, o, chunk, at in _in_order(
+        conn, "occurrences", "t.triple, t.subject, t.object, t.chunk, t.at"
     ):
         if triple not in kept:
-            kept[triple] = (position[s], position[o], _triple(row, texts.__getitem__))
+            kept[triple] = (position[s], position[o], extractions[chunk].triples[at])
     relations = [t for _, _, t in kept.values()]
     ends = [(s, o) for s, o, _ in kept.values()]
     builder = GraphBuilder.of(entities, descriptions, relations, ends, mentions, chunk_ids)

@@ -13,7 +13,6 @@ from dataclasses import replace
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.serde import (
-    FORM,
     compressed,
     extraction_from_data,
     extraction_to_json,
@@ -49,15 +48,13 @@ def decode_extraction(raw: bytes) -> Extraction:
     )
 
 
-def extraction_texts(raw: bytes) -> list[str]:
-    """The descriptions and sentences of the extraction :func:`encode_extraction` wrote,
-    each once: the compact form's list of texts, read without making the extraction's
-    rows (the texts the state's rows refer to by id, :mod:`.chunk_rows`)."""
-    data = json.loads(zlib.decompress(raw))
-    if isinstance(data, list) and len(data) > 3 and data[0] == FORM:
-        return [str(text) for text in data[3]]
-    extraction = decode_extraction(raw)  # a form before: its texts gathered
-    found = [e.description for e in extraction.entities]
+def extraction_texts(extraction: Extraction) -> list[str]:
+    """The descriptions and sentences of ``extraction``, each once, in the order its
+    compact form lists them: the texts the state's rows refer to by id
+    (:mod:`.chunk_rows`)."""
+    found = []
+    for e in extraction.entities:
+        found.append(e.description)
     for t in extraction.triples:
         found.append(t.description)
         if t.provenance is not None:

@@ -62,7 +62,7 @@ _key = normalize_name
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 9  # 9: no table of texts (they are the extractions')
+STATE_VERSION = 10  # 9: no table of texts; 10: an occurrence names its triple by index
 _BATCH = 500  # SQLite host parameters per statement
 _STREAM = 256  # chunks a state creation holds decoded at once
 
