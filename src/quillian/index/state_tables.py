@@ -81,9 +81,11 @@ from quillian.index.tables import (
     order_arrays,
     patched_fingerprint,
     save_array,
+    text_functions,
+    text_of,
 )
 from quillian.stores.integrity import copy_with_digest, file_digest
-from quillian.stores.packed import UnpackedTexts, pack_text
+from quillian.stores.packed import pack_text
 from quillian.stores.protocols import GraphStore
 from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
 from quillian.types import Chunk, key64
@@ -125,7 +127,7 @@ CREATE TEMP TABLE kept (pos INTEGER PRIMARY KEY, chunk INTEGER NOT NULL,
 _COUNTS = """
 CREATE TEMP TABLE counted (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TEMP TABLE uncounted (id INTEGER PRIMARY KEY);
-CREATE TEMP TABLE stexts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TEMP TABLE stexts (id INTEGER PRIMARY KEY, text TEXT NOT NULL, chunk INTEGER NOT NULL);
 CREATE TEMP TABLE striples (chunk INTEGER NOT NULL, at INTEGER NOT NULL,
     s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL, description INTEGER,
     doc_id TEXT, source_chunk TEXT, start INTEGER, end INTEGER, sentence INTEGER,
@@ -329,9 +331,7 @@ class _Writer:
         conn = sqlite3.connect(db.absolute().as_uri(), uri=True, isolation_level=None)
         try:
             conn.create_function("key64", 1, _key64, deterministic=True)
-            conn.create_function(
-                "chunk_text", 2, UnpackedTexts(), deterministic=True
-            )  # a chunk's text from its row's body, recent ones kept
+            text_functions(conn)  # chunk_text: a chunk's text from its row's body
             conn.create_function("desc_node", 3, description_node_id, deterministic=True)
             conn.execute("PRAGMA journal_mode = OFF")  # a file in a folder swapped in whole
             if not patch:
@@ -405,8 +405,8 @@ class _Writer:
             ).fetchall()
             extractions = [(c, i, d, decode_extraction(raw)) for c, i, d, raw in found]
             conn.executemany(
-                "INSERT OR IGNORE INTO stexts VALUES (?, ?)",
-                ((key64(t), t) for *_, e in extractions for t in extraction_texts(e)),
+                "INSERT OR IGNORE INTO stexts VALUES (?, ?, ?)",
+                ((key64(t), t, c) for c, *_, e in extractions for t in extraction_texts(e)),
             )
             conn.executemany(
                 "INSERT INTO striples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -437,7 +437,8 @@ class _Writer:
             {"e": _EMPTY},
         )
         conn.execute(
-            "INSERT OR IGNORE INTO texts SELECT title_id, title, 0 FROM chunk_pos WHERE title != ''"
+            "INSERT OR IGNORE INTO texts (id, text, refs)"
+            " SELECT title_id, title, 0 FROM chunk_pos WHERE title != ''"
         )
         conn.execute("INSERT INTO entities SELECT row, name, type, aliases FROM st.entities")
         conn.execute(
@@ -547,6 +548,16 @@ class _Writer:
             ((chunk_id,) for chunk_id in named),
         )
         _count_texts(conn, "chunks", "WHERE row IN (SELECT row FROM dc)", -1)
+        # texts kept as spans of a chunk that goes are kept whole (rows of other chunks
+        # may read them; those no row reads are deleted after); a chunk written again
+        # (its title changed) keeps its row and text
+        again = json.dumps(self.chunk_rows[new].tolist())
+        conn.execute(
+            f"UPDATE texts SET text = {text_of('texts')}, chunk = NULL, start = NULL,"
+            " end = NULL WHERE chunk IN (SELECT row FROM dc)"
+            " AND chunk NOT IN (SELECT value FROM json_each(?))",
+            (again,),
+        )
         conn.execute("DELETE FROM chunks WHERE row IN (SELECT row FROM dc)")
         conn.execute("CREATE TEMP TABLE nc (row INTEGER PRIMARY KEY)")
         rows = [
@@ -715,7 +726,7 @@ INSERT INTO first SELECT triple, chunk, seq FROM (
 #: The rows of the logged chunks' descriptions as the fingerprint takes them (a chunk
 #: gone from the tables still named, by the log).
 _DESCRIPTION_LINES = (
-    "SELECT json_array(d.row, d.entity, t.text, cc.chunk_id) FROM cc"
+    f"SELECT json_array(d.row, d.entity, {text_of('t')}, cc.chunk_id) FROM cc"
     " CROSS JOIN descriptions d ON d.chunk = cc.row JOIN texts t ON t.id = d.text"
     " ORDER BY d.row"
 )
@@ -781,18 +792,28 @@ def _insert_texts(conn: sqlite3.Connection, texts: Iterable[str]) -> None:
     """Add the ``texts`` the database lacks, with no reference counted yet (and as
     candidates to delete, should no row count them)."""
     rows = [(key64(t), t) for t in set(texts)]
-    conn.executemany("INSERT OR IGNORE INTO texts VALUES (?, ?, 0)", rows)
+    conn.executemany("INSERT OR IGNORE INTO texts (id, text, refs) VALUES (?, ?, 0)", rows)
     conn.executemany("INSERT OR IGNORE INTO uncounted VALUES (?)", ((i,) for i, _ in rows))
 
 
 def _insert_state_texts(conn: sqlite3.Connection, ids: str) -> None:
     """Add the state's texts whose ids ``ids`` (a SELECT) gives that the database lacks,
-    with no reference counted yet (from those read, :meth:`_Writer._read_texts`)."""
-    for sql in (
-        "INSERT OR IGNORE INTO texts SELECT x.id, x.text, 0 FROM stexts x",
-        "INSERT OR IGNORE INTO uncounted SELECT x.id FROM stexts x",
-    ):
-        conn.execute(f"{sql} WHERE x.id IN ({ids}) AND x.id != :e", {"e": _EMPTY})
+    with no reference counted yet (from those read, :meth:`_Writer._read_chunks`): a
+    text found in the text of the chunk it was read from as that span of it."""
+    new = f"x.id IN ({ids}) AND x.id != :e AND x.id NOT IN (SELECT id FROM main.texts)"
+    conn.execute(
+        f"INSERT OR IGNORE INTO uncounted SELECT x.id FROM stexts x WHERE {new}", {"e": _EMPTY}
+    )
+    conn.execute(
+        f"""INSERT INTO texts
+        SELECT id, CASE WHEN at > 0 THEN NULL ELSE text END, 0,
+            CASE WHEN at > 0 THEN chunk END, CASE WHEN at > 0 THEN at - 1 END,
+            CASE WHEN at > 0 THEN at - 1 + length(text) END
+        FROM (SELECT x.id, x.text, x.chunk, CASE WHEN c.row IS NULL THEN 0
+                ELSE instr(chunk_text(c.row, c.body), x.text) END AS at
+            FROM stexts x LEFT JOIN main.chunks c ON c.row = x.chunk WHERE {new})""",
+        {"e": _EMPTY},
+    )
 
 
 #: What :class:`_Columns` reads of each table: every row, or after a patch the rows of
@@ -801,7 +822,8 @@ _COLUMN_ROWS = {
     "descriptions": (
         # a description's node id is computed, not stored: from its entity's node id,
         # its chunk's id and its text
-        "SELECT d.row, d.chunk, d.seq, d.entity, d.text, desc_node(e.node_id, c.id, t.text)"
+        "SELECT d.row, d.chunk, d.seq, d.entity, d.text,"
+        f" desc_node(e.node_id, c.id, {text_of('t')})"
         " FROM descriptions d JOIN st.entities e ON e.row = d.entity"
         " JOIN chunks c ON c.row = d.chunk JOIN texts t ON t.id = d.text {where}"
         " ORDER BY d.row",

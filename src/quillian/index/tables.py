@@ -64,6 +64,7 @@ from quillian.stores.snapshot import GraphSnapshot, distinct_order
 from quillian.types import Chunk, Provenance, Triple, key64
 
 __all__ = [
+    "KEYED_WHOLE_TEXTS",
     "KEY_ARRAYS",
     "TABLES_DB",
     "DistinctTexts",
@@ -74,6 +75,8 @@ __all__ = [
     "patched_fingerprint",
     "save_array",
     "save_tables",
+    "text_functions",
+    "text_of",
 ]
 
 #: The database, relative to the index directory.
@@ -96,17 +99,21 @@ KEY_ARRAYS = frozenset({"chunk_order", "chunk_keys", "text_keys"})
 LAYOUT = "layout"
 #: Rows keyed by ids, a chunk's text its row's ``body``, a description's chunk its
 #: ``chunk`` key alone (its node id is computed from its entity's, its chunk's id and
-#: its text, not stored); the layout every build writes.
-KEYED = "keyed-3"
+#: its text, not stored), a text found in a chunk's text kept as that span of it
+#: (:func:`text_of`); the layout every build writes.
+KEYED = "keyed-4"
 #: The layouts before, read but never patched (a build writes such tables whole again):
-#: a description's chunk id and node id also in its row (``keyed-2``), and a chunk's
-#: text also in ``texts`` (``keyed-1``).
+#: every text kept whole (``keyed-3``), a description's chunk id and node id also in its
+#: row (``keyed-2``), and a chunk's text also in ``texts`` (``keyed-1``).
+KEYED_WHOLE_TEXTS = "keyed-3"
 KEYED_BODIES = "keyed-2"
 KEYED_TEXTS = "keyed-1"
 
 DDL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL, refs INTEGER NOT NULL);
+CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT, refs INTEGER NOT NULL,
+    chunk INTEGER, start INTEGER, end INTEGER);
+CREATE INDEX texts_chunk ON texts (chunk);
 CREATE TABLE chunks (row INTEGER PRIMARY KEY, id TEXT NOT NULL, title INTEGER,
     body NOT NULL);
 CREATE TABLE entities (row INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
@@ -132,6 +139,24 @@ CREATE INDEX alias_ids_entity ON alias_ids (entity);
 """
 
 T = TypeVar("T")
+
+
+def text_of(alias: str) -> str:
+    """SQL for the text of the ``texts`` row ``alias`` (NULL where a left join found
+    none): its ``text``, or for a span (``chunk`` not NULL) its chunk's text between
+    its offsets, the chunk read only then (needs :func:`text_functions` on the
+    connection)."""
+    return (
+        f"CASE WHEN {alias}.chunk IS NULL THEN {alias}.text ELSE substr(chunk_text("
+        f"{alias}.chunk, (SELECT sc.body FROM chunks sc WHERE sc.row = {alias}.chunk)),"
+        f" {alias}.start + 1, {alias}.end - {alias}.start) END"
+    )
+
+
+def text_functions(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` what :func:`text_of` calls: ``chunk_text(row, body)``, a chunk's
+    text from its row's body, the recent ones kept."""
+    conn.create_function("chunk_text", 2, UnpackedTexts(), deterministic=True)
 
 
 def first_seen(
@@ -183,6 +208,7 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
     )
     conn = sqlite3.connect(path / Path(TABLES_DB).name, isolation_level=None)
     try:
+        text_functions(conn)
         conn.execute("PRAGMA journal_mode = OFF")  # a new file in a folder swapped in whole
         conn.executescript(DDL)
         conn.execute("BEGIN")
@@ -343,7 +369,7 @@ class _TableWriter:
         )
         self.insert("INSERT INTO alias_ids VALUES (?, ?)", kg._alias_ids.items())
         self.insert(
-            "INSERT INTO texts VALUES (?, ?, ?)",
+            "INSERT INTO texts (id, text, refs) VALUES (?, ?, ?)",
             ((i, text, self.refs[i]) for text, i in self.texts.items()),
         )
         counts = {
@@ -380,7 +406,7 @@ def fingerprint(conn: sqlite3.Connection, orders: dict[str, npt.NDArray[np.int64
     digest = hashlib.sha256()
     for sql in (
         "SELECT json_array(row, name, type, aliases) AS line FROM entities ORDER BY row",
-        "SELECT json_array(d.row, d.entity, t.text, c.id) AS line FROM descriptions d"
+        f"SELECT json_array(d.row, d.entity, {text_of('t')}, c.id) AS line FROM descriptions d"
         " JOIN texts t ON t.id = d.text JOIN chunks c ON c.row = d.chunk ORDER BY d.row",
     ):
         (lines,) = conn.execute(f"SELECT group_concat(line, char(10)) FROM ({sql})").fetchone()
@@ -418,6 +444,7 @@ class _Database:
         uri = path.absolute().as_uri() + "?immutable=1"
         try:
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            text_functions(self._conn)
             self._conn.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()
         except sqlite3.Error as exc:
             raise damaged(path, f"unreadable tables: {exc}") from exc
@@ -526,15 +553,17 @@ class StoredTables:
         self._lock = threading.Lock()
         #: Rows keyed by ids, placed by the order arrays (else by position).
         layout = meta.get(LAYOUT)
-        self.keyed = layout in (KEYED, KEYED_BODIES, KEYED_TEXTS)
+        self.keyed = layout in (KEYED, KEYED_WHOLE_TEXTS, KEYED_BODIES, KEYED_TEXTS)
         #: A chunk's text is its row's body (else a text of ``texts``).
-        self._bodies = layout in (KEYED, KEYED_BODIES)
+        self._bodies = layout in (KEYED, KEYED_WHOLE_TEXTS, KEYED_BODIES)
         #: A description's chunk id, read from its chunk's row (else its own).
         self._description_chunk = (
             ("dc.id", " JOIN chunks dc ON dc.row = d.chunk")
-            if layout == KEYED
+            if layout in (KEYED, KEYED_WHOLE_TEXTS)
             else ("d.chunk_id", "")
         )
+        #: The SQL of a ``texts`` row's text (a span read from its chunk, or whole).
+        self._text: Callable[[str], str] = text_of if layout == KEYED else "{}.text".format
         #: The chunk texts relations' sentences were last read from.
         self._chunk_bodies = UnpackedTexts()
         self._key = "row" if self.keyed else "pos"
@@ -544,7 +573,7 @@ class StoredTables:
             else self._rows("t.text", "chunks c LEFT JOIN texts t ON t.id = c.text", _first)
         )
         self.chunk_titles: _Rows[str] = self._rows(
-            "t.text", "chunks c LEFT JOIN texts t ON t.id = c.title", _first
+            self._text("t"), "chunks c LEFT JOIN texts t ON t.id = c.title", _first
         )
 
     def _order(self, table: str) -> npt.NDArray[np.int64] | None:
@@ -584,14 +613,14 @@ class StoredTables:
             snapshot=snapshot,
             entities=self._rows("e.name, e.type, e.aliases", "entities e", _entity),
             descriptions=self._rows(
-                f"d.entity, t.text, {self._description_chunk[0]}",
+                f"d.entity, {self._text('t')}, {self._description_chunk[0]}",
                 "descriptions d JOIN texts t ON t.id = d.text" + self._description_chunk[1],
                 self._description,
             ),
             chunk_ids=self._rows("c.id", "chunks c", _first),
             relations=self._rows(
-                "r.subject, r.predicate, r.object, d.text, s.doc_id, s.chunk_id, "
-                f"r.start, r.end, r.sentence, t.text, {chunk_text[0]}",
+                f"r.subject, r.predicate, r.object, {self._text('d')}, s.doc_id, s.chunk_id, "
+                f"r.start, r.end, r.sentence, {self._text('t')}, {chunk_text[0]}",
                 "relations r "
                 "LEFT JOIN texts d ON d.id = r.description "
                 "LEFT JOIN sources s ON s.id = r.source "
@@ -610,11 +639,12 @@ class StoredTables:
         no row decoded."""
         key = self._key
         descriptions = self.db.query(
-            f"SELECT d.{key}, t.text FROM descriptions d JOIN texts t ON t.id = d.text"
-            f" ORDER BY d.{key}"
+            f"SELECT d.{key}, {self._text('t')} FROM descriptions d"
+            f" JOIN texts t ON t.id = d.text ORDER BY d.{key}"
         )
         relations = self.db.query(
-            f"SELECT r.{key}, coalesce(t.text, r.subject || ' ' || r.predicate || ' ' || r.object)"
+            f"SELECT r.{key}, coalesce({self._text('t')},"
+            " r.subject || ' ' || r.predicate || ' ' || r.object)"
             f" FROM relations r LEFT JOIN texts t ON t.id = r.description ORDER BY r.{key}"
         )
         return (
@@ -648,7 +678,8 @@ class StoredTables:
             wanted = in_order[at].tolist()
             stored = dict(
                 self.db.query(
-                    "SELECT id, text FROM texts WHERE id IN (SELECT value FROM json_each(?))",
+                    f"SELECT t.id, {self._text('t')} FROM texts t"
+                    " WHERE t.id IN (SELECT value FROM json_each(?))",
                     (json.dumps(wanted),),
                 )
             )

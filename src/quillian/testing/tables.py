@@ -17,9 +17,12 @@ from quillian.index.tables import (
     IN_CHUNK,
     KEYED_BODIES,
     KEYED_TEXTS,
+    KEYED_WHOLE_TEXTS,
     LAYOUT,
     TABLES_DB,
     StoredTables,
+    text_functions,
+    text_of,
 )
 from quillian.stores.packed import unpack_text
 from quillian.stores.snapshot import GraphSnapshot
@@ -33,6 +36,7 @@ __all__ = [
     "description_chunk_ids",
     "graph_outputs",
     "table_rows",
+    "whole_texts",
 ]
 
 
@@ -54,7 +58,8 @@ def table_rows(directory: Path) -> dict[str, Any]:
     conn = sqlite3.connect(directory / TABLES_DB)
     try:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        texts = dict(conn.execute("SELECT id, text FROM texts").fetchall())
+        text_functions(conn)
+        texts = dict(conn.execute(f"SELECT t.id, {tables._text('t')} FROM texts t").fetchall())
         if tables.keyed:
             chunk_texts = ("SELECT text FROM chunks",) if meta[LAYOUT] == KEYED_TEXTS else ()
             refs = Counter(
@@ -111,13 +116,27 @@ def table_rows(directory: Path) -> dict[str, Any]:
     return out
 
 
+def whole_texts(directory: Path, snapshot: GraphSnapshot | None = None) -> None:
+    """Turn the tables under ``directory`` into layout ``keyed-3``, as a build before
+    texts were kept as spans of their chunks wrote them: every text whole."""
+    conn = sqlite3.connect(directory / TABLES_DB)
+    text_functions(conn)
+    conn.execute(
+        f"UPDATE texts SET text = {text_of('texts')}, chunk = NULL, start = NULL, end = NULL"
+    )
+    conn.execute("UPDATE meta SET value = ? WHERE key = ?", (KEYED_WHOLE_TEXTS, LAYOUT))
+    conn.commit()
+    conn.close()
+
+
 def description_chunk_ids(directory: Path, snapshot: GraphSnapshot | None = None) -> None:
     """Turn the tables under ``directory`` into layout ``keyed-2``, as a build before
     descriptions named their chunk by its key alone wrote them: each description's row
     holding its chunk's id and its node id too (``snapshot``: the graph's, where it is
-    not stored under ``directory``)."""
+    not stored under ``directory``), and every text whole (as in ``keyed-3``)."""
     if snapshot is None:
         snapshot = GraphSnapshot.load(directory / "graph", verify=False)
+    whole_texts(directory)
     positions = np.load(directory / "tables" / "entity_positions.npy")
     conn = sqlite3.connect(directory / TABLES_DB)
     conn.execute("ALTER TABLE descriptions ADD COLUMN chunk_id TEXT")
@@ -150,7 +169,8 @@ def chunk_texts_in_texts(directory: Path, snapshot: GraphSnapshot | None = None)
     for row, body in conn.execute("SELECT row, body FROM chunks").fetchall():
         text = unpack_text(body)
         conn.execute(
-            "INSERT INTO texts VALUES (?, ?, 1) ON CONFLICT (id) DO UPDATE SET refs = refs + 1",
+            "INSERT INTO texts (id, text, refs) VALUES (?, ?, 1)"
+            " ON CONFLICT (id) DO UPDATE SET refs = refs + 1",
             (key64(text), text),
         )
         conn.execute("UPDATE chunks SET text = ? WHERE row = ?", (key64(text), row))
