@@ -4,19 +4,26 @@ state from its file; a missing, damaged or foreign state opens as None."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 import sqlite3
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.graph import incremental
+from quillian.components.graph import chunk_rows, incremental
 from quillian.components.graph.builder import KnowledgeGraph
-from quillian.components.graph.compact import decode_extraction, extraction_texts
+from quillian.components.graph.compact import (
+    decode_extraction,
+    encode_extraction,
+    extraction_texts,
+)
 from quillian.components.graph.incremental import (
     ChunkExtraction,
     ResolutionState,
@@ -24,6 +31,7 @@ from quillian.components.graph.incremental import (
 )
 from quillian.errors import InputError
 from quillian.testing.resolution import RandomCorpus as _Corpus
+from quillian.testing.resolution import random_extraction
 from quillian.types import key64
 
 
@@ -284,3 +292,55 @@ def test_a_state_made_anew_is_packed(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert path.stat().st_size == copy.stat().st_size > 20 * 4096
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stored_columns_read_the_compact_form_as_the_decoded_triples_give_them(
+    seed: int,
+) -> None:
+    """What the tables writer reads of a stored extraction without decoding it (its
+    texts, each triple's columns) is what the decoded extraction gives, provenance
+    naming another document or chunk included; and a form before is decoded."""
+    rng = random.Random(seed)
+    for n in range(20):
+        extraction = random_extraction(rng, f"c{n}", f"d{n % 3}")
+        if n % 2:  # a relation described by its sentence, as spaCy's are
+            extraction = dataclasses.replace(
+                extraction,
+                triples=tuple(
+                    t
+                    if t.provenance is None
+                    else dataclasses.replace(t, description=t.provenance.sentence)
+                    for t in extraction.triples
+                ),
+            )
+        raw = encode_extraction(extraction)
+        decoded = decode_extraction(raw)
+        want = (
+            extraction_texts(decoded),
+            [chunk_rows.triple_columns(t, f"d{n % 3}", f"c{n}", key64) for t in decoded.triples],
+        )
+        assert chunk_rows.stored_columns(raw, f"d{n % 3}", f"c{n}") == want
+        assert chunk_rows.stored_columns(raw, "another", "other")[1] == [
+            chunk_rows.triple_columns(t, "another", "other", key64) for t in decoded.triples
+        ]
+        before = [  # the list a state of an earlier version kept, texts in place
+            extraction.chunk_id,
+            extraction.doc_id,
+            [
+                [e.name, e.type, list(e.aliases), e.description, e.is_topic, e.start, e.end]
+                for e in extraction.entities
+            ],
+            [
+                [
+                    t.subject,
+                    t.predicate,
+                    t.object,
+                    t.description,
+                    None if t.provenance is None else list(dataclasses.astuple(t.provenance)),
+                ]
+                for t in extraction.triples
+            ],
+        ]
+        old = zlib.compress(json.dumps(before).encode())
+        assert chunk_rows.stored_columns(old, f"d{n % 3}", f"c{n}") == want

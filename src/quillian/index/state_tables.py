@@ -32,7 +32,6 @@ of the logged ids from the state as it is).
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import logging
 import shutil
@@ -54,8 +53,7 @@ from quillian.components.graph.builder import (
     graph_edges,
     write_graph,
 )
-from quillian.components.graph.chunk_rows import triple_columns
-from quillian.components.graph.compact import decode_extraction, extraction_texts
+from quillian.components.graph.chunk_rows import stored_columns
 from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
@@ -403,18 +401,14 @@ class _Writer:
                 " WHERE chunk IN (SELECT value FROM json_each(?))",
                 (json.dumps(wanted[start : start + _READ_BATCH]),),
             ).fetchall()
-            extractions = [(c, i, d, decode_extraction(raw)) for c, i, d, raw in found]
+            stored = [(c, *stored_columns(raw, d, i)) for c, i, d, raw in found]
             conn.executemany(
                 "INSERT OR IGNORE INTO stexts VALUES (?, ?, ?)",
-                ((key64(t), t, c) for c, *_, e in extractions for t in extraction_texts(e)),
+                ((key64(t), t, c) for c, texts, _ in stored for t in texts),
             )
             conn.executemany(
                 "INSERT INTO striples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    (c, at, *triple_columns(t, d, i, _text_id))
-                    for c, i, d, e in extractions
-                    for at, t in enumerate(e.triples)
-                ),
+                ((c, at, *row) for c, _, rows in stored for at, row in enumerate(rows)),
             )
 
     # ----- whole ----------------------------------------------------------------------
@@ -759,10 +753,6 @@ def _script(conn: sqlite3.Connection, sql: str) -> None:
 
 def _key64(text: str | None) -> int | None:
     return None if text is None else key64(text)
-
-
-#: A text's id, the texts of a chunk's triples repeating (a sentence names many pairs).
-_text_id = functools.lru_cache(maxsize=4096)(key64)
 
 
 def _lines(conn: sqlite3.Connection, sql: str) -> list[str]:

@@ -52,7 +52,9 @@ def random_extraction(rng: random.Random, chunk_id: str, doc_id: str) -> Extract
         # elsewhere: another chunk's sentence, which may or may not be in the build
         source = chunk_id if rng.random() < 0.8 else f"c{rng.randrange(1, 40)}"
         prov = Provenance(doc_id, source, 0, 1, "s") if rng.random() < 0.7 else None
-        triples.append(Triple(subject, rng.choice(["in", "of"]), obj, rng.choice(["", "x"]), prov))
+        # a description: none, its own, or its sentence (as spaCy's relations have)
+        told = rng.choice(["", "x", "s"])
+        triples.append(Triple(subject, rng.choice(["in", "of"]), obj, told, prov))
     return Extraction(chunk_id, doc_id, entities, tuple(triples))
 
 

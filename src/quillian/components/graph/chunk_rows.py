@@ -21,12 +21,15 @@ that text's 78 MB state).
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from quillian.components.extraction.base import Extraction
+from quillian.components.extraction.serde import FORM
 from quillian.components.graph.builder import (
     MENTION_WEIGHT,
     TOPIC_WEIGHT,
@@ -39,7 +42,16 @@ from quillian.components.graph.compact import decode_extraction, extraction_text
 from quillian.stores.protocols import GraphStore
 from quillian.types import Triple, key64
 
-__all__ = ["SCHEMA", "ChunkRows", "assemble", "delete", "derive", "insert", "triple_columns"]
+__all__ = [
+    "SCHEMA",
+    "ChunkRows",
+    "assemble",
+    "delete",
+    "derive",
+    "insert",
+    "stored_columns",
+    "triple_columns",
+]
 
 SCHEMA = """
 CREATE TABLE mentions (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -161,6 +173,44 @@ def triple_columns(
     same = p is not None and p.sentence == t.description
     description = None if same else text_id(t.description)
     return (t.subject, t.predicate, t.object, description, *where)
+
+
+def stored_columns(
+    raw: bytes, doc_id: str, chunk_id: str
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The texts of the extraction :func:`~.compact.encode_extraction` stored as ``raw``
+    for the chunk ``chunk_id`` of document ``doc_id`` (:func:`~.compact.extraction_texts`)
+    and each of its triples' :func:`triple_columns`, read from the compact form's lists
+    without making the extraction's objects (a whole write reads every chunk's)."""
+    data = json.loads(zlib.decompress(raw))
+    if not (isinstance(data, list) and data and data[0] == FORM):  # a form before
+        extraction = decode_extraction(raw)
+        return extraction_texts(extraction), [
+            triple_columns(t, doc_id, chunk_id, key64) for t in extraction.triples
+        ]
+    texts: list[str] = data[3]
+    ids = [key64(t) for t in texts]
+    columns = []
+    for subject, predicate, obj, told, where in data[5]:
+        if where is None:
+            columns.append((subject, predicate, obj, ids[told], None, None, None, None, None))
+            continue
+        start, end, said, *source = where
+        doc, chunk = source or (data[2], data[1])  # else the extraction's own
+        columns.append(
+            (
+                subject,
+                predicate,
+                obj,
+                None if said == told else ids[told],
+                None if doc == doc_id else doc,
+                None if chunk == chunk_id else chunk,
+                start,
+                end,
+                ids[said],
+            )
+        )
+    return texts, columns
 
 
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:
