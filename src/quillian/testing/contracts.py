@@ -112,6 +112,26 @@ class DocumentStoreContract(_Contract[DocumentStore]):
 
     protocol = DocumentStore
 
+    def test_long_texts_round_trip(self, store: DocumentStore) -> None:
+        """Texts long enough for a store to compress (SQLite's) come back exactly: a
+        store that compresses them reads them back, one that does not stores them as
+        they are."""
+        text = "Quillian invented semantic networks in 1966. " * 40 + "Ünïcode ✓ 😀."
+        doc = Document(text=text, title="T", source="s.txt")
+        chunk = Chunk(doc_id=doc.id, index=0, text=text[1:], start=1, end=len(text), title="T")
+        store.put_documents([doc])
+        store.put_chunks([chunk])
+
+        def check(reading: DocumentStore) -> None:
+            (got,) = reading.get_documents([doc.id])
+            assert got is not None and got.text == text and got == doc
+            assert reading.get_chunks([chunk.id]) == [chunk] == reading.chunks_of(doc.id)
+            assert [c.text for c in reading.iter_chunks()] == [text[1:]]
+
+        check(store)
+        with self.reopened(store) as again:
+            check(again)
+
     def test_documents_round_trip_in_order(self, store: DocumentStore) -> None:
         docs = [_doc(1, tags=["a", "b"], year=2020, nested={"x": [1.5, None, True]}), _doc(2)]
         store.put_documents(docs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
+import zlib
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,42 @@ def test_a_sql_ascii_database_reads_text_as_bytes(postgres_server: PostgresServe
             assert conn.execute("SELECT 'caf' || 'e'::text").fetchone() == (b"cafe",)
     finally:
         postgres_server.execute(f"DROP DATABASE {name}")
+
+
+def test_long_texts_written_as_their_zlib_stream_read_back(postgres_url: str) -> None:
+    """From ``d35b690`` until its fix, a long document's or chunk's text went to
+    PostgreSQL as its zlib stream (SQLite's compressed form), which the text column
+    kept as the stream's hex: such rows read back as the texts they hold, a text
+    written now is stored as it is, and one that only looks like such a row reads as
+    it is."""
+    from quillian.stores.postgres import PgDocumentStore
+
+    text = "Quillian invented semantic networks in 1966. " * 40 + "Ünïcode ✓."
+    doc = Document(text=text, title="T")
+    chunk = Chunk(doc_id=doc.id, index=0, text=text, start=0, end=len(text), title="T")
+    stream = zlib.compress(text.encode(), 6)
+    looks_so = Document(text="\\x789c is how a zlib stream's hex begins", title="Odd")
+    with PgDocumentStore(postgres_url) as store:
+        with store._conn("write as d35b690 did") as conn:
+            conn.execute(
+                "INSERT INTO documents (id, title, text, source, metadata)"
+                " VALUES (%s, 'T', %s, '', '{}')",
+                (doc.id, stream),
+            )
+            conn.execute(
+                "INSERT INTO chunks (id, doc_id, idx, text, char_start, char_end, title)"
+                " VALUES (%s, %s, 0, %s, 0, %s, 'T')",
+                (chunk.id, doc.id, stream, len(text)),
+            )
+            (stored,) = conn.execute("SELECT text FROM chunks").fetchone()
+        assert stored.startswith("\\x789c")  # as those versions left it
+        assert store.get_documents([doc.id]) == [doc]
+        assert store.get_chunks([chunk.id]) == [chunk] == store.chunks_of(doc.id)
+        assert list(store.iter_chunks()) == [chunk]
+        store.put_documents([doc, looks_so])
+        store.put_chunks([chunk])
+        with store._conn("read back") as conn:
+            texts = {r[0] for r in conn.execute("SELECT text FROM documents")}
+            assert texts == {text, looks_so.text}
+            assert conn.execute("SELECT text FROM chunks").fetchone() == (text,)
+        assert store.get_documents([looks_so.id]) == [looks_so]

@@ -62,7 +62,7 @@ class SqliteDocumentStore(SqliteStore):
 
     def put_documents(self, documents: Sequence[Document]) -> None:
         """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction."""
-        rows = [_document_row(d) for d in documents]
+        rows = [_document_row(d, packed=True) for d in documents]
         self._write(
             "store documents",
             f"INSERT INTO documents ({_DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
@@ -73,7 +73,7 @@ class SqliteDocumentStore(SqliteStore):
 
     def put_chunks(self, chunks: Sequence[Chunk]) -> None:
         """Insert or replace ``chunks`` (keyed by ``Chunk.id``) in one transaction."""
-        rows = [_chunk_row(c) for c in chunks]
+        rows = [_chunk_row(c, packed=True) for c in chunks]
         self._write(
             "store chunks",
             f"INSERT INTO chunks ({_CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
@@ -402,7 +402,10 @@ def _record(row: Sequence[Any]) -> StatusRecord:
     return StatusRecord(doc_id=row[0], status=status, error=row[2], source=row[3])
 
 
-def _document_row(doc: Document) -> tuple[str, str, str | bytes, str, str]:
+def _document_row(doc: Document, *, packed: bool) -> tuple[str, str, str | bytes, str, str]:
+    """A document's stored columns, checked; its text compressed where long and
+    ``packed`` (:func:`~quillian.stores.packed.pack_text`: SQLite's; PostgreSQL
+    compresses a long value itself and takes the text as it is)."""
     for name in ("text", "title", "source"):
         if not isinstance(getattr(doc, name), str):
             raise InputError(f"document {name} must be a string", field=name)
@@ -420,7 +423,8 @@ def _document_row(doc: Document) -> tuple[str, str, str | bytes, str, str]:
             "(use a dict with string keys, lists rather than tuples)",
             field="metadata",
         )
-    return doc_id, doc.title, pack_text(doc.text), doc.source, encoded
+    text = pack_text(doc.text) if packed else doc.text
+    return doc_id, doc.title, text, doc.source, encoded
 
 
 def _document(row: Sequence[Any]) -> Document:
@@ -428,7 +432,9 @@ def _document(row: Sequence[Any]) -> Document:
     return Document(text=text, title=row[1], source=row[3], metadata=json.loads(row[4]))
 
 
-def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str | bytes, int, int, str]:
+def _chunk_row(chunk: Chunk, *, packed: bool) -> tuple[str, str, int, str | bytes, int, int, str]:
+    """A chunk's stored columns, checked; its text compressed where long and ``packed``
+    (as :func:`_document_row`'s)."""
     for name in ("doc_id", "text", "title"):
         if not isinstance(getattr(chunk, name), str):
             raise InputError(f"chunk {name} must be a string", field=name)
@@ -441,7 +447,7 @@ def _chunk_row(chunk: Chunk) -> tuple[str, str, int, str | bytes, int, int, str]
             f"chunk {chunk.index} of {chunk.doc_id}: start {chunk.start} > end {chunk.end}",
             field="start",
         )
-    text = pack_text(chunk.text)
+    text = pack_text(chunk.text) if packed else chunk.text
     return (chunk.id, chunk.doc_id, chunk.index, text, chunk.start, chunk.end, chunk.title)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,6 @@ from quillian.errors import StoreError
 from quillian.stores.embedded.sqlite import (
     _CHUNK_COLUMNS,
     _DOC_COLUMNS,
-    _chunk,
     _chunk_row,
     _document_row,
     _kv_item,
@@ -42,7 +42,7 @@ class PgDocumentStore(PgStore):
 
     def put_documents(self, documents: Sequence[Document]) -> None:
         """Insert or replace ``documents`` in one transaction."""
-        rows = [_document_row(d) for d in documents]
+        rows = [_document_row(d, packed=False) for d in documents]
         with self._conn("store documents") as conn:
             if rows:
                 conn.cursor().executemany(
@@ -54,7 +54,7 @@ class PgDocumentStore(PgStore):
 
     def put_chunks(self, chunks: Sequence[Chunk]) -> None:
         """Insert or replace ``chunks`` in one transaction."""
-        rows = [_chunk_row(c) for c in chunks]
+        rows = [_chunk_row(c, packed=False) for c in chunks]
         with self._conn("store chunks") as conn:
             if rows:
                 conn.cursor().executemany(
@@ -358,4 +358,30 @@ class PgKeyValueStore(PgStore):
 
 
 def _document(row: Sequence[Any]) -> Document:
-    return Document(text=row[2], title=row[1], source=row[3], metadata=json.loads(row[4]))
+    return Document(text=_text(row[2]), title=row[1], source=row[3], metadata=json.loads(row[4]))
+
+
+def _chunk(row: Sequence[Any]) -> Chunk:
+    """A chunk from its stored columns (:data:`_CHUNK_COLUMNS`), with its stored id."""
+    chunk_id, doc_id, index, text, *rest = row
+    return Chunk.stored(chunk_id, doc_id, index, _text(text), *rest)
+
+
+#: How a long text written from ``d35b690`` until its fix begins: those versions gave
+#: PostgreSQL the text as its zlib stream (bytes, SQLite's form), which the text column
+#: stored as the bytes' hex: a backslash, ``x`` and the digits, zlib's default header
+#: ``78 9c`` first.
+_HEX_ZLIB = "\\x789c"
+
+
+def _text(stored: str) -> str:
+    """A stored document's or chunk's text. One written compressed (:data:`_HEX_ZLIB`)
+    is read back as the text it holds: those workspaces read right, and are written
+    right by their next put. A text that merely looks so but does not decompress is
+    returned as it is."""
+    if not stored.startswith(_HEX_ZLIB):
+        return stored
+    try:
+        return zlib.decompress(bytes.fromhex(stored[2:])).decode()
+    except (ValueError, zlib.error):  # UnicodeDecodeError is a ValueError
+        return stored
