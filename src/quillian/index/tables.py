@@ -153,10 +153,11 @@ def text_of(alias: str) -> str:
     )
 
 
-def text_functions(conn: sqlite3.Connection) -> None:
+def text_functions(conn: sqlite3.Connection, texts: UnpackedTexts | None = None) -> None:
     """Give ``conn`` what :func:`text_of` calls: ``chunk_text(row, body)``, a chunk's
-    text from its row's body, the recent ones kept."""
-    conn.create_function("chunk_text", 2, UnpackedTexts(), deterministic=True)
+    text from its row's body, the recent ones kept (in ``texts`` where given: a reader
+    that also reads chunks' texts in Python keeps one cache for both)."""
+    conn.create_function("chunk_text", 2, texts or UnpackedTexts(), deterministic=True)
 
 
 def first_seen(
@@ -439,12 +440,12 @@ class _Database:
     """One read-only connection to a tables database, shared by threads under a lock;
     a damaged file raises :class:`~quillian.errors.IndexDamagedError` naming it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, texts: UnpackedTexts) -> None:
         self.path = path
         uri = path.absolute().as_uri() + "?immutable=1"
         try:
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            text_functions(self._conn)
+            text_functions(self._conn, texts)
             self._conn.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()
         except sqlite3.Error as exc:
             raise damaged(path, f"unreadable tables: {exc}") from exc
@@ -544,7 +545,9 @@ class StoredTables:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory / "tables"
-        self.db = _Database(directory / TABLES_DB)
+        #: The chunks' texts last read: relations' sentences (in Python), spans (in SQL).
+        self._chunk_bodies = UnpackedTexts()
+        self.db = _Database(directory / TABLES_DB, self._chunk_bodies)
         meta = dict(
             self.db.query("SELECT key, value FROM meta WHERE key IN (?, ?)", ("counts", LAYOUT))
         )
@@ -564,8 +567,6 @@ class StoredTables:
         )
         #: The SQL of a ``texts`` row's text (a span read from its chunk, or whole).
         self._text: Callable[[str], str] = text_of if layout == KEYED else "{}.text".format
-        #: The chunk texts relations' sentences were last read from.
-        self._chunk_bodies = UnpackedTexts()
         self._key = "row" if self.keyed else "pos"
         self.chunk_texts: _Rows[str] = (
             self._rows("c.body", "chunks c", _unpacked)
