@@ -38,7 +38,7 @@ from quillian.components.extraction.serde import (
     uncompressed,
 )
 from quillian.components.graph.compact import decode_extraction
-from quillian.stores.packed import unpack_text
+from quillian.stores.embedded.sqlite import stored_chunk_texts
 
 STATE = "resolution state"
 
@@ -142,8 +142,7 @@ def main() -> None:
     report: dict[str, Any] = {}
     uri = f"{(args.index / 'store.sqlite').absolute().as_uri()}?mode=ro"  # not upgraded
     with closing(sqlite3.connect(uri, uri=True)) as conn:
-        rows = conn.execute("SELECT id, text FROM chunks")
-        texts = {chunk_id: unpack_text(text) for chunk_id, text in rows}
+        texts = dict(stored_chunk_texts(conn))
     for namespace, extractions in _records(args.index, args.limit).items():
         state = namespace == STATE
         earlier = [

@@ -27,7 +27,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from quillian.stores.embedded.sqlite import SqliteKeyValueStore
+from quillian.stores.embedded.sqlite import SqliteKeyValueStore, stored_chunk_texts
 from quillian.stores.packed import MIN_PACKED, unpack_text
 
 
@@ -35,8 +35,10 @@ def _texts(store: Path) -> dict[str, list[bytes]]:
     uri = f"{store.absolute().as_uri()}?mode=ro"  # read only: not upgraded
     with closing(sqlite3.connect(uri, uri=True)) as conn:
         return {
-            table: [unpack_text(t).encode() for (t,) in conn.execute(f"SELECT text FROM {table}")]
-            for table in ("chunks", "documents")
+            "chunks": [t.encode() for _, t in stored_chunk_texts(conn)],
+            "documents": [
+                unpack_text(t).encode() for (t,) in conn.execute("SELECT text FROM documents")
+            ],
         }
 
 

@@ -12,13 +12,18 @@ def test_the_store_is_counted_by_namespace_and_text(tmp_path: Path) -> None:
     doc = Document("Ada was born in London.", "Ada")
     with SqliteDocumentStore(path) as documents, SqliteKeyValueStore(path) as kv:
         documents.put_documents([doc])
-        documents.put_chunks([Chunk(doc.id, 0, doc.text, 0, len(doc.text), doc.title)])
+        documents.put_chunks(
+            [
+                Chunk(doc.id, 0, doc.text, 0, len(doc.text), doc.title),  # its span: no text
+                Chunk(doc.id, 1, "ADA", 0, 3, doc.title),  # not the document's text there
+            ]
+        )
         kv.put_many("linked:spacy", {"a": b"x" * 300, "b": b"y" * 200})
         kv.put_many("embeddings", {"k": b"z" * 10})
     assert store_sizes(tmp_path) == {
         "kv linked:spacy": 500,
         "documents text": 23,
-        "chunks text": 23,
+        "chunks text": 3,
         "kv embeddings": 10,
     }
     assert store_sizes(tmp_path / "elsewhere") == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ import pytest
 from quillian.errors import InputError, StoreError
 from quillian.stores.embedded import sqlite as sqlite_module
 from quillian.stores.embedded.sqlite import (
+    SqliteChangeLog,
     SqliteDocumentStore,
     SqliteKeyValueStore,
     SqliteStatusStore,
+    stored_chunk_texts,
 )
 from quillian.stores.packed import UnpackedTexts, pack_text
 from quillian.stores.protocols import DocStatus
@@ -116,8 +119,8 @@ def test_long_texts_are_stored_compressed_and_read_back_whole(tmp_path: Path) ->
     chunk = Chunk(doc_id=doc.id, index=0, text=doc.text, start=0, end=len(doc.text), title="t")
     short = Chunk(doc_id=doc.id, index=1, text="A short one.", start=0, end=12, title="t")
     with SqliteDocumentStore(path) as store:
+        store.put_chunks([chunk, short])  # before their document: kept whole
         store.put_documents([doc])
-        store.put_chunks([chunk, short])
     with sqlite3.connect(path) as conn:
         kinds = dict(conn.execute("SELECT idx, typeof(text) FROM chunks"))
         (size,) = conn.execute("SELECT length(text) FROM chunks WHERE idx = 0").fetchone()
@@ -129,15 +132,19 @@ def test_long_texts_are_stored_compressed_and_read_back_whole(tmp_path: Path) ->
         assert store.chunks_of(doc.id) == [chunk, short]
 
 
-def test_a_store_of_version_1_is_read_as_it_is_and_marked_2(tmp_path: Path) -> None:
-    """A store written before long texts were packed: its plain rows read back, and
-    it is marked version 2 once opened, so an earlier Quillian refuses it."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_store_of_an_earlier_version_is_read_as_it_is_and_marked_3(
+    tmp_path: Path, version: int
+) -> None:
+    """A store written before long texts were packed (1) or chunks kept as spans (2):
+    its rows read back as they are, and it is marked version 3 once opened, so an
+    earlier Quillian refuses it."""
     path = tmp_path / "store.sqlite"
     doc = Document(text=LONG, title="t")
     chunk = Chunk(doc_id=doc.id, index=0, text=LONG, start=0, end=len(LONG), title="t")
     SqliteDocumentStore(path).close()
     with sqlite3.connect(path) as conn:  # as version 1 wrote them: the texts as they are
-        conn.execute("UPDATE quillian_schema SET version = 1 WHERE name = 'documents'")
+        conn.execute("UPDATE quillian_schema SET version = ? WHERE name = 'documents'", (version,))
         conn.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)", (doc.id, "t", LONG, "", "{}"))
         conn.execute(
             "INSERT INTO chunks VALUES (?, ?, 0, ?, 0, ?, 't')", (chunk.id, doc.id, LONG, len(LONG))
@@ -147,8 +154,100 @@ def test_a_store_of_version_1_is_read_as_it_is_and_marked_2(tmp_path: Path) -> N
         assert store.get_chunks([chunk.id]) == [chunk]
     assert _stored_types(path) == ("text", "text")
     with sqlite3.connect(path) as conn:
-        version = conn.execute("SELECT version FROM quillian_schema WHERE name = 'documents'")
-        assert version.fetchone()[0] == 2
+        marked = conn.execute("SELECT version FROM quillian_schema WHERE name = 'documents'")
+        assert marked.fetchone()[0] == 3
+
+
+def _span_rows(path: Path) -> dict[int, bool]:
+    """Whether each chunk row (by index) is kept as its document's span."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT idx, typeof(text) = 'blob' AND length(text) = 0 FROM chunks"
+        ).fetchall()
+    return {idx: bool(span) for idx, span in rows}
+
+
+def test_a_chunk_that_is_its_documents_span_keeps_no_text(tmp_path: Path) -> None:
+    """A chunk whose text is its stored document's between its offsets is kept as that
+    span (an empty blob) and read back whole by every read; one whose text differs (a
+    chunker that rewrites it), an empty one, or one put before its document keeps its
+    text."""
+    path = tmp_path / "store.sqlite"
+    text = LONG + "Ünïcode ✓ 😀 and the end."
+    doc = Document(text=text, title="t")
+    other = Document(text="Another document, stored after its chunk.", title="o")
+    chunks = [
+        Chunk(doc_id=doc.id, index=0, text=text[:600], start=0, end=600, title="t"),
+        Chunk(doc_id=doc.id, index=1, text=text[600:], start=600, end=len(text), title="t"),
+        Chunk(doc_id=doc.id, index=2, text=text[3:9], start=3, end=9, title="t"),
+        Chunk(doc_id=doc.id, index=3, text=text[3:9].upper(), start=3, end=9, title="t"),
+        Chunk(doc_id=doc.id, index=4, text="", start=7, end=7, title="t"),
+    ]
+    late = Chunk(doc_id=other.id, index=0, text=other.text, start=0, end=41, title="o")
+    with SqliteDocumentStore(path) as store:
+        store.put_chunks([late])
+        store.put_documents([doc, other])
+        store.put_chunks(chunks)
+        assert store.get_chunks([c.id for c in chunks]) == chunks
+        assert store.chunks_of(doc.id) == chunks
+        assert list(store.iter_chunks()) == [late, *chunks]
+    with sqlite3.connect(path) as conn:
+        spans = dict(
+            conn.execute(
+                "SELECT id, typeof(text) = 'blob' AND length(text) = 0 FROM chunks"
+            ).fetchall()
+        )
+    assert spans == {late.id: 0, **{c.id: int(c.index < 3) for c in chunks}}
+    with closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as conn:
+        assert dict(stored_chunk_texts(conn)) == {c.id: c.text for c in [late, *chunks]}
+    with SqliteDocumentStore(path) as store:
+        assert store.get_chunks([chunks[1].id, late.id]) == [chunks[1], late]
+
+
+def test_a_document_put_with_another_text_gives_its_spans_their_texts(tmp_path: Path) -> None:
+    """A stored document put again with another text (under its id) first gives the
+    chunks kept as its spans the texts they had, in the same transaction, and the
+    change log names the document; the same text again leaves the spans as they are."""
+    path = tmp_path / "store.sqlite"
+    doc = Document(text=LONG, title="t")
+    chunks = [
+        Chunk(doc_id=doc.id, index=i, text=LONG[s:e], start=s, end=e, title="t")
+        for i, (s, e) in enumerate([(0, 400), (400, len(LONG))])
+    ]
+
+    class Edited(Document):
+        @property
+        def id(self) -> str:
+            return doc.id
+
+    with SqliteDocumentStore(path) as store, SqliteChangeLog(path) as log:
+        store.put_documents([doc])
+        store.put_chunks(chunks)
+        store.put_documents([doc])
+        assert _span_rows(path) == {0: True, 1: True}
+        mark = log.mark()
+        store.put_documents([Edited(text="Rewritten. " * 50, title="t")])
+        assert _span_rows(path) == {0: False, 1: False}
+        assert store.get_chunks([c.id for c in chunks]) == chunks
+        assert store.get_documents([doc.id])[0].text == "Rewritten. " * 50  # type: ignore[union-attr]
+        changed = log.changed_since(mark)
+        assert changed is not None and changed[1] == [doc.id]
+
+
+def test_a_span_whose_document_is_gone_is_named(tmp_path: Path) -> None:
+    """A chunk kept as its document's span, the document's row deleted by hand: a
+    :class:`StoreError` naming the chunk and the document, not a wrong text."""
+    path = tmp_path / "store.sqlite"
+    doc = Document(text=LONG, title="t")
+    chunk = Chunk(doc_id=doc.id, index=0, text=LONG[:50], start=0, end=50, title="t")
+    with SqliteDocumentStore(path) as store:
+        store.put_documents([doc])
+        store.put_chunks([chunk])
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM documents")
+    with SqliteDocumentStore(path) as store, pytest.raises(StoreError) as raised:
+        store.get_chunks([chunk.id])
+    assert chunk.id in str(raised.value) and doc.id in str(raised.value)
 
 
 def test_metadata_must_survive_json(tmp_path: Path) -> None:

@@ -101,6 +101,19 @@ def _doc(i: int, **metadata: Any) -> Document:
     )
 
 
+class _Edited(Document):
+    """A document under a given id (a store keys documents by :attr:`Document.id`,
+    however it is made), as if a document were edited in place."""
+
+    def __init__(self, text: str, doc_id: str) -> None:
+        super().__init__(text=text, title="T", source="s.txt")
+        object.__setattr__(self, "_id", doc_id)
+
+    @property
+    def id(self) -> str:
+        return str(self._id)  # type: ignore[attr-defined]
+
+
 def _chunk(doc: Document, index: int) -> Chunk:
     return Chunk(
         doc_id=doc.id, index=index, text=f"c{index}", start=index, end=index + 2, title=doc.title
@@ -131,6 +144,31 @@ class DocumentStoreContract(_Contract[DocumentStore]):
         check(store)
         with self.reopened(store) as again:
             check(again)
+
+    def test_chunks_keep_their_texts_when_their_document_changes(
+        self, store: DocumentStore
+    ) -> None:
+        """A chunk's text changes only by a put of the chunk: not when its document is
+        put again with another text (a store may keep a chunk as its document's span)."""
+        text = "Quillian invented semantic networks. " * 20 + "Ünïcode ✓."
+        doc = Document(text=text, title="T", source="s.txt")
+        chunks = [
+            Chunk(doc_id=doc.id, index=i, text=text[s:e], start=s, end=e, title="T")
+            for i, (s, e) in enumerate([(0, 36), (36, len(text)), (5, 9)])
+        ]
+        store.put_documents([doc])
+        store.put_chunks(chunks)
+        assert store.get_chunks([c.id for c in chunks]) == chunks
+        store.put_documents([doc])  # the same text again
+        assert store.chunks_of(doc.id) == chunks
+        changed = _Edited("Another text altogether.", doc.id)
+        store.put_documents([changed])
+        assert store.get_documents([doc.id])[0].text == changed.text  # type: ignore[union-attr]
+        assert store.get_chunks([c.id for c in chunks]) == chunks
+        assert store.chunks_of(doc.id) == chunks
+        assert sorted(store.iter_chunks(), key=lambda c: c.index) == chunks
+        store.delete_documents([doc.id])
+        assert store.get_chunks([c.id for c in chunks]) == [None, None, None]
 
     def test_documents_round_trip_in_order(self, store: DocumentStore) -> None:
         docs = [_doc(1, tags=["a", "b"], year=2020, nested={"x": [1.5, None, True]}), _doc(2)]

@@ -14,22 +14,31 @@ before intact.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from quillian.errors import InputError
-from quillian.stores.embedded._sqlite import PAGE, SqliteStore, quick_check, sqlite_rebuild_hint
+from quillian.errors import InputError, StoreError
+from quillian.stores.embedded._sqlite import (
+    IN_BATCH,
+    PAGE,
+    SqliteStore,
+    quick_check,
+    sqlite_rebuild_hint,
+)
 from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
 
 __all__ = [
+    "SPAN",
     "SqliteChangeLog",
     "SqliteDocumentStore",
     "SqliteKeyValueStore",
     "SqliteStatusStore",
     "quick_check",
     "sqlite_rebuild_hint",
+    "stored_chunk_texts",
 ]
 
 #: The stored columns of a document and of a chunk, in the order of :func:`_document_row`
@@ -47,10 +56,12 @@ class SqliteDocumentStore(SqliteStore):
     """
 
     SCHEMA_NAME = "documents"
-    #: 2: long texts stored compressed (:mod:`~quillian.stores.packed`); a version 1
-    #: store's rows are read as they are, so it is marked version 2 when opened.
-    SCHEMA_VERSION = 2
-    SCHEMA_UPGRADES = frozenset({1})
+    #: 2: long texts stored compressed (:mod:`~quillian.stores.packed`); 3: a chunk's
+    #: text kept as its span of its document's (:data:`SPAN`). A store of an earlier
+    #: version has no such rows and is read as it is, marked 3 when opened (so an
+    #: earlier Quillian refuses it rather than read a span as a text).
+    SCHEMA_VERSION = 3
+    SCHEMA_UPGRADES = frozenset({1, 2})
     DDL = (
         "CREATE TABLE IF NOT EXISTS documents (id TEXT PRIMARY KEY, title TEXT NOT NULL, "
         "text TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL)",
@@ -61,27 +72,67 @@ class SqliteDocumentStore(SqliteStore):
     )
 
     def put_documents(self, documents: Sequence[Document]) -> None:
-        """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction."""
+        """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction.
+        A stored document whose text changes first gives the chunks kept as its spans
+        their texts (:meth:`put_chunks`): a chunk's text never changes but by a put."""
         rows = [_document_row(d, packed=True) for d in documents]
-        self._write(
-            "store documents",
-            f"INSERT INTO documents ({_DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET title = excluded.title, text = excluded.text, "
-            "source = excluded.source, metadata = excluded.metadata",
-            rows,
-        )
+        if not rows:
+            return
+        with self._transaction("store documents") as conn:
+            self._keep_span_texts(conn, rows)
+            conn.executemany(
+                f"INSERT INTO documents ({_DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET title = excluded.title, text = excluded.text, "
+                "source = excluded.source, metadata = excluded.metadata",
+                rows,
+            )
 
     def put_chunks(self, chunks: Sequence[Chunk]) -> None:
-        """Insert or replace ``chunks`` (keyed by ``Chunk.id``) in one transaction."""
-        rows = [_chunk_row(c, packed=True) for c in chunks]
-        self._write(
-            "store chunks",
-            f"INSERT INTO chunks ({_CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET doc_id = excluded.doc_id, idx = excluded.idx, "
-            "text = excluded.text, char_start = excluded.char_start, "
-            "char_end = excluded.char_end, title = excluded.title",
-            rows,
-        )
+        """Insert or replace ``chunks`` (keyed by ``Chunk.id``) in one transaction. A
+        chunk whose text is its document's between its offsets, that document stored,
+        keeps no text of its own (:data:`SPAN`): it is read from the document's, so the
+        corpus's text is stored once, not twice (about 10 MB of the 20 MB text's index
+        and of the 100k passages', docs/scale.md)."""
+        if not chunks:
+            return
+        with self._transaction("store chunks") as conn:
+            span_of = _Texts(conn).span_of
+            rows = [_chunk_row(c, packed=True, span_of=span_of) for c in chunks]
+            conn.executemany(
+                f"INSERT INTO chunks ({_CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET doc_id = excluded.doc_id, idx = excluded.idx, "
+                "text = excluded.text, char_start = excluded.char_start, "
+                "char_end = excluded.char_end, title = excluded.title",
+                rows,
+            )
+
+    def _keep_span_texts(
+        self, conn: sqlite3.Connection, rows: Sequence[tuple[str, str, str | bytes, str, str]]
+    ) -> None:
+        """Give each chunk kept as a span of a document of ``rows`` whose stored text
+        differs from the row's its text, read from the stored one."""
+        new = {row[0]: row[2] for row in rows}
+        ids = list(new)
+        for start in range(0, len(ids), IN_BATCH):
+            batch = ids[start : start + IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            stored = conn.execute(
+                f"SELECT d.id, d.text FROM documents d WHERE d.id IN ({marks}) AND EXISTS"
+                f" (SELECT 1 FROM chunks c WHERE c.doc_id = d.id AND {_IS_SPAN})",
+                batch,
+            ).fetchall()
+            for doc_id, text in stored:
+                if text == new[doc_id] or unpack_text(text) == unpack_text(new[doc_id]):
+                    continue
+                whole = unpack_text(text)
+                spans = conn.execute(
+                    f"SELECT id, char_start, char_end FROM chunks WHERE doc_id = ? AND {_IS_SPAN}",
+                    (doc_id,),
+                ).fetchall()
+                conn.executemany(
+                    "UPDATE chunks SET text = ? WHERE id = ?",
+                    ((pack_text(whole[s:e]), chunk_id) for chunk_id, s, e in spans),
+                )
 
     def delete_documents(self, doc_ids: Sequence[str]) -> None:
         """Delete documents and their chunks in one transaction; unknown ids are ignored."""
@@ -102,7 +153,8 @@ class SqliteDocumentStore(SqliteStore):
         """Chunks in the order asked for, ``None`` for an unknown id."""
         sql = f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({{marks}})"
         found = self._by_keys("read chunks", sql, chunk_ids)
-        return [_chunk(found[i]) if i in found else None for i in chunk_ids]
+        chunks = dict(zip(found, self._chunks(list(found.values())), strict=True))
+        return [chunks.get(i) for i in chunk_ids]
 
     def chunks_of(self, doc_id: str) -> list[Chunk]:
         """The chunks of one document, ordered by their index."""
@@ -111,11 +163,41 @@ class SqliteDocumentStore(SqliteStore):
             f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE doc_id = ? ORDER BY idx, id",
             (doc_id,),
         )
-        return [_chunk(r) for r in rows]
+        return self._chunks(rows)
 
     def iter_chunks(self) -> Iterator[Chunk]:
         """Every chunk, in insertion order, read page by page."""
-        return (_chunk(r) for r in self._chunk_rows(_CHUNK_COLUMNS))
+        page: list[Any] = []
+        for row in self._chunk_rows(_CHUNK_COLUMNS):
+            page.append(row)
+            if len(page) == PAGE:
+                yield from self._chunks(page)
+                page = []
+        yield from self._chunks(page)
+
+    def _chunks(self, rows: Sequence[Sequence[Any]]) -> list[Chunk]:
+        """The chunks of stored rows (:data:`_CHUNK_COLUMNS`), a span's text read from
+        its document's (each document's text read and unpacked once)."""
+        wanted = {r[1] for r in rows if _is_span(r[3])}
+        if not wanted:
+            return [_chunk(r) for r in rows]
+        sql = "SELECT id, text FROM documents WHERE id IN ({marks})"
+        found = self._by_keys("read chunks' documents", sql, list(wanted))
+        texts = {doc_id: unpack_text(row[1]) for doc_id, row in found.items()}
+        out = []
+        for row in rows:
+            if not _is_span(row[3]):
+                out.append(_chunk(row))
+                continue
+            chunk_id, doc_id, index, _, start, end, title = row
+            text = texts.get(doc_id)
+            if text is None or end > len(text):
+                raise StoreError(
+                    f"{self._path}: chunk {chunk_id} is kept as its span of document"
+                    f" {doc_id}, which the store does not hold whole"
+                )
+            out.append(Chunk.stored(chunk_id, doc_id, index, text[start:end], start, end, title))
+        return out
 
     def iter_chunk_heads(self) -> Iterator[ChunkHead]:
         """Every chunk's document id, index, id and title (no text), in insertion order,
@@ -432,9 +514,62 @@ def _document(row: Sequence[Any]) -> Document:
     return Document(text=text, title=row[1], source=row[3], metadata=json.loads(row[4]))
 
 
-def _chunk_row(chunk: Chunk, *, packed: bool) -> tuple[str, str, int, str | bytes, int, int, str]:
+#: A chunk's stored text where the chunk is its document's text between its offsets:
+#: an empty blob, which :func:`~quillian.stores.packed.pack_text` never gives (a zlib
+#: stream is never empty, and an empty text is stored as the empty string).
+SPAN = b""
+#: SQL: the chunk row's text is :data:`SPAN`.
+_IS_SPAN = "typeof(text) = 'blob' AND length(text) = 0"
+
+
+def _is_span(stored: object) -> bool:
+    return isinstance(stored, bytes) and not stored
+
+
+def stored_chunk_texts(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
+    """Every chunk's id and text, read from a store's database by ``conn`` directly
+    (for a reader that must not open the store, which would mark an earlier version
+    as this one's: a read-only connection), a span's text read from its document's,
+    each document's text unpacked once."""
+    texts: dict[str, str] = {}
+    rows = conn.execute("SELECT id, doc_id, text, char_start, char_end FROM chunks ORDER BY doc_id")
+    for chunk_id, doc_id, text, start, end in rows:
+        if not _is_span(text):
+            yield chunk_id, unpack_text(text)
+            continue
+        if doc_id not in texts:
+            found = conn.execute("SELECT text FROM documents WHERE id = ?", (doc_id,)).fetchone()
+            texts = {doc_id: unpack_text(found[0]) if found else ""}
+        yield chunk_id, texts[doc_id][start:end]
+
+
+class _Texts:
+    """The stored documents' texts, each read and unpacked once, to tell which chunks
+    put are spans of them."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._texts: dict[str, str | None] = {}
+
+    def span_of(self, chunk: Chunk) -> bool:
+        """Whether ``chunk``'s text is its stored document's between its offsets."""
+        if not chunk.text:
+            return False
+        if chunk.doc_id not in self._texts:
+            row = self._conn.execute(
+                "SELECT text FROM documents WHERE id = ?", (chunk.doc_id,)
+            ).fetchone()
+            self._texts = {chunk.doc_id: None if row is None else unpack_text(row[0])}
+        text = self._texts[chunk.doc_id]  # chunks come by document: the last one kept
+        return text is not None and text[chunk.start : chunk.end] == chunk.text
+
+
+def _chunk_row(
+    chunk: Chunk, *, packed: bool, span_of: Callable[[Chunk], bool] | None = None
+) -> tuple[str, str, int, str | bytes, int, int, str]:
     """A chunk's stored columns, checked; its text compressed where long and ``packed``
-    (as :func:`_document_row`'s)."""
+    (as :func:`_document_row`'s), or :data:`SPAN` where ``span_of`` says the chunk is
+    its stored document's text between its offsets."""
     for name in ("doc_id", "text", "title"):
         if not isinstance(getattr(chunk, name), str):
             raise InputError(f"chunk {name} must be a string", field=name)
@@ -447,7 +582,10 @@ def _chunk_row(chunk: Chunk, *, packed: bool) -> tuple[str, str, int, str | byte
             f"chunk {chunk.index} of {chunk.doc_id}: start {chunk.start} > end {chunk.end}",
             field="start",
         )
-    text = pack_text(chunk.text) if packed else chunk.text
+    if span_of is not None and span_of(chunk):
+        text: str | bytes = SPAN
+    else:
+        text = pack_text(chunk.text) if packed else chunk.text
     return (chunk.id, chunk.doc_id, chunk.index, text, chunk.start, chunk.end, chunk.title)
 
 
