@@ -310,3 +310,33 @@ def test_unpacked_texts_are_kept_by_key_the_least_recent_let_go() -> None:
     assert texts(0, b"not read again") == "0 " + LONG  # kept, and now the most recent
     assert texts(2, packed[2]) == "2 " + LONG  # lets 1 go
     assert texts(1, "read as it is") == "read as it is"
+
+
+def test_a_long_documents_text_is_read_again_after_another_connection_changes_it(
+    tmp_path: Path,
+) -> None:
+    """A store keeps the long documents' texts it read for its spans (a document's
+    chunks come in batches), but reads one again once another connection committed:
+    another process's new spans of an edited document read its new text."""
+    path = tmp_path / "store.sqlite"
+    first = "Alpha beta gamma. " * 5000  # long enough to be kept
+    doc = Document(text=first, title="t")
+    before = Chunk(doc_id=doc.id, index=0, text=first[:90], start=0, end=90, title="t")
+    second = "Delta epsilon zeta. " * 5000
+
+    class Edited(Document):
+        @property
+        def id(self) -> str:
+            return doc.id
+
+    after = Chunk(doc_id=doc.id, index=1, text=second[:90], start=0, end=90, title="t")
+    with SqliteDocumentStore(path) as reader, SqliteDocumentStore(path) as writer:
+        writer.put_documents([doc])
+        writer.put_chunks([before])
+        assert reader.get_chunks([before.id]) == [before]  # the text now kept
+        writer.put_documents([Edited(text=second, title="t")])
+        writer.put_chunks([after])
+        assert _span_rows(path) == {0: False, 1: True}
+        assert reader.get_chunks([before.id, after.id]) == [before, after]
+        reader.put_documents([doc])  # its own write: the texts it kept go too
+        assert reader.chunks_of(doc.id) == [before, after]

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from quillian.errors import InputError, StoreError
@@ -71,6 +73,10 @@ class SqliteDocumentStore(SqliteStore):
         "CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (doc_id, idx)",
     )
 
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self._long_texts = _LongTexts()
+
     def put_documents(self, documents: Sequence[Document]) -> None:
         """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction.
         A stored document whose text changes first gives the chunks kept as its spans
@@ -79,6 +85,7 @@ class SqliteDocumentStore(SqliteStore):
         if not rows:
             return
         with self._transaction("store documents") as conn:
+            self._long_texts.clear()  # this connection's writes leave data_version as it is
             self._keep_span_texts(conn, rows)
             conn.executemany(
                 f"INSERT INTO documents ({_DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
@@ -140,6 +147,7 @@ class SqliteDocumentStore(SqliteStore):
         if not rows:
             return
         with self._transaction("delete documents") as conn:
+            self._long_texts.clear()
             conn.executemany("DELETE FROM chunks WHERE doc_id = ?", rows)
             conn.executemany("DELETE FROM documents WHERE id = ?", rows)
 
@@ -181,9 +189,15 @@ class SqliteDocumentStore(SqliteStore):
         wanted = {r[1] for r in rows if _is_span(r[3])}
         if not wanted:
             return [_chunk(r) for r in rows]
+        with self._errors("read chunks' documents") as conn:
+            (version,) = conn.execute("PRAGMA data_version").fetchone()
+            texts = self._long_texts.recall(version, wanted)
         sql = "SELECT id, text FROM documents WHERE id IN ({marks})"
-        found = self._by_keys("read chunks' documents", sql, list(wanted))
-        texts = {doc_id: unpack_text(row[1]) for doc_id, row in found.items()}
+        found = self._by_keys("read chunks' documents", sql, list(wanted - texts.keys()))
+        for doc_id, row in found.items():
+            texts[doc_id] = unpack_text(row[1])
+        with self._lock:
+            self._long_texts.keep(version, {d: texts[d] for d in found})
         out = []
         for row in rows:
             if not _is_span(row[3]):
@@ -541,6 +555,48 @@ def stored_chunk_texts(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
             found = conn.execute("SELECT text FROM documents WHERE id = ?", (doc_id,)).fetchone()
             texts = {doc_id: unpack_text(found[0]) if found else ""}
         yield chunk_id, texts[doc_id][start:end]
+
+
+class _LongTexts:
+    """The texts of the long documents a store read last, unpacked: the chunks of a
+    document of megabytes are read in batches (a build's stages read 64 at a time), and
+    each batch would unpack the whole text again (0.14 s for the 20 MB text of
+    docs/scale.md). Kept while the database is as they were read: SQLite's
+    ``data_version`` changes with another connection's commits, and the store empties
+    them at its own writes of documents. The caller holds the store's lock."""
+
+    #: Characters from which a text is kept (a shorter one unpacks in microseconds).
+    LONG = 1 << 16
+    #: Characters kept in all; the last text read is kept whatever its length.
+    KEPT = 1 << 26
+
+    def __init__(self) -> None:
+        self._texts: OrderedDict[str, str] = OrderedDict()
+        self._version: int | None = None
+
+    def clear(self) -> None:
+        self._texts.clear()
+
+    def recall(self, version: int, doc_ids: Collection[str]) -> dict[str, str]:
+        """The texts kept of ``doc_ids``, where the database is still at ``version``."""
+        if version != self._version:
+            self._texts.clear()
+            self._version = version
+        found = {d: self._texts[d] for d in doc_ids if d in self._texts}
+        for doc_id in found:
+            self._texts.move_to_end(doc_id)
+        return found
+
+    def keep(self, version: int, texts: Mapping[str, str]) -> None:
+        """Keep the long ones of ``texts``, read at ``version``."""
+        if version != self._version:
+            return
+        for doc_id, text in texts.items():
+            if len(text) >= self.LONG:
+                self._texts[doc_id] = text
+        total = sum(map(len, self._texts.values()))
+        while len(self._texts) > 1 and total > self.KEPT:
+            total -= len(self._texts.popitem(last=False)[1])
 
 
 class _Texts:
