@@ -272,3 +272,33 @@ def test_long_texts_written_as_their_zlib_stream_read_back(postgres_url: str) ->
             assert texts == {text, looks_so.text}
             assert conn.execute("SELECT text FROM chunks").fetchone() == (text,)
         assert store.get_documents([looks_so.id]) == [looks_so]
+
+
+def test_a_long_passage_is_indexed_and_retrieved_as_it_is(
+    postgres_url: str, tmp_path: Path, capsys
+) -> None:
+    """A passage long enough for the embedded store to compress is stored, chunked,
+    extracted and retrieved as its text on PostgreSQL (from ``d35b690`` until its fix,
+    the workspace kept such texts as the hex of their zlib stream and indexed that)."""
+    text = (
+        "Ada Lovelace wrote the first program for the Analytical Engine. "
+        + "Charles Babbage designed the engine and corresponded with her at length. " * 8
+        + "The quillmark note ends here."
+    )
+    long = {"title": "Ada Lovelace", "text": text}
+    corpus = [long, {"title": "Babbage", "text": "Charles Babbage built engines."}]
+    extractions = [
+        {**long, "entities": ["Ada Lovelace", "Analytical Engine"], "triples": []},
+        {**corpus[1], "entities": ["Charles Babbage"], "triples": []},
+    ]
+    assert len(text.encode()) > 256
+    assert _index(tmp_path, postgres_url, corpus, extractions) == 0, capsys.readouterr()
+    engine = Engine.open(postgres_url)
+    try:
+        stored = engine.document(Document(text, long["title"]).id)
+        assert stored is not None and stored.text == text
+        assert _passage(engine, "quillmark") == text
+        names = {e.name for e in engine.index.context.kg.entities}
+        assert {"Ada Lovelace", "Analytical Engine", "Charles Babbage"} <= names
+    finally:
+        engine.close()
