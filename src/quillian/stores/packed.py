@@ -1,9 +1,11 @@
 """Long texts kept compressed in SQLite columns.
 
 SQLite stores a text as it is given, where PostgreSQL compresses any value over about
-2 KB on its own (TOAST). A long document and its chunks are each the corpus's text
-again, so :class:`~quillian.stores.embedded.sqlite.SqliteDocumentStore` and an index's
-graph tables (:mod:`quillian.index.tables`, the chunks' texts) write a text of at least
+2 KB on its own (TOAST, so its store is given texts as they are). A long document and
+an index's chunks are each the corpus's text again, so
+:class:`~quillian.stores.embedded.sqlite.SqliteDocumentStore` (documents, and chunks that
+are not their document's span) and an index's graph tables (:mod:`quillian.index.tables`,
+the chunks' texts) write a text of at least
 :data:`MIN_PACKED` bytes as a zlib stream (a ``BLOB``: SQLite keeps a blob as it is in
 any column) where that is shorter, and read either form: a string is a text stored as
 it is, bytes a packed one. So a store written before keeps its rows, read as they are.
