@@ -113,23 +113,34 @@ def test_scores_equal_bm25s_and_rank_by_chunk_id_on_ties(tmp_path):
 
 
 def test_offsets_and_frequencies_are_stored_narrow_and_wider_ones_read_the_same(tmp_path):
-    """Term frequencies in 16 bits and offsets in 32 where they fit; a segment holding
-    the widths written before (64-bit offsets, 32-bit frequencies) scores the same, and
-    a frequency past 16 bits keeps 32."""
+    """Term frequencies and rows in 16 bits and offsets in 32 where they fit; a segment
+    holding the widths written before (64-bit offsets, 32-bit frequencies and rows)
+    scores the same, and a frequency or a row past 16 bits keeps 32."""
     index = build(tmp_path / "bm25", IDS, TEXTS)
     (segment,) = index.segments
-    assert segment.tfs.dtype == np.uint16
+    assert segment.tfs.dtype == segment.rows.dtype == np.uint16
     assert segment.indptr.dtype == segment.term_offsets.dtype == np.int32
     want = [results(index, q, 20) for q in queries()]
     (folder,) = [p for p in (tmp_path / "bm25").iterdir() if p.is_dir()]
-    for name, width in (("tfs", np.int32), ("indptr", np.int64), ("term_offsets", np.int64)):
+    widths = (
+        ("tfs", np.int32),
+        ("rows", np.int32),
+        ("indptr", np.int64),
+        ("term_offsets", np.int64),
+    )
+    for name, width in widths:
         np.save(folder / f"{name}.npy", np.load(folder / f"{name}.npy").astype(width))
     wider = SegmentedBM25.load(tmp_path / "bm25")
-    assert wider is not None and wider.segments[0].tfs.dtype == np.int32
+    assert wider is not None and wider.segments[0].tfs.dtype == wider.segments[0].rows.dtype
+    assert wider.segments[0].rows.dtype == np.int32
     assert [results(wider, q, 20) for q in queries()] == want
     many = build(tmp_path / "many", ["a", "b"], ["zebra " * 70_000, "zebra crossing"])
     assert many.segments[0].tfs.dtype == np.int32
     assert results(many, "zebra", 2)[0] == [0, 1]
+    ids = [f"c{i:05d}" for i in range(70_000)]
+    rows = build(tmp_path / "rows", ids, ["common word"] * 69_999 + ["common rare"])
+    assert rows.segments[0].rows.dtype == np.int32
+    assert results(rows, "rare", 1)[0] == [69_999]
 
 
 @ID_FORMS

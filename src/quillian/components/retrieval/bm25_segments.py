@@ -202,7 +202,7 @@ def write_segment(
         "term_offsets": narrowed(offsets, np.int32),
         "term_bytes": np.frombuffer(b"".join(sorted_terms), dtype=np.uint8),
         "indptr": narrowed(indptr, np.int32),
-        "rows": np.asarray(posting_rows, dtype=np.int32)[by],
+        "rows": narrowed(np.asarray(posting_rows, dtype=np.int64)[by], np.uint16, np.int32),
         "tfs": narrowed(np.asarray(posting_tfs, dtype=np.int64)[by], np.uint16, np.int32),
     }
     for name, array in arrays.items():
