@@ -7,8 +7,9 @@ other), every chunk of the embedded ``INDEX``'s store, in index order and with t
 the build's BM25 stage indexes (``quillian.index.stages.chunk_text``), is indexed into a
 fresh BM25 index under ``DIR`` (``update_bm25``, as a build's first BM25 stage does).
 Printed as one JSON object per tree: the bytes of each file and in all, the seconds
-the build took, and the top 10 chunk positions of ``--queries`` questions (each
-chunk's title, up to 30); a later tree's answers are compared with the first's.
+the build took, and the top 10 chunk positions of ``--queries`` questions (six words of
+a chunk each, chunks spread over the corpus); a later tree's answers are compared with
+the first's.
 """
 
 from __future__ import annotations
@@ -35,15 +36,15 @@ def _child(index: Path, out: Path, queries: int) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     bm25 = SegmentedBM25.load(out)
     assert bm25 is not None
-    titles = list(dict.fromkeys(c.title for c in chunks if c.title))[:queries]
-    titles = titles or [c.text[:40] for c in chunks[:queries]]
+    step = max(1, len(chunks) // max(queries, 1))  # words from chunks over the corpus
+    asked = [" ".join(c.text.split()[10:16]) for c in chunks[::step][:queries]]
     files = {str(p.relative_to(out)): p.stat().st_size for p in out.rglob("*") if p.is_file()}
     return {
         "chunks": len(chunks),
         "seconds": round(seconds, 2),
         "bytes": sum(files.values()),
         "files": dict(sorted(files.items(), key=lambda kv: -kv[1])),
-        "top": [bm25.search(q, 10)[0].tolist() for q in titles],
+        "top": [bm25.search(q, 10)[0].tolist() for q in asked],
     }
 
 
@@ -69,11 +70,10 @@ def main() -> None:
             env=env, check=True, capture_output=True, text=True,
         )  # fmt: skip
         report[str(tree)] = json.loads(done.stdout)
-    first = next(iter(report.values()))
+    first = next(iter(report.values()))["top"]
     for run in report.values():
-        run["same_top_as_first"] = sum(
-            a == b for a, b in zip(run["top"], first["top"], strict=True)
-        )
+        run["same_top_as_first"] = sum(a == b for a, b in zip(run["top"], first, strict=True))
+    for run in report.values():
         del run["top"]
     print(json.dumps(report, indent=2))
 
