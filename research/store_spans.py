@@ -8,10 +8,11 @@ the other), the documents and chunks of ``INDEX/store.sqlite`` (only read) are p
 a new store under ``DIR`` the way ingestion puts them (a batch of documents, then their
 chunks; 256 documents a batch), the store packed (``VACUUM``) as a build packs it, and
 then every chunk read back three ways (``get_chunks`` in batches of 64, ``chunks_of``
-per document, ``iter_chunks``). Printed as one JSON object per tree: the file's bytes
-and those of its ``documents`` and ``chunks`` tables (SQLite's ``dbstat``), the seconds
-to put and to read, and whether every chunk read back equals the one put (its id,
-offsets and text).
+per document, ``iter_chunks``), and by ``get_chunks`` once more with another connection
+writing to the file between batches (as a build's caches do). Printed as one JSON object
+per tree: the file's bytes and those of its ``documents`` and ``chunks`` tables
+(SQLite's ``dbstat``), the seconds to put and to read, and whether every chunk read back
+equals the one put (its id, offsets and text).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _READ = 64
 
 
 def _child(index: Path, out: Path) -> dict[str, Any]:
-    from quillian.stores.embedded.sqlite import SqliteDocumentStore
+    from quillian.stores.embedded.sqlite import SqliteDocumentStore, SqliteKeyValueStore
     from quillian.types import Chunk, Document
 
     def text_of(stored: str | bytes) -> str:  # read here, whichever tree runs
@@ -72,6 +73,12 @@ def _child(index: Path, out: Path) -> dict[str, Any]:
         for at in range(0, len(every), _READ):
             got.extend(store.get_chunks([c.id for c in every[at : at + _READ]]))
         reads["get_chunks_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        with SqliteKeyValueStore(out) as kv:  # another connection writes between batches
+            for at in range(0, len(every), _READ):
+                store.get_chunks([c.id for c in every[at : at + _READ]])
+                kv.put_many("embeddings", {str(at): b"x"})
+        reads["get_chunks_between_writes_s"] = time.perf_counter() - start
         start = time.perf_counter()
         by_doc = [c for i in ids for c in store.chunks_of(i)]
         reads["chunks_of_s"] = time.perf_counter() - start

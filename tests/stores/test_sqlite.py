@@ -19,7 +19,7 @@ from quillian.stores.embedded.sqlite import (
     SqliteStatusStore,
     stored_chunk_texts,
 )
-from quillian.stores.packed import UnpackedTexts, pack_text
+from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
 from quillian.stores.protocols import DocStatus
 from quillian.testing.contracts import (
     DocumentStoreContract,
@@ -340,3 +340,35 @@ def test_a_long_documents_text_is_read_again_after_another_connection_changes_it
         assert reader.get_chunks([before.id, after.id]) == [before, after]
         reader.put_documents([doc])  # its own write: the texts it kept go too
         assert reader.chunks_of(doc.id) == [before, after]
+
+
+def test_a_long_documents_text_is_not_unpacked_again_after_another_stores_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write by another store of the file (the caches' key-value store, between two
+    batches of a build's reads) leaves the documents as they were: their kept texts are
+    taken again once their stored values are found unchanged, not unpacked anew."""
+    path = tmp_path / "store.sqlite"
+    text = "Alpha beta gamma. " * 5000
+    doc = Document(text=text, title="t")
+    chunks = [
+        Chunk(doc_id=doc.id, index=i, text=text[s : s + 90], start=s, end=s + 90, title="t")
+        for i, s in enumerate((0, 900, 9000))
+    ]
+    unpacked: list[int] = []
+
+    def counted(stored: str | bytes) -> str:
+        unpacked.append(len(stored))
+        return unpack_text(stored)
+
+    monkeypatch.setattr(sqlite_module, "unpack_text", counted)
+    with SqliteDocumentStore(path) as store, SqliteKeyValueStore(path) as kv:
+        store.put_documents([doc])
+        store.put_chunks(chunks)
+        unpacked.clear()
+        assert store.get_chunks([chunks[0].id]) == chunks[:1]
+        assert len(unpacked) == 1  # the document's text, once
+        assert store.get_chunks([chunks[1].id]) == chunks[1:2]
+        kv.put_many("embeddings", {"k": b"v"})  # another connection commits
+        assert store.chunks_of(doc.id) == chunks
+        assert len(unpacked) == 1

@@ -194,10 +194,10 @@ class SqliteDocumentStore(SqliteStore):
             texts = self._long_texts.recall(version, wanted)
         sql = "SELECT id, text FROM documents WHERE id IN ({marks})"
         found = self._by_keys("read chunks' documents", sql, list(wanted - texts.keys()))
-        for doc_id, row in found.items():
-            texts[doc_id] = unpack_text(row[1])
         with self._lock:
-            self._long_texts.keep(version, {d: texts[d] for d in found})
+            read = {d: (row[1], self._long_texts.text(d, row[1])) for d, row in found.items()}
+            self._long_texts.keep(version, read)
+        texts.update((d, text) for d, (_, text) in read.items())
         out = []
         for row in rows:
             if not _is_span(row[3]):
@@ -560,10 +560,13 @@ def stored_chunk_texts(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
 class _LongTexts:
     """The texts of the long documents a store read last, unpacked: the chunks of a
     document of megabytes are read in batches (a build's stages read 64 at a time), and
-    each batch would unpack the whole text again (0.14 s for the 20 MB text of
-    docs/scale.md). Kept while the database is as they were read: SQLite's
-    ``data_version`` changes with another connection's commits, and the store empties
-    them at its own writes of documents. The caller holds the store's lock."""
+    each batch would unpack the whole text again (0.10 s for the 20 MB text of
+    docs/scale.md). A text is taken as it was kept while SQLite's ``data_version`` says
+    no other connection committed since it was read (the store forgets them all at its
+    own writes of documents, which leave ``data_version`` as it is); after any commit,
+    the document's stored value is read again and its text taken only where that value
+    is the one kept (another store's write, such as the caches', changes no document).
+    The caller holds the store's lock."""
 
     #: Characters from which a text is kept (a shorter one unpacks in microseconds).
     LONG = 1 << 16
@@ -571,32 +574,39 @@ class _LongTexts:
     KEPT = 1 << 26
 
     def __init__(self) -> None:
-        self._texts: OrderedDict[str, str] = OrderedDict()
-        self._version: int | None = None
+        #: By document id: the ``data_version`` it was last read at, its stored value
+        #: and its text.
+        self._texts: OrderedDict[str, tuple[int, str | bytes, str]] = OrderedDict()
 
     def clear(self) -> None:
         self._texts.clear()
 
     def recall(self, version: int, doc_ids: Collection[str]) -> dict[str, str]:
-        """The texts kept of ``doc_ids``, where the database is still at ``version``."""
-        if version != self._version:
-            self._texts.clear()
-            self._version = version
-        found = {d: self._texts[d] for d in doc_ids if d in self._texts}
-        for doc_id in found:
-            self._texts.move_to_end(doc_id)
+        """The texts kept of ``doc_ids`` that were read at ``version``."""
+        found = {}
+        for doc_id in doc_ids:
+            kept = self._texts.get(doc_id)
+            if kept is not None and kept[0] == version:
+                found[doc_id] = kept[2]
+                self._texts.move_to_end(doc_id)
         return found
 
-    def keep(self, version: int, texts: Mapping[str, str]) -> None:
-        """Keep the long ones of ``texts``, read at ``version``."""
-        if version != self._version:
-            return
-        for doc_id, text in texts.items():
+    def text(self, doc_id: str, stored: str | bytes) -> str:
+        """The text of document ``doc_id`` stored as ``stored``: the one kept where it
+        was kept from that very value, else unpacked."""
+        kept = self._texts.get(doc_id)
+        return kept[2] if kept is not None and kept[1] == stored else unpack_text(stored)
+
+    def keep(self, version: int, read: Mapping[str, tuple[str | bytes, str]]) -> None:
+        """Keep the long ones of ``read`` (each document's stored value and text), read
+        at ``version``."""
+        for doc_id, (stored, text) in read.items():
             if len(text) >= self.LONG:
-                self._texts[doc_id] = text
-        total = sum(map(len, self._texts.values()))
+                self._texts[doc_id] = (version, stored, text)
+                self._texts.move_to_end(doc_id)
+        total = sum(len(t) for _, _, t in self._texts.values())
         while len(self._texts) > 1 and total > self.KEPT:
-            total -= len(self._texts.popitem(last=False)[1])
+            total -= len(self._texts.popitem(last=False)[1][2])
 
 
 class _Texts:
