@@ -38,6 +38,25 @@ def test_idmap_round_trip_and_missing():
         IdMap.from_ids(["a", "b", "a"])
 
 
+def test_idmap_saved_in_32_bits_and_read_as_a_64_bit_one_is(tmp_path):
+    """The offsets and the order are saved in 32 bits where they fit; a map saved with
+    64 (as before) finds and names every id the same."""
+    ids = [f"node-{i:05d}-ünï" for i in range(300)][::-1]
+    saved = IdMap.from_ids(ids)
+    saved.save(tmp_path)
+    assert np.load(tmp_path / "ids_offsets.npy").dtype == np.int32
+    assert np.load(tmp_path / "ids_order.npy").dtype == np.int32
+    narrow = IdMap.load(tmp_path, mmap=False)
+    for name in ("ids_offsets", "ids_order"):
+        np.save(tmp_path / f"{name}.npy", np.load(tmp_path / f"{name}.npy").astype(np.int64))
+    wide = IdMap.load(tmp_path)
+    assert wide._offsets.dtype == wide._order.dtype == np.int64
+    for loaded in (narrow, wide):
+        assert len(loaded) == 300 and loaded.ids_of(range(300)) == ids
+        assert [loaded.index_of(i) for i in ids] == list(range(300))
+        assert loaded.index_of("node-missing") == -1
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_idmap_finds_every_id_of_any_lengths_and_characters(seed: int) -> None:
     """ASCII ids (one byte a character, joined at once) and others alike: each id at
