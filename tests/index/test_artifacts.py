@@ -78,3 +78,34 @@ def test_a_write_aside_is_waited_for_by_its_readers(tmp_path: Path) -> None:
     artifacts.write_aside(other, lambda: save_arrays(other, {"a": np.arange(3)}))
     artifacts.settle()
     assert other.exists() and not artifacts._PENDING
+
+
+def test_a_directory_replaced_is_renamed_aside_then_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """replace_dir swaps the new directory in by two renames: the old one is moved
+    aside before its files are deleted (in a thread of its own, which settle waits
+    for), so the target is there at every point of the deletion. One left aside by a
+    process that stopped is removed by the next replace."""
+    target = tmp_path / "tables"
+    artifacts.replace_dir(target, lambda path: (path / "a").write_text("1"))
+    aside = tmp_path / "tables.old.tmp"
+    aside.mkdir()
+    (aside / "left").write_text("by a process that stopped")
+    seen: list[str] = []
+    real = artifacts.shutil.rmtree
+
+    def rmtree(path: Path, *args: object, **kwargs: object) -> None:
+        if Path(path) == aside:  # the new one in place while the old one is deleted
+            seen.append((target / "a").read_text() if target.exists() else "")
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(artifacts.shutil, "rmtree", rmtree)
+    artifacts.replace_dir(target, lambda path: (path / "a").write_text("2"))
+    artifacts.settle()
+    assert (target / "a").read_text() == "2" and seen[-1] == "2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tables"]
+    artifacts.remove_aside(tmp_path / "missing")  # nothing there: nothing to do
+    artifacts.remove_aside(target)
+    artifacts.settle()
+    assert not list(tmp_path.iterdir())

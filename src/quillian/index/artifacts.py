@@ -32,6 +32,7 @@ __all__ = [
     "load_arrays",
     "recall",
     "remember",
+    "remove_aside",
     "replace_dir",
     "save_arrays",
     "settle",
@@ -47,13 +48,46 @@ PARTIAL = ".partial"
 
 
 def replace_dir(target: Path, write: Callable[[Path], None]) -> None:
-    """Write a directory artifact next to ``target`` and swap it in."""
+    """Write a directory artifact next to ``target`` and swap it in: the old one is
+    renamed aside first and deleted after (:func:`remove_aside`), so ``target`` is
+    missing only between two renames, not while its files are deleted."""
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     write(tmp)
-    shutil.rmtree(target, ignore_errors=True)
+    old = _set_aside(target)
     tmp.rename(target)
+    if old is not None:
+        _delete_aside(old)
+
+
+def remove_aside(target: Path) -> None:
+    """Remove the directory ``target`` (where there is one): renamed to a temporary name
+    (``.tmp``, which no file sync or check reads), then deleted in a thread of its own
+    (:func:`write_aside`) while the build goes on. Deleting the files of the tables and
+    the snapshot an update replaces took about 0.04 s of an add at 100k passages
+    (unlinking a file frees its blocks; docs/scale.md)."""
+    old = _set_aside(target)
+    if old is not None:
+        _delete_aside(old)
+
+
+def _set_aside(target: Path) -> Path | None:
+    """Rename the directory ``target`` aside (after any deletion of one set aside before,
+    and removing one a process that stopped left); where it went, None where there was
+    none."""
+    old = target.with_name(target.name + ".old.tmp")
+    settle(old)
+    shutil.rmtree(old, ignore_errors=True)
+    try:
+        target.rename(old)
+    except FileNotFoundError:
+        return None
+    return old
+
+
+def _delete_aside(old: Path) -> None:
+    write_aside(old, lambda: shutil.rmtree(old, ignore_errors=True))
 
 
 #: Writes running in a thread of their own, by the absolute path they write.

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from quillian.errors import ConfigError, IndexMissingError, StoreUnavailableError
+from quillian.index.artifacts import remove_aside
 from quillian.index.layout import (
     index_directory,
     is_server_location,
@@ -96,7 +97,7 @@ class Storage:
         """The graph store, whose :meth:`~GraphStore.snapshot` the retrievers read."""
         path = self.directory / "graph"
         if fresh:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_aside(path)
         return CSRGraphStore(path)
 
     def release_space(self, pack: bool = False) -> None:
