@@ -36,6 +36,7 @@ from quillian.testing.tables import (
     assert_same_snapshot,
     chunk_texts_in_texts,
     description_chunk_ids,
+    relation_words_in_rows,
     whole_texts,
 )
 from quillian.types import Chunk, Provenance, Triple
@@ -616,6 +617,7 @@ def test_tables_a_state_marked_with_blake2b_are_patched(
         ("keyed-1", chunk_texts_in_texts),
         ("keyed-2", description_chunk_ids),
         ("keyed-3", whole_texts),
+        ("keyed-4", relation_words_in_rows),
     ],
 )
 def test_tables_of_an_older_layout_are_written_whole(
@@ -626,8 +628,9 @@ def test_tables_of_an_older_layout_are_written_whole(
     older: Callable[[Path], None],
 ) -> None:
     """Tables of layout ``keyed-1`` (a build before chunk texts were rows' bodies),
-    ``keyed-2`` (before descriptions named their chunk by key alone) or ``keyed-3``
-    (before texts were kept as spans of their chunks), the very tables
+    ``keyed-2`` (before descriptions named their chunk by key alone), ``keyed-3``
+    (before texts were kept as spans of their chunks) or ``keyed-4`` (before relations
+    left out the words their entities imply), the very tables
     the state's log follows, are written whole once in the layout of now, not patched,
     and equal the builder's."""
     run = _Run(tmp_path, 40, 6)

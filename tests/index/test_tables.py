@@ -13,6 +13,7 @@ import pytest
 
 from quillian.components.chunking.chunkers import PassageChunker
 from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.factories import make_retriever
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
@@ -34,7 +35,11 @@ from quillian.stores.packed import MIN_PACKED
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
-from quillian.testing.tables import chunk_texts_in_texts, description_chunk_ids
+from quillian.testing.tables import (
+    chunk_texts_in_texts,
+    description_chunk_ids,
+    relation_words_in_rows,
+)
 from quillian.types import Chunk, Document, Provenance, Triple, entity_id, key64
 
 TEXT = "Ada Lovelace met Charles Babbage. Babbage was born in London."
@@ -160,6 +165,47 @@ def test_tables_keeping_chunk_texts_in_texts_read_as_before(tmp_path: Path) -> N
     assert opened.relations[0] == kg.relations[0]  # the sentence read from its chunk
     assert list(tables.chunk_texts) == [c.text for c in given]
     assert tables.graph_texts() == want[1].graph_texts()
+
+
+def test_a_relation_keeps_only_the_words_its_entities_do_not_imply(tmp_path: Path) -> None:
+    """A relation's row keeps NULL for a subject or object that is its entity's name and
+    for the predicate ``related_to``; every read gives the words back. Tables of layout
+    ``keyed-4`` (every relation's words in its row) read the same."""
+    builder = GraphBuilder()
+    builder.add(
+        Extraction(
+            "c1",
+            "d1",
+            (
+                ExtractedEntity("Ada Lovelace", "PERSON"),
+                ExtractedEntity("Charles Babbage", "PERSON", ("Babbage",)),
+            ),
+            (
+                Triple("Ada Lovelace", RELATED_TO, "Charles Babbage"),
+                Triple("Babbage", "met", "Ada Lovelace"),
+            ),
+        )
+    )
+    kg = builder.build(["c1"])
+    save_tables(tmp_path, kg, chunks()[:1])
+    with sqlite3.connect(tmp_path / TABLES_DB) as conn:
+        rows = conn.execute("SELECT subject, predicate, object FROM relations ORDER BY row")
+        assert rows.fetchall() == [(None, None, None), ("Babbage", "met", None)]
+    opened, tables = load_tables(tmp_path, kg.snapshot)
+    assert [(r.subject, r.predicate, r.object) for r in opened.relations] == [
+        ("Ada Lovelace", RELATED_TO, "Charles Babbage"),
+        ("Babbage", "met", "Ada Lovelace"),
+    ]
+    words = ["Ada Lovelace related_to Charles Babbage", "Babbage met Ada Lovelace"]
+    assert tables.graph_texts()[1] == words
+    assert unique_texts(opened).read(np.arange(2)) == words
+    relation_words_in_rows(tmp_path)
+    with sqlite3.connect(tmp_path / TABLES_DB) as conn:
+        rows = conn.execute("SELECT subject, predicate, object FROM relations ORDER BY row")
+        assert rows.fetchall()[0] == ("Ada Lovelace", RELATED_TO, "Charles Babbage")
+    reopened, older = load_tables(tmp_path, kg.snapshot)
+    assert list(reopened.relations) == list(opened.relations) == list(kg.relations)
+    assert older.graph_texts()[1] == words
 
 
 def test_tables_naming_each_description_chunk_by_id_read_as_before(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import (
     GraphEdges,
     GraphShape,
@@ -78,6 +79,7 @@ from quillian.index.tables import (
     fingerprint,
     order_arrays,
     patched_fingerprint,
+    relation_words,
     save_array,
     text_functions,
     text_of,
@@ -166,10 +168,15 @@ _SOURCES = (
 
 #: One relation row from the occurrence ``o`` (its provenance chunk ``cp`` where that
 #: chunk is indexed, its source ``src``; its sentence is read from the chunk where the
-#: text between its offsets has the sentence's id), given the row key
-#: (``{row}``) and the rows the occurrences come from (``{occurrences}``).
+#: text between its offsets has the sentence's id; its words NULL where its entities'
+#: names and :data:`~quillian.components.extraction.assemble.RELATED_TO` imply them,
+#: :func:`~quillian.index.tables.relation_words`, the entities written first), given the
+#: row key (``{row}``) and the rows the occurrences come from (``{occurrences}``).
 _RELATION = """
-    SELECT {row}, o.s, o.p, o.o,
+    SELECT {row},
+        nullif(o.s, (SELECT ne.name FROM main.entities ne WHERE ne.row = o.subject)),
+        nullif(o.p, :related),
+        nullif(o.o, (SELECT ne.name FROM main.entities ne WHERE ne.row = o.object)),
         CASE WHEN coalesce(o.description, o.sentence) = :empty THEN NULL
             ELSE coalesce(o.description, o.sentence) END,
         src.id, o.start, o.end,
@@ -446,7 +453,7 @@ class _Writer:
         conn.execute(_SOURCES.format(occurrences=occurrences))
         conn.execute(
             "INSERT INTO relations" + _relation(row="k.pos", occurrences=occurrences),
-            {"empty": _EMPTY},
+            {"empty": _EMPTY, "related": RELATED_TO},
         )
         _insert_state_texts(conn, "SELECT text FROM main.descriptions")
         _insert_state_texts(
@@ -679,7 +686,7 @@ class _Writer:
             + _relation(
                 row=f"{int(top)} + ROW_NUMBER() OVER (ORDER BY f.triple)", occurrences=found
             ),
-            {"empty": _EMPTY},
+            {"empty": _EMPTY, "related": RELATED_TO},
         )
         _count_texts(conn, "relations", where, 1)
 
@@ -820,11 +827,11 @@ _COLUMN_ROWS = {
         "WHERE d.chunk IN (SELECT row FROM cc)",
     ),
     "relations": (
-        "SELECT row, triple, chunk, seq, subject_entity, object_entity,"
-        " coalesce(source_chunk, 0), source_chunk IS NULL,"
-        " coalesce(description, key64(subject || ' ' || predicate || ' ' || object))"
-        " FROM relations {where} ORDER BY row",
-        "WHERE triple IN (SELECT triple FROM ct)",
+        "SELECT r.row, r.triple, r.chunk, r.seq, r.subject_entity, r.object_entity,"
+        " coalesce(r.source_chunk, 0), r.source_chunk IS NULL,"
+        " coalesce(r.description, key64(" + " || ' ' || ".join(relation_words("r")) + "))"
+        " FROM relations r {where} ORDER BY r.row",
+        "WHERE r.triple IN (SELECT triple FROM ct)",
     ),
     "mentions": (
         "SELECT chunk, seq, entity, weight FROM st.mentions {where}",

@@ -50,6 +50,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import (
     DescriptionRecord,
     EntityRecord,
@@ -73,6 +74,7 @@ __all__ = [
     "load_tables",
     "order_arrays",
     "patched_fingerprint",
+    "relation_words",
     "save_array",
     "save_tables",
     "text_functions",
@@ -100,11 +102,14 @@ LAYOUT = "layout"
 #: Rows keyed by ids, a chunk's text its row's ``body``, a description's chunk its
 #: ``chunk`` key alone (its node id is computed from its entity's, its chunk's id and
 #: its text, not stored), a text found in a chunk's text kept as that span of it
-#: (:func:`text_of`); the layout every build writes.
-KEYED = "keyed-4"
+#: (:func:`text_of`), a relation's words NULL where its row implies them
+#: (:func:`relation_words`); the layout every build writes.
+KEYED = "keyed-5"
 #: The layouts before, read but never patched (a build writes such tables whole again):
-#: every text kept whole (``keyed-3``), a description's chunk id and node id also in its
-#: row (``keyed-2``), and a chunk's text also in ``texts`` (``keyed-1``).
+#: every relation's words in its row (``keyed-4``), every text kept whole
+#: (``keyed-3``), a description's chunk id and node id also in its row (``keyed-2``),
+#: and a chunk's text also in ``texts`` (``keyed-1``).
+KEYED_WORDS = "keyed-4"
 KEYED_WHOLE_TEXTS = "keyed-3"
 KEYED_BODIES = "keyed-2"
 KEYED_TEXTS = "keyed-1"
@@ -123,8 +128,8 @@ CREATE TABLE descriptions (row INTEGER PRIMARY KEY, entity INTEGER NOT NULL,
 CREATE INDEX descriptions_chunk ON descriptions (chunk);
 CREATE TABLE sources (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL);
 CREATE UNIQUE INDEX sources_key ON sources (chunk_id, doc_id);
-CREATE TABLE relations (row INTEGER PRIMARY KEY, subject TEXT NOT NULL,
-    predicate TEXT NOT NULL, object TEXT NOT NULL, description INTEGER, source INTEGER,
+CREATE TABLE relations (row INTEGER PRIMARY KEY, subject TEXT,
+    predicate TEXT, object TEXT, description INTEGER, source INTEGER,
     start INTEGER, end INTEGER, sentence INTEGER, triple INTEGER NOT NULL,
     chunk INTEGER NOT NULL, seq INTEGER NOT NULL, subject_entity INTEGER NOT NULL,
     object_entity INTEGER NOT NULL, source_chunk INTEGER);
@@ -139,6 +144,38 @@ CREATE INDEX alias_ids_entity ON alias_ids (entity);
 """
 
 T = TypeVar("T")
+
+
+def relation_words(alias: str, implied: bool = True) -> tuple[str, str, str]:
+    """SQL for the subject, predicate and object of the ``relations`` row ``alias``.
+    ``implied`` (layout :data:`KEYED`): a row keeps NULL for a subject or object that is
+    its entity's name, and for the predicate :data:`~quillian.components.extraction.
+    assemble.RELATED_TO` (nine of ten relations of the 20 MB text name both entities so
+    and are co-occurrences: 7 MB of its tables, docs/scale.md), read back from the
+    entity's row; else each is the row's own. An entity's name changes only when the
+    resolution makes it again, and a patch then writes again every relation naming it
+    (:mod:`quillian.index.state_tables`), so a NULL always reads as the name it stood for."""
+    words = tuple(f"{alias}.{column}" for column in ("subject", "predicate", "object"))
+    if not implied:
+        return words  # type: ignore[return-value]  # three
+    subject, predicate, obj = words
+    name = "(SELECT ne.name FROM entities ne WHERE ne.row = {}.{}_entity)"
+    return (
+        f"coalesce({subject}, {name.format(alias, 'subject')})",
+        f"coalesce({predicate}, '{RELATED_TO}')",
+        f"coalesce({obj}, {name.format(alias, 'object')})",
+    )
+
+
+def _unimplied_words(triple: Triple, subject: str, obj: str) -> tuple[str | None, ...]:
+    """A relation's subject, predicate and object as a :data:`KEYED` row keeps them:
+    NULL where its entities' names (``subject``, ``obj``) and :data:`RELATED_TO` imply
+    them (:func:`relation_words`)."""
+    return (
+        None if triple.subject == subject else triple.subject,
+        None if triple.predicate == RELATED_TO else triple.predicate,
+        None if triple.object == obj else triple.object,
+    )
 
 
 def text_of(alias: str) -> str:
@@ -348,7 +385,13 @@ class _TableWriter:
             "INSERT INTO relations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
-                    *self._relation(i, t, int(relation_chunks[i]), sources),
+                    *self._relation(
+                        i,
+                        t,
+                        int(relation_chunks[i]),
+                        sources,
+                        (kg.entities[subjects[i]].name, kg.entities[objects[i]].name),
+                    ),
                     key64(t.id),
                     0,
                     i,
@@ -383,10 +426,15 @@ class _TableWriter:
         self.conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
 
     def _relation(
-        self, pos: int, t: Triple, chunk: int, sources: dict[tuple[str, str], int]
+        self,
+        pos: int,
+        t: Triple,
+        chunk: int,
+        sources: dict[tuple[str, str], int],
+        names: tuple[str, str],
     ) -> tuple[Any, ...]:
         p = t.provenance
-        head = (pos, t.subject, t.predicate, t.object, self.text(t.description))
+        head = (pos, *_unimplied_words(t, *names), self.text(t.description))
         if p is None:
             return (*head, None, None, None, None)
         source = sources.setdefault((p.doc_id, p.chunk_id), len(sources))
@@ -556,17 +604,23 @@ class StoredTables:
         self._lock = threading.Lock()
         #: Rows keyed by ids, placed by the order arrays (else by position).
         layout = meta.get(LAYOUT)
-        self.keyed = layout in (KEYED, KEYED_WHOLE_TEXTS, KEYED_BODIES, KEYED_TEXTS)
+        self.keyed = layout in (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS, KEYED_BODIES, KEYED_TEXTS)
         #: A chunk's text is its row's body (else a text of ``texts``).
-        self._bodies = layout in (KEYED, KEYED_WHOLE_TEXTS, KEYED_BODIES)
+        self._bodies = layout in (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS, KEYED_BODIES)
         #: A description's chunk id, read from its chunk's row (else its own).
         self._description_chunk = (
             ("dc.id", " JOIN chunks dc ON dc.row = d.chunk")
-            if layout in (KEYED, KEYED_WHOLE_TEXTS)
+            if layout in (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS)
             else ("d.chunk_id", "")
         )
         #: The SQL of a ``texts`` row's text (a span read from its chunk, or whole).
-        self._text: Callable[[str], str] = text_of if layout == KEYED else "{}.text".format
+        self._text: Callable[[str], str] = (
+            text_of if layout in (KEYED, KEYED_WORDS) else "{}.text".format
+        )
+        #: The SQL of a relation row's words (some implied by its row, or all its own).
+        self._words: Callable[[str], tuple[str, str, str]] = functools.partial(
+            relation_words, implied=layout == KEYED
+        )
         self._key = "row" if self.keyed else "pos"
         self.chunk_texts: _Rows[str] = (
             self._rows("c.body", "chunks c", _unpacked)
@@ -620,7 +674,7 @@ class StoredTables:
             ),
             chunk_ids=self._rows("c.id", "chunks c", _first),
             relations=self._rows(
-                f"r.subject, r.predicate, r.object, {self._text('d')}, s.doc_id, s.chunk_id, "
+                f"{', '.join(self._words('r'))}, {self._text('d')}, s.doc_id, s.chunk_id, "
                 f"r.start, r.end, r.sentence, {self._text('t')}, {chunk_text[0]}",
                 "relations r "
                 "LEFT JOIN texts d ON d.id = r.description "
@@ -644,8 +698,7 @@ class StoredTables:
             f" JOIN texts t ON t.id = d.text ORDER BY d.{key}"
         )
         relations = self.db.query(
-            f"SELECT r.{key}, coalesce({self._text('t')},"
-            " r.subject || ' ' || r.predicate || ' ' || r.object)"
+            f"SELECT r.{key}, coalesce({self._text('t')}, {_words_text(self._words('r'))})"
             f" FROM relations r LEFT JOIN texts t ON t.id = r.description ORDER BY r.{key}"
         )
         return (
@@ -696,8 +749,8 @@ class StoredTables:
         """The descriptions' and relations' text ids by position, read from the rows;
         ``made`` takes the words of each relation without a description, by their id."""
         relations = self.db.query(
-            "SELECT description, CASE WHEN description IS NULL"
-            " THEN subject || ' ' || predicate || ' ' || object END FROM relations ORDER BY row"
+            "SELECT r.description, CASE WHEN r.description IS NULL"
+            f" THEN {_words_text(self._words('r'))} END FROM relations r ORDER BY r.row"
         )
         relation_ids = []
         for text_id, text in relations:
@@ -779,6 +832,12 @@ def _relation(chunk_texts: UnpackedTexts, row: tuple[Any, ...]) -> Triple:
             text = whole[start:end]
         provenance = Provenance(doc, cid, start, end, text or "")
     return Triple(subject, predicate, obj, description or "", provenance)
+
+
+def _words_text(words: tuple[str, str, str]) -> str:
+    """SQL: a relation's words as one text (what a relation without a description
+    embeds), from :func:`relation_words`."""
+    return " || ' ' || ".join(words)
 
 
 def _first(row: tuple[Any, ...]) -> Any:

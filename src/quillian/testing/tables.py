@@ -12,15 +12,19 @@ from typing import Any
 
 import numpy as np
 
+from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import description_node_id
 from quillian.index.tables import (
     IN_CHUNK,
+    KEYED,
     KEYED_BODIES,
     KEYED_TEXTS,
     KEYED_WHOLE_TEXTS,
+    KEYED_WORDS,
     LAYOUT,
     TABLES_DB,
     StoredTables,
+    relation_words,
     text_functions,
     text_of,
 )
@@ -35,6 +39,7 @@ __all__ = [
     "chunk_texts_in_texts",
     "description_chunk_ids",
     "graph_outputs",
+    "relation_words_in_rows",
     "table_rows",
     "whole_texts",
 ]
@@ -81,10 +86,18 @@ def table_rows(directory: Path) -> dict[str, Any]:
                 " WHERE source IS NOT NULL)"
             ).fetchone()
             assert unused == 0, "sources no relation reads"
+        if meta.get(LAYOUT) == KEYED:  # a word its row implies is never kept
+            name = "(SELECT e.name FROM entities e WHERE e.row = r.{}_entity)"
+            (kept,) = conn.execute(
+                f"SELECT count(*) FROM relations r WHERE r.subject = {name.format('subject')}"
+                f" OR r.object = {name.format('object')} OR r.predicate = ?",
+                (RELATED_TO,),
+            ).fetchone()
+            assert kept == 0, "relations keeping words their rows imply"
         names = conn.execute("SELECT key, entity, titled FROM names ORDER BY key").fetchall()
         alias_ids = conn.execute("SELECT id, entity FROM alias_ids ORDER BY id").fetchall()
         relations = conn.execute(
-            f"SELECT r.{tables._key}, r.subject, r.predicate, r.object, r.description,"
+            f"SELECT r.{tables._key}, {', '.join(tables._words('r'))}, r.description,"
             " s.doc_id, s.chunk_id, r.start, r.end, r.sentence FROM relations r"
             " LEFT JOIN sources s ON s.id = r.source"
         ).fetchall()
@@ -116,9 +129,25 @@ def table_rows(directory: Path) -> dict[str, Any]:
     return out
 
 
+def relation_words_in_rows(directory: Path, snapshot: GraphSnapshot | None = None) -> None:
+    """Turn the tables under ``directory`` into layout ``keyed-4``, as a build before
+    relations' rows left out the words their entities imply wrote them: every relation's
+    subject, predicate and object in its row."""
+    conn = sqlite3.connect(directory / TABLES_DB)
+    subject, predicate, obj = relation_words("relations")
+    conn.execute(
+        f"UPDATE relations SET subject = {subject}, predicate = {predicate}, object = {obj}"
+    )
+    conn.execute("UPDATE meta SET value = ? WHERE key = ?", (KEYED_WORDS, LAYOUT))
+    conn.commit()
+    conn.close()
+
+
 def whole_texts(directory: Path, snapshot: GraphSnapshot | None = None) -> None:
     """Turn the tables under ``directory`` into layout ``keyed-3``, as a build before
-    texts were kept as spans of their chunks wrote them: every text whole."""
+    texts were kept as spans of their chunks wrote them: every text whole (and, as in
+    ``keyed-4``, every relation's words in its row)."""
+    relation_words_in_rows(directory)
     conn = sqlite3.connect(directory / TABLES_DB)
     text_functions(conn)
     conn.execute(
