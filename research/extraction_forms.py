@@ -67,12 +67,15 @@ def _records(index: Path, limit: int | None) -> dict[str, list[Extraction]]:
         else:
             found[namespace] = [extraction_from_json(uncompressed(r)) for (r,) in rows]
     state = index / "graph_resolution.sqlite"
-    if state.is_file():
-        rows = sqlite3.connect(state).execute(
-            "SELECT extraction FROM chunks ORDER BY chunk_id LIMIT ?",
-            (-1 if limit is None else limit,),
-        )
-        found[STATE] = [decode_extraction(r) for (r,) in rows]
+    if state.is_file():  # a state of version 11 on keeps no extractions
+        conn = sqlite3.connect(state)
+        if "extraction" in {c for _, c, *_ in conn.execute("PRAGMA table_info(chunks)")}:
+            rows = conn.execute(
+                "SELECT extraction FROM chunks ORDER BY chunk_id LIMIT ?",
+                (-1 if limit is None else limit,),
+            )
+            found[STATE] = [decode_extraction(r) for (r,) in rows]
+        conn.close()
     return found
 
 

@@ -15,7 +15,9 @@ chunk and makes the graph's resolution state. It prints one JSON object.
 in this one process, N times, add FILE's documents and delete them again, each call
 timed (the first pair loads the models; a process that keeps them loaded pays that
 once). It prints each call's seconds and stages, and the medians of the pairs after the
-first. INDEX may be a PostgreSQL location there. docs/scale.md
+first; ``--functions`` also times the functions above in the last pair (each call's
+``functions_s``), the earlier pairs left as they run. INDEX may be a PostgreSQL
+location there. docs/scale.md
 ("The graph stage from the resolution state") gives its figures at 20k passages.
 """
 
@@ -62,6 +64,15 @@ TIMED = (
     ("quillian.index.stages", "vector_keys"),
     ("quillian.index.stages", "unique_texts"),
     ("quillian.index.stages", "_embed_into"),
+    ("quillian.index.state_tables", "_Writer.run"),
+    ("quillian.index.state_tables", "_Columns.patched"),
+    ("quillian.index.state_tables", "_Graph.arrays"),
+    ("quillian.index.state_tables", "save_array"),
+    ("quillian.components.graph.builder", "write_graph"),
+    ("quillian.stores.snapshot", "GraphSnapshot.from_edges"),
+    ("quillian.stores.embedded.graph", "CSRGraphStore.write_snapshot"),
+    ("quillian.components.retrieval.derived", "chunk_pages"),
+    ("quillian.components.retrieval.bm25_incremental", "update_bm25"),
 )
 
 
@@ -106,6 +117,11 @@ def main() -> None:
         help="also profile the call with cProfile (slower) and write its stats to FILE",
     )
     parser.add_argument(
+        "--functions",
+        action="store_true",
+        help="with --pairs: the seconds of the functions timed, in the last pair",
+    )
+    parser.add_argument(
         "--pairs",
         type=int,
         metavar="N",
@@ -115,7 +131,8 @@ def main() -> None:
     if args.pairs is not None:
         if args.operation != "add" or args.pairs < 2:
             parser.error("--pairs takes an add and at least 2 pairs")
-        print(json.dumps(_pairs(args.index, Path(args.what), args.pairs), indent=2))
+        pairs = _pairs(args.index, Path(args.what), args.pairs, args.functions)
+        print(json.dumps(pairs, indent=2))
         return
     seconds: dict[str, float] = {}
     peaks: dict[str, float] = {}
@@ -145,8 +162,9 @@ def main() -> None:
     print(json.dumps(out, indent=2))
 
 
-def _pairs(index: str, what: Path, n: int) -> dict[str, Any]:
-    """N add-then-delete pairs of ``what``'s documents in this process, each timed."""
+def _pairs(index: str, what: Path, n: int, functions: bool = False) -> dict[str, Any]:
+    """N add-then-delete pairs of ``what``'s documents in this process, each timed
+    (``functions``: the functions of :data:`TIMED` too, in the last pair)."""
     import statistics
 
     from quillian.components.ingestion.readers import read_documents
@@ -154,9 +172,13 @@ def _pairs(index: str, what: Path, n: int) -> dict[str, Any]:
 
     docs = list(read_documents(what))
     runs = []
-    for _ in range(n):
+    seconds: dict[str, float] = {}
+    for i in range(n):
         run: dict[str, Any] = {}
+        if functions and i == n - 1:
+            _instrument(seconds, {})
         for op in ("add", "delete"):
+            seconds.clear()
             start = time.perf_counter()
             if op == "add":
                 report = index_documents(index, docs, IndexSettings())
@@ -164,6 +186,10 @@ def _pairs(index: str, what: Path, n: int) -> dict[str, Any]:
                 report = delete_documents(index, [d.id for d in docs])
             run[f"{op}_s"] = round(time.perf_counter() - start, 3)
             run[f"{op}_stages_s"] = {k: round(v, 3) for k, v in report.seconds.items()}
+            if seconds:
+                run[f"{op}_functions_s"] = {
+                    k: round(v, 3) for k, v in sorted(seconds.items(), key=lambda kv: -kv[1])
+                }
         runs.append(run)
     later = runs[1:]
     return {

@@ -5,23 +5,19 @@ state from its file; a missing, damaged or foreign state opens as None."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import sqlite3
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
-from quillian.components.graph import chunk_rows, incremental
+from quillian.components.graph import incremental
 from quillian.components.graph.builder import KnowledgeGraph
 from quillian.components.graph.compact import (
-    decode_extraction,
-    encode_extraction,
     extraction_texts,
 )
 from quillian.components.graph.incremental import (
@@ -30,6 +26,7 @@ from quillian.components.graph.incremental import (
     resolve_entities,
 )
 from quillian.errors import InputError
+from quillian.stores.packed import unpack_text
 from quillian.testing.resolution import RandomCorpus as _Corpus
 from quillian.testing.resolution import random_extraction
 from quillian.types import key64
@@ -50,38 +47,46 @@ def assert_same_graph(got: KnowledgeGraph, want: KnowledgeGraph) -> None:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
-def assert_rows_found(path: Path) -> int:
+def assert_rows_found(path: Path, corpus: _Corpus) -> int:
     """Each description's text is one of its own chunk's extraction's texts, and each
     occurrence's index names a triple of that extraction with the occurrence's triple
-    id (the state keeps no other copy of them; no table of texts); returns how many rows
-    were checked."""
+    id (the state keeps no copy of them, nor of the extractions: each chunk's digest is
+    the corpus's extraction's); returns how many rows were checked."""
     conn = sqlite3.connect(path)
-    own = {
-        c: decode_extraction(raw) for c, raw in conn.execute("SELECT chunk, extraction FROM chunks")
+    digests = dict(conn.execute("SELECT chunk_id, digest FROM chunks"))
+    assert digests == {
+        c: incremental.extraction_digest(e.extraction) for c, e in corpus.chunks.items()
     }
+    own = {key64(c): e.extraction for c, e in corpus.chunks.items()}
     texts = {c: {key64(t) for t in extraction_texts(e)} for c, e in own.items()}
     described = conn.execute("SELECT chunk, text FROM descriptions").fetchall()
     occurred = conn.execute("SELECT chunk, at, triple FROM occurrences").fetchall()
     tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    columns = {c for _, c, *_ in conn.execute("PRAGMA table_info(chunks)")}
     conn.close()
     assert all(i in texts[c] for c, i in described)
     assert all(key64(own[c].triples[at].id) == triple for c, at, triple in occurred)
-    assert "texts" not in tables
+    assert "texts" not in tables and "extraction" not in columns
     return len(described) + len(occurred)
 
 
-def assert_keys_indexed(path: Path) -> None:
-    """The key -> chunk index holds exactly each stored chunk's keys: none left of a
-    chunk removed or replaced."""
+def assert_keys_indexed(path: Path, corpus: _Corpus) -> None:
+    """The key -> chunk index holds exactly each stored chunk's keys (those its row
+    keeps, its extraction's): none left of a chunk removed or replaced."""
     conn = sqlite3.connect(path)
-    stored = conn.execute("SELECT chunk_id, extraction FROM chunks").fetchall()
+    kept = {
+        (k, c)
+        for c, packed in conn.execute("SELECT chunk_id, keys FROM chunks")
+        for k in unpack_text(packed).split("\x1f")
+        if k
+    }
     indexed = set(
         conn.execute("SELECT k.key, c.chunk_id FROM chunk_keys k JOIN chunks c USING (chunk)")
     )
     (keys,) = conn.execute("SELECT count(*) FROM chunk_keys").fetchone()
     conn.close()
-    want = {(k, c) for c, raw in stored for k in incremental._keys(decode_extraction(raw))}
-    assert indexed == want and keys == len(want)
+    want = {(k, c) for c, e in corpus.chunks.items() for k in incremental._keys(e.extraction)}
+    assert indexed == want == kept and keys == len(want)
 
 
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(40)] + [(40, 6), (41, 6)])
@@ -93,20 +98,22 @@ def test_every_step_equals_a_clean_build(tmp_path: Path, seed: int, scale: int) 
         first = corpus.new()
         corpus.chunks[first.chunk_id] = first
     path = tmp_path / "state.sqlite"
-    ResolutionState.create(path, corpus.chunks.values(), max_per_chunk, tag="0").close()
+    ResolutionState.create(
+        path, corpus.chunks.values(), max_per_chunk, tag="0", source=corpus.source
+    ).close()
     checked = 0
     for step in range(1, 11):
-        state = ResolutionState.open(path, max_per_chunk, tag=str(step - 1))
+        state = ResolutionState.open(path, max_per_chunk, tag=str(step - 1), source=corpus.source)
         assert state is not None
         assert_same_graph(state.graph(), corpus.clean(max_per_chunk))
         removed, changed = corpus.step()
         state.apply(removed, changed, tag=str(step))
         assert state.chunk_ids() == list(corpus.clean(max_per_chunk).chunk_ids)
         state.close()
-        checked += assert_rows_found(path)
-        assert_keys_indexed(path)
+        checked += assert_rows_found(path, corpus)
+        assert_keys_indexed(path, corpus)
     assert checked  # some step's state held rows
-    state = ResolutionState.open(path, max_per_chunk, tag="10")
+    state = ResolutionState.open(path, max_per_chunk, tag="10", source=corpus.source)
     assert state is not None
     assert_same_graph(state.graph(), corpus.clean(max_per_chunk))
     state.close()
@@ -119,16 +126,21 @@ def test_an_update_replays_only_what_it_reaches(tmp_path: Path) -> None:
 
     # c1 and c2 share "Paris"; c3 names only Rome; c4 links Rome to "Roma" by an alias
     chunks = [chunk(1, "Paris"), chunk(2, "paris", "Lyon"), chunk(3, "Rome")]
+    corpus = _Corpus(random.Random(0))
+    corpus.chunks = {c.chunk_id: c for c in chunks}
     path = tmp_path / "state.sqlite"
-    state = ResolutionState.create(path, chunks)
+    state = ResolutionState.create(path, chunks, source=corpus.source)
     rome = ExtractedEntity("Roma", aliases=("Rome",))
-    replayed = state.apply([], [ChunkExtraction("d", 0, Extraction("c0", "d", (rome,)))])
+    roma = ChunkExtraction("d", 0, Extraction("c0", "d", (rome,)))
+    corpus.chunks["c0"] = roma
+    replayed = state.apply([], [roma])
     assert replayed == 2  # c0 and c3: the Paris chunks are not read
     rows = state.positions().tolist()  # Paris and Lyon keep their rows
     assert rows[1:] == [0, 1] and rows[0] not in (0, 1, 2)
     entities, owner = state.entities()
     assert [e.name for e in entities] == ["Roma", "Paris", "Lyon"]
     assert entities[0].aliases == ["Rome"] and owner["rome"] == 0
+    del corpus.chunks["c1"]
     assert state.apply(["c1"], []) == 1  # Paris now first named in c2
     assert [e.name for e in state.entities()[0]] == ["Roma", "paris", "Lyon"]
     assert state.positions().tolist()[0::2] == rows[0::2]  # Paris named anew: a new row
@@ -179,10 +191,13 @@ def test_the_stage_call_updates_the_last_build_state_or_builds_anew(tmp_path: Pa
         reads.append(len(corpus.chunks))
         return list(corpus.chunks.values())
 
-    resolve_entities(path, everything, None, since="", tag="b1").close()
+    resolve_entities(path, everything, None, since="", tag="b1", source=corpus.source).close()
     for since, tag, full in (("b1", "b2", False), ("b0", "b3", True), ("b3", "b4", False)):
         before = len(reads)
-        state = resolve_entities(path, everything, corpus.step(), since=since, tag=tag)
+        delta = corpus.step()
+        state = resolve_entities(
+            path, everything, delta, since=since, tag=tag, source=corpus.source
+        )
         assert len(reads) == before + full  # read whole only without the last build's state
         assert_same_graph(state.graph(), corpus.clean(64))
         state.close()
@@ -197,14 +212,13 @@ def test_the_stage_call_builds_anew_when_the_update_cannot_read_the_state(
         first = corpus.new()
         corpus.chunks[first.chunk_id] = first
     path = tmp_path / "state.sqlite"
-    resolve_entities(path, lambda: list(corpus.chunks.values()), None, since="", tag="b1").close()
+    everything = lambda: list(corpus.chunks.values())  # noqa: E731
+    resolve_entities(path, everything, None, since="", tag="b1", source=corpus.source).close()
     with sqlite3.connect(path) as conn:  # sound pages, a table gone: quick_check passes
         conn.execute("DROP TABLE chunk_keys")
     conn.close()
     delta = corpus.step()
-    state = resolve_entities(
-        path, lambda: list(corpus.chunks.values()), delta, since="b1", tag="b2"
-    )
+    state = resolve_entities(path, everything, delta, since="b1", tag="b2", source=corpus.source)
     assert_same_graph(state.graph(), corpus.clean(64))
     state.close()
     reopened = ResolutionState.open(path, tag="b2")
@@ -238,11 +252,13 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_the_next_build_reads(
         corpus.chunks[first.chunk_id] = first
     path = tmp_path / "state.sqlite"
     victim = path if leftover == "state" else path.with_name(path.name + ".partial")
-    ResolutionState.create(victim, corpus.chunks.values(), tag="b1").close()
+    ResolutionState.create(victim, corpus.chunks.values(), tag="b1", source=corpus.source).close()
     corpus.step()  # the new state differs from the one the journal belongs to
     subprocess.run([sys.executable, "-c", KILLED_WRITER, str(victim)], check=True)
     assert victim.with_name(victim.name + "-journal").stat().st_size > 0
-    state = resolve_entities(path, lambda: list(corpus.chunks.values()), None, since="", tag="b2")
+    state = resolve_entities(
+        path, lambda: list(corpus.chunks.values()), None, since="", tag="b2", source=corpus.source
+    )
     assert_same_graph(state.graph(), corpus.clean(64))
     state.close()
     assert not victim.with_name(victim.name + "-journal").exists()
@@ -270,10 +286,10 @@ def test_a_new_state_streams_its_chunks_in_any_order(
     elif order == "late":
         chunks[-1], chunks[-2] = chunks[-2], chunks[-1]
     path = tmp_path / "state.sqlite"
-    state = ResolutionState.create(path, iter(chunks), tag="b1")
+    state = ResolutionState.create(path, iter(chunks), tag="b1", source=corpus.source)
     assert_same_graph(state.graph(), corpus.clean(64))
     state.close()
-    assert_rows_found(path)
+    assert_rows_found(path, corpus)
 
 
 def test_a_state_made_anew_is_packed(tmp_path: Path) -> None:
@@ -284,7 +300,7 @@ def test_a_state_made_anew_is_packed(tmp_path: Path) -> None:
         added = corpus.new()
         corpus.chunks[added.chunk_id] = added
     path, copy = tmp_path / "state.sqlite", tmp_path / "copy.sqlite"
-    ResolutionState.create(path, corpus.chunks.values()).close()
+    ResolutionState.create(path, corpus.chunks.values(), source=corpus.source).close()
     copy.write_bytes(path.read_bytes())
     conn = sqlite3.connect(copy)
     try:
@@ -294,53 +310,43 @@ def test_a_state_made_anew_is_packed(tmp_path: Path) -> None:
     assert path.stat().st_size == copy.stat().st_size > 20 * 4096
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_stored_columns_read_the_compact_form_as_the_decoded_triples_give_them(
-    seed: int,
+def test_an_extraction_the_state_did_not_resolve_makes_it_anew(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """What the tables writer reads of a stored extraction without decoding it (its
-    texts, each triple's columns) is what the decoded extraction gives, provenance
-    naming another document or chunk included; and a form before is decoded."""
-    rng = random.Random(seed)
-    for n in range(20):
-        extraction = random_extraction(rng, f"c{n}", f"d{n % 3}")
-        if n % 2:  # a relation described by its sentence, as spaCy's are
-            extraction = dataclasses.replace(
-                extraction,
-                triples=tuple(
-                    t
-                    if t.provenance is None
-                    else dataclasses.replace(t, description=t.provenance.sentence)
-                    for t in extraction.triples
-                ),
-            )
-        raw = encode_extraction(extraction)
-        decoded = decode_extraction(raw)
-        want = (
-            extraction_texts(decoded),
-            [chunk_rows.triple_columns(t, f"d{n % 3}", f"c{n}", key64) for t in decoded.triples],
-        )
-        assert chunk_rows.stored_columns(raw, f"d{n % 3}", f"c{n}") == want
-        assert chunk_rows.stored_columns(raw, "another", "other")[1] == [
-            chunk_rows.triple_columns(t, "another", "other", key64) for t in decoded.triples
-        ]
-        before = [  # the list a state of an earlier version kept, texts in place
-            extraction.chunk_id,
-            extraction.doc_id,
-            [
-                [e.name, e.type, list(e.aliases), e.description, e.is_topic, e.start, e.end]
-                for e in extraction.entities
-            ],
-            [
-                [
-                    t.subject,
-                    t.predicate,
-                    t.object,
-                    t.description,
-                    None if t.provenance is None else list(dataclasses.astuple(t.provenance)),
-                ]
-                for t in extraction.triples
-            ],
-        ]
-        old = zlib.compress(json.dumps(before).encode())
-        assert chunk_rows.stored_columns(old, f"d{n % 3}", f"c{n}") == want
+    """The state keeps each chunk's digest, not its extraction: a chunk whose extraction
+    changed though no delta said so (or one the source lacks) is not read as the one the
+    state resolved. The update raises StaleState and leaves the state as it was; the
+    stage call makes it anew, equal to a clean build."""
+    corpus = _Corpus(random.Random(13))
+    while len(corpus.chunks) < 8:
+        added = corpus.new()
+        corpus.chunks[added.chunk_id] = added
+    path = tmp_path / "state.sqlite"
+    everything = lambda: list(corpus.chunks.values())  # noqa: E731
+    resolve_entities(path, everything, None, since="", tag="b1", source=corpus.source).close()
+    # every chunk's extraction changed behind the state's back: any the update reads
+    for chunk_id, old in list(corpus.chunks.items()):
+        shown = random_extraction(corpus.rng, chunk_id, old.doc_id)
+        corpus.chunks[chunk_id] = dataclasses.replace(old, extraction=shown)
+    state = ResolutionState.open(path, tag="b1", source=corpus.source)
+    assert state is not None
+    with pytest.raises(incremental.StaleState, match="not the one the state resolved"):
+        state.graph()
+    added = corpus.new()
+    corpus.chunks[added.chunk_id] = added
+    with pytest.raises(incremental.StaleState):
+        state.apply([], [added])
+    assert added.chunk_id not in state.chunk_ids()  # the update left no trace
+    state.close()
+    state = resolve_entities(
+        path, everything, ([], [added]), since="b1", tag="b2", source=corpus.source
+    )
+    assert "building anew" in caplog.text
+    assert_same_graph(state.graph(), corpus.clean(64))
+    state.close()
+    del corpus.chunks[added.chunk_id]  # gone from the source: stale too
+    state = ResolutionState.open(path, tag="b2", source=corpus.source)
+    assert state is not None
+    with pytest.raises(incremental.StaleState, match=added.chunk_id):
+        state.graph()
+    state.close()

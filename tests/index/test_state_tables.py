@@ -12,13 +12,14 @@ import logging
 import random
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from quillian.components.extraction.base import Extraction
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, ResolutionState
 from quillian.components.retrieval import derived
@@ -98,10 +99,15 @@ class _Run:
             self.chunks.values(),
             self.max_per_chunk,
             facts=derived.ENTITY_FACTS,
+            source=self.source,
         )
         self.steps = 0
         #: the chunks of the last tables written, for the delta a build would tell
         self.written: set[str] | None = None
+
+    def source(self, wanted: Sequence[tuple[str, str, int]]) -> list[Extraction]:
+        """The chunks' extractions as the run holds them (the state keeps none)."""
+        return [self.chunks[chunk_id].extraction for chunk_id, _, _ in wanted]
 
     def _add(self, chunk: ChunkExtraction) -> ChunkExtraction:
         self.corpus.chunks[chunk.chunk_id] = chunk
@@ -131,7 +137,9 @@ class _Run:
         save_tables(want, kg, chunks)
         copy = self.root / "copy.sqlite"
         shutil.copyfile(self.state.path, copy)
-        other = ResolutionState.open(copy, self.max_per_chunk, facts=derived.ENTITY_FACTS)
+        other = ResolutionState.open(
+            copy, self.max_per_chunk, facts=derived.ENTITY_FACTS, source=self.source
+        )
         assert other is not None
         save_state_tables(whole, other, chunk_ids, chunks).save(whole / "graph")
         other.close()

@@ -10,6 +10,7 @@ the state's storage.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import time
@@ -25,7 +26,14 @@ from quillian.components.embedding.base import Embedder
 from quillian.components.extraction.base import Extraction, ExtractionIssue
 from quillian.components.extraction.filters import drop_ambiguous_names
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
-from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, resolve_entities
+from quillian.components.graph.incremental import (
+    STATE_FILE,
+    ChunkExtraction,
+    ExtractionSource,
+    ResolutionState,
+    StaleState,
+    resolve_entities,
+)
 from quillian.components.retrieval.bm25_incremental import update_bm25
 from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
@@ -46,6 +54,7 @@ from quillian.index.tables import (
 )
 from quillian.index.text_keys import chunk_keys, text_keys
 from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
+from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Progress
 
 __all__ = [
@@ -191,20 +200,23 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
         at = np.flatnonzero(np.isin(chunks.rows, rows_of(touched))).tolist() if touched else []
         update = (delta.removed, list(rows(i for i in at if chunk_ids[i] in touched)))
         retitled, moved = delta.retitled, (delta.added, delta.removed)
-    resolution = resolve_entities(
-        directory / RESOLUTION_FILE,
-        lambda: rows(range(len(chunk_ids))),
-        update,
-        since=(delta.since or "") if delta is not None else "",
-        tag=delta.build if delta is not None else "",
-        facts=ENTITY_FACTS,
-        verified=unchanged_since_build(directory, RESOLUTION_FILE),
-    )
-    text_ids: list[GraphTextIds] = []
-    try:
+
+    def resolved(update: tuple[Iterable[str], list[ChunkExtraction]] | None) -> ResolutionState:
+        return resolve_entities(
+            directory / RESOLUTION_FILE,
+            lambda: rows(range(len(chunk_ids))),
+            update,
+            since=(delta.since or "") if delta is not None else "",
+            tag=delta.build if delta is not None else "",
+            facts=ENTITY_FACTS,
+            verified=unchanged_since_build(directory, RESOLUTION_FILE),
+            source=extraction_source(chunks, extractions),
+        )
+
+    def written(resolution: ResolutionState) -> GraphSnapshot:
         store = state.storage.graph(fresh=True)
         try:
-            snapshot = save_state_tables(
+            return save_state_tables(
                 directory,
                 resolution,
                 chunk_ids,
@@ -216,11 +228,44 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
             )
         finally:
             store.close()
+
+    text_ids: list[GraphTextIds] = []
+    resolution = resolved(update)
+    try:
+        try:
+            snapshot = written(resolution)
+        except StaleState as err:  # a chunk the update did not reach, read for the tables
+            logger.warning("graph resolution state stale (%s): building anew", err)
+            resolution.close()
+            resolution = resolved(None)
+            snapshot = written(resolution)
     finally:
         resolution.close()
     state.text_ids = text_ids[0]
     kg, _ = load_tables(directory, snapshot)
     return kg
+
+
+def extraction_source(chunks: ChunkTable, extractions: Sequence[Extraction]) -> ExtractionSource:
+    """The extractions of a build's ``chunks`` (in index order), found by their place
+    (a bisection of the table's columns, no pass over every chunk), for the resolution
+    state, which keeps none; :class:`StaleState` for a chunk that is not this build's."""
+    doc_ids, indexes, ids = chunks.doc_ids, chunks.indexes, chunks.ids
+    n = len(ids)
+
+    def place(at: int) -> tuple[str, int]:
+        return doc_ids[at], indexes[at]
+
+    def read(wanted: Sequence[tuple[str, str, int]]) -> list[Extraction]:
+        found = []
+        for chunk_id, doc_id, index in wanted:
+            at = bisect.bisect_left(range(n), (doc_id, index), key=place)
+            if at == n or ids[at] != chunk_id:
+                raise StaleState(f"chunk {chunk_id} is not this build's ({doc_id}, {index})")
+            found.append(extractions[at])
+        return found
+
+    return read
 
 
 def unique_texts(kg: KnowledgeGraph, text_ids: GraphTextIds | None = None) -> DistinctTexts:

@@ -54,7 +54,8 @@ from quillian.components.graph.builder import (
     graph_edges,
     write_graph,
 )
-from quillian.components.graph.chunk_rows import stored_columns
+from quillian.components.graph.chunk_rows import triple_columns
+from quillian.components.graph.compact import extraction_texts
 from quillian.components.graph.incremental import ResolutionState, TablesChanges
 from quillian.components.retrieval import derived
 from quillian.components.retrieval.seeding import lexicon_keys, page_aliases
@@ -250,7 +251,7 @@ def save_state_tables(
     known = recorded_digest(directory, TABLES_DB) if changes.tables else None
 
     def write(path: Path) -> None:
-        writer = _Writer(path, state.path, chunk_ids, table, retitled, moved)
+        writer = _Writer(path, state, chunk_ids, table, retitled, moved)
         written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
@@ -292,13 +293,13 @@ class _Writer:
     def __init__(
         self,
         path: Path,
-        state_path: Path,
+        state: ResolutionState,
         chunk_ids: Sequence[str],
         chunks: ChunkTable,
         retitled: Collection[str] | None = None,
         moved: tuple[Collection[str], Collection[str]] | None = None,
     ) -> None:
-        self.path, self.state_path = path, state_path
+        self.path, self.state, self.state_path = path, state, state.path
         self.chunk_ids, self.chunks, self.retitled = chunk_ids, chunks, retitled
         self.moved = moved
         self.chunks_read: set[int] = set()  # the state's chunks in stexts and striples
@@ -397,18 +398,22 @@ class _Writer:
 
     def _read_chunks(self, conn: sqlite3.Connection, chunks: str) -> None:
         """The texts and triples of the state's chunks whose keys ``chunks`` (a SELECT)
-        gives, from their stored extractions, into ``stexts`` and ``striples`` (a chunk
-        already read is not read again)."""
+        gives, from their extractions as the state resolved them
+        (:meth:`~quillian.components.graph.incremental.ResolutionState.chunk_extractions`),
+        into ``stexts`` and ``striples`` (a chunk already read is not read again)."""
         read = self.chunks_read
         wanted = [c for (c,) in conn.execute(chunks).fetchall() if c not in read]
         read.update(wanted)
         for start in range(0, len(wanted), _READ_BATCH):
-            found = conn.execute(
-                "SELECT chunk, chunk_id, doc_id, extraction FROM st.chunks"
-                " WHERE chunk IN (SELECT value FROM json_each(?))",
-                (json.dumps(wanted[start : start + _READ_BATCH]),),
-            ).fetchall()
-            stored = [(c, *stored_columns(raw, d, i)) for c, i, d, raw in found]
+            found = self.state.chunk_extractions(wanted[start : start + _READ_BATCH])
+            stored = [
+                (
+                    row,
+                    extraction_texts(c.extraction),
+                    [triple_columns(t, c.doc_id, c.chunk_id, key64) for t in c.extraction.triples],
+                )
+                for row, c in found
+            ]
             conn.executemany(
                 "INSERT OR IGNORE INTO stexts VALUES (?, ?, ?)",
                 ((key64(t), t, c) for c, texts, _ in stored for t in texts),

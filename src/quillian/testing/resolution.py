@@ -6,10 +6,11 @@ without provenance, chunks past the per-chunk mention cap."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
-from quillian.components.graph.incremental import ChunkExtraction
+from quillian.components.graph.incremental import ChunkExtraction, StaleState
 from quillian.types import Provenance, Triple
 
 __all__ = ["NAMES", "RandomCorpus", "random_entity", "random_extraction", "random_name"]
@@ -92,6 +93,17 @@ class RandomCorpus:
             self.chunks[added.chunk_id] = added
             changed.append(added)
         return removed, changed
+
+    def source(self, wanted: Sequence[tuple[str, str, int]]) -> list[Extraction]:
+        """The chunks' extractions as the corpus holds them now (the resolution state's
+        :data:`~quillian.components.graph.incremental.ExtractionSource`)."""
+        found = []
+        for chunk_id, doc_id, index in wanted:
+            chunk = self.chunks.get(chunk_id)
+            if chunk is None or (chunk.doc_id, chunk.index) != (doc_id, index):
+                raise StaleState(f"chunk {chunk_id} is not the corpus's ({doc_id}, {index})")
+            found.append(chunk.extraction)
+        return found
 
     def clean(self, max_per_chunk: int) -> KnowledgeGraph:
         ordered = sorted(self.chunks.values(), key=lambda c: (c.doc_id, c.index))

@@ -9,9 +9,10 @@ whose ends are two entities). Only which occurrence of a triple id is kept (the 
 in index order) crosses chunks; :func:`assemble` settles it.
 
 Texts are referred to by id (:func:`~quillian.types.key64` of the text) and not stored
-here at all: each is in its chunk's stored extraction, whose compact form lists its
-descriptions and sentences once (:func:`~.compact.extraction_texts`), and the graph
-tables hold those their rows refer to. A sentence naming many entities is the
+here at all: each is in its chunk's extraction, which the state reads from the build's
+linking records (:data:`~.incremental.ExtractionSource`), listing its descriptions and
+sentences once (:func:`~.compact.extraction_texts`), and the graph tables hold those
+their rows refer to. A sentence naming many entities is the
 provenance of every relation among them, and was the bulk of the state when each
 occurrence carried its own copy (1.28 of 1.67 GB on the 20 MB text of docs/scale.md);
 kept once in a table of texts, it was still a second copy of the extractions' (12 MB of
@@ -21,15 +22,12 @@ that text's 78 MB state).
 from __future__ import annotations
 
 import functools
-import json
 import sqlite3
-import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from quillian.components.extraction.base import Extraction
-from quillian.components.extraction.serde import FORM
 from quillian.components.graph.builder import (
     MENTION_WEIGHT,
     TOPIC_WEIGHT,
@@ -38,7 +36,7 @@ from quillian.components.graph.builder import (
     GraphBuilder,
     KnowledgeGraph,
 )
-from quillian.components.graph.compact import decode_extraction, extraction_texts
+from quillian.components.graph.compact import extraction_texts
 from quillian.stores.protocols import GraphStore
 from quillian.types import Triple, key64
 
@@ -49,7 +47,6 @@ __all__ = [
     "delete",
     "derive",
     "insert",
-    "stored_columns",
     "triple_columns",
 ]
 
@@ -63,7 +60,7 @@ CREATE TABLE occurrences (chunk INTEGER NOT NULL, seq INTEGER NOT NULL,
     at INTEGER NOT NULL, PRIMARY KEY (chunk, seq)) WITHOUT ROWID;
 CREATE INDEX occurrences_triple ON occurrences (triple);
 """
-#: An occurrence's triple is the one at index ``at`` of its chunk's stored extraction:
+#: An occurrence's triple is the one at index ``at`` of its chunk's extraction:
 #: its words, texts and provenance are read from there (:func:`triple_columns`), not
 #: kept again in its row.
 _TABLES = ("mentions", "descriptions", "occurrences")
@@ -175,44 +172,6 @@ def triple_columns(
     return (t.subject, t.predicate, t.object, description, *where)
 
 
-def stored_columns(
-    raw: bytes, doc_id: str, chunk_id: str
-) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The texts of the extraction :func:`~.compact.encode_extraction` stored as ``raw``
-    for the chunk ``chunk_id`` of document ``doc_id`` (:func:`~.compact.extraction_texts`)
-    and each of its triples' :func:`triple_columns`, read from the compact form's lists
-    without making the extraction's objects (a whole write reads every chunk's)."""
-    data = json.loads(zlib.decompress(raw))
-    if not (isinstance(data, list) and data and data[0] == FORM):  # a form before
-        extraction = decode_extraction(raw)
-        return extraction_texts(extraction), [
-            triple_columns(t, doc_id, chunk_id, key64) for t in extraction.triples
-        ]
-    texts: list[str] = data[3]
-    ids = [key64(t) for t in texts]
-    columns = []
-    for subject, predicate, obj, told, where in data[5]:
-        if where is None:
-            columns.append((subject, predicate, obj, ids[told], None, None, None, None, None))
-            continue
-        start, end, said, *source = where
-        doc, chunk = source or (data[2], data[1])  # else the extraction's own
-        columns.append(
-            (
-                subject,
-                predicate,
-                obj,
-                None if said == told else ids[told],
-                None if doc == doc_id else doc,
-                None if chunk == chunk_id else chunk,
-                start,
-                end,
-                ids[said],
-            )
-        )
-    return texts, columns
-
-
 def _in_order(conn: sqlite3.Connection, table: str, columns: str) -> sqlite3.Cursor:
     """``columns`` of ``table`` (alias ``t``) in index order."""
     return conn.execute(
@@ -226,15 +185,13 @@ def assemble(
     entities: list[EntityRecord],
     position: dict[int, int],
     chunk_ids: Sequence[str],
+    extractions: Mapping[int, Extraction],
     store: GraphStore | None,
 ) -> KnowledgeGraph:
     """The graph of the stored rows, ``position`` giving each entity row's place in
     ``entities``: the first occurrence of each triple id kept, as the builder does. The
-    rows' texts and triples are read from the chunks' stored extractions (every one:
-    this is linear in the corpus anyway)."""
-    extractions = {
-        c: decode_extraction(raw) for c, raw in conn.execute("SELECT chunk, extraction FROM chunks")
-    }
+    rows' texts and triples are read from the chunks' ``extractions`` (every one, by
+    chunk key: this is linear in the corpus anyway)."""
     texts = {key64(t): t for e in extractions.values() for t in extraction_texts(e)}
     mentions = {
         (c, position[e]): w for c, e, w in _in_order(conn, "mentions", "t.entity, t.weight")

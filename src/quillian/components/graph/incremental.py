@@ -13,20 +13,25 @@ mentions in index order; every other entity keeps its row. The entities' positio
 their creating mentions' order, so a graph built from the state is the clean build's,
 node for node (:meth:`ResolutionState.graph`).
 
-The state is one SQLite file (:data:`STATE_FILE`, at an index's root): the
-stored extractions with their order keys, a key -> chunk index, the entity rows and
-each key's entity. A missing, damaged or foreign-version file opens as None, and the
-caller builds anew (:meth:`ResolutionState.create`).
+The state is one SQLite file (:data:`STATE_FILE`, at an index's root): each chunk's
+order key, the keys its extraction names and a digest of that extraction, a key ->
+chunk index, the entity rows and each key's entity. It keeps no copy of the
+extractions: it reads them from where the build has them (an :data:`ExtractionSource`,
+the linking's records), each checked against its digest, so an extraction that is not
+the one the state resolved raises :class:`StaleState` and the caller builds anew (12 MB
+of the 20 MB text's 53 MB state, docs/scale.md). A missing, damaged or foreign-version
+file opens as None, and the caller builds anew (:meth:`ResolutionState.create`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,10 +39,11 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.components.extraction.base import ExtractedEntity, Extraction
+from quillian.components.extraction.serde import extraction_to_json
 from quillian.components.graph import chunk_rows
 from quillian.components.graph.builder import EntityRecord, KnowledgeGraph
-from quillian.components.graph.compact import decode_extraction, encode_extraction
 from quillian.errors import InputError
+from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import GraphStore, iter_batches
 from quillian.types import entity_id, key64, normalize_name
 
@@ -47,8 +53,11 @@ __all__ = [
     "STATE_VERSION",
     "ChunkExtraction",
     "EntityFacts",
+    "ExtractionSource",
     "ResolutionState",
+    "StaleState",
     "TablesChanges",
+    "extraction_digest",
     "resolve_entities",
 ]
 
@@ -62,7 +71,8 @@ _key = normalize_name
 STATE_FILE = "graph_resolution.sqlite"
 #: Bumped whenever the schema or the resolution rule changes: another version reads as
 #: no state (a full build).
-STATE_VERSION = 10  # 9: no table of texts; 10: an occurrence names its triple by index
+STATE_VERSION = 11  # 9: no table of texts; 10: an occurrence names its triple by index;
+# 11: no copy of the extractions (a digest and the keys of each)
 _BATCH = 500  # SQLite host parameters per statement
 _STREAM = 256  # chunks a state creation holds decoded at once
 
@@ -70,7 +80,7 @@ _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE chunks (
     chunk INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL UNIQUE, doc_id TEXT NOT NULL,
-    idx INTEGER NOT NULL, extraction BLOB NOT NULL);
+    idx INTEGER NOT NULL, digest INTEGER NOT NULL, keys NOT NULL);
 CREATE INDEX chunks_order ON chunks (doc_id, idx);
 CREATE TABLE chunk_keys (key TEXT NOT NULL, chunk INTEGER NOT NULL,
     PRIMARY KEY (key, chunk)) WITHOUT ROWID;
@@ -118,6 +128,33 @@ class TablesChanges:
     tables: str
     chunks: list[str]
     entities: list[int]
+
+
+#: Gives the extractions of stored chunks, each named by its id and its place in index
+#: order ``(chunk id, doc_id, index)``, in the order asked for; :class:`StaleState`
+#: where it holds no such chunk.
+ExtractionSource = Callable[[Sequence[tuple[str, str, int]]], Sequence[Extraction]]
+
+
+class StaleState(Exception):
+    """The state resolved another extraction of a chunk than its source gives now (or
+    the source lacks the chunk): it must be made anew."""
+
+
+def _no_source(chunks: Sequence[tuple[str, str, int]]) -> Sequence[Extraction]:
+    raise StaleState("the resolution state was given no source of extractions to read")
+
+
+def extraction_digest(extraction: Extraction) -> int:
+    """A 64-bit digest of ``extraction`` as the state resolved it (its compact form,
+    without the parse a linking extractor keeps)."""
+    form = extraction_to_json(replace(extraction, parse=None))
+    return int.from_bytes(hashlib.blake2b(form, digest_size=8).digest(), "big", signed=True)
+
+
+#: Separates a chunk's keys where they are stored (a key is a normalised name: no
+#: control characters).
+_KEY_SEP = "\x1f"
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,11 +276,20 @@ class ResolutionState:
     """The persisted entity resolution of an index's last graph build."""
 
     def __init__(
-        self, conn: sqlite3.Connection, max_entities_per_chunk: int, facts: EntityFacts = NO_FACTS
+        self,
+        conn: sqlite3.Connection,
+        max_entities_per_chunk: int,
+        facts: EntityFacts = NO_FACTS,
+        source: ExtractionSource | None = None,
     ) -> None:
         self._conn = conn
         self.max_entities_per_chunk = max_entities_per_chunk
         self.facts = facts
+        self._source = source or _no_source
+        #: chunks whose extraction from the source this state has digested: stored by
+        #: it, or read and found the same (a build's whole tables write, after making
+        #: the state, reads every chunk again and need not digest it again)
+        self._checked: set[str] = set()
 
     @property
     def path(self) -> Path:
@@ -263,10 +309,12 @@ class ResolutionState:
         tag: str | None = None,
         facts: EntityFacts = NO_FACTS,
         verified: bool = False,
+        source: ExtractionSource | None = None,
     ) -> ResolutionState | None:
         """The state at ``path``, or None where it is missing, damaged, of another
         version or resolution setting, or (given ``tag``) left by another build; checked
-        by SQLite's ``quick_check`` unless ``verified`` (known to be as a build left it)."""
+        by SQLite's ``quick_check`` unless ``verified`` (known to be as a build left it).
+        ``source`` gives the stored chunks' extractions when the state reads them."""
         if not path.is_file():
             return None
         try:
@@ -294,7 +342,7 @@ class ResolutionState:
             logger.warning("graph resolution state %s %s: building anew", path, problem)
             conn.close()
             return None
-        return cls(conn, max_entities_per_chunk, facts)
+        return cls(conn, max_entities_per_chunk, facts, source)
 
     @classmethod
     def create(
@@ -304,8 +352,11 @@ class ResolutionState:
         max_entities_per_chunk: int = 64,
         tag: str = "",
         facts: EntityFacts = NO_FACTS,
+        source: ExtractionSource | None = None,
     ) -> ResolutionState:
-        """A new state at ``path`` (replacing any file there) resolved over ``chunks``.
+        """A new state at ``path`` (replacing any file there) resolved over ``chunks``,
+        which ``source`` gives again when the state reads them (chunks out of index
+        order are read back so).
         The file is written aside and renamed into place, so a failure leaves no half
         state behind. ``chunks`` is read once, :data:`_STREAM` at a time, so memory
         holds a batch of extractions, not the corpus's (3.3 GB on the 20 MB text of
@@ -325,7 +376,7 @@ class ResolutionState:
                     ("tables", ""),
                 ],
             )
-            state = cls(conn, max_entities_per_chunk, facts)
+            state = cls(conn, max_entities_per_chunk, facts, source)
             conn.execute("BEGIN")
             state._resolve_all(chunks)
             conn.execute("COMMIT")
@@ -341,7 +392,7 @@ class ResolutionState:
         _remove_database(path)
         partial.replace(path)
         conn = sqlite3.connect(path, isolation_level=None)
-        return cls(conn, max_entities_per_chunk, facts)
+        return cls(conn, max_entities_per_chunk, facts, source)
 
     def close(self) -> None:
         self._conn.close()
@@ -353,15 +404,15 @@ class ResolutionState:
     ) -> int:
         """Remove the chunks ``removed``, add or replace those in ``changed``, and
         resolve again the entities they can reach; one transaction. Returns the number
-        of chunks whose mentions were replayed."""
+        of chunks whose mentions were replayed. :class:`StaleState` (the state left as
+        it was) where a chunk the update reads is not the one the state resolved."""
         changed = list(changed)
         gone = sorted(set(removed) | {c.chunk_id for c in changed})
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # a chunk's keys are those of its stored extraction, each row found by the
-            # table's key
-            keyed = [(k, key64(c)) for c, e in self._extractions(gone).items() for k in _keys(e)]
+            # a chunk's keys are those it stored, each row found by the table's key
+            keyed = [(k, key64(c)) for c, keys in self._stored_keys(gone) for k in keys]
             touched = {k for k, _ in keyed}
             conn.executemany("DELETE FROM chunk_keys WHERE key = ? AND chunk = ?", keyed)
             for batch in _batches(gone):
@@ -381,6 +432,7 @@ class ResolutionState:
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
+            self._checked.clear()  # the rows it stored are gone: their digests unread
             raise
         return len(chunks)
 
@@ -404,35 +456,38 @@ class ResolutionState:
                     f" (document {c.doc_id}, chunk {c.index})"
                 )
             places[place] = c.chunk_id
+        keys = [(c.chunk_id, _keys(c.extraction)) for c in chunks]
+        self._checked.update(ids)
         self._conn.executemany(
-            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
             (
                 (
                     key64(c.chunk_id),
                     c.chunk_id,
                     c.doc_id,
                     c.index,
-                    encode_extraction(c.extraction),
+                    extraction_digest(c.extraction),
+                    pack_text(_KEY_SEP.join(sorted(found))),
                 )
-                for c in chunks
+                for c, (_, found) in zip(chunks, keys, strict=True)
             ),
         )
-        keys = [(c.chunk_id, _keys(c.extraction)) for c in chunks]
         self._conn.executemany(
             "INSERT INTO chunk_keys VALUES (?, ?)",
             ((k, key64(chunk_id)) for chunk_id, found in keys for k in found),
         )
         return set().union(*(found for _, found in keys))
 
-    def _extractions(self, chunk_ids: Sequence[str]) -> dict[str, Extraction]:
-        found: dict[str, Extraction] = {}
+    def _stored_keys(self, chunk_ids: Sequence[str]) -> Iterator[tuple[str, list[str]]]:
+        """The keys each of the stored chunks ``chunk_ids`` names."""
         for batch in _batches(chunk_ids):
             rows = self._conn.execute(
-                f"SELECT chunk_id, extraction FROM chunks WHERE chunk_id IN ({_marks(len(batch))})",
+                f"SELECT chunk_id, keys FROM chunks WHERE chunk_id IN ({_marks(len(batch))})",
                 batch,
             )
-            found.update((c, decode_extraction(raw)) for c, raw in rows)
-        return found
+            for chunk_id, packed in rows.fetchall():
+                keys = unpack_text(packed)
+                yield chunk_id, keys.split(_KEY_SEP) if keys else []
 
     def _closure(self, touched: set[str]) -> tuple[set[str], list[ChunkExtraction]]:
         """The keys connected to ``touched`` through stored mentions, and the chunks
@@ -470,12 +525,43 @@ class ResolutionState:
     def _load(self, chunk_ids: Sequence[str]) -> Iterator[tuple[str, ChunkExtraction]]:
         for batch in _batches(chunk_ids):
             rows = self._conn.execute(
-                "SELECT chunk_id, doc_id, idx, extraction FROM chunks"
+                "SELECT chunk_id, doc_id, idx, digest FROM chunks"
                 f" WHERE chunk_id IN ({_marks(len(batch))})",
                 batch,
-            )
-            for chunk_id, doc_id, index, raw in rows:
-                yield chunk_id, ChunkExtraction(doc_id, index, decode_extraction(raw))
+            ).fetchall()
+            yield from self._read(rows)
+
+    def _read(
+        self, rows: Sequence[tuple[str, str, int, int]]
+    ) -> Iterator[tuple[str, ChunkExtraction]]:
+        """The extractions of the stored chunks ``rows`` (id, document, index and
+        digest) from the source, each checked against its digest (once a state)."""
+        found = self._source([(c, d, i) for c, d, i, _ in rows])
+        if len(found) != len(rows):
+            raise StaleState(f"the source gave {len(found)} extractions for {len(rows)} chunks")
+        checked = self._checked
+        for (chunk_id, doc_id, index, digest), extraction in zip(rows, found, strict=True):
+            if extraction.chunk_id != chunk_id or (
+                chunk_id not in checked and extraction_digest(extraction) != digest
+            ):
+                raise StaleState(f"chunk {chunk_id}'s extraction is not the one the state resolved")
+            checked.add(chunk_id)
+            yield chunk_id, ChunkExtraction(doc_id, index, extraction)
+
+    def chunk_extractions(self, rows: Sequence[int]) -> list[tuple[int, ChunkExtraction]]:
+        """The extractions of the stored chunks keyed ``rows`` (:func:`~quillian.types.
+        key64` of their ids), as the state resolved them (:class:`StaleState` where the
+        source gives another); a key the state does not hold is left out."""
+        out: list[tuple[int, ChunkExtraction]] = []
+        for batch in _batches(rows):
+            found = self._conn.execute(
+                "SELECT chunk, chunk_id, doc_id, idx, digest FROM chunks"
+                f" WHERE chunk IN ({_marks(len(batch))})",
+                batch,
+            ).fetchall()
+            read = self._read([row[1:] for row in found])
+            out += [(row[0], c) for row, (_, c) in zip(found, read, strict=True)]
+        return out
 
     def _resolve_all(self, chunks: Iterable[ChunkExtraction]) -> None:
         """Store ``chunks`` in an empty state and resolve every mention. In index order
@@ -674,8 +760,10 @@ class ResolutionState:
         order (same arguments), from the stored per-chunk rows. Still linear in the
         corpus (every row read; the next step writes the tables from the rows)."""
         records, position = self._records()
-        chunks = self.chunk_ids() if chunk_ids is None else chunk_ids
-        return chunk_rows.assemble(self._conn, records, position, chunks, store)
+        stored = self.chunk_ids()
+        chunks = stored if chunk_ids is None else chunk_ids
+        extractions = {key64(c): e.extraction for c, e in self._load(stored)}
+        return chunk_rows.assemble(self._conn, records, position, chunks, extractions, store)
 
 
 def _remove_database(path: Path) -> None:
@@ -697,6 +785,7 @@ def resolve_entities(
     max_entities_per_chunk: int = 64,
     facts: EntityFacts = NO_FACTS,
     verified: bool = False,
+    source: ExtractionSource | None = None,
 ) -> ResolutionState:
     """The entity resolution of a graph build, for the graph stage to call.
 
@@ -707,15 +796,17 @@ def resolve_entities(
     ``everything()``, the filtered extractions of every chunk. Either way the state is
     tagged ``tag``, and its :meth:`ResolutionState.graph` is the clean build's graph.
     ``verified``: the caller knows the file is as that build left it, so SQLite's check
-    of every page is skipped.
+    of every page is skipped. ``source`` gives the extractions of stored chunks (those
+    of this build: the state keeps none); one the state did not resolve (a delta that
+    missed it) makes the state anew.
     """
     if delta is not None:
-        state = ResolutionState.open(path, max_entities_per_chunk, since, facts, verified)
+        state = ResolutionState.open(path, max_entities_per_chunk, since, facts, verified, source)
         if state is not None:
             removed, changed = delta
             try:
                 replayed = state.apply(removed, changed, tag=tag)
-            except sqlite3.DatabaseError as err:  # damage quick_check did not see
+            except (sqlite3.DatabaseError, StaleState) as err:  # damage quick_check missed
                 state.close()
                 logger.warning(
                     "graph resolution state %s unreadable (%s): building anew", path, err
@@ -723,6 +814,8 @@ def resolve_entities(
             else:
                 logger.info("entity resolution: %d chunks replayed", replayed)
                 return state
-    state = ResolutionState.create(path, everything(), max_entities_per_chunk, tag=tag, facts=facts)
+    state = ResolutionState.create(
+        path, everything(), max_entities_per_chunk, tag=tag, facts=facts, source=source
+    )
     logger.info("entity resolution: every chunk resolved")
     return state
