@@ -524,13 +524,19 @@ class ResolutionState:
             yield from (found[c] for c in batch)
 
     def _load(self, chunk_ids: Sequence[str]) -> Iterator[tuple[str, ChunkExtraction]]:
-        for batch in _batches(chunk_ids):
-            rows = self._conn.execute(
-                "SELECT chunk_id, doc_id, idx, digest FROM chunks"
-                f" WHERE chunk_id IN ({_marks(len(batch))})",
+        return self._stored("chunk_id", chunk_ids)
+
+    def _stored(self, column: str, keys: Sequence[T]) -> Iterator[tuple[T, ChunkExtraction]]:
+        """The extractions of the stored chunks whose ``column`` (``chunk_id`` or
+        ``chunk``, their key) is one of ``keys``, each with its key."""
+        for batch in _batches(keys):
+            found = self._conn.execute(
+                f"SELECT {column}, chunk_id, doc_id, idx, digest FROM chunks"
+                f" WHERE {column} IN ({_marks(len(batch))})",
                 batch,
             ).fetchall()
-            yield from self._read(rows)
+            read = self._read([row[1:] for row in found])
+            yield from ((row[0], c) for row, (_, c) in zip(found, read, strict=True))
 
     def _read(
         self, rows: Sequence[tuple[str, str, int, int]]
@@ -553,16 +559,7 @@ class ResolutionState:
         """The extractions of the stored chunks keyed ``rows`` (:func:`~quillian.types.
         key64` of their ids), as the state resolved them (:class:`StaleState` where the
         source gives another); a key the state does not hold is left out."""
-        out: list[tuple[int, ChunkExtraction]] = []
-        for batch in _batches(rows):
-            found = self._conn.execute(
-                "SELECT chunk, chunk_id, doc_id, idx, digest FROM chunks"
-                f" WHERE chunk IN ({_marks(len(batch))})",
-                batch,
-            ).fetchall()
-            read = self._read([row[1:] for row in found])
-            out += [(row[0], c) for row, (_, c) in zip(found, read, strict=True)]
-        return out
+        return list(self._stored("chunk", rows))
 
     def _resolve_all(self, chunks: Iterable[ChunkExtraction]) -> None:
         """Store ``chunks`` in an empty state and resolve every mention. In index order
