@@ -77,6 +77,7 @@ from quillian.index.tables import (
     KEYED,
     LAYOUT,
     TABLES_DB,
+    entity_name,
     fingerprint,
     order_arrays,
     patched_fingerprint,
@@ -174,10 +175,8 @@ _SOURCES = (
 #: :func:`~quillian.index.tables.relation_words`, the entities written first), given the
 #: row key (``{row}``) and the rows the occurrences come from (``{occurrences}``).
 _RELATION = """
-    SELECT {row},
-        nullif(o.s, (SELECT ne.name FROM main.entities ne WHERE ne.row = o.subject)),
-        nullif(o.p, :related),
-        nullif(o.o, (SELECT ne.name FROM main.entities ne WHERE ne.row = o.object)),
+    SELECT {row}, nullif(o.s, {subject_name}), nullif(o.p, :related),
+        nullif(o.o, {object_name}),
         CASE WHEN coalesce(o.description, o.sentence) = :empty THEN NULL
             ELSE coalesce(o.description, o.sentence) END,
         src.id, o.start, o.end,
@@ -743,6 +742,8 @@ def _relation(row: str, occurrences: str) -> str:
     return _RELATION.format(
         row=row,
         occurrences=occurrences,
+        subject_name=entity_name("o.subject"),
+        object_name=entity_name("o.object"),
         in_chunk=IN_CHUNK,
         source_doc=_SOURCE_DOC,
         source_chunk=_SOURCE_CHUNK,

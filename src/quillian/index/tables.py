@@ -70,6 +70,7 @@ __all__ = [
     "TABLES_DB",
     "DistinctTexts",
     "StoredTables",
+    "entity_name",
     "fingerprint",
     "load_tables",
     "order_arrays",
@@ -146,6 +147,12 @@ CREATE INDEX alias_ids_entity ON alias_ids (entity);
 T = TypeVar("T")
 
 
+def entity_name(row: str) -> str:
+    """SQL for the name of the tables' entity whose row is the SQL ``row``: what a
+    relation's NULL subject or object stands for (:func:`relation_words`)."""
+    return f"(SELECT ne.name FROM main.entities ne WHERE ne.row = {row})"
+
+
 def relation_words(alias: str, implied: bool = True) -> tuple[str, str, str]:
     """SQL for the subject, predicate and object of the ``relations`` row ``alias``.
     ``implied`` (layout :data:`KEYED`): a row keeps NULL for a subject or object that is
@@ -159,11 +166,10 @@ def relation_words(alias: str, implied: bool = True) -> tuple[str, str, str]:
     if not implied:
         return words  # type: ignore[return-value]  # three
     subject, predicate, obj = words
-    name = "(SELECT ne.name FROM entities ne WHERE ne.row = {}.{}_entity)"
     return (
-        f"coalesce({subject}, {name.format(alias, 'subject')})",
+        f"coalesce({subject}, {entity_name(f'{alias}.subject_entity')})",
         f"coalesce({predicate}, '{RELATED_TO}')",
-        f"coalesce({obj}, {name.format(alias, 'object')})",
+        f"coalesce({obj}, {entity_name(f'{alias}.object_entity')})",
     )
 
 

@@ -24,6 +24,7 @@ from quillian.index.tables import (
     LAYOUT,
     TABLES_DB,
     StoredTables,
+    entity_name,
     relation_words,
     text_functions,
     text_of,
@@ -87,10 +88,10 @@ def table_rows(directory: Path) -> dict[str, Any]:
             ).fetchone()
             assert unused == 0, "sources no relation reads"
         if meta.get(LAYOUT) == KEYED:  # a word its row implies is never kept
-            name = "(SELECT e.name FROM entities e WHERE e.row = r.{}_entity)"
+            subject, obj = entity_name("r.subject_entity"), entity_name("r.object_entity")
             (kept,) = conn.execute(
-                f"SELECT count(*) FROM relations r WHERE r.subject = {name.format('subject')}"
-                f" OR r.object = {name.format('object')} OR r.predicate = ?",
+                f"SELECT count(*) FROM relations r WHERE r.subject = {subject}"
+                f" OR r.object = {obj} OR r.predicate = ?",
                 (RELATED_TO,),
             ).fetchone()
             assert kept == 0, "relations keeping words their rows imply"
