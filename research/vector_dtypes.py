@@ -1,13 +1,15 @@
-"""Vectors stored in float16 against float32, paired on the bench's questions.
+"""Vectors stored in float16 against float32 (or any two dtypes), paired on the bench's
+questions.
 
     python research/vector_dtypes.py --bench ../shared/bench --work DIR --json
+    python research/vector_dtypes.py --dtypes float16 int8 --bench ../shared/bench --work DIR
 
 For each dev set of ``research/embedders.py`` (2Wiki's first 800 passages, MuSiQue with
 the recorded GPT-3.5 triples, HotpotQA), the index is built twice from scratch with
-the same settings but ``--vector-dtype`` (``float32``, the baseline, then ``float16``),
-and ``quillian bench retrieval`` scores every method on each; the same process, one
-after the other. Reported per method: each dtype's score with its bootstrap 95%
-interval, the difference float16 - float32 question by question (paired bootstrap
+the same settings but ``--vector-dtype`` (``--dtypes BASE NEW``, by default ``float32``,
+the baseline, then ``float16``), and ``quillian bench retrieval`` scores every method on
+each; the same process, one after the other. Reported per method: each dtype's score
+with its bootstrap 95% interval, the difference NEW - BASE question by question (paired bootstrap
 interval, permutation p, questions won and lost), each dtype's p50 and p95 in ms;
 per dataset: the bytes of the vector collections and of the whole index, and the
 load average before and after.
@@ -44,12 +46,17 @@ DTYPES = ("float32", "float16")
 
 
 def _dataset(
-    bench: Path, root: Path, spec: tuple[Any, ...], methods: Sequence[str], pg: PgServer | None
+    bench: Path,
+    root: Path,
+    spec: tuple[Any, ...],
+    methods: Sequence[str],
+    pg: PgServer | None,
+    dtypes: Sequence[str] = DTYPES,
 ) -> dict[str, Any]:
     name, metric = spec[0], spec[-1]
     runs: dict[str, dict[str, Any]] = {}
     sizes: dict[str, dict[str, int]] = {}
-    for dtype in DTYPES:
+    for dtype in dtypes:
         where: str | Path = root / f"{name}-{dtype}"
         db = f"dtypes_{name}_{dtype}".replace("-", "_").lower()
         if pg is not None:
@@ -74,18 +81,18 @@ def _dataset(
                 "index": sum(disk_sizes(Path(where)).values()),
             }
         print(f"{name} {dtype}: done", file=sys.stderr)
-    base, new = runs[DTYPES[0]], runs[DTYPES[1]]
+    base, new = runs[dtypes[0]], runs[dtypes[1]]
     rows: dict[str, Any] = {"metric": metric, "bytes": sizes}
     for method in methods:
         row: dict[str, Any] = {}
         for m, values in base["_per_question"][method].items():
             row[m] = {
-                dtype: [runs[dtype][method][m], runs[dtype][method][f"{m}_ci"]] for dtype in DTYPES
+                dtype: [runs[dtype][method][m], runs[dtype][method][f"{m}_ci"]] for dtype in dtypes
             }
             row[m]["paired"] = paired(new["_per_question"][method][m], values).as_dict()
         row["ms"] = {
             dtype: [runs[dtype][method]["p50_ms"], runs[dtype][method]["p95_ms"]]
-            for dtype in DTYPES
+            for dtype in dtypes
         }
         rows[method] = row
     rows["questions"] = base["_run"]["questions"]
@@ -93,14 +100,19 @@ def _dataset(
 
 
 def run(
-    bench: Path, work: Path, methods: Sequence[str], postgres: Path | None = None
+    bench: Path,
+    work: Path,
+    methods: Sequence[str],
+    postgres: Path | None = None,
+    dtypes: Sequence[str] = DTYPES,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    out["dtypes"] = list(dtypes)
     out["backend"] = "postgresql" if postgres else "embedded"
     with contextlib.ExitStack() as stack:
         pg = stack.enter_context(PgServer(postgres)) if postgres else None
         for spec in DATASETS:
-            out[spec[0]] = _dataset(bench, work, spec, methods, pg)
+            out[spec[0]] = _dataset(bench, work, spec, methods, pg, dtypes)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
@@ -114,8 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--postgres", type=Path, metavar="DATA_DIR", help="build in PostgreSQL workspaces"
     )
+    parser.add_argument(
+        "--dtypes", nargs=2, default=list(DTYPES), metavar=("BASE", "NEW"), help="the pair"
+    )
     args = parser.parse_args(argv)
-    result = run(args.bench, args.work, args.methods.split(","), args.postgres)
+    result = run(args.bench, args.work, args.methods.split(","), args.postgres, args.dtypes)
+    base, new = args.dtypes
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
@@ -131,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 d = cell["paired"]
                 print(
-                    f"  {method:9s} {m:18s} f32 {cell['float32'][0]:.4f}"
-                    f" f16 {cell['float16'][0]:.4f}"
+                    f"  {method:9s} {m:18s} {base} {cell[base][0]:.4f}"
+                    f" {new} {cell[new][0]:.4f}"
                     f"  diff {d['diff']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}] p {d['p']:.2f}"
                     f" won {d['wins']} lost {d['losses']}   ms {row['ms']}"
                 )

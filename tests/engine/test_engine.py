@@ -298,9 +298,8 @@ def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
     keeps the index's own, and asking for another is refused before anything is
     written; an index from before the dtype was recorded holds float32 and keeps it."""
     from quillian.index.layout import read_manifest, write_manifest
-    from quillian.index.storage import DEFAULT_VECTOR_DTYPE, vector_dtype
+    from quillian.index.storage import DEFAULT_VECTOR_DTYPE, check_vector_dtype, vector_dtype
 
-    assert DEFAULT_VECTOR_DTYPE == "float16"
     extractions = tmp_path / "ex.jsonl"
     extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
     built = IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash")
@@ -331,8 +330,18 @@ def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
     assert read_manifest(tmp_path / "old")["config"]["vector_dtype"] == "float32"
     with pytest.raises(ConfigError, match="vector dtype must be one of"):
         vector_dtype("bfloat16", None)
-    # a folder's and a workspace's default alike
-    assert vector_dtype(None, None) == "float16"
+    # int8: each vector its codes and scale, the same passages here
+    index_documents(tmp_path / "i8", CORPUS, replace(built, vector_dtype="int8"))
+    assert _stored_dtypes(tmp_path / "i8") == {"chunks": "int8", "texts": "int8"}
+    quarters = Engine.open(tmp_path / "i8").retrieve("Who founded London?", "dense", 3).passages
+    assert [p.chunk_id for p in quarters] == [p.chunk_id for p in wholes]
+    assert [p.score for p in quarters] == pytest.approx([p.score for p in wholes], abs=2e-2)
+    # a folder's default and a workspace's, which has no int8 (refused before connecting)
+    assert vector_dtype(None, None) == vector_dtype(None, None, tmp_path) == DEFAULT_VECTOR_DTYPE
+    assert vector_dtype(None, None, "postgresql://127.0.0.1:9/x") == "float16"
+    with pytest.raises(ConfigError, match="no int8 type"):
+        check_vector_dtype("postgresql://127.0.0.1:9/x", "int8")
+    check_vector_dtype(tmp_path / "i8", "int8")
     assert vector_dtype(None, {}) == "float32"  # an index made before the setting
     assert vector_dtype("float32", None) == "float32"
     assert vector_dtype(None, {"vector_dtype": "float16"}) == "float16"

@@ -1,4 +1,5 @@
-"""Vector indexes: the contract for exact (float32, float16) and FAISS HNSW, plus specifics."""
+"""Vector indexes: the contract for exact (float32, float16, int8) and FAISS HNSW, plus
+specifics."""
 
 from __future__ import annotations
 
@@ -48,6 +49,38 @@ class TestExactVectorIndexFloat16(TestExactVectorIndex):
     def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
         with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype="float16") as index:
             yield index
+
+
+class TestExactVectorIndexInt8(TestExactVectorIndex):
+    """Rows stored as int8 codes and a scale: read back within a code's step."""
+
+    atol = 5e-3
+    recall_threshold = 0.95
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
+        with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype="int8") as index:
+            yield index
+
+
+class TestExactVectorIndexInt8Sketched(TestExactVectorIndexInt8):
+    """Every search of few queries goes through the sketch of the int8 rows."""
+
+    @pytest.fixture(autouse=True)
+    def always_sketch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(vectors_module, "SKETCH_MIN_ROWS", 1)
+        monkeypatch.setattr(vectors_module, "SKETCH_ROWS_PER_K", 0)
+
+
+class TestExactVectorIndexInt8SmallBlocks(TestExactVectorIndexInt8):
+    """int8 segments too large to be read back whole: scanned block by block."""
+
+    @pytest.fixture(autouse=True)
+    def small_blocks(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from quillian.stores.embedded import _segments
+
+        monkeypatch.setattr(_vecutil, "BLOCK", 64)
+        monkeypatch.setattr(_segments, "WIDEN_MAX_VALUES", 0)
 
 
 class TestExactVectorIndexSketched(TestExactVectorIndex):
@@ -144,7 +177,7 @@ def test_configuration_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="dim"):
         ExactVectorIndex(tmp_path / "new")
     with pytest.raises(ConfigError, match="dtype"):
-        ExactVectorIndex(tmp_path / "new", 4, dtype="int8")
+        ExactVectorIndex(tmp_path / "new", 4, dtype="int4")
     ExactVectorIndex(tmp_path / "old", 4, dtype="float16").close()
     with pytest.raises(ConfigError, match="dim 4"):
         ExactVectorIndex(tmp_path / "old", 8)
@@ -185,6 +218,55 @@ def test_a_small_float16_segment_is_scanned_from_a_float32_copy(
         found = index.search(x[:5], 7)
     np.testing.assert_array_equal(found[0], expected[0])
     np.testing.assert_array_equal(found[1], expected[1])
+
+
+def test_int8_rows_keep_their_scale_and_rank_as_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An int8 row is its codes and scale: a quarter of float32's bytes and four more,
+    read back within half a code's step of each value; searches rank the rows as read
+    back, exactly, through every path (a whole scan, blocks, the sketch, a merge)."""
+    from quillian.stores.embedded import _segments
+
+    x = unit_vectors(600, 16, 9) * np.linspace(0.1, 40, 600, dtype=np.float32)[:, None]
+    x[7] = 0.0  # a zero row keeps a unit scale and zero codes
+    with ExactVectorIndex(tmp_path, 16, dtype="int8") as index:
+        index.add(np.arange(400), x[:400])
+        index.flush()
+        index.add(np.arange(400, 600), x[400:])  # unflushed: the tail
+        back = index.get(np.arange(600))
+        step = np.abs(x).max(axis=1, keepdims=True) / 127
+        assert (np.abs(back - x) <= step / 2 + 1e-6 * np.abs(x)).all()
+        assert not back[7].any()
+        queries = unit_vectors(6, 16, 2)
+        exact = np.argsort(-(queries.astype(np.float64) @ back.T.astype(np.float64)), axis=1)
+        found = index.search(queries, 5)[0]
+        np.testing.assert_array_equal(found, exact[:, :5])
+        index.flush()
+    stored = np.load(tmp_path / "vectors-000001.npy", mmap_mode="r")
+    assert stored.dtype == np.int8 and stored.shape == (400, 20)
+    with ExactVectorIndex(tmp_path) as index:
+        assert index.dtype == "int8"
+        np.testing.assert_array_equal(index.get(np.arange(600)), back)
+        for widen, sketch_rows in ((1 << 21, 4096), (0, 4096), (0, 1)):  # copy, blocks, sketch
+            monkeypatch.setattr(_segments, "WIDEN_MAX_VALUES", widen)
+            monkeypatch.setattr(vectors_module, "SKETCH_MIN_ROWS", sketch_rows)
+            index._base._widened, index._sketch = {}, None
+            for query, expected in zip(queries, found, strict=True):  # few: the sketch's
+                np.testing.assert_array_equal(index.search(query, 5)[0][0], expected)
+        assert index._sketch is not None
+        batches = list(index.read_batches(128))
+        np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), back)
+
+
+def test_an_int8_bulk_write_reads_back_as_an_added_one(tmp_path: Path) -> None:
+    x = unit_vectors(10, 4, 3)
+    with ExactVectorWriter(tmp_path / "bulk", 4, 10, dtype="int8") as writer:
+        writer.append(np.arange(10), x)
+    with ExactVectorIndex(tmp_path / "added", 4, dtype="int8") as added:
+        added.add(np.arange(10), x)
+        with ExactVectorIndex(tmp_path / "bulk") as bulk:
+            np.testing.assert_array_equal(bulk.get(np.arange(10)), added.get(np.arange(10)))
 
 
 def test_search_among_allowed_ids(tmp_path: Path) -> None:

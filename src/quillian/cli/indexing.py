@@ -47,7 +47,7 @@ from quillian.index.layout import (
     is_server_location,
     location_name,
 )
-from quillian.index.storage import DEFAULT_VECTOR_DTYPE, VECTOR_DTYPES
+from quillian.index.storage import DEFAULT_VECTOR_DTYPE, VECTOR_DTYPES, WORKSPACE_VECTOR_DTYPE
 from quillian.methods.kag.stages import CONCEPT_SOURCES
 from quillian.methods.table import method_spec
 from quillian.types import Document
@@ -147,8 +147,8 @@ def index(
         str | None,
         choice(
             VECTOR_DTYPES,
-            "what the vectors are stored in; default: the index's own, for a new one "
-            f"{DEFAULT_VECTOR_DTYPE}",
+            "what the vectors are stored in; default: the index's own, for a new folder "
+            f"{DEFAULT_VECTOR_DTYPE}, a new workspace {WORKSPACE_VECTOR_DTYPE} (no int8)",
         ),
     ] = None,
     ray: Annotated[

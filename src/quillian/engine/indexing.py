@@ -66,9 +66,11 @@ class IndexSettings:
     what ``ppr``'s ``triple_seeds`` match); None: as the index was built, no for a new
     one."""
     vector_dtype: str | None = None
-    """What the vectors are stored in, ``float16`` or ``float32``; None: as the index
-    was built, :data:`~quillian.index.storage.DEFAULT_VECTOR_DTYPE` for a new one.
-    Fixed when the index is made (another is refused, as another embedder is)."""
+    """What the vectors are stored in, ``int8``, ``float16`` or ``float32`` (a workspace
+    has no ``int8``); None: as the index was built, for a new one
+    :data:`~quillian.index.storage.DEFAULT_VECTOR_DTYPE` in a folder and
+    :data:`~quillian.index.storage.WORKSPACE_VECTOR_DTYPE` in a workspace. Fixed when the
+    index is made (another is refused, as another embedder is)."""
 
     def stage_options(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the methods' stages read, as recorded in the manifest: each option not
@@ -189,7 +191,9 @@ def build_plan(
             "methods": list(methods),
             "chunk_size": settings.chunk_size,
             "overlap": settings.overlap,
-            "vector_dtype": vector_dtype(settings.vector_dtype, previous if manifest else None),
+            "vector_dtype": vector_dtype(
+                settings.vector_dtype, previous if manifest else None, location
+            ),
             **options,
         },
         stages=stages_for(methods, options, runner, endpoint_texts=endpoint_texts),

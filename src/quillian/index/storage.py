@@ -23,6 +23,7 @@ from quillian.index.artifacts import remove_aside
 from quillian.index.layout import (
     index_directory,
     is_server_location,
+    location_name,
     reader_lock,
     server_backend,
 )
@@ -47,6 +48,7 @@ from quillian.stores.protocols import (
 __all__ = [
     "DEFAULT_VECTOR_DTYPE",
     "VECTOR_DTYPES",
+    "WORKSPACE_VECTOR_DTYPE",
     "ServerStorage",
     "Storage",
     "check_vector_dtype",
@@ -56,12 +58,14 @@ __all__ = [
 
 #: The SQLite database of an embedded index.
 STORE_DB = "store.sqlite"
-#: What a new index stores its vectors in, on either backend: half of float32's bytes
-#: on disk and in the page cache (a server workspace's pgvector ``halfvec``), scores
-#: computed in float32 and, in a folder, the best candidates scored again in float64
-#: (``research/vector_dtypes.py`` pairs it with float32 on the bench's questions, in
-#: folders and with ``--postgres`` in workspaces).
+#: What a new folder index stores its vectors in: half of float32's bytes on disk and in
+#: the page cache, scores computed in float32 and the best candidates scored again in
+#: float64 (``research/vector_dtypes.py`` pairs it with float32 on the bench's questions).
 DEFAULT_VECTOR_DTYPE = "float16"
+#: What a new PostgreSQL workspace stores its vectors in: pgvector's ``halfvec``
+#: (``research/vector_dtypes.py --postgres`` pairs it with float32's ``vector``).
+#: pgvector has no int8 type: a workspace stores float16 or float32.
+WORKSPACE_VECTOR_DTYPE = "float16"
 
 
 @dataclass
@@ -172,24 +176,37 @@ class ServerStorage(Storage):
         self.close(push=not isinstance(exc_info[1], StoreUnavailableError))
 
 
-def vector_dtype(asked: str | None, built: dict[str, Any] | None) -> str:
+def vector_dtype(
+    asked: str | None, built: dict[str, Any] | None, location: str | Path | None = None
+) -> str:
     """What an index stores its vectors in: ``asked``, else what it was built with
     (``built``: its manifest's config, None for a new index; an index made before the
-    setting was recorded holds float32), else :data:`DEFAULT_VECTOR_DTYPE`, on either
-    backend (a new PostgreSQL workspace stores pgvector's ``halfvec``)."""
+    setting was recorded holds float32), else the default of ``location``'s backend:
+    :data:`DEFAULT_VECTOR_DTYPE` in a folder (also where no location is given),
+    :data:`WORKSPACE_VECTOR_DTYPE` in a PostgreSQL workspace."""
     if asked is not None and asked not in VECTOR_DTYPES:
         raise ConfigError(f"vector dtype must be one of {', '.join(VECTOR_DTYPES)}, got {asked!r}")
     if asked is not None:
         return asked
     if built is not None:
         return str(built.get("vector_dtype", "float32"))
+    if location is not None and is_server_location(location):
+        return WORKSPACE_VECTOR_DTYPE
     return DEFAULT_VECTOR_DTYPE
 
 
 def check_vector_dtype(location: str | Path, dtype: str) -> None:
-    """Refuse ``dtype`` where ``location``'s backend cannot store it (float16 on a
-    server whose pgvector predates ``halfvec``), before a build writes its manifest."""
-    if dtype == "float16" and is_server_location(location):
+    """Refuse ``dtype`` where ``location``'s backend cannot store it (int8 on a server,
+    float16 on one whose pgvector predates ``halfvec``), before a build writes its
+    manifest."""
+    if not is_server_location(location):
+        return
+    if dtype == "int8":
+        raise ConfigError(
+            f"{location_name(location)}: a PostgreSQL workspace stores vectors in float16 or"
+            " float32 (pgvector has no int8 type); int8 is for a folder index"
+        )
+    if dtype == "float16":
         server_backend().check_vector_dtype(str(location), dtype)
 
 

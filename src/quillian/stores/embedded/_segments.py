@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import IndexIncompleteError
+from quillian.stores.embedded._codec import Codec
 from quillian.stores.embedded._vecutil import BLOCK
 from quillian.stores.embedded.files import Generations
 from quillian.stores.mapped import load_mapped
@@ -39,8 +40,8 @@ MERGE_RATIO = 1.0
 DEAD_SHARE = 0.25
 #: ... or when there would be more segments than this.
 MAX_SEGMENTS = 24
-#: A float16 segment of at most this many values is scanned from a float32 copy made on
-#: its first scan (8 MiB at most; a larger one is searched through the int8 sketch):
+#: A float16 or int8 segment of at most this many values is scanned from a float32 copy
+#: made on its first scan (8 MiB at most; a larger one is searched through the int8 sketch):
 #: cast block by block, a scan cost about 1 ns a value, 0.5-1 ms a query on the dev
 #: sets' chunks (``research/vector_dtypes.py``).
 WIDEN_MAX_VALUES = 1 << 21
@@ -77,10 +78,9 @@ def merge_start(live: Sequence[int], dead: int, total: int) -> int:
 class Segments:
     """The segments of a committed generation and its dead-row mask."""
 
-    def __init__(self, files: Generations, dim: int, dtype: np.dtype[Any]) -> None:
+    def __init__(self, files: Generations, codec: Codec) -> None:
         self.files = files
-        self.dim = dim
-        self.dtype = dtype
+        self.codec = codec
         self.parts: list[Segment] = []
         self.starts: I64 = np.zeros(1, np.int64)
         self.dead: npt.NDArray[np.bool_] = np.zeros(0, bool)
@@ -139,10 +139,11 @@ class Segments:
             raise IndexIncompleteError(
                 f"{self.files.directory}: cannot read the index: {exc}"
             ) from exc
-        expected = (rows, self.dim)
-        if vectors.shape != expected or ids.shape != expected[:1] or vectors.dtype != self.dtype:
+        expected = (rows, self.codec.width)
+        dtype = self.codec.dtype
+        if vectors.shape != expected or ids.shape != expected[:1] or vectors.dtype != dtype:
             raise IndexIncompleteError(
-                f"{path}: expected {expected} {self.dtype.name}, "
+                f"{path}: expected {expected} {dtype.name}, "
                 f"found {vectors.shape} {vectors.dtype} with {ids.shape[0]} ids"
             )
         return Segment(generation, vectors, ids)
@@ -152,14 +153,14 @@ class Segments:
         which = np.searchsorted(self.starts, rows, side="right") - 1
         for s in np.unique(which).tolist():
             mask = which == s
-            out[mask] = self.parts[s].vectors[rows[mask] - self.starts[s]]
+            out[mask] = self.codec.decode(self.parts[s].vectors[rows[mask] - self.starts[s]])
 
     def live(self, s: int) -> int:
         """Live rows of segment ``s``."""
         start, stop = int(self.starts[s]), int(self.starts[s + 1])
         return stop - start - int(self.dead[start:stop].sum())
 
-    def searched(self) -> list[tuple[npt.NDArray[np.generic], I64, npt.NDArray[np.bool_] | None]]:
+    def searched(self) -> list[tuple[Any, I64, npt.NDArray[np.bool_] | None]]:
         """Each segment as ``(vectors, ids, dead)`` for a scan (``dead`` None when none)."""
         found = []
         for s, part in enumerate(self.parts):
@@ -167,13 +168,14 @@ class Segments:
             found.append((self._scanned(part), part.ids, dead if dead.any() else None))
         return found
 
-    def _scanned(self, part: Segment) -> npt.NDArray[np.generic]:
-        """The vectors a scan of ``part`` reads: a small float16 segment's float32 copy."""
-        if part.vectors.dtype != np.float16 or part.vectors.size > WIDEN_MAX_VALUES:
-            return part.vectors
+    def _scanned(self, part: Segment) -> Any:
+        """The vectors a scan of ``part`` reads: a small float16 or int8 segment's
+        float32 copy, a larger int8 one read back block by block."""
+        if part.vectors.dtype == np.float32 or part.vectors.size > WIDEN_MAX_VALUES:
+            return self.codec.scanned(part.vectors)
         widened = self._widened.get(part.generation)
         if widened is None:
-            widened = self._widened[part.generation] = part.vectors.astype(np.float32)
+            widened = self._widened[part.generation] = self.codec.decode(part.vectors)
         return widened
 
     def live_ids(self, start: int = 0) -> I64:
@@ -197,7 +199,7 @@ class Segments:
         if not len(ids):
             return [], 0
         out = np.lib.format.open_memmap(
-            vectors_path, mode="w+", dtype=self.dtype, shape=(len(ids), self.dim)
+            vectors_path, mode="w+", dtype=self.codec.dtype, shape=(len(ids), self.codec.width)
         )
         pos = 0
         for block in self._live_blocks(start):
@@ -210,7 +212,7 @@ class Segments:
         return [vectors_path, ids_path], len(ids)
 
     def _live_blocks(self, start: int) -> Iterator[npt.NDArray[np.generic]]:
-        step = max(1, BLOCK // self.dim)
+        step = max(1, BLOCK // self.codec.width)
         for s in range(start, len(self.parts)):
             vectors, offset = self.parts[s].vectors, int(self.starts[s])
             for at in range(0, len(vectors), step):

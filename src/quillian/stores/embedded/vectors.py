@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import ConfigError, IndexIncompleteError, InputError, StoreError
+from quillian.stores.embedded._codec import Codec
 from quillian.stores.embedded._segments import Segment as Part
 from quillian.stores.embedded._segments import Segments, merge_start
 from quillian.stores.embedded._vecutil import (
@@ -73,7 +74,7 @@ __all__ = [
     "exact_topk",
 ]
 
-DTYPES = ("float32", "float16")
+DTYPES = ("float32", "float16", "int8")
 #: The manifest format written: 2 lists segments and dead rows; 1 (one generation's
 #: files, no deletes) is still read, and rewritten as 2 by the next flush.
 FORMAT = 2
@@ -107,8 +108,11 @@ class ExactVectorIndex:
         directory: where the index lives; created when missing, reopened when it holds
             an index (its vectors memory-mapped, so opening is instant).
         dim: vector dimension; required for a new index, checked against an existing one.
-        dtype: storage type, ``"float32"`` (default) or ``"float16"`` (half the memory;
-            scores are computed in float32). Checked against an existing index.
+        dtype: storage type, ``"float32"`` (default), ``"float16"`` (half the memory;
+            scores are computed in float32) or ``"int8"`` (a quarter and a row's scale:
+            each vector read back as its int8 quantisation, which the index then
+            ranks exactly; see :mod:`~quillian.stores.embedded._codec`). Checked
+            against an existing index.
         sketch: search few queries through an int8 sketch of the first (largest)
             segment and score its candidates exactly
             (:mod:`~quillian.stores.embedded.sketch`: the same results, a quarter of the
@@ -147,14 +151,13 @@ class ExactVectorIndex:
         self._unverified: list[Path] = []
         meta = self._files.read()
         if meta is None:
-            self._dim = check_dim(dim, directory)
-            self._dtype = np.dtype(_check_dtype(dtype or "float32"))
+            self._codec = Codec(_check_dtype(dtype or "float32"), check_dim(dim, directory))
             self._generation = 0
             self._files.directory.mkdir(parents=True, exist_ok=True)
         else:
-            self._dim, self._dtype = _check_stored(meta, dim, dtype, self._files.directory)
+            self._codec = _check_stored(meta, dim, dtype, self._files.directory)
             self._generation = int(meta["generation"])
-        self._base = Segments(self._files, self._dim, self._dtype)
+        self._base = Segments(self._files, self._codec)
         if meta is not None:
             self._files.remove_others(self._base.names(meta))
         self._closed = False
@@ -163,12 +166,12 @@ class ExactVectorIndex:
     @property
     def dim(self) -> int:
         """Vector dimension."""
-        return self._dim
+        return self._codec.dim
 
     @property
     def dtype(self) -> str:
-        """Storage dtype name: ``"float32"`` or ``"float16"``."""
-        return self._dtype.name
+        """Storage dtype name: ``"float32"``, ``"float16"`` or ``"int8"``."""
+        return self._codec.name
 
     @property
     def directory(self) -> Path:
@@ -184,7 +187,7 @@ class ExactVectorIndex:
         return len(self._base) - self._base.n_dead + len(self._tail)
 
     def __repr__(self) -> str:
-        return f"ExactVectorIndex({str(self.directory)!r}, dim={self._dim}, dtype={self.dtype})"
+        return f"ExactVectorIndex({str(self.directory)!r}, dim={self.dim}, dtype={self.dtype})"
 
     def __enter__(self) -> Self:
         return self
@@ -221,7 +224,7 @@ class ExactVectorIndex:
         if (rows >= n_base).any():  # unflushed: rebuild the tail without them
             keep = ~np.isin(self._tail.ids, ids)
             kept_ids, kept = self._tail.ids[keep].copy(), self._tail.vectors[keep].copy()
-            self._tail = GrowableRows(self._dim, self._dtype)
+            self._tail = self._new_tail()
             self._lookup.set(kept_ids, self._tail.append(kept_ids, kept) + n_base)
         self._dirty = True
 
@@ -240,7 +243,7 @@ class ExactVectorIndex:
         of which must be indexed; it costs time in the size of ``allowed``, not the index.
         """
         self._check_open()
-        q = as_matrix(queries, self._dim, field="queries")
+        q = as_matrix(queries, self.dim, field="queries")
         k = check_k(k)
         if allowed is not None:
             candidates = np.unique(as_ids(allowed))
@@ -259,7 +262,7 @@ class ExactVectorIndex:
     def _candidates(self, q: npt.NDArray[np.float32], wide: int) -> I64:
         """The ``wide`` best ids of each query by the float32 scan (or sketch)."""
         segments = self._base.searched()
-        tail: Segment = (self._tail.vectors, self._tail.ids, None)
+        tail: Segment = (self._codec.scanned(self._tail.vectors), self._tail.ids, None)
         sketch = self._sketched(len(q), wide)
         if sketch is None:
             return exact_topk(q, [*segments, tail], wide)[0]
@@ -282,13 +285,13 @@ class ExactVectorIndex:
             or k < 1
             or n_queries > SKETCH_QUERIES
             or n < SKETCH_MIN_ROWS
-            or n * self._dim > SKETCH_MAX_VALUES
+            or n * self.dim > SKETCH_MAX_VALUES
             or SKETCH_ROWS_PER_K * k > n
         ):
             return None
         with self._sketch_lock:
             if self._sketch is None:
-                self._sketch = Int8Sketch.of(self._base.parts[0].vectors)
+                self._sketch = Int8Sketch.of(self._codec.scanned(self._base.parts[0].vectors))
             return self._sketch
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -299,13 +302,13 @@ class ExactVectorIndex:
         if (rows < 0).any():
             raise UnknownIdError(ids[rows < 0])
         n_base = len(self._base)
-        out = np.empty((len(ids), self._dim), dtype=np.float32)
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
         in_base = rows < n_base
         if in_base.any():
-            part = np.empty((int(in_base.sum()), self._dim), np.float32)
+            part = np.empty((int(in_base.sum()), self.dim), np.float32)
             self._base.rows(rows[in_base], part)
             out[in_base] = part
-        out[~in_base] = self._tail.vectors[rows[~in_base] - n_base]
+        out[~in_base] = self._codec.decode(self._tail.vectors[rows[~in_base] - n_base])
         return out
 
     def contains(self, ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
@@ -334,15 +337,16 @@ class ExactVectorIndex:
                     np.lib.format.read_array_header_2_0(handle)
                 for start in range(0, len(part), size):
                     stop = min(start + size, len(part))
-                    block = np.fromfile(handle, self._dtype, (stop - start) * self._dim)
-                    if len(block) != (stop - start) * self._dim:
+                    width = self._codec.width
+                    block = np.fromfile(handle, self._codec.dtype, (stop - start) * width)
+                    if len(block) != (stop - start) * width:
                         raise IndexIncompleteError(f"{path}: shorter than its header says")
                     live = ~self._base.dead[offset + start : offset + stop]
-                    vectors = block.reshape(-1, self._dim)[live].astype(np.float32)
+                    vectors = self._codec.decode(block.reshape(-1, width)[live])
                     yield np.asarray(part.ids[start:stop])[live], vectors
         for start in range(0, len(self._tail), size):
-            block = self._tail.vectors[start : start + size]
-            yield self._tail.ids[start : start + size].copy(), block.astype(np.float32)
+            block = self._codec.decode(self._tail.vectors[start : start + size])
+            yield self._tail.ids[start : start + size].copy(), block
 
     def flush(self) -> None:
         """Persist every change: write the added vectors as a new segment (merged with
@@ -371,7 +375,7 @@ class ExactVectorIndex:
             written.append(self._files.path("dead", generation))
         meta = {
             "generation": generation,
-            "dim": self._dim,
+            "dim": self.dim,
             "dtype": self.dtype,
             "count": len(self),
             "segments": [list(s) for s in segments],
@@ -390,8 +394,8 @@ class ExactVectorIndex:
         self.flush()
         self._closed = True
         self._sketch = None
-        self._base = Segments(self._files, self._dim, self._dtype)
-        self._tail = GrowableRows(self._dim, self._dtype)
+        self._base = Segments(self._files, self._codec)
+        self._tail = self._new_tail()
 
     def _segment_files(self, parts: Sequence[Part]) -> list[Path]:
         """The vectors and ids files of the segments ``parts``."""
@@ -408,7 +412,7 @@ class ExactVectorIndex:
         self._meta = meta or {}
         self._unverified = [] if meta is None else self._files.verify(meta, hash_up_to=HASH_AT_OPEN)
         self._base.open(meta)
-        self._tail = GrowableRows(self._dim, self._dtype)
+        self._tail = self._new_tail()
         live = np.flatnonzero(~self._base.dead)
         ids = [np.asarray(p.ids) for p in self._base.parts]
         all_ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
@@ -429,18 +433,21 @@ class ExactVectorIndex:
         if len(self._base.parts) > start:
             new = np.asarray(self._base.parts[start].ids)
             self._lookup.set(new, np.arange(len(new), dtype=np.int64) + n_kept)
-        self._tail = GrowableRows(self._dim, self._dtype)
+        self._tail = self._new_tail()
         self._dirty = False
+
+    def _new_tail(self) -> GrowableRows:
+        return GrowableRows(self._codec.width, self._codec.dtype)
 
     def _validate(
         self, ids: npt.ArrayLike, vectors: npt.ArrayLike
     ) -> tuple[I64, npt.NDArray[np.generic]]:
         ids = as_ids(ids)
-        matrix = as_matrix(vectors, self._dim)
+        matrix = as_matrix(vectors, self.dim)
         if len(ids) != len(matrix):
             raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
         ids, matrix = keep_last(ids, matrix)
-        return ids, _cast(matrix, self._dtype)
+        return ids, self._codec.encode(matrix)
 
     def verify(self) -> None:
         """Check now every checksum left from the open (a build repairing damaged files
@@ -472,7 +479,7 @@ class ExactVectorWriter:
         directory: where the index goes; must not hold an index yet.
         dim: vector dimension.
         count: the number of vectors that will be appended, exactly.
-        dtype: storage type, ``"float32"`` or ``"float16"``.
+        dtype: storage type, ``"float32"``, ``"float16"`` or ``"int8"``.
 
     The ``.npy`` header is written first; each :meth:`append` then adds its rows with
     plain file writes (no memory map, so memory stays of the order of one batch), and
@@ -491,8 +498,7 @@ class ExactVectorWriter:
         self._files = Generations(Path(directory), "exact", FORMAT, reads=(1,))
         if self._files.read() is not None:
             raise StoreError(f"{directory}: already holds an index; a bulk write needs a new one")
-        self._dim = check_dim(dim, directory)
-        self._dtype = np.dtype(_check_dtype(dtype))
+        self._codec = codec = Codec(_check_dtype(dtype), check_dim(dim, directory))
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ConfigError(f"count must be a non-negative integer, got {count!r}")
         self._count = count
@@ -502,7 +508,10 @@ class ExactVectorWriter:
         self._paths = [self._files.path(name, self.GENERATION) for name in ("vectors", "ids")]
         self._handles: list[BinaryIO] = []
         for path, dtype_, shape in zip(
-            self._paths, (self._dtype, np.dtype(np.int64)), ((count, dim), (count,)), strict=True
+            self._paths,
+            (codec.dtype, np.dtype(np.int64)),
+            ((count, codec.width), (count,)),
+            strict=True,
         ):
             handle = path.open("wb")
             self._handles.append(handle)
@@ -539,7 +548,7 @@ class ExactVectorWriter:
         """Write the next rows; ids must be distinct across the whole index."""
         self._check_open()
         ids = as_ids(ids)
-        matrix = as_matrix(vectors, self._dim)
+        matrix = as_matrix(vectors, self._codec.dim)
         if len(ids) != len(matrix):
             raise InputError(f"{len(ids)} ids but {len(matrix)} vectors", field="ids")
         if self._written + len(ids) > self._count:
@@ -547,7 +556,7 @@ class ExactVectorWriter:
                 f"{self._written + len(ids)} vectors exceed the announced {self._count}",
                 field="vectors",
             )
-        stored = _cast(matrix, self._dtype)
+        stored = self._codec.encode(matrix)
         self._handles[0].write(np.ascontiguousarray(stored).data)
         self._handles[1].write(np.ascontiguousarray(ids).data)
         self._written += len(ids)
@@ -566,8 +575,8 @@ class ExactVectorWriter:
             raise
         meta = {
             "generation": self.GENERATION,
-            "dim": self._dim,
-            "dtype": self._dtype.name,
+            "dim": self._codec.dim,
+            "dtype": self._codec.name,
             "count": self._count,
             "segments": [[self.GENERATION, self._count]],
             "dead": 0,
@@ -609,15 +618,6 @@ def _holds_vectors(path: Path) -> bool:
     return path.name.startswith("vectors-")
 
 
-def _cast(matrix: npt.NDArray[np.float32], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
-    """``matrix`` in the storage ``dtype``, refusing values outside its range."""
-    with np.errstate(over="ignore"):
-        stored = matrix.astype(dtype)
-    if not np.isfinite(stored).all():
-        raise InputError(f"vectors exceed the {dtype.name} range", field="vectors")
-    return stored
-
-
 def _check_dtype(dtype: str) -> str:
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
@@ -626,11 +626,11 @@ def _check_dtype(dtype: str) -> str:
 
 def _check_stored(
     meta: dict[str, object], dim: int | None, dtype: str | None, directory: Path
-) -> tuple[int, np.dtype[np.generic]]:
-    """The stored dim and dtype, refusing a different one asked for explicitly."""
+) -> Codec:
+    """The stored dim and dtype's codec, refusing a different one asked for explicitly."""
     stored_dim, stored_dtype = int(meta["dim"]), str(meta["dtype"])  # type: ignore[call-overload]
     if dim is not None and dim != stored_dim:
         raise ConfigError(f"{directory}: index has dim {stored_dim}, asked for dim {dim}")
     if dtype is not None and dtype != stored_dtype:
         raise ConfigError(f"{directory}: index stores {stored_dtype}, asked for {dtype}")
-    return stored_dim, np.dtype(_check_dtype(stored_dtype))
+    return Codec(_check_dtype(stored_dtype), stored_dim)
