@@ -1,4 +1,4 @@
-"""Benchmark the embedded vector indexes: exact numpy (float32, float16) against FAISS HNSW.
+"""Benchmark the embedded vector indexes: exact numpy (float32, float16, int8) against FAISS HNSW.
 
 Run ``python research/vectors.py --n 200000 --dim 384 --queries 200``. It prints
 one JSON object: per index the build time (add plus flush), reopen time, single-query
@@ -246,6 +246,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     f32 = bench_exact(x, q, ids, args.k, "float32", workdir, truth)
     logger.info("exact float16")
     f16 = bench_exact(x, q, ids, args.k, "float16", workdir, truth)
+    logger.info("exact int8")
+    i8 = bench_exact(x, q, ids, args.k, "int8", workdir, truth)
     logger.info("faiss hnsw")
     hnsw = bench_faiss(x, q, ids, args.k, truth, args, workdir)
     return {
@@ -257,6 +259,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "clusters": clusters,
         "exact_float32": f32,
         "exact_float16": f16,
+        "exact_int8": i8,
         "faiss_hnsw": hnsw,
     }
 

@@ -294,18 +294,22 @@ def _stored_dtypes(location):
 
 
 def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
-    """A new index stores float16 vectors; ``vector_dtype`` picks float32; an update
-    keeps the index's own, and asking for another is refused before anything is
-    written; an index from before the dtype was recorded holds float32 and keeps it."""
+    """A new folder index stores int8 vectors; ``vector_dtype`` picks float16 or
+    float32; an update keeps the index's own, and asking for another is refused before
+    anything is written; an index from before the dtype was recorded holds float32 and
+    keeps it."""
     from quillian.index.layout import read_manifest, write_manifest
     from quillian.index.storage import DEFAULT_VECTOR_DTYPE, check_vector_dtype, vector_dtype
 
     extractions = tmp_path / "ex.jsonl"
     extractions.write_text("\n".join(json.dumps(e) for e in EXTRACTIONS))
     built = IndexSettings(extractor="precomputed", extractions=extractions, embedder="hash")
+    index_documents(tmp_path / "i8", CORPUS[:2], built)
+    assert _stored_dtypes(tmp_path / "i8") == {"chunks": "int8", "texts": "int8"}
+    built = replace(built, vector_dtype="float16")
     index_documents(tmp_path / "new", CORPUS[:2], built)
     assert _stored_dtypes(tmp_path / "new") == {"chunks": "float16", "texts": "float16"}
-    index_documents(tmp_path / "new", CORPUS, built)  # an update keeps float16
+    index_documents(tmp_path / "new", CORPUS, replace(built, vector_dtype=None))  # kept
     assert _stored_dtypes(tmp_path / "new") == {"chunks": "float16", "texts": "float16"}
     before = (tmp_path / "new" / "manifest.json").read_text()
     with pytest.raises(ConfigError, match="was built with vector dtype 'float16', not 'float32'"):
@@ -325,19 +329,20 @@ def test_an_index_keeps_its_vector_dtype_unless_made_anew(tmp_path):
     manifest = read_manifest(tmp_path / "old")
     del manifest["config"]["vector_dtype"]
     write_manifest(tmp_path / "old", manifest)
-    index_documents(tmp_path / "old", CORPUS, built)
+    index_documents(tmp_path / "old", CORPUS, replace(built, vector_dtype=None))
     assert _stored_dtypes(tmp_path / "old") == {"chunks": "float32", "texts": "float32"}
     assert read_manifest(tmp_path / "old")["config"]["vector_dtype"] == "float32"
     with pytest.raises(ConfigError, match="vector dtype must be one of"):
         vector_dtype("bfloat16", None)
     # int8: each vector its codes and scale, the same passages here
-    index_documents(tmp_path / "i8", CORPUS, replace(built, vector_dtype="int8"))
+    index_documents(tmp_path / "i8", CORPUS, replace(built, vector_dtype=None))  # kept
     assert _stored_dtypes(tmp_path / "i8") == {"chunks": "int8", "texts": "int8"}
     quarters = Engine.open(tmp_path / "i8").retrieve("Who founded London?", "dense", 3).passages
     assert [p.chunk_id for p in quarters] == [p.chunk_id for p in wholes]
     assert [p.score for p in quarters] == pytest.approx([p.score for p in wholes], abs=2e-2)
     # a folder's default and a workspace's, which has no int8 (refused before connecting)
-    assert vector_dtype(None, None) == vector_dtype(None, None, tmp_path) == DEFAULT_VECTOR_DTYPE
+    assert vector_dtype(None, None) == vector_dtype(None, None, tmp_path) == "int8"
+    assert DEFAULT_VECTOR_DTYPE == "int8"
     assert vector_dtype(None, None, "postgresql://127.0.0.1:9/x") == "float16"
     with pytest.raises(ConfigError, match="no int8 type"):
         check_vector_dtype("postgresql://127.0.0.1:9/x", "int8")

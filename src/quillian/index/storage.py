@@ -58,10 +58,12 @@ __all__ = [
 
 #: The SQLite database of an embedded index.
 STORE_DB = "store.sqlite"
-#: What a new folder index stores its vectors in: half of float32's bytes on disk and in
-#: the page cache, scores computed in float32 and the best candidates scored again in
-#: float64 (``research/vector_dtypes.py`` pairs it with float32 on the bench's questions).
-DEFAULT_VECTOR_DTYPE = "float16"
+#: What a new folder index stores its vectors in: each vector's int8 codes and scale,
+#: about half of float16's bytes on disk and in the page cache, searched as read back
+#: (scores in float32, the best candidates again in float64). ``research/vector_dtypes.py
+#: --dtypes float16 int8`` pairs it with float16 on the bench's questions: no change a
+#: paired test calls significant (docs/scale.md, stop 80).
+DEFAULT_VECTOR_DTYPE = "int8"
 #: What a new PostgreSQL workspace stores its vectors in: pgvector's ``halfvec``
 #: (``research/vector_dtypes.py --postgres`` pairs it with float32's ``vector``).
 #: pgvector has no int8 type: a workspace stores float16 or float32.

@@ -41,6 +41,7 @@ from quillian.errors import ConfigError, InputError, MissingExtraError
 from quillian.stores.embedded.faiss_hnsw import import_faiss
 from quillian.stores.embedded.faiss_ivf import FaissIVFIndex, IVFOptions
 from quillian.stores.embedded.files import publish_directory, write_json_atomic
+from quillian.stores.embedded.vectors import DTYPES as VECTOR_DTYPES
 from quillian.stores.embedded.vectors import ExactVectorIndex, ExactVectorWriter
 
 __all__ = [
@@ -89,7 +90,7 @@ class ImportOptions:
     """Registry name of the embedder (``minilm``, ``hash``), recorded in the manifest so
     the graph reopens with it; None for an embedder passed in by code."""
     vector_dtype: str = "float32"
-    """Storage of the description vectors: ``float32`` or ``float16``."""
+    """Storage of the description vectors: ``float32``, ``float16`` or ``int8``."""
     embed_batch: int = 1024
     """Descriptions embedded per call (and written to the index per write)."""
     ann: str = "auto"
@@ -108,8 +109,10 @@ class ImportOptions:
             raise ConfigError(f"max_bad_lines must be >= 0 or None, got {self.max_bad_lines}")
         if self.examples < 0:
             raise ConfigError(f"examples must be >= 0, got {self.examples}")
-        if self.vector_dtype not in ("float32", "float16"):
-            raise ConfigError(f"vector_dtype must be float32 or float16, got {self.vector_dtype!r}")
+        if self.vector_dtype not in VECTOR_DTYPES:
+            raise ConfigError(
+                f"vector_dtype must be one of {', '.join(VECTOR_DTYPES)}, got {self.vector_dtype!r}"
+            )
         if self.embed_batch <= 0:
             raise ConfigError(f"embed_batch must be greater than 0, got {self.embed_batch}")
         if self.ann not in ANN_CHOICES:
