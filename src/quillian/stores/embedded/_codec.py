@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import InputError
+from quillian.stores.embedded.sketch import Int8Sketch
 
 __all__ = ["Codec", "Decoded"]
 
@@ -74,6 +75,17 @@ class Codec:
         stored = np.asarray(stored)
         scale = np.ascontiguousarray(stored[:, :_SCALE_COLUMNS]).view(np.float32)
         return stored[:, _SCALE_COLUMNS:].astype(np.float32) * scale
+
+    def scales(self, stored: npt.NDArray[np.int8]) -> F32:
+        """The scale of each int8 row of ``stored``."""
+        return np.ascontiguousarray(stored[:, :_SCALE_COLUMNS]).view(np.float32).ravel()
+
+    def sketch(self, stored: npt.NDArray[Any]) -> Int8Sketch:
+        """The int8 sketch a search of few queries scans: over int8 rows' own codes
+        (nothing copied), else of the floats."""
+        if self.quantized:
+            return Int8Sketch.of_codes(stored, self.scales(stored), _SCALE_COLUMNS)
+        return Int8Sketch.of(stored)
 
     def scanned(self, stored: npt.NDArray[Any]) -> Any:
         """What a scan reads of ``stored``: a float matrix as it is (a scan casts its

@@ -291,7 +291,7 @@ class ExactVectorIndex:
             return None
         with self._sketch_lock:
             if self._sketch is None:
-                self._sketch = Int8Sketch.of(self._codec.scanned(self._base.parts[0].vectors))
+                self._sketch = self._codec.sketch(self._base.parts[0].vectors)
             return self._sketch
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
