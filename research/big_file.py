@@ -21,10 +21,14 @@ process and watched by ``research/proc_watch.py``:
    spread over the file) and reports its resident memory after opening and after the
    questions, the first question's seconds (the open and the embedder's load) and the
    p50 and p95 of the rest; then, untimed, the top 8 passages of ``sa``, ``ppr``,
-   ``dense`` and ``bm25`` for each question (ids and texts' hashes).
+   ``dense`` and ``bm25`` for each question (ids and texts' hashes) and whether one of
+   them holds the paragraph the question names (``found``, 1 or 0 a question).
 
 With several trees, ``same_top`` gives, per later tree and method, how many questions'
-top passages are those of the first tree, in the same order, of how many.
+top passages are those of the first tree, in the same order, of how many; and
+``found_pairs`` how many questions found their paragraph under the first tree and under
+this one, and of the questions where the two differ, how many this tree found (won)
+and how many it missed (lost).
 
 It prints one JSON object and writes it to ``DIR/big_file.json``. An existing index of
 a complete earlier run is reused (``--rebuild`` builds it again).
@@ -45,7 +49,7 @@ import psutil
 from proc_watch import python_env, watch
 from scale_child import questions_from
 
-__all__ = ["disk_sizes", "main", "same_top", "sqlite_sizes", "store_sizes"]
+__all__ = ["disk_sizes", "found_pairs", "main", "same_top", "sqlite_sizes", "store_sizes"]
 
 CLI = "import sys; from quillian.cli.main import main; sys.exit(main())"
 CHILD = str(Path(__file__).with_name("scale_child.py"))
@@ -153,6 +157,27 @@ def same_top(trees: list[dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
     return out
 
 
+def found_pairs(trees: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per tree after the first, per method: ``first`` and ``this`` (questions that found
+    their paragraph under each), ``won`` and ``lost`` (found under this tree only, under
+    the first only); trees without ``found`` compare nothing."""
+    first = trees[0].get("probe", {}).get("found", {}) if trees else {}
+    out = {}
+    for tree in trees[1:]:
+        found = tree.get("probe", {}).get("found", {})
+        out[str(tree.get("src"))] = {
+            method: {
+                "first": sum(first[method]),
+                "this": sum(hits),
+                "won": sum(b > a for a, b in zip(first[method], hits, strict=True)),
+                "lost": sum(a > b for a, b in zip(first[method], hits, strict=True)),
+            }
+            for method, hits in found.items()
+            if method in first
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file", type=Path, help="the plain-text file to index")
@@ -178,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         result["trees"].append(_tree_run(args, src, work))
     result["load_after"] = psutil.getloadavg()
     result["same_top"] = same_top(result["trees"])
+    result["found_pairs"] = found_pairs(result["trees"])
     text = json.dumps(result, indent=2, default=float)
     (args.work / "big_file.json").write_text(text + "\n", encoding="utf-8")
     print(text)

@@ -35,10 +35,25 @@ GIB = 1024**3
 def questions_from(path: Path, n: int) -> list[str]:
     """``What is TITLE?`` for ``n`` paragraph titles (the text before the first ``. ``,
     up to its first comma) spread evenly over the text file ``path``."""
+    titles = [p.split(". ", 1)[0].split(", ")[0].strip() for p in _asked(path, n)]
+    return [f"What is {t}?" for t in titles]
+
+
+#: Characters of a question's paragraph that mark a passage holding it.
+OPENING = 60
+
+
+def openings_from(path: Path, n: int) -> list[str]:
+    """The opening of each paragraph :func:`questions_from` asks about (its first
+    :data:`OPENING` characters): a passage that holds it holds the paragraph the
+    question names."""
+    return [" ".join(p.split())[:OPENING] for p in _asked(path, n)]
+
+
+def _asked(path: Path, n: int) -> list[str]:
     paragraphs = [p for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
     step = max(1, len(paragraphs) // max(1, n))
-    titles = [p.split(". ", 1)[0].split(", ")[0].strip() for p in paragraphs[::step]]
-    return [f"What is {t}?" for t in titles[:n]]
+    return paragraphs[::step][:n]
 
 
 def _rss() -> float:
@@ -50,10 +65,12 @@ def _rss() -> float:
 COMPARED = ("sa", "ppr", "dense", "bm25")
 
 
-def probe(index: Path, questions: list[str]) -> dict[str, Any]:
+def probe(index: Path, questions: list[str], openings: list[str] | None = None) -> dict[str, Any]:
     """Open ``index`` and run ``sa`` for ``questions``: memory and latency; then each of
     :data:`COMPARED` for the same questions, untimed: the ids and texts' hashes of the
-    top 8 passages (``top``, by method, one list a question)."""
+    top 8 passages (``top``, by method, one list a question) and, with ``openings`` (one
+    a question), whether a passage among them holds the question's paragraph (``found``,
+    by method, 1 or 0 a question: the named paragraph ranked in the top 8)."""
     from quillian.engine import Engine
 
     start = time.perf_counter()
@@ -68,16 +85,20 @@ def probe(index: Path, questions: list[str]) -> dict[str, Any]:
         times.append(time.perf_counter() - t)
     rest = sorted(times[1:]) or times
     rss_questions = _rss()
-    top = {
-        method: [
-            [
-                f"{p.chunk_id} {hashlib.blake2b(p.text.encode(), digest_size=8).hexdigest()}"
-                for p in engine.retrieve(q, method, 8).passages
-            ]
-            for q in questions
-        ]
-        for method in COMPARED
-    }
+    top: dict[str, list[list[str]]] = {method: [] for method in COMPARED}
+    found: dict[str, list[int]] = {method: [] for method in COMPARED}
+    for method in COMPARED:
+        for i, q in enumerate(questions):
+            passages = engine.retrieve(q, method, 8).passages
+            top[method].append(
+                [
+                    f"{p.chunk_id} {hashlib.blake2b(p.text.encode(), digest_size=8).hexdigest()}"
+                    for p in passages
+                ]
+            )
+            if openings is not None:
+                held = (openings[i] in " ".join(p.text.split()) for p in passages)
+                found[method].append(int(any(held)))
     return {
         "open_s": open_s,
         "rss_after_open_gb": rss_open,
@@ -87,6 +108,7 @@ def probe(index: Path, questions: list[str]) -> dict[str, Any]:
         "questions": len(questions),
         "rss_after_questions_gb": rss_questions,
         "top": top,
+        **({"found": found} if openings is not None else {}),
     }
 
 
@@ -130,7 +152,8 @@ def main(argv: list[str]) -> None:
     command, *rest = argv
     if command == "probe":
         path = Path(rest[1])
-        result = probe(Path(rest[0]), questions_from(path, int(rest[2])))
+        n = int(rest[2])
+        result = probe(Path(rest[0]), questions_from(path, n), openings_from(path, n))
     elif command == "add":
         result = add(rest[0], Path(rest[1]))
     elif command == "delete":
