@@ -81,8 +81,8 @@ class Codec:
         return np.ascontiguousarray(stored[:, :_SCALE_COLUMNS]).view(np.float32).ravel()
 
     def sketch(self, stored: npt.NDArray[Any]) -> Int8Sketch:
-        """The int8 sketch a search of few queries scans: over int8 rows' own codes
-        (nothing copied), else of the floats."""
+        """The int8 sketch a search of few queries scans: int8 rows' own codes and
+        scales, else the floats quantised."""
         if self.quantized:
             return Int8Sketch.of_codes(stored, self.scales(stored), _SCALE_COLUMNS)
         return Int8Sketch.of(stored)
