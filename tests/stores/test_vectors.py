@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -31,9 +32,11 @@ from quillian.testing.contracts import VectorIndexContract, unit_vectors
 
 
 class TestExactVectorIndex(VectorIndexContract):
+    dtype: ClassVar[str] = "float32"
+
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
-        with ExactVectorIndex(tmp_path / "vectors", self.dim) as index:
+        with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype=self.dtype) as index:
             yield index
 
     def reopen(self, store: ExactVectorIndex) -> ExactVectorIndex:  # type: ignore[override]
@@ -42,29 +45,21 @@ class TestExactVectorIndex(VectorIndexContract):
 
 
 class TestExactVectorIndexFloat16(TestExactVectorIndex):
+    dtype = "float16"
     atol = 1e-3
     recall_threshold = 0.99
-
-    @pytest.fixture
-    def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
-        with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype="float16") as index:
-            yield index
 
 
 class TestExactVectorIndexInt8(TestExactVectorIndex):
     """Rows stored as int8 codes and a scale: read back within a code's step."""
 
+    dtype = "int8"
     atol = 5e-3
     recall_threshold = 0.95
 
-    @pytest.fixture
-    def store(self, tmp_path: Path) -> Iterator[ExactVectorIndex]:
-        with ExactVectorIndex(tmp_path / "vectors", self.dim, dtype="int8") as index:
-            yield index
 
-
-class TestExactVectorIndexInt8Sketched(TestExactVectorIndexInt8):
-    """Every search of few queries goes through the sketch of the int8 rows."""
+class AlwaysSketched:
+    """Every search of few queries goes through the int8 sketch, whatever the size."""
 
     @pytest.fixture(autouse=True)
     def always_sketch(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,8 +67,9 @@ class TestExactVectorIndexInt8Sketched(TestExactVectorIndexInt8):
         monkeypatch.setattr(vectors_module, "SKETCH_ROWS_PER_K", 0)
 
 
-class TestExactVectorIndexInt8SmallBlocks(TestExactVectorIndexInt8):
-    """int8 segments too large to be read back whole: scanned block by block."""
+class SmallBlocks:
+    """Every search spans several row blocks, so the running top-k merge is exercised;
+    no segment is read back whole (float16 and int8 are cast block by block)."""
 
     @pytest.fixture(autouse=True)
     def small_blocks(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,21 +79,20 @@ class TestExactVectorIndexInt8SmallBlocks(TestExactVectorIndexInt8):
         monkeypatch.setattr(_segments, "WIDEN_MAX_VALUES", 0)
 
 
-class TestExactVectorIndexSketched(TestExactVectorIndex):
-    """Every search of few queries goes through the int8 sketch, whatever the size."""
-
-    @pytest.fixture(autouse=True)
-    def always_sketch(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(vectors_module, "SKETCH_MIN_ROWS", 1)
-        monkeypatch.setattr(vectors_module, "SKETCH_ROWS_PER_K", 0)
+class TestExactVectorIndexSketched(AlwaysSketched, TestExactVectorIndex):
+    pass
 
 
-class TestExactVectorIndexSmallBlocks(TestExactVectorIndex):
-    """Every search spans several row blocks, so the running top-k merge is exercised."""
+class TestExactVectorIndexSmallBlocks(SmallBlocks, TestExactVectorIndex):
+    pass
 
-    @pytest.fixture(autouse=True)
-    def small_blocks(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(_vecutil, "BLOCK", 64)
+
+class TestExactVectorIndexInt8Sketched(AlwaysSketched, TestExactVectorIndexInt8):
+    pass
+
+
+class TestExactVectorIndexInt8SmallBlocks(SmallBlocks, TestExactVectorIndexInt8):
+    pass
 
 
 class TestFaissHNSWIndex(VectorIndexContract):

@@ -73,8 +73,7 @@ class Codec:
         if not self.quantized:
             return np.asarray(stored, dtype=np.float32)
         stored = np.asarray(stored)
-        scale = np.ascontiguousarray(stored[:, :_SCALE_COLUMNS]).view(np.float32)
-        return stored[:, _SCALE_COLUMNS:].astype(np.float32) * scale
+        return stored[:, _SCALE_COLUMNS:].astype(np.float32) * self.scales(stored)[:, None]
 
     def scales(self, stored: npt.NDArray[np.int8]) -> F32:
         """The scale of each int8 row of ``stored``."""
@@ -95,7 +94,7 @@ class Codec:
 
 class Decoded:
     """A matrix of stored rows read back as float32 block by block: the shape, length
-    and indexing a scan and a sketch's build use, without decoding it whole."""
+    and indexing a scan uses, without decoding it whole."""
 
     def __init__(self, stored: npt.NDArray[Any], codec: Codec) -> None:
         self.stored, self.codec = stored, codec
