@@ -209,3 +209,19 @@ def test_a_server_whose_pgvector_has_no_float16_is_refused_before_an_index_is_wr
         read_manifest(postgres_url)
     assert _index(tmp_path, postgres_url, CORPUS, "--vector-dtype", "float32") == 0
     assert read_manifest(postgres_url)["config"]["vector_dtype"] == "float32"
+
+
+def test_int8_vectors_are_refused_for_a_workspace_before_an_index_is_written(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pgvector has no int8 type: ``--vector-dtype int8`` on a workspace fails in one
+    line naming what a workspace stores, and writes no index; the default is float16."""
+    from quillian.errors import IndexMissingError
+
+    assert _index(tmp_path, postgres_url, CORPUS, "--vector-dtype", "int8") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no int8 type" in err and "float16" in err
+    with pytest.raises(IndexMissingError):
+        read_manifest(postgres_url)
+    assert _index(tmp_path, postgres_url, CORPUS) == 0
+    assert read_manifest(postgres_url)["config"]["vector_dtype"] == "float16"
