@@ -2,8 +2,9 @@
 
 A float codec stores each vector as it is, in float32 or float16 (``dim`` values a
 row). The ``int8`` codec stores each as int8 codes with the row's own scale, the
-quantisation of :class:`~quillian.stores.embedded.sketch.Int8Sketch`: ``s = max|x| /
-127``, ``c = round(x / s)``, read back as ``s c``. A row is ``dim + 4`` int8 columns,
+quantisation of :class:`~quillian.stores.embedded.sketch.Int8Sketch`
+(:func:`~quillian.stores.embedded.sketch.quantise`: ``s = max|x| / 127``, ``c = round(x
+/ s)``), read back as ``s c``. A row is ``dim + 4`` int8 columns,
 the scale's four float32 bytes first, so a segment stays one matrix of rows (merges,
 dead rows, the unflushed tail and the bulk writer move rows without knowing what they
 hold) and half a float16 row's bytes at 384 dimensions. Scores are computed on the
@@ -21,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import InputError
-from quillian.stores.embedded.sketch import Int8Sketch
+from quillian.stores.embedded.sketch import Int8Sketch, quantise
 
 __all__ = ["Codec", "Decoded"]
 
@@ -61,11 +62,10 @@ class Codec:
             if not np.isfinite(stored).all():
                 raise InputError(f"vectors exceed the {self.name} range", field="vectors")
             return stored
-        peak = np.abs(matrix).max(axis=1) if matrix.size else np.zeros(len(matrix), np.float32)
-        scale = np.where(peak > 0, peak / np.float32(127), np.float32(1)).astype(np.float32)
+        codes, scale = quantise(matrix)
         out = np.empty((len(matrix), self.width), np.int8)
         out[:, :_SCALE_COLUMNS] = scale.view(np.int8).reshape(-1, _SCALE_COLUMNS)
-        out[:, _SCALE_COLUMNS:] = np.clip(np.rint(matrix / scale[:, None]), -127, 127)
+        out[:, _SCALE_COLUMNS:] = codes
         return out
 
     def decode(self, stored: npt.NDArray[Any]) -> F32:

@@ -335,9 +335,9 @@ class ExactVectorIndex:
                     np.lib.format.read_array_header_1_0(handle)
                 else:
                     np.lib.format.read_array_header_2_0(handle)
+                width = self._codec.width
                 for start in range(0, len(part), size):
                     stop = min(start + size, len(part))
-                    width = self._codec.width
                     block = np.fromfile(handle, self._codec.dtype, (stop - start) * width)
                     if len(block) != (stop - start) * width:
                         raise IndexIncompleteError(f"{path}: shorter than its header says")
