@@ -1,5 +1,6 @@
 """Snapshot, k-hop traversal and personalized PageRank on hand-made graphs."""
 
+import json
 import random
 
 import numpy as np
@@ -9,6 +10,7 @@ from quillian.components.graph.ppr import Walk, personalized_pagerank, transitio
 from quillian.components.graph.traversal import gather_edges, khop_subgraph
 from quillian.errors import IndexIncompleteError, InputError
 from quillian.stores import snapshot
+from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 
 R = EdgeKind.RELATED_TO
@@ -109,11 +111,43 @@ def test_idmap_from_parts_of_stable_ids_orders_as_bytes(seed: int) -> None:
     ]
     for case, hashed in cases:
         encoded = [np.array([i.encode() for i in p], dtype=np.bytes_) for p in case]
-        assert (snapshot._hashed_order(encoded) is not None) == hashed
         got = IdMap.from_bytes(*encoded)
-        expected = IdMap.from_ids([i for p in case for i in p])
-        for name in ("_blob", "_offsets", "_order"):
-            assert getattr(got, name).tolist() == getattr(expected, name).tolist()
+        assert (got._numbered is not None) == hashed  # numbered: no text kept
+        ids = [i for p in case for i in p]
+        expected = IdMap.from_ids(ids)
+        assert got._order.tolist() == expected._order.tolist()
+        assert got.ids_of(range(len(ids))) == ids
+        assert [got.index_of(i) for i in ids] == list(range(len(ids)))
+        near = [i.upper() for i in ids] + [i[:-1] for i in ids] + [i + "0" for i in ids]
+        near += ["ent-" + "1" * 16, "desc-" + "0" * 16, "chunk-", "", "x" * 22]
+        assert [got.index_of(i) for i in near] == [expected.index_of(i) for i in near]
+
+
+def test_idmap_of_stable_ids_saved_numbered_and_read_back(tmp_path) -> None:
+    """A map of stable ids is saved as their numbers and the parts' heads (8 bytes an
+    id), and loads, memory-mapped or not, to the same ids at the same indexes."""
+    rng = random.Random(7)
+    parts = [_hashed("ent", rng, 300), _hashed("desc", rng, 200), _hashed("chunk", rng, 100)]
+    saved = IdMap.from_bytes(*(np.array([i.encode() for i in p], np.bytes_) for p in parts))
+    saved.save(tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert (
+        names
+        == sorted(saved.file_names())
+        == [
+            "ids_heads.npy",
+            "ids_numbers.npy",
+            "ids_order.npy",
+            "ids_starts.npy",
+        ]
+    )
+    assert (tmp_path / "ids_numbers.npy").stat().st_size < 600 * 8 + 200
+    ids = [i for p in parts for i in p]
+    for mmap in (True, False):
+        loaded = IdMap.load(tmp_path, mmap=mmap)
+        assert len(loaded) == 600 and loaded.ids_of(range(600)) == ids
+        assert [loaded.index_of(i) for i in ids] == list(range(600))
+        assert loaded.index_of("ent-" + "g" * 16) == -1
 
 
 def test_idmap_from_parts_names_a_duplicate_stable_id() -> None:
@@ -140,6 +174,74 @@ def test_csr_by_hand_and_save_load(tmp_path):
     h = GraphSnapshot.load(tmp_path / "g")
     assert h.ids.index_of("n2") == 2 and h.indices.tolist() == g.indices.tolist()
     assert h.degree(R).tolist() == [1, 2, 1, 0]
+
+
+def _saved_as(g: GraphSnapshot, folder) -> tuple[list[str], GraphSnapshot]:
+    g.save(folder)
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".npy"))
+    return names, GraphSnapshot.load(folder)
+
+
+def _assert_same(a: GraphSnapshot, b: GraphSnapshot) -> None:
+    assert a.ids.ids_of(range(a.n_nodes)) == b.ids.ids_of(range(b.n_nodes))
+    for name in ("kinds", "indptr", "indices", "edge_kinds", "edge_relations"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    assert np.asarray(a.weights).view(np.uint32).tolist() == b.weights.view(np.uint32).tolist()
+
+
+def test_snapshot_keeps_few_weights_as_codes_and_relations_of_their_edges(tmp_path):
+    """Format 2: weights of few values as one byte an edge (told apart by their bits,
+    -0.0 from 0.0), relations only of the edges that have one, indptr in 32 bits; every
+    array reads back the same. Many weights, or relations on most edges, are kept as
+    they are."""
+    rng = np.random.default_rng(3)
+    n, m = 50, 400
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    few = rng.choice(np.array([0.5, 1.0, -0.0, 0.0], np.float32), m)
+    related = np.where(rng.random(m) < 0.3, rng.integers(0, 10**6, m), -1)
+    ids = [f"n{i}" for i in range(n)]
+    g = GraphSnapshot.from_edges(ids, [0] * n, src, dst, rng.integers(0, 3, m), few, related)
+    names, h = _saved_as(g, tmp_path / "few")
+    assert "weight_codes.npy" in names and "weights.npy" not in names
+    assert "relation_mask.npy" in names and "edge_relations.npy" not in names
+    assert np.load(tmp_path / "few" / "indptr.npy").dtype == np.int32
+    assert sorted(set(h.weights.view(np.uint32).tolist())) == sorted(
+        set(few.view(np.uint32).tolist())
+    )
+    _assert_same(g, h)
+    many = rng.random(m).astype(np.float32)
+    dense = rng.integers(0, 5, m)
+    g = GraphSnapshot.from_edges(ids, [0] * n, src, dst, 0, many, dense)
+    names, h = _saved_as(g, tmp_path / "many")
+    assert "weights.npy" in names and "edge_relations.npy" in names
+    assert "weight_codes.npy" not in names and "relation_mask.npy" not in names
+    _assert_same(g, h)
+    empty = GraphSnapshot.from_edges(["a"], [0], [], [], [])
+    _assert_same(empty, _saved_as(empty, tmp_path / "empty")[1])
+
+
+def test_snapshot_of_format_1_reads_as_it_was_and_is_written_anew_in_2(tmp_path):
+    """A snapshot saved before format 2 (each array as it is) loads the same; a graph
+    store continuing from it writes format 2 and leaves no file of format 1 behind."""
+    g = undirected(4, [(0, 1), (1, 2)], extra=[(3, 0, EdgeKind.DESCRIBES)])
+    old = tmp_path / "g"
+    old.mkdir()
+    g.ids.save(old)
+    for name in snapshot._ARRAYS:
+        np.save(old / f"{name}.npy", getattr(g, name))
+    meta = {"format": 1, "n_nodes": 4, "n_edges": 5}
+    (old / "snapshot.json").write_text(json.dumps(meta))
+    _assert_same(g, GraphSnapshot.load(old))
+    with CSRGraphStore(old) as store:
+        store.add_nodes(["n4"], [NodeKind.ENTITY])
+        store.add_edges(["n4"], ["n0"], [R], [0.5])
+        grown = store.snapshot()
+    assert json.loads((old / "snapshot.json").read_text())["format"] == 2
+    recorded = json.loads((old / "snapshot.json").read_text())["files"]
+    assert sorted(p.name for p in old.glob("*.npy")) == sorted(recorded)
+    assert "weights.npy" not in recorded and "ids_blob.npy" in recorded  # ids not stable
+    assert grown.weights.tolist() == [1.0] * 5 + [0.5]
+    _assert_same(grown, GraphSnapshot.load(old))
 
 
 def test_half_written_snapshot_is_refused(tmp_path):

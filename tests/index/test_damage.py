@@ -46,10 +46,11 @@ QUESTIONS = tuple(f"Who taught Person {i}?" for i in range(1, 40, 4))
 METHODS = ("ppr", "dense", "bm25", "sa")
 #: One file of every kind the index stores beside ``store.sqlite``.
 FILES = (
-    "graph/weights.npy",
+    "graph/weight_codes.npy",
+    "graph/relation_values.npy",
     "graph/indices.npy",
     "graph/indptr.npy",
-    "graph/ids_blob.npy",
+    "graph/ids_numbers.npy",
     "vectors/chunks/vectors-000001.npy",
     "vectors/chunks/ids-000001.npy",
     "vectors/texts/vectors-000001.npy",
@@ -191,7 +192,7 @@ def test_indexing_the_corpus_again_rebuilds_damaged_files(
 ) -> None:
     for name in (
         "vectors/chunks/vectors-000001.npy",
-        "graph/weights.npy",
+        "graph/weight_codes.npy",
         "tables/graph.sqlite",
         "bm25/seg-000001/tfs.npy",
     ):
@@ -223,11 +224,11 @@ def test_a_truncated_array_without_checksum_is_one_line(index: Path) -> None:
     meta = json.loads((index / "graph" / "snapshot.json").read_text())
     del meta["files"]
     (index / "graph" / "snapshot.json").write_text(json.dumps(meta))
-    truncate(index / "graph" / "weights.npy")
+    truncate(index / "graph" / "indices.npy")
     with pytest.raises(IndexDamagedError) as info:
         rankings(index)
     message = str(info.value)
-    assert "\n" not in message and message.startswith(f"{index / 'graph/weights.npy'} is damaged")
+    assert "\n" not in message and message.startswith(f"{index / 'graph/indices.npy'} is damaged")
     assert message.endswith(f"rebuild with: quillian index CORPUS --out {index}")
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from quillian.errors import IndexDamagedError, StoreError
 from quillian.stores import integrity
+from quillian.stores import snapshot as snapshot_module
 from quillian.stores.embedded import vectors as exact_vectors
 from quillian.stores.embedded.sqlite import SqliteDocumentStore, quick_check
 from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex
@@ -109,7 +110,10 @@ def snapshot(directory: Path) -> GraphSnapshot:
     return graph
 
 
-@pytest.mark.parametrize("name", ["weights", "indices", "indptr", "kinds", "ids_blob"])
+@pytest.mark.parametrize(
+    "name",
+    ["weight_codes", "weight_table", "relation_mask", "indices", "indptr", "kinds", "ids_blob"],
+)
 def test_a_scribbled_snapshot_array_is_refused(tmp_path: Path, name: str) -> None:
     snapshot(tmp_path / "g")
     path = tmp_path / "g" / f"{name}.npy"
@@ -122,11 +126,13 @@ def test_a_scribbled_snapshot_array_is_refused(tmp_path: Path, name: str) -> Non
 
 
 def test_a_truncated_snapshot_array_without_records_is_one_line(tmp_path: Path) -> None:
-    snapshot(tmp_path / "g")
+    """A snapshot of format 1 saved before files were recorded (each array as it is)."""
+    graph = snapshot(tmp_path / "g")
+    for name in snapshot_module._ARRAYS:
+        np.save(tmp_path / "g" / f"{name}.npy", getattr(graph, name))
     marker = tmp_path / "g" / "snapshot.json"
-    meta = json.loads(marker.read_text())
-    del meta["files"]
-    marker.write_text(json.dumps(meta))
+    marker.write_text(json.dumps({"format": 1, "n_nodes": 4, "n_edges": 4}))
+    assert GraphSnapshot.load(tmp_path / "g").weights.tolist() == [1.0, 2.0, 3.0, 4.0]
     path = tmp_path / "g" / "weights.npy"
     path.write_bytes(path.read_bytes()[:-8])
     with pytest.raises(IndexDamagedError) as info:

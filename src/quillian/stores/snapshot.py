@@ -10,7 +10,7 @@ checksum; loading checks them (a damaged file raises
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -24,6 +24,7 @@ from quillian.errors import (
     IndexMissingError,
     InputError,
 )
+from quillian.stores.id_map import IdMap, ids_as_bytes, stable_numbers
 from quillian.stores.integrity import damaged, record_files, verify_files
 from quillian.stores.mapped import load_mapped, narrowed
 
@@ -57,213 +58,6 @@ class EdgeKind(IntEnum):
     DESCRIBES = 0
     DESCRIBED_BY = 1
     RELATED_TO = 2
-
-
-class IdMap:
-    """Bidirectional map between string ids and dense ints ``0..n-1``.
-
-    Stored as one UTF-8 byte buffer plus offsets (index -> id) and a permutation
-    sorted by id bytes (id -> index by binary search): about 12 bytes per id plus the
-    text, instead of ~130 bytes per entry for a Python dict.
-    """
-
-    def __init__(
-        self,
-        blob: npt.NDArray[np.uint8],
-        offsets: npt.NDArray[np.int64],
-        order: npt.NDArray[np.int64],
-    ) -> None:
-        self._blob = blob
-        self._offsets = offsets
-        self._order = order
-
-    @classmethod
-    def from_ids(cls, ids: Sequence[str]) -> IdMap:
-        joined = "".join(ids)
-        if joined.isascii():  # every id one byte a character: no id encoded apart
-            blob = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).copy()
-            lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        else:
-            encoded = [s.encode("utf-8") for s in ids]
-            blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
-            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(ids))
-        return cls._sorted(blob, lengths, _fixed_width(blob, lengths))
-
-    @classmethod
-    def from_bytes(cls, *parts: npt.NDArray[np.bytes_]) -> IdMap:
-        """The map of the ids of ``parts``, one part after the other, each part UTF-8
-        bytes in one fixed-width array (numpy's ``S`` type, a shorter id padded with NUL
-        bytes, as :meth:`from_ids` pads them to sort): what a build that keeps its node
-        ids as bytes gives, no id decoded to a string and encoded again.
-
-        Where each part's ids are one prefix and 16 hex digits (what
-        :func:`~quillian.types.stable_id` makes: ``ent-`` ids, then ``desc-`` ids, then
-        ``chunk-`` ids), a part is ordered by the number its digits spell, a sort of
-        64-bit integers, and the parts by their prefixes: the order of the ids' bytes,
-        at less than half the cost of sorting them as bytes, which any other ids are."""
-        blobs, lengths = [], []
-        for part in parts:
-            width = part.dtype.itemsize
-            rows = np.ascontiguousarray(part).view(np.uint8).reshape(len(part), width)
-            length = np.strings.str_len(part).astype(np.int64)
-            whole = not len(part) or int(length.min()) == width  # no id padded
-            blobs.append(rows.reshape(-1) if whole else rows[np.arange(width) < length[:, None]])
-            lengths.append(length)
-        blob = np.concatenate([np.zeros(0, np.uint8), *blobs])
-        length = np.concatenate([np.zeros(0, np.int64), *lengths])
-        order = _hashed_order(parts)
-        if order is None:
-            fixed = np.concatenate(parts) if parts else np.zeros(0, np.bytes_)
-            return cls._sorted(blob, length, fixed)
-        return cls(blob, _offsets(length), order)
-
-    @classmethod
-    def _sorted(
-        cls, blob: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64], fixed: npt.NDArray[Any]
-    ) -> IdMap:
-        """The map of the ids ``blob`` holds one after the other (of ``lengths`` bytes),
-        ``fixed`` the same ids as fixed-width bytes (which sort as the ids do)."""
-        order = np.argsort(fixed, kind="stable").astype(np.int64)
-        ordered = fixed[order]
-        dup = np.flatnonzero(ordered[1:] == ordered[:-1])
-        if len(dup):
-            raise InputError(f"duplicate node id {_named(ordered[dup[0]])}")
-        return cls(blob, _offsets(lengths), order)
-
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
-    def _bytes(self, index: int) -> bytes:
-        return self._blob[self._offsets[index] : self._offsets[index + 1]].tobytes()
-
-    def id_of(self, index: int) -> str:
-        return self._bytes(int(index)).decode("utf-8")
-
-    def ids_of(self, indices: Iterable[int]) -> list[str]:
-        return [self.id_of(i) for i in indices]
-
-    def index_of(self, node_id: str) -> int:
-        """Dense index of ``node_id``, or -1 when absent."""
-        key = node_id.encode("utf-8")
-        lo, hi = 0, len(self._order)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._bytes(int(self._order[mid])) < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < len(self._order) and self._bytes(int(self._order[lo])) == key:
-            return int(self._order[lo])
-        return -1
-
-    def indices_of(self, node_ids: Iterable[str]) -> npt.NDArray[np.int64]:
-        return np.array([self.index_of(n) for n in node_ids], dtype=np.int64)
-
-    def __contains__(self, node_id: object) -> bool:
-        return isinstance(node_id, str) and self.index_of(node_id) >= 0
-
-    def save(self, directory: Path, prefix: str = "ids") -> None:
-        """Write the map; the offsets and the order in 32 bits where they fit (half the
-        bytes: 2 MB of the 20 MB text's snapshot, docs/scale.md), which every use reads
-        as it reads 64."""
-        np.save(directory / f"{prefix}_blob.npy", self._blob)
-        np.save(directory / f"{prefix}_offsets.npy", narrowed(self._offsets, np.int32))
-        np.save(directory / f"{prefix}_order.npy", narrowed(self._order, np.int32))
-
-    @classmethod
-    def load(cls, directory: Path, prefix: str = "ids", mmap: bool = True) -> IdMap:
-        return cls(
-            load_mapped(directory / f"{prefix}_blob.npy", mmap),
-            load_mapped(directory / f"{prefix}_offsets.npy", mmap),
-            load_mapped(directory / f"{prefix}_order.npy", mmap),
-        )
-
-
-def ids_as_bytes(ids: Sequence[str]) -> npt.NDArray[np.bytes_]:
-    """``ids`` as one fixed-width bytes array (UTF-8, a shorter id padded with NUL
-    bytes: what :meth:`IdMap.from_bytes` takes). Ids that are ASCII and of one length,
-    as chunk ids are, are converted at C speed, in one join."""
-    widths = set(map(len, ids))
-    if len(widths) == 1 and (width := widths.pop()) and (joined := "".join(ids)).isascii():
-        return np.frombuffer(joined.encode("ascii"), dtype=f"S{width}")
-    return np.array([i.encode() for i in ids], dtype=np.bytes_).reshape(-1)
-
-
-def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Where each of ids of ``lengths`` bytes begins in their blob, and its end."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
-
-
-def _named(node_id: bytes) -> str:
-    return repr(bytes(node_id).decode(errors="replace"))
-
-
-#: The lowercase hex digits.
-_HEX_DIGITS = b"0123456789abcdef"
-#: The hex digits that end a stable id.
-_DIGITS = 16
-
-
-def stable_numbers(ids: npt.NDArray[np.bytes_]) -> tuple[bytes, npt.NDArray[np.uint64]] | None:
-    """Where every one of ``ids`` (fixed-width bytes, at least one) is one head and
-    :data:`_DIGITS` lowercase hex digits (what :func:`~quillian.types.stable_id` makes),
-    the head and the number each id's digits spell: two such ids are equal exactly where
-    their numbers are, and ordered as them. None for any other ids."""
-    n, width = len(ids), ids.dtype.itemsize
-    if not n or width <= _DIGITS:
-        return None
-    rows = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
-    head = rows[:, : width - _DIGITS]
-    tail = np.ascontiguousarray(rows[:, width - _DIGITS :]).tobytes()
-    # only lowercase hex digits (a padded id ends in NUL, not a digit): each id's sixteen
-    # then spell eight bytes of a big-endian number
-    if tail.translate(None, _HEX_DIGITS) or not (head == head[0]).all():
-        return None
-    value = np.frombuffer(bytes.fromhex(tail.decode("ascii")), ">u8").astype(np.uint64)
-    return head[0].tobytes(), value
-
-
-def _hashed_order(parts: Sequence[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.int64] | None:
-    """The order of the ids of ``parts`` (one after the other) by their bytes, where
-    each part's ids are one head and :data:`_DIGITS` lowercase hex digits and no head is
-    the beginning of another: each part sorted by its digits' number (equal to their
-    bytes' order), the parts by their heads. None where the ids are not all of that
-    form. Raises :class:`InputError` naming an id that comes twice."""
-    heads: list[bytes] = []
-    orders: list[npt.NDArray[np.int64]] = []
-    start = 0
-    for part in parts:
-        n = len(part)
-        if not n:
-            continue
-        numbered = stable_numbers(part)
-        if numbered is None:
-            return None
-        head, value = numbered
-        order = np.argsort(value)  # not stable: equal values are a duplicate, raised below
-        dup = np.flatnonzero(np.diff(value[order]) == 0)
-        if len(dup):
-            raise InputError(f"duplicate node id {_named(part[order[dup[0]]])}")
-        heads.append(head)
-        orders.append(order.astype(np.int64) + start)
-        start += n
-    if any(a != b and b.startswith(a) for a in heads for b in heads) or len(set(heads)) < len(
-        heads
-    ):
-        return None  # ids of two parts would interleave
-    ranked = sorted(range(len(heads)), key=heads.__getitem__)
-    return np.concatenate([np.zeros(0, np.int64), *(orders[i] for i in ranked)])
-
-
-def _fixed_width(blob: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-    """The ids ``blob`` holds one after the other (of ``lengths`` bytes) as one array of
-    fixed-width bytes (``S`` dtype, which sorts as the bytes do), filled in one step."""
-    width = max(int(lengths.max()) if len(lengths) else 0, 1)
-    rows = np.zeros((len(lengths), width), dtype=np.uint8)
-    rows[np.arange(width) < lengths[:, None]] = blob
-    return rows.view(f"S{width}").reshape(-1)
 
 
 def stable_order(keys: npt.NDArray[np.integer[Any]], bound: int) -> npt.NDArray[np.intp]:
@@ -306,8 +100,18 @@ def build_csr(
 
 
 _ARRAYS = ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations")
+#: Format 1's files, each array as it is.
 _FILES = tuple(f"{name}.npy" for name in ("ids_blob", "ids_offsets", "ids_order", *_ARRAYS))
-SNAPSHOT_FORMAT = 1
+#: The form :meth:`GraphSnapshot.save` writes. Format 2 (stop 81) keeps each array in
+#: fewer bytes, every value read back the same: the ids numbered where they are stable
+#: ids (:mod:`~quillian.stores.id_map`), ``indptr`` in 32 bits where it fits, the
+#: weights as one byte an edge where they take few values (:func:`_weight_codes`), the
+#: relations only of the edges that have one (:func:`_relation_mask`); its record names
+#: the files it has. Format 1 is read as it is.
+SNAPSHOT_FORMAT = 2
+_FORMATS = (1, SNAPSHOT_FORMAT)
+#: The most distinct weights kept as codes (each takes one pass over the weights).
+_MAX_WEIGHTS = 16
 
 
 @dataclass(frozen=True)
@@ -404,19 +208,39 @@ class GraphSnapshot:
         return counts
 
     def save(self, directory: str | Path) -> None:
-        """Write the snapshot; ``snapshot.json`` is written last and marks it complete."""
+        """Write the snapshot in :data:`SNAPSHOT_FORMAT`; ``snapshot.json``, written last,
+        marks it complete and records its files."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         marker = path / "snapshot.json"
         marker.unlink(missing_ok=True)
         self.ids.save(path)
-        for name in _ARRAYS:
-            np.save(path / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "kinds": self.kinds,
+            "indptr": narrowed(np.asarray(self.indptr), np.int32),
+            "indices": self.indices,
+            "edge_kinds": self.edge_kinds,
+        }
+        coded = _weight_codes(np.asarray(self.weights, np.float32))
+        if coded is None:
+            arrays["weights"] = self.weights
+        else:
+            arrays["weight_codes"], arrays["weight_table"] = coded
+        relations = np.asarray(self.edge_relations, np.int32)
+        masked = _relation_mask(relations)
+        if masked is None:
+            arrays["edge_relations"] = relations
+        else:
+            arrays["relation_mask"], arrays["relation_values"] = masked
+        for name, array in arrays.items():
+            np.save(path / f"{name}.npy", np.ascontiguousarray(array))
         meta = {
             "format": SNAPSHOT_FORMAT,
             "n_nodes": self.n_nodes,
             "n_edges": self.n_edges,
-            "files": record_files(path, _FILES),
+            "files": record_files(
+                path, (*self.ids.file_names(), *(f"{name}.npy" for name in arrays))
+            ),
         }
         tmp = path / "snapshot.json.tmp"
         tmp.write_text(json.dumps(meta))
@@ -428,22 +252,108 @@ class GraphSnapshot:
     ) -> GraphSnapshot:
         """The snapshot :meth:`save` wrote, its files checked against their recorded
         sizes and checksums first (a snapshot saved before the records is trusted;
-        ``verify=False`` skips the check, for the writer that has just saved it)."""
+        ``verify=False`` skips the check, for the writer that has just saved it). The
+        weights and relations of a snapshot that keeps them coded are decoded into
+        memory (4 bytes an edge each, a few milliseconds a million edges); every other
+        array is memory-mapped where ``mmap``."""
         path = Path(directory)
-        marker = path / "snapshot.json"
-        if not path.is_dir():
-            raise IndexMissingError(f"{path}: no graph snapshot directory")
-        if not marker.exists():
-            raise IndexIncompleteError(f"{path}: graph snapshot is incomplete (no snapshot.json)")
-        try:
-            meta = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise damaged(marker, f"unreadable: {exc}") from exc
-        if not isinstance(meta, dict):
-            raise damaged(marker, "not a snapshot record")
-        if meta.get("format") != SNAPSHOT_FORMAT:
-            raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
-        if verify and isinstance(meta.get("files"), dict):
-            verify_files(path, meta["files"])
-        arrays = {name: load_mapped(path / f"{name}.npy", mmap) for name in _ARRAYS}
-        return cls(IdMap.load(path, mmap=mmap), **arrays)
+        meta = _snapshot_record(path)
+        files = meta.get("files")
+        if verify and isinstance(files, dict):
+            verify_files(path, files)
+        if meta["format"] == 1:
+            arrays = {name: load_mapped(path / f"{name}.npy", mmap) for name in _ARRAYS}
+            return cls(IdMap.load(path, mmap=mmap), **arrays)
+
+        def array(name: str, mapped: bool = mmap) -> npt.NDArray[Any]:
+            return load_mapped(path / f"{name}.npy", mapped)
+
+        def kept(name: str) -> bool:  # as its record says (one without is trusted)
+            return name in files if isinstance(files, dict) else (path / name).is_file()
+
+        n_edges = len(indices := array("indices"))
+        if kept("weights.npy"):
+            weights = array("weights")
+        else:
+            weights = array("weight_table", False)[array("weight_codes")]
+        if kept("edge_relations.npy"):
+            relations = array("edge_relations")
+        else:
+            relations = _relations(array("relation_mask"), array("relation_values"), n_edges)
+        snapshot = cls(
+            IdMap.load(path, mmap=mmap),
+            array("kinds"),
+            array("indptr"),
+            indices,
+            weights,
+            array("edge_kinds"),
+            relations,
+        )
+        if not (len(weights) == len(relations) == len(snapshot.edge_kinds) == n_edges):
+            raise damaged(path, f"edge arrays of different lengths ({n_edges} edges)")
+        return snapshot
+
+
+def _snapshot_record(path: Path) -> dict[str, Any]:
+    """The record ``snapshot.json`` of the snapshot in ``path``, of a format read here."""
+    marker = path / "snapshot.json"
+    if not path.is_dir():
+        raise IndexMissingError(f"{path}: no graph snapshot directory")
+    if not marker.exists():
+        raise IndexIncompleteError(f"{path}: graph snapshot is incomplete (no snapshot.json)")
+    try:
+        meta = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise damaged(marker, f"unreadable: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise damaged(marker, "not a snapshot record")
+    if meta.get("format") not in _FORMATS:
+        raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
+    return meta
+
+
+def _weight_codes(
+    weights: npt.NDArray[np.float32],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]] | None:
+    """``weights`` as one code an edge and the table of the weights the codes stand
+    for, where they take at most :data:`_MAX_WEIGHTS` values, else None. Values are
+    told apart by their bits, so every weight reads back exactly (-0.0 too). An index's
+    graph has two (a chunk's or description's tie to an entity weighs 1 or 0.5): the 20
+    MB text's 1.1M weights take 1.1 MB instead of 4.5 MB."""
+    bits = np.ascontiguousarray(weights).view(np.uint32)
+    codes = np.zeros(len(bits), np.uint8)
+    table: list[int] = []
+    left = np.ones(len(bits), np.bool_)
+    while left.any():
+        if len(table) == _MAX_WEIGHTS:
+            return None
+        value = bits[int(np.argmax(left))]
+        same = bits == value
+        codes[same] = len(table)
+        table.append(int(value))
+        left &= ~same
+    return codes, np.array(table, np.uint32).view(np.float32)
+
+
+def _relation_mask(
+    relations: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]] | None:
+    """The edges with a relation (not -1), one bit an edge, and their relations in
+    edge order, where that takes fewer bytes than every edge's relation, else None:
+    an index's graph ties relations only to the edges between entities (on the 20 MB
+    text, 40% of its edges: 1.9 MB instead of 4.5 MB)."""
+    has = relations != -1
+    kept = int(has.sum())
+    if kept * 4 + (len(relations) + 7) // 8 >= len(relations) * 4:
+        return None
+    return np.packbits(has), relations[has]
+
+
+def _relations(
+    mask: npt.NDArray[np.uint8], values: npt.NDArray[np.int32], n_edges: int
+) -> npt.NDArray[np.int32]:
+    """Every edge's relation (-1 for none) from :func:`_relation_mask`'s two arrays."""
+    has = np.unpackbits(mask, count=n_edges).view(np.bool_)
+    out = np.full(n_edges, -1, np.int32)
+    out[has] = values
+    return out

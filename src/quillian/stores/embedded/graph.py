@@ -10,6 +10,7 @@ at the next open from the complete staging copy.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -288,11 +289,17 @@ def _write_snapshot(snapshot: GraphSnapshot, directory: Path) -> None:
 
 
 def _move_into_place(staging: Path, directory: Path) -> None:
-    """Replace the snapshot files in ``directory`` by the staged ones, the marker last."""
+    """Replace the snapshot files in ``directory`` by the staged ones, the marker last;
+    an array file the staged snapshot does not name (one of a snapshot in another
+    format) is deleted before the marker is moved."""
     (directory / _MARKER).unlink(missing_ok=True)
     for path in sorted(staging.iterdir()):
         if path.name != _MARKER:
             os.replace(path, directory / path.name)
+    named = json.loads((staging / _MARKER).read_text(encoding="utf-8")).get("files", {})
+    for path in directory.glob("*.npy"):
+        if named and path.name not in named:
+            path.unlink()
     os.replace(staging / _MARKER, directory / _MARKER)
     fsync_path(directory)
     staging.rmdir()
