@@ -12,10 +12,13 @@ import pytest
 from quillian.components.extraction.base import ExtractedEntity, Extraction
 from quillian.components.extraction.predicates import DependencyParse, ParsedToken
 from quillian.components.extraction.serde import (
+    BZ2_FROM,
     FORM,
     compressed,
     extraction_from_json,
     extraction_to_json,
+    stored_extraction,
+    uncompressed,
 )
 from quillian.components.graph.compact import decode_extraction, encode_extraction
 from quillian.types import Provenance, Triple
@@ -156,3 +159,18 @@ def test_a_parse_keeps_its_tokens_relative_and_one_stored_before_reads_the_same(
     record = {"chunk_id": "c", "doc_id": "d", "parse": {**earlier, "version": parse.version}}
     read = extraction_from_json(json.dumps(record).encode()).parse
     assert read is not None and not read.relative and read.tokens() == tokens
+
+
+def test_a_long_record_is_stored_in_bz2_where_shorter_and_every_form_reads() -> None:
+    """From BZ2_FROM bytes of JSON, bz2 where it takes fewer bytes than zlib (a long
+    parse); a short record stays zlib; records in either, or uncompressed, read back."""
+    rows = "\n".join(f"1\t{3 + i % 5}\t{i % 3 - 1}\tnsubj\tNNP\t" for i in range(2000))
+    long = _extraction(DependencyParse(rows, elided=True))
+    short = _extraction(DependencyParse("0\t3\t0\tROOT\tNNP\tada"))
+    for extraction, form in ((long, b"BZh"), (short, b"x")):
+        raw = extraction_to_json(extraction)
+        stored = stored_extraction(raw)
+        assert stored[: len(form)] == form
+        assert len(stored) <= len(compressed(raw))
+        assert uncompressed(stored) == raw == uncompressed(compressed(raw)) == uncompressed(raw)
+    assert len(extraction_to_json(long)) >= BZ2_FROM > len(extraction_to_json(short))

@@ -37,9 +37,9 @@ from quillian.components.extraction.base import (
     LinkingExtractor,
 )
 from quillian.components.extraction.serde import (
-    compressed,
     extraction_from_json,
     extraction_to_json,
+    stored_extraction,
     uncompressed,
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
@@ -476,7 +476,8 @@ def extract_cached(
         batch = {e.chunk_id: e for e in extractions}
         if batch:
             kv.put_many(
-                namespace, {cid: compressed(extraction_to_json(e)) for cid, e in batch.items()}
+                namespace,
+                {cid: stored_extraction(extraction_to_json(e)) for cid, e in batch.items()},
             )
             store_issues(kv, extractor, list(batch))
             fresh.update(batch)

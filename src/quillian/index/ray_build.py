@@ -38,10 +38,10 @@ from quillian.components.embedding.cache import embedding_key
 from quillian.components.embedding.factory import make_embedder
 from quillian.components.extraction.base import Extraction, Extractor, IssueRecorder
 from quillian.components.extraction.serde import (
-    compressed,
     extraction_from_json,
     extraction_to_json,
     issues_to_json,
+    stored_extraction,
     uncompressed,
 )
 from quillian.components.factories import make_chunker
@@ -291,7 +291,7 @@ class EmbedWrite:
             write.documents.append(Document(**json.loads(row["doc"])))
             write.chunks.extend(chunks)
             for chunk, raw in zip(chunks, extractions, strict=True):
-                write.extractions[chunk.id] = compressed(raw.encode())
+                write.extractions[chunk.id] = stored_extraction(raw.encode())
                 write.issues[chunk.id] = issues[chunk.id].encode() if chunk.id in issues else None
                 texts.append(chunk_text(chunk))
                 texts.extend(graph_texts(extraction_from_json(raw.encode())))
