@@ -58,7 +58,7 @@ def test_a_damaged_cached_snapshot_is_cached_again(postgres_url: str, tmp_path: 
         first = store.snapshot()
         weights = np.array(first.weights)
         (cached,) = (tmp_path / "cache").iterdir()
-        scribble_keeping_time(cached / "weights.npy")
+        scribble_keeping_time(cached / "weight_codes.npy")  # format 2: two weights
         again = PgGraphStore(workspace, tmp_path / "cache").snapshot()
         assert np.array_equal(again.weights, weights)
         assert again.ids.ids_of(range(3)) == ["a", "b", "c"]
