@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,13 @@ from quillian.errors import (
     IndexIncompleteError,
     IndexMissingError,
     InputError,
+)
+from quillian.stores.coded import (
+    CodedColumn,
+    coded_relations,
+    coded_weights,
+    relation_bits,
+    weight_codes,
 )
 from quillian.stores.id_map import IdMap, ids_as_bytes, stable_numbers
 from quillian.stores.integrity import damaged, record_files, verify_files
@@ -105,13 +112,11 @@ _FILES = tuple(f"{name}.npy" for name in ("ids_blob", "ids_offsets", "ids_order"
 #: The form :meth:`GraphSnapshot.save` writes. Format 2 (stop 81) keeps each array in
 #: fewer bytes, every value read back the same: the ids numbered where they are stable
 #: ids (:mod:`~quillian.stores.id_map`), ``indptr`` in 32 bits where it fits, the
-#: weights as one byte an edge where they take few values (:func:`_weight_codes`), the
-#: relations only of the edges that have one (:func:`_relation_mask`); its record names
-#: the files it has. Format 1 is read as it is.
+#: weights as one byte an edge where they take few values, the relations only of the
+#: edges that have one (:mod:`~quillian.stores.coded`); its record names the files it
+#: has. Format 1 is read as it is.
 SNAPSHOT_FORMAT = 2
 _FORMATS = (1, SNAPSHOT_FORMAT)
-#: The most distinct weights kept as codes (each takes one pass over the weights).
-_MAX_WEIGHTS = 16
 
 
 @dataclass(frozen=True)
@@ -221,13 +226,13 @@ class GraphSnapshot:
             "indices": self.indices,
             "edge_kinds": self.edge_kinds,
         }
-        coded = _weight_codes(np.asarray(self.weights, np.float32))
+        coded = weight_codes(np.asarray(self.weights, np.float32))
         if coded is None:
             arrays["weights"] = self.weights
         else:
             arrays["weight_codes"], arrays["weight_table"] = coded
         relations = np.asarray(self.edge_relations, np.int32)
-        masked = _relation_mask(relations)
+        masked = relation_bits(relations)
         if masked is None:
             arrays["edge_relations"] = relations
         else:
@@ -252,10 +257,9 @@ class GraphSnapshot:
     ) -> GraphSnapshot:
         """The snapshot :meth:`save` wrote, its files checked against their recorded
         sizes and checksums first (a snapshot saved before the records is trusted;
-        ``verify=False`` skips the check, for the writer that has just saved it). The
-        weights and relations of a snapshot that keeps them coded are decoded into
-        memory (4 bytes an edge each, a few milliseconds a million edges); every other
-        array is memory-mapped where ``mmap``."""
+        ``verify=False`` skips the check, for the writer that has just saved it). Every
+        array is memory-mapped where ``mmap``; weights and relations kept coded are read
+        through their codes (:class:`~quillian.stores.coded.CodedColumn`)."""
         path = Path(directory)
         meta = _snapshot_record(path)
         files = meta.get("files")
@@ -272,22 +276,28 @@ class GraphSnapshot:
             return name in files if isinstance(files, dict) else (path / name).is_file()
 
         n_edges = len(indices := array("indices"))
+        weights: npt.NDArray[Any] | CodedColumn
+        relations: npt.NDArray[Any] | CodedColumn
         if kept("weights.npy"):
             weights = array("weights")
         else:
-            weights = array("weight_table", False)[array("weight_codes")]
+            weights = coded_weights(array("weight_codes"), array("weight_table", False))
         if kept("edge_relations.npy"):
             relations = array("edge_relations")
         else:
-            relations = _relations(array("relation_mask"), array("relation_values"), n_edges)
+            mask = array("relation_mask")
+            try:
+                relations = coded_relations(mask, array("relation_values"), n_edges)
+            except ValueError as exc:
+                raise damaged(path / "relation_mask.npy", str(exc)) from exc
         snapshot = cls(
             IdMap.load(path, mmap=mmap),
             array("kinds"),
             array("indptr"),
             indices,
-            weights,
+            cast("npt.NDArray[np.float32]", weights),  # reads as one (stores/coded.py)
             array("edge_kinds"),
-            relations,
+            cast("npt.NDArray[np.int32]", relations),
         )
         if not (len(weights) == len(relations) == len(snapshot.edge_kinds) == n_edges):
             raise damaged(path, f"edge arrays of different lengths ({n_edges} edges)")
@@ -310,50 +320,3 @@ def _snapshot_record(path: Path) -> dict[str, Any]:
     if meta.get("format") not in _FORMATS:
         raise IndexIncompleteError(f"{path}: unknown snapshot format {meta.get('format')!r}")
     return meta
-
-
-def _weight_codes(
-    weights: npt.NDArray[np.float32],
-) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]] | None:
-    """``weights`` as one code an edge and the table of the weights the codes stand
-    for, where they take at most :data:`_MAX_WEIGHTS` values, else None. Values are
-    told apart by their bits, so every weight reads back exactly (-0.0 too). An index's
-    graph has two (a chunk's or description's tie to an entity weighs 1 or 0.5): the 20
-    MB text's 1.1M weights take 1.1 MB instead of 4.5 MB."""
-    bits = np.ascontiguousarray(weights).view(np.uint32)
-    codes = np.zeros(len(bits), np.uint8)
-    table: list[int] = []
-    left = np.ones(len(bits), np.bool_)
-    while left.any():
-        if len(table) == _MAX_WEIGHTS:
-            return None
-        value = bits[int(np.argmax(left))]
-        same = bits == value
-        codes[same] = len(table)
-        table.append(int(value))
-        left &= ~same
-    return codes, np.array(table, np.uint32).view(np.float32)
-
-
-def _relation_mask(
-    relations: npt.NDArray[np.int32],
-) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]] | None:
-    """The edges with a relation (not -1), one bit an edge, and their relations in
-    edge order, where that takes fewer bytes than every edge's relation, else None:
-    an index's graph ties relations only to the edges between entities (on the 20 MB
-    text, 40% of its edges: 1.9 MB instead of 4.5 MB)."""
-    has = relations != -1
-    kept = int(has.sum())
-    if kept * 4 + (len(relations) + 7) // 8 >= len(relations) * 4:
-        return None
-    return np.packbits(has), relations[has]
-
-
-def _relations(
-    mask: npt.NDArray[np.uint8], values: npt.NDArray[np.int32], n_edges: int
-) -> npt.NDArray[np.int32]:
-    """Every edge's relation (-1 for none) from :func:`_relation_mask`'s two arrays."""
-    has = np.unpackbits(mask, count=n_edges).view(np.bool_)
-    out = np.full(n_edges, -1, np.int32)
-    out[has] = values
-    return out
