@@ -11,6 +11,7 @@ from quillian.components.graph.traversal import gather_edges, khop_subgraph
 from quillian.errors import IndexIncompleteError, InputError
 from quillian.stores import snapshot
 from quillian.stores.embedded.graph import CSRGraphStore
+from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.snapshot import EdgeKind, GraphSnapshot, IdMap, NodeKind
 
 R = EdgeKind.RELATED_TO
@@ -449,3 +450,14 @@ def test_the_edges_radix_order_is_numpys_stable_sort(bound):
         rng.shuffle(keys)
         order = snapshot.stable_order(keys, bound)
         assert np.array_equal(order, np.argsort(keys, kind="stable"))
+
+
+def test_stable_bytes_are_the_ids_stable_numbers_read() -> None:
+    rng = random.Random(4)
+    ids = [*_hashed("desc", rng, 50), "desc-" + "0" * 16, "desc-" + "f" * 16]
+    encoded = np.array([i.encode() for i in ids], np.bytes_)
+    numbered = stable_numbers(encoded)
+    assert numbered is not None
+    again = stable_bytes(*numbered)
+    assert again.dtype == encoded.dtype and again.tolist() == encoded.tolist()
+    assert stable_bytes(b"ent-", np.zeros(0, np.uint64)).tolist() == []

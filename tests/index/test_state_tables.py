@@ -265,6 +265,23 @@ def _misshapen(run: _Run) -> None:
     dataclasses.replace(columns, descriptions=columns.descriptions[1:]).save(path, digest)
 
 
+def test_columns_keep_stable_node_ids_as_their_numbers(tmp_path: Path) -> None:
+    """The kept file holds each entity's and description's node id as its 64-bit number
+    and reads back the same ids."""
+    run = _Run(tmp_path, 40, 6)
+    run.write()
+    path, digest = _kept(run)
+    columns = state_tables._Columns.load(path, digest)  # waits for the file
+    assert columns is not None and len(columns.description_nodes) and len(columns.entity_nodes)
+    with np.load(path) as kept:
+        assert {"description_nodes.0.numbers", "entity_nodes.0.numbers"} <= set(kept.files)
+        assert not {"description_nodes.0", "entity_nodes.0"} & set(kept.files)
+        for name in ("description_nodes", "entity_nodes"):
+            read = state_tables._stacked(kept, name)
+            assert read.tolist() == getattr(columns, name).tolist()
+    run.state.close()
+
+
 @pytest.mark.parametrize(
     ("change", "warned"),
     [(_no_file, False), (_other_tables, False), (_junk, True), (_misshapen, True)],

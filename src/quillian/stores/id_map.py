@@ -24,7 +24,7 @@ import numpy.typing as npt
 from quillian.errors import InputError
 from quillian.stores.mapped import load_mapped, narrowed
 
-__all__ = ["IdMap", "ids_as_bytes", "stable_numbers"]
+__all__ = ["IdMap", "ids_as_bytes", "stable_bytes", "stable_numbers"]
 
 #: The lowercase hex digits.
 _HEX_DIGITS = b"0123456789abcdef"
@@ -274,6 +274,22 @@ def stable_numbers(ids: npt.NDArray[np.bytes_]) -> tuple[bytes, npt.NDArray[np.u
         return None
     value = np.frombuffer(bytes.fromhex(tail.decode("ascii")), ">u8").astype(np.uint64)
     return head[0].tobytes(), value
+
+
+#: Each byte's two lowercase hex digits, by the byte's value.
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), np.uint8).reshape(256, 2)
+
+
+def stable_bytes(head: bytes, numbers: npt.NDArray[np.uint64]) -> npt.NDArray[np.bytes_]:
+    """The ids :func:`stable_numbers` read ``head`` and ``numbers`` from: fixed-width
+    bytes, ``head`` then each number's :data:`_DIGITS` lowercase hex digits, made at
+    once (a table of every byte's two digits), not one id at a time."""
+    n = len(numbers)
+    digits = np.ascontiguousarray(numbers, dtype=">u8").view(np.uint8).reshape(n, 8)
+    rows = np.empty((n, len(head) + _DIGITS), np.uint8)
+    rows[:, : len(head)] = np.frombuffer(head, np.uint8)
+    rows[:, len(head) :] = _HEX_PAIRS[digits].reshape(n, _DIGITS)
+    return rows.reshape(-1).view(f"S{len(head) + _DIGITS}")
 
 
 def _numbered_parts(parts: Sequence[npt.NDArray[np.bytes_]]) -> _Numbered | None:
