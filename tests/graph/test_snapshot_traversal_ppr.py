@@ -149,6 +149,14 @@ def test_idmap_of_stable_ids_saved_numbered_and_read_back(tmp_path) -> None:
         assert len(loaded) == 600 and loaded.ids_of(range(600)) == ids
         assert [loaded.index_of(i) for i in ids] == list(range(600))
         assert loaded.index_of("ent-" + "g" * 16) == -1
+        picks = random.Random(1).choices(range(600), k=900)  # any order, some twice
+        assert loaded.ids_of(picks) == [loaded.id_of(i) for i in picks] == [ids[i] for i in picks]
+        assert loaded.ids_of([]) == []
+        for outside in ([600], [-1]):
+            with pytest.raises(IndexError):
+                loaded.ids_of(outside)
+            with pytest.raises(IndexError):
+                loaded.id_of(outside[0])
 
 
 def test_idmap_from_parts_names_a_duplicate_stable_id() -> None:

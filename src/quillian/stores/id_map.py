@@ -52,6 +52,8 @@ class _Numbered:
         return out
 
     def id_bytes(self, index: int) -> bytes:
+        if not 0 <= index < len(self.numbers):
+            raise IndexError(f"node index {index} outside 0..{len(self.numbers) - 1}")
         part = int(np.searchsorted(self.starts, index, side="right")) - 1
         return self.heads[part] + b"%016x" % int(self.numbers[index])
 
@@ -150,7 +152,19 @@ class IdMap:
         return self._bytes(int(index)).decode("utf-8")
 
     def ids_of(self, indices: Iterable[int]) -> list[str]:
-        return [self.id_of(i) for i in indices]
+        if (numbered := self._numbered) is None:
+            return [self.id_of(i) for i in indices]
+        at = np.fromiter(indices, np.int64)  # numbered: each part's ids made at once
+        if len(at) and (int(at.min()) < 0 or int(at.max()) >= len(self)):
+            raise IndexError(f"a node index outside 0..{len(self) - 1}")
+        parts = np.searchsorted(numbered.starts, at, side="right") - 1
+        out: list[str] = [""] * len(at)
+        for part, head in enumerate(numbered.heads):
+            chosen = np.flatnonzero(parts == part)
+            made = stable_bytes(head, np.asarray(numbered.numbers[at[chosen]]))
+            for i, node_id in zip(chosen.tolist(), made.tolist(), strict=True):
+                out[i] = node_id.decode("utf-8")
+        return out
 
     def index_of(self, node_id: str) -> int:
         """Dense index of ``node_id``, or -1 when absent."""
