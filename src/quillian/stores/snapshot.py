@@ -106,9 +106,8 @@ def build_csr(
     return indptr, tuple(np.ascontiguousarray(c[order]) for c in columns)
 
 
+#: A snapshot's arrays, each a file as it is in format 1.
 _ARRAYS = ("kinds", "indptr", "indices", "weights", "edge_kinds", "edge_relations")
-#: Format 1's files, each array as it is.
-_FILES = tuple(f"{name}.npy" for name in ("ids_blob", "ids_offsets", "ids_order", *_ARRAYS))
 #: The form :meth:`GraphSnapshot.save` writes. Format 2 (stop 81) keeps each array in
 #: fewer bytes, every value read back the same: the ids numbered where they are stable
 #: ids (:mod:`~quillian.stores.id_map`), ``indptr`` in 32 bits where it fits, the
