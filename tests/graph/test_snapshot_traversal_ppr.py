@@ -229,6 +229,22 @@ def test_snapshot_keeps_few_weights_as_codes_and_relations_of_their_edges(tmp_pa
     _assert_same(empty, _saved_as(empty, tmp_path / "empty")[1])
 
 
+def test_a_snapshot_saved_over_another_reads_the_files_its_record_names(tmp_path):
+    """Saved into the folder of a snapshot of another form (numbered ids and coded
+    weights there, text ids and plain weights here), a snapshot loads as it was saved,
+    not from the other's files left beside it."""
+    rng = random.Random(2)
+    numbered = IdMap.from_bytes(np.array([i.encode() for i in _hashed("ent", rng, 6)], np.bytes_))
+    first = GraphSnapshot.from_edges(numbered, [0] * 6, [0, 1], [1, 2], 2, [0.5, 1.0])
+    second = GraphSnapshot.from_edges(
+        [f"n{i}" for i in range(6)], [0] * 6, [2, 3], [4, 5], 2, np.arange(2, dtype=np.float32)
+    )
+    first.save(tmp_path / "g")
+    second.save(tmp_path / "g")
+    assert (tmp_path / "g" / "ids_numbers.npy").is_file()  # left over from the first
+    _assert_same(second, GraphSnapshot.load(tmp_path / "g"))
+
+
 def test_snapshot_of_format_1_reads_as_it_was_and_is_written_anew_in_2(tmp_path):
     """A snapshot saved before format 2 (each array as it is) loads the same; a graph
     store continuing from it writes format 2 and leaves no file of format 1 behind."""

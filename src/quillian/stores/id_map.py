@@ -230,19 +230,27 @@ class IdMap:
         np.save(directory / f"{prefix}_order.npy", narrowed(self._order, np.int32))
 
     @classmethod
-    def load(cls, directory: Path, prefix: str = "ids", mmap: bool = True) -> IdMap:
-        """The map :meth:`save` wrote, in either form."""
+    def load(
+        cls,
+        directory: Path,
+        prefix: str = "ids",
+        mmap: bool = True,
+        *,
+        numbered: bool | None = None,
+    ) -> IdMap:
+        """The map :meth:`save` wrote, in the form ``numbered`` says (where a record of
+        the files says it; None: numbered where its numbers' file is there)."""
         order = load_mapped(directory / f"{prefix}_order.npy", mmap)
         numbers = directory / f"{prefix}_numbers.npy"
-        if numbers.is_file():
+        if numbered if numbered is not None else numbers.is_file():
             heads = load_mapped(directory / f"{prefix}_heads.npy", False)
             starts = load_mapped(directory / f"{prefix}_starts.npy", False).astype(np.int64)
-            numbered = _Numbered(
+            parts = _Numbered(
                 tuple(bytes(h) for h in heads.tolist()), starts, load_mapped(numbers, mmap)
             )
-            if len(numbered.heads) + 1 != len(starts) or starts[-1] != len(numbered.numbers):
+            if len(parts.heads) + 1 != len(starts) or starts[-1] != len(parts.numbers):
                 raise InputError(f"{directory}: the id map's parts do not hold its ids")
-            return cls(None, None, order, numbered)
+            return cls(None, None, order, parts)
         return cls(
             load_mapped(directory / f"{prefix}_blob.npy", mmap),
             load_mapped(directory / f"{prefix}_offsets.npy", mmap),

@@ -290,7 +290,7 @@ class GraphSnapshot:
             except ValueError as exc:
                 raise damaged(path / "relation_mask.npy", str(exc)) from exc
         snapshot = cls(
-            IdMap.load(path, mmap=mmap),
+            IdMap.load(path, mmap=mmap, numbered=kept("ids_numbers.npy")),
             array("kinds"),
             array("indptr"),
             indices,
