@@ -8,7 +8,7 @@ import pytest
 
 from quillian.components.graph.ppr import Walk, personalized_pagerank, transition_matrix
 from quillian.components.graph.traversal import gather_edges, khop_subgraph
-from quillian.errors import IndexIncompleteError, InputError
+from quillian.errors import IndexDamagedError, IndexIncompleteError, InputError
 from quillian.stores import snapshot
 from quillian.stores.embedded.graph import CSRGraphStore
 from quillian.stores.id_map import stable_bytes, stable_numbers
@@ -157,6 +157,9 @@ def test_idmap_of_stable_ids_saved_numbered_and_read_back(tmp_path) -> None:
                 loaded.ids_of(outside)
             with pytest.raises(IndexError):
                 loaded.id_of(outside[0])
+    np.save(tmp_path / "ids_starts.npy", np.array([0, 300, 500, 599], np.int32))
+    with pytest.raises(IndexDamagedError, match=r"ids_starts\.npy is damaged"):
+        IdMap.load(tmp_path)
 
 
 def test_idmap_from_parts_names_a_duplicate_stable_id() -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import InputError
+from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped, narrowed
 
 __all__ = ["IdMap", "ids_as_bytes", "stable_bytes", "stable_numbers"]
@@ -249,7 +250,7 @@ class IdMap:
                 tuple(bytes(h) for h in heads.tolist()), starts, load_mapped(numbers, mmap)
             )
             if len(parts.heads) + 1 != len(starts) or starts[-1] != len(parts.numbers):
-                raise InputError(f"{directory}: the id map's parts do not hold its ids")
+                raise damaged(directory / f"{prefix}_starts.npy", "its parts do not hold the ids")
             return cls(None, None, order, parts)
         return cls(
             load_mapped(directory / f"{prefix}_blob.npy", mmap),
