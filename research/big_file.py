@@ -47,6 +47,7 @@ from typing import Any
 import psutil
 
 from proc_watch import python_env, watch
+from quillian.stores.embedded.sqlite import stored_values
 from scale_child import questions_from
 
 __all__ = ["disk_sizes", "found_pairs", "main", "same_top", "sqlite_sizes", "store_sizes"]
@@ -70,10 +71,8 @@ def store_sizes(index: Path) -> dict[str, int]:
         return {}
     with closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as conn:
         sizes = {
-            f"kv {namespace}": int(size)
-            for namespace, size in conn.execute(
-                "SELECT namespace, sum(length(value)) FROM kv GROUP BY namespace"
-            )
+            f"kv {namespace}": sum(len(v) for _, v in stored_values(conn, namespace))
+            for (namespace,) in conn.execute("SELECT DISTINCT namespace FROM kv")
         }
         for table in ("documents", "chunks"):
             (size,) = conn.execute(

@@ -41,7 +41,7 @@ from quillian.components.extraction.serde import (
     uncompressed,
 )
 from quillian.components.graph.compact import decode_extraction
-from quillian.stores.embedded.sqlite import stored_chunk_texts
+from quillian.stores.embedded.sqlite import stored_chunk_texts, stored_values
 
 STATE = "resolution state"
 
@@ -61,14 +61,11 @@ def _records(index: Path, limit: int | None) -> dict[str, list[Extraction]]:
         kind = namespace.split(":")[0]
         if kind not in ("mentions", "extraction", "linked"):
             continue
-        rows = store.execute(
-            "SELECT value FROM kv WHERE namespace = ? ORDER BY key LIMIT ?",
-            (namespace, -1 if limit is None else limit),
-        )
+        values = sorted(stored_values(store, namespace))[:limit]
         if kind == "linked":
-            found[namespace] = [extraction_from_json(p) for (r,) in rows for p in _linked(r)]
+            found[namespace] = [extraction_from_json(p) for _, r in values for p in _linked(r)]
         else:
-            found[namespace] = [extraction_from_json(uncompressed(r)) for (r,) in rows]
+            found[namespace] = [extraction_from_json(uncompressed(r)) for _, r in values]
     state = index / "graph_resolution.sqlite"
     if state.is_file():  # a state of version 11 on keeps no extractions
         conn = sqlite3.connect(state)

@@ -18,6 +18,7 @@ from quillian.stores.embedded.sqlite import (
     SqliteKeyValueStore,
     SqliteStatusStore,
     stored_chunk_texts,
+    stored_values,
 )
 from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
 from quillian.stores.protocols import DocStatus
@@ -100,6 +101,55 @@ def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE quillian_schema SET version = 99 WHERE name = 'kv'")
     with pytest.raises(StoreError, match="version 99"):
         SqliteKeyValueStore(path)
+
+
+def _long_values(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("SELECT count(*) FROM kv_values").fetchone()[0])
+
+
+def test_long_values_are_kept_apart_and_go_with_their_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    long, longer = b"x" * (sqlite_module.INLINE + 1), b"y" * 5000
+    with SqliteKeyValueStore(path) as store:
+        store.put_many("ns", {"a": long, "b": b"short", "c": longer})
+        assert _long_values(path) == 2
+        assert store.get_many("ns", ["c", "a", "b", "z"]) == [longer, long, b"short", None]
+        store.put_many("ns", {"a": b"now short", "b": longer, "c": long})  # every move
+        assert store.get_many("ns", ["a", "b", "c"]) == [b"now short", longer, long]
+        assert _long_values(path) == 2  # the replaced ones gone
+        store.put_many("other", {"a": longer})  # the same key in another namespace
+        store.delete_many("ns", ["b", "c", "absent"])
+        assert _long_values(path) == 1
+        assert store.get_many("ns", ["a", "b"]) == [b"now short", None]
+        assert store.get_many("other", ["a"]) == [longer]
+        assert sorted(store.keys("ns")) == ["a"]
+    with closing(sqlite3.connect(path)) as conn:
+        assert dict(stored_values(conn, "other")) == {"a": longer}
+
+
+def test_a_store_of_version_1_is_read_and_then_keeps_long_values_apart(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE quillian_schema (name TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        conn.execute("INSERT INTO quillian_schema VALUES ('kv', 1)")
+        conn.execute(
+            "CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,"
+            " PRIMARY KEY (namespace, key)) WITHOUT ROWID"
+        )
+        conn.execute("INSERT INTO kv VALUES ('ns', 'old', ?)", (b"o" * 3000,))
+    with closing(sqlite3.connect(path)) as conn:  # read as it is, without opening the store
+        assert dict(stored_values(conn, "ns")) == {"old": b"o" * 3000}
+    with SqliteKeyValueStore(path) as store:
+        assert store.get_many("ns", ["old"]) == [b"o" * 3000]
+        store.put_many("ns", {"new": b"n" * 3000})
+        store.put_many("ns", {"old": b"p" * 3000})
+        assert store.get_many("ns", ["old", "new"]) == [b"p" * 3000, b"n" * 3000]
+        assert _long_values(path) == 2
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT version FROM quillian_schema").fetchone() == (2,)
 
 
 #: A text long enough to be stored compressed, and compressible.
@@ -291,11 +341,11 @@ def test_a_failing_statement_rolls_the_batch_back(
 ) -> None:
     with SqliteKeyValueStore(tmp_path / "s.sqlite") as store:
         store.put_many("ns", {"a": b"old"})
-        # Slip a NULL past validation so SQLite itself fails on the second row.
+        # Slip a value SQLite cannot store past validation: it fails on the second row.
         monkeypatch.setattr(
-            sqlite_module, "_kv_item", lambda ns, k, v: (k, None if k == "b" else bytes(v))
+            sqlite_module, "_kv_item", lambda ns, k, v: (k, [1] if k == "b" else bytes(v))
         )
-        with pytest.raises(StoreError, match="NOT NULL"):
+        with pytest.raises(StoreError, match="not supported"):
             store.put_many("ns", {"a": b"new", "b": b"x"})
         assert store.get_many("ns", ["a", "b"]) == [b"old", None]
         store.put_many("ns", {"c": b"after"})  # the connection is usable again

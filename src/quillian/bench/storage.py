@@ -52,6 +52,8 @@ from quillian.eval.datasets import load_questions
 from quillian.index import build_index, delete_documents, open_storage
 from quillian.index.layout import server_backend
 from quillian.index.storage import ServerStorage
+from quillian.stores.embedded.sqlite import stored_values
+from quillian.stores.protocols import iter_batches
 from quillian.types import Document
 
 __all__ = ["embedded_server", "main", "run_storage_bench"]
@@ -159,9 +161,8 @@ def _seed(seed_from: Path, location: str) -> int:
     copied = 0
     with open_storage(location, create=True) as storage:
         for namespace in SEEDED:
-            cursor = source.execute("SELECT key, value FROM kv WHERE namespace = ?", (namespace,))
-            while batch := cursor.fetchmany(2000):
-                storage.kv.put_many(namespace, {k: bytes(v) for k, v in batch})
+            for batch in iter_batches(list(stored_values(source, namespace)), 2000):
+                storage.kv.put_many(namespace, dict(batch))
                 copied += len(batch)
     source.close()
     return copied

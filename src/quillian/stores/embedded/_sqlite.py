@@ -88,16 +88,27 @@ class SqliteStore:
                 "SELECT version FROM quillian_schema WHERE name = ?", (self.SCHEMA_NAME,)
             ).fetchone()
             if row[0] in self.SCHEMA_UPGRADES:
+                self._upgrade(conn, row[0])
                 conn.execute(
                     "UPDATE quillian_schema SET version = ? WHERE name = ?",
                     (self.SCHEMA_VERSION, self.SCHEMA_NAME),
                 )
                 row = (self.SCHEMA_VERSION,)
+            if row[0] == self.SCHEMA_VERSION:
+                self._schema_ready(conn)
         if row[0] != self.SCHEMA_VERSION:
             raise StoreError(
                 f"{self._path}: {self.SCHEMA_NAME} schema version {row[0]}, "
                 f"this Quillian reads version {self.SCHEMA_VERSION}"
             )
+
+    def _upgrade(self, conn: sqlite3.Connection, version: int) -> None:
+        """Bring tables of ``version`` (one of ``SCHEMA_UPGRADES``) to this version's,
+        in the transaction that marks them so; none by default (read as they are)."""
+
+    def _schema_ready(self, conn: sqlite3.Connection) -> None:
+        """What needs the tables in this version's form (triggers on a column an
+        upgrade adds), in the schema's transaction; none by default."""
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[sqlite3.Connection]:

@@ -13,6 +13,7 @@ before intact.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections import OrderedDict
@@ -41,6 +42,7 @@ __all__ = [
     "quick_check",
     "sqlite_rebuild_hint",
     "stored_chunk_texts",
+    "stored_values",
 ]
 
 #: The stored columns of a document and of a chunk, in the order of :func:`_document_row`
@@ -404,31 +406,82 @@ def _mark(mark: str) -> tuple[str, int]:
 
 
 class SqliteKeyValueStore(SqliteStore):
-    """:class:`~quillian.stores.protocols.KeyValueStore` in SQLite: bytes by namespace and key."""
+    """:class:`~quillian.stores.protocols.KeyValueStore` in SQLite: bytes by namespace and key.
+
+    A value longer than :data:`INLINE` bytes is kept in ``kv_values``, a table keyed by
+    row id, its ``kv`` row naming it (``value_id``, its ``value`` empty): ``kv`` is a
+    ``WITHOUT ROWID`` table, whose row SQLite keeps on its page only up to about 1,000
+    bytes (at 4 KB pages), putting the rest of a longer one on overflow pages of its
+    own, the last one part empty, where a row-id table keeps up to 4,061 bytes on its
+    page and fills its overflow pages. The stored extractions, 1-5 KB each, left 5.7
+    MB of the 34 MB their table took on the 20 MB text of docs/scale.md empty; kept so,
+    the table took 3.2 MB less (``research/store_bytes.py``). Triggers delete a long
+    value with its row, or when its row takes another value, so no path leaves one
+    behind."""
 
     SCHEMA_NAME = "kv"
+    #: 2: long values in ``kv_values``. A store of version 1 gains the ``value_id``
+    #: column when opened (its values stay where they are, read as they are) and is
+    #: marked 2, so an earlier Quillian, which would read a long value as empty,
+    #: refuses it.
+    SCHEMA_VERSION = 2
+    SCHEMA_UPGRADES = frozenset({1})
     DDL = (
         "CREATE TABLE IF NOT EXISTS kv (namespace TEXT NOT NULL, key TEXT NOT NULL, "
-        "value BLOB NOT NULL, PRIMARY KEY (namespace, key)) WITHOUT ROWID",
+        "value BLOB NOT NULL, value_id INTEGER, PRIMARY KEY (namespace, key)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS kv_values (id INTEGER PRIMARY KEY, value BLOB NOT NULL)",
     )
+    #: Created once ``kv`` has its ``value_id`` column (a version-1 store gains it first).
+    TRIGGERS = (
+        "CREATE TRIGGER IF NOT EXISTS kv_value_replaced AFTER UPDATE OF value_id ON kv "
+        "WHEN OLD.value_id IS NOT NULL AND OLD.value_id IS NOT NEW.value_id "
+        "BEGIN DELETE FROM kv_values WHERE id = OLD.value_id; END",
+        "CREATE TRIGGER IF NOT EXISTS kv_value_deleted AFTER DELETE ON kv "
+        "WHEN OLD.value_id IS NOT NULL "
+        "BEGIN DELETE FROM kv_values WHERE id = OLD.value_id; END",
+    )
+
+    def _upgrade(self, conn: sqlite3.Connection, version: int) -> None:
+        if version == 1 and not _has_column(conn, "kv", "value_id"):
+            conn.execute("ALTER TABLE kv ADD COLUMN value_id INTEGER")
+
+    def _schema_ready(self, conn: sqlite3.Connection) -> None:
+        for statement in self.TRIGGERS:
+            conn.execute(statement)
 
     def get_many(self, namespace: str, keys: Sequence[str]) -> list[bytes | None]:
         """Values in the order asked for, ``None`` for an absent key."""
         _require_namespace(namespace)
-        sql = "SELECT key, value FROM kv WHERE namespace = ? AND key IN ({marks})"
+        sql = (
+            f"SELECT k.key, {_KV_VALUE} FROM kv k LEFT JOIN kv_values v ON v.id = k.value_id"
+            " WHERE k.namespace = ? AND k.key IN ({marks})"
+        )
         found = self._by_keys("read values", sql, keys, (namespace,))
         return [bytes(found[k][1]) if k in found else None for k in keys]
 
     def put_many(self, namespace: str, items: Mapping[str, bytes]) -> None:
         """Insert or replace ``items`` in one transaction; every value must be bytes."""
         _require_namespace(namespace)
-        rows = [(namespace, *_kv_item(namespace, k, v)) for k, v in items.items()]
-        self._write(
-            "store values",
-            "INSERT INTO kv (namespace, key, value) VALUES (?, ?, ?) "
-            "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value",
-            rows,
-        )
+        items = dict(_kv_item(namespace, k, v) for k, v in items.items())
+        if not items:
+            return
+        with self._transaction("store values") as conn:
+            (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM kv_values").fetchone()
+            ids = itertools.count(top + 1)
+            long = {key: next(ids) for key, value in items.items() if len(value) > INLINE}
+            conn.executemany(
+                "INSERT INTO kv_values (id, value) VALUES (?, ?)",
+                [(i, items[key]) for key, i in long.items()],
+            )
+            conn.executemany(
+                "INSERT INTO kv (namespace, key, value, value_id) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
+                "value_id = excluded.value_id",
+                [
+                    (namespace, key, b"", long[key]) if key in long else (namespace, key, v, None)
+                    for key, v in items.items()
+                ],
+            )
 
     def delete_many(self, namespace: str, keys: Sequence[str]) -> None:
         """Delete ``keys`` from ``namespace``; absent keys are ignored."""
@@ -479,6 +532,34 @@ def _kv_item(namespace: str, key: object, value: object) -> tuple[str, bytes]:
             f"got {type(value).__name__}"
         )
     return key, bytes(value)
+
+
+#: The longest value a :class:`SqliteKeyValueStore` keeps in its ``kv`` row: half of the
+#: about 1,000 bytes SQLite keeps of a ``WITHOUT ROWID`` row on a 4 KB page, the rest
+#: left to its namespace and key (the store's size was the same for any bound from 200
+#: to 1,000 bytes on the 20 MB text's records).
+INLINE = 512
+#: SQL: the value of the ``kv`` row ``k`` whose long value, if any, is ``v``'s.
+_KV_VALUE = "CASE WHEN k.value_id IS NULL THEN k.value ELSE v.value END"
+
+
+def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
+
+
+def stored_values(conn: sqlite3.Connection, namespace: str) -> Iterator[tuple[str, bytes]]:
+    """Every key and value of ``namespace`` in a key-value store's database, read by
+    ``conn`` directly (a reader that must not open the store, which would mark an
+    earlier version as this one's), in either version's form."""
+    if _has_column(conn, "kv", "value_id"):
+        sql = (
+            f"SELECT k.key, {_KV_VALUE} FROM kv k LEFT JOIN kv_values v ON v.id = k.value_id"
+            " WHERE k.namespace = ?"
+        )
+    else:
+        sql = "SELECT key, value FROM kv WHERE namespace = ?"
+    for key, value in conn.execute(sql, (namespace,)):
+        yield key, bytes(value)
 
 
 def _status(status: DocStatus | str) -> DocStatus:
