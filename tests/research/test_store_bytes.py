@@ -24,6 +24,7 @@ def test_texts_are_compressed_as_the_store_keeps_them_and_a_copy_packed(
             [Chunk(d.id, 0, d.text, 0, len(d.text), d.title) for d in (long, short)]
         )
         kv.put_many("cache", {str(i): bytes(300) for i in range(200)})
+        kv.put_many("long", {str(i): bytes(range(256)) * 8 for i in range(20)})
         kv.delete_many("cache", [str(i) for i in range(0, 200, 2)])
     stored = path.read_bytes()
     monkeypatch.setattr(sys, "argv", ["store_bytes.py", str(index)])
@@ -36,4 +37,6 @@ def test_texts_are_compressed_as_the_store_keeps_them_and_a_copy_packed(
     assert report["texts"]["documents"]["bytes"] == chunks["bytes"]
     pack = report["pack"]
     assert pack["bytes"] == len(stored) and 0 < pack["packed_bytes"] <= pack["bytes"]
+    assert 0 < pack["moved_bytes"] and pack["rewrite_seconds"] >= 0
+    assert len(short.text) < chunks["pack_text"]["bytes"] < len(long.text) / 4
     assert path.read_bytes() == stored  # the index's own store is not touched

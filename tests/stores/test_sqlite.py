@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -20,7 +22,7 @@ from quillian.stores.embedded.sqlite import (
     stored_chunk_texts,
     stored_values,
 )
-from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
+from quillian.stores.packed import XZ_FROM, UnpackedTexts, pack_text, unpack_text
 from quillian.stores.protocols import DocStatus
 from quillian.testing.contracts import (
     DocumentStoreContract,
@@ -350,6 +352,21 @@ def test_a_failing_statement_rolls_the_batch_back(
         assert store.get_many("ns", ["a", "b"]) == [b"old", None]
         store.put_many("ns", {"c": b"after"})  # the connection is usable again
         assert list(store.keys("ns")) == ["a", "c"]
+
+
+def test_a_long_text_is_packed_in_xz_where_shorter_and_every_form_reads_back() -> None:
+    rng = random.Random(7)
+    words = [f"{rng.choice('BCDFGHKLMNPRST')}{rng.randrange(10**6)}" for _ in range(3000)]
+    # names repeated farther apart than zlib's 32 KB window: xz finds them
+    text = " ".join(rng.choice(words) for _ in range(XZ_FROM // 4))
+    packed = pack_text(text)
+    assert isinstance(packed, bytes) and packed[:6] == b"\xfd7zXZ\x00"
+    assert len(packed) < len(zlib.compress(text.encode(), 6))
+    assert unpack_text(packed) == text
+    shorter = text[: XZ_FROM // 2]
+    assert pack_text(shorter)[:1] == b"x"  # zlib under the bound
+    assert unpack_text(pack_text(shorter)) == shorter
+    assert unpack_text(zlib.compress(text.encode())) == text  # written before: as it is
 
 
 def test_unpacked_texts_are_kept_by_key_the_least_recent_let_go() -> None:

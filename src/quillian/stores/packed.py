@@ -7,17 +7,20 @@ an index's chunks are each the corpus's text again, so
 are not their document's span) and an index's graph tables (:mod:`quillian.index.tables`,
 the chunks' texts) write a text of at least
 :data:`MIN_PACKED` bytes as a zlib stream (a ``BLOB``: SQLite keeps a blob as it is in
-any column) where that is shorter, and read either form: a string is a text stored as
-it is, bytes a packed one. So a store written before keeps its rows, read as they are.
+any column) where that is shorter, one of at least :data:`XZ_FROM` bytes as an xz
+stream (:mod:`lzma`) where that is shorter still, and read every form: a string is a
+text stored as it is, bytes a packed one, told apart by their first bytes. So a store
+written before keeps its rows, read as they are.
 """
 
 from __future__ import annotations
 
+import lzma
 import threading
 import zlib
 from collections import OrderedDict
 
-__all__ = ["MIN_PACKED", "UnpackedTexts", "pack_text", "unpack_text"]
+__all__ = ["MIN_PACKED", "XZ_FROM", "UnpackedTexts", "pack_text", "unpack_text"]
 
 #: The shortest text, in UTF-8 bytes, stored compressed: below it zlib saves little and
 #: a row's text is read with no decompression.
@@ -26,21 +29,37 @@ MIN_PACKED = 256
 #: their bytes (0.52x at level 1), 0.9 s to write and 0.2 s to read back, the whole
 #: text (``research/store_bytes.py``).
 LEVEL = 6
+#: The shortest text, in UTF-8 bytes, tried in xz (LZMA at its default preset, 6): xz's
+#: window holds megabytes where zlib's holds 32 KB, so on a long document it finds the
+#: names and phrases repeated far apart. On the 20 MB text of docs/scale.md, xz takes
+#: 0.93x zlib's bytes from 64 KB of it, 0.80x from 1 MB and 0.68x on the whole (8.9 ->
+#: 6.0 MB), at about five times zlib's seconds to write (10 s for the whole: spaCy took
+#: 1,600 s to extract it) and twice its seconds to read (0.21 s); on an 8 KB passage it
+#: gains nothing (``research/store_bytes.py``).
+XZ_FROM = 1 << 16
+#: How an xz stream begins (zlib's begins with ``x``).
+_XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 def pack_text(text: str) -> str | bytes:
-    """``text`` as stored: compressed where it is long and that is shorter, else as it
-    is."""
+    """``text`` as stored: compressed where it is long and that is shorter (in xz where
+    it is longer still and that is shorter again), else as it is."""
     raw = text.encode()
     if len(raw) < MIN_PACKED:
         return text
     packed = zlib.compress(raw, LEVEL)
+    if len(raw) >= XZ_FROM and len(xz := lzma.compress(raw)) < len(packed):
+        packed = xz
     return packed if len(packed) < len(raw) else text
 
 
 def unpack_text(stored: str | bytes) -> str:
-    """A stored text read back (:func:`pack_text`'s either form)."""
-    return stored if isinstance(stored, str) else zlib.decompress(stored).decode()
+    """A stored text read back (any of :func:`pack_text`'s forms)."""
+    if isinstance(stored, str):
+        return stored
+    if stored[:6] == _XZ_MAGIC:
+        return lzma.decompress(stored).decode()
+    return zlib.decompress(stored).decode()
 
 
 class UnpackedTexts:

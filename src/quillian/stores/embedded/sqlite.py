@@ -415,7 +415,7 @@ class SqliteKeyValueStore(SqliteStore):
     own, the last one part empty, where a row-id table keeps up to 4,061 bytes on its
     page and fills its overflow pages. The stored extractions, 1-5 KB each, left 5.7
     MB of the 34 MB their table took on the 20 MB text of docs/scale.md empty; kept so,
-    the table took 3.2 MB less (``research/store_bytes.py``). Triggers delete a long
+    the table took 3.2 MB less (docs/scale.md, stop 82). Triggers delete a long
     value with its row, or when its row takes another value, so no path leaves one
     behind."""
 
