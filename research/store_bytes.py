@@ -68,12 +68,12 @@ def _levels(texts: list[bytes]) -> dict[str, Any]:
             "decompress_s": round(time.perf_counter() - start, 3),
         }
     start = time.perf_counter()
-    packed = [pack_text(t.decode()) for t in texts]
+    kept = [pack_text(t.decode()) for t in texts]
     compress = time.perf_counter() - start
     start = time.perf_counter()
-    for p in packed:
-        unpack_text(p)
-    size = sum(len(p.encode()) if isinstance(p, str) else len(p) for p in packed)
+    for k in kept:
+        unpack_text(k)
+    size = sum(len(k.encode()) if isinstance(k, str) else len(k) for k in kept)
     out["pack_text"] = {
         "bytes": size,
         "ratio": round(size / max(out["bytes"], 1), 3),

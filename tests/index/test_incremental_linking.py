@@ -161,6 +161,13 @@ def _catalogued(chunks, pool, doc_id, present, n, via):
     return table
 
 
+def _texts_of(chunks):
+    """What a build reads from its last graph tables: the texts of the chunks asked for
+    among ``chunks`` (every chunk of the test, those that went too)."""
+    texts = {c.id: c.text for c in chunks}
+    return lambda ids: {i: texts[i] for i in ids if i in texts}
+
+
 def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int, via=("none",)) -> int:
     """Apply ``steps`` (document ids to add or delete), the chunks given as
     :func:`_catalogued` tables (``via``, in turn); check every step. Returns how many
@@ -185,6 +192,7 @@ def _run(steps, pool, extractor, stored, workdir: Path, bm25_every: int, via=("n
                 lambda some: [stored[c.id] for c in some],
                 max_docs=MAX_DOCS,
                 bm25=workdir / "bm25",
+                gone_texts=_texts_of(c for cs in pool.values() for c in cs),
             )
             settled, filtered = _expected(chunks, extractor, stored)
             assert _kept_context(kv, extractor) == _context(chunks, extractor)
@@ -263,12 +271,14 @@ def test_a_new_title_relinks_only_the_chunks_naming_it(tmp_path):
     base.append(_chunk("e1", "Other Page", "It cites Red Moon Rising twice: Red Moon Rising."))
     stored = {c.id: _local(c) for c in base}
     kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+    seen = []  # every chunk linked: what the last build's tables held
 
     def link(chunks):
         chunks = sorted(chunks, key=lambda c: (c.doc_id, c.index))
+        seen.extend(chunks)
         update = link_corpus(
             kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS,
-            bm25=tmp_path / "bm25",
+            bm25=tmp_path / "bm25", gone_texts=_texts_of(seen),
         )  # fmt: skip
         update_bm25(tmp_path / "bm25", [c.id for c in chunks],
                     lambda ps: [chunk_text(chunks[i]) for i in ps])  # fmt: skip
@@ -283,6 +293,52 @@ def test_a_new_title_relinks_only_the_chunks_naming_it(tmp_path):
     assert update.delta.changed == {base[-1].id}
     update = link(base)  # deleted again: only the chunk that named it
     assert update.relinked == 1 and update.delta.removed == {added.id}
+    kv.close()
+
+
+def test_records_are_compressed_against_their_chunks_text(tmp_path, caplog):
+    """A record is compressed with its chunk's text as zlib's dictionary, far smaller
+    than alone, and read back with it; one written before, compressed alone, reads as
+    it is; one of a chunk that went whose text the build no longer has makes the update
+    link every chunk, as any record that does not read, and ends the same."""
+    extractor = SpacyExtractor(predicates=False)
+    words = "John met Love in Paris {} times in {}, and Moon wrote of it the year {} came."
+    base = [
+        _chunk(f"d{i}", f"Topic {i}", " ".join(words.format(i, j, 1900 + i * j) for j in range(8)))
+        for i in range(6)
+    ]
+    base.sort(key=lambda c: (c.doc_id, c.index))
+    stored = {c.id: _local(c) for c in base}
+    kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
+
+    def link(some, gone_texts):
+        return link_corpus(
+            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS,
+            gone_texts=gone_texts,
+        )  # fmt: skip
+
+    link(base, _texts_of(base))
+    space = "linked:spacy"
+    raw = dict(zip((c.id for c in base), kv.get_many(space, [c.id for c in base]), strict=True))
+    record = linking._Record(
+        base[0].id, raw[base[0].id], linking._Texts(ChunkTable.of(base), {}, linking._none)
+    )
+    assert record.needs_text
+    title, packed = raw[base[0].id][9:].split(b"\n", 1)
+    pair = zlib.decompressobj(zdict=base[0].text.encode()).decompress(packed)
+    assert len(packed) < len(zlib.compress(pair))
+    # the first chunk's record as written before: compressed alone
+    old = title + b"\n" + zlib.compress(pair)
+    kv.put_many(space, {base[0].id: b"%08x\n" % linking._checksum(base[0].id, old) + old})
+    update = link(base[1:], _texts_of(base))  # the first chunk goes: its record is read
+    settled, filtered = _expected(base[1:], extractor, stored)
+    assert update.delta.removed == {base[0].id} and not update.delta.fresh
+    assert update.extractions == settled and update.filtered == filtered
+    caplog.set_level(logging.WARNING)
+    update = link(base[2:], None)  # the second goes, its text not given
+    assert update.delta.fresh and "its record's dictionary, is gone" in caplog.text
+    settled, filtered = _expected(base[2:], extractor, stored)
+    assert update.extractions == settled and update.filtered == filtered
     kv.close()
 
 
@@ -302,8 +358,9 @@ def test_an_update_reads_only_the_records_it_needs(tmp_path, monkeypatch):
     def link(chunks):
         chunks = sorted(chunks, key=lambda c: (c.doc_id, c.index))
         return link_corpus(
-            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
-        )
+            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS,
+            gone_texts=_texts_of(base),
+        )  # fmt: skip
 
     link(base)
     read, decoded = [], []
@@ -350,8 +407,9 @@ def _four_johns(tmp_path, n=4, store=SqliteKeyValueStore):
 
     def link(some):
         return link_corpus(
-            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS
-        )
+            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=MAX_DOCS,
+            gone_texts=_texts_of(chunks),
+        )  # fmt: skip
 
     return chunks, stored, kv, link
 
@@ -610,10 +668,11 @@ def test_damaged_or_unfinished_state_means_linking_everything(tmp_path, caplog):
     stored = {c.id: _local(c) for c in chunks}
     kv = SqliteKeyValueStore(tmp_path / "store.sqlite")
 
-    def link(chunks, max_docs=MAX_DOCS):
+    def link(some, max_docs=MAX_DOCS):
         return link_corpus(
-            kv, chunks, extractor, lambda s: [stored[c.id] for c in s], max_docs=max_docs
-        )
+            kv, some, extractor, lambda s: [stored[c.id] for c in s], max_docs=max_docs,
+            gone_texts=_texts_of(chunks),
+        )  # fmt: skip
 
     def meta_with(**values):
         _put_meta(kv, {**_meta(kv), **values})

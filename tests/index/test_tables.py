@@ -29,6 +29,7 @@ from quillian.index.tables import (
     load_tables,
     save_array,
     save_tables,
+    stored_chunk_texts,
     unique_first,
 )
 from quillian.stores.packed import MIN_PACKED
@@ -87,6 +88,24 @@ def stored(tmp_path: Path) -> tuple[KnowledgeGraph, KnowledgeGraph, Path]:
     save_tables(tmp_path, kg, chunks())
     opened, _ = load_tables(tmp_path, kg.snapshot)
     return kg, opened, tmp_path
+
+
+def test_the_last_builds_chunk_texts_are_read_by_id(
+    stored: tuple[KnowledgeGraph, KnowledgeGraph, Path], tmp_path: Path
+) -> None:
+    """What an update reads of the chunks that went (their linked records are
+    compressed against their texts): those the tables hold, by id, others left out."""
+    _, _, directory = stored
+    texts = {c.id: c.text for c in chunks()}
+    assert stored_chunk_texts(directory, ["c2", "absent", "c1"]) == {
+        "c1": TEXT,
+        "c2": texts[chunks()[1].id],
+    }
+    assert stored_chunk_texts(directory, []) == {}
+    assert stored_chunk_texts(tmp_path / "no-index", ["c1"]) == {}
+    with sqlite3.connect(directory / TABLES_DB) as conn:  # keyed-1: bodies in ``texts``
+        conn.execute("UPDATE meta SET value = 'keyed-1' WHERE key = 'layout'")
+    assert stored_chunk_texts(directory, ["c1"]) == {}
 
 
 def test_the_tables_read_back_as_built(stored: tuple[KnowledgeGraph, KnowledgeGraph, Path]) -> None:

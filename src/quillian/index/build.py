@@ -20,6 +20,7 @@ built at once from the same documents.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ from quillian.index.stages import (
     run_stages,
 )
 from quillian.index.storage import Storage, check_vector_dtype, open_storage
-from quillian.index.tables import TABLES_DB
+from quillian.index.tables import TABLES_DB, stored_chunk_texts
 from quillian.stores.protocols import DocStatus, KeyValueStore, iter_batches
 from quillian.types import Chunk, Document, Progress, no_progress
 
@@ -354,6 +355,7 @@ def _rebuild(
         max_docs=AMBIGUOUS_MAX_DOCS,
         bm25=storage.directory / "bm25",
         commit=False,
+        gone_texts=functools.partial(stored_chunk_texts, storage.directory),
     )
     cached = CachedEmbedder(embedder, storage.kv)
     issues = stored_issues(storage.kv, extractor, chunks.ids)

@@ -60,7 +60,15 @@ import threading
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Container,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -141,6 +149,8 @@ _BATCH = 512
 ReadStored = Callable[[Sequence[Chunk]], Sequence[Extraction]]
 """The extractor's stored per-chunk results of the chunks given, in order (the build's
 :func:`~quillian.index.build.extract_cached`)."""
+ReadTexts = Callable[[Sequence[str]], Mapping[str, str]]
+"""The texts of those of the chunk ids given that it has, by id."""
 
 
 def linked_extractions(
@@ -196,14 +206,50 @@ class LinkedCorpus:
     relinked: int
 
 
+class _Texts:
+    """Chunks' texts by id, which records are compressed against (:func:`_deflate`),
+    read when a record needs one: this build's chunks from its table, the others (the
+    chunks that went) from ``gone``; the last :data:`_TEXTS_KEPT` kept."""
+
+    def __init__(self, table: ChunkTable, current: Container[str], gone: ReadTexts) -> None:
+        self.table, self.current, self.gone = table, current, gone
+        self._kept: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def prefetch(self, chunk_ids: Iterable[str]) -> None:
+        """Read the texts of ``chunk_ids`` not kept, a batch at a time."""
+        with self._lock:
+            wanted = [i for i in dict.fromkeys(chunk_ids) if i not in self._kept]
+        here = [i for i in wanted if i in self.current]
+        found = {c.id: c.text for c in self.table.chunks(here)} if here else {}
+        if gone := [i for i in wanted if i not in self.current]:
+            found.update(self.gone(gone))
+        with self._lock:
+            self._kept.update(found)
+            while len(self._kept) > _TEXTS_KEPT:
+                self._kept.popitem(last=False)
+
+    def get(self, chunk_id: str) -> str | None:
+        """The text of ``chunk_id`` (None where neither source holds it)."""
+        with self._lock:
+            if chunk_id in self._kept:
+                self._kept.move_to_end(chunk_id)
+                return self._kept[chunk_id]
+        self.prefetch([chunk_id])
+        with self._lock:
+            return self._kept.get(chunk_id)
+
+
 class _Record:
     """One chunk's stored record: a checksum binding it to its key (so damage, or a
     record under another chunk's key, shows at the read), its title, and its settled
     and filtered extractions, compressed, decoded each time they are asked for: kept
     decoded, the records a stage reads through held the whole corpus's extractions
-    (over 3 GB on the 20 MB text of docs/scale.md), and a build reads most once."""
+    (over 3 GB on the 20 MB text of docs/scale.md), and a build reads most once. A
+    record compressed against its chunk's text (:func:`_deflate`) reads that text from
+    ``texts``; one written before, compressed alone, is read as it is."""
 
-    def __init__(self, key: str, raw: bytes) -> None:
+    def __init__(self, key: str, raw: bytes, texts: _Texts) -> None:
         crc, body = raw[:8], raw[9:]
         if raw[8:9] != b"\n" or int(crc, 16) != _checksum(key, body):
             raise ValueError("checksum mismatch")
@@ -212,10 +258,19 @@ class _Record:
         self.title = json.loads(title)
         if not isinstance(self.title, str):
             raise TypeError("title is not a string")
+        self._texts = texts
+
+    @property
+    def needs_text(self) -> bool:
+        """Whether the record is compressed against its chunk's text."""
+        return _has_dictionary(self._packed)
 
     def _parts(self) -> tuple[bytes, bytes]:
+        text = self._texts.get(self.key) if self.needs_text else ""
+        if text is None:  # a chunk that went, its text not in the last build's tables
+            raise _Damaged(f"the text of chunk {self.key}, its record's dictionary, is gone")
         try:
-            settled, filtered = zlib.decompress(self._packed).split(b"\n", 1)
+            settled, filtered = _inflate(self._packed, text).split(b"\n", 1)
         except (zlib.error, ValueError) as exc:  # checksummed: written so
             raise self._damaged(exc) from exc
         return settled, filtered
@@ -292,8 +347,10 @@ class _Stored:
     checksum checked then. An update reads the records of the chunks it touches, not
     the corpus's; a record that does not read is :class:`_Damaged`."""
 
-    def __init__(self, kv: KeyValueStore, space: str, titles: Mapping[str, str]) -> None:
-        self.kv, self.space, self.titles = kv, space, titles
+    def __init__(
+        self, kv: KeyValueStore, space: str, titles: Mapping[str, str], texts: _Texts
+    ) -> None:
+        self.kv, self.space, self.titles, self.texts = kv, space, titles, texts
         self.read: dict[str, _Record] = {}
 
     def __contains__(self, chunk_id: object) -> bool:
@@ -318,9 +375,10 @@ class _Stored:
                 if value is None:
                     raise _Damaged(f"{self.space} {key}: missing")
                 try:
-                    self.read[key] = _Record(key, value)
+                    self.read[key] = _Record(key, value, self.texts)
                 except (ValueError, TypeError) as exc:
                     raise _Damaged(f"{self.space} {key}: {exc}") from exc
+            self.texts.prefetch(k for k in batch if self.read[k].needs_text)
 
     def load_all(self) -> None:
         """Read every record (an older state, whose meta keeps no titles, or a change
@@ -337,6 +395,7 @@ def link_corpus(
     max_docs: int,
     bm25: Path | None = None,
     commit: bool = True,
+    gone_texts: ReadTexts | None = None,
 ) -> LinkedCorpus:
     """The linked, settled and filtered extractions of ``chunks`` (every processed
     chunk, in index order), equal to :func:`linked_extractions` then
@@ -346,8 +405,12 @@ def link_corpus(
     changed surface may occur in (None: the texts are scanned). Without ``commit``, the
     state stays marked unfinished until :func:`commit_links` (a build commits once its
     stages are done, so the next build's delta is relative to a graph that was built:
-    a build stopped in its stages makes the next one recompute every chunk)."""
-    linker = _Linker(kv, extractor, read_stored, max_docs, bm25, chunks)
+    a build stopped in its stages makes the next one recompute every chunk).
+    ``gone_texts``: the texts of chunks of the last build that are not among
+    ``chunks`` (the build reads its last graph tables), which their records are
+    compressed against (:func:`_deflate`); where it does not give one (None: never),
+    that record does not read, and every chunk is recomputed."""
+    linker = _Linker(kv, extractor, read_stored, max_docs, bm25, chunks, gone_texts or _none)
     try:
         previous = linker.read_state()
         out = linker.full() if previous is None else linker.update(*previous)
@@ -393,12 +456,14 @@ class _Linker:
         max_docs: int,
         bm25: Path | None,
         chunks: Sequence[Chunk],
+        gone_texts: ReadTexts,
     ) -> None:
         self.kv, self.extractor, self.read_stored = kv, extractor, read_stored
         self.max_docs, self.bm25 = max_docs, bm25
         self.table = ChunkTable.of(chunks)
         #: each chunk's title by id (texts are read only for the chunks linked)
         self.titles_of = dict(zip(self.table.ids, self.table.titles, strict=True))
+        self.texts = _Texts(self.table, self.titles_of, gone_texts)
         # the safe aliases and surfaces over the titles: made from scratch by full(),
         # patched from the previous build's by update() (read by read_state())
         self.aliases: dict[str, str] = {}
@@ -462,23 +527,24 @@ class _Linker:
                     self.chunks_space, sorted({_bucket(i) for i in changed})
                 )
                 previous = _Previous(self.titles_of, catalog)
-                return meta, _Stored(self.kv, self.records_space, previous)
+                return meta, _Stored(self.kv, self.records_space, previous, self.texts)
             self.buckets = self._read_buckets(self.chunks_space, range(BUCKETS))
             titles_of: dict[str, str] = {}
             for bucket in self.buckets.values():
                 titles_of.update(bucket)
-            return meta, _Stored(self.kv, self.records_space, titles_of)
+            return meta, _Stored(self.kv, self.records_space, titles_of, self.texts)
         if not isinstance(chunk_ids := meta.get("chunks"), list):
             raise _Damaged(f"{self.meta_space}: no chunk list")
         titles = meta.get("titles")
         if titles is None:  # kept by older builds in the records only
-            records = _Stored(self.kv, self.records_space, dict.fromkeys(chunk_ids, ""))
+            records = _Stored(self.kv, self.records_space, dict.fromkeys(chunk_ids, ""), self.texts)
             records.load_all()
             records.titles = {i: records.read[i].title for i in chunk_ids}
             return meta, records
         if not isinstance(titles, list) or len(titles) != len(chunk_ids):
             raise _Damaged(f"{self.meta_space}: the titles do not match the chunks")
-        return meta, _Stored(self.kv, self.records_space, dict(zip(chunk_ids, titles, strict=True)))
+        titles_of = dict(zip(chunk_ids, titles, strict=True))
+        return meta, _Stored(self.kv, self.records_space, titles_of, self.texts)
 
     def _read_buckets(self, space: str, which: Sequence[int]) -> dict[int, dict[str, str]]:
         """The buckets ``which`` of ``space`` (chunk ids and titles, titles and safe
@@ -534,10 +600,13 @@ class _Linker:
                 self.kv.delete_many(space, batch)
         TitleBook(self.kv, self.titles_space).rebuild(clean_titles(self.titles))
         TitleCounts(self.kv, self.counts_space).rebuild(self.titles)
-        records = {
-            i: _record(i, title, s, f)
-            for (i, title), s, f in zip(self.titles_of.items(), settled, filtered, strict=True)
-        }
+        records: dict[str, bytes] = {}
+        made = list(zip(self.titles_of.items(), settled, filtered, strict=True))
+        for part in iter_batches(made, _BATCH):
+            self.texts.prefetch(i for (i, _), _, _ in part)
+            records.update(
+                (i, _record(i, title, s, f, self.texts.get(i))) for (i, title), s, f in part
+            )
         self._put(self.records_space, records)
         names.write()
         self.buckets = None
@@ -654,12 +723,14 @@ class _Linker:
         """Write what changed (``moved``: the chunks that came, went or changed title);
         the state is marked unfinished until all of it is."""
         changed = {}
-        for i in (relinked.keys() | filtered.keys()) & self.titles_of.keys():
+        written = (relinked.keys() | filtered.keys()) & self.titles_of.keys()
+        self.texts.prefetch(written)
+        for i in written:
             title, old = self.titles_of[i], records.get(i)
             settled = relinked[i] if i in relinked else records[i].settled
             final = filtered[i] if i in filtered else records[i].filtered
             if old is None or (old.title, old.settled, old.filtered) != (title, settled, final):
-                changed[i] = _record(i, title, settled, final)
+                changed[i] = _record(i, title, settled, final, self.texts.get(i))
         self.kv.delete_many(self.meta_space, [_COMPLETE])
         self._put(self.records_space, changed)
         removed = sorted(i for i in moved if i not in self.titles_of)
@@ -677,11 +748,10 @@ class _Linker:
         now."""
         (settled,) = self.link([chunk_id])
         names.load(name_use(settled).named)
-        raw = _record(
-            chunk_id, self.titles_of[chunk_id], settled, drop_names(settled, names.drop())
-        )
+        final = drop_names(settled, names.drop())
+        raw = _record(chunk_id, self.titles_of[chunk_id], settled, final, self.texts.get(chunk_id))
         self._put(self.records_space, {chunk_id: raw})
-        return _Record(chunk_id, raw)
+        return _Record(chunk_id, raw, self.texts)
 
     def _put(self, space: str, items: Mapping[str, bytes]) -> None:
         for batch in iter_batches(list(items), _BATCH):
@@ -835,16 +905,57 @@ class _Later:
             return healed
 
 
-def _record(key: str, title: str, settled: Extraction, filtered: Extraction) -> bytes:
-    """The stored record: its checksum, the title, then both extractions compressed.
-    Compressed because a linked extraction repeats its sentences in every relation (the
-    description and the provenance): a 20 MB text's records took 1.3 GB as JSON, 63 MB
-    compressed (33 MB and 6 MB for 20k short passages)."""
+def _record(
+    key: str, title: str, settled: Extraction, filtered: Extraction, text: str | None
+) -> bytes:
+    """The stored record: its checksum, the title, then both extractions compressed
+    against the chunk's ``text`` (:func:`_deflate`). Compressed because a linked
+    extraction repeats its sentences in every relation (the description and the
+    provenance): a 20 MB text's records took 1.3 GB as JSON, 63 MB compressed (33 MB
+    and 6 MB for 20k short passages)."""
     pair = extraction_to_json(settled) + b"\n"
     if filtered != settled:
         pair += extraction_to_json(filtered)
-    body = json.dumps(title).encode() + b"\n" + compressed(pair)
+    body = json.dumps(title).encode() + b"\n" + _deflate(pair, text or "")
     return b"%08x\n" % _checksum(key, body) + body
+
+
+#: zlib's window: a preset dictionary's last 32 KB are all it can refer to.
+_WINDOW = 1 << 15
+#: Chunks' texts kept by :class:`_Texts`: a batch of records read at once, and more.
+_TEXTS_KEPT = 2 * _BATCH
+
+
+def _deflate(pair: bytes, text: str) -> bytes:
+    """A record's extractions compressed by zlib with the chunk's ``text`` (its last
+    32 KB) as the preset dictionary: most of a record's texts are sentences of its
+    chunk, which zlib then writes as references into the dictionary. The 20 MB text's
+    records took 10.1 MB compressed alone, 5.0 MB so (docs/scale.md, stop 82)."""
+    if not text:
+        return compressed(pair)
+    deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zdict=text.encode()[-_WINDOW:])
+    return deflate.compress(pair) + deflate.flush()
+
+
+def _inflate(packed: bytes, text: str) -> bytes:
+    """What :func:`_deflate` compressed, given the chunk's text where it used one."""
+    if not _has_dictionary(packed):
+        return zlib.decompress(packed)
+    inflate = zlib.decompressobj(zdict=text.encode()[-_WINDOW:])
+    pair = inflate.decompress(packed) + inflate.flush()
+    if not inflate.eof:
+        raise zlib.error("the record ends before its stream")
+    return pair
+
+
+def _has_dictionary(packed: bytes) -> bool:
+    """Whether a zlib stream was compressed with a preset dictionary (the header's
+    FDICT bit, RFC 1950)."""
+    return len(packed) > 1 and bool(packed[1] & 0x20)
+
+
+def _none(_chunk_ids: Sequence[str]) -> Mapping[str, str]:
+    return {}
 
 
 def _bucket(chunk_id: str) -> int:

@@ -38,10 +38,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -78,6 +80,7 @@ __all__ = [
     "relation_words",
     "save_array",
     "save_tables",
+    "stored_chunk_texts",
     "text_functions",
     "text_of",
 ]
@@ -114,6 +117,8 @@ KEYED_WORDS = "keyed-4"
 KEYED_WHOLE_TEXTS = "keyed-3"
 KEYED_BODIES = "keyed-2"
 KEYED_TEXTS = "keyed-1"
+#: The layouts whose chunk rows are keyed by their ids' keys and hold their bodies.
+_BODY_LAYOUTS = (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS, KEYED_BODIES)
 
 DDL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -145,6 +150,8 @@ CREATE INDEX alias_ids_entity ON alias_ids (entity);
 """
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def entity_name(row: str) -> str:
@@ -488,6 +495,38 @@ def _with_orders(digest: Any, orders: dict[str, npt.NDArray[np.int64]]) -> str:
     for name in ("entity_order", "description_order"):
         digest.update(np.ascontiguousarray(orders[name], dtype=np.int64).tobytes())
     return str(digest.hexdigest()[:16])
+
+
+def stored_chunk_texts(directory: Path, chunk_ids: Sequence[str]) -> dict[str, str]:
+    """The texts of those of ``chunk_ids`` whose rows the graph tables under the index
+    ``directory`` hold (the last build's), by id; none where there are no tables, or of
+    a layout whose chunk rows are not keyed by their ids' keys and hold their bodies."""
+    path = directory / TABLES_DB
+    if not path.is_file() or not chunk_ids:
+        return {}
+    uri = path.absolute().as_uri() + "?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            found = conn.execute(f"SELECT value FROM meta WHERE key = '{LAYOUT}'").fetchone()
+            if found is None or found[0] not in (
+                KEYED,
+                KEYED_WORDS,
+                KEYED_WHOLE_TEXTS,
+                KEYED_BODIES,
+            ):
+                return {}
+            texts: dict[str, str] = {}
+            for batch in range(0, len(chunk_ids), _PARAMS):
+                rows = [key64(i) for i in chunk_ids[batch : batch + _PARAMS]]
+                marks = ",".join("?" * len(rows))
+                for cid, body in conn.execute(
+                    f"SELECT id, body FROM chunks WHERE row IN ({marks})", rows
+                ):
+                    texts[cid] = unpack_text(body)
+            return texts
+    except sqlite3.Error as exc:
+        logger.warning("the last build's chunk texts unreadable (%s): %s", path, exc)
+        return {}
 
 
 class _Database:
