@@ -24,7 +24,6 @@ import argparse
 import json
 import sqlite3
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import asdict, replace
@@ -41,15 +40,17 @@ from quillian.components.extraction.serde import (
     uncompressed,
 )
 from quillian.components.graph.compact import decode_extraction
+from quillian.index.linking import inflate_record
 from quillian.stores.embedded.sqlite import stored_chunk_texts, stored_values
 
 STATE = "resolution state"
 
 
-def _linked(raw: bytes) -> Iterator[bytes]:
-    """The settled and (where it differs) filtered extraction of a linked record."""
+def _linked(raw: bytes, text: str) -> Iterator[bytes]:
+    """The settled and (where it differs) filtered extraction of a linked record, whose
+    chunk's text is ``text`` (a record compressed against it needs it)."""
     _, packed = raw[9:].split(b"\n", 1)
-    for part in zlib.decompress(packed).split(b"\n", 1):
+    for part in inflate_record(packed, text).split(b"\n", 1):
         if part:
             yield part
 
@@ -57,13 +58,16 @@ def _linked(raw: bytes) -> Iterator[bytes]:
 def _records(index: Path, limit: int | None) -> dict[str, list[Extraction]]:
     found: dict[str, list[Extraction]] = {}
     store = sqlite3.connect(index / "store.sqlite")
+    texts = dict(stored_chunk_texts(store))
     for (namespace,) in store.execute("SELECT DISTINCT namespace FROM kv").fetchall():
         kind = namespace.split(":")[0]
         if kind not in ("mentions", "extraction", "linked"):
             continue
         values = sorted(stored_values(store, namespace))[:limit]
         if kind == "linked":
-            found[namespace] = [extraction_from_json(p) for _, r in values for p in _linked(r)]
+            found[namespace] = [
+                extraction_from_json(p) for k, r in values for p in _linked(r, texts.get(k, ""))
+            ]
         else:
             found[namespace] = [extraction_from_json(uncompressed(r)) for _, r in values]
     state = index / "graph_resolution.sqlite"

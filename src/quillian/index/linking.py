@@ -112,6 +112,7 @@ __all__ = [
     "ExtractionDelta",
     "LinkedCorpus",
     "commit_links",
+    "inflate_record",
     "link_corpus",
     "linked_extractions",
 ]
@@ -270,7 +271,7 @@ class _Record:
         if text is None:  # a chunk that went, its text not in the last build's tables
             raise _Damaged(f"the text of chunk {self.key}, its record's dictionary, is gone")
         try:
-            settled, filtered = _inflate(self._packed, text).split(b"\n", 1)
+            settled, filtered = inflate_record(self._packed, text).split(b"\n", 1)
         except (zlib.error, ValueError) as exc:  # checksummed: written so
             raise self._damaged(exc) from exc
         return settled, filtered
@@ -937,8 +938,9 @@ def _deflate(pair: bytes, text: str) -> bytes:
     return deflate.compress(pair) + deflate.flush()
 
 
-def _inflate(packed: bytes, text: str) -> bytes:
-    """What :func:`_deflate` compressed, given the chunk's text where it used one."""
+def inflate_record(packed: bytes, text: str) -> bytes:
+    """What :func:`_deflate` compressed (a stored record's part after its title),
+    given the chunk's text where it used one."""
     if not _has_dictionary(packed):
         return zlib.decompress(packed)
     inflate = zlib.decompressobj(zdict=text.encode()[-_WINDOW:])
