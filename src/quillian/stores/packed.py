@@ -31,11 +31,11 @@ MIN_PACKED = 256
 LEVEL = 6
 #: The shortest text, in UTF-8 bytes, tried in xz (LZMA at its default preset, 6): xz's
 #: window holds megabytes where zlib's holds 32 KB, so on a long document it finds the
-#: names and phrases repeated far apart. On the 20 MB text of docs/scale.md, xz takes
-#: 0.93x zlib's bytes from 64 KB of it, 0.80x from 1 MB and 0.68x on the whole (8.9 ->
-#: 6.0 MB), at about five times zlib's seconds to write (10 s for the whole: spaCy took
-#: 1,600 s to extract it) and twice its seconds to read (0.21 s); on an 8 KB passage it
-#: gains nothing (``research/store_bytes.py``).
+#: names and phrases repeated far apart. The 20 MB text of docs/scale.md as one
+#: document takes 0.68x zlib's bytes in xz (8.9 -> 6.0 MB), at 12 times zlib's seconds
+#: to write (12 s, where spaCy took over 1,000 s to extract it) and 3 times its seconds
+#: to read (0.25 s); its 8 KB passages gain nothing (``research/store_bytes.py``). The
+#: bound is past any default passage (8,000 characters at most), not a tuned value.
 XZ_FROM = 1 << 16
 #: How an xz stream begins (zlib's begins with ``x``).
 _XZ_MAGIC = b"\xfd7zXZ\x00"

@@ -536,8 +536,7 @@ def _kv_item(namespace: str, key: object, value: object) -> tuple[str, bytes]:
 
 #: The longest value a :class:`SqliteKeyValueStore` keeps in its ``kv`` row: half of the
 #: about 1,000 bytes SQLite keeps of a ``WITHOUT ROWID`` row on a 4 KB page, the rest
-#: left to its namespace and key (the store's size was the same for any bound from 200
-#: to 1,000 bytes on the 20 MB text's records).
+#: left to its namespace and key; derived so, not tuned.
 INLINE = 512
 #: SQL: the value of the ``kv`` row ``k`` whose long value, if any, is ``v``'s.
 _KV_VALUE = "CASE WHEN k.value_id IS NULL THEN k.value ELSE v.value END"
