@@ -381,6 +381,12 @@ class _Stored:
                     raise _Damaged(f"{self.space} {key}: {exc}") from exc
             self.texts.prefetch(k for k in batch if self.read[k].needs_text)
 
+    def ready(self, chunk_ids: Sequence[str]) -> None:
+        """Read the records of ``chunk_ids`` not read yet, and the texts those
+        compressed against theirs need (a batch: :class:`_Texts` keeps only so many)."""
+        self.load(chunk_ids)
+        self.texts.prefetch(i for i in chunk_ids if i in self.read and self.read[i].needs_text)
+
     def load_all(self) -> None:
         """Read every record (an older state, whose meta keeps no titles, or a change
         of aliases that reaches any chunk's topics)."""
@@ -702,13 +708,14 @@ class _Linker:
         touched = chunks_containing(sorted(changes.surfaces), kept, self.table.chunks, self.bm25)
         realiased = set(changes.aliases)
         if realiased:
-            records.load_all()
-            touched.update(
-                i
-                for i in kept
-                if " ".join(self.titles_of[i].split()) in realiased
-                or not realiased.isdisjoint(_topics(records[i].settled))
-            )
+            for part in iter_batches(list(kept), _BATCH):  # texts kept a batch at a time
+                records.ready(part)
+                touched.update(
+                    i
+                    for i in part
+                    if " ".join(self.titles_of[i].split()) in realiased
+                    or not realiased.isdisjoint(_topics(records[i].settled))
+                )
         return touched
 
     def _store(
@@ -892,7 +899,7 @@ class _Later:
 
     def prefetch(self, chunk_ids: Sequence[str]) -> None:
         try:
-            self.records.load(chunk_ids)
+            self.records.ready(chunk_ids)
         except _Damaged:  # read one by one: the others are kept, the damaged one healed
             for chunk_id in chunk_ids:
                 self.record(chunk_id)
