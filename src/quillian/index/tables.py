@@ -508,12 +508,7 @@ def stored_chunk_texts(directory: Path, chunk_ids: Sequence[str]) -> dict[str, s
     try:
         with closing(sqlite3.connect(uri, uri=True)) as conn:
             found = conn.execute(f"SELECT value FROM meta WHERE key = '{LAYOUT}'").fetchone()
-            if found is None or found[0] not in (
-                KEYED,
-                KEYED_WORDS,
-                KEYED_WHOLE_TEXTS,
-                KEYED_BODIES,
-            ):
+            if found is None or found[0] not in _BODY_LAYOUTS:
                 return {}
             texts: dict[str, str] = {}
             for batch in range(0, len(chunk_ids), _PARAMS):
