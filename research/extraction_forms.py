@@ -13,7 +13,9 @@ form was a list of fields by position with every text in place), every record (o
 first N) is decoded, written in each form and compressed as the stores compress it
 (``serde.compressed``; ``stored_mb``: ``serde.stored_extraction``, bz2 for a long
 record where that is shorter, with the seconds to write and read every record so), and
-decoded again from each form's JSON. Prints one JSON
+decoded again from each form's JSON (the linked records are stored compressed with
+their chunk's text as zlib's dictionary since stop 82; here every form, theirs too,
+is compressed alone, as the forms are compared). Prints one JSON
 object: per namespace, the records read, the JSON and compressed bytes of each form,
 and the seconds ``json.loads`` and the decoding took for each.
 """
