@@ -413,11 +413,10 @@ class SqliteKeyValueStore(SqliteStore):
     ``WITHOUT ROWID`` table, whose row SQLite keeps on its page only up to about 1,000
     bytes (at 4 KB pages), putting the rest of a longer one on overflow pages of its
     own, the last one part empty, where a row-id table keeps up to 4,061 bytes on its
-    page and fills its overflow pages. The stored extractions, 1-5 KB each, left 5.7
-    MB of the 34 MB their table took on the 20 MB text of docs/scale.md empty; kept so,
-    the table took 3.2 MB less (docs/scale.md, stop 82). Triggers delete a long
-    value with its row, or when its row takes another value, so no path leaves one
-    behind."""
+    page and fills its overflow pages. The stored extractions are such values, 1-5 KB
+    each: on the 20 MB text of docs/scale.md, the store took 3.2 MB less so, with the
+    same values (``research/store_bytes.py``). Triggers delete a long value with its
+    row, or when its row takes another value, so no path leaves one behind."""
 
     SCHEMA_NAME = "kv"
     #: 2: long values in ``kv_values``. A store of version 1 gains the ``value_id``
