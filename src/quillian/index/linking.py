@@ -577,9 +577,12 @@ class _Linker:
 
     def link(self, ids: Sequence[str]) -> list[Extraction]:
         """The chunks ``ids`` linked over the corpus's titles and settled."""
-        if not ids:
+        return self._linked(self.table.chunks(ids)) if ids else []
+
+    def _linked(self, chunks: Sequence[Chunk]) -> list[Extraction]:
+        """The ``chunks`` (texts and all) linked over the corpus's titles and settled."""
+        if not chunks:
             return []
-        chunks = self.table.chunks(ids)
         stored = self.read_stored(chunks)
         aliases = self.aliases
         if isinstance(self.extractor, SurfaceLinker):
@@ -596,7 +599,9 @@ class _Linker:
             aliases, surfaces = title_aliases(self.titles), {}
         self.aliases, self.surfaces = dict(aliases), Surfaces(surfaces)
         self.context_read_whole = True
-        settled = self.link(self.table.ids)
+        ids = self.table.ids  # the chunks' texts are what the records need too
+        chunks = self.table.chunks(ids) if ids else []
+        settled = self._linked(chunks)
         filtered = drop_ambiguous_names(settled, max_docs=self.max_docs)
         names = NameBook(self.kv, self.names_space, self.max_docs)
         for extraction in settled:
@@ -607,13 +612,10 @@ class _Linker:
                 self.kv.delete_many(space, batch)
         TitleBook(self.kv, self.titles_space).rebuild(clean_titles(self.titles))
         TitleCounts(self.kv, self.counts_space).rebuild(self.titles)
-        records: dict[str, bytes] = {}
-        made = list(zip(self.titles_of.items(), settled, filtered, strict=True))
-        for part in iter_batches(made, _BATCH):
-            self.texts.prefetch(i for (i, _), _, _ in part)
-            records.update(
-                (i, _record(i, title, s, f, self.texts.get(i))) for (i, title), s, f in part
-            )
+        records = {
+            c.id: _record(c.id, self.titles_of[c.id], s, f, c.text)
+            for c, s, f in zip(chunks, settled, filtered, strict=True)
+        }
         self._put(self.records_space, records)
         names.write()
         self.buckets = None
