@@ -379,17 +379,16 @@ class _Stored:
                     self.read[key] = _Record(key, value, self.texts)
                 except (ValueError, TypeError) as exc:
                     raise _Damaged(f"{self.space} {key}: {exc}") from exc
-            self.texts.prefetch(k for k in batch if self.read[k].needs_text)
 
-    def ready(self, chunk_ids: Sequence[str]) -> None:
+    def ready(self, chunk_ids: Collection[str]) -> None:
         """Read the records of ``chunk_ids`` not read yet, and the texts those
         compressed against theirs need (a batch: :class:`_Texts` keeps only so many)."""
         self.load(chunk_ids)
         self.texts.prefetch(i for i in chunk_ids if i in self.read and self.read[i].needs_text)
 
     def load_all(self) -> None:
-        """Read every record (an older state, whose meta keeps no titles, or a change
-        of aliases that reaches any chunk's topics)."""
+        """Read every record (an older state, whose meta keeps no titles: read for
+        their titles, no text needed)."""
         self.load(self.titles)
 
 
@@ -658,7 +657,7 @@ class _Linker:
         touched = fresh | self.touched(records, fresh, changes)
         work = [i for i in self.table.ids if i in touched]
         relinked = dict(zip(work, self.link(work), strict=True))
-        records.load([*work, *removed])
+        records.ready([*work, *removed])
         changed = {i for i, e in relinked.items() if i not in records or records[i].settled != e}
         names = NameBook(self.kv, self.names_space, self.max_docs)
         names.load(
@@ -671,7 +670,7 @@ class _Linker:
         for i in changed:
             names.count(relinked[i], +1)
         refilter = changed | {i for i in names.flipped() if i in self.titles_of}
-        records.load(refilter)
+        records.ready(refilter)
 
         def settled_of(i: str) -> Extraction:
             return relinked[i] if i in relinked else records[i].settled
