@@ -34,6 +34,9 @@ def _same(table: ChunkTable, storage: Storage) -> None:
     assert table.indexes == whole.indexes and table.titles == whole.titles
     assert table.rows.tolist() == [key64(i) for i in whole.ids]
     assert list(table) == list(whole)
+    # what a patched table carries over instead of passing over every title again
+    assert table.qualified.tolist() == whole.qualified.tolist()
+    assert table.in_index_order() == whole.in_index_order()
 
 
 def _add(storage: Storage, doc: str, n: int, title: str, status: DocStatus) -> None:
@@ -62,7 +65,8 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
     reads = HeadReads(monkeypatch)
     with open_storage(tmp_path / "index", create=True) as storage:
         for d in range(400):
-            _add(storage, f"doc-{d:04d}", rng.randint(1, 3), f"Title {d}", DocStatus.PROCESSED)
+            title = f"Title {d}" + (" (band)" if d % 3 == 0 else "")
+            _add(storage, f"doc-{d:04d}", rng.randint(1, 3), title, DocStatus.PROCESSED)
         previous = processed_chunks(storage)  # no catalog: read whole, then kept
         _same(previous, storage)
         assert previous.catalog is not None and previous.catalog.since is None
@@ -72,11 +76,15 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
             doc = f"doc-{rng.randrange(500):04d}"
             kind = rng.choice(["add", "retitle", "delete", "fail", "processing", "none"])
             if kind == "add":
-                _add(storage, doc, rng.randint(1, 4), f"T{step}", DocStatus.PROCESSED)
+                title = f"T{step}" + (" (film) " if step % 2 else "")
+                _add(storage, doc, rng.randint(1, 4), title, DocStatus.PROCESSED)
             elif kind == "retitle":  # an upsert: the chunks keep their ids, a new title
                 old = storage.documents.chunks_of(doc)
                 storage.documents.put_chunks(
-                    [Chunk.stored(c.id, c.doc_id, c.index, c.text, 0, 9, f"R{step}") for c in old]
+                    [
+                        Chunk.stored(c.id, c.doc_id, c.index, c.text, 0, 9, f"R{step} (x{i})")
+                        for i, c in enumerate(old)
+                    ]
                 )
             elif kind == "delete":
                 storage.documents.delete_documents([doc])
@@ -231,3 +239,24 @@ def test_a_catalog_this_process_kept_is_not_read_again(
         _add(storage, "doc-new", 1, "N", DocStatus.PROCESSED)
         _same(processed_chunks(storage), storage)
     assert len(loads) == 2
+
+
+def test_a_patched_table_knows_its_order_and_qualified_titles(tmp_path: Path) -> None:
+    """Carried over from the kept table where that was in order, compared again where it
+    was not: a document stored twice at one place and then deleted leaves a table in
+    order."""
+    with open_storage(tmp_path / "index", create=True) as storage:
+        _add(storage, "doc-a", 2, "Alpha (band)", DocStatus.PROCESSED)
+        _add(storage, "doc-c", 1, "Gamma", DocStatus.PROCESSED)
+        assert processed_chunks(storage).qualified.tolist() == [0, 1]
+        _add(storage, "doc-b", 2, "Beta (film)", DocStatus.PROCESSED)
+        _add(storage, "doc-b", 2, "Beta two", DocStatus.PROCESSED)  # other texts, same places
+        table = processed_chunks(storage)
+        assert table.catalog is not None and table.catalog.since is not None  # patched
+        _same(table, storage)
+        assert not table.in_index_order() and len(table.qualified) == 4
+        storage.documents.delete_documents(["doc-b"])
+        storage.status.delete(["doc-b"])
+        table = processed_chunks(storage)
+        _same(table, storage)
+        assert table.in_index_order() and table.qualified.tolist() == [0, 1]

@@ -20,6 +20,7 @@ without a log (the in-memory one) is read whole every time.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,13 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.index.artifacts import load_arrays, recall, remember, save_arrays
-from quillian.index.chunk_table import CatalogChanges, ChunkTable, ReadChunks, rows_of
+from quillian.index.chunk_table import (
+    CatalogChanges,
+    ChunkTable,
+    ReadChunks,
+    qualified_title,
+    rows_of,
+)
 from quillian.index.storage import Storage
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.protocols import ChangeLog, ChunkHead, DocStatus
@@ -126,8 +133,34 @@ def _patched(
         column(kept.titles, 3),
         storage.documents.get_chunks,
         np.concatenate(rows),
+        qualified=_qualified(kept.qualified, spans, added),
+        # in order where the kept rows were and each document's new ones are (placed
+        # among them by document); else compared again, as the changed rows may have
+        # been the ones out of order
+        ordered=(
+            kept.in_index_order()
+            and all(a[1] < b[1] for heads in added for a, b in itertools.pairwise(heads))
+        )
+        or None,
     )
     return table, before, {h[2]: h[3] for heads in added for h in heads}
+
+
+def _qualified(
+    kept: npt.NDArray[np.int64], spans: list[tuple[int, int]], added: list[list[ChunkHead]]
+) -> npt.NDArray[np.int64]:
+    """The positions of qualified titles (:attr:`.ChunkTable.qualified`) in the table
+    :func:`_patched` makes: the kept ones of each span of kept rows, moved to where the
+    span now starts, and those of the rows added after it; the titles are not passed
+    over again."""
+    parts, at = [], 0
+    for (low, high), heads in zip(spans, added, strict=True):
+        first, last = np.searchsorted(kept, (low, high))
+        parts.append(kept[first:last] - low + at)
+        at += high - low
+        parts.append(np.array([at + i for i, h in enumerate(heads) if qualified_title(h[3])]))
+        at += len(heads)
+    return np.concatenate(parts).astype(np.int64)
 
 
 def _digest(
@@ -168,7 +201,16 @@ def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> str | Non
         return None
     rows = cast(npt.NDArray[np.int64], arrays["rows"])
     # remembered without the store that reads its texts: a recall gives its own
-    kept = ChunkTable(table.ids, table.doc_ids, table.indexes, table.titles, _unread, rows)
+    kept = ChunkTable(
+        table.ids,
+        table.doc_ids,
+        table.indexes,
+        table.titles,
+        _unread,
+        rows,
+        qualified=table.qualified,
+        ordered=table.in_index_order(),
+    )
     remember(path, _Kept(mark, digest, kept), [rows])
     log.forget(mark)
     return digest
@@ -195,7 +237,16 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
         return _Kept(
             known.mark,
             known.digest,
-            ChunkTable(table.ids, table.doc_ids, table.indexes, table.titles, read, rows),
+            ChunkTable(
+                table.ids,
+                table.doc_ids,
+                table.indexes,
+                table.titles,
+                read,
+                rows,
+                qualified=table.qualified,
+                ordered=table.in_index_order(),
+            ),
         )
     names = (*_TEXTS, "indexes", "rows", "meta")
     arrays = load_arrays(

@@ -24,7 +24,7 @@ from quillian.errors import StoreError
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
-__all__ = ["CatalogChanges", "ChunkTable", "ReadChunks", "rows_of"]
+__all__ = ["CatalogChanges", "ChunkTable", "ReadChunks", "qualified_title", "rows_of"]
 
 #: Chunks read from the store at once when a table is iterated.
 PAGE = 1000
@@ -62,6 +62,9 @@ class ChunkTable(Sequence[Chunk]):
         titles: list[str],
         read: ReadChunks,
         rows: npt.NDArray[np.int64] | None = None,
+        *,
+        qualified: npt.NDArray[np.int64] | None = None,
+        ordered: bool | None = None,
     ) -> None:
         if not len(ids) == len(doc_ids) == len(indexes) == len(titles):
             raise ValueError("a chunk table's columns differ in length")
@@ -70,6 +73,7 @@ class ChunkTable(Sequence[Chunk]):
         self.ids, self.doc_ids, self.indexes, self.titles = ids, doc_ids, indexes, titles
         self._read = read
         self._rows = rows
+        self._qualified, self._ordered = qualified, ordered
         #: set by the chunk catalog that read the table (None: not read through one)
         self.catalog: CatalogChanges | None = None
 
@@ -136,9 +140,29 @@ class ChunkTable(Sequence[Chunk]):
         return self._rows
 
     def in_index_order(self) -> bool:
-        """Whether the chunks are in index order, each place (document, position) once."""
-        places = zip(self.doc_ids, self.indexes, strict=True)
-        return all(a < b for a, b in itertools.pairwise(places))
+        """Whether the chunks are in index order, each place (document, position) once:
+        compared once per table, unless given (a table patched from one in order)."""
+        if self._ordered is None:
+            places = zip(self.doc_ids, self.indexes, strict=True)
+            self._ordered = all(a < b for a, b in itertools.pairwise(places))
+        return self._ordered
+
+    @property
+    def qualified(self) -> npt.NDArray[np.int64]:
+        """The positions of the chunks whose title ends in a qualifier
+        (:func:`qualified_title`), in order: found once per table, unless given (a table
+        patched from another keeps its positions, so an update does not pass over every
+        title; the graph stage's titled names read them)."""
+        if self._qualified is None:
+            found = [i for i, title in enumerate(self.titles) if qualified_title(title)]
+            self._qualified = np.array(found, dtype=np.int64)
+        return self._qualified
+
+
+def qualified_title(title: str) -> bool:
+    """Whether ``title`` ends in a parenthesised qualifier, as "Mercury (planet)": the
+    only titles with a base (:func:`~quillian.components.retrieval.seeding.title_base`)."""
+    return title.rstrip().endswith(")")
 
 
 def rows_of(chunk_ids: Collection[str]) -> npt.NDArray[np.int64]:
