@@ -116,6 +116,18 @@ def _delta_between(previous: ChunkTable, table: ChunkTable) -> None:
     same = (was.keys() | now.keys()) - before.keys() - after.keys()
     assert all(was.get(i) == now.get(i) for i in same)
     assert all(i in was and i in now for i in same)
+    # where the rows went: the kept ones as they were, the others the changed documents'
+    moves = table.catalog.moves
+    assert moves is not None and (moves.before, moves.after) == (len(previous), len(table))
+    for start, end, to in moves.spans:
+        assert previous.ids[start:end] == table.ids[to : to + end - start]
+    assert {table.ids[i] for i in moves.added()} == after.keys()
+    assert {previous.ids[i] for i in moves.gone()} == before.keys()
+    added = moves.added()
+    assert moves.carry(previous.rows, table.rows[added]).tolist() == table.rows.tolist()
+    moved = moves.moved(np.arange(-1, len(previous)))
+    assert moved[0] == -1 and set(np.flatnonzero(moved[1:] < 0).tolist()) == set(moves.gone())
+    assert all(previous.ids[i] == table.ids[j] for i, j in enumerate(moved[1:]) if j >= 0)
 
 
 def test_a_repair_reads_every_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

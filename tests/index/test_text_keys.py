@@ -17,6 +17,7 @@ from quillian.index import delete_documents, open_storage
 from quillian.index import text_keys as text_keys_module
 from quillian.index.artifacts import settle
 from quillian.index.build import processed_chunks
+from quillian.index.chunk_table import ChunkMoves
 from quillian.index.stages import chunk_text
 from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE, chunk_keys, text_keys
 from quillian.stores.postgres.files import SKIPPED
@@ -178,10 +179,92 @@ def chunk_keyed(
     """The names read to key the chunks ``names`` (id to name), the keys checked."""
     c = Chunks(names)
     gone = np.array([key64(i) for i in retitled], dtype=np.int64)
-    keys = chunk_keys(directory, model, c.rows, c.name_at, tag=tag, since=since, retitled=gone)
+    keyed = chunk_keys(directory, model, c.rows, c.name_at, tag=tag, since=since, retitled=gone)
     settle()
-    np.testing.assert_array_equal(keys, vector_keys(model, list(names.values())))
+    np.testing.assert_array_equal(keyed.keys, vector_keys(model, list(names.values())))
+    assert keyed.base is None  # no catalog's moves: looked up by id
     return c.read
+
+
+def test_chunk_keys_carried_through_the_catalog_moves(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keys kept for the table the catalog patched this one from are carried where its
+    rows went: only the rows added are keyed, and the keys of those gone are told."""
+    one = {"a1": "a1\nA\none", "b1": "b1\nB\ntwo", "c1": "c1\nC\nthree"}
+    first = Chunks(one)
+    chunk_keys(
+        tmp_path,
+        MODEL,
+        first.rows,
+        first.name_at,
+        tag="b1",
+        since=None,
+        retitled=first.rows[:0],
+        table="t1",
+    )
+    # b's document stored again (b1 gone, b2 and b3 came), a new document d
+    two = {
+        "a1": one["a1"],
+        "b2": "b2\nB\nnew",
+        "b3": "b3\nB\nmore",
+        "c1": one["c1"],
+        "d1": "d1\nD\nfour",
+    }
+    moves = ChunkMoves(((0, 1, 0), (2, 3, 3)), 3, 5)
+    second = Chunks(two)
+    keyed = chunk_keys(
+        tmp_path,
+        MODEL,
+        second.rows,
+        second.name_at,
+        tag="b2",
+        since="b1",
+        retitled=second.rows[:0],
+        table="t2",
+        follows="t1",
+        moves=moves,
+    )
+    settle()
+    np.testing.assert_array_equal(keyed.keys, vector_keys(MODEL, list(two.values())))
+    assert second.read == [two["b2"], two["b3"], two["d1"]]
+    assert keyed.base is not None and keyed.added is not None and keyed.gone is not None
+    assert keyed.base.tolist() == vector_keys(MODEL, list(one.values())).tolist()
+    assert keyed.added.tolist() == [1, 2, 4]
+    assert keyed.gone.tolist() == vector_keys(MODEL, [one["b1"]]).tolist()
+    # moves from another table than the keys': looked up by id (tagged b2 above)
+    third = Chunks(two)
+    keyed = chunk_keys(
+        tmp_path,
+        MODEL,
+        third.rows,
+        third.name_at,
+        tag="b3",
+        since="b2",
+        retitled=third.rows[:0],
+        table="t3",
+        follows="t9",
+        moves=ChunkMoves(((0, 5, 0),), 5, 5),
+    )
+    assert keyed.base is None and third.read == []
+    # moves that do not carry the kept ids to these rows: a warning, looked up by id
+    settle()
+    fourth = Chunks(dict(reversed(two.items())))
+    keyed = chunk_keys(
+        tmp_path,
+        MODEL,
+        fourth.rows,
+        fourth.name_at,
+        tag="b4",
+        since="b3",
+        retitled=fourth.rows[:0],
+        table="t4",
+        follows="t3",
+        moves=ChunkMoves(((0, 5, 0),), 5, 5),
+    )
+    assert keyed.base is None and fourth.read == []
+    assert "do not follow the chunk catalog's table" in caplog.text
+    np.testing.assert_array_equal(keyed.keys, vector_keys(MODEL, list(fourth.names)))
 
 
 def test_chunk_keys_serve_only_the_build_that_follows_theirs(tmp_path: Path) -> None:

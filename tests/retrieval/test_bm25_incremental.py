@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from quillian.components.retrieval import bm25_incremental
 from quillian.components.retrieval.bm25_incremental import (
     MANIFEST,
     SegmentedBM25,
@@ -19,6 +20,7 @@ from quillian.components.retrieval.bm25_incremental import (
 )
 from quillian.components.retrieval.bm25_index import BM25Index
 from quillian.components.retrieval.bm25_segments import tokenize
+from quillian.index.chunk_table import ChunkMoves
 
 
 def stdlib_paragraphs() -> list[str]:
@@ -335,3 +337,91 @@ def test_tokens_equal_bm25s_tokens():
     texts = [*TEXTS, "", "the of and", "Ünïcode naïve café ÉCOLE x y zz", "don't 42 a1 __init__"]
     want = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False)
     assert tokenize(texts) == want
+
+
+def _moves(old: list[str], new: list[str], changed: set[str]) -> ChunkMoves:
+    """Where ``old``'s rows went in ``new`` (ids ``doc/...``, by document), the
+    documents ``changed`` having all their rows replaced, as the chunk catalog says."""
+    at = {chunk: i for i, chunk in enumerate(new)}
+    spans: list[tuple[int, int, int]] = []
+    for i, chunk in enumerate(old):
+        if chunk.split("/")[0] in changed:
+            continue
+        start, end, to = spans[-1] if spans else (-2, -2, -2)
+        if end == i and to + end - start == at[chunk]:
+            spans[-1] = (start, i + 1, to)
+        else:
+            spans.append((i, i + 1, at[chunk]))
+    return ChunkMoves(tuple(spans), len(old), len(new))
+
+
+def test_a_position_map_carried_through_the_catalog_moves_equals_one_matched(tmp_path, monkeypatch):
+    """Documents added, deleted and stored again (some chunks kept under their ids),
+    each update carried through where the rows went: the same index as one whose chunks
+    were matched by id, and no id matched after the first."""
+    rng = random.Random(11)
+    docs: dict[str, list[str]] = {}
+    text_of: dict[str, str] = {}
+
+    def table() -> list[str]:
+        return [c for d in sorted(docs) for c in docs[d]]
+
+    def put(doc: str, version: int) -> None:
+        kept = docs.get(doc, [])[: rng.randint(0, 1)]  # a chunk that stays, under its id
+        docs[doc] = kept + [f"{doc}/{version}-{i}" for i in range(rng.randint(1, 3))]
+        for chunk in docs[doc]:
+            text_of.setdefault(chunk, TEXTS[len(text_of) % len(TEXTS)])
+
+    for d in range(30):
+        put(f"d{d:02d}", 0)
+    carried, matched = tmp_path / "carried", tmp_path / "matched"
+    old = table()
+    update_bm25(carried, old, lambda at: [text_of[old[i]] for i in at], table="t0")
+    update_bm25(matched, old, lambda at: [text_of[old[i]] for i in at])
+    matches = 0
+    real_match = bm25_incremental._match
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        nonlocal matches
+        matches += 1
+        return real_match(*args)
+
+    monkeypatch.setattr(bm25_incremental, "_match", counted)
+    for step in range(1, 40):
+        changed = {f"d{rng.randrange(40):02d}" for _ in range(rng.randint(0, 3))}
+        for doc in changed:
+            if doc in docs and rng.random() < 0.4:
+                del docs[doc]
+            else:
+                put(doc, step)
+        new = table()
+        texts = texts_of([text_of[c] for c in new])
+        moves = _moves(old, new, changed)
+        a = update_bm25(carried, new, texts, table=f"t{step}", since=f"t{step - 1}", moves=moves)
+        b = update_bm25(matched, new, texts)
+        assert (a.added, a.removed) == (b.added, b.removed), step
+        one, other = SegmentedBM25.load(carried), SegmentedBM25.load(matched)
+        assert one is not None and other is not None
+        assert np.array_equal(one.positions, other.positions), step
+        for query in queries()[:20]:
+            assert results(one, query) == results(other, query), query
+        old = new
+    assert matches == 39  # the matched index's updates only
+
+
+def test_a_position_map_not_of_the_table_the_moves_follow_is_matched_again(tmp_path, caplog):
+    index = tmp_path / "bm25"
+    update_bm25(index, IDS[:10], texts_of(TEXTS), table="t0")
+    unmoved = ChunkMoves(((0, 10, 0),), 10, 10)
+    # another table's moves: matched by id, as without any
+    report = update_bm25(index, IDS[:9], texts_of(TEXTS), table="t1", since="x", moves=unmoved)
+    assert report.removed == 1
+    # moves that do not cover each chunk once: a warning, then matched by id
+    wrong = ChunkMoves(((0, 9, 1),), 9, 9)
+    report = update_bm25(index, IDS[1:10], texts_of(TEXTS[1:]), table="t2", since="t1", moves=wrong)
+    assert "does not cover each chunk once" in caplog.text
+    assert (report.added, report.removed) == (1, 1)
+    once = build(tmp_path / "once", IDS[1:10], TEXTS[1:10])
+    again = SegmentedBM25.load(index)
+    for query in queries():
+        assert results(again, query) == results(once, query), query

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from quillian.index.artifacts import load_arrays, recall, remember, save_arrays
 from quillian.index.chunk_table import (
     CatalogChanges,
+    ChunkMoves,
     ChunkTable,
     ReadChunks,
     qualified_title,
@@ -78,10 +79,12 @@ def processed_chunks(storage: Storage, *, whole: bool = False) -> ChunkTable:
         return table
     mark, changed = since
     if not changed:
-        kept.table.catalog = CatalogChanges(kept.digest, kept.digest)
+        n = len(kept.table)
+        unmoved = ChunkMoves(((0, n, 0),) if n else (), n, n)
+        kept.table.catalog = CatalogChanges(kept.digest, kept.digest, moves=unmoved)
         return kept.table
-    table, before, after = _patched(kept.table, changed, storage)
-    table.catalog = CatalogChanges(_keep(path, mark, table, log), kept.digest, before, after)
+    table, before, after, moves = _patched(kept.table, changed, storage)
+    table.catalog = CatalogChanges(_keep(path, mark, table, log), kept.digest, before, after, moves)
     return table
 
 
@@ -92,10 +95,10 @@ def _read_whole(storage: Storage) -> ChunkTable:
 
 def _patched(
     kept: ChunkTable, changed: list[str], storage: Storage
-) -> tuple[ChunkTable, dict[str, str], dict[str, str]]:
+) -> tuple[ChunkTable, dict[str, str], dict[str, str], ChunkMoves]:
     """``kept`` with the rows of the documents ``changed`` (sorted) as the store has
-    them now (none unless the document is processed), and the titles by chunk id of
-    those documents' rows before and after."""
+    them now (none unless the document is processed), the titles by chunk id of those
+    documents' rows before and after, and where ``kept``'s rows went."""
     statuses = storage.status.get_status(changed)
     spans: list[tuple[int, int]] = []  # the kept rows before each changed document's
     added: list[list[ChunkHead]] = []  # and that document's rows now
@@ -143,7 +146,13 @@ def _patched(
         )
         or None,
     )
-    return table, before, {h[2]: h[3] for heads in added for h in heads}
+    moved, at = [], 0
+    for (low, high), heads in zip(spans, added, strict=True):
+        if high > low:
+            moved.append((low, high, at))
+        at += high - low + len(heads)
+    after = {h[2]: h[3] for heads in added for h in heads}
+    return table, before, after, ChunkMoves(tuple(moved), len(kept), len(table))
 
 
 def _qualified(

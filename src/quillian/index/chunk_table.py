@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +24,7 @@ from quillian.errors import StoreError
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
-__all__ = ["CatalogChanges", "ChunkTable", "ReadChunks", "qualified_title", "rows_of"]
+__all__ = ["CatalogChanges", "ChunkMoves", "ChunkTable", "ReadChunks", "qualified_title", "rows_of"]
 
 #: Chunks read from the store at once when a table is iterated.
 PAGE = 1000
@@ -34,18 +34,88 @@ ReadChunks = Callable[[Sequence[str]], Sequence[Chunk | None]]
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkMoves:
+    """Where the rows of one table went in the next, which the chunk catalog patched
+    from it: ``spans`` of rows kept, each ``(start, end, to)`` (rows ``start:end`` of
+    the old table are rows ``to:to + end - start`` of the new one, spans in order), of
+    tables of ``before`` and ``after`` rows. The new table's other rows were added (the
+    changed documents' rows now), the old table's other rows are gone (theirs before).
+
+    What a stage keeps by chunk position (its keys, a position map) is carried to the
+    new table through these, at the cost of copying it and of the rows added and gone,
+    not of looking every chunk up again."""
+
+    spans: tuple[tuple[int, int, int], ...]
+    before: int
+    after: int
+
+    def added(self) -> npt.NDArray[np.int64]:
+        """The new table's rows no span kept, in order."""
+        return _uncovered([(to, to + end - start) for start, end, to in self.spans], self.after)
+
+    def gone(self) -> npt.NDArray[np.int64]:
+        """The old table's rows no span kept, in order."""
+        return _uncovered([(start, end) for start, end, _ in self.spans], self.before)
+
+    def carry(
+        self, old: npt.NDArray[np.generic], added: npt.NDArray[np.generic]
+    ) -> npt.NDArray[np.generic]:
+        """The array by new row of ``old`` (one value by old row): each kept row's value
+        moved with it, ``added`` (one value by row of :meth:`added`, in order) at the
+        others."""
+        if len(old) != self.before:
+            raise ValueError(f"{len(old)} values for a table of {self.before} rows")
+        rows = self.added()
+        if len(added) != len(rows):
+            raise ValueError(f"{len(added)} values for {len(rows)} rows added")
+        out = np.empty(self.after, dtype=np.result_type(old, added))
+        for start, end, to in self.spans:
+            out[to : to + end - start] = old[start:end]
+        out[rows] = added
+        return out
+
+    def moved(self, rows: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.int64]:
+        """The new row of each of the old table's ``rows`` (-1: gone; a negative row
+        stays -1)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.full(len(rows), -1, dtype=np.int64)
+        if not self.spans:
+            return out
+        starts = np.array([s for s, _, _ in self.spans], dtype=np.int64)
+        ends = np.array([e for _, e, _ in self.spans], dtype=np.int64)
+        shift = np.array([to - s for s, _, to in self.spans], dtype=np.int64)
+        span = np.searchsorted(starts, rows, side="right") - 1
+        ok = (rows >= 0) & (span >= 0)
+        ok[ok] &= rows[ok] < ends[span[ok]]
+        out[ok] = rows[ok] + shift[span[ok]]
+        return out
+
+
+def _uncovered(spans: list[tuple[int, int]], n: int) -> npt.NDArray[np.int64]:
+    """The rows of ``0..n-1`` outside ``spans`` (in order, not overlapping)."""
+    parts, at = [], 0
+    for start, end in spans:
+        parts.append(np.arange(at, start, dtype=np.int64))
+        at = end
+    parts.append(np.arange(at, n, dtype=np.int64))
+    return np.concatenate(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class CatalogChanges:
     """How a table read through the chunk catalog (:mod:`.chunk_catalog`) stands to the
     one the catalog kept before: ``kept`` the digest the table is kept under now (None:
     not kept), and where it was patched from a kept table, ``since`` that table's digest
     and the titles by chunk id of the documents that changed, ``before`` in that table
-    and ``after`` in this one (None: read whole). A chunk of no changed document has the
-    same place and title in both."""
+    and ``after`` in this one (None: read whole), and where that table's rows went
+    (``moves``). A chunk of no changed document has the same title in both, and its
+    place moved only by the rows added and gone before it."""
 
     kept: str | None
     since: str | None = None
     before: Mapping[str, str] = field(default_factory=dict)
     after: Mapping[str, str] = field(default_factory=dict)
+    moves: ChunkMoves | None = None
 
 
 class ChunkTable(Sequence[Chunk]):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +39,7 @@ from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
-from quillian.index.chunk_table import ChunkTable, rows_of
+from quillian.index.chunk_table import CatalogChanges, ChunkTable, rows_of
 from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import GraphTextIds, save_state_tables
@@ -52,7 +52,7 @@ from quillian.index.tables import (
     save_tables,
     unique_first,
 )
-from quillian.index.text_keys import chunk_keys, text_keys
+from quillian.index.text_keys import ChunkKeys, chunk_keys, text_keys
 from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Progress
@@ -311,7 +311,8 @@ class EmbedStage:
 
         delta = state.delta
         follows = delta is not None and not delta.fresh
-        keys = chunk_keys(
+        catalog = chunks.catalog or CatalogChanges(None)
+        keyed = chunk_keys(
             directory,
             model_id,
             chunks.rows,
@@ -319,14 +320,18 @@ class EmbedStage:
             tag=delta.build if delta is not None else "",
             since=delta.since if follows and delta is not None else None,
             retitled=rows_of(delta.retitled if delta is not None else ()),
+            table=catalog.kept,
+            follows=catalog.since,
+            moves=catalog.moves,
         )
-        check_distinct(keys, lambda i: names(np.array([i]))[0], "chunks")
+        check_distinct(keyed.keys, lambda i: names(np.array([i]))[0], "chunks")
         _embed_into(
             state,
             "chunks",
-            keys,
+            keyed.keys,
             lambda at: [chunk_text(c) for c in chunks.at(at.tolist())],
             self.window,
+            keyed,
         )
         # the texts' keys kept by text id: only texts not met before are read and hashed
         keys = text_keys(directory, state.embedder.model_id, texts.ids, texts.read)
@@ -369,16 +374,31 @@ def _embed_into(
     keys: npt.NDArray[np.int64],
     texts_at: Callable[[npt.NDArray[np.int64]], list[str]],
     window: int,
+    change: ChunkKeys | None = None,
 ) -> None:
     """Bring the vector collection ``collection`` to ``keys`` (one per position, see
     :func:`vector_keys`): the keys it lacks embedded (``texts_at`` gives the texts of
-    positions) and added, the keys no position uses deleted. Saves the keys by position."""
-    index, stored = _open_collection(state, collection)
+    positions) and added, the keys no position uses deleted. Saves the keys by position.
+
+    ``change``: where ``keys`` were carried from keys kept by position (distinct), what
+    came and went: a collection that holds exactly the kept keys changes by those alone,
+    no key compared with every other."""
+    carried = change is not None and change.base is not None
+    kept = change.base if change is not None and carried else _last_keys(state, collection)
+    index, stored = _open_collection(state, collection, kept, distinct=carried)
     try:
-        wanted, first, _ = unique_first(keys)
-        new = first[~np.isin(wanted, stored, assume_unique=True)]
-        new.sort()
-        index.delete(np.setdiff1d(stored, wanted, assume_unique=True))
+        if stored is None and change is not None and carried:
+            came, went = change.added, change.gone
+            assert came is not None and went is not None  # set with base
+            new = came[~np.isin(keys[came], went)]
+            index.delete(np.setdiff1d(went, keys[came]))
+        else:
+            if stored is None:  # holds the kept keys
+                stored = np.unique(cast(npt.NDArray[np.int64], kept))
+            wanted, first, _ = unique_first(keys)
+            new = first[~np.isin(wanted, stored, assume_unique=True)]
+            new.sort()
+            index.delete(np.setdiff1d(stored, wanted, assume_unique=True))
         for start in range(0, len(new), window):
             batch = new[start : start + window]
             index.add(keys[batch], state.embedder.embed(texts_at(batch)))
@@ -389,25 +409,37 @@ def _embed_into(
     np.save(keys_path(state.storage.directory, collection), keys)
 
 
+def _last_keys(state: BuildState, collection: str) -> npt.NDArray[np.int64] | None:
+    """The keys by position the last build saved for ``collection`` (None: none)."""
+    return (state.kept_keys or {}).get(collection)
+
+
 def _open_collection(
-    state: BuildState, collection: str
-) -> tuple[VectorIndex, npt.NDArray[np.int64]]:
-    """The collection to update and the ids it holds; started anew when it holds
-    another dimension (an index rebuilt with another embedding model) or a file of it
-    is damaged (a build rewrites every damaged file)."""
+    state: BuildState,
+    collection: str,
+    kept: npt.NDArray[np.int64] | None,
+    *,
+    distinct: bool = False,
+) -> tuple[VectorIndex, npt.NDArray[np.int64] | None]:
+    """The collection to update and the ids it holds: None where those are the keys
+    ``kept`` (by position; ``distinct``: known to be, else made so to be summed up),
+    else listed. Started anew when it holds another dimension (an index rebuilt with
+    another embedding model) or a file of it is damaged (a build rewrites every damaged
+    file)."""
     dim = state.embedder.dim
     index: VectorIndex | None = None
     try:
         index = state.storage.vectors(collection, dim)
         if state.repair and isinstance(index, VerifiedOnUse):
             index.verify()  # an update reads no vectors it keeps: those go unchecked
-        kept = (state.kept_keys or {}).get(collection)
         if kept is not None and isinstance(index, SummarizedIds):
-            kept = np.unique(kept)
-            if index.ids_summary() == ids_summary(kept):  # holds what the last build left
-                return index, kept
+            if index.ids_summary() == ids_summary(kept if distinct else np.unique(kept)):
+                return index, None  # holds what the last build left
             logger.info("vector collection %r: not as the last build left it", collection)
-        return index, index.ids()  # ids() checks the ids files left unchecked at the open
+        listed = index.ids()  # checks the ids files left unchecked at the open
+        if kept is not None and distinct and ids_summary(listed) == ids_summary(kept):
+            return index, None  # summed up: no sort of either
+        return index, listed
     except (ConfigError, IndexDamagedError) as exc:
         logger.warning("vector collection %r: %s; writing it anew", collection, exc)
         if index is not None:
@@ -440,10 +472,14 @@ class BM25Stage:
 
     def run(self, state: BuildState) -> None:
         chunks = state.chunks
+        catalog = chunks.catalog or CatalogChanges(None)  # none: no table named
         update_bm25(
             state.storage.directory / "bm25",
             chunks.ids,
             lambda positions: [chunk_text(c) for c in chunks.at(positions)],
+            table=catalog.kept,
+            since=catalog.since,
+            moves=catalog.moves,
         )
         state.progress("bm25", 1, 1)
 

@@ -28,18 +28,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
 from quillian.index.artifacts import load_arrays, save_arrays, settle, write_aside
+from quillian.index.chunk_table import ChunkMoves
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.snapshot import distinct_order
 
-__all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "chunk_keys", "text_keys"]
+__all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "ChunkKeys", "chunk_keys", "text_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,9 @@ KEYS_FILE = "text_keys_by_id.npz"
 _VERSION = "text-keys-1"
 #: The chunks' keys, at the index root.
 CHUNK_KEYS_FILE = "chunk_keys_by_id.npz"
-_CHUNK_VERSION = "chunk-keys-1"
+_CHUNK_VERSION = "chunk-keys-2"
+#: Between the build and the chunk table a chunk keys file is tagged with.
+_SEP = "\t"
 
 Ids = npt.NDArray[np.int64]
 
@@ -67,6 +71,19 @@ def text_keys(directory: Path, model_id: str, ids: Ids, read: Callable[[Ids], li
     return keys
 
 
+@dataclass(frozen=True)
+class ChunkKeys:
+    """The chunks' vector keys by position (:func:`chunk_keys`); where they were carried
+    through the chunk catalog's moves, the keys they were carried from (``base``, by the
+    last table's position), the positions whose keys were made (``added``) and the keys
+    of the rows gone (``gone``), which is all that changed."""
+
+    keys: Ids
+    base: Ids | None = None
+    added: Ids | None = None
+    gone: Ids | None = None
+
+
 def chunk_keys(
     directory: Path,
     model_id: str,
@@ -76,27 +93,81 @@ def chunk_keys(
     tag: str,
     since: str | None,
     retitled: Ids,
-) -> Ids:
+    table: str | None = None,
+    follows: str | None = None,
+    moves: ChunkMoves | None = None,
+) -> ChunkKeys:
     """The vector key under ``model_id`` of each chunk of ``rows`` (their
     :func:`~quillian.types.key64`, distinct); ``names`` gives the keyed names (id and
-    text) of chunks at positions of ``rows``, asked only for those not kept. Kept keys
-    serve where the file's tag is ``since`` (the build the linking delta follows), but
-    not for the chunks ``retitled`` since (their rows). Keeps the keys of ``rows``,
-    tagged ``tag`` (none kept where it is empty)."""
+    text) of chunks at positions of ``rows``, asked only for those not kept.
+
+    Where the keys kept are those of the chunk table ``follows`` (the one the catalog
+    patched into this one, ``table``) and ``moves`` says where its rows went, they are
+    carried through it: only the rows added are keyed, and no chunk is looked up by id.
+    Else kept keys serve by chunk id where the file's tag is ``since`` (the build the
+    linking delta follows), but not for the chunks ``retitled`` since (their rows).
+    Keeps the keys of ``rows`` by position, tagged ``tag`` and ``table`` (none kept
+    where ``tag`` is empty)."""
     path = directory / CHUNK_KEYS_FILE
-    kept_ids, kept_keys = _load(path, model_id, _CHUNK_VERSION, since) if since else _NONE
-    if len(retitled) and len(kept_ids):
-        stale = np.isin(kept_ids, retitled)
-        kept_ids, kept_keys = kept_ids[~stale], kept_keys[~stale]
-    keys, missing = _kept(rows, kept_ids, kept_keys)
-    if len(missing):
-        keys[missing] = vector_keys(model_id, names(missing))
+    kept = _load_chunks(path, model_id) if since or follows else None
+    carried = None
+    if kept is not None and moves is not None and follows is not None and kept.table == follows:
+        carried = _carried(kept, moves, rows)
+    if carried is not None:
+        keys, added, gone = carried
+        if len(added):
+            keys[added] = vector_keys(model_id, names(added))
+        found = ChunkKeys(keys, kept.keys if kept is not None else None, added, gone)
+    else:
+        kept_ids, kept_keys = (kept.ids, kept.keys) if kept and kept.tag == since else _NONE
+        if len(retitled) and len(kept_ids):
+            stale = np.isin(kept_ids, retitled)
+            kept_ids, kept_keys = kept_ids[~stale], kept_keys[~stale]
+        order = distinct_order(kept_ids)
+        keys, missing = _kept(rows, kept_ids[order], kept_keys[order])
+        if len(missing):
+            keys[missing] = vector_keys(model_id, names(missing))
+        found = ChunkKeys(keys)
     if tag:
-        write_aside(path, lambda: _save(path, model_id, rows, keys, _CHUNK_VERSION, tag))
+        marks = f"{tag}{_SEP}{table or ''}"
+        write_aside(path, lambda: _save(path, model_id, rows, keys, _CHUNK_VERSION, marks))
     else:
         settle(path)
         path.unlink(missing_ok=True)
-    return keys
+    return found
+
+
+@dataclass(frozen=True)
+class _KeptChunks:
+    ids: Ids
+    keys: Ids
+    tag: str
+    table: str
+
+
+def _carried(kept: _KeptChunks, moves: ChunkMoves, rows: Ids) -> tuple[Ids, Ids, Ids] | None:
+    """The kept keys carried through ``moves``, the positions of the rows added (left
+    to key) and the keys of the rows gone, where the kept ids carried the same way are
+    ``rows`` where they were kept; else None (logged)."""
+    if len(kept.ids) != moves.before or len(rows) != moves.after:
+        return None
+    added = moves.added()
+    if not np.array_equal(moves.carry(kept.ids, rows[added]), rows):
+        logger.warning("chunk keys kept do not follow the chunk catalog's table: keyed by id")
+        return None
+    keys = moves.carry(kept.keys, np.zeros(len(added), np.int64)).astype(np.int64, copy=False)
+    return keys, added, kept.keys[moves.gone()]
+
+
+def _load_chunks(path: Path, model_id: str) -> _KeptChunks | None:
+    """The chunks' keys kept by position, with the build and table they are tagged
+    with; None where there are none under ``model_id`` that read as written."""
+    found = _load(path, model_id, _CHUNK_VERSION, None)
+    if found is None:
+        return None
+    ids, keys, marks = found
+    tag, _, table = marks.partition(_SEP)
+    return _KeptChunks(ids, keys, tag, table)
 
 
 def _kept(ids: Ids, kept_ids: Ids, kept_keys: Ids) -> tuple[Ids, Ids]:
@@ -137,35 +208,50 @@ def _what(version: str) -> str:
     return "text" if version == _VERSION else "chunk"
 
 
-def _load(path: Path, model_id: str, version: str = _VERSION, tag: str = "") -> tuple[Ids, Ids]:
-    """The kept ids (sorted) and their keys under ``model_id``; none where the file is
-    absent, of another model or tag, or does not read as written."""
+@overload
+def _load(path: Path, model_id: str) -> tuple[Ids, Ids]: ...
+@overload
+def _load(path: Path, model_id: str, version: str, tag: None) -> tuple[Ids, Ids, str] | None: ...
+def _load(
+    path: Path, model_id: str, version: str = _VERSION, tag: str | None = ""
+) -> tuple[Ids, Ids] | tuple[Ids, Ids, str] | None:
+    """The kept ids and their keys under ``model_id`` (the texts': ids sorted); none
+    where the file is absent, of another model or tag, or does not read as written.
+    ``tag`` None: any tag, given with them (None where there are none)."""
     what = _what(version)
 
-    def read(kept: Any) -> tuple[str, Ids, Ids] | None:
+    def read(kept: Any) -> tuple[str, Ids, Ids, str] | None:
         meta = [str(v) for v in kept["meta"]]
-        if meta[:2] != [version, model_id] or meta[3:] != ([tag] if tag else []):
+        if meta[:2] != [version, model_id]:
+            return None
+        marks = "".join(meta[3:4])
+        if tag is not None and meta[3:] != ([tag] if tag else []):
             return None
         ids = kept["ids"].astype(np.int64, copy=False)
-        return meta[2], ids, kept["keys"].astype(np.int64, copy=False)
+        return meta[2], ids, kept["keys"].astype(np.int64, copy=False), marks
 
     found = load_arrays(path, read, f"{what} keys", f"keying every {what}")
-    if found is None:
-        return _NONE
-    digest, ids, keys = found
-    if len(ids) != len(keys) or not digest_matches(
-        digest, lambda algorithm: _digest(model_id, ids, keys, version, tag, algorithm)
-    ):
-        logger.warning("%s keys kept in %s fail their checksum: keying every %s", what, path, what)
-        return _NONE
-    return ids, keys
+    if found is not None:
+        digest, ids, keys, marks = found
+        if len(ids) != len(keys) or not digest_matches(
+            digest, lambda algorithm: _digest(model_id, ids, keys, version, marks, algorithm)
+        ):
+            logger.warning(
+                "%s keys kept in %s fail their checksum: keying every %s", what, path, what
+            )
+            found = None
+    if tag is None:
+        return None if found is None else (found[1], found[2], found[3])
+    return _NONE if found is None else (found[1], found[2])
 
 
 def _save(
     path: Path, model_id: str, ids: Ids, keys: Ids, version: str = _VERSION, tag: str = ""
 ) -> None:
-    order = distinct_order(ids)
-    ids, keys = ids[order], keys[order]
+    """Keep ``keys`` of ``ids``: the texts' sorted by id, the chunks' by position."""
+    if version == _VERSION:
+        order = distinct_order(ids)
+        ids, keys = ids[order], keys[order]
     meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
     try:
         save_arrays(path, {"meta": np.array(meta), "ids": ids, "keys": keys})

@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +45,7 @@ from quillian.errors import IndexDamagedError, InputError
 from quillian.stores.integrity import file_record, verify_files, walk_files
 from quillian.stores.snapshot import ids_as_bytes, stable_numbers
 
-__all__ = ["FORMAT", "MANIFEST", "BM25Update", "SegmentedBM25", "update_bm25"]
+__all__ = ["FORMAT", "MANIFEST", "BM25Update", "Moves", "SegmentedBM25", "update_bm25"]
 
 logger = logging.getLogger(__name__)
 
@@ -182,25 +182,49 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
+class Moves(Protocol):
+    """Where the rows of the chunk table an index was last brought to went in the
+    build's (:class:`~quillian.index.chunk_table.ChunkMoves`)."""
+
+    def added(self) -> npt.NDArray[np.int64]: ...
+    def moved(self, rows: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.int64]: ...
+
+
 def update_bm25(
-    directory: Path, chunk_ids: Sequence[str], texts: Callable[[Sequence[int]], list[str]]
+    directory: Path,
+    chunk_ids: Sequence[str],
+    texts: Callable[[Sequence[int]], list[str]],
+    *,
+    table: str | None = None,
+    since: str | None = None,
+    moves: Moves | None = None,
 ) -> BM25Update:
     """Bring the index in ``directory`` to the chunks ``chunk_ids`` (in index order):
     ``texts(positions)`` gives the texts of the chunks it has to tokenize. Without a
     segmented index there (none, or one written by bm25s), every chunk is indexed into
-    a fresh one."""
-    if len(set(chunk_ids)) != len(chunk_ids):
-        raise InputError("BM25: the build's chunk ids are not unique")
-    want = ids_as_bytes(chunk_ids)
+    a fresh one.
+
+    ``table`` names the chunk table of ``chunk_ids`` (kept in the manifest; None: not
+    named); where the index was last brought to the table ``since`` and ``moves`` says
+    where that table's rows went, its position map is carried through them: only the
+    chunks added and gone are looked at, not every chunk's id matched again."""
     manifest = _reusable(directory)
     if manifest is None:
-        return _build_fresh(directory, want, texts)
+        return _build_fresh(directory, _unique(chunk_ids), texts, table)
     counter = _next_name(directory, manifest)
     _collect(directory, manifest)
     index = SegmentedBM25(directory, manifest)
-    positions, added = _match(index, want)
+    carried = None
+    if moves is not None and since is not None and manifest.get("table") == since:
+        carried = _carried(index, moves, chunk_ids)
+    positions, added = carried or _match(index, _unique(chunk_ids))
     removed = int(((np.asarray(index.positions) >= 0) & (positions < 0)).sum())
-    if not len(added) and not removed and np.array_equal(positions, index.positions):
+    if (
+        not len(added)
+        and not removed
+        and np.array_equal(positions, index.positions)
+        and manifest.get("table") == table
+    ):
         return BM25Update(0, 0, 0, False)
     segments = list(manifest["segments"])
     opened = list(index.segments)
@@ -217,8 +241,44 @@ def update_bm25(
         directory, segments, opened, positions, counter
     )
     lengths = np.concatenate([np.asarray(s.lengths) for s in opened] or [np.zeros(0, np.int32)])
-    _commit(directory, segments, positions, lengths, counter, manifest["files"])
+    _commit(directory, segments, positions, lengths, counter, manifest["files"], table)
     return BM25Update(len(added), removed, merged, compacted)
+
+
+def _unique(chunk_ids: Sequence[str]) -> npt.NDArray[np.bytes_]:
+    """The build's chunk ids as bytes, checked to be distinct."""
+    if len(set(chunk_ids)) != len(chunk_ids):
+        raise InputError("BM25: the build's chunk ids are not unique")
+    return ids_as_bytes(chunk_ids)
+
+
+def _carried(
+    index: SegmentedBM25, moves: Moves, chunk_ids: Sequence[str]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]] | None:
+    """:func:`_match`'s answer from the position map carried through ``moves``: each
+    live row's chunk where it went, a row whose chunk went kept where a chunk of the
+    same id came (a changed document's chunk that stayed), and the chunks that came
+    otherwise. None (logged) where the result does not cover each chunk once."""
+    old = np.asarray(index.positions)
+    positions = moves.moved(old).astype(np.int32)
+    came = moves.added()
+    went = np.flatnonzero((old >= 0) & (positions < 0))
+    if len(went) and len(came):
+        row_of = dict(zip(index.chunk_ids(went).tolist(), went.tolist(), strict=True))
+        unmatched = []
+        for at in came.tolist():
+            row = row_of.get(chunk_ids[at].encode("utf-8"))
+            if row is None:
+                unmatched.append(at)
+            else:
+                positions[row] = at
+        came = np.array(unmatched, dtype=np.int64)
+    covered = np.bincount(positions[positions >= 0], minlength=len(chunk_ids))
+    covered[came] += 1
+    if len(covered) != len(chunk_ids) or not (covered == 1).all():
+        logger.warning("BM25: the carried position map does not cover each chunk once")
+        return None
+    return positions, came
 
 
 def _match(
@@ -296,10 +356,11 @@ def _commit(
     lengths: npt.NDArray[np.int32],
     counter: int,
     known: dict[str, Any],
+    table: str | None = None,
 ) -> None:
     """Write the position map and swap in the manifest naming it (with each file's
-    record: ``known`` ones kept, new ones made); then unlink the files no manifest names
-    any more."""
+    record: ``known`` ones kept, new ones made, and the chunk table it maps to where
+    named); then unlink the files no manifest names any more."""
     name = f"positions-{counter:06d}.npy"
     np.save(directory / name, positions.astype(np.int32))
     alive = positions >= 0
@@ -314,6 +375,7 @@ def _commit(
         "live": int(alive.sum()),
         "total_length": int(lengths[alive].sum()) if len(lengths) else 0,
         "next": counter + 1,
+        "table": table,
     }
     names = [f"{s['name']}/{f}" for s in segments for f in walk_files(directory / s["name"])]
     manifest["files"] = {
@@ -364,7 +426,10 @@ def _collect(directory: Path, manifest: dict[str, Any]) -> None:
 
 
 def _build_fresh(
-    directory: Path, want: npt.NDArray[np.bytes_], texts: Callable[[Sequence[int]], list[str]]
+    directory: Path,
+    want: npt.NDArray[np.bytes_],
+    texts: Callable[[Sequence[int]], list[str]],
+    table: str | None = None,
 ) -> BM25Update:
     """Index every chunk into a fresh directory and swap it in for ``directory``."""
     tmp = directory.with_name(directory.name + ".tmp")
@@ -377,7 +442,7 @@ def _build_fresh(
         segment_from_tokens(tmp / "seg-000001", ids, tokenize(texts(list(range(len(ids))))))
         segments.append({"name": "seg-000001"})
         lengths = np.asarray(Segment.open(tmp / "seg-000001").lengths)
-    _commit(tmp, segments, np.arange(len(ids), dtype=np.int32), lengths, 2, {})
+    _commit(tmp, segments, np.arange(len(ids), dtype=np.int32), lengths, 2, {}, table)
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
     return BM25Update(len(ids), 0, 0, True)
