@@ -30,13 +30,20 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
 from quillian.components.retrieval.keyed import vector_keys
-from quillian.index.artifacts import load_arrays, save_arrays, settle, write_aside
+from quillian.index.artifacts import (
+    load_arrays,
+    recall,
+    remember,
+    save_arrays,
+    settle,
+    write_aside,
+)
 from quillian.index.chunk_table import ChunkMoves
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.snapshot import distinct_order
@@ -51,6 +58,7 @@ _VERSION = "text-keys-1"
 #: The chunks' keys, at the index root.
 CHUNK_KEYS_FILE = "chunk_keys_by_id.npz"
 _CHUNK_VERSION = "chunk-keys-2"
+_CHUNK_VERSION_1 = "chunk-keys-1"
 #: Between the build and the chunk table a chunk keys file is tagged with.
 _SEP = "\t"
 
@@ -162,7 +170,9 @@ def _carried(kept: _KeptChunks, moves: ChunkMoves, rows: Ids) -> tuple[Ids, Ids,
 def _load_chunks(path: Path, model_id: str) -> _KeptChunks | None:
     """The chunks' keys kept by position, with the build and table they are tagged
     with; None where there are none under ``model_id`` that read as written."""
-    found = _load(path, model_id, _CHUNK_VERSION, None)
+    found = _load(path, model_id, _CHUNK_VERSION, None) or _load(
+        path, model_id, _CHUNK_VERSION_1, None
+    )  # a file of the first version (keys by id, tagged with a build): served by id
     if found is None:
         return None
     ids, keys, marks = found
@@ -220,26 +230,40 @@ def _load(
     ``tag`` None: any tag, given with them (None where there are none)."""
     what = _what(version)
 
-    def read(kept: Any) -> tuple[str, Ids, Ids, str] | None:
-        meta = [str(v) for v in kept["meta"]]
+    def read(meta: list[str], ids: Ids, keys: Ids) -> tuple[str, Ids, Ids, str] | None:
         if meta[:2] != [version, model_id]:
             return None
         marks = "".join(meta[3:4])
         if tag is not None and meta[3:] != ([tag] if tag else []):
             return None
-        ids = kept["ids"].astype(np.int64, copy=False)
-        return meta[2], ids, kept["keys"].astype(np.int64, copy=False), marks
+        return meta[2], ids, keys, marks
 
-    found = load_arrays(path, read, f"{what} keys", f"keying every {what}")
-    if found is not None:
-        digest, ids, keys, marks = found
-        if len(ids) != len(keys) or not digest_matches(
-            digest, lambda algorithm: _digest(model_id, ids, keys, version, marks, algorithm)
-        ):
-            logger.warning(
-                "%s keys kept in %s fail their checksum: keying every %s", what, path, what
-            )
-            found = None
+    known = recall(path)
+    if isinstance(known, _Kept):  # written or read by this process, the file as it left it
+        found = read(known.meta, known.ids, known.keys)
+    else:
+        found = load_arrays(
+            path,
+            lambda kept: read(
+                [str(v) for v in kept["meta"]],
+                kept["ids"].astype(np.int64, copy=False),
+                kept["keys"].astype(np.int64, copy=False),
+            ),
+            f"{what} keys",
+            f"keying every {what}",
+        )
+        if found is not None:
+            digest, ids, keys, marks = found
+            if len(ids) != len(keys) or not digest_matches(
+                digest, lambda algorithm: _digest(model_id, ids, keys, version, marks, algorithm)
+            ):
+                logger.warning(
+                    "%s keys kept in %s fail their checksum: keying every %s", what, path, what
+                )
+                found = None
+            else:
+                meta = [version, model_id, digest] + ([marks] if marks else [])
+                remember(path, _Kept(meta, ids, keys), [ids, keys])
     if tag is None:
         return None if found is None else (found[1], found[2], found[3])
     return _NONE if found is None else (found[1], found[2])
@@ -260,3 +284,14 @@ def _save(
         logger.warning(
             "%s keys not kept in %s (%s): the next build keys every %s", what, path, exc, what
         )
+        return
+    remember(path, _Kept(meta, ids, keys), [ids, keys])
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A keys file as this process wrote or read it (:func:`remember`)."""
+
+    meta: list[str]
+    ids: Ids
+    keys: Ids
