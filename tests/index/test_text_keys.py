@@ -341,3 +341,21 @@ def test_keys_kept_with_a_blake2b_checksum_are_still_used(
     with caplog.at_level(logging.WARNING, logger="quillian.index.text_keys"):
         assert keyed(tmp_path, ["a", "b", "c"])[1] == []
     assert not caplog.text
+
+
+def test_chunk_keys_of_the_first_version_are_served_by_id(tmp_path: Path) -> None:
+    """A file written before keys were kept by position (ids sorted, tagged with a build
+    alone) serves the build that follows it, and is written anew by position."""
+    names = {"c1": "c1\none", "c2": "c2\ntwo"}
+    c = Chunks(names)
+    keys = vector_keys(MODEL, list(names.values()))
+    order = np.argsort(c.rows)
+    text_keys_module._save(
+        tmp_path / CHUNK_KEYS_FILE, MODEL, c.rows[order], keys[order], "chunk-keys-1", "b1"
+    )
+    with np.load(tmp_path / CHUNK_KEYS_FILE) as kept:
+        assert str(kept["meta"][0]) == "chunk-keys-1"
+    assert chunk_keyed(tmp_path, names, tag="b2", since="b1") == []
+    with np.load(tmp_path / CHUNK_KEYS_FILE) as kept:
+        assert str(kept["meta"][0]) == "chunk-keys-2"
+        assert kept["ids"].tolist() == c.rows.tolist()  # by position
