@@ -26,6 +26,13 @@ on a copy of the base that the tree's measured copies are then made from, so tha
 an update keeps for the next one (the resolution state, the graph's columns, the
 texts' keys) is that tree's own, as in steady use.
 
+``--served PAIRS`` measures what a long-running process (``quillian serve``) pays
+instead, on either backend: per repeat (the trees interleaved, each first in turn), each
+tree's ``research/update_stages.py COPY add EXTRA --pairs PAIRS`` on a fresh copy of the
+base, the first pair (which loads the models and brings what an update keeps to the
+tree's own) left out of its medians; the result gives the median over rounds of each
+round's add and delete medians.
+
 ``--in-place`` (with ``--warm``) measures the steady state instead: each repeat adds
 the size's last passage and deletes it again, library call then CLI, on the warmed copy
 itself, so that what an update left is what the next one finds (a fresh copy is, to the
@@ -236,6 +243,43 @@ def _interleaved(
     return pairs
 
 
+STAGES = str(Path(__file__).with_name("update_stages.py"))
+
+
+def _served(
+    runners: dict[str, Runner],
+    backend: Backend,
+    labels: list[str],
+    size: str,
+    extra: Path,
+    repeats: int,
+    pairs: int,
+) -> dict[str, dict[str, Any]]:
+    """What a long-running process pays: ``repeats`` rounds, the trees interleaved and
+    each first in turn, each tree's ``research/update_stages.py COPY add EXTRA --pairs
+    PAIRS`` on a fresh copy of the base (``pairs`` add-then-delete pairs in one process,
+    the first left out of its medians); per tree, each round's medians and the median
+    of them."""
+    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for round_ in range(repeats):
+        turn = round_ % len(labels) if labels else 0
+        for label in labels[turn:] + labels[:turn]:
+            copy = backend.copy(label, size)
+            command = [sys.executable, STAGES, copy, "add", str(extra), "--pairs", str(pairs)]
+            run = runners[label]
+            ran = watch(command, env=run.env, timeout=run.timeout, max_rss_gb=run.max_rss_gb)
+            backend.drop(copy)
+            measured = json.loads(ran.stdout) if ran.returncode == 0 else {}
+            rounds[label].append({**ran.summary(), **measured})
+    out: dict[str, dict[str, Any]] = {}
+    for label, runs in rounds.items():
+        done = [r["after_the_first"] for r in runs if "after_the_first" in r]
+        out[label] = {op: _median([d[f"{op}_s"] for d in done]) for op in OPERATIONS} | {
+            "runs": runs
+        }
+    return out
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -267,6 +311,8 @@ def markdown(result: dict[str, Any]) -> str:
         "| peak GB add / delete |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    if any("served" in e for e in result["results"]):
+        return _served_markdown(result)
     for e in result["results"]:
         add, delete = e.get("add"), e.get("delete")
         peaks = " / ".join(f"{p['peak_rss_gb_max']:.2f}" if p else "-" for p in (add, delete))
@@ -277,6 +323,30 @@ def markdown(result: dict[str, Any]) -> str:
         ]
         tree = result["trees"].get(e["tree"]) or "current"
         lines.append(f"| {tree} | {e['backend']} | {e['size']} | {' | '.join(cells)} | {peaks} |")
+    return "\n".join(lines)
+
+
+def _served_markdown(result: dict[str, Any]) -> str:
+    """A ``--served`` result as a Markdown table: per tree, backend and size, the median
+    over rounds of each round's add and delete medians, with the rounds' range."""
+    lines = [
+        "| tree | backend | size | add (rounds) | delete (rounds) | peak GB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in result["results"]:
+        served = e.get("served") or {}
+        runs = [r["after_the_first"] for r in served.get("runs", []) if "after_the_first" in r]
+        cells = []
+        for op in OPERATIONS:
+            values = [r[f"{op}_s"] for r in runs]
+            cells.append(
+                f"{served[op]:.2f} s ({min(values):.2f}-{max(values):.2f})" if values else "failed"
+            )
+        peak = max((r.get("peak_gb", 0.0) for r in served.get("runs", [])), default=0.0)
+        tree = result["trees"].get(e["tree"]) or "current"
+        lines.append(
+            f"| {tree} | {e['backend']} | {e['size']} | {' | '.join(cells)} | {peak:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -316,6 +386,13 @@ def main(argv: list[str] | None = None) -> None:
         help="with --warm: each repeat adds the size's last passage and deletes it again on "
         "the warmed copy itself (the steady state), instead of each on a fresh copy",
     )
+    parser.add_argument(
+        "--served",
+        type=int,
+        metavar="PAIRS",
+        help="measure what a long-running process pays instead: per repeat, each tree's "
+        "research/update_stages.py --pairs PAIRS on a fresh copy of the base",
+    )
     parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
     if args.in_place and not args.warm:
@@ -354,7 +431,12 @@ def main(argv: list[str] | None = None) -> None:
                         entry["warm"] = _warm(run, backend, label, size, files[1])
                     entries[label] = entry
                 built = [label for label, e in entries.items() if e["base"]["returncode"] == 0]
-                if args.in_place:
+                if args.served:
+                    for label, served in _served(
+                        runners, backend, built, size, files[1], args.repeats, args.served
+                    ).items():
+                        entries[label]["served"] = served
+                elif args.in_place:
                     for label, pairs in _interleaved(
                         runners, backend, built, size, files[1], args.repeats
                     ).items():

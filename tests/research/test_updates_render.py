@@ -45,3 +45,31 @@ def test_each_result_is_a_row_and_a_failure_says_so():
     assert (
         lines[4] == "| /trees/new | postgres | 100k | failed | failed | failed | failed | - / - |"
     )
+
+
+def test_a_served_result_gives_each_round_s_medians_and_their_range():
+    def served(adds, deletes):
+        runs = [
+            {"after_the_first": {"add_s": a, "delete_s": d}, "peak_gb": 0.4}
+            for a, d in zip(adds, deletes, strict=True)
+        ]
+        return {"add": sorted(adds)[1], "delete": sorted(deletes)[1], "runs": runs}
+
+    result = {
+        "trees": {"ta": "/trees/today"},
+        "results": [
+            {
+                "tree": "ta",
+                "backend": "postgres",
+                "size": "20k",
+                "served": served([0.3, 0.2, 0.25], [0.1, 0.12, 0.11]),
+            },
+            {"tree": "ta", "backend": "postgres", "size": "100k", "served": {"runs": [{}]}},
+        ],
+    }
+    lines = markdown(result).split("\n")
+    assert lines[0] == "| tree | backend | size | add (rounds) | delete (rounds) | peak GB |"
+    assert lines[2] == (
+        "| /trees/today | postgres | 20k | 0.25 s (0.20-0.30) | 0.11 s (0.10-0.12) | 0.40 |"
+    )
+    assert lines[3] == "| /trees/today | postgres | 100k | failed | failed | 0.00 |"
