@@ -14,12 +14,15 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              the tables' integer columns for the next patch (local too)
     DIR/text_keys_by_id.npz  the vector keys of the graph's texts by text id, so a build
                              hashes only texts it has not met (a cache, local too)
-    DIR/chunk_keys_by_id.npz  the chunks' vector keys by chunk id, tagged with the build
-                             they follow, so an update reads only the texts of chunks
-                             added or retitled (a cache, local too)
+    DIR/chunk_keys_by_id.npz  the chunks' vector keys by position, tagged with the build
+                             and the chunk table they follow: carried to the next table
+                             through where its rows went (the catalog's moves), else
+                             served by chunk id, so an update reads only the texts of
+                             chunks added or retitled (a cache, local too)
     DIR/chunk_catalog.npz    every processed chunk's id, document, position and title,
                              patched from the store's change log, so an update reads
-                             only the changed documents' chunks (a cache, local too)
+                             only the changed documents' chunks, and says where the last
+                             table's rows went (a cache, local too)
     DIR/checked.json         the stat stamps of the two databases as the last build left
                              them (one unchanged since is not checked whole again) and
                              the graph tables' stamp and digest
@@ -34,8 +37,10 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              gives each chunk position's key)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)
     DIR/bm25/                the BM25 index: segments of term frequencies by chunk id, a
-                             row -> chunk position map per build, manifest.json naming them
-                             (an older index's bm25s files open too)
+                             row -> chunk position map per build (carried through the
+                             catalog's moves where it maps the table they start from),
+                             manifest.json naming them (an older index's bm25s files
+                             open too)
 
 The manifest says ``building`` until the last artifact is written; an index in that
 state refuses to open for retrieval. Every write of the manifest raises its
