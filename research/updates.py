@@ -55,6 +55,7 @@ import json
 import shutil
 import statistics
 import sys
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -233,14 +234,20 @@ def _interleaved(
     machine or the server over the run falls on every tree alike. Each pair records
     its place in its round (``place``: 0 first)."""
     pairs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for place, label in _turns(labels, repeats):
+        pair = _in_place(runners[label], backend.warmed[(label, size)], extra)
+        for op in OPERATIONS:
+            pair[op]["place"] = place
+        pairs[label].append(pair)
+    return pairs
+
+
+def _turns(labels: list[str], repeats: int) -> Iterator[tuple[int, str]]:
+    """``repeats`` rounds of the trees ``labels``, each first in turn (with two: AB, BA,
+    AB...): each tree's place in its round, and the tree."""
     for round_ in range(repeats):
         turn = round_ % len(labels) if labels else 0
-        for place, label in enumerate(labels[turn:] + labels[:turn]):
-            pair = _in_place(runners[label], backend.warmed[(label, size)], extra)
-            for op in OPERATIONS:
-                pair[op]["place"] = place
-            pairs[label].append(pair)
-    return pairs
+        yield from enumerate(labels[turn:] + labels[:turn])
 
 
 STAGES = str(Path(__file__).with_name("update_stages.py"))
@@ -261,16 +268,14 @@ def _served(
     the first left out of its medians); per tree, each round's medians and the median
     of them."""
     rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
-    for round_ in range(repeats):
-        turn = round_ % len(labels) if labels else 0
-        for label in labels[turn:] + labels[:turn]:
-            copy = backend.copy(label, size)
-            command = [sys.executable, STAGES, copy, "add", str(extra), "--pairs", str(pairs)]
-            run = runners[label]
-            ran = watch(command, env=run.env, timeout=run.timeout, max_rss_gb=run.max_rss_gb)
-            backend.drop(copy)
-            measured = json.loads(ran.stdout) if ran.returncode == 0 else {}
-            rounds[label].append({**ran.summary(), **measured})
+    for _, label in _turns(labels, repeats):
+        copy = backend.copy(label, size)
+        command = [sys.executable, STAGES, copy, "add", str(extra), "--pairs", str(pairs)]
+        run = runners[label]
+        ran = watch(command, env=run.env, timeout=run.timeout, max_rss_gb=run.max_rss_gb)
+        backend.drop(copy)
+        measured = json.loads(ran.stdout) if ran.returncode == 0 else {}
+        rounds[label].append({**ran.summary(), **measured})
     out: dict[str, dict[str, Any]] = {}
     for label, runs in rounds.items():
         done = [r["after_the_first"] for r in runs if "after_the_first" in r]

@@ -174,12 +174,14 @@ def test_a_catalog_that_cannot_be_trusted_is_read_whole(
         with caplog.at_level(logging.WARNING):
             _same(processed_chunks(storage), storage)
         assert "fails its checksum" in caplog.text
+        artifacts.settle(catalog)
         catalog.write_bytes(b"not a catalog")
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             _same(processed_chunks(storage), storage)
         assert "does not read" in caplog.text
         _same(processed_chunks(storage), storage)  # written anew: read without a word
+    artifacts.settle(catalog)
     kept = catalog.read_bytes()
     (location / STORE_DB).unlink()  # a new store at the same place is another log
     with open_storage(location, create=True) as storage:

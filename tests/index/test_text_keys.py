@@ -6,6 +6,7 @@ the one the update follows) never gives a wrong key."""
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +20,7 @@ from quillian.index.artifacts import settle
 from quillian.index.build import processed_chunks
 from quillian.index.chunk_table import ChunkMoves
 from quillian.index.stages import chunk_text
-from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE, chunk_keys, text_keys
+from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE, ChunkKeys, chunk_keys, text_keys
 from quillian.stores.postgres.files import SKIPPED
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
@@ -186,23 +187,31 @@ def chunk_keyed(
     return c.read
 
 
+def _carry(
+    directory: Path, chunks: Chunks, tag: str, since: str | None, table: str, **moved: Any
+) -> ChunkKeys:
+    """:func:`chunk_keys` of ``chunks`` for the build ``tag`` and the chunk table
+    ``table`` (``moved``: ``follows`` and ``moves``, where the catalog gave them)."""
+    return chunk_keys(
+        directory,
+        MODEL,
+        chunks.rows,
+        chunks.name_at,
+        tag=tag,
+        since=since,
+        retitled=chunks.rows[:0],
+        table=table,
+        **moved,
+    )
+
+
 def test_chunk_keys_carried_through_the_catalog_moves(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Keys kept for the table the catalog patched this one from are carried where its
     rows went: only the rows added are keyed, and the keys of those gone are told."""
     one = {"a1": "a1\nA\none", "b1": "b1\nB\ntwo", "c1": "c1\nC\nthree"}
-    first = Chunks(one)
-    chunk_keys(
-        tmp_path,
-        MODEL,
-        first.rows,
-        first.name_at,
-        tag="b1",
-        since=None,
-        retitled=first.rows[:0],
-        table="t1",
-    )
+    _carry(tmp_path, Chunks(one), "b1", None, "t1")
     # b's document stored again (b1 gone, b2 and b3 came), a new document d
     two = {
         "a1": one["a1"],
@@ -211,19 +220,15 @@ def test_chunk_keys_carried_through_the_catalog_moves(
         "c1": one["c1"],
         "d1": "d1\nD\nfour",
     }
-    moves = ChunkMoves(((0, 1, 0), (2, 3, 3)), 3, 5)
     second = Chunks(two)
-    keyed = chunk_keys(
+    keyed = _carry(
         tmp_path,
-        MODEL,
-        second.rows,
-        second.name_at,
-        tag="b2",
-        since="b1",
-        retitled=second.rows[:0],
-        table="t2",
+        second,
+        "b2",
+        "b1",
+        "t2",
         follows="t1",
-        moves=moves,
+        moves=ChunkMoves(((0, 1, 0), (2, 3, 3)), 3, 5),
     )
     settle()
     np.testing.assert_array_equal(keyed.keys, vector_keys(MODEL, list(two.values())))
@@ -232,36 +237,15 @@ def test_chunk_keys_carried_through_the_catalog_moves(
     assert keyed.base.tolist() == vector_keys(MODEL, list(one.values())).tolist()
     assert keyed.added.tolist() == [1, 2, 4]
     assert keyed.gone.tolist() == vector_keys(MODEL, [one["b1"]]).tolist()
+    unmoved = ChunkMoves(((0, 5, 0),), 5, 5)
     # moves from another table than the keys': looked up by id (tagged b2 above)
     third = Chunks(two)
-    keyed = chunk_keys(
-        tmp_path,
-        MODEL,
-        third.rows,
-        third.name_at,
-        tag="b3",
-        since="b2",
-        retitled=third.rows[:0],
-        table="t3",
-        follows="t9",
-        moves=ChunkMoves(((0, 5, 0),), 5, 5),
-    )
+    keyed = _carry(tmp_path, third, "b3", "b2", "t3", follows="t9", moves=unmoved)
     assert keyed.base is None and third.read == []
     # moves that do not carry the kept ids to these rows: a warning, looked up by id
     settle()
     fourth = Chunks(dict(reversed(two.items())))
-    keyed = chunk_keys(
-        tmp_path,
-        MODEL,
-        fourth.rows,
-        fourth.name_at,
-        tag="b4",
-        since="b3",
-        retitled=fourth.rows[:0],
-        table="t4",
-        follows="t3",
-        moves=ChunkMoves(((0, 5, 0),), 5, 5),
-    )
+    keyed = _carry(tmp_path, fourth, "b4", "b3", "t4", follows="t3", moves=unmoved)
     assert keyed.base is None and fourth.read == []
     assert "do not follow the chunk catalog's table" in caplog.text
     np.testing.assert_array_equal(keyed.keys, vector_keys(MODEL, list(fourth.names)))

@@ -217,7 +217,7 @@ def _keep(path: Path, mark: str, table: ChunkTable, log: ChangeLog) -> str | Non
         rows,
         qualified=table.qualified,
         ordered=table.in_index_order(),
-    )
+    )  # the rows as the file holds them (the table's may be a view)
 
     def save() -> None:
         try:
@@ -248,22 +248,7 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
     or it does not read as written."""
     known = recall(path)
     if isinstance(known, _Kept):  # kept by this process, the file as it left it
-        table = known.table
-        rows = table.rows
-        return _Kept(
-            known.mark,
-            known.digest,
-            ChunkTable(
-                table.ids,
-                table.doc_ids,
-                table.indexes,
-                table.titles,
-                read,
-                rows,
-                qualified=table.qualified,
-                ordered=table.in_index_order(),
-            ),
-        )
+        return _Kept(known.mark, known.digest, known.table.reading(read))
     names = (*_TEXTS, "indexes", "rows", "meta")
     arrays = load_arrays(
         path, lambda kept: {n: kept[n] for n in names}, "chunk catalog", "reading every chunk"

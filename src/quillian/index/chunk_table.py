@@ -172,6 +172,20 @@ class ChunkTable(Sequence[Chunk]):
         docs, indexes, ids, titles = (list(column) for column in zip(*heads, strict=True))
         return cls(ids, docs, indexes, titles, store.get_chunks)
 
+    def reading(self, read: ReadChunks) -> ChunkTable:
+        """This table, its texts read by ``read`` (what it knows of its titles and order
+        kept)."""
+        return ChunkTable(
+            self.ids,
+            self.doc_ids,
+            self.indexes,
+            self.titles,
+            read,
+            self.rows,
+            qualified=self.qualified,
+            ordered=self.in_index_order(),
+        )
+
     def __len__(self) -> int:
         return len(self.ids)
 
