@@ -261,7 +261,6 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
     try:
         text_functions(conn)
         conn.execute("PRAGMA journal_mode = OFF")  # a new file in a folder swapped in whole
-        conn.execute("PRAGMA synchronous = OFF")  # as its arrays: the build records digests
         conn.executescript(DDL)
         conn.execute("BEGIN")
         _TableWriter(conn, chunks, chunk_rows.tolist()).write(kg, relation_chunks, pages)
