@@ -72,7 +72,13 @@ TIMED = (
     ("quillian.stores.snapshot", "GraphSnapshot.from_edges"),
     ("quillian.stores.embedded.graph", "CSRGraphStore.write_snapshot"),
     ("quillian.components.retrieval.derived", "chunk_pages"),
-    ("quillian.components.retrieval.bm25_incremental", "update_bm25"),
+    ("quillian.index.stages", "update_bm25"),  # called by the name the stages import
+    ("quillian.components.retrieval.bm25_incremental", "_match"),
+    ("quillian.components.retrieval.bm25_incremental", "_carried"),
+    ("quillian.index.stages", "chunk_keys"),
+    ("quillian.index.stages", "text_keys"),
+    ("quillian.index.chunk_catalog", "_patched"),
+    ("quillian.index.chunk_catalog", "_keep"),
 )
 
 
