@@ -129,14 +129,21 @@ def _patched(
         for (low, high), heads in zip(spans, added, strict=True)
         for part in (kept.rows[low:high], rows_of([h[2] for h in heads]))
     ]
+    moved, at = [], 0
+    for (low, high), heads in zip(spans, added, strict=True):
+        if high > low:
+            moved.append((low, high, at))
+        at += high - low + len(heads)
+    moves = ChunkMoves(tuple(moved), len(kept), len(ids))
+    titles = column(kept.titles, 3)
     table = ChunkTable(
         ids,
         column(kept.doc_ids, 0),
         column(kept.indexes, 1),
-        column(kept.titles, 3),
+        titles,
         storage.documents.get_chunks,
         np.concatenate(rows),
-        qualified=_qualified(kept.qualified, spans, added),
+        qualified=_qualified(kept.qualified, moves, titles),
         # in order where the kept rows were and each document's new ones are (placed
         # among them by document); else compared again, as the changed rows may have
         # been the ones out of order
@@ -146,30 +153,19 @@ def _patched(
         )
         or None,
     )
-    moved, at = [], 0
-    for (low, high), heads in zip(spans, added, strict=True):
-        if high > low:
-            moved.append((low, high, at))
-        at += high - low + len(heads)
     after = {h[2]: h[3] for heads in added for h in heads}
-    return table, before, after, ChunkMoves(tuple(moved), len(kept), len(table))
+    return table, before, after, moves
 
 
 def _qualified(
-    kept: npt.NDArray[np.int64], spans: list[tuple[int, int]], added: list[list[ChunkHead]]
+    kept: npt.NDArray[np.int64], moves: ChunkMoves, titles: list[str]
 ) -> npt.NDArray[np.int64]:
     """The positions of qualified titles (:attr:`.ChunkTable.qualified`) in the table
-    :func:`_patched` makes: the kept ones of each span of kept rows, moved to where the
-    span now starts, and those of the rows added after it; the titles are not passed
-    over again."""
-    parts, at = [], 0
-    for (low, high), heads in zip(spans, added, strict=True):
-        first, last = np.searchsorted(kept, (low, high))
-        parts.append(kept[first:last] - low + at)
-        at += high - low
-        parts.append(np.array([at + i for i, h in enumerate(heads) if qualified_title(h[3])]))
-        at += len(heads)
-    return np.concatenate(parts).astype(np.int64)
+    :func:`_patched` makes (of ``titles``): the kept ones where ``moves`` took them,
+    and those of the rows added; the other titles are not passed over again."""
+    moved = moves.moved(kept)
+    added = [at for at in moves.added().tolist() if qualified_title(titles[at])]
+    return np.sort(np.concatenate([moved[moved >= 0], np.array(added, dtype=np.int64)]))
 
 
 def _digest(
