@@ -25,6 +25,7 @@ from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, R
 from quillian.components.retrieval import derived
 from quillian.errors import InputError
 from quillian.index import artifacts, state_tables
+from quillian.index.graph_positions import GraphPositions
 from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.tables import TABLES_DB, StoredTables, load_tables, save_tables
 from quillian.stores.embedded.graph import CSRGraphStore
@@ -178,6 +179,19 @@ def _count_column_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return reads
 
 
+def _count_positions_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each time the graph's positions were made from every row: the number of rows."""
+    made: list[int] = []
+    real = GraphPositions.read.__func__  # type: ignore[attr-defined]
+
+    def read(cls: type, columns: Any, *args: Any) -> object:
+        made.append(len(columns.entities))
+        return real(cls, columns, *args)
+
+    monkeypatch.setattr(GraphPositions, "read", classmethod(read))
+    return made
+
+
 @pytest.mark.parametrize(("seed", "scale"), [(s, 1) for s in range(24)] + [(40, 6), (41, 6)])
 def test_every_step_writes_what_the_builder_graph_writes(
     tmp_path: Path,
@@ -187,6 +201,7 @@ def test_every_step_writes_what_the_builder_graph_writes(
     scale: int,
 ) -> None:
     reads = _count_column_reads(monkeypatch)
+    made = _count_positions_made(monkeypatch)
     run = _Run(tmp_path, seed, scale)
     for _ in range(8):
         got, whole, want, kg, snapshot = run.write()
@@ -213,6 +228,9 @@ def test_every_step_writes_what_the_builder_graph_writes(
     # a patch read back only the rows it wrote: every row was read by the whole writes
     assert reads.count(True) == run.steps - 1 and reads.count(False) == run.steps + 1
     assert "graph columns" not in caplog.text
+    # the positions and the snapshot made from every row by the whole writes and the
+    # first; each patch carried them from the last write's
+    assert len(made) == run.steps + 1 and "snapshot not carried" not in caplog.text
 
 
 @pytest.mark.parametrize("seed", [50, 51, 52])
@@ -305,7 +323,8 @@ def test_columns_missing_or_damaged_are_read_from_every_row(
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
-    assert reads == [False, False, False, False]  # whole, got; whole, got (read again)
+    # whole, got; whole, got: the rows the patch wrote read, then every row (none kept)
+    assert reads == [False, False, False, True, False]
     assert ("graph columns" in caplog.text) == warned
     run.step()
     got, _, want, _, _ = run.write()

@@ -49,10 +49,7 @@ import numpy.typing as npt
 
 from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import (
-    GraphEdges,
-    GraphShape,
     description_node_id,
-    graph_edges,
     write_graph,
 )
 from quillian.components.graph.chunk_rows import triple_columns
@@ -70,6 +67,9 @@ from quillian.index.artifacts import (
     write_aside,
 )
 from quillian.index.chunk_table import ChunkTable, rows_of
+from quillian.index.graph_positions import Changed, GraphPositions, GraphTextIds
+from quillian.index.graph_positions import recall as recall_graph
+from quillian.index.graph_positions import remember as remember_graph
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
     DDL,
@@ -80,7 +80,6 @@ from quillian.index.tables import (
     TABLES_DB,
     entity_name,
     fingerprint,
-    order_arrays,
     patched_fingerprint,
     relation_words,
     save_array,
@@ -91,8 +90,8 @@ from quillian.stores.embedded.files import fsync_path
 from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import pack_text
-from quillian.stores.protocols import GraphStore
-from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
+from quillian.stores.protocols import GraphStore, SnapshotWriter
+from quillian.stores.snapshot import GraphSnapshot, ids_as_bytes
 from quillian.types import Chunk, key64
 
 __all__ = ["COLUMNS_SUFFIX", "GraphTextIds", "columns_path", "save_state_tables"]
@@ -247,7 +246,7 @@ def save_state_tables(
     changes = state.tables_changes()
     kept = columns_path(state.path)
     before = _Columns.load(kept, changes.tables) if changes.tables else None
-    written: list[tuple[GraphSnapshot, str, _Columns, GraphTextIds]] = []
+    written: list[tuple[GraphSnapshot, str, _Columns, GraphPositions]] = []
 
     # the tables' digest as the last build recorded it, where they are unchanged since
     known = recorded_digest(directory, TABLES_DB) if changes.tables else None
@@ -257,10 +256,11 @@ def save_state_tables(
         written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
 
     replace_dir(directory / "tables", write)
-    snapshot, digest, columns, text_ids = written[0]
+    snapshot, digest, columns, graph = written[0]
     if text_ids_into is not None:
-        text_ids_into.append(text_ids)
+        text_ids_into.append(graph.text_ids)
     state.mark_tables(digest)
+    remember_graph(state.path, digest, graph, snapshot)  # for this process's next patch
     columns.remember(kept, digest)  # for this process's next patch, written or not
 
     def save() -> None:
@@ -271,16 +271,6 @@ def save_state_tables(
 
     write_aside(kept, save)  # the build's later stages go on meanwhile
     return snapshot
-
-
-@dataclass(frozen=True)
-class GraphTextIds:
-    """The text each description and each relation embeds, by position: its id in the
-    tables (:func:`~quillian.types.key64` of the text; a relation without a description
-    embeds its triple's words)."""
-
-    descriptions: npt.NDArray[np.int64]
-    relations: npt.NDArray[np.int64]
 
 
 def columns_path(state_path: Path) -> Path:
@@ -315,11 +305,12 @@ class _Writer:
         changes: TablesChanges,
         store: GraphStore | None,
         before: _Columns | None,
-    ) -> tuple[GraphSnapshot, str, _Columns, GraphTextIds]:
-        """Write the database and arrays; returns the snapshot, the database's digest
-        and its columns (to keep for the next patch). The previous database is patched
-        only when it is the one the state's log follows, byte for byte (not damaged,
-        not another build's), from its columns kept ``before`` where there are some.
+    ) -> tuple[GraphSnapshot, str, _Columns, GraphPositions]:
+        """Write the database and arrays; returns the snapshot, the database's digest,
+        its columns and the graph's positions (to keep for the next patch). The
+        previous database is patched only when it is the one the state's log follows,
+        byte for byte (not damaged, not another build's), from its columns kept
+        ``before`` where there are some.
         ``previous_digest``: its digest where known, else it is read as it is copied."""
         db = self.path / Path(TABLES_DB).name
         patch = False
@@ -357,15 +348,16 @@ class _Writer:
             )
             conn.execute("BEGIN")
             _script(conn, _COUNTS)
+            changed: Changed | None = None
             if not patch:
                 self._fill(conn)
                 touched: list[str] | None = None
                 columns = _Columns.read(conn)
             else:
                 touched = self._patch(conn, changes)
-                columns = (before and before.patched(conn)) or _Columns.read(conn)
-            graph = _Graph(conn, columns, self.chunk_ids, self.chunk_rows)
-            snapshot = write_graph(graph.node_ids, graph.edges(), store)
+                changed = _Columns.changed(conn)
+                columns = (before and before.patched(conn, changed)) or _Columns.read(conn)
+            graph, snapshot = self._graph(columns, changed, changes.tables, store)
             pages = derived.chunk_pages(
                 snapshot, graph.n_entities, graph.chunk_offset, len(self.chunk_ids)
             )
@@ -381,9 +373,81 @@ class _Writer:
                 flushing.join()
         for name, array in graph.arrays(snapshot, pages).items():
             save_array(self.path, name, array)
-        return snapshot, file_digest(db), columns, graph.text_ids
+        return snapshot, file_digest(db), columns, graph
 
-    def _meta(self, conn: sqlite3.Connection, graph: _Graph, touched: list[str] | None) -> None:
+    def _graph(
+        self,
+        columns: _Columns,
+        changed: Changed | None,
+        previous: str | None,
+        store: GraphStore | None,
+    ) -> tuple[GraphPositions, GraphSnapshot]:
+        """The graph's positions and its snapshot (written to ``store`` where one is
+        given): carried from those this process kept for the tables of digest
+        ``previous`` by what the patch ``changed``, else made again from ``columns``."""
+        carried = self._carried(columns, changed, previous)
+        if carried is not None:
+            graph, built = carried
+        else:
+            graph = GraphPositions.read(columns, self.chunk_ids, self.chunk_rows)
+            if store is not None and not isinstance(store, SnapshotWriter):
+                return graph, write_graph(graph.node_ids, graph.edges(), store)
+            edges = graph.edges()
+            built = GraphSnapshot.from_arrays(
+                graph.node_ids,
+                edges.kinds,
+                edges.sources,
+                edges.targets,
+                edges.edge_kinds,
+                edges.weights,
+                edges.relations,
+            )
+        if store is None:
+            return graph, built
+        if not isinstance(store, SnapshotWriter):
+            return graph, write_graph(graph.node_ids, graph.edges(), store)
+        store.write_snapshot(built)
+        return graph, built
+
+    def _carried(
+        self, columns: _Columns, changed: Changed | None, previous: str | None
+    ) -> tuple[GraphPositions, GraphSnapshot] | None:
+        """:meth:`_graph`'s carry; None where there is nothing to carry or it does not
+        carry (a warning where the snapshot's edges disagree)."""
+        kept = recall_graph(self.state_path, previous) if previous and changed else None
+        if kept is None or changed is None:
+            return None
+        before, snapshot = kept
+        catalog = self.chunks.catalog
+        chunk_moves = None
+        if (
+            catalog is not None
+            and catalog.moves is not None
+            and self.chunk_rows is self.chunks.rows
+        ):
+            chunk_moves = catalog.moves.moved(np.arange(catalog.moves.before, dtype=np.int64))
+        carried = before.carried(columns, changed, self.chunk_ids, self.chunk_rows, chunk_moves)
+        if carried is None:
+            return None
+        after, nodes = carried
+        edges = after.edges(nodes.changed)
+        try:
+            built = snapshot.carried(
+                after.node_ids,
+                nodes.kinds,
+                nodes.nodes,
+                nodes.relations,
+                nodes.changed,
+                (edges.sources, edges.targets, edges.edge_kinds, edges.weights, edges.relations),
+            )
+        except ValueError as exc:
+            logger.warning("graph snapshot not carried (%s): built again", exc)
+            return None
+        return after, built
+
+    def _meta(
+        self, conn: sqlite3.Connection, graph: GraphPositions, touched: list[str] | None
+    ) -> None:
         counts = {
             "entities": graph.n_entities,
             "descriptions": len(graph.description_entity),
@@ -947,21 +1011,19 @@ class _Columns:
         digest ``tables`` (:func:`~quillian.index.artifacts.remember`)."""
         remember(path, (tables, self), (getattr(self, name) for name in _COLUMN_NAMES))
 
-    def patched(self, conn: sqlite3.Connection) -> _Columns | None:
-        """These columns after :meth:`_Writer._patch`: the rows of the logged chunks and
-        triples read again, the others kept; None unless they count what the tables
-        and the state hold."""
-        chunks = np.array([r for (r,) in conn.execute("SELECT row FROM cc")], np.int64)
-        triples = np.array([t for (t,) in conn.execute("SELECT triple FROM ct")], np.int64)
-        new = _Columns.read(conn, patched=True)
-        keep_d = ~np.isin(self.descriptions[:, 1], chunks)
-        keep_r = ~np.isin(self.relations[:, 1], triples)
-        keep_m = ~np.isin(self.mentions[:, 0], chunks)
+    def patched(self, conn: sqlite3.Connection, changed: Changed) -> _Columns | None:
+        """These columns after :meth:`_Writer._patch`, which wrote ``changed``: the rows
+        of the logged chunks and triples read again, the others kept; None unless they
+        count what the tables and the state hold."""
+        new = changed.rows
+        assert isinstance(new, _Columns)
+        keep_d = ~np.isin(self.descriptions[:, 1], changed.chunks)
+        keep_r = ~np.isin(self.relations[:, 1], changed.triples)
+        keep_m = ~np.isin(self.mentions[:, 0], changed.chunks)
         descriptions = np.concatenate([self.descriptions[keep_d], new.descriptions])
         by_d = np.argsort(descriptions[:, 0], kind="stable")
         relations = np.concatenate([self.relations[keep_r], new.relations])
-        logged = np.array([r for (r,) in conn.execute("SELECT row FROM ce")], np.int64)
-        keep_e = ~np.isin(self.entities, logged)
+        keep_e = ~np.isin(self.entities, changed.entities)
         try:
             at = _entity_places(conn, self.entities[keep_e], new.entities)
         except LookupError as exc:  # a kept entity the state no longer holds
@@ -991,6 +1053,20 @@ class _Columns:
             logger.warning("graph columns patched to %s rows, not %s: read again", counted, held)
             return None
         return merged
+
+    @staticmethod
+    def changed(conn: sqlite3.Connection) -> Changed:
+        """What :meth:`_Writer._patch` wrote again, with its rows' columns."""
+
+        def keys(sql: str) -> npt.NDArray[np.int64]:
+            return np.array([k for (k,) in conn.execute(sql)], np.int64)
+
+        return Changed(
+            keys("SELECT row FROM cc"),
+            keys("SELECT triple FROM ct"),
+            keys("SELECT row FROM ce"),
+            _Columns.read(conn, patched=True),
+        )
 
     def save(self, path: Path, tables: str) -> None:
         """Keep these columns at ``path`` for the tables database of digest ``tables``,
@@ -1159,127 +1235,6 @@ def _narrow(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
         if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
             return array.astype(kind)
     return array
-
-
-def _sorted_by(major: npt.NDArray[np.int64], minor: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
-    """``np.lexsort((minor, major))``: where ``major`` is at least -1 and under 2**31
-    and ``minor`` in ``0..2**32-1`` (chunk positions, sequence numbers), as one stable
-    sort of both in one 64-bit key, about three times faster on rows that mostly come
-    in order already."""
-    if len(major) and (
-        int(major.min()) >= -1
-        and int(major.max()) < 2**31 - 1
-        and int(minor.min()) >= 0
-        and int(minor.max()) < 2**32
-    ):
-        return np.argsort(((major + 1) << 32) | minor, kind="stable")
-    return np.lexsort((minor, major))
-
-
-class _Graph:
-    """The positions of the written rows, and the columns the snapshot and the arrays
-    are made of, read back as integers."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        columns: _Columns,
-        chunk_ids: Sequence[str],
-        chunk_rows: npt.NDArray[np.int64],
-    ) -> None:
-        n_chunks = self.n_chunks = len(chunk_ids)
-        by_row = distinct_order(chunk_rows)
-        sorted_rows = chunk_rows[by_row]
-
-        def chunk_pos(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-            """Each chunk key's position (-1: not a chunk of the build), looked up once
-            per run of equal keys: the columns hold a chunk's rows together, so there
-            are 2 to 6 times fewer runs than rows, and each lookup is a binary search."""
-            if not len(rows):
-                return np.empty(0, np.int64)
-            starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
-            heads = rows[starts]
-            at = np.minimum(np.searchsorted(sorted_rows, heads), max(n_chunks - 1, 0))
-            found = (sorted_rows[at] == heads) if n_chunks else np.zeros(len(heads), np.bool_)
-            pos = np.where(found, by_row[at] if n_chunks else -1, -1)
-            return np.repeat(pos, np.diff(np.append(starts, len(rows))))
-
-        entity_order = columns.entities
-        self.n_entities = len(entity_order)
-        self.literal = columns.literal
-        none = np.empty(0, np.int64)
-        positions = order_arrays(chunk_rows, entity_order, none, none)["entity_positions"]
-
-        keys = columns.descriptions
-        description_order = _sorted_by(chunk_pos(keys[:, 1]), keys[:, 2])
-        self.description_entity = positions[keys[description_order, 3]]
-        self.chunk_offset = self.n_entities + len(description_order)
-        # the ids as the columns keep them, UTF-8 bytes: none decoded and encoded again
-        self.node_ids = IdMap.from_bytes(
-            columns.entity_nodes, columns.description_nodes[description_order], _node_ids(chunk_ids)
-        )
-
-        relations = columns.relations
-        own = chunk_pos(relations[:, 2])
-        relation_order = _sorted_by(own, relations[:, 3])
-        r = relations[relation_order]
-        self.relation_subject = positions[r[:, 4]]
-        self.relation_object = positions[r[:, 5]]
-        # a relation's source is most often its own chunk, whose position is known
-        source = own[relation_order]
-        elsewhere = np.flatnonzero(r[:, 6] != r[:, 2])
-        source[elsewhere] = chunk_pos(r[elsewhere, 6])
-        self.relation_chunk = np.where(r[:, 7] == 1, -1, source)
-
-        m = columns.mentions
-        chunk = chunk_pos(m[:, 0])
-        order = _sorted_by(chunk, m[:, 1])
-        order = order[chunk[order] >= 0]
-        self.mention_chunk = chunk[order]
-        self.mention_entity = positions[m[order, 2]]
-        self.mention_weight = columns.weights[order].astype(np.float32)
-        self.entity_order = entity_order
-        self.orders = order_arrays(
-            chunk_rows, entity_order, keys[description_order, 0], r[:, 0].copy()
-        )
-        self.text_ids = GraphTextIds(keys[description_order, 4].copy(), r[:, 8].copy())
-
-    def arrays(
-        self, snapshot: GraphSnapshot, pages: npt.NDArray[np.int64]
-    ) -> dict[str, npt.NDArray[Any]]:
-        """What :func:`~quillian.index.tables.save_tables` derives and stores beside the
-        tables, by file name."""
-        return {
-            "relation_subject": self.relation_subject.astype(np.int32),
-            "relation_object": self.relation_object.astype(np.int32),
-            "page_entities": pages,
-            "description_entity": self.description_entity.astype(np.int32),
-            "literal_entities": self.literal,
-            "entity_chunks": derived.entity_chunk_counts(
-                snapshot, self.n_entities, self.chunk_offset
-            ),
-            **derived.relation_hops(
-                self.relation_subject,
-                self.relation_object,
-                self.n_entities,
-                self.n_chunks,
-                pages,
-                self.relation_chunk,
-            ),
-            **self.orders,
-        }
-
-    def edges(self) -> GraphEdges:
-        shape = GraphShape(self.n_entities, len(self.description_entity), self.n_chunks)
-        return graph_edges(
-            shape,
-            self.mention_chunk,
-            self.mention_entity,
-            self.mention_weight,
-            self.description_entity,
-            self.relation_subject,
-            self.relation_object,
-        )
 
 
 def _titled_names(

@@ -140,6 +140,58 @@ class IdMap:
             raise InputError(f"duplicate node id {_named(ordered[dup[0]])}")
         return cls(blob, _offsets(lengths), order)
 
+    def carried(
+        self,
+        moved: Sequence[npt.NDArray[np.int64]],
+        added: Sequence[tuple[npt.NDArray[np.int64], npt.NDArray[np.bytes_]]],
+    ) -> IdMap | None:
+        """The map of the ids after each part's nodes moved, some gone, some added: for
+        part ``p``, ``moved[p]`` the new place in the part of each of its nodes (-1:
+        gone) and ``added[p]`` the places of the nodes added and their ids (as
+        :meth:`from_bytes` takes them). Equal to :meth:`from_bytes` of the new parts,
+        at the cost of moving this map's numbers and order, not of sorting them again.
+        None where this map is not numbered, a part is empty, or an added id is not of
+        its part's head; :class:`InputError` where it is one the part has."""
+        old = self._numbered
+        if old is None or len(moved) != len(old.heads) or len(added) != len(old.heads):
+            return None
+        numbers, orders, starts = [], {}, [0]
+        for part, (kept, (places, ids)) in enumerate(zip(moved, added, strict=True)):
+            start, end = int(old.starts[part]), int(old.starts[part + 1])
+            if len(kept) != end - start:
+                raise ValueError(f"{len(kept)} moves for {end - start} ids of part {part}")
+            size = int(np.count_nonzero(kept >= 0)) + len(places)
+            if not size:
+                return None
+            out = np.empty(size, np.uint64)
+            live = kept >= 0
+            out[kept[live]] = old.numbers[start:end][live]
+            order = kept[self._order[self._ranked[part] : self._ranked[part] + end - start] - start]
+            order = order[order >= 0]
+            if len(places):
+                parsed = stable_numbers(ids)
+                if parsed is None or parsed[0] != old.heads[part]:
+                    return None
+                out[places] = parsed[1]
+                by_number = np.argsort(parsed[1])
+                new = np.asarray(places, np.int64)[by_number]
+                order = np.insert(order, np.searchsorted(out[order], parsed[1][by_number]), new)
+                value = out[order]
+                if (dup := np.flatnonzero(value[1:] == value[:-1])).size:
+                    raise InputError(
+                        f"duplicate node id {_named(self._head_id(old, part, value[dup[0]]))}"
+                    )
+            numbers.append(out)
+            orders[part] = order + starts[-1]
+            starts.append(starts[-1] + size)
+        numbered = _Numbered(old.heads, np.array(starts, np.int64), np.concatenate(numbers))
+        ranked = sorted(orders, key=old.heads.__getitem__)
+        return IdMap(None, None, np.concatenate([orders[p] for p in ranked]), numbered)
+
+    @staticmethod
+    def _head_id(numbered: _Numbered, part: int, number: np.uint64) -> bytes:
+        return numbered.heads[part] + b"%016x" % int(number)
+
     def __len__(self) -> int:
         return len(self._order)
 

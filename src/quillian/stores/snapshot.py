@@ -191,6 +191,96 @@ class GraphSnapshot:
             raise InputError(f"{n} node ids but {len(node_kinds)} node kinds")
         return cls(ids, node_kinds, indptr, dst_s, w_s, ek_s, rel_s)  # type: ignore[arg-type]
 
+    def carried(
+        self,
+        ids: IdMap,
+        kinds: npt.ArrayLike,
+        moved: npt.NDArray[np.int64],
+        relations: npt.NDArray[np.int64] | None,
+        changed: npt.NDArray[np.bool_],
+        edges: Sequence[npt.NDArray[Any]],
+    ) -> GraphSnapshot:
+        """This graph after its nodes moved, some gone, some added, and the edges of
+        some nodes changed: the snapshot :meth:`from_arrays` builds of the new graph's
+        edges, at the cost of copying this one's arrays and of the changed rows, not of
+        sorting every edge again.
+
+        ``ids``, ``kinds``: the new graph's nodes. ``moved``: each old node's new index
+        (-1: gone). ``relations``: each old relation id's new id (-1: gone; None: the
+        same ids). ``changed``: by new node, True where its out-edges are not its old
+        node's (every added node's), each given in ``edges`` (sources, targets, edge
+        kinds, weights, relation ids: the edges of the changed rows, in the order the
+        new graph's whole edge list holds them). Every other row keeps its old node's
+        edges, their targets and relation ids moved; :class:`ValueError` where one then
+        reaches a node or relation that is gone, or an edge of ``edges`` leaves an
+        unchanged row."""
+        n = len(ids)
+        back = np.full(n, -1, np.int64)
+        live = np.flatnonzero(moved >= 0)
+        back[moved[live]] = live
+        same = (back >= 0) & ~changed
+        sources, targets, edge_kinds, weights, rels = edges
+        if len(sources) and same[sources].any():
+            raise ValueError("an edge given for a row that did not change")
+        old_indptr = np.asarray(self.indptr, np.int64)
+        counts = np.bincount(sources, minlength=n)
+        kept = np.flatnonzero(same)
+        counts[kept] = old_indptr[back[kept] + 1] - old_indptr[back[kept]]
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        m = int(indptr[-1])
+        out: tuple[npt.NDArray[Any], ...] = (
+            np.empty(m, np.int32),
+            np.empty(m, np.float32),
+            np.empty(m, np.int8),
+            np.empty(m, np.int32),
+        )
+        # runs of rows kept next to each other in both graphs: each copied at once, its
+        # targets and relation ids moved
+        if len(kept):
+            step = np.flatnonzero((np.diff(kept) != 1) | (np.diff(back[kept]) != 1)) + 1
+            firsts = kept[np.concatenate(([0], step))].tolist()
+            lasts = kept[np.concatenate((step - 1, [len(kept) - 1]))].tolist()
+            for first, last in zip(firsts, lasts, strict=True):
+                lo, hi = int(indptr[first]), int(indptr[last + 1])
+                at = int(old_indptr[back[first]])
+                self._copy_moved(out, lo, slice(at, at + hi - lo), moved, relations)
+        if len(sources):
+            order = stable_order(sources, n)
+            ordered = sources[order]
+            # each edge's slot: its row's start, then its rank among the row's edges
+            slots = indptr[ordered] + np.arange(len(ordered)) - np.searchsorted(ordered, ordered)
+            for into, column in zip(out, (targets, weights, edge_kinds, rels), strict=True):
+                into[slots] = np.asarray(column)[order]
+        if m and int(out[0].min()) < 0:
+            raise ValueError("a kept edge reaches a node that is gone")
+        node_kinds = np.asarray(kinds, dtype=np.int8)
+        if len(node_kinds) != n:
+            raise InputError(f"{n} node ids but {len(node_kinds)} node kinds")
+        return GraphSnapshot(ids, node_kinds, indptr, *out)
+
+    def _copy_moved(
+        self,
+        out: tuple[npt.NDArray[Any], ...],
+        lo: int,
+        span: slice,
+        moved: npt.NDArray[np.int64],
+        relations: npt.NDArray[np.int64] | None,
+    ) -> None:
+        """Copy this graph's edges ``span`` into ``out``'s columns from ``lo``, their
+        targets and relation ids moved (see :meth:`carried`)."""
+        hi = lo + span.stop - span.start
+        out[0][lo:hi] = moved[self.indices[span]]
+        out[1][lo:hi] = self.weights[span]
+        out[2][lo:hi] = self.edge_kinds[span]
+        linked = np.asarray(self.edge_relations[span])
+        out[3][lo:hi] = linked
+        if relations is not None and (named := np.flatnonzero(linked >= 0)).size:
+            now = relations[linked[named]]
+            if int(now.min()) < 0:
+                raise ValueError("a kept edge names a relation that is gone")
+            out[3][lo + named] = now
+
     def neighbors(
         self, node: int, kind: EdgeKind | None = None
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], npt.NDArray[np.int32]]:

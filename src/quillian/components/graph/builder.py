@@ -347,10 +347,14 @@ def graph_edges(
     description_entities: npt.NDArray[np.int64],
     relation_subjects: npt.NDArray[np.int64],
     relation_objects: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.bool_] | None = None,
 ) -> GraphEdges:
     """The edges of a graph of ``shape``: each mention (a chunk's position, its entity
     and weight, in the order the chunks were added) linked both ways, each
-    description to its entity both ways, each relation between its ends both ways."""
+    description to its entity both ways, each relation between its ends both ways.
+    ``rows``: where given (by node), only the edges that leave a node where it is True,
+    in the same order (the rows a snapshot carried from another graph makes again,
+    :meth:`~quillian.stores.snapshot.GraphSnapshot.carried`)."""
     desc_base, chunk_base = shape.entities, shape.entities + shape.descriptions
     src: list[npt.NDArray[np.int64]] = []
     dst: list[npt.NDArray[np.int64]] = []
@@ -365,6 +369,9 @@ def graph_edges(
         weight: npt.NDArray[np.float32],
         relation: npt.NDArray[np.int32],
     ) -> None:
+        if rows is not None:
+            leaving = rows[s]
+            s, d, weight, relation = s[leaving], d[leaving], weight[leaving], relation[leaving]
         src.append(s)
         dst.append(d)
         ek.append(np.full(len(s), kind, np.int8))
