@@ -488,3 +488,162 @@ def test_stable_bytes_are_the_ids_stable_numbers_read() -> None:
     again = stable_bytes(*numbered)
     assert again.dtype == encoded.dtype and again.tolist() == encoded.tolist()
     assert stable_bytes(b"ent-", np.zeros(0, np.uint64)).tolist() == []
+
+
+def _moved_parts(rng: random.Random, parts: list[list[str]], heads: list[str]):
+    """Each part with some ids gone and some added at random places: the new parts,
+    each old id's new place (-1: gone), and the added ids' places."""
+    new_parts, moves, added = [], [], []
+    for part, head in zip(parts, heads, strict=True):
+        kept = [i for i in part if rng.random() < 0.8]
+        fresh = _hashed(head, rng, rng.randrange(0, 6))
+        new = list(kept)
+        for node_id in fresh:
+            new.insert(rng.randrange(len(new) + 1), node_id)
+        place = {node_id: i for i, node_id in enumerate(new)}
+        moves.append(np.array([place.get(i, -1) for i in part], np.int64))
+        at = np.array([place[i] for i in fresh], np.int64)
+        added.append((at, np.array([i.encode() for i in fresh], dtype=np.bytes_)))
+        new_parts.append(new)
+    return new_parts, moves, added
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_idmap_carried_is_the_map_of_the_moved_ids(seed: int) -> None:
+    """A numbered map carried through its parts' moves (ids gone, ids added anywhere)
+    is the map :meth:`IdMap.from_bytes` makes of the new parts: same order, same ids."""
+    rng = random.Random(seed)
+    heads = ["ent", "desc", "chunk"]
+    parts = [_hashed(h, rng, rng.randrange(1, 40)) for h in heads]
+    old = IdMap.from_bytes(*(np.array([i.encode() for i in p], np.bytes_) for p in parts))
+    for _ in range(5):
+        new_parts, moves, added = _moved_parts(rng, parts, heads)
+        if not all(new_parts):
+            continue
+        got = old.carried(moves, added)
+        want = IdMap.from_bytes(*(np.array([i.encode() for i in p], np.bytes_) for p in new_parts))
+        ids = [i for p in new_parts for i in p]
+        assert got is not None and got._order.tolist() == want._order.tolist()
+        assert got.ids_of(range(len(ids))) == ids
+        assert [got.index_of(i) for i in ids] == list(range(len(ids)))
+        old, parts = got, new_parts
+
+
+def test_idmap_carried_refuses_what_it_cannot_carry() -> None:
+    """Ids of the text form, an added id of another head: None (the caller sorts them
+    again); an added id the part has: named."""
+    rng = random.Random(3)
+    parts = [_hashed("ent", rng, 5), _hashed("chunk", rng, 5)]
+    numbered = IdMap.from_bytes(*(np.array([i.encode() for i in p], np.bytes_) for p in parts))
+    same = [np.arange(5, dtype=np.int64)] * 2
+    nothing = (np.zeros(0, np.int64), np.zeros(0, np.bytes_))
+    assert IdMap.from_ids(["a", "b"]).carried([np.arange(2)], [nothing]) is None
+    other = (np.array([5]), np.array([b"desc-" + b"0" * 16]))
+    assert numbered.carried(same, [other, nothing]) is None
+    again = (np.array([5]), np.array([parts[0][2].encode()]))
+    with pytest.raises(InputError, match="duplicate node id"):
+        numbered.carried(same, [again, nothing])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_snapshot_carried_is_the_snapshot_of_the_new_edges(seed: int) -> None:
+    """A snapshot carried through nodes gone and added, relations gone and added, and
+    edges of some rows changed equals the snapshot built of the new graph's whole edge
+    list (kept edges in their old order, new ones anywhere)."""
+    rng = random.Random(seed)
+    n, n_rel = rng.randrange(2, 40), rng.randrange(0, 30)
+
+    def edge(nodes: int, relations: int) -> tuple[int, int, int, float, int]:
+        rel = rng.randrange(relations) if relations and rng.random() < 0.5 else -1
+        kind = R if rel >= 0 else rng.choice([EdgeKind.DESCRIBES, EdgeKind.DESCRIBED_BY])
+        return (rng.randrange(nodes), rng.randrange(nodes), kind, rng.choice([1.0, 0.5]), rel)
+
+    edges = [edge(n, n_rel) for _ in range(rng.randrange(0, 120))]
+
+    def built(count: int, listed: list[tuple[int, int, int, float, int]]) -> GraphSnapshot:
+        columns = list(zip(*listed, strict=True)) if listed else [[]] * 5
+        return GraphSnapshot.from_edges(
+            [f"n{i}" for i in range(count)],
+            [NodeKind.ENTITY] * count,
+            np.array(columns[0], np.int64),
+            columns[1],
+            columns[2],
+            columns[3],
+            columns[4],
+        )
+
+    old = built(n, edges)
+    alive = [i for i in range(n) if rng.random() < 0.85]
+    order = list(alive)
+    for k in range(rng.randrange(0, 5)):
+        order.insert(rng.randrange(len(order) + 1), n + k)  # added nodes
+    moved = np.full(n, -1, np.int64)
+    for new, node in enumerate(order):
+        if node < n:
+            moved[node] = new
+    rel_alive = [r for r in range(n_rel) if rng.random() < 0.85]
+    rel_order = list(rel_alive)
+    for k in range(rng.randrange(0, 4)):
+        rel_order.insert(rng.randrange(len(rel_order) + 1), n_rel + k)
+    rel_moved = np.full(n_rel, -1, np.int64)
+    for new, rel in enumerate(rel_order):
+        if rel < n_rel:
+            rel_moved[rel] = new
+    m = len(order)
+    changed = np.zeros(m, np.bool_)
+    changed[[i for i, node in enumerate(order) if node >= n]] = True
+    listed = []
+    for s, t, kind, w, rel in edges:
+        if moved[s] < 0 or moved[t] < 0 or (rel >= 0 and rel_moved[rel] < 0):
+            if moved[s] >= 0:
+                changed[moved[s]] = True
+            continue
+        if rng.random() < 0.05:  # an edge dropped from a row that stays
+            changed[moved[s]] = True
+            continue
+        listed.append(
+            (int(moved[s]), int(moved[t]), kind, w, int(rel_moved[rel]) if rel >= 0 else -1)
+        )
+    for _ in range(rng.randrange(0, 10)):  # new edges anywhere in the list
+        new_edge = edge(m, len(rel_order))
+        changed[new_edge[0]] = True
+        listed.insert(rng.randrange(len(listed) + 1), new_edge)
+    want = built(m, listed)
+    mine = [e for e in listed if changed[e[0]]]
+    columns = list(zip(*mine, strict=True)) if mine else [[]] * 5
+    got = old.carried(
+        want.ids,
+        want.kinds,
+        moved,
+        rel_moved,
+        changed,
+        (
+            np.array(columns[0], np.int64),
+            np.array(columns[1], np.int64),
+            np.array(columns[2], np.int8),
+            np.array(columns[3], np.float32),
+            np.array(columns[4], np.int32),
+        ),
+    )
+    for name in ("indptr", "indices", "weights", "edge_kinds", "edge_relations"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+
+
+def test_snapshot_carried_refuses_an_edge_to_a_node_gone() -> None:
+    """A row said to be unchanged whose edge reaches a node that is gone, or names a
+    relation that is gone: refused, not carried wrong."""
+    old = undirected(3, [(0, 1), (1, 2)])
+    ids = IdMap.from_ids(["n0", "n1"])
+    kinds = [NodeKind.ENTITY] * 2
+    none = (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.int8), np.zeros(0, np.float32))
+    empty = (*none, np.zeros(0, np.int32))
+    unchanged = np.zeros(2, np.bool_)
+    with pytest.raises(ValueError, match="node that is gone"):
+        old.carried(ids, kinds, np.array([0, 1, -1]), None, unchanged, empty)
+    with pytest.raises(ValueError, match="relation that is gone"):
+        old.carried(ids, kinds, np.array([0, 1, -1]), np.array([0, -1, 1, 2]), unchanged, empty)
+    with pytest.raises(ValueError, match="did not change"):
+        edge = (np.array([0]), np.array([1]), np.array([R], np.int8), np.ones(1, np.float32))
+        old.carried(
+            ids, kinds, np.array([0, 1, -1]), None, unchanged, (*edge, np.zeros(1, np.int32))
+        )

@@ -24,7 +24,8 @@ from quillian.components.graph.builder import GraphBuilder, KnowledgeGraph
 from quillian.components.graph.incremental import STATE_FILE, ChunkExtraction, ResolutionState
 from quillian.components.retrieval import derived
 from quillian.errors import InputError
-from quillian.index import artifacts, state_tables
+from quillian.index import artifacts, graph_positions, state_tables
+from quillian.index.chunk_table import rows_of
 from quillian.index.graph_positions import GraphPositions
 from quillian.index.state_tables import GraphTextIds, save_state_tables
 from quillian.index.tables import TABLES_DB, StoredTables, load_tables, save_tables
@@ -320,6 +321,7 @@ def test_columns_missing_or_damaged_are_read_from_every_row(
     run = _Run(tmp_path, 40, 6)
     run.write()
     change(run)
+    graph_positions.forget()  # a new process: only the kept file
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -330,6 +332,62 @@ def test_columns_missing_or_damaged_are_read_from_every_row(
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
     assert reads[-2:] == [False, True]  # whole, got (patched)
+    run.state.close()
+
+
+def test_a_kept_graph_that_miscounts_is_made_again_from_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The graph this process kept lacking a row (as if the log had missed a chunk):
+    the carry's count differs from the tables', and the positions and the snapshot are
+    made from every row; the tables are what the builder's graph gives."""
+    monkeypatch.setattr(resolution, "random_name", lambda rng: f"Name {rng.randrange(5000)}")
+    made = _count_positions_made(monkeypatch)
+    run = _Run(tmp_path, 50, 2)
+    run.write()
+    run.step()
+    changes = run.state.tables_changes()
+    kept = graph_positions.recall(run.state.path, changes.tables)
+    assert kept is not None
+    graph, snapshot = kept
+    # a mention of a chunk the step left alone
+    (left,) = np.flatnonzero(~np.isin(graph.mentions[:, 0], rows_of(changes.chunks)))[:1]
+    keep = np.arange(len(graph.mentions)) != left
+    fewer = GraphPositions(
+        graph.chunk_rows,
+        graph.entities,
+        (graph.descriptions, graph.description_chunk, graph.description_nodes),
+        (graph.relations, graph.relation_own, graph.relation_chunk),
+        (graph.mentions[keep], graph.mention_chunk[keep], graph.mention_weights[keep]),
+        graph.node_ids,
+        True,
+    )
+    graph_positions.remember(run.state.path, changes.tables, fewer, snapshot)
+    got, _, want, kg, snapshot = run.write()
+    assert_same_outputs(got, want)
+    assert_same_snapshot(snapshot, kg.snapshot)
+    assert "graph columns patched to" in caplog.text and len(made) == 4  # whole, got twice
+    run.state.close()
+
+
+def test_a_snapshot_that_does_not_carry_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kept snapshot whose carry is refused (an edge of a row said unchanged that
+    reaches a node gone): a warning, and the snapshot built from the carried
+    positions' edges, what the builder's graph gives."""
+    run = _Run(tmp_path, 40, 6)
+    run.write()
+
+    def refused(*args: Any) -> GraphSnapshot:
+        raise ValueError("a kept edge reaches a node that is gone")
+
+    monkeypatch.setattr(GraphSnapshot, "carried", refused)
+    run.step()
+    got, _, want, kg, snapshot = run.write()
+    assert_same_outputs(got, want)
+    assert_same_snapshot(snapshot, kg.snapshot)
+    assert "graph snapshot not carried" in caplog.text
     run.state.close()
 
 
@@ -347,6 +405,7 @@ def test_patched_columns_that_miscount_are_read_from_every_row(
     assert columns is not None and len(columns.mentions) > 1
     fewer = dataclasses.replace(columns, mentions=columns.mentions[:0], weights=columns.weights[:0])
     fewer.save(path, digest)
+    graph_positions.forget()
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -716,6 +775,7 @@ def test_kept_columns_naming_an_entity_the_state_lacks_are_read_again(
         literal=np.insert(columns.literal, where, False),
     )
     bogus.save(path, digest)
+    graph_positions.forget()
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)

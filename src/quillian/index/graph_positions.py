@@ -32,7 +32,16 @@ from quillian.components.retrieval import derived
 from quillian.index.tables import order_arrays
 from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
 
-__all__ = ["Changed", "Columns", "GraphPositions", "GraphTextIds", "recall", "remember"]
+__all__ = [
+    "Changed",
+    "Columns",
+    "Entities",
+    "GraphPositions",
+    "GraphTextIds",
+    "forget",
+    "recall",
+    "remember",
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,15 @@ class Columns(Protocol):
     def entity_nodes(self) -> npt.NDArray[np.bytes_]: ...
     @property
     def literal(self) -> npt.NDArray[np.bool_]: ...
+
+
+@dataclass(frozen=True)
+class Entities:
+    """The entity rows in index order, their node ids and whether each is a literal."""
+
+    rows: npt.NDArray[np.int64]
+    nodes: npt.NDArray[np.bytes_]
+    literal: npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -136,23 +154,24 @@ class GraphPositions:
     def __init__(
         self,
         chunk_rows: npt.NDArray[np.int64],
-        entity_order: npt.NDArray[np.int64],
-        literal: npt.NDArray[np.bool_],
+        entities: Entities,
         descriptions: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bytes_]],
         relations: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]],
-        mentions: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]],
+        mentions: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]],
         node_ids: IdMap,
         whole: bool,
     ) -> None:
-        """``descriptions``: their columns in index order, their chunks' positions and
+        """``entities``: their rows in index order, their node ids and literal flags;
+        ``descriptions``: their columns in index order, their chunks' positions and
         their node ids;
         ``relations``: their columns in index order, their own chunks' positions and
         their sources' (-1: none); ``mentions``: their columns in index order, their
         chunks' positions and weights. ``whole``: every row has a chunk of the build
         (else no patch carries these)."""
         self.chunk_rows, self.n_chunks = chunk_rows, len(chunk_rows)
-        self.entity_order, self.literal = entity_order, literal
-        self.n_entities = len(entity_order)
+        self.entities = entities
+        entity_order, self.literal = entities.rows, entities.literal
+        self.entity_order, self.n_entities = entity_order, len(entity_order)
         self.orders = order_arrays(
             chunk_rows, entity_order, descriptions[0][:, 0], relations[0][:, 0].copy()
         )
@@ -163,7 +182,8 @@ class GraphPositions:
         self.relations, self.relation_own, self.relation_chunk = relations
         self.relation_subject = positions[self.relations[:, 4]]
         self.relation_object = positions[self.relations[:, 5]]
-        self.mentions, self.mention_chunk, self.mention_weight = mentions
+        self.mentions, self.mention_chunk, self.mention_weights = mentions
+        self.mention_weight = self.mention_weights.astype(np.float32)
         self.mention_entity = positions[self.mentions[:, 2]]
         self.node_ids, self.whole = node_ids, whole
         self.text_ids = GraphTextIds(self.descriptions[:, 4].copy(), self.relations[:, 8].copy())
@@ -198,11 +218,10 @@ class GraphPositions:
         order = order[chunk[order] >= 0]
         return cls(
             chunk_rows,
-            columns.entities,
-            columns.literal,
+            Entities(columns.entities, columns.entity_nodes, columns.literal),
             (keys[description_order], described[description_order], description_nodes),
             (r, own[relation_order], np.where(r[:, 7] == 1, -1, source)),
-            (m[order], chunk[order], columns.weights[order].astype(np.float32)),
+            (m[order], chunk[order], columns.weights[order]),
             node_ids,
             whole and len(order) == len(m),
         )
@@ -253,19 +272,19 @@ class GraphPositions:
 
     def carried(
         self,
-        columns: Columns,
+        entities: Entities,
         changed: Changed,
         chunk_ids: Sequence[str],
         chunk_rows: npt.NDArray[np.int64],
         chunk_moves: npt.NDArray[np.int64] | None,
     ) -> tuple[GraphPositions, _NodeMoves] | None:
-        """These positions after a patch that wrote ``changed`` again and left
-        ``columns`` (the rows kept and those written), for the build's chunks
-        ``chunk_ids`` (keys ``chunk_rows``); ``chunk_moves``: each of this graph's
-        chunks' new position (-1: gone), or None to look them up. Equal to
-        :meth:`read` of ``columns``; with them, how the nodes and relations moved (for
-        the snapshot). None where these positions are not whole, or a row kept would
-        have no chunk."""
+        """These positions after a patch that wrote ``changed`` again and left the
+        ``entities`` (in index order), for the build's chunks ``chunk_ids`` (keys
+        ``chunk_rows``); ``chunk_moves``: each of this graph's chunks' new position
+        (-1: gone), or None to look them up. Equal to :meth:`read` of the columns the
+        patch leaves (the rows kept and those written); with them, how the nodes and
+        relations moved (for the snapshot). None where these positions are not whole,
+        or a row kept would have no chunk."""
         if not self.whole:
             return None
         moves = _chunk_moves(self.chunk_rows, chunk_rows, chunk_moves)
@@ -308,37 +327,34 @@ class GraphPositions:
             new.mentions,
             chunk_pos(new.mentions[:, 0]),
             1,
-            (self.mention_weight, new.weights.astype(np.float32)),
+            (self.mention_weights, new.weights),
         )
         if descriptions is None or relations is None or mentions is None:
             return None
-        entities = _entity_moves(self.entity_order, columns.entities, changed.entities)
+        moved_entities = _entity_moves(self.entity_order, entities.rows, changed.entities)
         added_chunks = np.ones(len(chunk_rows), np.bool_)
         added_chunks[moves[moves >= 0]] = False
         added_at = np.flatnonzero(added_chunks)
         node_ids = self.node_ids.carried(
-            (entities.ids, descriptions.moved, moves),
+            (moved_entities.ids, descriptions.moved, moves),
             (
-                (entities.added, columns.entity_nodes[entities.added]),
+                (moved_entities.added, entities.nodes[moved_entities.added]),
                 (descriptions.added, new.description_nodes[descriptions.order]),
                 (added_at, ids_as_bytes([chunk_ids[i] for i in added_at.tolist()])),
             ),
         )
         if node_ids is None:  # ids of no stable form: their order sorted again
-            node_ids = IdMap.from_bytes(
-                columns.entity_nodes, descriptions.extra, ids_as_bytes(chunk_ids)
-            )
+            node_ids = IdMap.from_bytes(entities.nodes, descriptions.extra, ids_as_bytes(chunk_ids))
         after = GraphPositions(
             chunk_rows,
-            columns.entities,
-            columns.literal,
+            entities,
             (descriptions.rows, descriptions.chunk, descriptions.extra),
             (relations.rows, relations.chunk, relations.extra),
             (mentions.rows, mentions.chunk, mentions.extra),
             node_ids,
             True,
         )
-        nodes = _NodeMoves(self, after, entities, descriptions, moves, relations, mentions)
+        nodes = _NodeMoves(self, after, moved_entities, descriptions, moves, relations, mentions)
         return after, nodes
 
 
@@ -508,6 +524,12 @@ def remember(state: Path, tables: str, positions: GraphPositions, snapshot: Grap
     state: the last written)."""
     with _LOCK:
         _REMEMBERED[state.absolute()] = (tables, positions, snapshot)
+
+
+def forget() -> None:
+    """Keep no graph in this process any more (as a new process has none)."""
+    with _LOCK:
+        _REMEMBERED.clear()
 
 
 def recall(state: Path, tables: str) -> tuple[GraphPositions, GraphSnapshot] | None:

@@ -67,7 +67,7 @@ from quillian.index.artifacts import (
     write_aside,
 )
 from quillian.index.chunk_table import ChunkTable, rows_of
-from quillian.index.graph_positions import Changed, GraphPositions, GraphTextIds
+from quillian.index.graph_positions import Changed, Entities, GraphPositions, GraphTextIds
 from quillian.index.graph_positions import recall as recall_graph
 from quillian.index.graph_positions import remember as remember_graph
 from quillian.index.integrity import recorded_digest
@@ -348,7 +348,7 @@ class _Writer:
             )
             conn.execute("BEGIN")
             _script(conn, _COUNTS)
-            changed: Changed | None = None
+            carried = None
             if not patch:
                 self._fill(conn)
                 touched: list[str] | None = None
@@ -356,8 +356,11 @@ class _Writer:
             else:
                 touched = self._patch(conn, changes)
                 changed = _Columns.changed(conn)
-                columns = (before and before.patched(conn, changed)) or _Columns.read(conn)
-            graph, snapshot = self._graph(columns, changed, changes.tables, store)
+                if carried := self._carried(conn, changed, changes.tables):
+                    columns = _Columns.of(carried[0])
+                else:
+                    columns = (before and before.patched(conn, changed)) or _Columns.read(conn)
+            graph, snapshot = self._graph(columns, carried, store)
             pages = derived.chunk_pages(
                 snapshot, graph.n_entities, graph.chunk_offset, len(self.chunk_ids)
             )
@@ -378,14 +381,11 @@ class _Writer:
     def _graph(
         self,
         columns: _Columns,
-        changed: Changed | None,
-        previous: str | None,
+        carried: tuple[GraphPositions, GraphSnapshot] | None,
         store: GraphStore | None,
     ) -> tuple[GraphPositions, GraphSnapshot]:
         """The graph's positions and its snapshot (written to ``store`` where one is
-        given): carried from those this process kept for the tables of digest
-        ``previous`` by what the patch ``changed``, else made again from ``columns``."""
-        carried = self._carried(columns, changed, previous)
+        given): those ``carried`` from the last build's, else made from ``columns``."""
         if carried is not None:
             graph, built = carried
         else:
@@ -410,26 +410,29 @@ class _Writer:
         return graph, built
 
     def _carried(
-        self, columns: _Columns, changed: Changed | None, previous: str | None
+        self, conn: sqlite3.Connection, changed: Changed, previous: str | None
     ) -> tuple[GraphPositions, GraphSnapshot] | None:
-        """:meth:`_graph`'s carry; None where there is nothing to carry or it does not
-        carry (a warning where the snapshot's edges disagree)."""
-        kept = recall_graph(self.state_path, previous) if previous and changed else None
-        if kept is None or changed is None:
+        """The graph's positions and snapshot carried from those this process kept for
+        the tables of digest ``previous`` by what the patch ``changed``; None where
+        there are none kept for them, or they do not carry (a warning where the
+        snapshot's edges or the rows' counts disagree)."""
+        kept = recall_graph(self.state_path, previous) if previous else None
+        if kept is None:
             return None
         before, snapshot = kept
-        catalog = self.chunks.catalog
+        entities = _patched_entities(conn, before.entities, changed)
+        if entities is None:
+            return None
+        moves = self.chunks.catalog.moves if self.chunks.catalog is not None else None
         chunk_moves = None
-        if (
-            catalog is not None
-            and catalog.moves is not None
-            and self.chunk_rows is self.chunks.rows
-        ):
-            chunk_moves = catalog.moves.moved(np.arange(catalog.moves.before, dtype=np.int64))
-        carried = before.carried(columns, changed, self.chunk_ids, self.chunk_rows, chunk_moves)
+        if moves is not None and self.chunk_rows is self.chunks.rows:
+            chunk_moves = moves.moved(np.arange(moves.before, dtype=np.int64))
+        carried = before.carried(entities, changed, self.chunk_ids, self.chunk_rows, chunk_moves)
         if carried is None:
             return None
         after, nodes = carried
+        if not _Columns.of(after).count(conn):
+            return None
         edges = after.edges(nodes.changed)
         try:
             built = snapshot.carried(
@@ -1023,11 +1026,10 @@ class _Columns:
         descriptions = np.concatenate([self.descriptions[keep_d], new.descriptions])
         by_d = np.argsort(descriptions[:, 0], kind="stable")
         relations = np.concatenate([self.relations[keep_r], new.relations])
-        keep_e = ~np.isin(self.entities, changed.entities)
-        try:
-            at = _entity_places(conn, self.entities[keep_e], new.entities)
-        except LookupError as exc:  # a kept entity the state no longer holds
-            logger.warning("graph columns name %s: read again", exc)
+        entities = _patched_entities(
+            conn, Entities(self.entities, self.entity_nodes, self.literal), changed
+        )
+        if entities is None:
             return None
         merged = _Columns(
             descriptions[by_d],
@@ -1035,15 +1037,34 @@ class _Columns:
             relations[np.argsort(relations[:, 0], kind="stable")],
             np.concatenate([self.mentions[keep_m], new.mentions]),
             np.concatenate([self.weights[keep_m], new.weights]),
-            np.insert(self.entities[keep_e], at, new.entities),
-            _inserted(self.entity_nodes[keep_e], at, new.entity_nodes),
-            np.insert(self.literal[keep_e], at, new.literal),
+            entities.rows,
+            entities.nodes,
+            entities.literal,
         )
+        return merged if merged.count(conn) else None
+
+    @classmethod
+    def of(cls, graph: GraphPositions) -> _Columns:
+        """The columns of the graph's positions, rows in index order (shared with them)."""
+        return cls(
+            graph.descriptions,
+            graph.description_nodes,
+            graph.relations,
+            graph.mentions,
+            graph.mention_weights,
+            graph.entities.rows,
+            graph.entities.nodes,
+            graph.entities.literal,
+        )
+
+    def count(self, conn: sqlite3.Connection) -> bool:
+        """Whether these columns count the rows the tables and the state hold (a
+        warning where not)."""
         counted = (
-            len(merged.descriptions),
-            len(merged.relations),
-            len(merged.mentions),
-            len(merged.entities),
+            len(self.descriptions),
+            len(self.relations),
+            len(self.mentions),
+            len(self.entities),
         )
         held = tuple(
             conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -1051,8 +1072,7 @@ class _Columns:
         )
         if counted != held:
             logger.warning("graph columns patched to %s rows, not %s: read again", counted, held)
-            return None
-        return merged
+        return counted == held
 
     @staticmethod
     def changed(conn: sqlite3.Connection) -> Changed:
@@ -1150,6 +1170,26 @@ def _inserted(
     (:func:`numpy.insert` would cut ``new`` to ``kept``'s)."""
     wide = np.promote_types(kept.dtype, new.dtype)
     return np.insert(kept.astype(wide), at, new.astype(wide))
+
+
+def _patched_entities(
+    conn: sqlite3.Connection, entities: Entities, changed: Changed
+) -> Entities | None:
+    """``entities`` (in index order) after a patch that wrote ``changed``: the rows it
+    wrote again taken out and put in again where they now go, at their places in index
+    order; None (a warning) where a kept row is not in the state."""
+    new = changed.rows
+    keep = ~np.isin(entities.rows, changed.entities)
+    try:
+        at = _entity_places(conn, entities.rows[keep], new.entities)
+    except LookupError as exc:  # a kept entity the state no longer holds
+        logger.warning("graph columns name %s: read again", exc)
+        return None
+    return Entities(
+        np.insert(entities.rows[keep], at, new.entities),
+        _inserted(entities.nodes[keep], at, new.entity_nodes),
+        np.insert(entities.literal[keep], at, new.literal),
+    )
 
 
 def _entity_places(
