@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from quillian.components.graph.builder import GraphEdges, GraphShape, graph_edges
+from quillian.components.graph.builder import TOPIC_WEIGHT, GraphEdges, GraphShape, graph_edges
 from quillian.components.retrieval import derived
 from quillian.index.tables import order_arrays
 from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
@@ -226,20 +226,26 @@ class GraphPositions:
             whole and len(order) == len(m),
         )
 
-    def arrays(
-        self, snapshot: GraphSnapshot, pages: npt.NDArray[np.int64]
-    ) -> dict[str, npt.NDArray[Any]]:
+    def pages(self) -> npt.NDArray[np.int64]:
+        """Each chunk's page entity (-1: none): :func:`~quillian.components.retrieval.
+        derived.chunk_pages` of the snapshot, found among the mentions (a chunk's edges
+        to its entities, in the same order), not among every edge."""
+        out = np.full(self.n_chunks, -1, np.int64)
+        topic = np.flatnonzero(self.mention_weight >= TOPIC_WEIGHT)[::-1]
+        out[self.mention_chunk[topic]] = self.mention_entity[topic]  # the first link wins
+        return out
+
+    def arrays(self, pages: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
         """What :func:`~quillian.index.tables.save_tables` derives and stores beside the
-        tables, by file name."""
+        tables, by file name (an entity's chunks counted from its mentions: one
+        entity-to-chunk edge each)."""
         return {
             "relation_subject": self.relation_subject.astype(np.int32),
             "relation_object": self.relation_object.astype(np.int32),
             "page_entities": pages,
             "description_entity": self.description_entity.astype(np.int32),
             "literal_entities": self.literal,
-            "entity_chunks": derived.entity_chunk_counts(
-                snapshot, self.n_entities, self.chunk_offset
-            ),
+            "entity_chunks": np.bincount(self.mention_entity, minlength=self.n_entities),
             **derived.relation_hops(
                 self.relation_subject,
                 self.relation_object,
@@ -390,34 +396,71 @@ def _merged(
     """The rows ``old`` (in order, their chunks' new positions ``old_chunk``) that
     ``keep`` keeps and the rows ``new`` (their chunks at ``new_chunk``) merged by chunk
     position and column ``seq``; None where a row has no chunk of the build."""
-    kept, kept_chunk = old[keep], old_chunk[keep]
+    gone = np.flatnonzero(~keep)
+    kept_chunk, kept_seq = np.delete(old_chunk, gone), np.delete(old[:, seq], gone)
     if (len(kept_chunk) and kept_chunk.min() < 0) or (len(new_chunk) and new_chunk.min() < 0):
         return None
-    if not (_packs(kept_chunk, kept[:, seq]) and _packs(new_chunk, new[:, seq])):
+    if not (_packs(kept_chunk, kept_seq) and _packs(new_chunk, new[:, seq])):
         return None
     new_keys = _packed(new_chunk, new[:, seq])
     order = np.argsort(new_keys, kind="stable")
-    places = np.searchsorted(_packed(kept_chunk, kept[:, seq]), new_keys[order])
+    places = np.searchsorted(_packed(kept_chunk, kept_seq), new_keys[order])
     moved = np.full(len(old), -1, np.int64)
-    at = np.arange(len(kept), dtype=np.int64)
+    at = np.arange(len(kept_chunk), dtype=np.int64)
     moved[keep] = at + np.searchsorted(places, at, "right")
+    # each written row goes before the old row kept at its place (or after the last)
+    kept_rows = np.flatnonzero(keep)
+    before = np.append(kept_rows, len(old))[places]
     return _Merged(
-        np.insert(kept, places, new[order], axis=0),
+        _spliced(old, gone, before, new[order]),
         np.insert(kept_chunk, places, new_chunk[order]),
-        np.empty(0) if extra is None else _inserted(extra[0][keep], places, extra[1][order]),
+        np.empty(0) if extra is None else _spliced(extra[0], gone, before, extra[1][order]),
         moved,
         places + np.arange(len(places), dtype=np.int64),
         order,
     )
 
 
-def _inserted(
-    kept: npt.NDArray[Any], at: npt.NDArray[np.intp], new: npt.NDArray[Any]
+#: Above this many rows gone and put in, :func:`_spliced` takes numpy's two passes.
+_SPLICES = 512
+
+
+def _spliced(
+    old: npt.NDArray[Any],
+    gone: npt.NDArray[np.intp],
+    before: npt.NDArray[np.intp],
+    new: npt.NDArray[Any],
 ) -> npt.NDArray[Any]:
-    """``new`` inserted into ``kept`` at ``at``, in the wider of their types
-    (:func:`numpy.insert` would cut byte strings to ``kept``'s width)."""
-    wide = np.promote_types(kept.dtype, new.dtype)
-    return np.insert(kept.astype(wide, copy=False), at, new.astype(wide, copy=False))
+    """``old`` (by rows) without the rows ``gone`` (in order), with each row of ``new``
+    put before the old row ``before`` names (in order; ``len(old)``: at the end), in
+    the wider of their types (:func:`numpy.insert` would cut byte strings to
+    ``old``'s width): the runs of old rows kept copied once each, where deleting and
+    inserting would copy every row twice."""
+    wide = np.promote_types(old.dtype, new.dtype)
+    if len(gone) + len(before) > _SPLICES:
+        kept = np.delete(old, gone, axis=0).astype(wide, copy=False)
+        places = np.searchsorted(gone, before)  # rows gone before each one's old row
+        return np.insert(kept, before - places, new.astype(wide, copy=False), axis=0)
+    out = np.empty((len(old) - len(gone) + len(new), *old.shape[1:]), wide)
+    # events in old row order: a row put in before row b, a row gone at g (put-ins
+    # first where both name one row: the row put in goes before it)
+    events = sorted(
+        [(int(b), 0, j) for j, b in enumerate(before.tolist())]
+        + [(int(g), 1, 0) for g in gone.tolist()]
+    )
+    src = dst = 0
+    for row, kind, j in events:
+        run = row - src
+        out[dst : dst + run] = old[src:row]
+        dst += run
+        src = row
+        if kind == 0:
+            out[dst] = new[j]
+            dst += 1
+        else:
+            src = row + 1
+    out[dst:] = old[src:]
+    return out
 
 
 @dataclass(frozen=True)

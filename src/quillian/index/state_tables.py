@@ -361,9 +361,7 @@ class _Writer:
                 else:
                     columns = (before and before.patched(conn, changed)) or _Columns.read(conn)
             graph, snapshot = self._graph(columns, carried, store)
-            pages = derived.chunk_pages(
-                snapshot, graph.n_entities, graph.chunk_offset, len(self.chunk_ids)
-            )
+            pages = graph.pages()
             _titled_names(conn, pages, self.chunks, graph.entity_order)
             self._meta(conn, graph, touched)
             conn.execute("COMMIT")
@@ -374,7 +372,7 @@ class _Writer:
             conn.close()
             if flushing is not None:
                 flushing.join()
-        for name, array in graph.arrays(snapshot, pages).items():
+        for name, array in graph.arrays(pages).items():
             save_array(self.path, name, array)
         return snapshot, file_digest(db), columns, graph
 
