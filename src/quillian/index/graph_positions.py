@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from quillian.components.graph.builder import TOPIC_WEIGHT, GraphEdges, GraphShape, graph_edges
 from quillian.components.retrieval import derived
+from quillian.index.distinct_texts import TextMoves
 from quillian.index.tables import order_arrays
 from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
 
@@ -48,10 +49,14 @@ __all__ = [
 class GraphTextIds:
     """The text each description and each relation embeds, by position: its id in the
     tables (:func:`~quillian.types.key64` of the text; a relation without a description
-    embeds its triple's words)."""
+    embeds its triple's words); the digest of the tables they are the texts of
+    (``tables``), and where the graph was carried from the last build's, where that
+    one's rows went (``moves``)."""
 
     descriptions: npt.NDArray[np.int64]
     relations: npt.NDArray[np.int64]
+    tables: str | None = None
+    moves: TextMoves | None = None
 
 
 class Columns(Protocol):
@@ -187,6 +192,8 @@ class GraphPositions:
         self.mention_entity = positions[self.mentions[:, 2]]
         self.node_ids, self.whole = node_ids, whole
         self.text_ids = GraphTextIds(self.descriptions[:, 4].copy(), self.relations[:, 8].copy())
+        #: where carried, each old description's and relation's new position (-1: gone)
+        self.row_moves: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
 
     @classmethod
     def read(
@@ -360,6 +367,7 @@ class GraphPositions:
             node_ids,
             True,
         )
+        after.row_moves = (descriptions.moved, relations.moved)
         nodes = _NodeMoves(self, after, moved_entities, descriptions, moves, relations, mentions)
         return after, nodes
 

@@ -40,6 +40,10 @@ from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.chunk_table import CatalogChanges, ChunkTable, rows_of
+from quillian.index.distinct_texts import Carried, KeptTexts, kept_order
+from quillian.index.distinct_texts import carried as carried_texts
+from quillian.index.distinct_texts import recall as recall_texts
+from quillian.index.distinct_texts import remember as remember_texts
 from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import GraphTextIds, save_state_tables
@@ -52,7 +56,7 @@ from quillian.index.tables import (
     save_tables,
     unique_first,
 )
-from quillian.index.text_keys import ChunkKeys, chunk_keys, text_keys
+from quillian.index.text_keys import ChunkKeys, chunk_keys, keep_text_keys, text_keys
 from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Progress
@@ -268,6 +272,27 @@ def extraction_source(chunks: ChunkTable, extractions: Sequence[Extraction]) -> 
     return read
 
 
+def _carried_texts(state: BuildState) -> tuple[DistinctTexts, Carried, KeptTexts] | None:
+    """The graph's distinct texts carried from those this process kept for the last
+    build's tables (:mod:`~quillian.index.distinct_texts`), where the graph stage
+    carried its rows from them; with what came and went, and the kept texts."""
+    given = state.text_ids
+    moves = given.moves if given is not None else None
+    if given is None or moves is None:
+        return None
+    kept = recall_texts(state.storage.directory, moves.follows)
+    tables = state.graph().indexes
+    if kept is None or not isinstance(tables, StoredTables) or not tables.keyed:
+        return None
+    moved = carried_texts(kept, given.descriptions, given.relations, moves)
+    if moved is None:
+        logger.warning("distinct texts not carried: their rows do not follow the last build's")
+        return None
+    read = tables.texts_reader(moved.ids)
+    texts = DistinctTexts(moved.ids, moved.description_rows, moved.relation_rows, read)
+    return texts, moved, kept
+
+
 def unique_texts(kg: KnowledgeGraph, text_ids: GraphTextIds | None = None) -> DistinctTexts:
     """The graph's distinct description and relation texts, and each row's among them
     (``text_ids``: the rows' text ids where the graph stage gave them)."""
@@ -293,7 +318,8 @@ class EmbedStage:
     window = 1024
 
     def run(self, state: BuildState) -> None:
-        texts = unique_texts(state.graph(), state.text_ids)
+        carried = _carried_texts(state)
+        texts = carried[0] if carried else unique_texts(state.graph(), state.text_ids)
         directory = state.storage.directory
         tables = directory / "tables"
         for what, rows in (
@@ -333,10 +359,28 @@ class EmbedStage:
             self.window,
             keyed,
         )
-        # the texts' keys kept by text id: only texts not met before are read and hashed
-        keys = text_keys(directory, state.embedder.model_id, texts.ids, texts.read)
-        check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts")
-        _embed_into(state, "texts", keys, texts.read, self.window)
+        model_id = state.embedder.model_id
+        if carried is None:
+            # the texts' keys kept by text id: only texts not met before are read and hashed
+            keys = text_keys(directory, model_id, texts.ids, texts.read)
+            check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts")
+            _embed_into(state, "texts", keys, texts.read, self.window)
+            kept = KeptTexts.of(texts.ids, texts.description_rows, texts.relation_rows, keys)
+        else:  # the kept texts' keys carried: only the new texts read and hashed
+            _, moved, before = carried
+            keys = np.empty(len(moved.ids), np.int64)
+            live = moved.moved >= 0
+            keys[moved.moved[live]] = before.keys[live]
+            if len(moved.added):
+                keys[moved.added] = vector_keys(model_id, texts.read(moved.added))
+            by_key = kept_order(before.by_key, moved.moved, moved.added, keys)
+            check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts", by_key)
+            keep_text_keys(directory, model_id, moved.ids[moved.by_id], keys[moved.by_id])
+            change = ChunkKeys(keys, before.keys, moved.added, before.keys[~live])
+            _embed_into(state, "texts", keys, texts.read, self.window, change)
+            kept = moved.kept(keys, by_key)
+        if state.text_ids is not None and state.text_ids.tables is not None:
+            remember_texts(directory, state.text_ids.tables, kept)  # for the next build
 
 
 class EndpointTextStage:

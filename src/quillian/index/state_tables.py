@@ -32,6 +32,7 @@ of the logged ids from the state as it is).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import logging
 import shutil
@@ -67,6 +68,7 @@ from quillian.index.artifacts import (
     write_aside,
 )
 from quillian.index.chunk_table import ChunkTable, rows_of
+from quillian.index.distinct_texts import TextMoves
 from quillian.index.graph_positions import Changed, Entities, GraphPositions, GraphTextIds
 from quillian.index.graph_positions import recall as recall_graph
 from quillian.index.graph_positions import remember as remember_graph
@@ -258,7 +260,10 @@ def save_state_tables(
     replace_dir(directory / "tables", write)
     snapshot, digest, columns, graph = written[0]
     if text_ids_into is not None:
-        text_ids_into.append(graph.text_ids)
+        moved = graph.row_moves
+        follows = changes.tables if moved is not None else None
+        text_moves = TextMoves(*moved, follows) if moved is not None and follows else None
+        text_ids_into.append(dataclasses.replace(graph.text_ids, tables=digest, moves=text_moves))
     state.mark_tables(digest)
     remember_graph(state.path, digest, graph, snapshot)  # for this process's next patch
     columns.remember(kept, digest)  # for this process's next patch, written or not

@@ -767,9 +767,18 @@ class StoredTables:
         rows = rank[inverse.reshape(-1)]
         n = len(text_ids[0])
         in_order = distinct[met]
+        return DistinctTexts(in_order, rows[:n], rows[n:], self.texts_reader(in_order, made))
+
+    def texts_reader(
+        self, ids: npt.NDArray[np.int64], made: dict[int, str] | None = None
+    ) -> Callable[[npt.NDArray[np.int64]], list[str]]:
+        """What gives the texts of the distinct text ids ``ids`` at some of their
+        positions, read from the tables (``made``: the words of the relations without a
+        description, by their id, where the caller has them; else read when asked)."""
+        made = {} if made is None else made
 
         def read(at: npt.NDArray[np.int64]) -> list[str]:
-            wanted = in_order[at].tolist()
+            wanted = ids[at].tolist()
             stored = dict(
                 self.db.query(
                     f"SELECT t.id, {self._text('t')} FROM texts t"
@@ -781,7 +790,7 @@ class StoredTables:
                 self._text_ids(made)
             return [stored[i] if i in stored else made[i] for i in wanted]
 
-        return DistinctTexts(in_order, rows[:n], rows[n:], read)
+        return read
 
     def _text_ids(
         self, made: dict[int, str]

@@ -48,7 +48,14 @@ from quillian.index.chunk_table import ChunkMoves
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
 from quillian.stores.snapshot import distinct_order
 
-__all__ = ["CHUNK_KEYS_FILE", "KEYS_FILE", "ChunkKeys", "chunk_keys", "text_keys"]
+__all__ = [
+    "CHUNK_KEYS_FILE",
+    "KEYS_FILE",
+    "ChunkKeys",
+    "chunk_keys",
+    "keep_text_keys",
+    "text_keys",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,14 @@ def text_keys(directory: Path, model_id: str, ids: Ids, read: Callable[[Ids], li
     if len(missing) or len(kept_ids) != len(ids):  # else the same ids: the file holds them
         write_aside(path, lambda: _save(path, model_id, ids, keys))
     return keys
+
+
+def keep_text_keys(directory: Path, model_id: str, ids: Ids, keys: Ids) -> None:
+    """Keep ``keys`` under ``model_id`` of the texts ``ids`` (distinct, sorted) for the
+    next build, as :func:`text_keys` keeps them (a build that carried its texts' keys:
+    :mod:`~quillian.index.distinct_texts`)."""
+    path = directory / KEYS_FILE
+    write_aside(path, lambda: _save(path, model_id, ids, keys, ordered=True))
 
 
 @dataclass(frozen=True)
@@ -270,10 +285,18 @@ def _load(
 
 
 def _save(
-    path: Path, model_id: str, ids: Ids, keys: Ids, version: str = _VERSION, tag: str = ""
+    path: Path,
+    model_id: str,
+    ids: Ids,
+    keys: Ids,
+    version: str = _VERSION,
+    tag: str = "",
+    *,
+    ordered: bool = False,
 ) -> None:
-    """Keep ``keys`` of ``ids``: the texts' sorted by id, the chunks' by position."""
-    if version == _VERSION:
+    """Keep ``keys`` of ``ids``: the texts' sorted by id (``ordered``: they are), the
+    chunks' by position."""
+    if version == _VERSION and not ordered:
         order = distinct_order(ids)
         ids, keys = ids[order], keys[order]
     meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])

@@ -42,12 +42,17 @@ def vector_keys(model_id: str, texts: Sequence[str]) -> npt.NDArray[np.int64]:
 
 
 def check_distinct(
-    keys: npt.NDArray[np.int64], text_at: Callable[[int], str], collection: str
+    keys: npt.NDArray[np.int64],
+    text_at: Callable[[int], str],
+    collection: str,
+    order: npt.NDArray[np.intp] | None = None,
 ) -> None:
     """Refuse two different texts with one key (a 62-bit hash collision): the build
     stops before it writes, naming both. ``text_at`` gives the text of a position: only
-    those of equal keys are asked for."""
-    order = np.argsort(keys)  # equal keys side by side in any order: each pair compared
+    those of equal keys are asked for. ``order``: the positions in the order of their
+    keys, where the caller has it (else sorted here)."""
+    if order is None:
+        order = np.argsort(keys)  # equal keys side by side in any order: each pair compared
     same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
     for at in same.tolist():
         first, second = sorted((int(order[at]), int(order[at + 1])))
