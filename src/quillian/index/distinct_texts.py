@@ -32,6 +32,7 @@ __all__ = [
     "KeptTexts",
     "TextMoves",
     "carried",
+    "forget",
     "kept_order",
     "recall",
     "remember",
@@ -241,6 +242,12 @@ def remember(directory: Path, tables: str, texts: KeptTexts) -> None:
     ``directory`` whose tables have the digest ``tables`` (one a directory)."""
     with _LOCK:
         _REMEMBERED[directory.absolute()] = (tables, texts)
+
+
+def forget() -> None:
+    """Keep no texts in this process any more (as a new process has none)."""
+    with _LOCK:
+        _REMEMBERED.clear()
 
 
 def recall(directory: Path, tables: str) -> KeptTexts | None:

@@ -56,7 +56,7 @@ from quillian.index.tables import (
     save_tables,
     unique_first,
 )
-from quillian.index.text_keys import ChunkKeys, chunk_keys, keep_text_keys, text_keys
+from quillian.index.text_keys import ChunkKeys, carried_text_keys, chunk_keys, text_keys
 from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Progress
@@ -368,15 +368,18 @@ class EmbedStage:
             kept = KeptTexts.of(texts.ids, texts.description_rows, texts.relation_rows, keys)
         else:  # the kept texts' keys carried: only the new texts read and hashed
             _, moved, before = carried
-            keys = np.empty(len(moved.ids), np.int64)
-            live = moved.moved >= 0
-            keys[moved.moved[live]] = before.keys[live]
-            if len(moved.added):
-                keys[moved.added] = vector_keys(model_id, texts.read(moved.added))
+            keys = carried_text_keys(
+                directory,
+                model_id,
+                (moved.ids, moved.by_id),
+                before.keys,
+                moved.moved,
+                moved.added,
+                texts.read,
+            )
             by_key = kept_order(before.by_key, moved.moved, moved.added, keys)
             check_distinct(keys, lambda i: texts.read(np.array([i]))[0], "texts", by_key)
-            keep_text_keys(directory, model_id, moved.ids[moved.by_id], keys[moved.by_id])
-            change = ChunkKeys(keys, before.keys, moved.added, before.keys[~live])
+            change = ChunkKeys(keys, before.keys, moved.added, before.keys[moved.moved < 0])
             _embed_into(state, "texts", keys, texts.read, self.window, change)
             kept = moved.kept(keys, by_key)
         if state.text_ids is not None and state.text_ids.tables is not None:

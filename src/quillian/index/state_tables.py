@@ -366,6 +366,8 @@ class _Writer:
                 else:
                     columns = (before and before.patched(conn, changed)) or _Columns.read(conn)
             graph, snapshot = self._graph(columns, carried, store)
+            if graph.whole:  # the columns kept are the positions' own: one copy in memory
+                columns = _Columns.of(graph)
             pages = graph.pages()
             _titled_names(conn, pages, self.chunks, graph.entity_order)
             self._meta(conn, graph, touched)

@@ -52,8 +52,8 @@ __all__ = [
     "CHUNK_KEYS_FILE",
     "KEYS_FILE",
     "ChunkKeys",
+    "carried_text_keys",
     "chunk_keys",
-    "keep_text_keys",
     "text_keys",
 ]
 
@@ -86,12 +86,30 @@ def text_keys(directory: Path, model_id: str, ids: Ids, read: Callable[[Ids], li
     return keys
 
 
-def keep_text_keys(directory: Path, model_id: str, ids: Ids, keys: Ids) -> None:
-    """Keep ``keys`` under ``model_id`` of the texts ``ids`` (distinct, sorted) for the
-    next build, as :func:`text_keys` keeps them (a build that carried its texts' keys:
-    :mod:`~quillian.index.distinct_texts`)."""
+def carried_text_keys(
+    directory: Path,
+    model_id: str,
+    texts: tuple[Ids, Ids],
+    kept: Ids,
+    moved: Ids,
+    added: Ids,
+    read: Callable[[Ids], list[str]],
+) -> Ids:
+    """The vector keys under ``model_id`` of distinct texts carried from a build's
+    (:mod:`~quillian.index.distinct_texts`): each kept text's key (``kept``, by old
+    rank) moved to its new rank (``moved``, -1: gone), the texts at the ranks ``added``
+    read and keyed. ``texts``: the texts' ids, and their ranks in the order of the ids.
+    Keeps them for the next build as :func:`text_keys` does."""
+    ids, by_id = texts
+    keys = np.empty(len(ids), dtype=np.int64)
+    live = moved >= 0
+    keys[moved[live]] = kept[live]
+    if len(added):
+        keys[added] = vector_keys(model_id, read(added))
     path = directory / KEYS_FILE
-    write_aside(path, lambda: _save(path, model_id, ids, keys, ordered=True))
+    ordered_ids, ordered_keys = ids[by_id], keys[by_id]
+    write_aside(path, lambda: _save(path, model_id, ordered_ids, ordered_keys, ordered=True))
+    return keys
 
 
 @dataclass(frozen=True)

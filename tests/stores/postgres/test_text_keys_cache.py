@@ -10,6 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from quillian.components.retrieval.keyed import vector_keys
+from quillian.index import distinct_texts, graph_positions
 from quillian.index import text_keys as text_keys_module
 from quillian.index.layout import server_backend
 from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE
@@ -47,6 +48,8 @@ def test_the_keys_stay_in_the_machine_s_cache(
     hashed.clear()
     for name in (KEYS_FILE, CHUNK_KEYS_FILE):  # another machine's cache: no keys kept there
         (cache / name).unlink()
+    graph_positions.forget()  # nor any in its memory
+    distinct_texts.forget()
     build_tiny(postgres_url, CORPUS, titles=TITLES[30:])
     assert seen < set(hashed)  # every text and chunk keyed again, the new one's too
     assert (cache / KEYS_FILE).is_file() and (cache / CHUNK_KEYS_FILE).is_file()
