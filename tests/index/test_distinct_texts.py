@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from quillian.index.distinct_texts import KeptTexts, TextMoves, carried, kept_order
+from quillian.index.distinct_texts import (
+    KeptTexts,
+    TextMoves,
+    carried,
+    forget,
+    kept_order,
+    recall,
+    remember,
+)
 
 
 def _first_met(descriptions: list[int], relations: list[int]) -> tuple[list[int], list[int]]:
@@ -84,3 +93,16 @@ def test_moves_that_do_not_fit_are_not_carried() -> None:
     same = TextMoves(np.array([0, 1]), np.array([0]), "t")
     assert carried(kept, rows, np.array([6]), same) is not None
     assert carried(kept, rows, np.array([7]), same) is None
+
+
+def test_texts_are_recalled_for_their_tables_and_model_only(tmp_path: Path) -> None:
+    """Texts kept for the tables of one digest, their keys under one model: recalled for
+    those alone (a build whose tables or model differ makes its texts again)."""
+    kept = KeptTexts.of(np.array([5]), np.array([0]), np.array([0]), np.array([50]))
+    remember(tmp_path, "tables-a", "model-a", kept)
+    assert recall(tmp_path, "tables-a", "model-a") is kept
+    assert recall(tmp_path, "tables-a", "model-b") is None
+    assert recall(tmp_path, "tables-b", "model-a") is None
+    assert recall(tmp_path / "other", "tables-a", "model-a") is None
+    forget()
+    assert recall(tmp_path, "tables-a", "model-a") is None

@@ -233,15 +233,16 @@ def kept_order(order: Ids, moved: Ids, added: Ids, values: Ids) -> Ids:
     return np.insert(kept, np.searchsorted(values[kept], values[new]), new)
 
 
-_REMEMBERED: dict[Path, tuple[str, KeptTexts]] = {}
+_REMEMBERED: dict[Path, tuple[str, str, KeptTexts]] = {}
 _LOCK = threading.Lock()
 
 
-def remember(directory: Path, tables: str, texts: KeptTexts) -> None:
+def remember(directory: Path, tables: str, model_id: str, texts: KeptTexts) -> None:
     """Keep ``texts`` in this process as the distinct texts of the index at
-    ``directory`` whose tables have the digest ``tables`` (one a directory)."""
+    ``directory`` whose tables have the digest ``tables``, their keys under the
+    embedding model ``model_id`` (one a directory)."""
     with _LOCK:
-        _REMEMBERED[directory.absolute()] = (tables, texts)
+        _REMEMBERED[directory.absolute()] = (tables, model_id, texts)
 
 
 def forget() -> None:
@@ -250,8 +251,9 @@ def forget() -> None:
         _REMEMBERED.clear()
 
 
-def recall(directory: Path, tables: str) -> KeptTexts | None:
-    """What :func:`remember` kept for those tables; None where it kept nothing."""
+def recall(directory: Path, tables: str, model_id: str) -> KeptTexts | None:
+    """What :func:`remember` kept for those tables and that model; None where it kept
+    nothing for them."""
     with _LOCK:
         found = _REMEMBERED.get(directory.absolute())
-    return found[1] if found is not None and found[0] == tables else None
+    return found[2] if found is not None and found[:2] == (tables, model_id) else None

@@ -280,7 +280,7 @@ def _carried_texts(state: BuildState) -> tuple[DistinctTexts, Carried, KeptTexts
     moves = given.moves if given is not None else None
     if given is None or moves is None:
         return None
-    kept = recall_texts(state.storage.directory, moves.follows)
+    kept = recall_texts(state.storage.directory, moves.follows, state.embedder.model_id)
     tables = state.graph().indexes
     if kept is None or not isinstance(tables, StoredTables) or not tables.keyed:
         return None
@@ -383,7 +383,7 @@ class EmbedStage:
             _embed_into(state, "texts", keys, texts.read, self.window, change)
             kept = moved.kept(keys, by_key)
         if state.text_ids is not None and state.text_ids.tables is not None:
-            remember_texts(directory, state.text_ids.tables, kept)  # for the next build
+            remember_texts(directory, state.text_ids.tables, model_id, kept)  # the next build's
 
 
 class EndpointTextStage:

@@ -397,21 +397,11 @@ class _Writer:
             graph = GraphPositions.read(columns, self.chunk_ids, self.chunk_rows)
             if store is not None and not isinstance(store, SnapshotWriter):
                 return graph, write_graph(graph.node_ids, graph.edges(), store)
-            edges = graph.edges()
-            built = GraphSnapshot.from_arrays(
-                graph.node_ids,
-                edges.kinds,
-                edges.sources,
-                edges.targets,
-                edges.edge_kinds,
-                edges.weights,
-                edges.relations,
-            )
-        if store is None:
-            return graph, built
-        if not isinstance(store, SnapshotWriter):
+            built = graph.edges().snapshot(graph.node_ids)
+        if isinstance(store, SnapshotWriter):
+            store.write_snapshot(built)
+        elif store is not None:  # a store that takes nodes and edges by id
             return graph, write_graph(graph.node_ids, graph.edges(), store)
-        store.write_snapshot(built)
         return graph, built
 
     def _carried(

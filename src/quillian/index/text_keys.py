@@ -106,9 +106,10 @@ def carried_text_keys(
     keys[moved[live]] = kept[live]
     if len(added):
         keys[added] = vector_keys(model_id, read(added))
-    path = directory / KEYS_FILE
-    ordered_ids, ordered_keys = ids[by_id], keys[by_id]
-    write_aside(path, lambda: _save(path, model_id, ordered_ids, ordered_keys, ordered=True))
+    if len(added) or not live.all():  # else the same texts: the file holds them
+        path = directory / KEYS_FILE
+        ordered_ids, ordered_keys = ids[by_id], keys[by_id]
+        write_aside(path, lambda: _save(path, model_id, ordered_ids, ordered_keys, ordered=True))
     return keys
 
 

@@ -338,6 +338,18 @@ class GraphEdges:
     weights: npt.NDArray[np.float32]
     relations: npt.NDArray[np.int32]
 
+    def snapshot(self, node_ids: Sequence[str] | IdMap) -> GraphSnapshot:
+        """The snapshot of these edges between ``node_ids`` (the ids, or their map)."""
+        return GraphSnapshot.from_edges(
+            node_ids,
+            self.kinds,
+            self.sources,
+            self.targets,
+            self.edge_kinds,
+            self.weights,
+            self.relations,
+        )
+
 
 def graph_edges(
     shape: GraphShape,
@@ -416,15 +428,7 @@ def write_graph(
     empty ``store``, written to it and read back from it (whole, where it can take a
     snapshot whole); otherwise built in memory."""
     if store is None or isinstance(store, SnapshotWriter):
-        snapshot = GraphSnapshot.from_edges(
-            node_ids,
-            edges.kinds,
-            edges.sources,
-            edges.targets,
-            edges.edge_kinds,
-            edges.weights,
-            edges.relations,
-        )
+        snapshot = edges.snapshot(node_ids)
         return snapshot if store is None else store.write_snapshot(snapshot)
     if isinstance(node_ids, IdMap):
         node_ids = node_ids.ids_of(range(len(node_ids)))
