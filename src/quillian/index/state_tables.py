@@ -260,9 +260,8 @@ def save_state_tables(
     replace_dir(directory / "tables", write)
     snapshot, digest, columns, graph = written[0]
     if text_ids_into is not None:
-        moved = graph.row_moves
-        follows = changes.tables if moved is not None else None
-        text_moves = TextMoves(*moved, follows) if moved is not None and follows else None
+        rows_moved, follows = graph.row_moves, changes.tables
+        text_moves = TextMoves(*rows_moved, follows) if rows_moved and follows else None
         text_ids_into.append(dataclasses.replace(graph.text_ids, tables=digest, moves=text_moves))
     state.mark_tables(digest)
     remember_graph(state.path, digest, graph, snapshot)  # for this process's next patch
