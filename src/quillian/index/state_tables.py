@@ -397,10 +397,9 @@ class _Writer:
             if store is not None and not isinstance(store, SnapshotWriter):
                 return graph, write_graph(graph.node_ids, graph.edges(), store)
             built = graph.edges().snapshot(graph.node_ids)
-        if isinstance(store, SnapshotWriter):  # as the store reads it back (memory-mapped
-            # by the embedded one: its pages the file's, not this process's)
-            return graph, store.write_snapshot(built)
-        if store is not None:  # a store that takes nodes and edges by id
+        if isinstance(store, SnapshotWriter):
+            store.write_snapshot(built)
+        elif store is not None:  # a store that takes nodes and edges by id
             return graph, write_graph(graph.node_ids, graph.edges(), store)
         return graph, built
 
