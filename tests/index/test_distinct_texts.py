@@ -8,15 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quillian.index.distinct_texts import (
-    KeptTexts,
-    TextMoves,
-    carried,
-    forget,
-    kept_order,
-    recall,
-    remember,
-)
+from quillian.index.distinct_texts import KEPT, KeptTexts, TextMoves, carried, kept_order
 
 
 def _first_met(descriptions: list[int], relations: list[int]) -> tuple[list[int], list[int]]:
@@ -99,10 +91,10 @@ def test_texts_are_recalled_for_their_tables_and_model_only(tmp_path: Path) -> N
     """Texts kept for the tables of one digest, their keys under one model: recalled for
     those alone (a build whose tables or model differ makes its texts again)."""
     kept = KeptTexts.of(np.array([5]), np.array([0]), np.array([0]), np.array([50]))
-    remember(tmp_path, "tables-a", "model-a", kept)
-    assert recall(tmp_path, "tables-a", "model-a") is kept
-    assert recall(tmp_path, "tables-a", "model-b") is None
-    assert recall(tmp_path, "tables-b", "model-a") is None
-    assert recall(tmp_path / "other", "tables-a", "model-a") is None
-    forget()
-    assert recall(tmp_path, "tables-a", "model-a") is None
+    KEPT.keep(tmp_path, ("tables-a", "model-a"), kept)
+    assert KEPT.get(tmp_path, ("tables-a", "model-a")) is kept
+    assert KEPT.get(tmp_path, ("tables-a", "model-b")) is None
+    assert KEPT.get(tmp_path, ("tables-b", "model-a")) is None
+    assert KEPT.get(tmp_path / "other", ("tables-a", "model-a")) is None
+    KEPT.clear()
+    assert KEPT.get(tmp_path, ("tables-a", "model-a")) is None

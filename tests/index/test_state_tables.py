@@ -321,7 +321,7 @@ def test_columns_missing_or_damaged_are_read_from_every_row(
     run = _Run(tmp_path, 40, 6)
     run.write()
     change(run)
-    graph_positions.forget()  # a new process: only the kept file
+    graph_positions.KEPT.clear()  # a new process: only the kept file
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -347,7 +347,7 @@ def test_a_kept_graph_that_miscounts_is_made_again_from_every_row(
     run.write()
     run.step()
     changes = run.state.tables_changes()
-    kept = graph_positions.recall(run.state.path, changes.tables)
+    kept = graph_positions.KEPT.get(run.state.path, changes.tables)
     assert kept is not None
     graph, snapshot = kept
     # a mention of a chunk the step left alone
@@ -362,7 +362,7 @@ def test_a_kept_graph_that_miscounts_is_made_again_from_every_row(
         graph.node_ids,
         True,
     )
-    graph_positions.remember(run.state.path, changes.tables, fewer, snapshot)
+    graph_positions.KEPT.keep(run.state.path, changes.tables, (fewer, snapshot))
     got, _, want, kg, snapshot = run.write()
     assert_same_outputs(got, want)
     assert_same_snapshot(snapshot, kg.snapshot)
@@ -405,7 +405,7 @@ def test_patched_columns_that_miscount_are_read_from_every_row(
     assert columns is not None and len(columns.mentions) > 1
     fewer = dataclasses.replace(columns, mentions=columns.mentions[:0], weights=columns.weights[:0])
     fewer.save(path, digest)
-    graph_positions.forget()
+    graph_positions.KEPT.clear()
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)
@@ -775,7 +775,7 @@ def test_kept_columns_naming_an_entity_the_state_lacks_are_read_again(
         literal=np.insert(columns.literal, where, False),
     )
     bogus.save(path, digest)
-    graph_positions.forget()
+    graph_positions.KEPT.clear()
     run.step()
     got, _, want, _, _ = run.write()
     assert_same_outputs(got, want)

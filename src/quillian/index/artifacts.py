@@ -18,9 +18,9 @@ import shutil
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,7 @@ from quillian.stores.integrity import stat_stamp
 
 __all__ = [
     "PARTIAL",
+    "KeptInProcess",
     "load_arrays",
     "recall",
     "remember",
@@ -201,3 +202,30 @@ def recall(path: Path) -> Any | None:
     except OSError:
         same = False
     return entry[1] if same else None
+
+
+class KeptInProcess(Generic[T]):
+    """What a build keeps in this process for the next build of the same index, by a
+    path (the index's, its resolution state's) and what that build must match to use
+    it (``tag``: the digest of the tables it belongs to, a model): the last kept for a
+    path. Unlike :func:`remember`, tied to no file: a new process keeps nothing."""
+
+    def __init__(self) -> None:
+        self._kept: dict[Path, tuple[Hashable, T]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, path: Path, tag: Hashable, value: T) -> None:
+        with self._lock:
+            self._kept[path.absolute()] = (tag, value)
+
+    def get(self, path: Path, tag: Hashable) -> T | None:
+        """What :meth:`keep` kept for ``path`` under ``tag``; None where it kept nothing
+        there, or under another tag."""
+        with self._lock:
+            found = self._kept.get(path.absolute())
+        return found[1] if found is not None and found[0] == tag else None
+
+    def clear(self) -> None:
+        """Keep nothing any more (as a new process keeps nothing)."""
+        with self._lock:
+            self._kept.clear()

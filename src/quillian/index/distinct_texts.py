@@ -13,29 +13,27 @@ texts' vector keys are carried with them (:class:`Carried`), so only the new tex
 read, keyed and checked, and the vector collection changes by the texts that came and
 went.
 
-A build keeps its distinct texts in the process (:func:`remember`, by the digest of
-the tables they are the texts of) for the next build to carry.
+A build keeps its distinct texts in the process (:data:`KEPT`, by the digest of the
+tables they are the texts of and the embedding model) for the next build to carry.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from quillian.index.artifacts import KeptInProcess
+
 __all__ = [
+    "KEPT",
     "Carried",
     "KeptTexts",
     "TextMoves",
     "carried",
-    "forget",
     "kept_order",
-    "recall",
-    "remember",
 ]
 
 Ids = npt.NDArray[np.int64]
@@ -233,27 +231,7 @@ def kept_order(order: Ids, moved: Ids, added: Ids, values: Ids) -> Ids:
     return np.insert(kept, np.searchsorted(values[kept], values[new]), new)
 
 
-_REMEMBERED: dict[Path, tuple[str, str, KeptTexts]] = {}
-_LOCK = threading.Lock()
-
-
-def remember(directory: Path, tables: str, model_id: str, texts: KeptTexts) -> None:
-    """Keep ``texts`` in this process as the distinct texts of the index at
-    ``directory`` whose tables have the digest ``tables``, their keys under the
-    embedding model ``model_id`` (one a directory)."""
-    with _LOCK:
-        _REMEMBERED[directory.absolute()] = (tables, model_id, texts)
-
-
-def forget() -> None:
-    """Keep no texts in this process any more (as a new process has none)."""
-    with _LOCK:
-        _REMEMBERED.clear()
-
-
-def recall(directory: Path, tables: str, model_id: str) -> KeptTexts | None:
-    """What :func:`remember` kept for those tables and that model; None where it kept
-    nothing for them."""
-    with _LOCK:
-        found = _REMEMBERED.get(directory.absolute())
-    return found[2] if found is not None and found[:2] == (tables, model_id) else None
+#: The last distinct texts of each index (by its directory), under the digest of the
+#: tables they are the texts of and the model their keys are under: what the next
+#: build in this process carries.
+KEPT: KeptInProcess[KeptTexts] = KeptInProcess()

@@ -13,15 +13,13 @@ from keep theirs), so the rows a patch read again are merged in by binary search
 the node ids' order is moved (:meth:`~quillian.stores.snapshot.IdMap.carried`), and
 the snapshot's rows are copied but for the nodes whose edges changed
 (:meth:`~quillian.stores.snapshot.GraphSnapshot.carried`). A build keeps its
-positions and snapshot in the process (:func:`remember`) for the next patch to carry.
+positions and snapshot in the process (:data:`KEPT`) for the next patch to carry.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,19 +27,18 @@ import numpy.typing as npt
 
 from quillian.components.graph.builder import TOPIC_WEIGHT, GraphEdges, GraphShape, graph_edges
 from quillian.components.retrieval import derived
+from quillian.index.artifacts import KeptInProcess
 from quillian.index.distinct_texts import TextMoves
 from quillian.index.tables import order_arrays
 from quillian.stores.snapshot import GraphSnapshot, IdMap, distinct_order, ids_as_bytes
 
 __all__ = [
+    "KEPT",
     "Changed",
     "Columns",
     "Entities",
     "GraphPositions",
     "GraphTextIds",
-    "forget",
-    "recall",
-    "remember",
 ]
 
 
@@ -300,10 +297,10 @@ class GraphPositions:
         or a row kept would have no chunk."""
         if not self.whole:
             return None
-        moves = _chunk_moves(self.chunk_rows, chunk_rows, chunk_moves)
+        chunk_pos, new = _ChunkPositions(chunk_rows), changed.rows
+        moves = _chunk_moves(self.chunk_rows, chunk_rows, chunk_pos, chunk_moves)
         if moves is None:
             return None
-        chunk_pos, new = _ChunkPositions(chunk_rows), changed.rows
         descriptions = _merged(
             self.descriptions,
             moves[self.description_chunk],
@@ -498,16 +495,18 @@ def _entity_moves(
 def _chunk_moves(
     before: npt.NDArray[np.int64],
     after: npt.NDArray[np.int64],
+    positions: _ChunkPositions,
     moves: npt.NDArray[np.int64] | None,
 ) -> npt.NDArray[np.int64] | None:
     """Each of ``before``'s chunks' position in ``after`` (-1: gone): ``moves`` where it
-    carries the keys there, else looked up; None where the kept chunks changed order."""
+    carries the keys there, else looked up among ``positions`` (``after``'s); None
+    where the kept chunks changed order."""
     if moves is None or len(moves) != len(before):
-        moves = _ChunkPositions(after)(before)
+        moves = positions(before)
     else:
         kept = moves >= 0
         if not np.array_equal(after[moves[kept]], before[kept]):
-            moves = _ChunkPositions(after)(before)
+            moves = positions(before)
     kept_at = moves[moves >= 0]
     if len(kept_at) > 1 and (np.diff(kept_at) <= 0).any():
         return None
@@ -565,29 +564,6 @@ class _NodeMoves:
         rows[chunk_base + now[now >= 0]] = True
 
 
-_REMEMBERED: dict[Path, tuple[str, GraphPositions, GraphSnapshot]] = {}
-_LOCK = threading.Lock()
-
-
-def remember(state: Path, tables: str, positions: GraphPositions, snapshot: GraphSnapshot) -> None:
-    """Keep ``positions`` and ``snapshot`` in this process as the graph of the tables
-    of digest ``tables`` written from the resolution state at ``state`` (one graph a
-    state: the last written)."""
-    with _LOCK:
-        _REMEMBERED[state.absolute()] = (tables, positions, snapshot)
-
-
-def forget() -> None:
-    """Keep no graph in this process any more (as a new process has none)."""
-    with _LOCK:
-        _REMEMBERED.clear()
-
-
-def recall(state: Path, tables: str) -> tuple[GraphPositions, GraphSnapshot] | None:
-    """What :func:`remember` kept for the tables of digest ``tables`` of the state at
-    ``state``; None where it kept nothing for them."""
-    with _LOCK:
-        found = _REMEMBERED.get(state.absolute())
-    if found is None or found[0] != tables:
-        return None
-    return found[1], found[2]
+#: The last graph written from each resolution state (by its path), under the digest
+#: of its tables, with its snapshot: what the next patch in this process carries.
+KEPT: KeptInProcess[tuple[GraphPositions, GraphSnapshot]] = KeptInProcess()

@@ -40,10 +40,9 @@ from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
 from quillian.index.chunk_table import CatalogChanges, ChunkTable, rows_of
+from quillian.index.distinct_texts import KEPT as KEPT_TEXTS
 from quillian.index.distinct_texts import Carried, KeptTexts, kept_order
 from quillian.index.distinct_texts import carried as carried_texts
-from quillian.index.distinct_texts import recall as recall_texts
-from quillian.index.distinct_texts import remember as remember_texts
 from quillian.index.integrity import unchanged_since_build
 from quillian.index.linking import ExtractionDelta
 from quillian.index.state_tables import GraphTextIds, save_state_tables
@@ -280,7 +279,7 @@ def _carried_texts(state: BuildState) -> tuple[DistinctTexts, Carried, KeptTexts
     moves = given.moves if given is not None else None
     if given is None or moves is None:
         return None
-    kept = recall_texts(state.storage.directory, moves.follows, state.embedder.model_id)
+    kept = KEPT_TEXTS.get(state.storage.directory, (moves.follows, state.embedder.model_id))
     tables = state.graph().indexes
     if kept is None or not isinstance(tables, StoredTables) or not tables.keyed:
         return None
@@ -383,7 +382,7 @@ class EmbedStage:
             _embed_into(state, "texts", keys, texts.read, self.window, change)
             kept = moved.kept(keys, by_key)
         if state.text_ids is not None and state.text_ids.tables is not None:
-            remember_texts(directory, state.text_ids.tables, model_id, kept)  # the next build's
+            KEPT_TEXTS.keep(directory, (state.text_ids.tables, model_id), kept)  # the next build's
 
 
 class EndpointTextStage:

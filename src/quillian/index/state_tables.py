@@ -69,9 +69,8 @@ from quillian.index.artifacts import (
 )
 from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.distinct_texts import TextMoves
+from quillian.index.graph_positions import KEPT as KEPT_GRAPH
 from quillian.index.graph_positions import Changed, Entities, GraphPositions, GraphTextIds
-from quillian.index.graph_positions import recall as recall_graph
-from quillian.index.graph_positions import remember as remember_graph
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
     DDL,
@@ -264,7 +263,7 @@ def save_state_tables(
         text_moves = TextMoves(*rows_moved, follows) if rows_moved and follows else None
         text_ids_into.append(dataclasses.replace(graph.text_ids, tables=digest, moves=text_moves))
     state.mark_tables(digest)
-    remember_graph(state.path, digest, graph, snapshot)  # for this process's next patch
+    KEPT_GRAPH.keep(state.path, digest, (graph, snapshot))  # for this process's next patch
     columns.remember(kept, digest)  # for this process's next patch, written or not
 
     def save() -> None:
@@ -410,7 +409,7 @@ class _Writer:
         the tables of digest ``previous`` by what the patch ``changed``; None where
         there are none kept for them, or they do not carry (a warning where the
         snapshot's edges or the rows' counts disagree)."""
-        kept = recall_graph(self.state_path, previous) if previous else None
+        kept = KEPT_GRAPH.get(self.state_path, previous) if previous else None
         if kept is None:
             return None
         before, snapshot = kept

@@ -56,7 +56,11 @@ class _Numbered:
         if not 0 <= index < len(self.numbers):
             raise IndexError(f"node index {index} outside 0..{len(self.numbers) - 1}")
         part = int(np.searchsorted(self.starts, index, side="right")) - 1
-        return self.heads[part] + b"%016x" % int(self.numbers[index])
+        return self.number_bytes(part, int(self.numbers[index]))
+
+    def number_bytes(self, part: int, number: int) -> bytes:
+        """The id of part ``part`` whose digits spell ``number``."""
+        return self.heads[part] + b"%016x" % number
 
     def parse(self, key: bytes) -> tuple[int, int] | None:
         """The part and number of the id ``key``, or None where no id of the map can be
@@ -179,7 +183,7 @@ class IdMap:
                 value = out[order]
                 if (dup := np.flatnonzero(value[1:] == value[:-1])).size:
                     raise InputError(
-                        f"duplicate node id {_named(self._head_id(old, part, value[dup[0]]))}"
+                        f"duplicate node id {_named(old.number_bytes(part, int(value[dup[0]])))}"
                     )
             numbers.append(out)
             orders[part] = order + starts[-1]
@@ -187,10 +191,6 @@ class IdMap:
         numbered = _Numbered(old.heads, np.array(starts, np.int64), np.concatenate(numbers))
         ranked = sorted(orders, key=old.heads.__getitem__)
         return IdMap(None, None, np.concatenate([orders[p] for p in ranked]), numbered)
-
-    @staticmethod
-    def _head_id(numbered: _Numbered, part: int, number: np.uint64) -> bytes:
-        return numbered.heads[part] + b"%016x" % int(number)
 
     def __len__(self) -> int:
         return len(self._order)

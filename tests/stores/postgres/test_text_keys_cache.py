@@ -48,8 +48,8 @@ def test_the_keys_stay_in_the_machine_s_cache(
     hashed.clear()
     for name in (KEYS_FILE, CHUNK_KEYS_FILE):  # another machine's cache: no keys kept there
         (cache / name).unlink()
-    graph_positions.forget()  # nor any in its memory
-    distinct_texts.forget()
+    graph_positions.KEPT.clear()  # nor any in its memory
+    distinct_texts.KEPT.clear()
     build_tiny(postgres_url, CORPUS, titles=TITLES[30:])
     assert seen < set(hashed)  # every text and chunk keyed again, the new one's too
     assert (cache / KEYS_FILE).is_file() and (cache / CHUNK_KEYS_FILE).is_file()
