@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.sync_api import expect
-from tests.server.conftest import CHROMIUM
+from tests.server.conftest import CHROMIUM, hover_shows_sentence
 
 from quillian.server.keys import Role, add_key
 from quillian.server.settings import ServerSettings, WorkspaceSpec
@@ -139,37 +139,6 @@ def painted(page, selector: str) -> int:
             selector,
         )
     )
-
-
-def hover_shows_a_sentence(page, selector: str) -> bool:
-    """Point at the selected node's relations (along each edge, as another element may
-    lie over its middle) until the tooltip shows a relation's source sentence."""
-    points = page.evaluate(
-        """(selector) => {
-            const view = document.querySelector(selector).graphView;
-            view.canvas.scrollIntoView({block: 'center'});  // the page may have scrolled
-            const box = view.canvas.getBoundingClientRect();
-            const edges = view.cy.$(':selected').connectedEdges('[kind = "relation"]');
-            return edges.map((edge) => {
-                const [a, b] = [edge.renderedSourceEndpoint(), edge.renderedTargetEndpoint()];
-                return [0.5, 0.3, 0.7].map((f) => ({
-                    x: box.left + a.x + f * (b.x - a.x), y: box.top + a.y + f * (b.y - a.y),
-                    sentence: edge.data('sentence'),
-                }));
-            }).flat();
-        }""",
-        selector,
-    )
-    tip = page.locator(f"{selector} .graph-tip")
-    for point in points:
-        page.mouse.move(point["x"] - 15, point["y"] - 15)
-        page.mouse.move(point["x"], point["y"], steps=4)
-        try:
-            expect(tip).to_contain_text(point["sentence"], timeout=1000)
-            return True
-        except AssertionError:
-            continue
-    return False
 
 
 def test_page_is_served_without_the_key_but_the_api_is_not(server):
@@ -322,7 +291,8 @@ def test_explore_finds_an_entity_and_walks_the_graph(ui):
     page.wait_for_function(
         "() => !document.querySelector('#explore-graph').graphView.cy.animated()"
     )
-    assert hover_shows_a_sentence(page, "#explore-graph")
+    relations = "(cy) => cy.$(':selected').connectedEdges('[kind = \"relation\"]')"
+    assert hover_shows_sentence(page, "#explore-graph", relations)
     shot(page, "explore")
 
 

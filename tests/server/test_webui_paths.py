@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-from tests.server.conftest import CHROMIUM
+from tests.server.conftest import CHROMIUM, hover_shows_sentence
 
 from quillian.testing.server import serve_process
 
@@ -169,38 +169,10 @@ def shot(page, name: str, size: tuple[int, int], height: int | None = None) -> N
         )
 
 
-def hover_shows(page, sentence: str) -> bool:
-    """Point along the answer's edge into Milwaukee until the tooltip shows ``sentence``.
-
-    The layout is randomized, so another node or edge may lie on part of the edge: the
-    points tried first are those where Cytoscape's own hit test finds this edge."""
-    points = page.evaluate(
-        """() => {
-            const view = document.querySelector('#ask-graph').graphView;
-            view.canvas.scrollIntoView({block: 'center'});
-            const edge = view.cy.$('edge.answer')
-                .filter((e) => e.target().data('label') === 'Milwaukee')[0];
-            const box = view.canvas.getBoundingClientRect();
-            const [a, b] = [edge.renderedSourceEndpoint(), edge.renderedTargetEndpoint()];
-            const [ma, mb] = [edge.sourceEndpoint(), edge.targetEndpoint()];
-            const hits = (f) => view.cy.renderer().findNearestElement(
-                ma.x + f * (mb.x - ma.x), ma.y + f * (mb.y - ma.y), true, false) === edge;
-            const steps = Array.from({length: 17}, (_, i) => 0.1 + i * 0.05);
-            const order = [...steps.filter(hits), ...steps.filter((f) => !hits(f))];
-            return order.slice(0, 6).map((f) =>
-                ({x: box.left + a.x + f * (b.x - a.x), y: box.top + a.y + f * (b.y - a.y)}));
-        }"""
-    )
-    tip = page.locator("#ask-graph .graph-tip")
-    for point in points:
-        page.mouse.move(point["x"] - 20, point["y"] - 20)
-        page.mouse.move(point["x"], point["y"], steps=4)
-        try:
-            expect(tip).to_contain_text(sentence, timeout=1000)
-            return True
-        except AssertionError:
-            continue
-    return False
+#: The answer's last relation, into Milwaukee.
+INTO_MILWAUKEE = (
+    "(cy) => cy.$('edge.answer').filter((e) => e.target().data('label') === 'Milwaukee')"
+)
 
 
 def test_the_path_to_the_answer_is_drawn_highlighted_and_listed(page):
@@ -222,7 +194,7 @@ def test_the_path_to_the_answer_is_drawn_highlighted_and_listed(page):
     assert len(drawn(page, "#ask-graph", ".dim")) > 10
     assert all(n["shown"] == n["label"] for n in nodes.values())
     # hovering the relation shows the sentence it was read from
-    assert hover_shows(page, "born in Milwaukee")
+    assert hover_shows_sentence(page, "#ask-graph", INTO_MILWAUKEE)
     # "How it was reached", numbered as the sources: the answer's path in full
     reached = page.locator("#reached li.answers")
     assert reached.count() == 1
