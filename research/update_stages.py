@@ -91,6 +91,8 @@ TIMED = (
     ("quillian.index.stages", "text_keys"),
     ("quillian.index.chunk_catalog", "_patched"),
     ("quillian.index.chunk_catalog", "_keep"),
+    ("quillian.stores.postgres.vectors", "PgVectorIndex.ids_summary"),
+    ("quillian.stores.postgres.vectors", "PgVectorIndex.flush"),
 )
 
 

@@ -40,6 +40,54 @@ def test_ids_summary_sums_up_the_ids_served(postgres_url: str) -> None:
             assert reader.ids_summary() == ids_summary(np.sort(ids))
 
 
+@pytest.mark.postgres
+def test_the_id_sums_kept_by_triggers_follow_every_write(postgres_url: str) -> None:
+    """Random adds (new ids, live ones replaced, retired ones revived), deletes (live,
+    retired, unknown), purges and emptyings: the sums the triggers keep always equal
+    the ids served, summed up from the table; a collection made before the triggers,
+    or whose triggers were dropped, gets them with sums from every row."""
+    rng = np.random.default_rng(11)
+    pool = rng.integers(0, 2**63 - 1, size=60, dtype=np.int64)
+
+    def vectors(n: int) -> np.ndarray:
+        found = rng.normal(size=(n, 4)).astype(np.float32)
+        return found / np.linalg.norm(found, axis=1, keepdims=True)
+
+    index = PgVectorIndex(postgres_url, "sums", 4, grace_s=0)
+    try:
+        for step in range(40):
+            chosen = rng.choice(pool, size=int(rng.integers(1, 12)), replace=True)
+            match step % 8:
+                case 3:
+                    index.add(chosen, vectors(len(chosen)))
+                    assert sum_rows(index) > 1
+                    index.flush()  # purges every retired row (no grace) and folds the sums
+                    assert sum_rows(index) == 1
+                case 5:
+                    with index._conn("drop the triggers") as conn:
+                        for event in ("insert", "update", "delete"):
+                            conn.execute(f"DROP TRIGGER id_sums_{event} ON vectors_sums")
+                case 7 if step > 20:
+                    index.close()
+                    index = PgVectorIndex(postgres_url, "sums", 4, fresh=True, grace_s=0)
+                case _ if rng.random() < 0.6:
+                    index.add(chosen, vectors(len(chosen)))
+                case _:
+                    index.delete(np.concatenate([chosen, [7, 8]]))  # 7, 8: unknown
+            assert index.ids_summary() == ids_summary(index.ids()), step
+    finally:
+        index.close()
+
+
+def sum_rows(index: PgVectorIndex) -> int:
+    """The rows of sums a collection's triggers have written since they were folded."""
+    with index._conn("count the rows of sums") as conn:
+        (rows,) = conn.execute(
+            "SELECT count(*) FROM vector_id_sums WHERE collection = %s", (index.name,)
+        ).fetchone()
+    return int(rows)
+
+
 @pytest.mark.model
 @pytest.mark.postgres
 @pytest.mark.parametrize("index_location", ["postgres"], indirect=True)

@@ -67,16 +67,30 @@ class EdgeKind(IntEnum):
     RELATED_TO = 2
 
 
+#: Keys with fewer descents (a key below the one before it) than this share of their
+#: count are sorted by numpy's stable sort of wide integers, a Timsort, which merges
+#: the runs already in order: at 100k passages, 0.7 ms against 2.4 ms by the radix
+#: sort for the description rows (0.8% descents), 1.5 against 2.2 ms for the relation
+#: rows (2%), where the relations' entities (25%) take 10 ms against 6.6 ms
+#: (docs/scale.md, "Keys already in order").
+_FEW_DESCENTS = 1 / 32
+
+
 def stable_order(keys: npt.NDArray[np.integer[Any]], bound: int) -> npt.NDArray[np.intp]:
-    """``np.argsort(keys, kind="stable")`` for keys in ``0..bound-1``, as a radix sort
-    of 16-bit digits, least significant first (numpy's stable sort of 16-bit keys is a
-    radix sort): one pass for a bound up to 65,536, two up to 2**32, each linear, where
-    numpy's stable sort of wider integers is a merge sort (docs/scale.md, "The CSR's
-    edges sorted by a radix sort")."""
+    """``np.argsort(keys, kind="stable")`` for keys in ``0..bound-1``. Keys in order
+    are their own order, and keys mostly in order are sorted by numpy's Timsort (see
+    :data:`_FEW_DESCENTS`); others by a radix sort of 16-bit digits, least significant
+    first (numpy's stable sort of 16-bit keys is a radix sort): one pass for a bound up
+    to 65,536, two up to 2**32, each linear, where numpy's stable sort of wider
+    integers is a merge sort (docs/scale.md, "The CSR's edges sorted by a radix
+    sort")."""
+    descents = np.count_nonzero(keys[1:] < keys[:-1])
+    if not descents:
+        return np.arange(len(keys), dtype=np.intp)
+    if descents < _FEW_DESCENTS * len(keys) or bound > 1 << 32:
+        return np.argsort(keys, kind="stable")
     if bound <= 1 << 16:
         return np.argsort(keys.astype(np.uint16), kind="stable")
-    if bound > 1 << 32:
-        return np.argsort(keys, kind="stable")
     order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
     high = (keys[order] >> 16).astype(np.uint16)
     return order[np.argsort(high, kind="stable")]
