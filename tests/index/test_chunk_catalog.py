@@ -71,7 +71,7 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
         _same(previous, storage)
         assert previous.catalog is not None and previous.catalog.since is None
         assert (tmp_path / "index" / CATALOG_FILE).exists()
-        patched = 0
+        patched = carried = 0
         for step in range(60):
             doc = f"doc-{rng.randrange(500):04d}"
             kind = rng.choice(["add", "retitle", "delete", "fail", "processing", "none"])
@@ -94,14 +94,38 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
             elif kind == "processing":  # a status change alone
                 storage.status.set_status([doc], DocStatus.PROCESSING)
             passes = reads.passes
+            previous.titles_by_id()  # made for the first table, then carried
+            titles = previous.titles_box[0]
             table = processed_chunks(storage)
             patched += reads.passes == passes  # not read whole
             _same(table, storage)
             _delta_between(previous, table)
+            # the titles by id made for the table before are moved to this one, patched
+            carried += table.titles_box[0] is titles
+            by_id = table.titles_by_id()
+            assert dict(by_id) == dict(zip(table.ids, table.titles, strict=True))
+            assert list(by_id) == table.ids and len(by_id) == len(table)
+            _columns_as_made(tmp_path / "index" / CATALOG_FILE, table)
+            if step % 10 == 9:  # as a new process: the file read, its columns carried
+                monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
             previous = table
-        assert patched == 60
+        assert patched == 60 and carried == 55  # but after each of 5 reads of the file
         with sqlite3.connect(tmp_path / "index" / STORE_DB) as conn:
             assert conn.execute("SELECT count(*) FROM doc_changes").fetchone() == (0,)
+
+
+def _columns_as_made(path: Path, table: ChunkTable) -> None:
+    """The columns kept for ``table`` (carried where it was patched) are those made
+    from its lists, in this process and in the file."""
+    kept = artifacts.recall(path)  # once written
+    made = chunk_catalog._Columns.of(table)
+    assert kept is not None and kept.columns is not None and made is not None
+    assert kept.columns.indexes.tolist() == made.indexes.tolist()
+    for carried, whole in zip(kept.columns.texts, made.texts, strict=True):
+        assert carried.data == whole.data and carried.starts.tolist() == whole.starts.tolist()
+    with np.load(path) as stored:
+        for name, whole in zip(chunk_catalog._TEXTS, made.texts, strict=True):
+            assert stored[name].tobytes() == whole.data
 
 
 def _delta_between(previous: ChunkTable, table: ChunkTable) -> None:

@@ -24,7 +24,15 @@ from quillian.errors import StoreError
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
-__all__ = ["CatalogChanges", "ChunkMoves", "ChunkTable", "ReadChunks", "qualified_title", "rows_of"]
+__all__ = [
+    "CatalogChanges",
+    "ChunkMoves",
+    "ChunkTable",
+    "ReadChunks",
+    "TitlesById",
+    "qualified_title",
+    "rows_of",
+]
 
 #: Chunks read from the store at once when a table is iterated.
 PAGE = 1000
@@ -135,6 +143,7 @@ class ChunkTable(Sequence[Chunk]):
         *,
         qualified: npt.NDArray[np.int64] | None = None,
         ordered: bool | None = None,
+        titles_box: list[dict[str, str] | None] | None = None,
     ) -> None:
         if not len(ids) == len(doc_ids) == len(indexes) == len(titles):
             raise ValueError("a chunk table's columns differ in length")
@@ -144,6 +153,9 @@ class ChunkTable(Sequence[Chunk]):
         self._read = read
         self._rows = rows
         self._qualified, self._ordered = qualified, ordered
+        #: the titles by id once made (:meth:`titles_by_id`), shared by the tables of the
+        #: same columns (:meth:`reading`, the catalog's kept copy)
+        self.titles_box: list[dict[str, str] | None] = titles_box or [None]
         #: set by the chunk catalog that read the table (None: not read through one)
         self.catalog: CatalogChanges | None = None
 
@@ -184,7 +196,33 @@ class ChunkTable(Sequence[Chunk]):
             self.rows,
             qualified=self.qualified,
             ordered=self.in_index_order(),
+            titles_box=self.titles_box,
         )
+
+    def titles_by_id(self) -> TitlesById:
+        """Each chunk's title by its id, iterated in index order: made once for the
+        columns, unless the table it was patched from had made them (see
+        :meth:`passed_titles`)."""
+        by_id = self.titles_box[0]
+        if by_id is None:
+            by_id = self.titles_box[0] = dict(zip(self.ids, self.titles, strict=True))
+        return TitlesById(self.ids, by_id)
+
+    def passed_titles(
+        self, before: Collection[str], after: Mapping[str, str], count: int
+    ) -> list[dict[str, str] | None]:
+        """A box for a table patched from this one, whose documents that changed had
+        the chunks ``before`` here and have the titles ``after`` there, of ``count``
+        chunks in all: holding this table's titles by id where they were made, changed
+        by those documents (0.007 s at 100k passages where made from every chunk again).
+        They are moved, not copied: this table no longer has them."""
+        by_id, self.titles_box[0] = self.titles_box[0], None
+        if by_id is None:
+            return [None]
+        for chunk_id in before:
+            by_id.pop(chunk_id, None)
+        by_id.update(after)
+        return [by_id if len(by_id) == count else None]  # an id twice: made again
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -241,6 +279,28 @@ class ChunkTable(Sequence[Chunk]):
             found = [i for i, title in enumerate(self.titles) if qualified_title(title)]
             self._qualified = np.array(found, dtype=np.int64)
         return self._qualified
+
+
+class TitlesById(Mapping[str, str]):
+    """A table's titles by chunk id (a dict), iterated in the table's order."""
+
+    def __init__(self, ids: list[str], by_id: dict[str, str]) -> None:
+        self._ids, self._by_id = ids, by_id
+
+    def __getitem__(self, chunk_id: str) -> str:
+        return self._by_id[chunk_id]
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._by_id
+
+    def get(self, chunk_id: str, default: Any = None) -> Any:
+        return self._by_id.get(chunk_id, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 def qualified_title(title: str) -> bool:

@@ -468,7 +468,7 @@ class _Linker:
         self.max_docs, self.bm25 = max_docs, bm25
         self.table = ChunkTable.of(chunks)
         #: each chunk's title by id (texts are read only for the chunks linked)
-        self.titles_of = dict(zip(self.table.ids, self.table.titles, strict=True))
+        self.titles_of = self.table.titles_by_id()
         self.texts = _Texts(self.table, self.titles_of, gone_texts)
         # the safe aliases and surfaces over the titles: made from scratch by full(),
         # patched from the previous build's by update() (read by read_state())
