@@ -674,9 +674,7 @@ class _Writer:
         ]
         # as many as the build that wrote them counted (the tables are byte for byte
         # that build's: see run), not counted again (0.003 s at 100k passages)
-        counts = conn.execute(
-            "SELECT value ->> 'chunks' FROM meta WHERE key = 'counts'"
-        ).fetchone()
+        counts = conn.execute("SELECT value ->> 'chunks' FROM meta WHERE key = 'counts'").fetchone()
         kept = (int(counts[0]) if counts and counts[0] is not None else -1) - len(gone)
         if (*held, len(new), kept + len(came)) != (
             len(gone),
