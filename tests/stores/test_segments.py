@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from quillian.errors import IndexSchemaError
+from quillian.stores.embedded import vectors
 from quillian.stores.embedded._segments import MAX_SEGMENTS, merge_start
 from quillian.stores.embedded.vectors import ExactVectorIndex
+from quillian.stores.protocols import ids_summary
 from quillian.testing.contracts import unit_vectors
 
 DIM = 8
@@ -105,3 +107,36 @@ def test_a_format_1_index_opens_and_its_next_flush_converts_it(tmp_path: Path) -
     (tmp_path / "index.json").write_text(json.dumps({**meta, "format": 3}))
     with pytest.raises(IndexSchemaError, match="format 3, this Quillian reads format 1 or 2"):
         ExactVectorIndex(tmp_path)
+
+
+def test_a_lookup_kept_for_a_generation_is_the_one_made_from_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random adds (new ids and replaced ones), deletes and flushes, each flush's
+    generation opened again: the row lookup kept for it (a copy, changed apart) finds
+    every id where one made from the generation's files does, and the index summed up
+    sums its ids."""
+    rng = np.random.default_rng(3)
+    x = unit_vectors(400, DIM, 2)
+    pool = np.arange(400)
+    index = ExactVectorIndex(tmp_path, DIM)
+    try:
+        for step in range(30):
+            chosen = np.unique(rng.choice(pool, size=int(rng.integers(1, 60))))
+            if rng.random() < 0.65:
+                index.add(chosen, x[chosen])
+            else:
+                index.delete(chosen)
+            index.flush()
+            kept = vectors._recalled(tmp_path, manifest(tmp_path))
+            assert kept is not None, step
+            monkeypatch.setattr(vectors, "_LOOKUPS", type(vectors._LOOKUPS)())
+            with ExactVectorIndex(tmp_path) as made:  # from the files: nothing kept
+                assert np.array_equal(kept.rows_of(pool), made._lookup.rows_of(pool)), step
+                assert made.ids_summary() == ids_summary(made.ids())
+            with ExactVectorIndex(tmp_path) as again:  # the one just made, kept
+                assert again._lookup is not made._lookup
+                live = again.ids()
+                np.testing.assert_allclose(again.get(live), x[live], atol=1e-6)
+    finally:
+        index.close()

@@ -105,6 +105,13 @@ class RowLookup:
         lookup._keys, lookup._rows = ids[order], np.asarray(rows, np.int64)[order]
         return lookup
 
+    def copy(self) -> RowLookup:
+        """A lookup of the same rows that changes apart from this one (the sorted
+        arrays shared: :meth:`set` never changes them in place)."""
+        twin = RowLookup()
+        twin._keys, twin._rows, twin._recent = self._keys, self._rows, dict(self._recent)
+        return twin
+
     def rows_of(self, ids: I64) -> I64:
         """Row of each id, -1 where absent."""
         rows = np.full(len(ids), -1, dtype=np.int64)
