@@ -357,10 +357,9 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
         logger.warning("chunk catalog %s fails its checksum: reading every chunk", path)
         return None
     n = len(arrays["indexes"])
+    data = [arrays[name].tobytes() for name in _TEXTS]
     try:
-        ids, doc_ids, titles = (
-            arrays[name].tobytes().decode("utf-8").split(_SEP) if n else [] for name in _TEXTS
-        )
+        ids, doc_ids, titles = (d.decode("utf-8").split(_SEP) if n else [] for d in data)
     except UnicodeDecodeError:
         return None
     if not len(ids) == len(doc_ids) == len(titles) == len(arrays["rows"]) == n:
@@ -370,7 +369,7 @@ def _load(path: Path, read: ReadChunks) -> _Kept | None:
     table = ChunkTable(
         ids, doc_ids, indexes.tolist(), titles, read, arrays["rows"].astype(np.int64)
     )
-    texts = [_Text.read(arrays[name].tobytes(), n) for name in _TEXTS]
+    texts = [_Text.read(d, n) for d in data]
     kept = _Kept(mark, digest, table, _Columns((texts[0], texts[1], texts[2]), indexes))
     remember(path, kept, [table.rows])
     return kept
