@@ -396,7 +396,7 @@ def _rebuild(
 
 def _failed_documents(storage: Storage) -> int:
     """Documents that failed to index and are kept as failed (the build's count)."""
-    return storage.status.counts().get(DocStatus.FAILED, 0)
+    return storage.status.counts([DocStatus.FAILED])[DocStatus.FAILED]
 
 
 def _forget(kv: KeyValueStore, namespace: str) -> None:

@@ -70,6 +70,7 @@ __all__ = [
     "KEYED_WHOLE_TEXTS",
     "KEY_ARRAYS",
     "TABLES_DB",
+    "TITLED_INDEX",
     "DistinctTexts",
     "StoredTables",
     "entity_name",
@@ -120,7 +121,10 @@ KEYED_TEXTS = "keyed-1"
 #: The layouts whose chunk rows are keyed by their ids' keys and hold their bodies.
 _BODY_LAYOUTS = (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS, KEYED_BODIES)
 
-DDL = """
+#: The index of the keys only pages' titles give (rewritten at each patch).
+TITLED_INDEX = "names_titled ON names (titled) WHERE titled = 1"
+
+DDL = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT, refs INTEGER NOT NULL,
     chunk INTEGER, start INTEGER, end INTEGER);
@@ -145,6 +149,7 @@ CREATE INDEX relations_source ON relations (source);
 CREATE TABLE names (key TEXT PRIMARY KEY, entity INTEGER NOT NULL, titled INTEGER NOT NULL)
     WITHOUT ROWID;
 CREATE INDEX names_entity ON names (entity);
+CREATE INDEX {TITLED_INDEX};
 CREATE TABLE alias_ids (id TEXT PRIMARY KEY, entity INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX alias_ids_entity ON alias_ids (entity);
 """

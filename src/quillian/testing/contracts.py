@@ -312,6 +312,11 @@ class StatusStoreContract(_Contract[StatusStore]):
             DocStatus.PROCESSED: 0,
             DocStatus.FAILED: 1,
         }
+        # those named only, a status no document has at 0
+        assert store.counts([DocStatus.FAILED, DocStatus.PROCESSED]) == {
+            DocStatus.FAILED: 1,
+            DocStatus.PROCESSED: 0,
+        }
 
     def test_status_given_as_string(self, store: StatusStore) -> None:
         store.set_status(["d1"], "processed")  # type: ignore[arg-type]

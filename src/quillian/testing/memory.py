@@ -12,7 +12,7 @@ data, standing in for closing and reopening a file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from quillian.errors import InputError, StoreError
@@ -167,12 +167,14 @@ class MemoryStatusStore(_Closable):
         """The id of every document with ``status``, ordered."""
         return [r.doc_id for r in self.with_status(status)]
 
-    def counts(self) -> dict[DocStatus, int]:
-        """Number of documents per status, zeros included."""
+    def counts(self, statuses: Collection[DocStatus] | None = None) -> dict[DocStatus, int]:
+        """Number of documents per status, of each of ``statuses`` (every status where
+        None), zeros included."""
         self._check_open()
-        counts = dict.fromkeys(DocStatus, 0)
+        counts = dict.fromkeys(DocStatus if statuses is None else statuses, 0)
         for record in self.records.values():
-            counts[record.status] += 1
+            if record.status in counts:
+                counts[record.status] += 1
         return counts
 
 

@@ -309,12 +309,19 @@ class SqliteStatusStore(SqliteStore):
         )
         return [r[0] for r in rows]
 
-    def counts(self) -> dict[DocStatus, int]:
-        """Number of documents per status, every status present (zero included)."""
+    def counts(self, statuses: Collection[DocStatus] | None = None) -> dict[DocStatus, int]:
+        """Number of documents per status, of each of ``statuses`` (every status where
+        None), zeros included. Those named are counted in the status index's ranges,
+        not over every document (a build counts its failed ones: 6.5 ms at 100k
+        passages over every document)."""
+        wanted = list(DocStatus) if statuses is None else [_status(s) for s in statuses]
+        where = "" if statuses is None else f" WHERE status IN ({','.join('?' * len(wanted))})"
         rows = self._query(
-            "count document status", "SELECT status, COUNT(*) FROM doc_status GROUP BY status"
+            "count document status",
+            f"SELECT status, COUNT(*) FROM doc_status{where} GROUP BY status",
+            () if statuses is None else tuple(s.value for s in wanted),
         )
-        counts = dict.fromkeys(DocStatus, 0)
+        counts = dict.fromkeys(wanted, 0)
         counts.update({DocStatus(s): int(n) for s, n in rows})
         return counts
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -198,13 +198,22 @@ class PgStatusStore(PgStore):
             ).fetchall()
         return [r[0] for r in rows]
 
-    def counts(self) -> dict[DocStatus, int]:
-        """Number of documents per status, every status present (zero included)."""
+    def counts(self, statuses: Collection[DocStatus] | None = None) -> dict[DocStatus, int]:
+        """Number of documents per status, of each of ``statuses`` (every status where
+        None), zeros included; those named counted in the status index's ranges."""
+        wanted = list(DocStatus) if statuses is None else list(statuses)
         with self._conn("count document status") as conn:
-            rows = conn.execute(
-                "SELECT status, count(*) FROM doc_status GROUP BY status"
-            ).fetchall()
-        counts = dict.fromkeys(DocStatus, 0)
+            if statuses is None:
+                rows = conn.execute(
+                    "SELECT status, count(*) FROM doc_status GROUP BY status"
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT status, count(*) FROM doc_status WHERE status = ANY(%s)"
+                    " GROUP BY status",
+                    ([s.value for s in wanted],),
+                ).fetchall()
+        counts = dict.fromkeys(wanted, 0)
         counts.update({DocStatus(s): int(n) for s, n in rows})
         return counts
 
