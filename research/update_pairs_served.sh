@@ -33,6 +33,6 @@ for tree in trees:
     line = []
     for op in ("add_s", "delete_s"):
         values = [r["after_the_first"][op] for r in runs]
-        line.append(f"{op[:-2]} {statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})")
+        line.append(f"{op[:-2]} {statistics.median(values):.3f} s ({min(values):.3f}-{max(values):.3f})")
     print(f"{tree}: " + ", ".join(line) + f", peak {max(r['peak_gb'] for r in runs):.2f} GB")
 PY

@@ -391,6 +391,33 @@ def test_a_snapshot_that_does_not_carry_is_built_again(
     run.state.close()
 
 
+def test_a_snapshot_write_that_fails_leaves_the_tables_and_the_log_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot is written in a thread of its own while the tables are finished: its
+    error is raised by the write, after the tables' own work ended; the tables swapped
+    in before and the state's log stay, and the next write is made good from them."""
+    run = _Run(tmp_path, 42, 6)
+    run.write()
+    db = tmp_path / "got" / TABLES_DB
+    before = file_digest(db)
+    run.step()
+
+    def full(self: CSRGraphStore, snapshot: GraphSnapshot) -> GraphSnapshot:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CSRGraphStore, "write_snapshot", full)
+    with pytest.raises(OSError, match="No space left"):
+        run.write()  # the second step's: through the store
+    assert file_digest(db) == before == run.state.tables_changes().tables
+    assert run.state.tables_changes().chunks  # the step still logged, to patch again
+    monkeypatch.undo()
+    got, _, want, kg, snapshot = run.write()
+    assert_same_outputs(got, want)
+    assert_same_snapshot(snapshot, kg.snapshot)
+    run.state.close()
+
+
 def test_patched_columns_that_miscount_are_read_from_every_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
