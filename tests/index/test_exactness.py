@@ -233,3 +233,33 @@ def test_the_cli_delete_without_a_model(index_location, same_index, tmp_path, ca
     same_index(
         index_location("idx"), index_location("without"), KeywordEmbedder(), QUERIES, NAMESPACES
     )
+
+
+def test_a_graph_write_that_fails_fails_the_update_and_a_rerun_equals_a_clean_build(
+    index_location, same_index, monkeypatch
+):
+    """The snapshot is written in a thread of its own (on PostgreSQL while the later
+    stages run): its failure fails the update, which leaves the index to be built
+    again, and the rerun equals a clean build."""
+    from quillian.stores.embedded.graph import CSRGraphStore
+
+    try:
+        from quillian.stores.postgres.graph import PgGraphStore
+    except ImportError:  # without the server extra: the embedded store only
+        PgGraphStore = CSRGraphStore
+    first = documents(("London", "Allegra Byron"))
+    build(index_location("idx"), first)
+
+    def full(self, snapshot):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        for store in {CSRGraphStore, PgGraphStore}:
+            patched.setattr(store, "write_snapshot", full)
+        with pytest.raises(OSError, match="No space left"):
+            build(index_location("idx"), documents())
+    build(index_location("idx"), documents())
+    build(index_location("clean"), documents())
+    same_index(
+        index_location("idx"), index_location("clean"), KeywordEmbedder(), QUERIES, NAMESPACES
+    )

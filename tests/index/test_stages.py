@@ -205,3 +205,50 @@ def test_a_build_gives_back_the_space_its_emptied_caches_held(tmp_path):
             "SELECT count(*) FROM kv WHERE namespace = 'embeddings'"
         ).fetchone() == (0,)
         assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
+
+
+def test_writes_left_on_their_way_are_waited_for_and_their_errors_raised():
+    """``run_stages`` waits for every write a stage left pending, counts the wait in
+    that stage's seconds and raises the first write's error; a stage's own error goes
+    first, the writes still waited for."""
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    from quillian.index.stages import run_stages
+
+    def later(error=None, seconds=0.05):
+        future = Future()
+
+        def finish():
+            time.sleep(seconds)
+            future.set_exception(error) if error else future.set_result(None)
+
+        threading.Thread(target=finish).start()
+        return future
+
+    @dataclass
+    class Leaves:
+        name: str
+        error: BaseException | None = None
+        raises: BaseException | None = None
+
+        def run(self, state):
+            state.pending.append((self.name, later(self.error)))
+            if self.raises is not None:
+                raise self.raises
+
+    @dataclass
+    class State:
+        pending: list
+
+    state = State([])
+    seconds = run_stages(state, [Leaves("graph"), Leaves("embed")])
+    assert state.pending == [] and seconds["graph"] >= 0.04  # the two waited for at once
+    with pytest.raises(OSError, match="disk full"):
+        run_stages(state, [Leaves("graph", OSError("disk full")), Leaves("embed")])
+    assert state.pending == []
+    failing = [Leaves("graph", OSError("disk full")), Leaves("embed", raises=ValueError("stage"))]
+    with pytest.raises(ValueError, match="stage"):
+        run_stages(state, failing)
+    assert state.pending == []  # waited for and cleared though a stage raised

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, cast
@@ -56,7 +57,13 @@ from quillian.index.tables import (
     unique_first,
 )
 from quillian.index.text_keys import ChunkKeys, carried_text_keys, chunk_keys, text_keys
-from quillian.stores.protocols import SummarizedIds, VectorIndex, VerifiedOnUse, ids_summary
+from quillian.stores.protocols import (
+    GraphStore,
+    SummarizedIds,
+    VectorIndex,
+    VerifiedOnUse,
+    ids_summary,
+)
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Chunk, Progress
 
@@ -120,6 +127,9 @@ class BuildState:
     """The keys by position the previous build brought each vector collection to, by
     collection (read when the build starts, before the graph stage rewrites the
     tables): the collection should hold these keys now."""
+    pending: list[tuple[str, Future[object]]] = field(default_factory=list)
+    """Writes a stage left on their way, by the stage's name: the later stages need not
+    wait for them, the build does before it is complete (:func:`run_stages`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunks, ChunkTable):
@@ -218,6 +228,7 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
 
     def written(resolution: ResolutionState) -> GraphSnapshot:
         store = state.storage.graph(fresh=True)
+        behind: list[Future[object]] | None = [] if state.storage.graph_behind else None
         try:
             return save_state_tables(
                 directory,
@@ -228,9 +239,13 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
                 retitled=retitled,
                 moved=moved,
                 text_ids_into=text_ids,
+                behind=behind,
             )
         finally:
-            store.close()
+            if behind:  # still on its way while the later stages run: closed after it
+                state.pending.append(("graph", _then_closed(behind[0], store)))
+            else:
+                store.close()
 
     text_ids: list[GraphTextIds] = []
     resolution = resolved(update)
@@ -247,6 +262,26 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     state.text_ids = text_ids[0]
     kg, _ = load_tables(directory, snapshot)
     return kg
+
+
+def _then_closed(write: Future[object], store: GraphStore) -> Future[object]:
+    """A future done once ``write`` is and ``store`` is closed after it: the write's
+    error, else the close's."""
+    done: Future[object] = Future()
+
+    def close(written: Future[object]) -> None:
+        error = written.exception()
+        try:
+            store.close()
+        except BaseException as exc:  # handed to whoever waits, after the write's own
+            error = error or exc
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(None)
+
+    write.add_done_callback(close)
+    return done
 
 
 def extraction_source(chunks: ChunkTable, extractions: Sequence[Extraction]) -> ExtractionSource:
@@ -538,10 +573,24 @@ DEFAULT_STAGES: tuple[BuildStage, ...] = (
 
 
 def run_stages(state: BuildState, stages: Sequence[BuildStage]) -> dict[str, float]:
-    """Run ``stages`` in order; returns each one's seconds."""
+    """Run ``stages`` in order, then wait for the writes they left on their way
+    (:attr:`BuildState.pending`, each one's wait counted in its stage's seconds),
+    raising the first error of one, where no stage raised first; returns each stage's
+    seconds."""
     seconds: dict[str, float] = {}
-    for stage in stages:
-        start = time.perf_counter()
-        stage.run(state)
-        seconds[stage.name] = time.perf_counter() - start
+    try:
+        for stage in stages:
+            start = time.perf_counter()
+            stage.run(state)
+            seconds[stage.name] = time.perf_counter() - start
+    finally:  # every write waited for, whatever a stage raised
+        errors = []
+        for name, write in state.pending:
+            start = time.perf_counter()
+            errors.append(write.exception())
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+        state.pending.clear()
+    for error in errors:
+        if error is not None:
+            raise error
     return seconds

@@ -221,6 +221,7 @@ def save_state_tables(
     retitled: Collection[str] | None = None,
     moved: tuple[Collection[str], Collection[str]] | None = None,
     text_ids_into: list[GraphTextIds] | None = None,
+    behind: list[Future[object]] | None = None,
 ) -> GraphSnapshot:
     """Write under ``directory/tables`` the graph
     :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
@@ -237,7 +238,12 @@ def save_state_tables(
     patch reads only their rows of the tables' chunks, not every row (where the tables
     do not hold what they say, a warning, and every row is compared).
     ``text_ids_into``: where given, the graph's text ids by position are appended to it
-    (what the embedding stage keys, so it need not read them from the tables)."""
+    (what the embedding stage keys, so it need not read them from the tables).
+    ``behind``: where given, the snapshot's write to ``store`` is appended to it as a
+    future rather than waited for before the tables are swapped in (for a store whose
+    readers read the graph and the tables of a generation the build marks last: the
+    caller waits for it, and closes the store after it, before the build is complete);
+    else it ends before they are."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -256,7 +262,7 @@ def save_state_tables(
 
     def write(path: Path) -> None:
         writer = _Writer(path, state, chunk_ids, table, retitled, moved)
-        written.append(writer.run(directory / TABLES_DB, known, changes, store, before))
+        written.append(writer.run(directory / TABLES_DB, known, changes, store, before, behind))
 
     replace_dir(directory / "tables", write)
     snapshot, digest, columns, graph = written[0]
@@ -310,13 +316,16 @@ class _Writer:
         changes: TablesChanges,
         store: GraphStore | None,
         before: _Columns | None,
+        behind: list[Future[object]] | None = None,
     ) -> tuple[GraphSnapshot, str, _Columns, GraphPositions]:
         """Write the database and arrays; returns the snapshot, the database's digest,
         its columns and the graph's positions (to keep for the next patch). The
         previous database is patched only when it is the one the state's log follows,
         byte for byte (not damaged, not another build's), from its columns kept
         ``before`` where there are some.
-        ``previous_digest``: its digest where known, else it is read as it is copied."""
+        ``previous_digest``: its digest where known, else it is read as it is copied.
+        ``behind``: where given, the snapshot's write to ``store`` (in a thread of its
+        own) is appended to it, not waited for, once the tables are written."""
         db = self.path / Path(TABLES_DB).name
         patch = False
         flushing: threading.Thread | None = None
@@ -384,11 +393,15 @@ class _Writer:
             for name, array in graph.arrays(pages).items():
                 save_array(self.path, name, array)
             digest = file_digest(db)
-        finally:  # the snapshot's write ended before its folder is swapped in or left
-            if writing is not None:
+        except BaseException:
+            if writing is not None:  # the snapshot's write ended before the folder is left
                 writing.exception()
+            raise
         if writing is not None:
-            writing.result()  # raises what the write raised
+            if behind is not None:  # the build waits for it before it is complete
+                behind.append(writing)
+            else:  # ended before the folder is swapped in; raises what the write raised
+                writing.result()
         return snapshot, digest, columns, graph
 
     def _graph(

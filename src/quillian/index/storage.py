@@ -16,7 +16,7 @@ import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from quillian.errors import ConfigError, IndexMissingError, StoreUnavailableError
 from quillian.index.artifacts import remove_aside
@@ -99,6 +99,12 @@ class Storage:
             shutil.rmtree(path, ignore_errors=True)
         return ExactVectorIndex(path, dim, dtype=self.vector_dtype)
 
+    #: Whether a build may write the graph store's snapshot while its later stages
+    #: run: its readers read the graph and the tables of the generation a build marks
+    #: last. Not here: a reader of the index folder reads the tables swapped in, so the
+    #: snapshot is written before they are.
+    graph_behind: ClassVar[bool] = False
+
     def graph(self, *, fresh: bool = False) -> GraphStore:
         """The graph store, whose :meth:`~GraphStore.snapshot` the retrievers read."""
         path = self.directory / "graph"
@@ -141,6 +147,10 @@ class ServerStorage(Storage):
 
     workspace: Any = field(kw_only=True)
     synced: bool = field(default=True, kw_only=True)
+    #: A replica reads the workspace's graph and files once the build's manifest
+    #: names their generation, and no one reads the cache a build writes: the snapshot
+    #: is sent while the build's later stages run.
+    graph_behind: ClassVar[bool] = True
     _held: ExitStack = field(default_factory=ExitStack, kw_only=True, repr=False)
 
     def vectors(
