@@ -467,7 +467,9 @@ def test_folding_description_leaves_gives_the_exact_scores_of_the_whole_walk():
     assert Walk.over(g, fold=(NodeKind.CHUNK,)).layout is None  # chunk 3 has two ends
 
 
-@pytest.mark.parametrize("bound", [1, 7, 1 << 16, (1 << 16) + 1, 3_000_000, 1 << 32, (1 << 32) + 5])
+@pytest.mark.parametrize(
+    "bound", [1, 7, 1 << 16, (1 << 16) + 1, 3_000_000, 1 << 32, (1 << 32) + 5, 1 << 60]
+)
 def test_the_edges_stable_order_is_numpys_stable_sort(bound):
     rng = np.random.default_rng(bound)
     for n, low in ((0, bound), (1, bound), (1000, min(bound, 50)), (5000, bound)):
