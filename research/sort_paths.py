@@ -14,6 +14,7 @@ Run ``python research/sort_paths.py [--repeats 20]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -58,9 +59,9 @@ def main() -> None:
     report: dict[str, Any] = {"numpy": np.__version__}
     for name, (n, bound) in GROUPINGS.items():
         keys = rng.integers(0, bound, n).astype(np.int64)
-        packed, got = best_ms(lambda k=keys, b=bound: stable_order(k, b), args.repeats)
-        radix, want = best_ms(lambda k=keys: two_radix_passes(k), args.repeats)
-        numpy_stable, _ = best_ms(lambda k=keys: np.argsort(k, kind="stable"), args.repeats)
+        packed, got = best_ms(functools.partial(stable_order, keys, bound), args.repeats)
+        radix, want = best_ms(functools.partial(two_radix_passes, keys), args.repeats)
+        numpy_stable, _ = best_ms(functools.partial(np.argsort, keys, kind="stable"), args.repeats)
         report[name] = {
             "keys": n,
             "bound": bound,
