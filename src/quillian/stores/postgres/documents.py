@@ -201,7 +201,7 @@ class PgStatusStore(PgStore):
     def counts(self, statuses: Collection[DocStatus] | None = None) -> dict[DocStatus, int]:
         """Number of documents per status, of each of ``statuses`` (every status where
         None), zeros included; those named counted in the status index's ranges."""
-        wanted = list(DocStatus) if statuses is None else list(statuses)
+        wanted = list(DocStatus) if statuses is None else [_status(s) for s in statuses]
         with self._conn("count document status") as conn:
             if statuses is None:
                 rows = conn.execute(
