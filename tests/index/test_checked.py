@@ -20,7 +20,7 @@ from quillian.index.build import delete_documents
 from quillian.index.integrity import CHECKED, STORE_DB, recorded_digest, unchanged_since_build
 from quillian.index.stages import RESOLUTION_FILE
 from quillian.index.tables import TABLES_DB
-from quillian.stores.integrity import file_digest
+from quillian.stores.embedded.sqlite import wal_mode
 from quillian.testing.corpus import build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 
@@ -122,11 +122,15 @@ def test_what_changes_a_stamp(index: Path, tmp_path: Path) -> None:
     assert not unchanged_since_build(index, STORE_DB)
 
 
-def test_an_update_patches_the_tables_without_reading_them_where_they_are_unchanged(
+def test_an_update_patches_the_tables_where_they_are_and_checks_them_only_if_changed(
     index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The tables' database is patched where it is (the same file, never copied) and
+    marked by its generation, not a digest of its bytes: SQLite checks it whole only
+    where its stamp is not the one the last build recorded."""
     tables = index / TABLES_DB
-    assert recorded_digest(index, TABLES_DB) == file_digest(tables)
+    assert wal_mode(tables) and unchanged_since_build(index, TABLES_DB)
+    assert recorded_digest(index, TABLES_DB) is None  # no digest: its bytes are not read
     copies: list[Path] = []
     copy = state_tables.copy_with_digest
 
@@ -135,21 +139,15 @@ def test_an_update_patches_the_tables_without_reading_them_where_they_are_unchan
         return copy(source, target)
 
     monkeypatch.setattr(state_tables, "copy_with_digest", counted)
-    trusted: list[bool] = []  # the digest the last build recorded, and the state follows
-    run = state_tables._Writer.run
-
-    def seen(self: Any, previous: Path, digest: str | None, changes: Any, *rest: Any) -> Any:
-        trusted.append(digest is not None and digest == changes.tables)
-        return run(self, previous, digest, changes, *rest)
-
-    monkeypatch.setattr(state_tables._Writer, "run", seen)
+    checks = Checks(monkeypatch)
+    inode = tables.stat().st_ino
     build_tiny(index, CORPUS)
-    assert copies == [] and trusted == [True]
-    assert recorded_digest(index, TABLES_DB) == file_digest(tables)
-    os.utime(tables)  # touched: read again as it is copied, and patched, being the same
-    assert recorded_digest(index, TABLES_DB) is None
+    assert copies == [] and checks.take() == (0, [True]) and tables.stat().st_ino == inode
+    assert unchanged_since_build(index, TABLES_DB)
+    os.utime(tables)  # touched: checked whole by SQLite, then patched where it is
     delete(index, "Place 3")
-    assert copies == [tables] and trusted == [True, False]
+    assert copies == [] and checks.take() == (1, [True]) and tables.stat().st_ino == inode
+    assert unchanged_since_build(index, TABLES_DB)
 
 
 def test_a_build_that_reuses_the_index_records_what_it_checked(index: Path) -> None:
@@ -160,11 +158,10 @@ def test_a_build_that_reuses_the_index_records_what_it_checked(index: Path) -> N
     build_tiny(index, CORPUS, titles=list(CORPUS)[:-1])
     assert unchanged_since_build(index, STORE_DB)
     assert not unchanged_since_build(index, RESOLUTION_FILE)
-    assert recorded_digest(index, TABLES_DB) is None
+    assert not unchanged_since_build(index, TABLES_DB)
     delete(index, "Place 0")  # a build that writes them records them again
     build_tiny(index, CORPUS, titles=list(CORPUS)[1:-1])  # reused
-    assert all(unchanged_since_build(index, name) for name in DATABASES)
-    assert recorded_digest(index, TABLES_DB) == file_digest(index / TABLES_DB)
+    assert all(unchanged_since_build(index, name) for name in (*DATABASES, TABLES_DB))
 
 
 def test_the_databases_a_build_writes_whole_are_packed(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "remove_aside",
     "replace_dir",
     "save_arrays",
+    "save_npy",
     "settle",
     "write_aside",
 ]
@@ -129,6 +130,16 @@ def settle(path: Path | None = None) -> None:
         for key, thread in list(_PENDING.items()):
             if not thread.is_alive():
                 del _PENDING[key]
+
+
+def save_npy(path: Path, array: npt.NDArray[Any]) -> None:
+    """Write ``array`` as the ``.npy`` file ``path``, next to it first (``.tmp``, which
+    no file sync or check reads) and renamed into place: a reader that mapped the file
+    before keeps the old one whole, and one that opens it after finds the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as out:
+        np.save(out, array)
+    tmp.replace(path)
 
 
 def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:

@@ -50,6 +50,7 @@ from quillian.index.chunk_catalog import processed_chunks
 from quillian.index.integrity import (
     STORE_DB,
     check_database,
+    drop_damaged_tables,
     files_intact,
     record_checked,
     unchanged_since_build,
@@ -152,8 +153,10 @@ def build_index(
     """
     with writer_lock(out):
         progress = on_progress or no_progress
+        dropped = False  # the graph tables found damaged: written again
         if not is_server_location(out):
             check_database(index_directory(out), up_to=None)
+            dropped = drop_damaged_tables(index_directory(out))
         previous = manifest_if_any(out)
         manifest = _begin(out, previous, chunker, extractor, embedder, config)
         manifest[STAGES] = [stage.name for stage in stages]
@@ -189,7 +192,11 @@ def build_index(
                 raise stop.error from None
             report.seconds["ingest_extract"] = time.perf_counter() - start
             unchanged = _unchanged(previous, manifest, report, pending)
-            if unchanged and files_intact(storage.directory, previous, location_name(out)):
+            if (
+                unchanged
+                and not dropped
+                and files_intact(storage.directory, previous, location_name(out))
+            ):
                 # nothing new, nothing removed, the same settings and stages as the complete
                 # build on disk: rebuilding would write the same index again
                 # (documents refused by this build are new failures: counted anew)
@@ -254,6 +261,8 @@ def delete_documents(
     as a build does.
     """
     with writer_lock(location, create=False):
+        if not is_server_location(location):  # found damaged: written whole from the rest
+            drop_damaged_tables(index_directory(location))
         manifest = read_manifest(location)
         pending = [str(d) for d in manifest.get(DELETING, ())]
         report = BuildReport()

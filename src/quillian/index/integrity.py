@@ -33,7 +33,8 @@ from typing import Any
 
 from quillian.errors import IndexDamagedError
 from quillian.index.artifacts import PARTIAL
-from quillian.stores.embedded.sqlite import quick_check
+from quillian.index.tables import TABLES_DB
+from quillian.stores.embedded.sqlite import quick_check, wal_mode
 from quillian.stores.integrity import (
     ALGORITHM,
     damaged,
@@ -52,6 +53,8 @@ __all__ = [
     "check_database",
     "check_files",
     "check_store_files",
+    "check_tables_database",
+    "drop_damaged_tables",
     "files_intact",
     "rebuild_command",
     "record_checked",
@@ -72,6 +75,8 @@ SELF_CHECKED = ("graph", "vectors")
 STORE_RECORDS = ("index.json", "snapshot.json")
 #: The database of an embedded index.
 STORE_DB = "store.sqlite"
+#: What SQLite keeps beside a database in write-ahead-log mode.
+_LOGS = ("-wal", "-shm")
 #: Machine-local record of the databases a build left, by their stat stamps (see the
 #: module's docstring); a PostgreSQL workspace does not send it.
 CHECKED = "checked.json"
@@ -88,14 +93,19 @@ def rebuild_command(name: str) -> str:
 
 
 def record_index_files(directory: Path) -> dict[str, dict[str, Any]]:
-    """Records of every file under ``directory``'s :data:`RECORDED` folders."""
+    """Records of every file under ``directory``'s :data:`RECORDED` folders but a
+    database patched where it is (:func:`~quillian.stores.embedded.sqlite.wal_mode`)
+    and its log: SQLite checks that (:func:`check_tables_database`), and its digest would
+    it whole at every update."""
     names = [
         f"{folder}/{name}"
         for folder in RECORDED
         if (directory / folder).is_dir()
         for name in walk_files(directory / folder)
     ]
-    return record_files(directory, names)
+    in_place = {name for name in names if wal_mode(directory / name)}
+    logs = {f"{name}{tail}" for name in in_place for tail in _LOGS}
+    return record_files(directory, [n for n in names if n not in in_place and n not in logs])
 
 
 def check_files(
@@ -157,16 +167,50 @@ def check_database(directory: Path, *, up_to: int | None = QUICK_CHECK_AT_OPEN) 
         quick_check(db)
 
 
+def check_tables_database(directory: Path, *, up_to: int | None = QUICK_CHECK_AT_OPEN) -> None:
+    """SQLite's ``quick_check`` of the graph tables' database where it is patched where
+    it is (:func:`~quillian.stores.embedded.sqlite.wal_mode`; the manifest records no
+    digest of it), when it is at most ``up_to`` bytes (always when None) and not
+    unchanged since a build left it; raises :class:`IndexDamagedError` naming it, with
+    the command that rebuilds it from the documents stored
+    (:func:`drop_damaged_tables`)."""
+    db = directory / TABLES_DB
+    if not wal_mode(db) or unchanged_since_build(directory, TABLES_DB):
+        return
+    if up_to is None or db.stat().st_size <= up_to:
+        try:
+            quick_check(db)
+        except IndexDamagedError as exc:
+            raise damaged(db, exc.reason) from None
+
+
+def drop_damaged_tables(directory: Path) -> bool:
+    """Remove the graph tables' database of the index at ``directory`` where
+    :func:`check_tables_database` finds it damaged (a warning): the build that calls
+    this then writes the tables whole from its documents. Returns whether it did."""
+    try:
+        check_tables_database(directory, up_to=None)
+    except IndexDamagedError as exc:
+        logger.warning("%s: the graph tables are written again", exc)
+        for tail in ("", *_LOGS):
+            (directory / (TABLES_DB + tail)).unlink(missing_ok=True)
+        return True
+    return False
+
+
 def _stamp(path: Path) -> list[int] | None:
-    """The stat stamp of the database at ``path``; None where it is missing or has
-    committed pages in a write-ahead log beside it."""
+    """The stat stamp of the database at ``path``, with that of the write-ahead log
+    beside it where the log holds pages (a commit may write only there, and a reader's
+    snapshot may keep a patched database's pages there after its update); None where
+    it is missing."""
     try:
         stamp = list(stat_stamp(path))
     except FileNotFoundError:
         return None
     with contextlib.suppress(FileNotFoundError):
-        if path.with_name(path.name + "-wal").stat().st_size:
-            return None
+        log = stat_stamp(path.with_name(path.name + "-wal"))
+        if log[2]:
+            stamp += log
     return stamp
 
 
@@ -209,6 +253,10 @@ def record_checked(directory: Path, databases: Iterable[str], digested: Iterable
             entries[name] = {"stamp": stamp}
     for name in digested:
         if (path := directory / name).is_file():
+            if wal_mode(path):  # patched where it is: checked by SQLite, not by a digest
+                if (stamp := _stamp(path)) is not None:
+                    entries[name] = {"stamp": stamp}
+                continue
             entries[name] = {"stamp": list(stat_stamp(path)), **file_record(path)}
     tmp = directory / (CHECKED + PARTIAL)
     try:

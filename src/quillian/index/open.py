@@ -27,6 +27,7 @@ from quillian.index.integrity import (
     STORE_DB,
     check_database,
     check_files,
+    check_tables_database,
     rebuild_command,
 )
 from quillian.index.layout import (
@@ -209,10 +210,12 @@ def _load(
     checked against the size and checksum recorded when it was written (the largest, a
     vector collection's, on its first search) and an embedded index's database by
     SQLite's ``quick_check`` where it is small and was written since the last build
-    recorded it (:func:`~quillian.index.integrity.check_database`): a damaged one raises
+    recorded it (:func:`~quillian.index.integrity.check_database`, and likewise its graph
+    tables' database where a build patches it where it is): a damaged one raises
     :class:`~quillian.errors.IndexDamagedError` naming it."""
     if not is_server_location(location):
         check_database(Path(location))
+        check_tables_database(Path(location))
     with open_storage(location) as storage:
         if isinstance(storage, ServerStorage) and not storage.synced:
             raise IndexIncompleteError(

@@ -40,6 +40,7 @@ from quillian.components.retrieval.context import endpoint_text
 from quillian.components.retrieval.derived import ENTITY_FACTS, text_rows
 from quillian.components.retrieval.keyed import check_distinct, vector_keys
 from quillian.errors import ConfigError, IndexDamagedError, IndexIncompleteError
+from quillian.index.artifacts import save_npy
 from quillian.index.chunk_table import CatalogChanges, ChunkTable, rows_of
 from quillian.index.distinct_texts import KEPT as KEPT_TEXTS
 from quillian.index.distinct_texts import Carried, KeptTexts, kept_order
@@ -240,6 +241,7 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
                 moved=moved,
                 text_ids_into=text_ids,
                 behind=behind,
+                in_place=state.storage.tables_in_place,
             )
         finally:
             if behind:  # still on its way while the later stages run: closed after it
@@ -260,7 +262,7 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
     finally:
         resolution.close()
     state.text_ids = text_ids[0]
-    kg, _ = load_tables(directory, snapshot)
+    kg, _ = load_tables(directory, snapshot, hold=False)  # no one else writes them now
     return kg
 
 
@@ -487,7 +489,7 @@ def _embed_into(
         index.flush()
     finally:
         index.close()
-    np.save(keys_path(state.storage.directory, collection), keys)
+    save_npy(keys_path(state.storage.directory, collection), keys)  # a reader's kept
 
 
 def _last_keys(state: BuildState, collection: str) -> npt.NDArray[np.int64] | None:

@@ -90,6 +90,7 @@ from quillian.index.tables import (
     text_of,
 )
 from quillian.stores.embedded.files import fsync_path
+from quillian.stores.embedded.sqlite import wal_mode
 from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import pack_text
@@ -104,6 +105,14 @@ logger = logging.getLogger(__name__)
 #: The ``meta`` key of a random id of each tables database written from a state, so no
 #: two are the same file.
 GENERATION = "generation"
+#: What precedes a generation where the resolution state follows its tables by it
+#: (tables patched in place), rather than by a digest of their bytes.
+GENERATION_MARK = "generation:"
+#: A database patched where it is is copied instead, its log folded in, where its
+#: write-ahead log outgrows this share of its size (:func:`_log_outgrown`)...
+LOG_SHARE = 0.25
+#: ...and this many bytes.
+LOG_FLOOR = 16 << 20
 #: The suffix of the resolution state's file name that names the file of the graph's
 #: integer columns beside it (:func:`columns_path`).
 COLUMNS_SUFFIX = ".columns"
@@ -222,6 +231,7 @@ def save_state_tables(
     moved: tuple[Collection[str], Collection[str]] | None = None,
     text_ids_into: list[GraphTextIds] | None = None,
     behind: list[Future[object]] | None = None,
+    in_place: bool = False,
 ) -> GraphSnapshot:
     """Write under ``directory/tables`` the graph
     :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
@@ -243,7 +253,14 @@ def save_state_tables(
     future rather than waited for before the tables are swapped in (for a store whose
     readers read the graph and the tables of a generation the build marks last: the
     caller waits for it, and closes the store after it, before the build is complete);
-    else it ends before they are."""
+    else it ends before they are.
+
+    ``in_place`` (a store whose readers hold a read transaction of the tables database,
+    :attr:`~quillian.index.storage.Storage.tables_in_place`): the database is kept in
+    SQLite's write-ahead-log mode and, where the state's log follows it, patched where
+    it is in one transaction, not copied into a new folder (the arrays beside it each
+    replaced whole); the state then follows it by its :data:`GENERATION`, not by a
+    digest of its bytes (see :func:`_follows_in_place`)."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -257,14 +274,31 @@ def save_state_tables(
     before = _Columns.load(kept, changes.tables) if changes.tables else None
     written: list[tuple[GraphSnapshot, str, _Columns, GraphPositions]] = []
 
-    # the tables' digest as the last build recorded it, where they are unchanged since
-    known = recorded_digest(directory, TABLES_DB) if changes.tables else None
+    previous = directory / TABLES_DB
+    patchable = in_place and _follows_in_place(previous, changes.tables)
+    if patchable and not _log_outgrown(previous):
+        writer = _Writer(directory / "tables", state, chunk_ids, table, retitled, moved)
+        written.append(writer.run(None, None, changes, store, before, behind, in_place=True))
+    else:
+        # the tables' digest as the last build recorded it, where they are unchanged since
+        known = None if patchable or not changes.tables else recorded_digest(directory, TABLES_DB)
 
-    def write(path: Path) -> None:
-        writer = _Writer(path, state, chunk_ids, table, retitled, moved)
-        written.append(writer.run(directory / TABLES_DB, known, changes, store, before, behind))
+        def write(path: Path) -> None:
+            writer = _Writer(path, state, chunk_ids, table, retitled, moved)
+            written.append(
+                writer.run(
+                    previous,
+                    known,
+                    changes,
+                    store,
+                    before,
+                    behind,
+                    in_place=in_place,
+                    folded=patchable,
+                )
+            )
 
-    replace_dir(directory / "tables", write)
+        replace_dir(directory / "tables", write)
     snapshot, digest, columns, graph = written[0]
     if text_ids_into is not None:
         rows_moved, follows = graph.row_moves, changes.tables
@@ -311,26 +345,37 @@ class _Writer:
 
     def run(
         self,
-        previous: Path,
+        previous: Path | None,
         previous_digest: str | None,
         changes: TablesChanges,
         store: GraphStore | None,
         before: _Columns | None,
         behind: list[Future[object]] | None = None,
+        *,
+        in_place: bool = False,
+        folded: bool = False,
     ) -> tuple[GraphSnapshot, str, _Columns, GraphPositions]:
-        """Write the database and arrays; returns the snapshot, the database's digest,
-        its columns and the graph's positions (to keep for the next patch). The
-        previous database is patched only when it is the one the state's log follows,
-        byte for byte (not damaged, not another build's), from its columns kept
-        ``before`` where there are some.
+        """Write the database and arrays; returns the snapshot, the mark the state
+        follows the database by (its digest, or with ``in_place`` its generation), its
+        columns and the graph's positions (to keep for the next patch). The
+        ``previous`` database is patched only when it is the one the state's log
+        follows, byte for byte (not damaged, not another build's), from its columns
+        kept ``before`` where there are some; ``previous`` None: the database already
+        here is patched where it is (``in_place``, :func:`_follows_in_place` checked).
         ``previous_digest``: its digest where known, else it is read as it is copied.
-        ``behind``: where given, the snapshot's write to ``store`` (in a thread of its
-        own) is appended to it, not waited for, once the tables are written."""
+        ``in_place``: the database is left in write-ahead-log mode and marked by its
+        generation. ``folded``: ``previous`` is a database patched where it is that the
+        state follows (:func:`_follows_in_place`), copied with its log folded in
+        (:func:`_log_outgrown`) by SQLite's backup, not byte for byte. ``behind``:
+        where given, the snapshot's write to ``store`` (in a thread of its own) is
+        appended to it, not waited for, once the tables are written."""
         db = self.path / Path(TABLES_DB).name
-        patch = False
+        patch = previous is None
         flushing: threading.Thread | None = None
-        if changes.tables:
-            if previous_digest is None:
+        if previous is not None and changes.tables:
+            if folded:  # the state follows it by its generation, checked
+                patch = _backup(previous, db)
+            elif previous_digest is None:
                 patch = copy_with_digest(previous, db) == changes.tables
                 if not patch and db.is_file():  # marked by a build that hashed with BLAKE2b
                     patch = file_digest(db, "blake2b") == changes.tables
@@ -354,7 +399,8 @@ class _Writer:
                 conn.create_function("key64", 1, _key64, deterministic=True)
                 text_functions(conn)  # chunk_text: a chunk's text from its row's body
                 conn.create_function("desc_node", 3, description_node_id, deterministic=True)
-                conn.execute("PRAGMA journal_mode = OFF")  # a file in a folder swapped in whole
+                if previous is not None:  # a file in a folder swapped in whole
+                    conn.execute("PRAGMA journal_mode = OFF")
                 if not patch:
                     _script(conn, DDL + _TEMP)
                 else:
@@ -362,7 +408,9 @@ class _Writer:
                 conn.execute(
                     "ATTACH DATABASE ? AS st", (self.state_path.absolute().as_uri() + "?mode=ro",)
                 )
-                conn.execute("BEGIN")
+                # in place: the write lock taken at once (readers go on from their
+                # snapshots, SQLite's write-ahead log keeping them)
+                conn.execute("BEGIN IMMEDIATE" if previous is None else "BEGIN")
                 _script(conn, _COUNTS)
                 carried = None
                 if not patch:
@@ -381,18 +429,20 @@ class _Writer:
                     columns = _Columns.of(graph)
                 pages = graph.pages()
                 _titled_names(conn, pages, self.chunks, graph.entity_order)
-                self._meta(conn, graph, touched)
+                generation = self._meta(conn, graph, touched)
                 conn.execute("COMMIT")
                 conn.execute("DETACH DATABASE st")
                 if not patch:  # written whole, rows keyed by hashes: its pages packed again
                     conn.execute("VACUUM")
+                if in_place:
+                    _settle_log(conn)
             finally:
                 conn.close()
                 if flushing is not None:
                     flushing.join()
             for name, array in graph.arrays(pages).items():
                 save_array(self.path, name, array)
-            digest = file_digest(db)
+            mark = GENERATION_MARK + generation if in_place else file_digest(db)
         except BaseException:
             if writing is not None:  # the snapshot's write ended before the folder is left
                 writing.exception()
@@ -402,7 +452,7 @@ class _Writer:
                 behind.append(writing)
             else:  # ended before the folder is swapped in; raises what the write raised
                 writing.result()
-        return snapshot, digest, columns, graph
+        return snapshot, mark, columns, graph
 
     def _graph(
         self,
@@ -470,7 +520,10 @@ class _Writer:
 
     def _meta(
         self, conn: sqlite3.Connection, graph: GraphPositions, touched: list[str] | None
-    ) -> None:
+    ) -> str:
+        """Write the tables' counts, layout, fingerprint and a new :data:`GENERATION`;
+        returns that generation."""
+        generation = uuid.uuid4().hex
         counts = {
             "entities": graph.n_entities,
             "descriptions": len(graph.description_entity),
@@ -488,10 +541,11 @@ class _Writer:
         rows = [
             ("counts", json.dumps(counts)),
             (LAYOUT, KEYED),
-            (GENERATION, uuid.uuid4().hex),
+            (GENERATION, generation),
             (FINGERPRINT, mark),
         ]
         conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+        return generation
 
     def _read_chunks(self, conn: sqlite3.Connection, chunks: str) -> None:
         """The texts and triples of the state's chunks whose keys ``chunks`` (a SELECT)
@@ -852,6 +906,76 @@ def _relation(row: str, occurrences: str) -> str:
         source_doc=_SOURCE_DOC,
         source_chunk=_SOURCE_CHUNK,
     )
+
+
+def _follows_in_place(db: Path, mark: str | None) -> bool:
+    """Whether the tables database ``db`` may be patched where it is by the log the
+    resolution state keeps since it marked ``mark``: a database in write-ahead-log
+    mode, of the keyed layout, whose :data:`GENERATION` is the one marked (a database
+    another build wrote, or written whole since, has another; one copied over it from
+    elsewhere is not in that mode or has another). Its bytes are not read whole: the
+    index's checks of it are SQLite's (:func:`~quillian.index.integrity.check_database`)."""
+    if not mark or not mark.startswith(GENERATION_MARK) or not wal_mode(db):
+        return False
+    try:
+        with closing(sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True)) as conn:
+            found = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN (?, ?)", (GENERATION, LAYOUT)
+                ).fetchall()
+            )
+    except sqlite3.Error as exc:
+        logger.warning("graph tables written whole: %s unreadable (%s)", db, exc)
+        return False
+    follows = found.get(LAYOUT) == KEYED and GENERATION_MARK + str(found.get(GENERATION)) == mark
+    if not follows:
+        logger.info("graph tables written whole: %s is not the state's", db)
+    return follows
+
+
+def _log_outgrown(db: Path) -> bool:
+    """Whether the write-ahead log of the database ``db`` patched where it is holds more
+    than :data:`LOG_SHARE` of the database's size (at least :data:`LOG_FLOOR` bytes):
+    readers' snapshots kept it from being emptied (an index served throughout its
+    updates always has one), so the update copies the database, its log folded in, and
+    swaps it in whole, as an update did before it was patched where it is. The copy
+    costs what the log's growth since the last one amortizes."""
+    try:
+        log = db.with_name(db.name + "-wal").stat().st_size
+    except FileNotFoundError:
+        return False
+    outgrown = log > max(LOG_FLOOR, int(db.stat().st_size * LOG_SHARE))
+    if outgrown:
+        logger.info("graph tables copied and swapped in whole: %d bytes in their log", log)
+    return outgrown
+
+
+def _backup(source: Path, target: Path) -> bool:
+    """Copy the database ``source`` (in write-ahead-log mode, as of its last commit) to
+    ``target`` by SQLite's online backup; whether it could be read (else a warning, and
+    the tables are written whole)."""
+    try:
+        uri = source.absolute().as_uri() + "?mode=ro"
+        with (
+            closing(sqlite3.connect(uri, uri=True)) as src,
+            closing(sqlite3.connect(target)) as out,
+        ):
+            src.backup(out)
+    except sqlite3.Error as exc:
+        target.unlink(missing_ok=True)
+        logger.warning("graph tables written whole: %s unreadable (%s)", source, exc)
+        return False
+    return True
+
+
+def _settle_log(conn: sqlite3.Connection) -> None:
+    """Leave ``conn``'s database in write-ahead-log mode with its log copied back into
+    it and emptied where no reader's snapshot still needs it (else as far as the
+    oldest reader allows, without waiting for any: the next update's checkpoint goes on
+    from there)."""
+    conn.execute("PRAGMA main.journal_mode = WAL").fetchall()
+    conn.execute("PRAGMA busy_timeout = 0")
+    conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def _layout(db: Path) -> str | None:

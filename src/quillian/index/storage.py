@@ -104,6 +104,11 @@ class Storage:
     #: last. Not here: a reader of the index folder reads the tables swapped in, so the
     #: snapshot is written before they are.
     graph_behind: ClassVar[bool] = False
+    #: Whether a build patches the graph tables' database where it is, in SQLite's
+    #: write-ahead-log mode (its readers, all on this machine, each hold a read
+    #: transaction of it), rather than in a copy swapped in with its folder
+    #: (:func:`~quillian.index.state_tables.save_state_tables`).
+    tables_in_place: ClassVar[bool] = True
 
     def graph(self, *, fresh: bool = False) -> GraphStore:
         """The graph store, whose :meth:`~GraphStore.snapshot` the retrievers read."""
@@ -151,6 +156,11 @@ class ServerStorage(Storage):
     #: names their generation, and no one reads the cache a build writes: the snapshot
     #: is sent while the build's later stages run.
     graph_behind: ClassVar[bool] = True
+    #: Not here: a replica fetches the tables' database into a file of its own and
+    #: renames it over the one it read, which SQLite's write-ahead log does not allow
+    #: while a reader holds it, so the cache's copy is written in no journal mode and
+    #: swapped in whole.
+    tables_in_place: ClassVar[bool] = False
     _held: ExitStack = field(default_factory=ExitStack, kw_only=True, repr=False)
 
     def vectors(

@@ -15,22 +15,36 @@ ids, looked up by an index.
 Rows are keyed by ids an update does not move (an entity's row in the resolution state,
 a chunk's hash of its id), never by their place in index order: ``*_order.npy`` give
 each position's row, and ``entity_positions.npy`` each entity row's position. So a
-build that adds or deletes a few documents patches the rows it changed in a copy of the
-database (:mod:`quillian.index.state_tables`) instead of writing every row again, and
-only the order arrays, numpy arrays, are written whole. An index written before this
+build that adds or deletes a few documents patches the rows it changed
+(:mod:`quillian.index.state_tables`) instead of writing every row again, and only the
+order arrays, numpy arrays, are written whole. An index written before this
 layout (``meta`` without :data:`LAYOUT`) has rows keyed by position and no order
 arrays, and is read as it is.
 
 Why SQLite: it is in the standard library, reads one row by its id without parsing the
 rest (JSON Lines had to be read whole at open), writes in one transaction (a killed
-build leaves no half table, and the folder is swapped in whole), and is one file, so the
-manifest's checksum and a PostgreSQL index's ``files`` table mirror it as they did the
-JSONL files.
+build leaves no half table), and is one file, which a PostgreSQL index's ``files``
+table mirrors by blocks.
+
+Two ways of writing it, and of reading it:
+
+* **Patched where it is** (an embedded index, whose readers are on this machine): the
+  database is in SQLite's write-ahead-log mode (:func:`wal_mode`), and an update
+  patches it in one write transaction, never copying it (70 MB at 100k passages), each
+  array beside it replaced whole by a rename. A reader holds one read transaction
+  while the index is open, so it keeps reading the rows of the build it was opened at
+  however many updates commit meanwhile, and maps every array when it opens, so a
+  later rename does not change what it reads. The index's checks of it are SQLite's
+  (:func:`~quillian.index.integrity.check_database`), not a digest of its bytes.
+* **Copied and swapped in** (a PostgreSQL index's local cache, whose copies on other
+  machines are replaced by a rename as they are fetched; a database written whole):
+  a new ``tables/`` folder is written and swapped in whole, its database in no journal
+  mode, read ``immutable`` (no journal or lock file is looked for: the file is never
+  written once swapped in). The connection holds the file open, so an opened index
+  keeps reading the build it was opened at when a later build replaces ``tables/``.
 
 An opened database is read through one connection shared by the server's threads under
-a lock, opened ``immutable`` (no journal or lock file is looked for: the file is never
-written once swapped in). The connection holds the file open, so an opened index keeps
-reading the build it was opened at when a later build replaces ``tables/``.
+a lock.
 """
 
 from __future__ import annotations
@@ -59,7 +73,8 @@ from quillian.components.graph.builder import (
     KnowledgeGraph,
 )
 from quillian.components.retrieval import derived
-from quillian.index.artifacts import replace_dir
+from quillian.index.artifacts import replace_dir, save_npy
+from quillian.stores.embedded.sqlite import wal_mode
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped, narrowed
 from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
@@ -310,10 +325,11 @@ def save_array(directory: Path, name: str, array: npt.NDArray[Any]) -> None:
     """Store the array ``name`` beside the tables in ``directory``: one of rows or
     positions in 32 bits where its values fit (each is under the count of some table's
     rows), half the bytes of numpy's default; a key array (:data:`KEY_ARRAYS`) as it
-    is. Readers index with either width."""
+    is. Readers index with either width. Replaced by a rename (:func:`save_npy`), so
+    a reader that mapped the file before keeps reading it."""
     if array.dtype == np.int64 and name not in KEY_ARRAYS:
         array = narrowed(array, np.int32)
-    np.save(directory / f"{name}.npy", array)
+    save_npy(directory / f"{name}.npy", array)
 
 
 def order_arrays(
@@ -531,14 +547,23 @@ def stored_chunk_texts(directory: Path, chunk_ids: Sequence[str]) -> dict[str, s
 
 class _Database:
     """One read-only connection to a tables database, shared by threads under a lock;
-    a damaged file raises :class:`~quillian.errors.IndexDamagedError` naming it."""
+    a damaged file raises :class:`~quillian.errors.IndexDamagedError` naming it. A
+    database patched where it is (:func:`wal_mode`) is read, where ``hold``, in one
+    read transaction held until :meth:`close`: every query sees the rows of the update
+    that was last to commit when it opened."""
 
-    def __init__(self, path: Path, texts: UnpackedTexts) -> None:
+    def __init__(self, path: Path, texts: UnpackedTexts, *, hold: bool = True) -> None:
         self.path = path
-        uri = path.absolute().as_uri() + "?immutable=1"
+        in_place = wal_mode(path)
+        held = hold and in_place
+        uri = path.absolute().as_uri() + ("?mode=ro" if in_place else "?immutable=1")
         try:
-            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._conn = sqlite3.connect(
+                uri, uri=True, check_same_thread=False, isolation_level=None
+            )
             text_functions(self._conn, texts)
+            if held:
+                self._conn.execute("BEGIN")  # the snapshot, taken by the first read
             self._conn.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()
         except sqlite3.Error as exc:
             raise damaged(path, f"unreadable tables: {exc}") from exc
@@ -634,19 +659,28 @@ _PARAMS = 500
 
 class StoredTables:
     """An index's tables database and stored arrays, opened (a
-    :class:`~quillian.components.graph.builder.GraphIndexes`)."""
+    :class:`~quillian.components.graph.builder.GraphIndexes`). ``hold``: a database
+    patched where it is is read in one read transaction held while the tables are
+    open (an index opened for retrieval, which updates must not change under it);
+    False for the build that wrote them, which no one else writes while it runs, so
+    that no snapshot of it is kept after (a reader's snapshot keeps the pages of later
+    updates in SQLite's log)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, hold: bool = True) -> None:
         self.directory = directory / "tables"
         #: The chunks' texts last read: relations' sentences (in Python), spans (in SQL).
         self._chunk_bodies = UnpackedTexts()
-        self.db = _Database(directory / TABLES_DB, self._chunk_bodies)
+        self.db = _Database(directory / TABLES_DB, self._chunk_bodies, hold=hold)
         meta = dict(
             self.db.query("SELECT key, value FROM meta WHERE key IN (?, ?)", ("counts", LAYOUT))
         )
         self.counts: dict[str, int] = json.loads(meta["counts"])
-        self._arrays: dict[str, npt.NDArray[Any] | None] = {}
-        self._lock = threading.Lock()
+        # every array mapped now, while the folder holds those of the rows just read: an
+        # update replaces them by renames, and the mappings keep the files opened
+        self._arrays: dict[str, npt.NDArray[Any] | None] = {
+            path.name[: -len(".npy")]: load_mapped(path)
+            for path in sorted(self.directory.glob("*.npy"))
+        }
         #: Rows keyed by ids, placed by the order arrays (else by position).
         layout = meta.get(LAYOUT)
         self.keyed = layout in (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS, KEYED_BODIES, KEYED_TEXTS)
@@ -854,12 +888,9 @@ class StoredTables:
         return DescriptionRecord(self.entity_position(int(entity)), text, chunk_id)
 
     def array(self, name: str) -> npt.NDArray[Any] | None:
-        """The stored array ``name``, memory-mapped (None when the build stored none)."""
-        with self._lock:
-            if name not in self._arrays:
-                path = self.directory / f"{name}.npy"
-                self._arrays[name] = load_mapped(path) if path.is_file() else None
-            return self._arrays[name]
+        """The stored array ``name``, memory-mapped when the tables were opened (None
+        when the build stored none)."""
+        return self._arrays.get(name)
 
     def entity_by_alias(self, alias_id: str) -> int | None:
         found = self.db.query("SELECT entity FROM alias_ids WHERE id = ?", (alias_id,))
@@ -911,8 +942,11 @@ def _entity(row: tuple[Any, ...]) -> EntityRecord:
     return EntityRecord(name, kind, json.loads(aliases))
 
 
-def load_tables(directory: Path, snapshot: GraphSnapshot) -> tuple[KnowledgeGraph, StoredTables]:
+def load_tables(
+    directory: Path, snapshot: GraphSnapshot, *, hold: bool = True
+) -> tuple[KnowledgeGraph, StoredTables]:
     """The knowledge graph whose tables :func:`save_tables` wrote under ``directory``,
-    over ``snapshot``, and the opened tables (chunk titles and texts by position)."""
-    tables = StoredTables(directory)
+    over ``snapshot``, and the opened tables (chunk titles and texts by position).
+    ``hold``: see :class:`StoredTables`."""
+    tables = StoredTables(directory, hold=hold)
     return tables.graph(snapshot), tables

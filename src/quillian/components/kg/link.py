@@ -245,7 +245,7 @@ def index_fingerprint(index_dir: Path) -> str:
     path = Path(index_dir) / "tables" / "graph.sqlite"
     if not path.is_file():
         raise IndexMissingError(f"{index_dir}: not an index (no tables/graph.sqlite)")
-    uri = path.absolute().as_uri() + "?immutable=1"
+    uri = path.absolute().as_uri() + "?mode=ro"  # patched where it is: its log read too
     try:
         with closing(sqlite3.connect(uri, uri=True)) as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'entity_fingerprint'")

@@ -214,6 +214,18 @@ def quick_check(path: Path) -> None:
         raise _damaged(path, "integrity check failed: " + "; ".join(problems[:2]))
 
 
+def wal_mode(path: Path) -> bool:
+    """Whether the SQLite database at ``path`` is in write-ahead-log mode (its header's
+    read and write versions are 2), read from its first 20 bytes: a database patched
+    where it is. False where it is missing or shorter."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02"
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """Open ``path`` in WAL mode, raising :class:`StoreError` naming it on any failure."""
     if path.is_dir():

@@ -28,6 +28,7 @@ from quillian.stores.embedded._sqlite import (
     SqliteStore,
     quick_check,
     sqlite_rebuild_hint,
+    wal_mode,
 )
 from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
@@ -43,6 +44,7 @@ __all__ = [
     "sqlite_rebuild_hint",
     "stored_chunk_texts",
     "stored_values",
+    "wal_mode",
 ]
 
 #: The stored columns of a document and of a chunk, in the order of :func:`_document_row`
