@@ -18,12 +18,14 @@ import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.factories import make_retriever
+from quillian.errors import IndexDamagedError
 from quillian.index import open_index, state_tables
+from quillian.index import tables as tables_module
 from quillian.index.build import delete_documents
 from quillian.index.integrity import STORE_DB
 from quillian.index.storage import Storage
 from quillian.index.tables import TABLES_DB, StoredTables
-from quillian.stores.embedded.sqlite import wal_mode
+from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
 from quillian.testing.corpus import build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.testing.tables import assert_same_outputs
@@ -62,8 +64,7 @@ def delete(index: Path, titles: list[str]) -> None:
 
 def log_bytes(index: Path) -> int:
     """The size of the tables' write-ahead log (0 where there is none)."""
-    log = index / (TABLES_DB + "-wal")
-    return log.stat().st_size if log.exists() else 0
+    return wal_bytes(index / TABLES_DB)
 
 
 def titles(*left_out: int) -> list[str]:
@@ -181,3 +182,26 @@ def test_a_log_that_readers_kept_growing_is_folded_into_a_copy(
     build_tiny(tmp_path / "clean", CORPUS, titles=titles(6))
     assert_same_outputs(index, tmp_path / "clean")
     assert rankings(index) == rankings(tmp_path / "clean")
+
+
+def test_a_folder_the_reader_may_not_write_is_read_where_the_log_is_empty(
+    index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader of the log needs SQLite's file of shared memory beside the database,
+    which it cannot make in a folder it may not write (an index on a read-only mount;
+    root here may write anywhere, so the refusal is SQLite's error, given): with the
+    log empty it reads the database as an immutable file, else it names the tables."""
+    connected = tables_module._connected
+
+    def refused(path: Path, texts: object, in_place: bool, hold: bool) -> sqlite3.Connection:
+        if in_place:
+            raise sqlite3.OperationalError("unable to open database file")
+        return connected(path, texts, in_place, hold)  # type: ignore[arg-type]
+
+    clean = rankings(index)
+    monkeypatch.setattr(tables_module, "_connected", refused)
+    assert log_bytes(index) == 0
+    assert rankings(index) == clean
+    (index / (TABLES_DB + "-wal")).write_bytes(b"\0" * 32)  # a log that may hold commits
+    with pytest.raises(IndexDamagedError, match="unable to open database file"):
+        rankings(index)

@@ -25,14 +25,17 @@ An embedded index is a directory (``SCHEMA_VERSION`` 2; 1 kept the tables as JSO
                              table's rows went (a cache, local too)
     DIR/checked.json         the stat stamps of the two databases as the last build left
                              them (one unchanged since is not checked whole again) and
-                             the graph tables' stamp and digest
-                             (:mod:`quillian.index.integrity`; local too)
+                             the graph tables' stamp (with their digest where they are
+                             copied) (:mod:`quillian.index.integrity`; local too)
     DIR/graph/               the graph snapshot (CSR arrays, memory-mapped)
     DIR/tables/              graph.sqlite (entities, descriptions, relations, chunks, each
                              text once, a chunk's compressed where long; rows keyed by ids
-                             an update does not move, patched in a copy by each build),
-                             *_order.npy giving each position's row, and arrays derived
-                             from the graph (.npy)
+                             an update does not move, patched where it is by each
+                             update, in SQLite's write-ahead-log mode, an opened index
+                             reading its snapshot; in a PostgreSQL index's cache, patched
+                             in a copy swapped in with the folder), *_order.npy giving
+                             each position's row, and arrays derived from the graph
+                             (.npy, each replaced by a rename)
     DIR/vectors/chunks/      chunk embeddings, keyed by content (tables/chunk_keys.npy
                              gives each chunk position's key)
     DIR/vectors/texts/       embeddings of description and relation texts (deduplicated)

@@ -90,7 +90,7 @@ from quillian.index.tables import (
     text_of,
 )
 from quillian.stores.embedded.files import fsync_path
-from quillian.stores.embedded.sqlite import wal_mode
+from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
 from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import pack_text
@@ -277,6 +277,8 @@ def save_state_tables(
     previous = directory / TABLES_DB
     patchable = in_place and _follows_in_place(previous, changes.tables)
     if patchable and not _log_outgrown(previous):
+        for left in (directory / "tables").glob("*.tmp"):  # by an update that stopped
+            left.unlink(missing_ok=True)
         writer = _Writer(directory / "tables", state, chunk_ids, table, retitled, moved)
         written.append(writer.run(None, None, changes, store, before, behind, in_place=True))
     else:
@@ -940,10 +942,7 @@ def _log_outgrown(db: Path) -> bool:
     updates always has one), so the update copies the database, its log folded in, and
     swaps it in whole, as an update did before it was patched where it is. The copy
     costs what the log's growth since the last one amortizes."""
-    try:
-        log = db.with_name(db.name + "-wal").stat().st_size
-    except FileNotFoundError:
-        return False
+    log = wal_bytes(db)
     outgrown = log > max(LOG_FLOOR, int(db.stat().st_size * LOG_SHARE))
     if outgrown:
         logger.info("graph tables copied and swapped in whole: %d bytes in their log", log)

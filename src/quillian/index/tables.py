@@ -29,7 +29,8 @@ table mirrors by blocks.
 Two ways of writing it, and of reading it:
 
 * **Patched where it is** (an embedded index, whose readers are on this machine): the
-  database is in SQLite's write-ahead-log mode (:func:`wal_mode`), and an update
+  database is in SQLite's write-ahead-log mode
+  (:func:`~quillian.stores.embedded.sqlite.wal_mode`), and an update
   patches it in one write transaction, never copying it (70 MB at 100k passages), each
   array beside it replaced whole by a rename. A reader holds one read transaction
   while the index is open, so it keeps reading the rows of the build it was opened at
@@ -74,7 +75,7 @@ from quillian.components.graph.builder import (
 )
 from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir, save_npy
-from quillian.stores.embedded.sqlite import wal_mode
+from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped, narrowed
 from quillian.stores.packed import UnpackedTexts, pack_text, unpack_text
@@ -545,26 +546,45 @@ def stored_chunk_texts(directory: Path, chunk_ids: Sequence[str]) -> dict[str, s
         return {}
 
 
+def _connected(path: Path, texts: UnpackedTexts, in_place: bool, hold: bool) -> sqlite3.Connection:
+    """A connection reading the tables database at ``path``: through its write-ahead
+    log where it is ``in_place`` (in one read transaction where ``hold``), else as an
+    immutable file; its meta read once."""
+    uri = path.absolute().as_uri() + ("?mode=ro" if in_place else "?immutable=1")
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        text_functions(conn, texts)
+        if in_place and hold:
+            conn.execute("BEGIN")  # the snapshot, taken by the first read
+        conn.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 class _Database:
     """One read-only connection to a tables database, shared by threads under a lock;
     a damaged file raises :class:`~quillian.errors.IndexDamagedError` naming it. A
-    database patched where it is (:func:`wal_mode`) is read, where ``hold``, in one
+    database patched where it is
+    (:func:`~quillian.stores.embedded.sqlite.wal_mode`) is read, where ``hold``, in one
     read transaction held until :meth:`close`: every query sees the rows of the update
-    that was last to commit when it opened."""
+    that was last to commit when it opened (in a folder it may not write, with its log
+    empty: as an immutable file)."""
 
     def __init__(self, path: Path, texts: UnpackedTexts, *, hold: bool = True) -> None:
         self.path = path
         in_place = wal_mode(path)
-        held = hold and in_place
-        uri = path.absolute().as_uri() + ("?mode=ro" if in_place else "?immutable=1")
         try:
-            self._conn = sqlite3.connect(
-                uri, uri=True, check_same_thread=False, isolation_level=None
-            )
-            text_functions(self._conn, texts)
-            if held:
-                self._conn.execute("BEGIN")  # the snapshot, taken by the first read
-            self._conn.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()
+            try:
+                self._conn = _connected(path, texts, in_place, hold)
+            except sqlite3.OperationalError:
+                # a folder this process may not write: SQLite cannot make the file of
+                # shared memory a reader of the log needs. Where the log is empty, the
+                # database holds every commit, read as a file no one writes.
+                if not in_place or wal_bytes(path):
+                    raise
+                self._conn = _connected(path, texts, False, False)
         except sqlite3.Error as exc:
             raise damaged(path, f"unreadable tables: {exc}") from exc
         self._lock = threading.Lock()

@@ -226,6 +226,14 @@ def wal_mode(path: Path) -> bool:
     return len(header) == 20 and header[18:20] == b"\x02\x02"
 
 
+def wal_bytes(path: Path) -> int:
+    """The size of the write-ahead log beside the database at ``path`` (0: none)."""
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """Open ``path`` in WAL mode, raising :class:`StoreError` naming it on any failure."""
     if path.is_dir():

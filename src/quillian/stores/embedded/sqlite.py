@@ -28,6 +28,7 @@ from quillian.stores.embedded._sqlite import (
     SqliteStore,
     quick_check,
     sqlite_rebuild_hint,
+    wal_bytes,
     wal_mode,
 )
 from quillian.stores.packed import pack_text, unpack_text
@@ -44,6 +45,7 @@ __all__ = [
     "sqlite_rebuild_hint",
     "stored_chunk_texts",
     "stored_values",
+    "wal_bytes",
     "wal_mode",
 ]
 
