@@ -228,8 +228,12 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
         )
 
     def written(resolution: ResolutionState) -> GraphSnapshot:
+        # the snapshot written (on PostgreSQL, sent) while the later stages run: a reader
+        # opens the graph and the tables of a build once its manifest says complete,
+        # which the build writes last, and no reader's tables change under it (an
+        # embedded index's are patched where it reads its snapshot of them)
         store = state.storage.graph(fresh=True)
-        behind: list[Future[object]] | None = [] if state.storage.graph_behind else None
+        behind: list[Future[object]] = []
         try:
             return save_state_tables(
                 directory,

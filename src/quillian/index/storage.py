@@ -99,11 +99,6 @@ class Storage:
             shutil.rmtree(path, ignore_errors=True)
         return ExactVectorIndex(path, dim, dtype=self.vector_dtype)
 
-    #: Whether a build may write the graph store's snapshot while its later stages
-    #: run: its readers read the graph and the tables of the generation a build marks
-    #: last. Not here: a reader of the index folder reads the tables swapped in, so the
-    #: snapshot is written before they are.
-    graph_behind: ClassVar[bool] = False
     #: Whether a build patches the graph tables' database where it is, in SQLite's
     #: write-ahead-log mode (its readers, all on this machine, each hold a read
     #: transaction of it), rather than in a copy swapped in with its folder
@@ -152,10 +147,6 @@ class ServerStorage(Storage):
 
     workspace: Any = field(kw_only=True)
     synced: bool = field(default=True, kw_only=True)
-    #: A replica reads the workspace's graph and files once the build's manifest
-    #: names their generation, and no one reads the cache a build writes: the snapshot
-    #: is sent while the build's later stages run.
-    graph_behind: ClassVar[bool] = True
     #: Not here: a replica fetches the tables' database into a file of its own and
     #: renames it over the one it read, which SQLite's write-ahead log does not allow
     #: while a reader holds it, so the cache's copy is written in no journal mode and
