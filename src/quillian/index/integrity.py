@@ -93,19 +93,21 @@ def rebuild_command(name: str) -> str:
 
 
 def record_index_files(directory: Path) -> dict[str, dict[str, Any]]:
-    """Records of every file under ``directory``'s :data:`RECORDED` folders but a
-    database patched where it is (:func:`~quillian.stores.embedded.sqlite.wal_mode`)
-    and its log: SQLite checks that (:func:`check_tables_database`), and its digest would
-    it whole at every update."""
+    """Records of every file under ``directory``'s :data:`RECORDED` folders but the
+    graph tables' database where it is patched where it is
+    (:func:`~quillian.stores.embedded.sqlite.wal_mode`) and its log: SQLite checks that
+    (:func:`check_tables_database`), and its digest would read it whole at every
+    update."""
     names = [
         f"{folder}/{name}"
         for folder in RECORDED
         if (directory / folder).is_dir()
         for name in walk_files(directory / folder)
     ]
-    in_place = {name for name in names if wal_mode(directory / name)}
-    logs = {f"{name}{tail}" for name in in_place for tail in _LOGS}
-    return record_files(directory, [n for n in names if n not in in_place and n not in logs])
+    if wal_mode(directory / TABLES_DB):
+        left = {TABLES_DB, *(TABLES_DB + tail for tail in _LOGS)}
+        names = [name for name in names if name not in left]
+    return record_files(directory, names)
 
 
 def check_files(
