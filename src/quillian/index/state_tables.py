@@ -916,7 +916,7 @@ def _follows_in_place(db: Path, mark: str | None) -> bool:
     mode, of the keyed layout, whose :data:`GENERATION` is the one marked (a database
     another build wrote, or written whole since, has another; one copied over it from
     elsewhere is not in that mode or has another). Its bytes are not read whole: the
-    index's checks of it are SQLite's (:func:`~quillian.index.integrity.check_database`)."""
+    index's checks of it are SQLite's (:func:`~quillian.index.integrity.check_tables_database`)."""
     if not mark or not mark.startswith(GENERATION_MARK) or not wal_mode(db):
         return False
     try:

@@ -36,7 +36,8 @@ Two ways of writing it, and of reading it:
   while the index is open, so it keeps reading the rows of the build it was opened at
   however many updates commit meanwhile, and maps every array when it opens, so a
   later rename does not change what it reads. The index's checks of it are SQLite's
-  (:func:`~quillian.index.integrity.check_database`), not a digest of its bytes.
+  (:func:`~quillian.index.integrity.check_tables_database`), not a digest of its
+  bytes.
 * **Copied and swapped in** (a PostgreSQL index's local cache, whose copies on other
   machines are replaced by a rename as they are fetched; a database written whole):
   a new ``tables/`` folder is written and swapped in whole, its database in no journal
