@@ -22,7 +22,7 @@ from quillian.errors import IndexDamagedError
 from quillian.index import open_index, state_tables
 from quillian.index import tables as tables_module
 from quillian.index.build import delete_documents
-from quillian.index.integrity import STORE_DB
+from quillian.index.integrity import STORE_DB, unchanged_since_build
 from quillian.index.storage import Storage
 from quillian.index.tables import TABLES_DB, StoredTables
 from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
@@ -113,6 +113,8 @@ def test_an_index_opened_before_updates_keeps_reading_its_build(
     assert log_bytes(index) > 0
     build_tiny(tmp_path / "clean", CORPUS, titles=titles(0, 5))
     assert rankings(index) == rankings(tmp_path / "clean")
+    # and opening it does not make the next update check the tables whole
+    assert unchanged_since_build(index, TABLES_DB)
     tables.db.close()
     gc.collect()  # the indexes the rankings above opened, and their snapshots
     delete(index, ["Place 1"])

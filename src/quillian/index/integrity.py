@@ -201,10 +201,11 @@ def drop_damaged_tables(directory: Path) -> bool:
 
 
 def _stamp(path: Path) -> list[int] | None:
-    """The stat stamp of the database at ``path``, with that of the write-ahead log
-    beside it where the log holds pages (a commit may write only there, and a reader's
-    snapshot may keep a patched database's pages there after its update); None where
-    it is missing."""
+    """The stat stamp of the database at ``path``, with the write-ahead log's beside it
+    where the log holds pages (a commit may write only there, and a reader's snapshot
+    may keep a patched database's pages there after its update): its device, inode,
+    size and modification time, not its change time, which a reader opening it as root
+    changes (SQLite gives the log the database's owner); None where it is missing."""
     try:
         stamp = list(stat_stamp(path))
     except FileNotFoundError:
@@ -212,7 +213,7 @@ def _stamp(path: Path) -> list[int] | None:
     with contextlib.suppress(FileNotFoundError):
         log = stat_stamp(path.with_name(path.name + "-wal"))
         if log[2]:
-            stamp += log
+            stamp += log[:4]
     return stamp
 
 
