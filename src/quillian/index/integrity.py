@@ -162,10 +162,7 @@ def check_database(directory: Path, *, up_to: int | None = QUICK_CHECK_AT_OPEN) 
     """SQLite's ``quick_check`` of an embedded index's database, when it is at most
     ``up_to`` bytes (always when None) and not unchanged since a build left it; raises
     :class:`IndexDamagedError` naming it."""
-    db = directory / STORE_DB
-    if not db.is_file() or unchanged_since_build(directory, STORE_DB):
-        return
-    if up_to is None or db.stat().st_size <= up_to:
+    if (db := _to_check(directory, STORE_DB, up_to)) is not None:
         quick_check(db)
 
 
@@ -176,14 +173,23 @@ def check_tables_database(directory: Path, *, up_to: int | None = QUICK_CHECK_AT
     unchanged since a build left it; raises :class:`IndexDamagedError` naming it, with
     the command that rebuilds it from the documents stored
     (:func:`drop_damaged_tables`)."""
-    db = directory / TABLES_DB
-    if not wal_mode(db) or unchanged_since_build(directory, TABLES_DB):
+    if not wal_mode(directory / TABLES_DB):  # else checked by its recorded digest
         return
-    if up_to is None or db.stat().st_size <= up_to:
+    if (db := _to_check(directory, TABLES_DB, up_to)) is not None:
         try:
             quick_check(db)
         except IndexDamagedError as exc:
             raise damaged(db, exc.reason) from None
+
+
+def _to_check(directory: Path, name: str, up_to: int | None) -> Path | None:
+    """The database ``name`` under ``directory`` where SQLite's check of it is due: it
+    exists, is not unchanged since a build left it, and is at most ``up_to`` bytes
+    (any size when None)."""
+    db = directory / name
+    if not db.is_file() or unchanged_since_build(directory, name):
+        return None
+    return db if up_to is None or db.stat().st_size <= up_to else None
 
 
 def drop_damaged_tables(directory: Path) -> bool:

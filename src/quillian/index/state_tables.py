@@ -920,12 +920,7 @@ def _follows_in_place(db: Path, mark: str | None) -> bool:
     if not mark or not mark.startswith(GENERATION_MARK) or not wal_mode(db):
         return False
     try:
-        with closing(sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True)) as conn:
-            found = dict(
-                conn.execute(
-                    "SELECT key, value FROM meta WHERE key IN (?, ?)", (GENERATION, LAYOUT)
-                ).fetchall()
-            )
+        found = _meta_values(db, GENERATION, LAYOUT)
     except sqlite3.Error as exc:
         logger.warning("graph tables written whole: %s unreadable (%s)", db, exc)
         return False
@@ -979,9 +974,15 @@ def _settle_log(conn: sqlite3.Connection) -> None:
 
 def _layout(db: Path) -> str | None:
     """The layout a tables database names (:data:`~quillian.index.tables.LAYOUT`)."""
+    return _meta_values(db, LAYOUT).get(LAYOUT)
+
+
+def _meta_values(db: Path, *keys: str) -> dict[str, Any]:
+    """The values the tables database ``db`` keeps in ``meta`` under ``keys`` (those it
+    has), read through a read-only connection."""
+    marks = ", ".join("?" * len(keys))
     with closing(sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True)) as conn:
-        found = conn.execute("SELECT value FROM meta WHERE key = ?", (LAYOUT,)).fetchone()
-    return found[0] if found else None
+        return dict(conn.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", keys))
 
 
 def _script(conn: sqlite3.Connection, sql: str) -> None:
