@@ -10,8 +10,9 @@
 # one process; the first pair, which loads the models and may bring the stored state to
 # a new format, is left out of its medians), written to OUT_PREFIX-TREENAME-ROUND.json.
 # Then prints, per tree, the median over rounds of each round's add and delete medians,
-# with the rounds' range. BASE may be an index directory (PostgreSQL: use
-# update_stages.py's --pairs with a location directly).
+# with the rounds' range, and the megabytes each wrote (update_stages.py's written_mb).
+# BASE may be an index directory (PostgreSQL: use update_stages.py's --pairs with a
+# location directly).
 set -euo pipefail
 BASE=$1; ADD=$2; OUT=$3; ROUNDS=$4; shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,8 +32,11 @@ out, rounds, trees = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 for tree in trees:
     runs = [json.load(open(f"{out}-{os.path.basename(tree)}-{r}.json")) for r in range(1, rounds + 1)]
     line = []
-    for op in ("add_s", "delete_s"):
-        values = [r["after_the_first"][op] for r in runs]
-        line.append(f"{op[:-2]} {statistics.median(values):.3f} s ({min(values):.3f}-{max(values):.3f})")
+    for op in ("add", "delete"):
+        values = [r["after_the_first"][f"{op}_s"] for r in runs]
+        line.append(f"{op} {statistics.median(values):.3f} s ({min(values):.3f}-{max(values):.3f})")
+        written = [r["after_the_first"].get(f"{op}_written_mb") for r in runs]
+        if None not in written:
+            line[-1] += f" {statistics.median(written):.1f} MB written"
     print(f"{tree}: " + ", ".join(line) + f", peak {max(r['peak_gb'] for r in runs):.2f} GB")
 PY

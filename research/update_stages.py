@@ -14,8 +14,10 @@ chunk and makes the graph's resolution state. It prints one JSON object.
 ``add FILE --pairs N`` measures what a long-running process (``quillian serve``) pays:
 in this one process, N times, add FILE's documents and delete them again, each call
 timed (the first pair loads the models; a process that keeps them loaded pays that
-once). It prints each call's seconds and stages, and the medians of the pairs after the
-first; ``--functions`` also times the functions above in the last pair (each call's
+once). It prints each call's seconds, stages and megabytes written (``written_mb``: the
+bytes the process passed to write calls during it, every thread's, which do not vary
+with the machine's load), and the medians of the pairs after the first;
+``--functions`` also times the functions above in the last pair (each call's
 ``functions_s``), the earlier pairs left as they run. INDEX may be a PostgreSQL
 location there. docs/scale.md
 ("The graph stage from the resolution state") gives its figures at 20k passages.
@@ -98,6 +100,20 @@ TIMED = (
 
 def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def _written() -> int:
+    """The bytes this process has passed to write calls so far (``wchar`` of Linux's
+    ``/proc/self/io``, every thread's; SQLite's, numpy's and Python's writes alike): what
+    an update writes does not depend on the machine's speed or load, so it shows which
+    writes grow with the index where timings are noisy. -1 where the file is missing."""
+    try:
+        text = Path("/proc/self/io").read_text()
+    except OSError:
+        return -1
+    return next(
+        (int(line.split()[1]) for line in text.splitlines() if line.startswith("wchar:")), -1
+    )
 
 
 def _timed(
@@ -199,12 +215,13 @@ def _pairs(index: str, what: Path, n: int, functions: bool = False) -> dict[str,
             _instrument(seconds, {})
         for op in ("add", "delete"):
             seconds.clear()
-            start = time.perf_counter()
+            start, written = time.perf_counter(), _written()
             if op == "add":
                 report = index_documents(index, docs, IndexSettings())
             else:
                 report = delete_documents(index, [d.id for d in docs])
             run[f"{op}_s"] = round(time.perf_counter() - start, 3)
+            run[f"{op}_written_mb"] = round((_written() - written) / 1e6, 2)
             run[f"{op}_stages_s"] = {k: round(v, 3) for k, v in report.seconds.items()}
             if seconds:
                 run[f"{op}_functions_s"] = {
@@ -215,7 +232,9 @@ def _pairs(index: str, what: Path, n: int, functions: bool = False) -> dict[str,
     return {
         "pairs": runs,
         "after_the_first": {
-            f"{op}_s": statistics.median(r[f"{op}_s"] for r in later) for op in ("add", "delete")
+            f"{op}_{what}": statistics.median(r[f"{op}_{what}"] for r in later)
+            for op in ("add", "delete")
+            for what in ("s", "written_mb")
         },
         "peak_gb": round(_peak_gb(), 3),
     }
