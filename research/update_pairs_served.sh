@@ -12,7 +12,8 @@
 # Then prints, per tree, the median over rounds of each round's add and delete medians,
 # with the rounds' range, and the megabytes each wrote (update_stages.py's written_mb).
 # BASE may be an index directory (PostgreSQL: use update_stages.py's --pairs with a
-# location directly).
+# location directly). PAUSE=S in the environment: S seconds slept before each call
+# (updates apart, so that what waits for a pause runs between them).
 set -euo pipefail
 BASE=$1; ADD=$2; OUT=$3; ROUNDS=$4; shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +23,7 @@ for round in $(seq "$ROUNDS"); do
     for tree in "$@"; do
         rm -rf "$copy"; cp -r "$BASE" "$copy"
         PYTHONPATH=$tree/src $PY "$HERE/update_stages.py" "$copy" add "$ADD" --pairs 6 \
-            > "$OUT-$(basename "$tree")-$round.json" 2> /dev/null
+            --pause "${PAUSE:-0}" > "$OUT-$(basename "$tree")-$round.json" 2> /dev/null
     done
 done
 rm -rf "$copy"

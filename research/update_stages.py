@@ -14,7 +14,8 @@ chunk and makes the graph's resolution state. It prints one JSON object.
 ``add FILE --pairs N`` measures what a long-running process (``quillian serve``) pays:
 in this one process, N times, add FILE's documents and delete them again, each call
 timed (the first pair loads the models; a process that keeps them loaded pays that
-once). It prints each call's seconds, stages and megabytes written (``written_mb``: the
+once; ``--pause S`` sleeps S seconds before each call, updates apart rather than in a
+burst). It prints each call's seconds, stages and megabytes written (``written_mb``: the
 bytes the process passed to write calls during it, every thread's, which do not vary
 with the machine's load), and the medians of the pairs after the first;
 ``--functions`` also times the functions above in the last pair (each call's
@@ -163,11 +164,18 @@ def main() -> None:
         metavar="N",
         help="add only: N add-then-delete pairs in this one process, each call timed",
     )
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --pairs: sleep S seconds before each call (updates apart, not in a burst)",
+    )
     args = parser.parse_args()
     if args.pairs is not None:
         if args.operation != "add" or args.pairs < 2:
             parser.error("--pairs takes an add and at least 2 pairs")
-        pairs = _pairs(args.index, Path(args.what), args.pairs, args.functions)
+        pairs = _pairs(args.index, Path(args.what), args.pairs, args.functions, args.pause)
         print(json.dumps(pairs, indent=2))
         return
     seconds: dict[str, float] = {}
@@ -198,9 +206,12 @@ def main() -> None:
     print(json.dumps(out, indent=2))
 
 
-def _pairs(index: str, what: Path, n: int, functions: bool = False) -> dict[str, Any]:
+def _pairs(
+    index: str, what: Path, n: int, functions: bool = False, pause: float = 0.0
+) -> dict[str, Any]:
     """N add-then-delete pairs of ``what``'s documents in this process, each timed
-    (``functions``: the functions of :data:`TIMED` too, in the last pair)."""
+    (``functions``: the functions of :data:`TIMED` too, in the last pair), ``pause``
+    seconds slept before each call."""
     import statistics
 
     from quillian.components.ingestion.readers import read_documents
@@ -215,6 +226,7 @@ def _pairs(index: str, what: Path, n: int, functions: bool = False) -> dict[str,
             _instrument(seconds, {})
         for op in ("add", "delete"):
             seconds.clear()
+            time.sleep(pause)
             start, written = time.perf_counter(), _written()
             if op == "add":
                 report = index_documents(index, docs, IndexSettings())

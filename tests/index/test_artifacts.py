@@ -1,6 +1,8 @@
 """What a build keeps for the next, remembered in the process that wrote or read it:
 recalled only while the file is the one it was then."""
 
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,3 +111,49 @@ def test_a_directory_replaced_is_renamed_aside_then_removed(
     artifacts.remove_aside(target)
     artifacts.settle()
     assert not list(tmp_path.iterdir())
+
+
+def _arrays_in(path: Path) -> list[int]:
+    with np.load(path) as kept:
+        return [int(v) for v in kept["a"]]
+
+
+def test_a_write_kept_for_later_runs_once_updates_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file that is there is written once no write of it was asked for a while (the
+    last one asked), or at once where the process asks (at its exit) or reads it; one
+    that is not there yet is written at once."""
+    monkeypatch.setattr(artifacts, "LATER_S", 0.3)
+    path = tmp_path / "kept.npz"
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(1)}))
+    artifacts.settle(path)
+    assert _arrays_in(path) == [0]  # none there: written at once
+    for n in (2, 3, 4):
+        artifacts.write_later(path, lambda n=n: save_arrays(path, {"a": np.arange(n)}))
+    assert _arrays_in(path) == [0]  # not yet
+    deadline = time.monotonic() + 10
+    while _arrays_in(path) == [0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _arrays_in(path) == [0, 1, 2, 3]  # the last asked, once
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(5)}))
+    artifacts.write_kept()  # as the process exits
+    assert _arrays_in(path) == [0, 1, 2, 3, 4]
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(6)}))
+    read = artifacts.load_arrays(path, lambda kept: kept["a"].tolist(), "kept", "then")
+    assert read == list(range(6))  # a read of it runs it first
+
+
+def test_a_write_kept_for_later_skips_a_folder_made_anew(tmp_path: Path) -> None:
+    """The index removed and built again in its place meanwhile: the write of the old
+    one's file is not run into the new one."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    path = folder / "kept.npz"
+    save_arrays(path, {"a": np.arange(1)})
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(9)}))
+    shutil.rmtree(folder)
+    folder.mkdir()
+    save_arrays(path, {"a": np.arange(2)})
+    artifacts.write_kept()
+    assert _arrays_in(path) == [0, 1]

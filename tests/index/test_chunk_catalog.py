@@ -107,6 +107,7 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
             assert list(by_id) == table.ids and len(by_id) == len(table)
             _columns_as_made(tmp_path / "index" / CATALOG_FILE, table)
             if step % 10 == 9:  # as a new process: the file read, its columns carried
+                artifacts.write_kept()  # what this process kept, written as it exits
                 monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
             previous = table
         assert patched == 60 and carried == 55  # but after each of 5 reads of the file
@@ -123,6 +124,7 @@ def _columns_as_made(path: Path, table: ChunkTable) -> None:
     assert kept.columns.indexes.tolist() == made.indexes.tolist()
     for carried, whole in zip(kept.columns.texts, made.texts, strict=True):
         assert carried.data == whole.data and carried.starts.tolist() == whole.starts.tolist()
+    artifacts.write_kept(path)  # as this process leaves it
     with np.load(path) as stored:
         for name, whole in zip(chunk_catalog._TEXTS, made.texts, strict=True):
             assert stored[name].tobytes() == whole.data
@@ -274,6 +276,7 @@ def test_a_catalog_this_process_kept_is_not_read_again(
             _add(storage, f"doc-{d:03d}", 2, f"T{d}", DocStatus.PROCESSED)
             _same(processed_chunks(storage), storage)
     assert len(loads) == 1  # the first build: no catalog yet
+    artifacts.write_kept()  # what this process kept, written as it exits
     monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
     with open_storage(tmp_path / "index") as storage:
         _add(storage, "doc-new", 1, "N", DocStatus.PROCESSED)

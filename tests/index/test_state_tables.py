@@ -870,6 +870,7 @@ def test_columns_this_process_kept_are_not_read_again(
         got, _, want, _, _ = run.write()
         assert_same_outputs(got, want)
     assert kept not in loads
+    artifacts.write_kept()  # what this process kept, written as it exits
     monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
     run.step()
     got, _, want, _, _ = run.write()

@@ -9,13 +9,17 @@ as long as the file's stat stamp says nothing else wrote it meanwhile. At 100k
 passages reading both back took about 0.06 s of each update. Such a file may also be
 written aside (:func:`write_aside`), in a thread of its own while the build goes on; a
 reader of it waits for the write, and a build waits for all before it ends
-(:func:`settle`)."""
+(:func:`settle`). One this process keeps may be written later instead
+(:func:`write_later`): once updates pause, or when the process exits, so that a burst
+of updates writes it once."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import shutil
 import threading
+import time
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -39,6 +43,8 @@ __all__ = [
     "save_npy",
     "settle",
     "write_aside",
+    "write_kept",
+    "write_later",
 ]
 
 logger = logging.getLogger(__name__)
@@ -132,6 +138,117 @@ def settle(path: Path | None = None) -> None:
                 del _PENDING[key]
 
 
+#: Seconds without a new :func:`write_later` of a file after which it is written.
+LATER_S = 0.5
+
+
+class _Later:
+    """The writes :func:`write_later` keeps, by absolute path (the last asked for each,
+    with the stat stamp of the file it replaces and when it is due), and the one thread
+    that runs them when due."""
+
+    def __init__(self) -> None:
+        self.due: OrderedDict[Path, tuple[Callable[[], None], tuple[int, ...], float]] = (
+            OrderedDict()
+        )
+        self.changed = threading.Condition()
+        #: Held while a kept write runs: :meth:`run` waits for the thread's.
+        self.writing = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def keep(self, path: Path, write: Callable[[], None], stamp: tuple[int, ...]) -> None:
+        with self.changed:
+            self.due.pop(path, None)
+            self.due[path] = (write, stamp, time.monotonic() + LATER_S)
+            over = len(self.due) - _REMEMBERED_MAX  # as many as are remembered
+            oldest = [self.due.popitem(last=False) for _ in range(max(over, 0))]
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="write later", daemon=True)
+                self.thread.start()
+            self.changed.notify()
+        if oldest:  # more than are remembered: the oldest now
+            with self.writing:
+                for key, (old, stamp, _) in oldest:
+                    _run_kept(key, old, stamp)
+
+    def _loop(self) -> None:
+        while True:
+            with self.changed:
+                now = time.monotonic()
+                ready = [key for key, (_, _, due) in self.due.items() if due <= now]
+                if not ready:
+                    wait = min((due for _, _, due in self.due.values()), default=now + 3600)
+                    self.changed.wait(wait - now)
+                    continue
+                taken = [(key, self.due.pop(key)) for key in ready]
+                self.writing.acquire()  # before the lock on the dict is let go
+            try:
+                for key, (write, stamp, _) in taken:
+                    _run_kept(key, write, stamp)
+            finally:
+                self.writing.release()
+
+    def run(self, path: Path | None = None) -> None:
+        """Run now, in this thread, the writes kept (of ``path`` only, where given), after
+        the one the thread may be running."""
+        with self.changed:
+            keys = [path] if path is not None else list(self.due)
+            taken = [(key, self.due.pop(key)) for key in keys if key in self.due]
+        with self.writing:
+            for key, (write, stamp, _) in taken:
+                _run_kept(key, write, stamp)
+
+
+_LATER = _Later()
+
+
+def _run_kept(path: Path, write: Callable[[], None], stamp: tuple[int, ...]) -> None:
+    """``write`` of ``path``, unless the file there is no longer the one it was to
+    replace (``stamp``): another process wrote it meanwhile, or the index was removed, or
+    built anew in its place."""
+    settle(path)  # after any write of it started aside
+    try:
+        if stat_stamp(path) != stamp:
+            return
+    except OSError:
+        return
+    write()
+
+
+def write_later(path: Path, write: Callable[[], None]) -> None:
+    """Run ``write`` (which writes the file at ``path``, logs what fails, and remembers
+    what it wrote) later, for a file a build keeps only to make the next one cheaper and
+    whose value this process keeps already (:func:`remember`, done before): once no
+    build has asked to write it for :data:`LATER_S` seconds, before this process reads
+    it (:func:`load_arrays`), or when this process exits (:func:`write_kept`). A burst of
+    updates writes it once, not once each: at 100k passages the graph's columns and the
+    chunk catalog were 19.6 of the 56 MB each update wrote (docs/scale.md). A process
+    that is killed leaves the file of an earlier build, which the next build finds does
+    not follow (each such file keeps the mark it follows) and reads past. Where there is
+    no file at ``path`` yet, written now (:func:`write_aside`): a value remembered
+    stands for a file that is there, and one that cannot be written says so now."""
+    key = path.absolute()
+    settle(key)  # a write of it started aside first: the file it leaves is replaced
+    try:
+        stamp = stat_stamp(key) if key.is_file() else None
+    except OSError:
+        stamp = None
+    if stamp is None:  # none there (or no file): at once
+        write_aside(path, write)
+        return
+    _LATER.keep(key, write, stamp)
+
+
+def write_kept(path: Path | None = None) -> None:
+    """Run now the writes :func:`write_later` keeps (of ``path`` only, where given): at
+    this process's exit, and wherever the file must hold what this process keeps (a
+    test standing for another process)."""
+    _LATER.run(None if path is None else path.absolute())
+
+
+atexit.register(write_kept)
+
+
 def save_npy(path: Path, array: npt.NDArray[Any]) -> None:
     """Write ``array`` as the ``.npy`` file ``path``, next to it first (``.tmp``, which
     no file sync or check reads) and renamed into place: a reader that mapped the file
@@ -157,6 +274,7 @@ def load_arrays(path: Path, read: Callable[[Any], T | None], what: str, then: st
     file it does not take). None where there is no file, or, with a warning naming
     ``what`` and what happens ``then``, where it does not read: damaged, cut short, or
     without an array ``read`` asks for."""
+    write_kept(path)
     settle(path)
     try:
         with np.load(path, allow_pickle=False) as kept:

@@ -30,7 +30,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from quillian.index.artifacts import load_arrays, recall, remember, save_arrays, write_aside
+from quillian.index.artifacts import load_arrays, recall, remember, save_arrays, write_later
 from quillian.index.chunk_table import (
     CatalogChanges,
     ChunkMoves,
@@ -188,9 +188,9 @@ def _digest(
 def _keep(
     path: Path, mark: str, table: ChunkTable, log: ChangeLog, columns: _Columns | None = None
 ) -> str | None:
-    """Keep ``table``'s columns under ``mark`` (in this process at once, in the file in a
-    thread of its own while the build goes on), then let ``log`` forget what precedes
-    it; the digest it is kept under. ``columns``: the table's as the file keeps them,
+    """Keep ``table``'s columns under ``mark`` (in this process at once, in the file
+    later, :func:`~quillian.index.artifacts.write_later`), then let ``log`` forget what
+    precedes it; the digest it is kept under. ``columns``: the table's as the file keeps them,
     carried from the kept table's (else made from the table's). A table that cannot be
     kept removes the old catalog (the log then keeps all) and gives None; one whose file
     cannot be written is kept in this process alone (a warning: the next process reads
@@ -231,7 +231,9 @@ def _keep(
             return
         remember(path, _Kept(mark, digest, kept, columns), [rows])  # a recall waits for it
 
-    write_aside(path, save)  # 0.009 s of an update at 100k passages
+    if path.is_file():  # kept in this process at once, the file written later
+        remember(path, _Kept(mark, digest, kept, columns), [rows])
+    write_later(path, save)  # 8 MB at 100k passages, once updates pause
     log.forget(mark)
     return digest
 

@@ -66,7 +66,7 @@ from quillian.index.artifacts import (
     remember,
     replace_dir,
     save_arrays,
-    write_aside,
+    write_later,
 )
 from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.index.distinct_texts import TextMoves
@@ -316,7 +316,7 @@ def save_state_tables(
         except OSError as exc:  # the tables are written: the next patch reads every row
             logger.warning("graph columns not kept at %s (%s)", kept, exc)
 
-    write_aside(kept, save)  # the build's later stages go on meanwhile
+    write_later(kept, save)  # once updates pause: this process keeps them
     return snapshot
 
 
