@@ -157,3 +157,21 @@ def test_a_write_kept_for_later_skips_a_folder_made_anew(tmp_path: Path) -> None
     save_arrays(path, {"a": np.arange(2)})
     artifacts.write_kept()
     assert _arrays_in(path) == [0, 1]
+
+
+def test_a_forked_child_keeps_none_of_its_parents_writes(tmp_path: Path) -> None:
+    """The parent runs them; the child would otherwise write them again at its exit, or
+    wait on a lock the parent's thread held when it forked."""
+    import os
+
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(1)})
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(2)}))
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's own exit code says)
+        os._exit(0 if not artifacts._LATER.due and not artifacts._LATER.writing.locked() else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _arrays_in(path) == [0]
+    artifacts.write_kept()
+    assert _arrays_in(path) == [0, 1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import shutil
 import threading
 import time
@@ -246,7 +247,15 @@ def write_kept(path: Path | None = None) -> None:
     _LATER.run(None if path is None else path.absolute())
 
 
+def _forget_kept() -> None:
+    """In a child this process forked: none of the parent's kept writes (the parent
+    runs them), and no lock the parent's thread may have held."""
+    global _LATER
+    _LATER = _Later()
+
+
 atexit.register(write_kept)
+os.register_at_fork(after_in_child=_forget_kept)
 
 
 def save_npy(path: Path, array: npt.NDArray[Any]) -> None:

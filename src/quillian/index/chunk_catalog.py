@@ -190,8 +190,8 @@ def _keep(
 ) -> str | None:
     """Keep ``table``'s columns under ``mark`` (in this process at once, in the file
     later, :func:`~quillian.index.artifacts.write_later`), then let ``log`` forget what
-    precedes it; the digest it is kept under. ``columns``: the table's as the file keeps them,
-    carried from the kept table's (else made from the table's). A table that cannot be
+    precedes it; the digest it is kept under. ``columns``: the table's as the file
+    keeps them, carried from the kept table's (else made from the table's). A table that cannot be
     kept removes the old catalog (the log then keeps all) and gives None; one whose file
     cannot be written is kept in this process alone (a warning: the next process reads
     an older catalog, which the log follows, or every chunk)."""
