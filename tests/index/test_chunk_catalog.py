@@ -303,3 +303,28 @@ def test_a_patched_table_knows_its_order_and_qualified_titles(tmp_path: Path) ->
         table = processed_chunks(storage)
         _same(table, storage)
         assert table.in_index_order() and table.qualified.tolist() == [0, 1]
+
+
+def test_a_catalog_a_killed_process_did_not_write_is_read_past(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Updates in one process write the catalog's file only once they pause: a process
+    killed before leaves an earlier build's, which the log no longer follows (it forgot
+    what preceded the last mark kept): the next process reads the table whole, the
+    same table."""
+    monkeypatch.setattr(artifacts, "LATER_S", 3600.0)  # no pause within the test
+    path = tmp_path / "index" / CATALOG_FILE
+    for d in range(6):
+        with open_storage(tmp_path / "index", create=True) as storage:
+            _add(storage, f"doc-{d:03d}", 2, f"T{d}", DocStatus.PROCESSED)
+            _same(processed_chunks(storage), storage)
+    written = path.read_bytes()
+    assert artifacts._LATER.due  # the last builds' catalog not written yet
+    monkeypatch.setattr(artifacts, "_LATER", artifacts._Later())  # killed
+    monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
+    assert path.read_bytes() == written
+    with open_storage(tmp_path / "index") as storage:
+        _add(storage, "doc-new", 1, "N", DocStatus.PROCESSED)
+        table = processed_chunks(storage)
+        _same(table, storage)
+        assert table.catalog is not None and table.catalog.since is None  # read whole

@@ -877,3 +877,28 @@ def test_columns_this_process_kept_are_not_read_again(
     assert_same_outputs(got, want)
     assert loads.count(kept) == 1
     run.state.close()
+
+
+def test_columns_a_killed_process_did_not_write_are_read_past(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Updates in one process write the columns' file only once they pause: a process
+    killed before leaves the file of an earlier build, which the next process's patch
+    finds does not follow its tables, and reads past (every row): the same outputs."""
+    monkeypatch.setattr(artifacts, "LATER_S", 3600.0)  # no pause within the test
+    run = _Run(tmp_path, 42, 6)
+    run.write()
+    path, first = _kept(run)
+    for _ in range(3):
+        run.step()
+        run.write()
+    assert _kept(run)[1] != first
+    # killed: its kept writes and its memory gone
+    monkeypatch.setattr(artifacts, "_LATER", artifacts._Later())
+    monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
+    graph_positions.KEPT.clear()
+    assert state_tables._Columns.load(path, _kept(run)[1]) is None  # an earlier build's
+    run.step()
+    got, _, want, _, _ = run.write()
+    assert_same_outputs(got, want)
+    run.state.close()
