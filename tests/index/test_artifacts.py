@@ -175,3 +175,19 @@ def test_a_forked_child_keeps_none_of_its_parents_writes(tmp_path: Path) -> None
     assert _arrays_in(path) == [0]
     artifacts.write_kept()
     assert _arrays_in(path) == [0, 1]
+
+
+def test_a_process_that_exits_runs_its_kept_writes(tmp_path: Path) -> None:
+    """A process ends (here within the pause) having written what it kept."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(1)})
+    script = (
+        "import sys, numpy as np; from pathlib import Path;"
+        " from quillian.index import artifacts; path = Path(sys.argv[1]);"
+        " artifacts.write_later(path, lambda: artifacts.save_arrays(path, {'a': np.arange(3)}))"
+    )
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
+    assert _arrays_in(path) == [0, 1, 2]

@@ -16,6 +16,7 @@ of updates writes it once."""
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import shutil
@@ -166,6 +167,7 @@ class _Later:
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="write later", daemon=True)
                 self.thread.start()
+                _at_exit_and_fork()
             self.changed.notify()
         if oldest:  # more than are remembered: the oldest now
             with self.writing:
@@ -254,8 +256,12 @@ def _forget_kept() -> None:
     _LATER = _Later()
 
 
-atexit.register(write_kept)
-os.register_at_fork(after_in_child=_forget_kept)
+@functools.cache
+def _at_exit_and_fork() -> None:
+    """Once a write is first kept (not on import): the kept writes run at this process's
+    exit, and a child it forks keeps none of them (a child inherits both)."""
+    atexit.register(write_kept)
+    os.register_at_fork(after_in_child=_forget_kept)
 
 
 def save_npy(path: Path, array: npt.NDArray[Any]) -> None:
