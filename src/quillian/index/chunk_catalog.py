@@ -191,10 +191,10 @@ def _keep(
     """Keep ``table``'s columns under ``mark`` (in this process at once, in the file
     later, :func:`~quillian.index.artifacts.write_later`), then let ``log`` forget what
     precedes it; the digest it is kept under. ``columns``: the table's as the file
-    keeps them, carried from the kept table's (else made from the table's). A table that cannot be
-    kept removes the old catalog (the log then keeps all) and gives None; one whose file
-    cannot be written is kept in this process alone (a warning: the next process reads
-    an older catalog, which the log follows, or every chunk)."""
+    keeps them, carried from the kept table's (else made from the table's). A table
+    that cannot be kept removes the old catalog (the log then keeps all) and gives
+    None; one whose file cannot be written is kept in this process alone (a warning:
+    the next process reads an older catalog, which the log follows, or every chunk)."""
     columns = columns or _Columns.of(table)
     if columns is None:
         path.unlink(missing_ok=True)
@@ -222,6 +222,7 @@ def _keep(
         ordered=table.in_index_order(),
         titles_box=table.titles_box,
     )  # the rows as the file holds them (the table's may be a view)
+    value = _Kept(mark, digest, kept, columns)
 
     def save() -> None:
         try:
@@ -229,10 +230,10 @@ def _keep(
         except OSError as exc:
             logger.warning("chunk catalog not kept in %s (%s): reading every chunk next", path, exc)
             return
-        remember(path, _Kept(mark, digest, kept, columns), [rows])  # a recall waits for it
+        remember(path, value, [rows])  # a recall waits for it
 
     if path.is_file():  # kept in this process at once, the file written later
-        remember(path, _Kept(mark, digest, kept, columns), [rows])
+        remember(path, value, [rows])
     write_later(path, save)  # 8 MB at 100k passages, once updates pause
     log.forget(mark)
     return digest
