@@ -115,10 +115,47 @@ def test_an_index_opened_before_updates_keeps_reading_its_build(
     assert rankings(index) == rankings(tmp_path / "clean")
     # and opening it does not make the next update check the tables whole
     assert unchanged_since_build(index, TABLES_DB)
-    tables.db.close()
-    gc.collect()  # the indexes the rankings above opened, and their snapshots
+    tables.db.close()  # (the indexes the rankings above opened closed when let go)
     delete(index, ["Place 1"])
     assert log_bytes(index) == 0
+
+
+def open_tables(index: Path) -> int:
+    """How many of this process's open files are the tables' database."""
+    db = (index / TABLES_DB).resolve()
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if _target(fd) == db)
+
+
+def _target(fd: Path) -> Path | None:
+    try:
+        return fd.resolve()
+    except OSError:  # closed since it was listed
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_tables_close_when_let_go_not_at_a_later_garbage_collection(index: Path) -> None:
+    """A build closes the tables it read back once its stages are done, and an opened
+    index let go closes its own (its snapshot with them): the connection's statement
+    cache holds it in a reference cycle, which only a garbage collection, in some later
+    call, would otherwise end."""
+    gc.collect()
+    gc.disable()
+    try:
+        build_tiny(index, CORPUS)
+        assert open_tables(index) == 0
+        opened = open_index(index, KeywordEmbedder())
+        ranked(opened.context)  # rows read
+        assert open_tables(index) > 0
+        delete(index, ["Place 3"])
+        assert log_bytes(index) > 0  # the opened index's snapshot, kept in the log
+        del opened
+        assert open_tables(index) == 0
+        delete(index, ["Place 4"])
+        assert log_bytes(index) == 0  # no reader left: the log emptied
+    finally:
+        gc.enable()
 
 
 def test_a_patch_that_fails_leaves_the_tables_and_a_rerun_equals_a_clean_build(
@@ -201,9 +238,13 @@ def test_a_folder_the_reader_may_not_write_is_read_where_the_log_is_empty(
         return connected(path, texts, in_place, hold)  # type: ignore[arg-type]
 
     clean = rankings(index)
+    # a reader of the log that stays open (another process's), so that no connection
+    # the opens below make and close is the last one, which would remove the log
+    reader = open_index(index, KeywordEmbedder())
     monkeypatch.setattr(tables_module, "_connected", refused)
     assert log_bytes(index) == 0
     assert rankings(index) == clean
     (index / (TABLES_DB + "-wal")).write_bytes(b"\0" * 32)  # a log that may hold commits
     with pytest.raises(IndexDamagedError, match="unable to open database file"):
         rankings(index)
+    assert isinstance(reader.context.kg.indexes, StoredTables)

@@ -384,6 +384,7 @@ def _rebuild(
     try:
         report.seconds.update(run_stages(state, stages))
     finally:
+        state.close()
         settle()  # what a stage wrote aside, before another writer may read it
     commit_links(storage.kv, extractor)
     _forget(storage.kv, cached.namespace)

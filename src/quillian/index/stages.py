@@ -138,6 +138,12 @@ class BuildState:
         if self.kept_keys is None:
             self.kept_keys = {} if self.repair else _kept_keys(self.storage.directory)
 
+    def close(self) -> None:
+        """Close the tables the graph stage opened, once the stages are done (not at a
+        later garbage collection)."""
+        if self.kg is not None and isinstance(self.kg.indexes, StoredTables):
+            self.kg.indexes.close()
+
     def graph(self) -> KnowledgeGraph:
         if self.kg is None:
             raise IndexIncompleteError("a stage needs the graph before the graph stage ran")

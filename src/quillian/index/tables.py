@@ -57,6 +57,7 @@ import json
 import logging
 import sqlite3
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
@@ -589,6 +590,11 @@ class _Database:
         except sqlite3.Error as exc:
             raise damaged(path, f"unreadable tables: {exc}") from exc
         self._lock = threading.Lock()
+        # closed once the last user lets go (the connection's own statement cache holds
+        # it in a reference cycle, which only a garbage collection, in whatever later
+        # call it falls, would otherwise end: its read transaction, held, keeps the
+        # pages of later updates in the log until then)
+        self._closed = weakref.finalize(self, self._conn.close)
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
@@ -598,7 +604,7 @@ class _Database:
             raise damaged(self.path, f"unreadable tables: {exc}") from exc
 
     def close(self) -> None:
-        self._conn.close()
+        self._closed()
 
 
 class _Rows(Sequence[T]):
@@ -619,12 +625,12 @@ class _Rows(Sequence[T]):
         self._columns, self._source = select
         self._select = f"SELECT {self._columns} FROM {self._source}"
         self._key, self._order = key, order
-        self._row = lru_cache(maxsize=CACHE_ROWS)(self._read)
-
-    def _read(self, pos: int) -> T:
-        key = pos if self._order is None else int(self._order[pos])
-        (row,) = self._db.query(f"{self._select} WHERE {self._key} = ?", (key,))
-        return self._decode(row)
+        # the cache holds what a row is read by, not this object: no reference cycle,
+        # so the rows (and the connection they share) go when their last user does,
+        # not at a later garbage collection, in whatever call it falls
+        self._row = lru_cache(maxsize=CACHE_ROWS)(
+            functools.partial(_read_row, db, f"{self._select} WHERE {key} = ?", decode, order)
+        )
 
     def __len__(self) -> int:
         return self._count
@@ -665,6 +671,19 @@ class _Rows(Sequence[T]):
                     )
                 )
             yield from (self._decode(found[k]) for k in keys)
+
+
+def _read_row(
+    db: _Database,
+    sql: str,
+    decode: Callable[[tuple[Any, ...]], T],
+    order: npt.NDArray[np.int64] | None,
+    pos: int,
+) -> T:
+    """The row at position ``pos`` (its key: the position, or ``order``'s)."""
+    key = pos if order is None else int(order[pos])
+    (row,) = db.query(sql, (key,))
+    return decode(row)
 
 
 #: The array giving each position's row, by table.
@@ -730,6 +749,11 @@ class StoredTables:
         self.chunk_titles: _Rows[str] = self._rows(
             self._text("t"), "chunks c LEFT JOIN texts t ON t.id = c.title", _first
         )
+
+    def close(self) -> None:
+        """Close the database now (else once no one holds these tables): a build's own
+        reader, whose rows no stage reads after it ends."""
+        self.db.close()
 
     def _order(self, table: str) -> npt.NDArray[np.int64] | None:
         if not self.keyed:
