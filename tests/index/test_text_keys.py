@@ -14,13 +14,20 @@ import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.components.retrieval.keyed import vector_keys
-from quillian.index import delete_documents, open_storage
+from quillian.index import artifacts, delete_documents, open_storage
 from quillian.index import text_keys as text_keys_module
 from quillian.index.artifacts import settle
 from quillian.index.build import processed_chunks
 from quillian.index.chunk_table import ChunkMoves
 from quillian.index.stages import chunk_text
-from quillian.index.text_keys import CHUNK_KEYS_FILE, KEYS_FILE, ChunkKeys, chunk_keys, text_keys
+from quillian.index.text_keys import (
+    CHUNK_KEYS_FILE,
+    KEYS_FILE,
+    ChunkKeys,
+    carried_text_keys,
+    chunk_keys,
+    text_keys,
+)
 from quillian.stores.postgres.files import SKIPPED
 from quillian.testing.corpus import LOVELACE, build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
@@ -249,6 +256,60 @@ def test_chunk_keys_carried_through_the_catalog_moves(
     assert keyed.base is None and fourth.read == []
     assert "do not follow the chunk catalog's table" in caplog.text
     np.testing.assert_array_equal(keyed.keys, vector_keys(MODEL, list(fourth.names)))
+
+
+def test_keys_an_update_carried_are_written_once_updates_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys an update carried are kept in this process at once and written to their
+    file only once updates pause; a process killed before leaves the file of an earlier
+    build, whose keys are still right: the next process keys the texts it lacks, and
+    the chunks by id (their tag names a build it does not follow)."""
+    monkeypatch.setattr(artifacts, "LATER_S", 3600.0)  # no pause within the test
+    names = {"a1": "a1\nA\none", "b1": "b1\nB\ntwo", "c1": "c1\nC\nthree"}
+    _carry(tmp_path, Chunks(names), "b1", None, "t1")  # no file yet: written at once
+    texts = Texts(["one", "two", "three"])
+    first = text_keys(tmp_path, MODEL, texts.ids, texts.read)
+    settle()
+    chunk_file, text_file = tmp_path / CHUNK_KEYS_FILE, tmp_path / KEYS_FILE
+    written = chunk_file.read_bytes(), text_file.read_bytes()
+
+    grown = {**names, "d1": "d1\nD\nfour"}
+    moves = ChunkMoves(((0, 3, 0),), 3, 4)
+    _carry(tmp_path, Chunks(grown), "b2", "b1", "t2", follows="t1", moves=moves)
+    more = Texts(["one", "two", "three", "four"])
+    by_id = np.argsort(more.ids)
+    carried = carried_text_keys(
+        tmp_path,
+        MODEL,
+        (more.ids, by_id),
+        first,
+        np.arange(3),
+        np.array([3]),
+        more.read,
+    )
+    np.testing.assert_array_equal(carried, vector_keys(MODEL, more.texts))
+    assert (chunk_file.read_bytes(), text_file.read_bytes()) == written  # not yet
+    # this process keys the next update from what it kept: nothing read
+    again, same = Chunks(grown), Texts(more.texts)
+    keyed = _carry(
+        tmp_path, again, "b3", "b2", "t3", follows="t2", moves=ChunkMoves(((0, 4, 0),), 4, 4)
+    )
+    assert keyed.base is not None and again.read == []
+    assert text_keys(tmp_path, MODEL, same.ids, same.read).tolist() == carried.tolist()
+    assert same.read_texts == []
+
+    monkeypatch.setattr(artifacts, "_LATER", artifacts._Later())  # killed
+    monkeypatch.setattr(artifacts, "_REMEMBERED", type(artifacts._REMEMBERED)())
+    assert (chunk_file.read_bytes(), text_file.read_bytes()) == written
+    after, fresh = Chunks(grown), Texts(more.texts)
+    keyed = _carry(
+        tmp_path, after, "b4", "b3", "t4", follows="t3", moves=ChunkMoves(((0, 4, 0),), 4, 4)
+    )
+    np.testing.assert_array_equal(keyed.keys, vector_keys(MODEL, list(grown.values())))
+    assert keyed.base is None and after.read == list(grown.values())  # keyed again
+    assert text_keys(tmp_path, MODEL, fresh.ids, fresh.read).tolist() == carried.tolist()
+    assert fresh.read_texts == ["four"]  # only the text the earlier build's file lacks
 
 
 def test_chunk_keys_serve_only_the_build_that_follows_theirs(tmp_path: Path) -> None:

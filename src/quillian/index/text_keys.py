@@ -43,6 +43,7 @@ from quillian.index.artifacts import (
     save_arrays,
     settle,
     write_aside,
+    write_later,
 )
 from quillian.index.chunk_table import ChunkMoves
 from quillian.stores.integrity import ALGORITHM, HASHES, digest_matches
@@ -107,9 +108,7 @@ def carried_text_keys(
     if len(added):
         keys[added] = vector_keys(model_id, read(added))
     if len(added) or not live.all():  # else the same texts: the file holds them
-        path = directory / KEYS_FILE
-        ordered_ids, ordered_keys = ids[by_id], keys[by_id]
-        write_aside(path, lambda: _save(path, model_id, ordered_ids, ordered_keys, ordered=True))
+        _keep_later(directory / KEYS_FILE, model_id, ids[by_id], keys[by_id])
     return keys
 
 
@@ -172,7 +171,10 @@ def chunk_keys(
         found = ChunkKeys(keys)
     if tag:
         marks = f"{tag}{_SEP}{table or ''}"
-        write_aside(path, lambda: _save(path, model_id, rows, keys, _CHUNK_VERSION, marks))
+        if carried is not None:  # an update in a process that keeps them: written later
+            _keep_later(path, model_id, rows, keys, _CHUNK_VERSION, marks)
+        else:
+            write_aside(path, lambda: _save(path, model_id, rows, keys, _CHUNK_VERSION, marks))
     else:
         settle(path)
         path.unlink(missing_ok=True)
@@ -301,6 +303,22 @@ def _load(
     if tag is None:
         return None if found is None else (found[1], found[2], found[3])
     return _NONE if found is None else (found[1], found[2])
+
+
+def _keep_later(
+    path: Path, model_id: str, ids: Ids, keys: Ids, version: str = _VERSION, tag: str = ""
+) -> None:
+    """Keep ``keys`` of ``ids`` (the texts' sorted by id) in this process at once and in
+    the file later (:func:`~quillian.index.artifacts.write_later`: once updates pause,
+    1.6 and 1.8 MB an update at 100k passages, docs/scale.md): what an update that
+    carried them keeps. A process killed first leaves the file of an earlier build,
+    whose keys are still right: the texts' are tied to no build, and the chunks' tag
+    names the build they follow (one that does not is read by id, past the chunks
+    retitled since, or keyed again)."""
+    meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
+    if path.is_file():
+        remember(path, _Kept(meta, ids, keys), [ids, keys])
+    write_later(path, lambda: _save(path, model_id, ids, keys, version, tag, ordered=True))
 
 
 def _save(
