@@ -2,6 +2,7 @@
 recalled only while the file is the one it was then."""
 
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -58,8 +59,6 @@ def test_the_least_recently_used_are_forgotten(tmp_path: Path) -> None:
 def test_a_write_aside_is_waited_for_by_its_readers(tmp_path: Path) -> None:
     """Writes aside of one file run in the order started; a read of it (load_arrays,
     recall) waits for them, and settle for all."""
-    import threading
-
     path = tmp_path / "kept.npz"
     gate = threading.Event()
     order: list[int] = []
@@ -126,22 +125,57 @@ def test_a_write_kept_for_later_runs_once_updates_pause(
     that is not there yet is written at once."""
     monkeypatch.setattr(artifacts, "LATER_S", 0.3)
     path = tmp_path / "kept.npz"
-    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(1)}))
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(1)}), 1)
     artifacts.settle(path)
     assert _arrays_in(path) == [0]  # none there: written at once
     for n in (2, 3, 4):
-        artifacts.write_later(path, lambda n=n: save_arrays(path, {"a": np.arange(n)}))
+        artifacts.write_later(path, lambda n=n: save_arrays(path, {"a": np.arange(n)}), n)
     assert _arrays_in(path) == [0]  # not yet
     deadline = time.monotonic() + 10
     while _arrays_in(path) == [0] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _arrays_in(path) == [0, 1, 2, 3]  # the last asked, once
-    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(5)}))
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(5)}), 5)
     artifacts.write_kept()  # as the process exits
     assert _arrays_in(path) == [0, 1, 2, 3, 4]
-    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(6)}))
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(6)}), 6)
     read = artifacts.load_arrays(path, lambda kept: kept["a"].tolist(), "kept", "then")
     assert read == list(range(6))  # a read of it runs it first
+
+
+def test_a_value_kept_while_the_last_write_runs_is_the_one_found_and_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update that keeps its value while the write the last one kept is running
+    waits for that write: its own value is then the one this process finds and the one
+    the file gets (the running write would otherwise land over it)."""
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(1)})
+    running, release = threading.Event(), threading.Event()
+
+    def slow(n: int) -> None:
+        running.set()
+        release.wait(10)
+        save_arrays(path, {"a": np.arange(n)})
+        artifacts.remember(path, n)
+
+    monkeypatch.setattr(artifacts, "LATER_S", 0.0)
+    artifacts.write_later(path, lambda: slow(2), 2)
+    assert running.wait(10)  # its write taken by the thread, held
+    monkeypatch.setattr(artifacts, "LATER_S", 3600.0)
+
+    def save(n: int) -> None:
+        save_arrays(path, {"a": np.arange(n)})
+        artifacts.remember(path, n)
+
+    keeping = threading.Thread(target=artifacts.write_later, args=(path, lambda: save(3), 3))
+    keeping.start()
+    time.sleep(0.1)
+    release.set()
+    keeping.join(10)
+    assert artifacts.recall(path) == 3
+    artifacts.write_kept()
+    assert _arrays_in(path) == [0, 1, 2]
 
 
 def test_a_write_kept_for_later_skips_a_folder_made_anew(tmp_path: Path) -> None:
@@ -151,7 +185,7 @@ def test_a_write_kept_for_later_skips_a_folder_made_anew(tmp_path: Path) -> None
     folder.mkdir()
     path = folder / "kept.npz"
     save_arrays(path, {"a": np.arange(1)})
-    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(9)}))
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(9)}), 9)
     shutil.rmtree(folder)
     folder.mkdir()
     save_arrays(path, {"a": np.arange(2)})
@@ -166,7 +200,7 @@ def test_a_forked_child_keeps_none_of_its_parents_writes(tmp_path: Path) -> None
 
     path = tmp_path / "kept.npz"
     save_arrays(path, {"a": np.arange(1)})
-    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(2)}))
+    artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(2)}), 2)
     child = os.fork()
     if child == 0:  # pragma: no cover (the child's own exit code says)
         os._exit(0 if not artifacts._LATER.due and not artifacts._LATER.writing.locked() else 1)
@@ -187,7 +221,7 @@ def test_a_process_that_exits_runs_its_kept_writes(tmp_path: Path) -> None:
     script = (
         "import sys, numpy as np; from pathlib import Path;"
         " from quillian.index import artifacts; path = Path(sys.argv[1]);"
-        " artifacts.write_later(path, lambda: artifacts.save_arrays(path, {'a': np.arange(3)}))"
+        " artifacts.write_later(path, lambda: artifacts.save_arrays(path, {'a': np.arange(3)}), 3)"
     )
     subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
     assert _arrays_in(path) == [0, 1, 2]

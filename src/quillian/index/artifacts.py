@@ -174,6 +174,14 @@ class _Later:
                 for key, (old, stamp, _) in oldest:
                     _run_kept(key, old, stamp)
 
+    def drop(self, path: Path) -> None:
+        """Forget the write of ``path`` kept, and wait for the writes running (one of
+        ``path`` among them, taken before this)."""
+        with self.changed:
+            self.due.pop(path, None)
+        with self.writing:  # taken by the thread before it lets go of the dict
+            pass
+
     def _loop(self) -> None:
         while True:
             with self.changed:
@@ -218,20 +226,30 @@ def _run_kept(path: Path, write: Callable[[], None], stamp: tuple[int, ...]) -> 
     write()
 
 
-def write_later(path: Path, write: Callable[[], None]) -> None:
-    """Run ``write`` (which writes the file at ``path``, logs what fails, and remembers
-    what it wrote) later, for a file a build keeps only to make the next one cheaper and
-    whose value this process keeps already (:func:`remember`, done before): once no
-    build has asked to write it for :data:`LATER_S` seconds, before this process reads
-    it (:func:`load_arrays`), or when this process exits (:func:`write_kept`). A burst of
-    updates writes it once, not once each: at 100k passages the graph's columns and the
-    chunk catalog were 19.6 of the 56 MB each update wrote (docs/scale.md). A process
-    that is killed leaves the file of an earlier build, which the next build finds does
-    not follow (each such file keeps the mark it follows) and reads past. Where there is
-    no file at ``path`` yet, written now (:func:`write_aside`): a value remembered
-    stands for a file that is there, and one that cannot be written says so now."""
+def write_later(
+    path: Path, write: Callable[[], None], value: Any, arrays: Iterable[npt.NDArray[Any]] = ()
+) -> None:
+    """Keep ``value`` in this process as what the file at ``path`` holds
+    (:func:`remember`, with its ``arrays``) and run ``write`` (which writes that file,
+    logs what fails, and remembers what it wrote) later, for a file a build keeps only
+    to make the next one cheaper: once no build has asked to write it for
+    :data:`LATER_S` seconds, before this process reads it (:func:`load_arrays`), or
+    when this process exits (:func:`write_kept`). A burst of updates writes it once, not
+    once each: at 100k passages the graph's columns and the chunk catalog were 19.6 of
+    the 56 MB each update wrote (docs/scale.md). A process that is killed leaves the
+    file of an earlier build, which the next build finds does not follow (each such
+    file keeps the mark it follows) and reads past. Where there is no file at ``path``
+    yet, written now (:func:`write_aside`), and nothing remembered before it is: a value
+    remembered stands for a file that is there, and one that cannot be written says so
+    now.
+
+    A write of ``path`` kept before and not yet run is dropped (this value supersedes
+    it), and one running ends first: its file, and what it remembers, would otherwise
+    land over this value, which the next build would not find (an update that began
+    while the last one's write ran read its table whole, 3-4 s at 100k passages)."""
     key = path.absolute()
     settle(key)  # a write of it started aside first: the file it leaves is replaced
+    _LATER.drop(key)
     try:
         stamp = stat_stamp(key) if key.is_file() else None
     except OSError:
@@ -239,6 +257,7 @@ def write_later(path: Path, write: Callable[[], None]) -> None:
     if stamp is None:  # none there (or no file): at once
         write_aside(path, write)
         return
+    remember(path, value, arrays)
     _LATER.keep(key, write, stamp)
 
 

@@ -232,9 +232,7 @@ def _keep(
             return
         remember(path, value, [rows])  # a recall waits for it
 
-    if path.is_file():  # kept in this process at once, the file written later
-        remember(path, value, [rows])
-    write_later(path, save)  # 8 MB at 100k passages, once updates pause
+    write_later(path, save, value, [rows])  # 8 MB at 100k passages, once updates pause
     log.forget(mark)
     return digest
 

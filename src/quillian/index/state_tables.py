@@ -308,7 +308,6 @@ def save_state_tables(
         text_ids_into.append(dataclasses.replace(graph.text_ids, tables=digest, moves=text_moves))
     state.mark_tables(digest)
     KEPT_GRAPH.keep(state.path, digest, (graph, snapshot))  # for this process's next patch
-    columns.remember(kept, digest)  # for this process's next patch, written or not
 
     def save() -> None:
         try:
@@ -316,7 +315,8 @@ def save_state_tables(
         except OSError as exc:  # the tables are written: the next patch reads every row
             logger.warning("graph columns not kept at %s (%s)", kept, exc)
 
-    write_later(kept, save)  # once updates pause: this process keeps them
+    # for this process's next patch at once, the file once updates pause
+    write_later(kept, save, *columns.kept(digest))
     return snapshot
 
 
@@ -1162,7 +1162,12 @@ class _Columns:
     def remember(self, path: Path, tables: str) -> None:
         """Keep these columns in this process as what ``path`` holds for the tables of
         digest ``tables`` (:func:`~quillian.index.artifacts.remember`)."""
-        remember(path, (tables, self), (getattr(self, name) for name in _COLUMN_NAMES))
+        remember(path, *self.kept(tables))
+
+    def kept(self, tables: str) -> tuple[tuple[str, _Columns], list[npt.NDArray[Any]]]:
+        """What :meth:`remember` keeps for the tables of digest ``tables``, and its
+        arrays."""
+        return (tables, self), [getattr(self, name) for name in _COLUMN_NAMES]
 
     def patched(self, conn: sqlite3.Connection, changed: Changed) -> _Columns | None:
         """These columns after :meth:`_Writer._patch`, which wrote ``changed``: the rows

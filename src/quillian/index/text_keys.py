@@ -316,9 +316,12 @@ def _keep_later(
     names the build they follow (one that does not is read by id, past the chunks
     retitled since, or keyed again)."""
     meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
-    if path.is_file():
-        remember(path, _Kept(meta, ids, keys), [ids, keys])
-    write_later(path, lambda: _save(path, model_id, ids, keys, version, tag, ordered=True))
+    write_later(
+        path,
+        lambda: _save(path, model_id, ids, keys, version, tag, ordered=True),
+        _Kept(meta, ids, keys),
+        [ids, keys],
+    )
 
 
 def _save(
