@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
+from quillian.components.factories import make_retriever
 from quillian.index import integrity, open_index, stages, state_tables
 from quillian.index.build import delete_documents
 from quillian.index.integrity import CHECKED, STORE_DB, recorded_digest, unchanged_since_build
@@ -82,6 +83,24 @@ def test_updates_and_opens_skip_the_check_of_databases_no_one_wrote(
     build_tiny(index, CORPUS)  # one document added
     assert checks.take() == (0, [True])
     delete(index, "Place 3")
+    assert checks.take() == (0, [True])
+    open_index(index, KeywordEmbedder())
+    assert checks.take() == (0, [])
+
+
+def test_an_open_leaves_the_databases_as_the_build_left_them(
+    index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening an index writes nothing to its databases (a served index opens each build
+    an update completes): the next update and open skip their whole-file checks. Setting
+    the store's auto-vacuum mode on each connection wrote its header page, so every
+    open changed the file, and the next build checked it whole."""
+    opened = open_index(index, KeywordEmbedder())
+    make_retriever(opened.context, "sa").retrieve("Where is Place 3?", 5)
+    del opened
+    assert all(unchanged_since_build(index, name) for name in DATABASES)
+    checks = Checks(monkeypatch)
+    build_tiny(index, CORPUS)
     assert checks.take() == (0, [True])
     open_index(index, KeywordEmbedder())
     assert checks.take() == (0, [])
