@@ -13,7 +13,9 @@
 # with the rounds' range, and the megabytes each wrote (update_stages.py's written_mb).
 # BASE may be an index directory (PostgreSQL: use update_stages.py's --pairs with a
 # location directly). PAUSE=S in the environment: S seconds slept before each call
-# (updates apart, so that what waits for a pause runs between them).
+# (updates apart, so that what waits for a pause runs between them). ENGINE=1: each
+# call through an Engine, which then opens the build it completed, as quillian serve
+# does (update_stages.py --engine).
 set -euo pipefail
 BASE=$1; ADD=$2; OUT=$3; ROUNDS=$4; shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +25,7 @@ for round in $(seq "$ROUNDS"); do
     for tree in "$@"; do
         rm -rf "$copy"; cp -r "$BASE" "$copy"
         PYTHONPATH=$tree/src $PY "$HERE/update_stages.py" "$copy" add "$ADD" --pairs 6 \
-            --pause "${PAUSE:-0}" > "$OUT-$(basename "$tree")-$round.json" 2> /dev/null
+            --pause "${PAUSE:-0}" ${ENGINE:+--engine} > "$OUT-$(basename "$tree")-$round.json" 2> /dev/null
     done
 done
 rm -rf "$copy"

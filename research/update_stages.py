@@ -19,7 +19,11 @@ burst). It prints each call's seconds, stages and megabytes written (``written_m
 bytes the process passed to write calls during it, every thread's, which do not vary
 with the machine's load), and the medians of the pairs after the first;
 ``--functions`` also times the functions above in the last pair (each call's
-``functions_s``), the earlier pairs left as they run. INDEX may be a PostgreSQL
+``functions_s``), the earlier pairs left as they run. ``--engine``: each call through an
+:class:`~quillian.engine.engine.Engine` on the index, as ``quillian serve`` makes it
+(the update, then the engine opens the build it completed, so that the next question
+sees it), with a retrieval after each call, not timed (a served index answers between
+updates; the first opens the index). INDEX may be a PostgreSQL
 location there. docs/scale.md
 ("The graph stage from the resolution state") gives its figures at 20k passages.
 """
@@ -171,11 +175,18 @@ def main() -> None:
         metavar="S",
         help="with --pairs: sleep S seconds before each call (updates apart, not in a burst)",
     )
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="with --pairs: each call through an Engine, which opens the build it completed",
+    )
     args = parser.parse_args()
     if args.pairs is not None:
         if args.operation != "add" or args.pairs < 2:
             parser.error("--pairs takes an add and at least 2 pairs")
-        pairs = _pairs(args.index, Path(args.what), args.pairs, args.functions, args.pause)
+        pairs = _pairs(
+            args.index, Path(args.what), args.pairs, args.functions, args.pause, args.engine
+        )
         print(json.dumps(pairs, indent=2))
         return
     seconds: dict[str, float] = {}
@@ -206,18 +217,42 @@ def main() -> None:
     print(json.dumps(out, indent=2))
 
 
+#: What the served engine is asked between updates (``--engine``).
+QUESTION = "Who founded the city?"
+
+
 def _pairs(
-    index: str, what: Path, n: int, functions: bool = False, pause: float = 0.0
+    index: str,
+    what: Path,
+    n: int,
+    functions: bool = False,
+    pause: float = 0.0,
+    engine: bool = False,
 ) -> dict[str, Any]:
     """N add-then-delete pairs of ``what``'s documents in this process, each timed
     (``functions``: the functions of :data:`TIMED` too, in the last pair), ``pause``
-    seconds slept before each call."""
+    seconds slept before each call; ``engine``: through an engine (see ``--engine``)."""
     import statistics
 
     from quillian.components.ingestion.readers import read_documents
     from quillian.engine import IndexSettings, delete_documents, index_documents
+    from quillian.engine.engine import Engine
 
     docs = list(read_documents(what))
+    ids = [d.id for d in docs]
+    served = Engine.open(index) if engine else None
+    calls: dict[str, Callable[[], Any]] = {
+        "add": lambda: index_documents(index, docs, IndexSettings()),
+        "delete": lambda: delete_documents(index, ids),
+    }
+    if served is not None:
+        settings = served.index_settings()
+        served.retrieve(QUESTION, "sa")
+        calls = {
+            "add": lambda: served.add_documents(docs, settings),
+            "delete": lambda: served.delete_documents(ids),
+        }
+
     runs = []
     seconds: dict[str, float] = {}
     for i in range(n):
@@ -228,12 +263,11 @@ def _pairs(
             seconds.clear()
             time.sleep(pause)
             start, written = time.perf_counter(), _written()
-            if op == "add":
-                report = index_documents(index, docs, IndexSettings())
-            else:
-                report = delete_documents(index, [d.id for d in docs])
+            report = calls[op]()
             run[f"{op}_s"] = round(time.perf_counter() - start, 3)
             run[f"{op}_written_mb"] = round((_written() - written) / 1e6, 2)
+            if served is not None:
+                served.retrieve(QUESTION, "sa")
             run[f"{op}_stages_s"] = {k: round(v, 3) for k, v in report.seconds.items()}
             if seconds:
                 run[f"{op}_functions_s"] = {
