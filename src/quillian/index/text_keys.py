@@ -310,7 +310,7 @@ def _keep_later(
 ) -> None:
     """Keep ``keys`` of ``ids`` (the texts' sorted by id) in this process at once and in
     the file later (:func:`~quillian.index.artifacts.write_later`: once updates pause,
-    1.6 and 1.8 MB an update at 100k passages, docs/scale.md): what an update that
+    1.9 and 1.6 MB an update at 100k passages, docs/scale.md): what an update that
     carried them keeps. A process killed first leaves the file of an earlier build,
     whose keys are still right: the texts' are tied to no build, and the chunks' tag
     names the build they follow (one that does not is read by id, past the chunks
@@ -318,7 +318,7 @@ def _keep_later(
     meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
     write_later(
         path,
-        lambda: _save(path, model_id, ids, keys, version, tag, ordered=True),
+        lambda: _save(path, model_id, ids, keys, version, tag, ordered=True, meta=meta),
         _Kept(meta, ids, keys),
         [ids, keys],
     )
@@ -333,13 +333,16 @@ def _save(
     tag: str = "",
     *,
     ordered: bool = False,
+    meta: list[str] | None = None,
 ) -> None:
     """Keep ``keys`` of ``ids``: the texts' sorted by id (``ordered``: they are), the
-    chunks' by position."""
+    chunks' by position. ``meta``: the file's record of them, where made already."""
     if version == _VERSION and not ordered:
         order = distinct_order(ids)
         ids, keys = ids[order], keys[order]
-    meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
+    if meta is None:
+        meta = [version, model_id, _digest(model_id, ids, keys, version, tag)]
+        meta += [tag] if tag else []
     try:
         save_arrays(path, {"meta": np.array(meta), "ids": ids, "keys": keys})
     except OSError as exc:
