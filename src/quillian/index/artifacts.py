@@ -246,7 +246,7 @@ def write_later(
     A write of ``path`` kept before and not yet run is dropped (this value supersedes
     it), and one running ends first: its file, and what it remembers, would otherwise
     land over this value, which the next build would not find (an update that began
-    while the last one's write ran read its table whole, 3-4 s at 100k passages)."""
+    while the last one's write ran read its table whole, 2.7-4.1 s at 100k passages)."""
     key = path.absolute()
     settle(key)  # a write of it started aside first: the file it leaves is replaced
     _LATER.drop(key)

@@ -298,11 +298,16 @@ def _load(
                 )
                 found = None
             else:
-                meta = [version, model_id, digest] + ([marks] if marks else [])
+                meta = _meta(version, model_id, digest, marks)
                 remember(path, _Kept(meta, ids, keys), [ids, keys])
     if tag is None:
         return None if found is None else (found[1], found[2], found[3])
     return _NONE if found is None else (found[1], found[2])
+
+
+def _meta(version: str, model_id: str, digest: str, tag: str) -> list[str]:
+    """A keys file's record: its version, model, checksum and tag (where it has one)."""
+    return [version, model_id, digest] + ([tag] if tag else [])
 
 
 def _keep_later(
@@ -315,7 +320,7 @@ def _keep_later(
     whose keys are still right: the texts' are tied to no build, and the chunks' tag
     names the build they follow (one that does not is read by id, past the chunks
     retitled since, or keyed again)."""
-    meta = [version, model_id, _digest(model_id, ids, keys, version, tag)] + ([tag] if tag else [])
+    meta = _meta(version, model_id, _digest(model_id, ids, keys, version, tag), tag)
     write_later(
         path,
         lambda: _save(path, model_id, ids, keys, version, tag, ordered=True, meta=meta),
@@ -341,8 +346,7 @@ def _save(
         order = distinct_order(ids)
         ids, keys = ids[order], keys[order]
     if meta is None:
-        meta = [version, model_id, _digest(model_id, ids, keys, version, tag)]
-        meta += [tag] if tag else []
+        meta = _meta(version, model_id, _digest(model_id, ids, keys, version, tag), tag)
     try:
         save_arrays(path, {"meta": np.array(meta), "ids": ids, "keys": keys})
     except OSError as exc:
