@@ -178,6 +178,40 @@ def test_a_value_kept_while_the_last_write_runs_is_the_one_found_and_written(
     assert _arrays_in(path) == [0, 1, 2]
 
 
+def test_a_value_recalled_while_its_write_runs_is_the_one_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that recalls a file while the thread is between writing it and
+    remembering what it wrote waits for the write: it recalls the new value, not None
+    (the file's stamp was then neither the old one's nor the new one's, and a served
+    update read its chunk table whole). A write of another file does not hold it."""
+    path, other = tmp_path / "kept.npz", tmp_path / "other.npz"
+    save_arrays(path, {"a": np.arange(1)})
+    artifacts.remember(path, 1)
+    written, release = threading.Event(), threading.Event()
+
+    def slow(n: int) -> None:
+        save_arrays(path, {"a": np.arange(n)})
+        written.set()
+        release.wait(10)
+        artifacts.remember(path, n)
+
+    monkeypatch.setattr(artifacts, "LATER_S", 0.0)
+    artifacts.write_later(path, lambda: slow(2), 2)
+    assert written.wait(10)  # the file replaced, not yet remembered
+    save_arrays(other, {"a": np.arange(1)})
+    artifacts.remember(other, 1)
+    assert artifacts.recall(other) == 1  # another file's recall does not wait
+    found: list[object] = []
+    recalling = threading.Thread(target=lambda: found.append(artifacts.recall(path)))
+    recalling.start()
+    recalling.join(0.2)
+    assert recalling.is_alive() and found == []
+    release.set()
+    recalling.join(10)
+    assert found == [2]
+
+
 def test_a_write_kept_for_later_skips_a_folder_made_anew(tmp_path: Path) -> None:
     """The index removed and built again in its place meanwhile: the write of the old
     one's file is not run into the new one."""
@@ -203,7 +237,7 @@ def test_a_forked_child_keeps_none_of_its_parents_writes(tmp_path: Path) -> None
     artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(2)}), 2)
     child = os.fork()
     if child == 0:  # pragma: no cover (the child's own exit code says)
-        os._exit(0 if not artifacts._LATER.due and not artifacts._LATER.writing.locked() else 1)
+        os._exit(0 if not artifacts._LATER.due and not artifacts._LATER.running else 1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _arrays_in(path) == [0]
@@ -225,3 +259,24 @@ def test_a_process_that_exits_runs_its_kept_writes(tmp_path: Path) -> None:
     )
     subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
     assert _arrays_in(path) == [0, 1, 2]
+
+
+def test_no_kept_write_starts_while_a_build_runs_nor_just_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write kept comes due while a build runs: it waits for the build, and then for
+    the pause after it (served updates one after another had the write run inside the
+    next one, which waited for it)."""
+    monkeypatch.setattr(artifacts, "LATER_S", 0.2)
+    path = tmp_path / "kept.npz"
+    save_arrays(path, {"a": np.arange(1)})
+    with artifacts.building():
+        artifacts.write_later(path, lambda: save_arrays(path, {"a": np.arange(2)}), 2)
+        time.sleep(0.5)  # due, but a build runs
+        assert _arrays_in(path) == [0]
+    ended = time.monotonic()
+    deadline = ended + 10
+    while _arrays_in(path) == [0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _arrays_in(path) == [0, 1]
+    assert time.monotonic() - ended >= 0.2

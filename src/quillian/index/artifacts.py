@@ -24,7 +24,8 @@ import threading
 import time
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -140,74 +141,121 @@ def settle(path: Path | None = None) -> None:
                 del _PENDING[key]
 
 
-#: Seconds without a new :func:`write_later` of a file after which it is written.
+#: Seconds without a new :func:`write_later` of a file, and without a build in this
+#: process, after which it is written.
 LATER_S = 0.5
 
 
 class _Later:
     """The writes :func:`write_later` keeps, by absolute path (the last asked for each,
-    with the stat stamp of the file it replaces and when it is due), and the one thread
-    that runs them when due."""
+    with the stat stamp of the file it replaces and when it is due), the paths whose
+    write runs now, and the one thread that runs them when due."""
 
     def __init__(self) -> None:
         self.due: OrderedDict[Path, tuple[Callable[[], None], tuple[int, ...], float]] = (
             OrderedDict()
         )
         self.changed = threading.Condition()
-        #: Held while a kept write runs: :meth:`run` waits for the thread's.
-        self.writing = threading.Lock()
+        #: The paths whose kept write runs now (in the thread, or in a caller of
+        #: :meth:`run`): another write of one waits, and so do :meth:`drop` and
+        #: :meth:`wait`; a write of another path does not.
+        self.running: set[Path] = set()
+        #: Builds running in this process (:func:`building`), and when the last ended.
+        self.builds = 0
+        self.quiet_from = 0.0
         self.thread: threading.Thread | None = None
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        with self.changed:
+            self.builds += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.builds -= 1
+                self.quiet_from = time.monotonic()
+                self.changed.notify_all()
 
     def keep(self, path: Path, write: Callable[[], None], stamp: tuple[int, ...]) -> None:
         with self.changed:
             self.due.pop(path, None)
             self.due[path] = (write, stamp, time.monotonic() + LATER_S)
-            over = len(self.due) - _REMEMBERED_MAX  # as many as are remembered
-            oldest = [self.due.popitem(last=False) for _ in range(max(over, 0))]
+            oldest = []
+            while len(self.due) > _REMEMBERED_MAX:  # as many as are remembered
+                oldest.append(self._take(next(iter(self.due))))
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="write later", daemon=True)
                 self.thread.start()
                 _at_exit_and_fork()
-            self.changed.notify()
-        if oldest:  # more than are remembered: the oldest now
-            with self.writing:
-                for key, (old, stamp, _) in oldest:
-                    _run_kept(key, old, stamp)
+            self.changed.notify_all()
+        for taken in oldest:  # more than are remembered: the oldest now
+            if taken is not None:
+                self._run(*taken)
 
     def drop(self, path: Path) -> None:
-        """Forget the write of ``path`` kept, and wait for the writes running (one of
-        ``path`` among them, taken before this)."""
+        """Forget the write of ``path`` kept, and wait for one running."""
         with self.changed:
             self.due.pop(path, None)
-        with self.writing:  # taken by the thread before it lets go of the dict
-            pass
+            self._idle(path)
+
+    def wait(self, path: Path) -> None:
+        """Wait for the write of ``path`` running, if one is: until it has remembered
+        what it wrote, the file's stamp is neither the old one's nor the new one's."""
+        with self.changed:
+            self._idle(path)
+
+    def _idle(self, path: Path) -> None:
+        while path in self.running:
+            self.changed.wait()
+
+    def _take(self, path: Path) -> tuple[Path, Callable[[], None], tuple[int, ...]] | None:
+        """The write kept of ``path``, taken out and marked running (under the lock, so
+        that no :meth:`drop` finds it in neither place), once no write of it runs; None
+        where none is kept by then."""
+        self._idle(path)
+        if path not in self.due:
+            return None
+        write, stamp, _ = self.due.pop(path)
+        self.running.add(path)
+        return path, write, stamp
+
+    def _run(self, path: Path, write: Callable[[], None], stamp: tuple[int, ...]) -> None:
+        try:
+            _run_kept(path, write, stamp)
+        finally:
+            with self.changed:
+                self.running.discard(path)
+                self.changed.notify_all()
 
     def _loop(self) -> None:
         while True:
             with self.changed:
-                now = time.monotonic()
-                ready = [key for key, (_, _, due) in self.due.items() if due <= now]
-                if not ready:
-                    wait = min((due for _, _, due in self.due.values()), default=now + 3600)
-                    self.changed.wait(wait - now)
+                if self.builds:
+                    self.changed.wait()
                     continue
-                taken = [(key, self.due.pop(key)) for key in ready]
-                self.writing.acquire()  # before the lock on the dict is let go
-            try:
-                for key, (write, stamp, _) in taken:
-                    _run_kept(key, write, stamp)
-            finally:
-                self.writing.release()
+                now, quiet = time.monotonic(), self.quiet_from + LATER_S
+                ready = next(
+                    (k for k, (_, _, due) in self.due.items() if max(due, quiet) <= now), None
+                )
+                if ready is None:
+                    wait = min((due for _, _, due in self.due.values()), default=now + 3600)
+                    self.changed.wait(max(wait, quiet) - now)
+                    continue
+                taken = self._take(ready)
+            if taken is not None:
+                self._run(*taken)
 
     def run(self, path: Path | None = None) -> None:
-        """Run now, in this thread, the writes kept (of ``path`` only, where given), after
-        the one the thread may be running."""
+        """Run now, in this thread, the writes kept (of ``path`` only, where given), each
+        after the one of its path the thread may be running."""
         with self.changed:
             keys = [path] if path is not None else list(self.due)
-            taken = [(key, self.due.pop(key)) for key in keys if key in self.due]
-        with self.writing:
-            for key, (write, stamp, _) in taken:
-                _run_kept(key, write, stamp)
+        for key in keys:
+            with self.changed:
+                taken = self._take(key)
+            if taken is not None:
+                self._run(*taken)
 
 
 _LATER = _Later()
@@ -232,8 +280,9 @@ def write_later(
     """Keep ``value`` in this process as what the file at ``path`` holds
     (:func:`remember`, with its ``arrays``) and run ``write`` (which writes that file,
     logs what fails, and remembers what it wrote) later, for a file a build keeps only
-    to make the next one cheaper: once no build has asked to write it for
-    :data:`LATER_S` seconds, before this process reads it (:func:`load_arrays`), or
+    to make the next one cheaper: once no build has asked to write it, and none has
+    run in this process (:func:`building`), for :data:`LATER_S` seconds, before this
+    process reads it (:func:`load_arrays`), or
     when this process exits (:func:`write_kept`). A burst of updates writes it once, not
     once each: at 100k passages the graph's columns and the chunk catalog were 19.6 of
     the 56 MB each update wrote (docs/scale.md). A process that is killed leaves the
@@ -259,6 +308,15 @@ def write_later(
         return
     remember(path, value, arrays)
     _LATER.keep(key, write, stamp)
+
+
+def building() -> AbstractContextManager[None]:
+    """Held while a build or a delete runs in this process: no write :func:`write_later`
+    kept starts meanwhile, and none until :data:`LATER_S` seconds after the last one
+    ends. A write that began while the process was quiet is waited for by the next
+    update that keeps a value of its file (or recalls it), and took 10-30 ms of served
+    updates at 100k passages whose writes came due between them (docs/scale.md)."""
+    return _LATER.building()
 
 
 def write_kept(path: Path | None = None) -> None:
@@ -351,9 +409,12 @@ def remember(path: Path, value: Any, arrays: Iterable[npt.NDArray[Any]] = ()) ->
 
 def recall(path: Path) -> Any | None:
     """What :func:`remember` kept for ``path``, where the file is still the one it was
-    then (same device, inode, size and times); else None."""
+    then (same device, inode, size and times); else None. A kept write of ``path``
+    running ends first: between its file and its remembering, neither stamp holds (a
+    served update that began then read its chunk table whole, 0.2 s at 100k passages)."""
     settle(path)
     key = path.absolute()
+    _LATER.wait(key)
     with _REMEMBERED_LOCK:
         entry = _REMEMBERED.get(key)
         if entry is not None:

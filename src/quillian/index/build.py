@@ -45,7 +45,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
-from quillian.index.artifacts import settle
+from quillian.index.artifacts import building, settle
 from quillian.index.chunk_catalog import processed_chunks
 from quillian.index.integrity import (
     STORE_DB,
@@ -151,7 +151,7 @@ def build_index(
     ``documents`` is not read): another executor, whose results the same stages build
     on.
     """
-    with writer_lock(out):
+    with writer_lock(out), building():
         progress = on_progress or no_progress
         dropped = False  # the graph tables found damaged: written again
         if not is_server_location(out):
@@ -260,7 +260,7 @@ def delete_documents(
     delete is finished by the next delete or build. It holds the index's writer lock,
     as a build does.
     """
-    with writer_lock(location, create=False):
+    with writer_lock(location, create=False), building():
         if not is_server_location(location):  # found damaged: written whole from the rest
             drop_damaged_tables(index_directory(location))
         manifest = read_manifest(location)
