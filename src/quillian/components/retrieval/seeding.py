@@ -14,6 +14,7 @@ Two ways to find where activation starts:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -160,6 +161,22 @@ def title_base(title: str) -> str | None:
     return found.group(1) if found else None
 
 
+#: Strings whose derived keys are kept (:func:`_base_and_key`, :func:`_keys_of`): an
+#: update asks again of every qualified title (0.9k at 100k passages) and of their
+#: bases' keys, 14 ms at 100k when each was worked out anew (docs/scale.md, stop 90).
+_KEPT_STRINGS = 1 << 16
+
+
+@functools.lru_cache(maxsize=_KEPT_STRINGS)
+def _base_and_key(title: str) -> tuple[str, str] | None:
+    """A qualified title's base (:func:`title_base`) and its normalised key; None where
+    it has none, or the base normalises to nothing."""
+    base = title_base(title)
+    if base is None or not (key := normalize_name(base)):
+        return None
+    return base, key
+
+
 def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]]:
     """``(entity, [base name])`` for each ``(entity, page title)`` whose title has a
     qualifier (:func:`title_base`), when no other page's title has the same base: a
@@ -167,9 +184,10 @@ def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]
     ("Lilu (mythology)", "Lilu (ancient China)") does not say which one is meant."""
     by_key: dict[str, list[tuple[int, str]]] = {}
     for entity, title in pages:
-        base = title_base(title)
-        if base is not None and (key := normalize_name(base)):
-            by_key.setdefault(key, []).append((entity, base))
+        # a title without a qualifier is not kept (the test is title_base's first)
+        found = _base_and_key(title) if title.rstrip().endswith(")") else None
+        if found is not None:
+            by_key.setdefault(found[1], []).append((entity, found[0]))
     return [(found[0][0], [found[0][1]]) for found in by_key.values() if len(found) == 1]
 
 
@@ -186,12 +204,12 @@ def lexicon_keys(names: Iterable[tuple[int, Iterable[str]]]) -> dict[str, int]:
 
 def name_keys(names: Iterable[str]) -> list[str]:
     """The lexicon keys of one entity's names (:func:`lexicon_keys`), in order."""
-    return [
-        key
-        for name in names
-        for variant in initials_spelled(name)
-        if (key := normalize_name(variant))
-    ]
+    return [key for name in names for key in _keys_of(name)]
+
+
+@functools.lru_cache(maxsize=_KEPT_STRINGS)
+def _keys_of(name: str) -> tuple[str, ...]:
+    return tuple(key for variant in initials_spelled(name) if (key := normalize_name(variant)))
 
 
 @dataclass(frozen=True, slots=True)
