@@ -69,19 +69,26 @@ def main() -> None:
     if args.out is not None:
         args.out.write_text(json.dumps(rounds, indent=2) + "\n", encoding="utf-8")
     for tree, taken in rounds.items():
-        parts = []
-        for op in OPERATIONS:
-            ratios = [r["large"][f"{op}_s"] / r["small"][f"{op}_s"] for r in taken]
-            low, high = _interval(ratios)
-            small = statistics.median(r["small"][f"{op}_s"] for r in taken)
-            large = statistics.median(r["large"][f"{op}_s"] for r in taken)
-            written = statistics.median(r["large"][f"{op}_written_mb"] for r in taken)
-            parts.append(
-                f"{op} {small:.3f} -> {large:.3f} s, {statistics.median(ratios):.2f}x"
-                f" (rounds {min(ratios):.2f}-{max(ratios):.2f}, 95% {low:.2f}-{high:.2f}),"
-                f" {written:.1f} MB written at the large size"
-            )
-        print(f"{tree}: " + "; ".join(parts))
+        print(f"{tree}: {growth(taken)}")
+
+
+def growth(taken: list[dict[str, dict[str, float]]]) -> str:
+    """Per operation, the median of the rounds' ratios (each round's ``large`` over its
+    ``small``: update_stages.py's medians after the first pair), their range and a
+    bootstrap 95% interval, and the bytes written at the large size."""
+    parts = []
+    for op in OPERATIONS:
+        ratios = [r["large"][f"{op}_s"] / r["small"][f"{op}_s"] for r in taken]
+        low, high = _interval(ratios)
+        small = statistics.median(r["small"][f"{op}_s"] for r in taken)
+        large = statistics.median(r["large"][f"{op}_s"] for r in taken)
+        written = statistics.median(r["large"][f"{op}_written_mb"] for r in taken)
+        parts.append(
+            f"{op} {small:.3f} -> {large:.3f} s, {statistics.median(ratios):.2f}x"
+            f" (rounds {min(ratios):.2f}-{max(ratios):.2f}, 95% {low:.2f}-{high:.2f}),"
+            f" {written:.1f} MB written at the large size"
+        )
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ instead, on either backend: per repeat (the trees interleaved, each first in tur
 tree's ``research/update_stages.py COPY add EXTRA --pairs PAIRS`` on a fresh copy of the
 base, the first pair (which loads the models and brings what an update keeps to the
 tree's own) left out of its medians; the result gives the median over rounds of each
-round's add and delete medians.
+round's add and delete medians. With ``--interleave`` every size runs in each repeat
+(the bases of all sizes built first), and each tree's growth from the first size to the
+last is printed as ``update_growth.py`` prints it, from the rounds' ratios: sizes
+measured in blocks of their own take the machine's drift between blocks into the ratio.
 
 ``--in-place`` (with ``--warm``) measures the steady state instead: each repeat adds
 the size's last passage and deletes it again, library call then CLI, on the warmed copy
@@ -64,6 +67,7 @@ import psutil
 
 from pg_bench import PgServer
 from proc_watch import python_env, watch
+from update_growth import growth
 
 __all__ = ["main"]
 
@@ -285,6 +289,55 @@ def _served(
     return out
 
 
+def _grown(
+    args: argparse.Namespace,
+    runners: dict[str, Runner],
+    starts: dict[str, Any],
+    backend: Backend,
+    backend_name: str,
+) -> list[dict[str, Any]]:
+    """``--served`` with ``--interleave``: the bases of every size first, then
+    ``--repeats`` rounds, each running every size in turn (:func:`_served`, one round),
+    so that each round's ratio of the last size over the first compares figures taken
+    minutes apart; printed per tree as update_growth.py prints them (the machine's
+    drift between blocks of runs otherwise enters the ratio: the same tree measured
+    1.70x and 1.98x for a PostgreSQL delete at stops 89 and 90, sizes in blocks)."""
+    sizes = args.sizes.split(",")
+    files = {size: _split_corpus(args.corpus_dir, size, args.work) for size in sizes}
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    for size in sizes:
+        for label, run in runners.items():
+            entry: dict[str, Any] = {"tree": label, "backend": backend_name, "size": size}
+            entry["cli_help"] = starts[label]
+            entry["base"] = _ensure_base(run, backend, label, size, files[size][0], args.base_nice)
+            entries[(label, size)] = entry
+    built = [
+        label
+        for label in runners
+        if all(entries[(label, size)]["base"]["returncode"] == 0 for size in sizes)
+    ]
+    for _ in range(args.repeats):
+        for size in sizes:
+            served = _served(runners, backend, built, size, files[size][1], 1, args.served)
+            for label, got in served.items():
+                entries[(label, size)].setdefault("served", {"runs": []})["runs"] += got["runs"]
+    for entry in entries.values():
+        if served_runs := entry.get("served"):
+            done = [r["after_the_first"] for r in served_runs["runs"] if "after_the_first" in r]
+            for op in OPERATIONS:
+                served_runs[op] = _median([d[f"{op}_s"] for d in done])
+    for label in built:
+        small, large = (entries[(label, size)]["served"]["runs"] for size in (sizes[0], sizes[-1]))
+        taken = [
+            {"small": s["after_the_first"], "large": g["after_the_first"]}
+            for s, g in zip(small, large, strict=True)
+            if "after_the_first" in s and "after_the_first" in g
+        ]
+        if taken:
+            print(f"{label}: {growth(taken)}", flush=True)
+    return list(entries.values())
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -398,6 +451,12 @@ def main(argv: list[str] | None = None) -> None:
         help="measure what a long-running process pays instead: per repeat, each tree's "
         "research/update_stages.py --pairs PAIRS on a fresh copy of the base",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="with --served: every size in each repeat, the growth from the first size to "
+        "the last taken round by round (printed per tree, as update_growth.py does)",
+    )
     parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
     if args.in_place and not args.warm:
@@ -423,6 +482,9 @@ def main(argv: list[str] | None = None) -> None:
             backend = Backend(backend_name, args.work / backend_name, pg, args.base_of)
             runners = {label: Runner(src, args.timeout, args.max_rss_gb) for label, src in trees}
             starts = {label: run.cli("--help") for label, run in runners.items()}
+            if args.served and args.interleave:
+                result["results"] += _grown(args, runners, starts, backend, backend_name)
+                continue
             for size in args.sizes.split(","):
                 files = _split_corpus(args.corpus_dir, size, args.work)
                 entries: dict[str, dict[str, Any]] = {}

@@ -73,3 +73,22 @@ def test_a_served_result_gives_each_round_s_medians_and_their_range():
         "| /trees/today | postgres | 20k | 0.25 s (0.20-0.30) | 0.11 s (0.10-0.12) | 0.40 |"
     )
     assert lines[3] == "| /trees/today | postgres | 100k | failed | failed | 0.00 |"
+
+
+def test_growth_is_the_median_of_each_rounds_own_ratio():
+    """Round by round, large over small: a machine twice as slow in the second round
+    leaves the ratio as it is (a ratio of the sizes' medians would not)."""
+    from update_growth import growth
+
+    def figures(add: float, delete: float) -> dict[str, float]:
+        return {"add_s": add, "delete_s": delete, "add_written_mb": 3.0, "delete_written_mb": 2.0}
+
+    taken = [
+        {"small": figures(0.1, 0.1), "large": figures(0.15, 0.2)},
+        {"small": figures(0.2, 0.2), "large": figures(0.3, 0.4)},
+        {"small": figures(0.1, 0.1), "large": figures(0.15, 0.2)},
+    ]
+    line = growth(taken)
+    assert "add 0.100 -> 0.150 s, 1.50x (rounds 1.50-1.50, 95% 1.50-1.50)" in line
+    assert "delete 0.100 -> 0.200 s, 2.00x (rounds 2.00-2.00" in line
+    assert "3.0 MB written at the large size" in line
