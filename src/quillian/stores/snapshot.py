@@ -260,10 +260,14 @@ class GraphSnapshot:
             step = np.flatnonzero((np.diff(kept) != 1) | (np.diff(back[kept]) != 1)) + 1
             firsts = kept[np.concatenate(([0], step))].tolist()
             lasts = kept[np.concatenate((step - 1, [len(kept) - 1]))].tolist()
+            # the targets' new numbers in the targets' own type, gathered straight into
+            # the new column: 4.4 against 7.7-10.8 ms for 2M targets of 500k nodes
+            # through int64 and a cast
+            to = moved.astype(out[0].dtype)
             for first, last in zip(firsts, lasts, strict=True):
                 lo, hi = int(indptr[first]), int(indptr[last + 1])
                 at = int(old_indptr[back[first]])
-                self._copy_moved(out, lo, slice(at, at + hi - lo), moved, relations)
+                self._copy_moved(out, lo, slice(at, at + hi - lo), to, relations)
         if len(sources):
             order = stable_order(sources, n)
             ordered = sources[order]
@@ -283,13 +287,16 @@ class GraphSnapshot:
         out: tuple[npt.NDArray[Any], ...],
         lo: int,
         span: slice,
-        moved: npt.NDArray[np.int64],
+        moved: npt.NDArray[np.integer[Any]],
         relations: npt.NDArray[np.int64] | None,
     ) -> None:
         """Copy this graph's edges ``span`` into ``out``'s columns from ``lo``, their
-        targets and relation ids moved (see :meth:`carried`)."""
+        targets and relation ids moved (``moved``: each old node's new index, -1 gone,
+        in the targets' type; see :meth:`carried`)."""
         hi = lo + span.stop - span.start
-        out[0][lo:hi] = moved[self.indices[span]]
+        # the targets are this graph's own nodes, all in range: "clip" checks none and
+        # writes into ``out`` unbuffered ("raise" buffers it)
+        np.take(moved, self.indices[span], out=out[0][lo:hi], mode="clip")
         out[1][lo:hi] = self.weights[span]
         out[2][lo:hi] = self.edge_kinds[span]
         linked = np.asarray(self.edge_relations[span])
