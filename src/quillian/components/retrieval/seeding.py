@@ -150,6 +150,13 @@ def initials_spelled(name: str) -> list[str]:
 _QUALIFIER = re.compile(r"^(.*\S)\s+\([^()]+\)$")
 
 
+#: Strings whose derived values are kept (:func:`_qualified_base`, :func:`_base_key`,
+#: :func:`_keys_of`): an update asks again of every qualified title (0.9k at 100k
+#: passages) and of their bases' keys: 5.0 ms at 100k when each was worked out anew,
+#: 0.9 ms kept (stop 90).
+_KEPT_STRINGS = 1 << 16
+
+
 def title_base(title: str) -> str | None:
     """A page title without its trailing qualifier ("L'Amour (music venue)" ->
     "L'Amour"), the way Wikipedia tells apart pages whose subjects share a name; None
@@ -157,24 +164,18 @@ def title_base(title: str) -> str | None:
     title = title.strip()
     if not title.endswith(")"):  # most titles: no match tried (a build asks of every page)
         return None
+    return _qualified_base(title)
+
+
+@functools.lru_cache(maxsize=_KEPT_STRINGS)
+def _qualified_base(title: str) -> str | None:
     found = _QUALIFIER.match(title)
     return found.group(1) if found else None
 
 
-#: Strings whose derived keys are kept (:func:`_base_and_key`, :func:`_keys_of`): an
-#: update asks again of every qualified title (0.9k at 100k passages) and of their
-#: bases' keys: 5.0 ms at 100k when each was worked out anew, 0.9 ms kept (stop 90).
-_KEPT_STRINGS = 1 << 16
-
-
 @functools.lru_cache(maxsize=_KEPT_STRINGS)
-def _base_and_key(title: str) -> tuple[str, str] | None:
-    """A qualified title's base (:func:`title_base`) and its normalised key; None where
-    it has none, or the base normalises to nothing."""
-    base = title_base(title)
-    if base is None or not (key := normalize_name(base)):
-        return None
-    return base, key
+def _base_key(base: str) -> str:
+    return normalize_name(base)
 
 
 def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]]:
@@ -184,10 +185,9 @@ def page_aliases(pages: Iterable[tuple[int, str]]) -> list[tuple[int, list[str]]
     ("Lilu (mythology)", "Lilu (ancient China)") does not say which one is meant."""
     by_key: dict[str, list[tuple[int, str]]] = {}
     for entity, title in pages:
-        # a title without a qualifier is not kept (the test is title_base's first)
-        found = _base_and_key(title) if title.rstrip().endswith(")") else None
-        if found is not None:
-            by_key.setdefault(found[1], []).append((entity, found[0]))
+        base = title_base(title)
+        if base is not None and (key := _base_key(base)):
+            by_key.setdefault(key, []).append((entity, base))
     return [(found[0][0], [found[0][1]]) for found in by_key.values() if len(found) == 1]
 
 
