@@ -280,13 +280,29 @@ def _served(
         backend.drop(copy)
         measured = json.loads(ran.stdout) if ran.returncode == 0 else {}
         rounds[label].append({**ran.summary(), **measured})
-    out: dict[str, dict[str, Any]] = {}
-    for label, runs in rounds.items():
-        done = [r["after_the_first"] for r in runs if "after_the_first" in r]
-        out[label] = {op: _median([d[f"{op}_s"] for d in done]) for op in OPERATIONS} | {
-            "runs": runs
-        }
-    return out
+    return {label: _served_summary(runs) for label, runs in rounds.items()}
+
+
+def _served_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``runs`` of update_stages.py with the median over them of each one's add and
+    delete medians."""
+    done = [r["after_the_first"] for r in runs if "after_the_first" in r]
+    return {op: _median([d[f"{op}_s"] for d in done]) for op in OPERATIONS} | {"runs": runs}
+
+
+def _entry(
+    args: argparse.Namespace,
+    run: Runner,
+    backend: Backend,
+    backend_name: str,
+    label: str,
+    size: str,
+    start: dict[str, Any],
+    base_file: Path,
+) -> dict[str, Any]:
+    """One tree's record at one size: the CLI's start and the base (built, or found)."""
+    base = _ensure_base(run, backend, label, size, base_file, args.base_nice)
+    return {"tree": label, "backend": backend_name, "size": size, "cli_help": start, "base": base}
 
 
 def _grown(
@@ -307,27 +323,24 @@ def _grown(
     entries: dict[tuple[str, str], dict[str, Any]] = {}
     for size in sizes:
         for label, run in runners.items():
-            entry: dict[str, Any] = {"tree": label, "backend": backend_name, "size": size}
-            entry["cli_help"] = starts[label]
-            entry["base"] = _ensure_base(run, backend, label, size, files[size][0], args.base_nice)
-            entries[(label, size)] = entry
+            entries[(label, size)] = _entry(
+                args, run, backend, backend_name, label, size, starts[label], files[size][0]
+            )
     built = [
         label
         for label in runners
         if all(entries[(label, size)]["base"]["returncode"] == 0 for size in sizes)
     ]
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for _ in range(args.repeats):
         for size in sizes:
             served = _served(runners, backend, built, size, files[size][1], 1, args.served)
             for label, got in served.items():
-                entries[(label, size)].setdefault("served", {"runs": []})["runs"] += got["runs"]
-    for entry in entries.values():
-        if served_runs := entry.get("served"):
-            done = [r["after_the_first"] for r in served_runs["runs"] if "after_the_first" in r]
-            for op in OPERATIONS:
-                served_runs[op] = _median([d[f"{op}_s"] for d in done])
+                runs.setdefault((label, size), []).extend(got["runs"])
+    for key, taken_runs in runs.items():
+        entries[key]["served"] = _served_summary(taken_runs)
     for label in built:
-        small, large = (entries[(label, size)]["served"]["runs"] for size in (sizes[0], sizes[-1]))
+        small, large = (runs.get((label, size), []) for size in (sizes[0], sizes[-1]))
         taken = [
             {"small": s["after_the_first"], "large": g["after_the_first"]}
             for s, g in zip(small, large, strict=True)
@@ -459,6 +472,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
+    if args.interleave and not args.served:
+        parser.error("--interleave takes --served (it interleaves the served runs' sizes)")
     if args.in_place and not args.warm:
         parser.error("--in-place updates the warmed copy: give --warm too")
     if args.render:
@@ -489,10 +504,8 @@ def main(argv: list[str] | None = None) -> None:
                 files = _split_corpus(args.corpus_dir, size, args.work)
                 entries: dict[str, dict[str, Any]] = {}
                 for label, run in runners.items():
-                    entry: dict[str, Any] = {"tree": label, "backend": backend_name, "size": size}
-                    entry["cli_help"] = starts[label]
-                    entry["base"] = _ensure_base(
-                        run, backend, label, size, files[0], args.base_nice
+                    entry = _entry(
+                        args, run, backend, backend_name, label, size, starts[label], files[0]
                     )
                     if entry["base"]["returncode"] == 0 and args.warm:
                         entry["warm"] = _warm(run, backend, label, size, files[1])
