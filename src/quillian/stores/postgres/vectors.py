@@ -23,8 +23,12 @@ WordNet glosses, 200 held-out queries, at a p50 of 19 to 35 ms (20,000) and 52 m
 Deletes are deferred. A build updates a collection keyed by content in place (it adds the
 keys it lacks and deletes those no longer used), while server replicas keep answering
 from the index generation they opened, whose keys may include vectors the build deletes.
-So :meth:`~PgVectorIndex.delete` only marks a row retired (``retired_at``, the time);
-it is left out of ``len``, ``ids``, ``get`` and ``search`` of a handle opened plainly,
+So :meth:`~PgVectorIndex.delete` only marks a row retired: its id, with the time, in
+the workspace's table ``retired_vectors`` (the collection's own rows are left as they
+are: a changed row is a new version of it, which pgvector puts into the HNSW graph
+again, 7-10 ms a vector at 100k passages against 2-4 ms at 20k,
+``research/pg_vector_retire.py``); it is left out of ``len``, ``ids``, ``get`` and
+``search`` of a handle opened plainly,
 and still served by one opened with ``retired=True`` (what an opened index reads:
 :class:`~quillian.components.retrieval.keyed.KeyedVectors` drops the keys its generation
 does not name). A later build's :meth:`~PgVectorIndex.flush` purges the rows retired
@@ -33,7 +37,9 @@ the newest generation: a server replica reopens within seconds of a build comple
 (:mod:`quillian.server.refresh`), so no opened index still names a vector an hour after
 the build that deleted it (one held open longer, or one left on an older generation by a
 build that was killed and rerun an hour later, finds such vectors gone: its searches skip
-them, its reads name them unknown). Adding a retired id again revives it.
+them, its reads name them unknown). Adding a retired id again revives it. A collection
+an older Quillian retired rows of (in its column ``retired_at``) has them moved to the
+table by a writer's flush.
 
 ``get`` reads only the ids asked for (one statement) and keeps the last
 :data:`CACHE_VECTORS` vectors it read; nothing reads a whole collection into the process.
@@ -125,6 +131,27 @@ _ID_SUMS_TRIGGERS = {
     "UPDATE": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
     "DELETE": "REFERENCING OLD TABLE AS old_rows",
 }
+#: The vectors deleted but not yet purged, of every collection (see the module doc),
+#: with the triggers that take them out of, and put them back into, their collection's
+#: id sums as they are retired, and revived or purged. A workspace made before it gets
+#: it from the first handle that opens a collection.
+_RETIRED_DDL = (
+    "CREATE TABLE IF NOT EXISTS retired_vectors (collection text NOT NULL, id bigint NOT NULL,"
+    " retired_at timestamptz NOT NULL, PRIMARY KEY (collection, id))",
+    "CREATE OR REPLACE FUNCTION sum_retired_vector_ids() RETURNS trigger LANGUAGE plpgsql "
+    "SET search_path FROM CURRENT AS $$ BEGIN "
+    "IF TG_OP = 'INSERT' THEN INSERT INTO vector_id_sums SELECT collection, -count(*),"
+    " bit_xor(id), -sum(id >> 32), -sum(id & 4294967295) FROM new_rows GROUP BY collection; "
+    "ELSE INSERT INTO vector_id_sums SELECT collection, count(*), bit_xor(id),"
+    " sum(id >> 32), sum(id & 4294967295) FROM old_rows GROUP BY collection; END IF; "
+    "RETURN NULL; END $$",
+    "CREATE OR REPLACE TRIGGER retired_sums_insert AFTER INSERT ON retired_vectors"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION sum_retired_vector_ids()",
+    "CREATE OR REPLACE TRIGGER retired_sums_delete AFTER DELETE ON retired_vectors"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION sum_retired_vector_ids()",
+)
 #: One statement summing up a collection's live ids by reading them all.
 _SUM_IDS = (
     "SELECT count(*), coalesce(bit_xor(id), 0), coalesce(sum(id >> 32), 0),"
@@ -169,7 +196,7 @@ class PgVectorIndex(PgStore):
         self.retired = retired
         self.grace_s = grace_s
         self._wrote = False
-        self._live = sql.SQL("TRUE" if retired else "retired_at IS NULL")
+        self._live: sql.Composable = sql.SQL("TRUE")  # set by _open for a plain handle
         self._needs_index = False
         try:
             for field, value, top in (
@@ -259,6 +286,11 @@ class PgVectorIndex(PgStore):
                     "retired_at = NULL"
                 ).format(self._table, self._type)
             )
+            conn.execute(  # revived: no longer retired
+                "DELETE FROM retired_vectors WHERE collection = %s"
+                " AND id IN (SELECT id FROM staged_vectors)",
+                (self.name,),
+            )
             conn.execute("DROP TABLE staged_vectors")
             self._count = None
             self._cache.clear()
@@ -266,18 +298,19 @@ class PgVectorIndex(PgStore):
 
     def delete(self, ids: npt.ArrayLike) -> None:
         """Delete vectors (unknown ids are ignored): marked retired now, in one
-        statement, and purged by a later :meth:`flush` once ``grace_s`` has passed
-        (see the module doc)."""
+        statement that leaves the collection's rows as they are, and purged by a later
+        :meth:`flush` once ``grace_s`` has passed (see the module doc)."""
         ids = np.unique(as_ids(ids))
         if not len(ids):
             return
         with self._conn("delete vectors") as conn:
             conn.execute(
                 sql.SQL(
-                    "UPDATE {} SET retired_at = now() "
-                    "WHERE id = ANY(%s::bigint[]) AND retired_at IS NULL"
+                    "INSERT INTO retired_vectors (collection, id, retired_at)"
+                    " SELECT %s, id, now() FROM {} WHERE id = ANY(%s::bigint[])"
+                    " AND retired_at IS NULL ON CONFLICT (collection, id) DO NOTHING"
                 ).format(self._table),
-                (ids.tolist(),),
+                (self.name, ids.tolist()),
             )
         self._count = None
         self._cache.clear()
@@ -346,7 +379,7 @@ class PgVectorIndex(PgStore):
         conn.execute(
             sql.SQL(
                 "INSERT INTO vector_id_sums SELECT %s, * FROM (" + _SUM_IDS + ") AS every"
-            ).format(self._table, sql.SQL("retired_at IS NULL")),
+            ).format(self._table, self._plain_live()),
             (self.name,),
         )
 
@@ -441,12 +474,14 @@ class PgVectorIndex(PgStore):
             raise StoreError(f"{self.workspace.name}: the vector index is closed")
         if self._wrote and not self.retired:
             with self._conn("purge retired vectors") as conn:
-                self._index_retired(conn)
+                self._move_retired(conn)
                 conn.execute(
                     sql.SQL(
-                        "DELETE FROM {} WHERE retired_at < now() - make_interval(secs => %s)"
+                        "WITH gone AS (DELETE FROM retired_vectors WHERE collection = %s"
+                        " AND retired_at < now() - make_interval(secs => %s) RETURNING id)"
+                        " DELETE FROM {} WHERE id IN (SELECT id FROM gone)"
                     ).format(self._table),
-                    (self.grace_s,),
+                    (self.name, self.grace_s),
                 )
                 if self._summed(conn):  # the writes' rows of sums folded into one
                     conn.execute(
@@ -475,10 +510,11 @@ class PgVectorIndex(PgStore):
             )
         self._needs_index = False
 
-    def _index_retired(self, conn: Any) -> None:
-        """Index the retired rows alone, so the purge finds them without reading every
-        row (0.03-0.04 s a collection at 100k): made by the first purge of a collection
-        that lacks it, as a writer's flush runs, never by a reader's open."""
+    def _move_retired(self, conn: Any) -> None:
+        """Move the rows an older Quillian retired in the collection's own column to
+        ``retired_vectors``, found by an index of their own (made here where the
+        collection lacks it, by a writer's flush, never by a reader's open), so that
+        looking for them does not read every row (0.03-0.04 s a collection at 100k)."""
         name = f"{self._table_name}_ret"  # no longer than the HNSW index's name
         if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() in (None, (None,)):
             conn.execute(
@@ -486,6 +522,31 @@ class PgVectorIndex(PgStore):
                     "CREATE INDEX IF NOT EXISTS {} ON {} (retired_at) WHERE retired_at IS NOT NULL"
                 ).format(sql.Identifier(name), self._table)
             )
+        conn.execute(
+            sql.SQL(
+                "WITH moved AS (INSERT INTO retired_vectors SELECT %s, id, retired_at FROM {}"
+                " WHERE retired_at IS NOT NULL ON CONFLICT (collection, id) DO NOTHING)"
+                " UPDATE {} SET retired_at = NULL WHERE retired_at IS NOT NULL"
+            ).format(self._table, self._table),
+            (self.name,),
+        )
+
+    def _plain_live(self) -> sql.Composable:
+        """Which rows a handle opened plainly serves: those not retired."""
+        return sql.SQL(
+            "retired_at IS NULL AND id NOT IN"
+            " (SELECT id FROM retired_vectors WHERE collection = {})"
+        ).format(sql.Literal(self.name))
+
+    def _ensure_retired(self, conn: Any) -> None:
+        """Give a workspace made before it the table of retired vectors (checked first:
+        a statement that makes it would wait for, and then block, every reader), under
+        a lock of its own, so two collections opened at once do not both make it."""
+        if conn.execute("SELECT to_regclass('retired_vectors')").fetchone() not in (None, (None,)):
+            return
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('vectors:retired'))")
+        for statement in (*_ID_SUMS_DDL[:2], *_RETIRED_DDL):
+            conn.execute(statement)
 
     def _rows(self, conn: Any) -> int:
         """How many vectors the collection holds (counted once per handle, again after
@@ -503,6 +564,10 @@ class PgVectorIndex(PgStore):
         """Create the collection or check it; returns its dimension and dtype."""
         with self._conn(f"open vector collection {self.name!r}") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"vectors:{self.name}",))
+            if fresh or not self.retired:  # a reader serves the retired rows too
+                self._ensure_retired(conn)
+            if not self.retired:
+                self._live = self._plain_live()
             row = conn.execute(  # the dimension, and the type its table's column has
                 "SELECT c.dim, t.typname FROM vector_collections c"
                 " LEFT JOIN pg_attribute a"
@@ -527,6 +592,7 @@ class PgVectorIndex(PgStore):
                 if fresh:
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._index))
                     conn.execute(sql.SQL("TRUNCATE {}").format(self._table))
+                    conn.execute("DELETE FROM retired_vectors WHERE collection = %s", (self.name,))
                     if self._summed(conn):  # a TRUNCATE fires no statement trigger
                         conn.execute(
                             "DELETE FROM vector_id_sums WHERE collection = %s", (self.name,)
