@@ -66,7 +66,7 @@ def measure(location: str, rounds: int, n_ids: int) -> dict[str, Any]:
             index.close()
             times: dict[str, list[float]] = {"old": [], "new": []}
             with workspace.connection("retire vectors, rolled back") as conn:
-                rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                (rows,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone() or (0,)
                 for r in range(rounds):
                     ids = [
                         row[0]

@@ -104,6 +104,11 @@ class Storage:
     #: transaction of it), rather than in a copy swapped in with its folder
     #: (:func:`~quillian.index.state_tables.save_state_tables`).
     tables_in_place: ClassVar[bool] = True
+    #: Whether the files a build leaves are sent elsewhere (a server's workspace), so
+    #: the tables' database must hold every page of the build in its own file, not in
+    #: a log its readers' snapshots kept
+    #: (:func:`~quillian.index.state_tables.save_state_tables`).
+    tables_whole: ClassVar[bool] = False
 
     def graph(self, *, fresh: bool = False) -> GraphStore:
         """The graph store, whose :meth:`~GraphStore.snapshot` the retrievers read."""
@@ -147,11 +152,12 @@ class ServerStorage(Storage):
 
     workspace: Any = field(kw_only=True)
     synced: bool = field(default=True, kw_only=True)
-    #: Not here: a replica fetches the tables' database into a file of its own and
-    #: renames it over the one it read, which SQLite's write-ahead log does not allow
-    #: while a reader holds it, so the cache's copy is written in no journal mode and
-    #: swapped in whole.
-    tables_in_place: ClassVar[bool] = False
+    #: The cache's tables are patched where they are too: a replica fetches a changed
+    #: database into a copy of its folder that it swaps in whole, never renaming a file
+    #: over one that SQLite's write-ahead log reads
+    #: (:func:`~quillian.stores.postgres.files.pull_files`), and a build whose readers
+    #: kept the log from being taken back swaps in a copy that holds it, for the server.
+    tables_whole: ClassVar[bool] = True
     _held: ExitStack = field(default_factory=ExitStack, kw_only=True, repr=False)
 
     def vectors(

@@ -24,14 +24,26 @@ any more are deleted by the push that drops them; a reader lists and fetches in 
 repeatable-read transaction, so it never misses a block a push removed meanwhile. Rows
 of a workspace made before (the whole file in ``data``) are read as before and sent by
 blocks once they change.
+
+The graph tables' database is patched where it is (in SQLite's write-ahead-log mode,
+its readers each holding a snapshot of it) and sent self-contained: a build whose
+readers kept its log from being copied back swaps in a copy that holds it
+(``quillian.index.state_tables``). No file of a database's log or shared memory
+(``-wal``, ``-shm``) is ever sent, fetched or removed. A fetched file never replaces one
+in a folder holding such a database: SQLite finds a database's log and shared memory by
+its name, so a file renamed over it would be read with the old one's log. Such a folder
+is brought up to date in a copy (its other files linked, not copied) that is swapped
+in whole; its readers keep what they opened (:class:`_Staged`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -42,6 +54,7 @@ import psycopg
 import xxhash
 
 from quillian.errors import StoreError
+from quillian.stores.embedded.sqlite import wal_mode
 from quillian.stores.postgres._pg import FILE_BLOCKS_DDL, Workspace
 
 __all__ = [
@@ -75,6 +88,12 @@ _CATALOG_FILES = ("chunk_catalog.npz", "chunk_catalog.npz.partial")
 #: The databases' stat stamps as a build left them (``quillian.index.integrity.CHECKED``):
 #: a stamp names this machine's file, nobody else's.
 _CHECKED_FILES = ("checked.json", "checked.json.partial")
+#: Held (``flock``) while a pull brings the cache up to date: a folder it swaps in whole
+#: (:class:`_Staged`) is not swapped by two pulls at once.
+_PULL_LOCK = ".pull.lock"
+#: The files SQLite keeps beside a database in write-ahead-log mode: its log and its
+#: shared memory, found by the database's name, never synchronised.
+_LIVE_SUFFIXES = ("-wal", "-shm")
 #: Top-level names of the cache directory that are not synchronised: the graph snapshot
 #: (rebuilt from the graph tables), the manifest copy, the sync record itself, the
 #: entity-resolution state, the texts' and chunks' vector keys, the chunk catalog and the
@@ -89,6 +108,7 @@ SKIPPED = frozenset(
         "server",
         _SYNC,
         ".writer.lock",
+        _PULL_LOCK,
         *_RESOLUTION_FILES,
         *_TEXT_KEYS_FILES,
         *_CATALOG_FILES,
@@ -102,9 +122,19 @@ BLOCK = 1 << 16
 _FETCH = 256
 
 
-def pull_files(workspace: Workspace, directory: Path) -> int:
-    """Make ``directory`` hold the workspace's files; returns how many were fetched."""
+def pull_files(workspace: Workspace, directory: Path, again: frozenset[str] = frozenset()) -> int:
+    """Make ``directory`` hold the workspace's files; returns how many were fetched.
+    ``again``: files fetched whatever the cache holds (none of their blocks taken from
+    the cached copy)."""
     directory.mkdir(parents=True, exist_ok=True)
+    with _pull_lock(directory), _Staged(directory) as staged:
+        fetched = _pull(workspace, directory, again, staged)
+        staged.swap()
+    return fetched
+
+
+def _pull(workspace: Workspace, directory: Path, again: frozenset[str], staged: _Staged) -> int:
+    """:func:`pull_files`, writing each file where ``staged`` says."""
     with workspace.connection("read the index files") as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         blocked = _has_blocks(conn)
@@ -117,9 +147,11 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
         }
         record = _record(directory)
         local = _scan(directory, record)
+        for path in again:
+            local.pop(path, None)
         stale = sorted(p for p, (sha, _) in remote.items() if local.get(p, ("",))[0] != sha)
         for path in set(local) - set(remote):
-            (directory / path).unlink(missing_ok=True)
+            staged.target(path).unlink(missing_ok=True)
             record.pop(path, None)
         whole = [p for p in stale if remote[p][1] is None]
         if whole:
@@ -127,12 +159,13 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
                 "SELECT path, data FROM files WHERE path = ANY(%s)", (whole,)
             ).fetchall()
             for path, data in rows:
-                _replace(directory / path, [bytes(data)], remote[path][0])
-                record[path] = _entry(directory / path, remote[path][0])
+                target = staged.target(path)
+                _replace(target, [bytes(data)], remote[path][0])
+                record[path] = _entry(target, remote[path][0])
         for path in stale:
             sha, blocks = remote[path]
             if blocks is not None:
-                target = directory / path
+                target = staged.target(path)
                 quick: list[str] = []
                 try:
                     parts = _assembled(conn, target, local.get(path), blocks, sha, quick)
@@ -143,6 +176,69 @@ def pull_files(workspace: Workspace, directory: Path) -> int:
                 record[path] = [*_entry(target, sha), blocks, quick]
     _save_record(directory, {p: e for p, e in record.items() if p in remote})
     return len(stale)
+
+
+@contextlib.contextmanager
+def _pull_lock(directory: Path) -> Iterator[None]:
+    """Hold :data:`_PULL_LOCK` of the cache ``directory`` (every pull takes it)."""
+    with (directory / _PULL_LOCK).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class _Staged:
+    """Where a pull writes each file of the cache ``directory``: where it lies (renamed
+    over), or, in a folder below it that holds a database in write-ahead-log mode, in a
+    copy of that folder, its files linked, swapped in whole by :meth:`swap` once every
+    file is written (the old folder set aside and removed: readers of its files keep
+    them open). A file a pull removes goes from the copy alike. Copies not swapped in
+    are removed on exit."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.copies: dict[Path, Path] = {}
+        self.direct: set[Path] = set()
+
+    def target(self, path: str) -> Path:
+        """Where the file ``path`` (relative to the cache) is written."""
+        target = self.directory / path
+        folder = target.parent
+        if folder == self.directory or folder in self.direct:
+            return target
+        if folder not in self.copies:
+            if not folder.is_dir() or not any(wal_mode(db) for db in folder.glob("*.sqlite")):
+                self.direct.add(folder)
+                return target
+            copy = folder.with_name(f"{folder.name}{_part()}.tmp")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(folder, copy, copy_function=os.link, ignore=_not_linked)
+            self.copies[folder] = copy
+        return self.copies[folder] / target.relative_to(folder)
+
+    def swap(self) -> None:
+        """Swap each folder's copy in."""
+        while self.copies:
+            folder, copy = self.copies.popitem()
+            aside = folder.with_name(f"{folder.name}{_part()}.old.tmp")
+            folder.rename(aside)
+            copy.rename(folder)
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def __enter__(self) -> _Staged:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for copy in self.copies.values():
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+def _not_linked(folder: str, names: list[str]) -> set[str]:
+    """What a folder's copy leaves out (:class:`_Staged`): SQLite's log and shared
+    memory, and temporary files."""
+    return {n for n in names if n.endswith((*_LIVE_SUFFIXES, ".tmp", ".part"))}
 
 
 def _assembled(
@@ -234,10 +330,9 @@ def refetch_files(workspace: Workspace, directory: Path, paths: list[str]) -> in
     cache's record says of them; returns how many were fetched."""
     record = _record(directory)
     for path in paths:
-        (directory / path).unlink(missing_ok=True)
         record.pop(path, None)
     _save_record(directory, record)
-    return pull_files(workspace, directory)
+    return pull_files(workspace, directory, frozenset(paths))
 
 
 def push_files(workspace: Workspace, directory: Path) -> int:
@@ -354,7 +449,7 @@ def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]
         for name in files:
             path = here / name
             rel = path.relative_to(directory).as_posix()
-            if rel in SKIPPED or name.endswith(".part"):
+            if rel in SKIPPED or name.endswith((".part", *_LIVE_SUFFIXES)):
                 continue
             try:
                 stat = path.stat()
