@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from quillian.stores.embedded.files import replace_file
 from quillian.stores.integrity import stat_stamp
 
 __all__ = [
@@ -348,7 +349,7 @@ def save_npy(path: Path, array: npt.NDArray[Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as out:
         np.save(out, array)
-    tmp.replace(path)
+    replace_file(tmp, path)
 
 
 def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
@@ -357,7 +358,7 @@ def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
     partial = path.with_name(path.name + PARTIAL)
     with partial.open("wb") as out:
         np.savez(out, **arrays)  # type: ignore[arg-type]  # names, not allow_pickle
-    partial.replace(path)
+    replace_file(partial, path)
 
 
 def load_arrays(path: Path, read: Callable[[Any], T | None], what: str, then: str) -> T | None:

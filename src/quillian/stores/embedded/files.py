@@ -13,10 +13,14 @@ generation stay valid. The manifest records each data file's size and checksum
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
 import json
 import os
 import re
 import shutil
+import sys
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +29,7 @@ from typing import Any, BinaryIO
 from quillian.errors import IndexIncompleteError, IndexSchemaError, StoreError
 from quillian.stores.integrity import FileRecord, check_digest, file_record, verify_files
 
-__all__ = ["Generations", "fsync_path", "write_json_atomic"]
+__all__ = ["Generations", "fsync_path", "replace_file", "write_json_atomic"]
 
 _GENERATION_FILE = re.compile(r"^[a-z]+-(\d{6})\.[a-z]+(\.tmp)?$")
 
@@ -43,6 +47,58 @@ def fsync_path(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def replace_file(tmp: Path, target: Path) -> None:
+    """Put the file ``tmp`` in ``target``'s place at once (a reader finds the old file
+    or the new one, whole), where ``target`` exists by swapping the two names (Linux's
+    ``renameat2`` with ``RENAME_EXCHANGE``) and removing the old file, now under
+    ``tmp``'s name; else by :func:`os.replace`.
+
+    A file renamed over another is written back to the disk at once on ext4 (its
+    ``auto_da_alloc`` guard, for programs that replace a file without syncing it):
+    writing 40 MB in 16 files over their last versions took 63-68 ms so, 18-19 ms by
+    swapping names (``python research/replace_files.py``). The files this replaces are
+    those an update rewrites (an index's arrays), which the manifest's records check
+    (their sizes at open); the stores sync their own (a database's commit, the graph
+    snapshot's files)."""
+    exchange = _exchange()
+    if exchange is not None and exchange(tmp, target):
+        tmp.unlink(missing_ok=True)
+        return
+    os.replace(tmp, target)
+
+
+#: ``RENAME_EXCHANGE`` of Linux's ``renameat2``: swap two names atomically.
+_RENAME_EXCHANGE = 2
+#: ``AT_FDCWD``: paths relative to the working directory.
+_AT_FDCWD = -100
+
+
+@functools.cache
+def _exchange() -> Callable[[Path, Path], bool] | None:
+    """Swap two existing names (True), or say it did not (False: a name missing, or a
+    file system that cannot swap them); None off Linux or where C's library lacks
+    ``renameat2`` (glibc before 2.28)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    renameat2.argtypes += [ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+
+    def exchange(a: Path, b: Path) -> bool:
+        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            return True
+        code = ctypes.get_errno()
+        if code in (errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+            return False  # no target (a plain rename writes nothing back), or no swap here
+        raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+    return exchange
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -54,6 +54,7 @@ import psycopg
 import xxhash
 
 from quillian.errors import StoreError
+from quillian.stores.embedded.files import replace_file
 from quillian.stores.embedded.sqlite import wal_mode
 from quillian.stores.postgres._pg import FILE_BLOCKS_DDL, Workspace
 
@@ -320,7 +321,7 @@ def _replace(target: Path, parts: Iterable[bytes], sha: str) -> None:
                 handle.write(part)
         if whole and digest.hexdigest() != sha:
             raise _Damaged(f"{target.name}: the copy read from the server is damaged")
-        tmp.replace(target)
+        replace_file(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
 
