@@ -26,7 +26,7 @@ from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Document
 
 pytest.importorskip("psycopg")
-from quillian.stores.postgres import Workspace, pull_files, push_files
+from quillian.stores.postgres import Workspace, pull_files, push_files, refetch_files
 
 pytestmark = pytest.mark.postgres
 
@@ -152,6 +152,16 @@ def test_a_pull_swaps_in_a_copy_of_a_folder_whose_database_a_log_reads(
         with closing(reader(two / "tables" / "graph.sqlite")) as fresh:
             assert values(fresh) == ["a", "b"]
         assert (two / "tables" / "kept.npy").read_bytes() == b"k" * 100
+        # a file fetched again beside a database a reader holds: the database copied
+        # into the folder's copy, not linked (one file under two names would have two
+        # logs), so the reader keeps its own
+        held = reader(two / "tables" / "graph.sqlite")
+        inode = (two / "tables" / "graph.sqlite").stat().st_ino
+        assert refetch_files(workspace, two, ["tables/kept.npy"]) == 1
+        assert (two / "tables" / "graph.sqlite").stat().st_ino != inode
+        with closing(reader(two / "tables" / "graph.sqlite")) as fresh:
+            assert values(fresh) == values(held) == ["a", "b"]
+        held.close()
         # a writer whose reader kept the log: its log and shared memory are not sent
         held = reader(one / "tables" / "graph.sqlite")
         make_db(one / "tables" / "graph.sqlite", "c")

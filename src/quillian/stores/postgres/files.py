@@ -44,6 +44,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -215,7 +216,7 @@ class _Staged:
                 return target
             copy = folder.with_name(f"{folder.name}{_part()}.tmp")
             shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(folder, copy, copy_function=os.link, ignore=_not_linked)
+            shutil.copytree(folder, copy, copy_function=_linked, ignore=_not_linked)
             self.copies[folder] = copy
         return self.copies[folder] / target.relative_to(folder)
 
@@ -234,6 +235,22 @@ class _Staged:
     def __exit__(self, *exc_info: object) -> None:
         for copy in self.copies.values():
             shutil.rmtree(copy, ignore_errors=True)
+
+
+def _linked(source: str, target: str) -> None:
+    """A file of a folder's copy (:class:`_Staged`): linked, but for a database in
+    write-ahead-log mode, copied with its log folded in. One database under two names
+    would have a log and shared memory for each, and a writer through one name would
+    copy its log back into the file under the readers of the other."""
+    if not source.endswith(".sqlite") or not wal_mode(Path(source)):
+        os.link(source, target)
+        return
+    shutil.copyfile(source, target)
+    log = Path(source + _LIVE_SUFFIXES[0])
+    if log.is_file() and log.stat().st_size:  # no writer runs: the pages it holds
+        shutil.copyfile(log, target + _LIVE_SUFFIXES[0])
+        with contextlib.closing(sqlite3.connect(target)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def _not_linked(folder: str, names: list[str]) -> set[str]:
