@@ -21,6 +21,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from quillian.stores.embedded.files import replace_file
@@ -41,7 +42,10 @@ def main() -> None:
     for path, blob in zip(paths, blobs, strict=True):
         path.write_bytes(blob)
     os.sync()
-    ways = {"os.replace": os.replace, "replace_file": replace_file}
+    ways: dict[str, Callable[[Path, Path], None]] = {
+        "os.replace": os.replace,
+        "replace_file": replace_file,
+    }
     blocks: dict[str, list[list[float]]] = {name: [] for name in ways}
     try:
         for b in range(2 * args.blocks):

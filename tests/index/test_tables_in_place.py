@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.components.factories import make_retriever
 from quillian.errors import IndexDamagedError
 from quillian.index import open_index, state_tables
 from quillian.index import tables as tables_module
@@ -26,6 +25,7 @@ from quillian.index.integrity import STORE_DB, unchanged_since_build
 from quillian.index.storage import Storage
 from quillian.index.tables import TABLES_DB, StoredTables
 from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
+from quillian.testing import tables as tables_testing
 from quillian.testing.corpus import build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.testing.tables import assert_same_outputs
@@ -44,13 +44,7 @@ def rankings(location: Path) -> dict[str, list[list[str]]]:
 
 
 def ranked(context: object) -> dict[str, list[list[str]]]:
-    return {
-        method: [
-            [p.chunk_id for p in make_retriever(context, method).retrieve(q, 5).passages]  # type: ignore[arg-type]
-            for q in QUESTIONS
-        ]
-        for method in METHODS
-    }
+    return tables_testing.ranked(context, QUESTIONS, METHODS)
 
 
 def delete(index: Path, titles: list[str]) -> None:

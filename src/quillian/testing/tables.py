@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from quillian.components.extraction.assemble import RELATED_TO
+from quillian.components.factories import make_retriever
 from quillian.components.graph.builder import description_node_id
 from quillian.index.tables import (
     IN_CHUNK,
@@ -248,3 +250,15 @@ def assert_same_outputs(got: Path, want: Path) -> None:
         assert a.dtype == b.dtype and np.array_equal(a, b), name
     loaded = (GraphSnapshot.load(d / "graph", verify=False) for d in (got, want))
     assert_same_snapshot(*loaded)
+
+
+def ranked(context: Any, questions: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+    """Each method's top 5 chunk ids for each question, of the opened index ``context``
+    (a :class:`~quillian.components.retrieval.context.RetrievalContext`)."""
+    return {
+        method: [
+            [p.chunk_id for p in make_retriever(context, method).retrieve(q, 5).passages]
+            for q in questions
+        ]
+        for method in methods
+    }

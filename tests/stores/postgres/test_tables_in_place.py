@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from quillian.components.embedding.hashed import KeywordEmbedder
-from quillian.components.factories import make_retriever
 from quillian.index import open_index
 from quillian.index.build import delete_documents
 from quillian.index.layout import server_backend
 from quillian.index.tables import TABLES_DB
 from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
+from quillian.testing import tables as tables_testing
 from quillian.testing.corpus import build_tiny
 from quillian.testing.extractors import TitleLinkExtractor
 from quillian.types import Document
@@ -43,13 +43,7 @@ def titles(*left_out: int) -> list[str]:
 
 
 def ranked(context: object) -> dict[str, list[list[str]]]:
-    return {
-        method: [
-            [p.chunk_id for p in make_retriever(context, method).retrieve(q, 5).passages]  # type: ignore[arg-type]
-            for q in QUESTIONS
-        ]
-        for method in METHODS
-    }
+    return tables_testing.ranked(context, QUESTIONS, METHODS)
 
 
 def rankings(location: str | Path) -> dict[str, list[list[str]]]:
