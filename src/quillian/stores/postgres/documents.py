@@ -35,28 +35,31 @@ __all__ = ["PgChangeLog", "PgDocumentStore", "PgKeyValueStore", "PgStatusStore"]
 
 #: Rows fetched per page by iterators.
 PAGE = 1000
-#: The stored documents counted as they change (:meth:`PgDocumentStore.
-#: count_documents`): a statement trigger on ``documents`` adds a row of how many its
-#: statement added or took away, in the writing transaction (so concurrent writers add
-#: rows rather than wait on one), and an emptying of the table removes them all. Reading
-#: sums the rows, folding them into one past :data:`_COUNT_ROWS`. Counting the table
-#: itself read every row: 0.02 s at 100k passages in every update (docs/scale.md).
+#: The stored documents and chunks counted as they change (:meth:`PgDocumentStore.
+#: count_documents`, :meth:`~PgDocumentStore.count_chunks`): a statement trigger on each
+#: table adds a row of how many its statement added or took away, in the writing
+#: transaction (so concurrent writers add rows rather than wait on one), and an emptying
+#: of the table removes its rows. Reading sums a table's rows, folding them into one past
+#: :data:`_COUNT_ROWS`. Counting a table itself read every row: 0.02 s at 100k passages
+#: for the documents in every update, and for the chunks at every open of the index
+#: (a served replica's after each update) (docs/scale.md).
 _COUNT_DDL = (
-    "CREATE TABLE IF NOT EXISTS document_counts (n bigint NOT NULL)",
-    "CREATE OR REPLACE FUNCTION count_documents() RETURNS trigger LANGUAGE plpgsql "
+    "CREATE TABLE IF NOT EXISTS row_counts (tbl text NOT NULL, n bigint NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS row_counts_by_table ON row_counts (tbl)",
+    "CREATE OR REPLACE FUNCTION count_rows() RETURNS trigger LANGUAGE plpgsql "
     "SET search_path FROM CURRENT AS $$ BEGIN "
-    "IF TG_OP = 'INSERT' THEN INSERT INTO document_counts SELECT count(*) FROM new_rows"
-    " HAVING count(*) > 0; "
-    "ELSIF TG_OP = 'DELETE' THEN INSERT INTO document_counts SELECT -count(*) FROM old_rows"
-    " HAVING count(*) > 0; "
-    "ELSE DELETE FROM document_counts; END IF; RETURN NULL; END $$",
-    "CREATE OR REPLACE TRIGGER documents_counted_insert AFTER INSERT ON documents"
-    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_documents()",
-    "CREATE OR REPLACE TRIGGER documents_counted_delete AFTER DELETE ON documents"
-    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION count_documents()",
-    "CREATE OR REPLACE TRIGGER documents_counted_truncate AFTER TRUNCATE ON documents"
-    " FOR EACH STATEMENT EXECUTE FUNCTION count_documents()",
+    "IF TG_OP = 'INSERT' THEN INSERT INTO row_counts SELECT TG_TABLE_NAME, count(*)"
+    " FROM new_rows HAVING count(*) > 0; "
+    "ELSIF TG_OP = 'DELETE' THEN INSERT INTO row_counts SELECT TG_TABLE_NAME, -count(*)"
+    " FROM old_rows HAVING count(*) > 0; "
+    "ELSE DELETE FROM row_counts WHERE tbl = TG_TABLE_NAME; END IF; RETURN NULL; END $$",
 )
+#: The triggers of :data:`_COUNT_DDL` on a table (``{table}``), by event.
+_COUNT_TRIGGERS = {
+    "insert": "AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT",
+    "delete": "AFTER DELETE ON {table} REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT",
+    "truncate": "AFTER TRUNCATE ON {table} FOR EACH STATEMENT",
+}
 #: Rows of counts past which a count folds them into one.
 _COUNT_ROWS = 64
 
@@ -140,45 +143,54 @@ class PgDocumentStore(PgStore):
             last = rows[-1][0]
 
     def count_documents(self) -> int:
-        """Number of stored documents: from the counts its triggers keep (see
-        :data:`_COUNT_DDL`), given them with their first count from every row where
-        the workspace has none yet; by counting every row where this user may not."""
-        with self._conn("count documents") as conn:
-            if not _counted(conn):
+        """Number of stored documents (see :meth:`_count`)."""
+        return self._count("documents")
+
+    def count_chunks(self) -> int:
+        """Number of stored chunks (see :meth:`_count`)."""
+        return self._count("chunks")
+
+    def _count(self, table: str) -> int:
+        """The rows of ``table`` (``documents`` or ``chunks``): from the counts its
+        triggers keep (see :data:`_COUNT_DDL`), given them with their first count from
+        every row where the workspace has none yet; by counting every row where this
+        user may not."""
+        with self._conn(f"count {table}") as conn:
+            if not _counted(conn, table):
                 may = conn.execute(
                     "SELECT has_schema_privilege(current_schema(), 'CREATE')"
-                    " AND has_table_privilege('documents', 'TRIGGER')"
+                    " AND has_table_privilege(%s, 'TRIGGER')",
+                    (table,),
                 ).fetchone()
                 if not (may and may[0]):
-                    row = conn.execute("SELECT count(*) FROM documents").fetchone()
+                    row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
                     return int(row[0]) if row else 0
                 # a trigger's creation holds off every writer of the table until it
                 # commits, so no write falls between the first count and the triggers
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext('documents:count'))")
-                if not _counted(conn):
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{table}:count",))
+                if not _counted(conn, table):
                     for statement in _COUNT_DDL:
                         conn.execute(statement)
-                    conn.execute("DELETE FROM document_counts")
-                    conn.execute("INSERT INTO document_counts SELECT count(*) FROM documents")
+                    for event, when in _COUNT_TRIGGERS.items():
+                        conn.execute(
+                            f"CREATE OR REPLACE TRIGGER {table}_counted_{event}"
+                            f" {when.format(table=table)} EXECUTE FUNCTION count_rows()"
+                        )
+                    conn.execute("DELETE FROM row_counts WHERE tbl = %s", (table,))
+                    conn.execute(
+                        f"INSERT INTO row_counts SELECT %s, count(*) FROM {table}", (table,)
+                    )
             row = conn.execute(
-                "SELECT coalesce(sum(n), 0), count(*) FROM document_counts"
+                "SELECT coalesce(sum(n), 0), count(*) FROM row_counts WHERE tbl = %s", (table,)
             ).fetchone()
             total, rows = (int(row[0]), int(row[1])) if row else (0, 0)
             if rows > _COUNT_ROWS:
                 conn.execute(
-                    "WITH folded AS (DELETE FROM document_counts RETURNING n)"
-                    " INSERT INTO document_counts SELECT sum(n) FROM folded HAVING count(*) > 0"
+                    "WITH folded AS (DELETE FROM row_counts WHERE tbl = %s RETURNING n)"
+                    " INSERT INTO row_counts SELECT %s, sum(n) FROM folded HAVING count(*) > 0",
+                    (table, table),
                 )
         return total
-
-    def count_chunks(self) -> int:
-        """Number of stored chunks."""
-        return self._count("chunks")
-
-    def _count(self, table: str) -> int:
-        with self._conn(f"count {table}") as conn:
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        return int(row[0]) if row else 0
 
     def _by_ids(self, action: str, table: str, columns: str, ids: Sequence[str]) -> dict[str, Any]:
         unique = list(dict.fromkeys(ids))
@@ -353,13 +365,13 @@ def _meta(conn: psycopg.Connection[Any], columns: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def _counted(conn: psycopg.Connection[Any]) -> bool:
-    """Whether the workspace's documents are counted by the triggers of :data:`_COUNT_DDL`."""
+def _counted(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether the workspace's ``table`` is counted by the triggers of :data:`_COUNT_DDL`."""
     row = conn.execute(
-        "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass('documents')"
-        " AND tgname LIKE 'documents_counted_%%'"
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = ANY(%s)",
+        (table, [f"{table}_counted_{event}" for event in _COUNT_TRIGGERS]),
     ).fetchone()
-    return row is not None and int(row[0]) == 3
+    return row is not None and int(row[0]) == len(_COUNT_TRIGGERS)
 
 
 def _has_log(conn: psycopg.Connection[Any]) -> bool:
