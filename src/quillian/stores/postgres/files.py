@@ -152,6 +152,7 @@ def _pull(workspace: Workspace, directory: Path, again: frozenset[str], staged: 
         for path in again:
             local.pop(path, None)
         stale = sorted(p for p, (sha, _) in remote.items() if local.get(p, ("",))[0] != sha)
+        staged.replaced.update(directory / p for p in stale)
         for path in set(local) - set(remote):
             staged.target(path).unlink(missing_ok=True)
             record.pop(path, None)
@@ -197,12 +198,14 @@ class _Staged:
     copy of that folder, its files linked, swapped in whole by :meth:`swap` once every
     file is written (the old folder set aside and removed: readers of its files keep
     them open). A file a pull removes goes from the copy alike. Copies not swapped in
-    are removed on exit."""
+    are removed on exit. ``replaced``: the files the pull writes anew (by their place
+    in the cache), only linked into a copy, whatever they are."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.copies: dict[Path, Path] = {}
         self.direct: set[Path] = set()
+        self.replaced: set[Path] = set()
 
     def target(self, path: str) -> Path:
         """Where the file ``path`` (relative to the cache) is written."""
@@ -216,9 +219,21 @@ class _Staged:
                 return target
             copy = folder.with_name(f"{folder.name}{_part()}.tmp")
             shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(folder, copy, copy_function=_linked, ignore=_not_linked)
+            shutil.copytree(folder, copy, copy_function=self._linked, ignore=_not_linked)
             self.copies[folder] = copy
         return self.copies[folder] / target.relative_to(folder)
+
+    def _linked(self, source: str, target: str) -> None:
+        """A file of a folder's copy: linked, but for a database in write-ahead-log
+        mode that the pull does not replace, copied with its log folded in. One
+        database under two names would have a log and shared memory for each, and a
+        writer through one name would copy its log back into the file under the
+        readers of the other."""
+        kept = Path(source) not in self.replaced
+        if kept and source.endswith(".sqlite") and wal_mode(Path(source)):
+            _copied(source, target)
+        else:
+            os.link(source, target)
 
     def swap(self) -> None:
         """Swap each folder's copy in."""
@@ -237,14 +252,9 @@ class _Staged:
             shutil.rmtree(copy, ignore_errors=True)
 
 
-def _linked(source: str, target: str) -> None:
-    """A file of a folder's copy (:class:`_Staged`): linked, but for a database in
-    write-ahead-log mode, copied with its log folded in. One database under two names
-    would have a log and shared memory for each, and a writer through one name would
-    copy its log back into the file under the readers of the other."""
-    if not source.endswith(".sqlite") or not wal_mode(Path(source)):
-        os.link(source, target)
-        return
+def _copied(source: str, target: str) -> None:
+    """Copy the database ``source`` in write-ahead-log mode to ``target``, its log
+    folded in."""
     shutil.copyfile(source, target)
     log = Path(source + _LIVE_SUFFIXES[0])
     if log.is_file() and log.stat().st_size:  # no writer runs: the pages it holds
