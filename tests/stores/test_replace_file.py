@@ -2,7 +2,8 @@
 two names where the system has one (so ext4 does not write it back to the disk in the
 call): the new bytes under the name, the old file gone, nothing left beside it, and a
 reader that opened the old file keeping it whole; with no file to replace, or on a file
-system that cannot swap names, by a rename."""
+system that cannot swap names, by a rename; a folder in its place refused as a rename
+refuses it."""
 
 from __future__ import annotations
 
@@ -62,3 +63,12 @@ def test_a_file_system_that_cannot_swap_names_renames(
     tmp.write_bytes(b"new")
     replace_file(tmp, target)
     assert target.read_bytes() == b"new" and not tmp.exists()
+
+
+def test_a_folder_in_the_files_place_is_refused(tmp_path: Path) -> None:
+    target, tmp = tmp_path / "a.npy", tmp_path / "a.npy.tmp"
+    target.mkdir()
+    tmp.write_bytes(b"new")
+    with pytest.raises(IsADirectoryError):
+        replace_file(tmp, target)
+    assert target.is_dir() and tmp.read_bytes() == b"new"

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -63,10 +64,18 @@ def replace_file(tmp: Path, target: Path) -> None:
     (their sizes at open); the stores sync their own (a database's commit, the graph
     snapshot's files)."""
     exchange = _exchange()
-    if exchange is not None and exchange(tmp, target):
+    if exchange is not None and _regular(target) and exchange(tmp, target):
         tmp.unlink(missing_ok=True)
         return
-    os.replace(tmp, target)
+    os.replace(tmp, target)  # also what refuses a folder in the target's place
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (a swap would put a folder there aside)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 #: ``RENAME_EXCHANGE`` of Linux's ``renameat2``: swap two names atomically.
