@@ -90,7 +90,7 @@ from quillian.index.tables import (
     text_of,
 )
 from quillian.stores.embedded.files import fsync_path
-from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
+from quillian.stores.embedded.sqlite import copy_with_log, wal_bytes, wal_mode
 from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import pack_text
@@ -954,25 +954,19 @@ def _log_outgrown(db: Path) -> bool:
 def _fold(folder: Path) -> None:
     """Swap in a copy of the tables ``folder`` whose database holds the pages its
     write-ahead log holds (readers' snapshots kept them from being copied back): the
-    arrays linked, the database and its log copied as files (no writer runs, so they
-    are what SQLite finds after a crash), then the log copied back into the copy and
-    removed, the copy synced. Readers of the old folder keep it (see
+    arrays linked, the database copied with its log folded in
+    (:func:`~quillian.stores.embedded.sqlite.copy_with_log`; no writer runs), the copy
+    synced. Readers of the old folder keep it (see
     :func:`~quillian.index.artifacts.replace_dir`)."""
     db = folder / Path(TABLES_DB).name
-    log = db.with_name(db.name + "-wal")
 
     def write(path: Path) -> None:
-        live = {db.name, log.name, db.name + "-shm"}
+        live = {db.name, db.name + "-wal", db.name + "-shm"}
         for item in folder.iterdir():
             if item.is_file() and item.name not in live and not item.name.endswith(".tmp"):
                 (path / item.name).hardlink_to(item)
-        copy = path / db.name
-        shutil.copyfile(db, copy)
-        shutil.copyfile(log, copy.with_name(log.name))
-        with closing(sqlite3.connect(copy)) as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        # closing the last connection removed the emptied log
-        fsync_path(copy)
+        copy_with_log(db, path / db.name)
+        fsync_path(path / db.name)
 
     logger.info("graph tables copied with their log: readers kept it")
     replace_dir(folder, write)

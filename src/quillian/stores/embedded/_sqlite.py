@@ -7,10 +7,11 @@ same database file; each records its schema version in ``quillian_schema``.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -232,6 +233,19 @@ def wal_bytes(path: Path) -> int:
         return path.with_name(path.name + "-wal").stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def copy_with_log(source: Path, target: Path) -> None:
+    """Copy the database ``source``, in write-ahead-log mode, to ``target`` with the
+    pages its log holds folded in: the file and its log copied as files (no writer may
+    run, so they are what SQLite finds after a crash), then the log copied back into the
+    copy, whose last connection removes it."""
+    shutil.copyfile(source, target)
+    if wal_bytes(source):
+        log = "-wal"
+        shutil.copyfile(source.with_name(source.name + log), target.with_name(target.name + log))
+        with closing(sqlite3.connect(target)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -44,7 +44,6 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -56,7 +55,7 @@ import xxhash
 
 from quillian.errors import StoreError
 from quillian.stores.embedded.files import replace_file
-from quillian.stores.embedded.sqlite import wal_mode
+from quillian.stores.embedded.sqlite import copy_with_log, wal_mode
 from quillian.stores.postgres._pg import FILE_BLOCKS_DDL, Workspace
 
 __all__ = [
@@ -231,7 +230,7 @@ class _Staged:
         readers of the other."""
         kept = Path(source) not in self.replaced
         if kept and source.endswith(".sqlite") and wal_mode(Path(source)):
-            _copied(source, target)
+            copy_with_log(Path(source), Path(target))
         else:
             os.link(source, target)
 
@@ -250,17 +249,6 @@ class _Staged:
     def __exit__(self, *exc_info: object) -> None:
         for copy in self.copies.values():
             shutil.rmtree(copy, ignore_errors=True)
-
-
-def _copied(source: str, target: str) -> None:
-    """Copy the database ``source`` in write-ahead-log mode to ``target``, its log
-    folded in."""
-    shutil.copyfile(source, target)
-    log = Path(source + _LIVE_SUFFIXES[0])
-    if log.is_file() and log.stat().st_size:  # no writer runs: the pages it holds
-        shutil.copyfile(log, target + _LIVE_SUFFIXES[0])
-        with contextlib.closing(sqlite3.connect(target)) as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def _not_linked(folder: str, names: list[str]) -> set[str]:

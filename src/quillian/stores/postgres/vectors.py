@@ -26,8 +26,8 @@ from the index generation they opened, whose keys may include vectors the build 
 So :meth:`~PgVectorIndex.delete` only marks a row retired: its id, with the time, in
 the workspace's table ``retired_vectors`` (the collection's own rows are left as they
 are: a changed row is a new version of it, which pgvector puts into the HNSW graph
-again, 7-10 ms a vector at 100k passages against 2-4 ms at 20k,
-``research/pg_vector_retire.py``); it is left out of ``len``, ``ids``, ``get`` and
+again, 1.8-2.0 ms a vector at 100k passages against 1.0-1.1 ms at 20k, and 0.06-0.09 ms
+by the table, ``research/pg_vector_retire.py``); it is left out of ``len``, ``ids``, ``get`` and
 ``search`` of a handle opened plainly,
 and still served by one opened with ``retired=True`` (what an opened index reads:
 :class:`~quillian.components.retrieval.keyed.KeyedVectors` drops the keys its generation
