@@ -39,3 +39,21 @@ def test_a_splice_deletes_and_inserts_rows_as_numpy_does(
         ).tolist()
     )
     assert set(wider.tolist()) <= set(spliced.tolist())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chunk_positions_scanned_or_sorted_give_each_keys_position(seed: int) -> None:
+    """A chunk key's position among the build's chunks (-1: none), in runs of equal
+    keys: a few keys found by scans, many by the sorted keys, the same answers."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    rows = rng.choice(1 << 62, size=n, replace=False).astype(np.int64)
+    where = {int(r): i for i, r in enumerate(rows.tolist())}
+    for asked in (2, n.bit_length() + 3):  # under the scans' bound, then over it
+        keys = np.concatenate([rng.choice(rows, size=asked), [-7, 1 << 62]]).astype(np.int64)
+        runs = np.repeat(keys, rng.integers(1, 4, size=len(keys)))
+        got = graph_positions._ChunkPositions(rows)(runs)
+        assert got.tolist() == [where.get(int(k), -1) for k in runs.tolist()]
+    empty = graph_positions._ChunkPositions(np.zeros(0, np.int64))
+    assert empty(np.array([3, 3], np.int64)).tolist() == [-1, -1]
+    assert empty(np.zeros(0, np.int64)).tolist() == []

@@ -154,10 +154,11 @@ def carried(kept: KeptTexts, descriptions: Ids, relations: Ids, moves: TextMoves
         [moves.descriptions, np.where(moves.relations >= 0, moves.relations + n_desc, -1)]
     )
     live = to >= 0
-    if not np.array_equal(row_ids[to[live]], kept.ids[kept.rows[live]]):
+    to_live, rows_live = to[live], kept.rows[live]  # each kept row's new row, its old rank
+    if not np.array_equal(row_ids[to_live], kept.ids[rows_live]):
         return None
     came = np.ones(n_new, np.bool_)
-    came[to[live]] = False
+    came[to_live] = False
     came_rows = np.flatnonzero(came)
     came_ids = row_ids[came_rows]
     # the texts of the rows that came: those kept found by id, the others new
@@ -206,7 +207,7 @@ def carried(kept: KeptTexts, descriptions: Ids, relations: Ids, moves: TextMoves
     new_rank = rank[len(placed) :]
     # each row's rank: the kept rows' text moved, those that came found
     rows = np.empty(n_new, np.int64)
-    rows[to[live]] = moved[kept.rows[live]]
+    rows[to_live] = moved[rows_live]
     rows[came_rows[known]] = moved[came_rank[known]]
     rows[came_rows[~known]] = new_rank[np.searchsorted(new_ids, came_ids[~known])]
     return Carried(

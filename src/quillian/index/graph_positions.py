@@ -130,23 +130,40 @@ class _ChunkPositions:
     """Each chunk key's position among a build's chunks (-1: not one of them)."""
 
     def __init__(self, chunk_rows: npt.NDArray[np.int64]) -> None:
-        self.n = len(chunk_rows)
-        self.by_row = distinct_order(chunk_rows)
-        self.sorted_rows = chunk_rows[self.by_row]
+        self.rows, self.n = chunk_rows, len(chunk_rows)
+        self._by_row: npt.NDArray[np.intp] | None = None
+        self._sorted_rows: npt.NDArray[np.int64] | None = None
 
     def __call__(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Looked up once per run of equal keys: the columns hold a chunk's rows
-        together, so there are 2 to 6 times fewer runs than rows, and each lookup is a
-        binary search."""
+        together, so there are 2 to 6 times fewer runs than rows. Fewer keys than the
+        bits of the chunks' count are each found by a scan of the chunks (a patch's
+        few); more by a binary search among the chunks sorted once, a sort that costs
+        about as many scans (4.4 ms at 100k passages, at every update, where a patch
+        looks up no more than a document's chunks, or none for a delete)."""
         if not len(rows):
             return np.empty(0, np.int64)
         if not self.n:
             return np.full(len(rows), -1, np.int64)
         starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
         heads = rows[starts]
-        at = np.minimum(np.searchsorted(self.sorted_rows, heads), self.n - 1)
-        pos = np.where(self.sorted_rows[at] == heads, self.by_row[at], -1)
+        if self._by_row is None and len(heads) < self.n.bit_length():
+            pos = np.full(len(heads), -1, np.int64)
+            for i, head in enumerate(heads.tolist()):
+                if len(hit := np.flatnonzero(self.rows == head)):
+                    pos[i] = hit[0]
+        else:
+            by_row, ordered = self._sorted()
+            at = np.minimum(np.searchsorted(ordered, heads), self.n - 1)
+            pos = np.where(ordered[at] == heads, by_row[at], -1)
         return np.repeat(pos, np.diff(np.append(starts, len(rows))))
+
+    def _sorted(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+        """The chunks' order by key and their keys in that order, sorted once."""
+        if self._by_row is None or self._sorted_rows is None:
+            self._by_row = distinct_order(self.rows)
+            self._sorted_rows = self.rows[self._by_row]
+        return self._by_row, self._sorted_rows
 
 
 class GraphPositions:

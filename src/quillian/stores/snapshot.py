@@ -244,7 +244,8 @@ class GraphSnapshot:
         old_indptr = np.asarray(self.indptr, np.int64)
         counts = np.bincount(sources, minlength=n)
         kept = np.flatnonzero(same)
-        counts[kept] = old_indptr[back[kept] + 1] - old_indptr[back[kept]]
+        kept_back = back[kept]
+        counts[kept] = np.diff(old_indptr)[kept_back]
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
         m = int(indptr[-1])
@@ -257,7 +258,7 @@ class GraphSnapshot:
         # runs of rows kept next to each other in both graphs: each copied at once, its
         # targets and relation ids moved
         if len(kept):
-            step = np.flatnonzero((np.diff(kept) != 1) | (np.diff(back[kept]) != 1)) + 1
+            step = np.flatnonzero((np.diff(kept) != 1) | (np.diff(kept_back) != 1)) + 1
             firsts = kept[np.concatenate(([0], step))].tolist()
             lasts = kept[np.concatenate((step - 1, [len(kept) - 1]))].tolist()
             # the targets' new numbers in the targets' own type, gathered straight into

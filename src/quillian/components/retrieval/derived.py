@@ -65,10 +65,15 @@ def chunk_links(snapshot: GraphSnapshot, chunk_offset: int) -> npt.NDArray[np.bo
 def grouped(keys: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[np.int64], ...]:
     """CSR of the positions of ``keys`` by key (``-1`` keys left out): those of key
     ``k`` are ``order[indptr[k]:indptr[k + 1]]``, in position order."""
-    kept = np.flatnonzero(keys >= 0)
-    order = kept[stable_order(keys[kept], n)]
+    if len(keys) and keys.min() >= 0:  # every position has a key (the relations' ends)
+        order = stable_order(keys, n)
+        present = keys
+    else:
+        kept = np.flatnonzero(keys >= 0)
+        present = keys[kept]
+        order = kept[stable_order(present, n)]
     indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys[kept], minlength=n), out=indptr[1:])
+    np.cumsum(np.bincount(present, minlength=n), out=indptr[1:])
     return indptr, order
 
 
