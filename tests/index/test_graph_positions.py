@@ -57,3 +57,32 @@ def test_chunk_positions_scanned_or_sorted_give_each_keys_position(seed: int) ->
     empty = graph_positions._ChunkPositions(np.zeros(0, np.int64))
     assert empty(np.array([3, 3], np.int64)).tolist() == [-1, -1]
     assert empty(np.zeros(0, np.int64)).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rows_merged_by_chunk_and_number_as_a_sort_orders_them(seed: int) -> None:
+    """Kept rows (in chunk and number order) and written rows merged: each in the
+    place a stable sort of every row by (chunk, number) gives it, a written row before
+    a kept row of the same chunk and number, and each old row's new position."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    chunk = np.sort(rng.integers(0, 8, size=n))
+    number = np.zeros(n, np.int64)
+    for c in np.unique(chunk):  # numbers rising within each chunk, some equal
+        at = np.flatnonzero(chunk == c)
+        number[at] = np.sort(rng.integers(0, 6, size=len(at)))
+    old = np.stack([np.arange(n), number, chunk], axis=1).astype(np.int64)
+    keep = rng.random(n) < 0.7
+    k = int(rng.integers(0, 6))
+    new_chunk = rng.integers(0, 9, size=k)
+    new = np.stack([1000 + np.arange(k), rng.integers(0, 6, size=k), new_chunk], axis=1)
+    merged = graph_positions._merged(old, chunk, keep, new.astype(np.int64), new_chunk, 1)
+    assert merged is not None
+    rows = [(int(c), int(s), 0, int(i)) for i, s, c in old[keep]]
+    rows += [(int(c), int(s), -1, int(i)) for i, s, c in new]  # written first on a tie
+    want = [i for *_, i in sorted(rows, key=lambda r: r[:3])]
+    assert merged.rows[:, 0].tolist() == want
+    where = {i: p for p, i in enumerate(want)}
+    assert merged.moved.tolist() == [where[i] if keep[i] else -1 for i in range(n)]
+    assert merged.chunk.tolist() == [int(c) for c, *_ in sorted(rows, key=lambda r: r[:3])]
+    assert sorted(merged.added.tolist()) == sorted(where[int(i)] for i in new[:, 0])

@@ -419,19 +419,29 @@ def _merged(
     ``keep`` keeps and the rows ``new`` (their chunks at ``new_chunk``) merged by chunk
     position and column ``seq``; None where a row has no chunk of the build."""
     gone = np.flatnonzero(~keep)
-    kept_chunk, kept_seq = np.delete(old_chunk, gone), np.delete(old[:, seq], gone)
+    kept_chunk = np.delete(old_chunk, gone)
     if (len(kept_chunk) and kept_chunk.min() < 0) or (len(new_chunk) and new_chunk.min() < 0):
         return None
-    if not (_packs(kept_chunk, kept_seq) and _packs(new_chunk, new[:, seq])):
-        return None
-    new_keys = _packed(new_chunk, new[:, seq])
-    order = np.argsort(new_keys, kind="stable")
-    places = np.searchsorted(_packed(kept_chunk, kept_seq), new_keys[order])
+    kept_rows = np.flatnonzero(keep)
+    new_seq = new[:, seq]
+    order = np.lexsort((new_seq, new_chunk))  # by chunk, then number: stable
+    # each written row's place among the kept rows (ordered by chunk, then number):
+    # the kept rows of its chunk found by a binary search, then those of a lower
+    # number counted among them (a patch's few rows and their chunks' rows, where
+    # packing every kept row's chunk and number into one key to search read them all)
+    ordered_chunk, ordered_seq = new_chunk[order], new_seq[order]
+    low = np.searchsorted(kept_chunk, ordered_chunk, "left")
+    sizes = np.searchsorted(kept_chunk, ordered_chunk, "right") - low
+    places = low
+    if total := int(sizes.sum()):
+        row = np.repeat(np.arange(len(order)), sizes)
+        window = np.repeat(low - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
+        lower = old[kept_rows[window], seq] < ordered_seq[row]
+        places = low + np.bincount(row[lower], minlength=len(order))
     moved = np.full(len(old), -1, np.int64)
     at = np.arange(len(kept_chunk), dtype=np.int64)
-    moved[keep] = at + np.searchsorted(places, at, "right")
+    moved[kept_rows] = at + np.searchsorted(places, at, "right") if len(places) else at
     # each written row goes before the old row kept at its place (or after the last)
-    kept_rows = np.flatnonzero(keep)
     before = np.append(kept_rows, len(old))[places]
     return _Merged(
         _spliced(old, gone, before, new[order]),
