@@ -8,8 +8,6 @@ COPY add ADD --pairs 6`` on a fresh copy of the small base, then of the large on
 (large over small, of the medians of its pairs after the first) compares figures taken
 minutes apart. It prints, per tree and operation, the median of the rounds' ratios with
 their range and a bootstrap 95% interval (rounds resampled), and the bytes written.
-``--also-system-allocator`` runs each tree that sets up glibc's allocator as the CLI
-does (:mod:`quillian.runtime`) a second time with it left as glibc starts it.
 A run of update_pairs_served.sh per size measured each size in a block of its own; two
 such runs on one machine gave 1.71x and 2.23x for the same tree's delete.
 """
@@ -32,17 +30,13 @@ HERE = Path(__file__).resolve().parent
 OPERATIONS = ("add", "delete")
 
 
-def _run(
-    tree: Path, base: Path, add: Path, pairs: int, engine: bool, system: bool = False
-) -> dict[str, Any]:
-    """update_stages.py's pairs on a fresh copy of ``base``, with ``tree``'s sources
-    (``system``: glibc's allocator left as it starts, ``--system-allocator``)."""
+def _run(tree: Path, base: Path, add: Path, pairs: int, engine: bool) -> dict[str, Any]:
+    """update_stages.py's pairs on a fresh copy of ``base``, with ``tree``'s sources."""
     with tempfile.TemporaryDirectory(dir=base.parent) as work:
         copy = Path(work) / "copy"
         shutil.copytree(base, copy, symlinks=True)
         command = [sys.executable, str(HERE / "update_stages.py"), str(copy), "add", str(add)]
         command += ["--pairs", str(pairs)] + (["--engine"] if engine else [])
-        command += ["--system-allocator"] if system else []
         env = {**os.environ, "PYTHONPATH": str(tree / "src")}
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     found: dict[str, Any] = json.loads(done.stdout)["after_the_first"]
@@ -65,34 +59,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--engine", action="store_true", help="updates through an engine")
     parser.add_argument("--out", type=Path, help="also write every round's figures here")
-    parser.add_argument(
-        "--also-system-allocator",
-        action="store_true",
-        help="each tree also with glibc's allocator as it starts (update_stages.py's flag)",
-    )
     args = parser.parse_args()
-    variants = [(t, False) for t in args.trees]
-    if args.also_system_allocator:
-        # a tree from before quillian.runtime leaves the allocator as glibc starts it
-        variants = [
-            (t, system)
-            for t in args.trees
-            for system in ((False, True) if (t / "src/quillian/runtime.py").is_file() else (False,))
-        ]
-    rounds: dict[str, list[dict[str, Any]]] = {_label(*v): [] for v in variants}
+    rounds: dict[str, list[dict[str, Any]]] = {str(t): [] for t in args.trees}
     for _ in range(args.rounds):
-        for tree, system in variants:
-            small = _run(tree, args.small[0], args.small[1], args.pairs, args.engine, system)
-            large = _run(tree, args.large[0], args.large[1], args.pairs, args.engine, system)
-            rounds[_label(tree, system)].append({"small": small, "large": large})
+        for tree in args.trees:
+            small = _run(tree, args.small[0], args.small[1], args.pairs, args.engine)
+            large = _run(tree, args.large[0], args.large[1], args.pairs, args.engine)
+            rounds[str(tree)].append({"small": small, "large": large})
     if args.out is not None:
         args.out.write_text(json.dumps(rounds, indent=2) + "\n", encoding="utf-8")
     for tree, taken in rounds.items():
         print(f"{tree}: {growth(taken)}")
-
-
-def _label(tree: Path, system: bool) -> str:
-    return f"{tree} (system allocator)" if system else str(tree)
 
 
 def growth(taken: list[dict[str, dict[str, float]]]) -> str:

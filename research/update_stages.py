@@ -35,7 +35,6 @@ import cProfile
 import functools
 import importlib
 import json
-import os
 import resource
 import time
 from collections.abc import Callable
@@ -181,14 +180,7 @@ def main() -> None:
         action="store_true",
         help="with --pairs: each call through an Engine, which opens the build it completed",
     )
-    parser.add_argument(
-        "--system-allocator",
-        action="store_true",
-        help="leave glibc's allocator as it starts (the CLI keeps freed memory: quillian.runtime)",
-    )
     args = parser.parse_args()
-    if not args.system_allocator:
-        _as_the_cli_sets_up()
     if args.pairs is not None:
         if args.operation != "add" or args.pairs < 2:
             parser.error("--pairs takes an add and at least 2 pairs")
@@ -223,17 +215,6 @@ def main() -> None:
         "peak_rose_in_gb": {k: round(v, 3) for k, v in peaks.items()},
     }
     print(json.dumps(out, indent=2))
-
-
-def _as_the_cli_sets_up() -> None:
-    """The process's allocator set as ``quillian``'s edge sets it
-    (:func:`quillian.runtime.keep_freed_memory`), where the tree measured has it."""
-    try:
-        from quillian.runtime import keep_freed_memory, set_by_user
-    except ImportError:  # a tree from before it: its CLI left the allocator as it was
-        return
-    if not set_by_user(os.environ):
-        keep_freed_memory()
 
 
 #: What the served engine is asked between updates (``--engine``).

@@ -22,7 +22,6 @@ from typer.core import TyperGroup
 from quillian.cli import answering, bench, dpo, indexing, kag, kg, know3, serve
 from quillian.cli.console import configure_logging, one_line
 from quillian.errors import QuillianError
-from quillian.runtime import keep_freed_memory, set_by_user
 
 __all__ = ["app", "main"]
 
@@ -93,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     # the libraries' own tqdm bars (transformers' GGUF loading: one line per tensor in a
     # log) are replaced by the commands' progress; tqdm reads this when first imported
     os.environ.setdefault("TQDM_DISABLE", "1")
-    if not set_by_user(os.environ):  # the user's own allocator settings win
-        keep_freed_memory()
     args = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
     try:
