@@ -11,7 +11,7 @@ from quillian.components.embedding.hashed import KeywordEmbedder
 from quillian.errors import StoreError
 from quillian.index import build_index, delete_documents, open_storage
 from quillian.index.build import processed_chunks
-from quillian.index.chunk_table import ChunkTable
+from quillian.index.chunk_table import ChunkTable, rows_of
 from quillian.stores.embedded.sqlite import SqliteDocumentStore
 from quillian.stores.protocols import DocStatus
 from quillian.testing.corpus import LOVELACE, build_tiny
@@ -126,3 +126,19 @@ def test_an_update_reads_the_texts_of_the_chunks_it_adds_and_no_other(
         location, [new.id], extractor=TitleLinkExtractor(CORPUS), embedder=KeywordEmbedder()
     )
     assert read == []
+
+
+def test_the_ids_among_a_set_come_in_the_tables_order_by_keys_or_by_a_pass() -> None:
+    """A set's ids the table holds, in the table's order: found by their keys where
+    the table holds keys (an id whose key another id shares not taken for it), else by
+    a pass over the ids; an id the table lacks left out."""
+    ids = [f"chunk-{i}" for i in range(8)]
+    columns = (ids, ["d"] * 8, list(range(8)), [""] * 8)
+    wanted = {"chunk-5", "chunk-1", "chunk-9"}
+    unkeyed = ChunkTable(*columns, lambda asked: [None] * len(asked))
+    assert unkeyed.ids_among(wanted) == ["chunk-1", "chunk-5"]
+    rows = rows_of(ids)
+    rows[6] = rows[5]  # chunk-6 shares chunk-5's key
+    keyed = ChunkTable(*columns, lambda asked: [None] * len(asked), rows)
+    assert keyed.ids_among(wanted) == ["chunk-1", "chunk-5"]
+    assert keyed.ids_among(set()) == []

@@ -655,7 +655,7 @@ class _Linker:
         changes = patched_context(book, came, went, self.aliases, self.surfaces, surfaces_of)
         self.context_changes = changes
         touched = fresh | self.touched(records, fresh, changes)
-        work = [i for i in self.table.ids if i in touched]
+        work = self.table.ids_among(touched)
         relinked = dict(zip(work, self.link(work), strict=True))
         records.ready([*work, *removed])
         changed = {i for i, e in relinked.items() if i not in records or records[i].settled != e}
