@@ -139,8 +139,8 @@ class _ChunkPositions:
         together, so there are 2 to 6 times fewer runs than rows. Fewer keys than the
         bits of the chunks' count are each found by a scan of the chunks (a patch's
         few); more by a binary search among the chunks sorted once, a sort that costs
-        about as many scans (4.4 ms at 100k passages, at every update, where a patch
-        looks up no more than a document's chunks, or none for a delete)."""
+        about as many scans, which every update paid where a patch looks up no more
+        than a document's chunks, or none for a delete."""
         if not len(rows):
             return np.empty(0, np.int64)
         if not self.n:

@@ -116,8 +116,9 @@ def weight_codes(
     table: list[int] = []
     left = np.ones(len(bits), np.bool_)
     same = np.empty(len(bits), np.bool_)
-    # each pass in place, code 0 left as the zeros are: 3.4 against 6.1 ms for the 1.1M
-    # weights of a 100k-passage graph (the snapshot is written at every update)
+    # each pass in place, code 0 left as the zeros are: 3.7 against 5.0 ms for the 1.1M
+    # weights of a 100k-passage graph (the snapshot is written at every update;
+    # research/update_stages.py --functions)
     while len(bits) and left[first := int(np.argmax(left))]:
         if len(table) == MAX_WEIGHTS:
             return None
