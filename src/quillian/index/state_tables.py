@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import json
 import logging
 import shutil
@@ -44,7 +45,7 @@ from concurrent.futures import Future
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +103,7 @@ from quillian.types import Chunk, key64
 __all__ = ["COLUMNS_SUFFIX", "GraphTextIds", "columns_path", "save_state_tables"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The ``meta`` key of a random id of each tables database written from a state, so no
 #: two are the same file.
@@ -469,40 +471,57 @@ class _Writer:
                 behind.append(writing)
             else:  # ended before the folder is swapped in; raises what the write raised
                 writing.result()
-        return snapshot, mark, columns, graph
+        return snapshot.result(), mark, columns, graph
 
     def _graph(
         self,
         columns: _Columns,
-        carried: tuple[GraphPositions, GraphSnapshot] | None,
+        carried: tuple[GraphPositions, Callable[[], GraphSnapshot]] | None,
         store: GraphStore | None,
-    ) -> tuple[GraphPositions, GraphSnapshot, Future[object] | None]:
+    ) -> tuple[GraphPositions, Future[GraphSnapshot], Future[object] | None]:
         """The graph's positions and its snapshot (written to ``store`` where one is
         given): those ``carried`` from the last build's, else made from ``columns``.
-        A store that takes a snapshot whole is written in a thread of its own, whose
-        future is returned: its files' writes and syncs, and on PostgreSQL its sending,
-        wait on the disk or the server while this thread finishes the tables (an add
-        at 100k passages 0.295 -> 0.256 s, docs/scale.md, stop 86)."""
+        A store that takes a snapshot whole gets it from a thread of its own, which
+        makes it (a carry of the last one's arrays, or the snapshot of every edge) and
+        writes it, and whose future is returned: its copies, its files' writes and
+        syncs, and on PostgreSQL its sending, run while this thread finishes the tables
+        (an add at 100k passages 0.295 -> 0.256 s, docs/scale.md, stop 86; the carry
+        moved there too, a delete's growth from 20k 1.76x -> 1.65x over every round
+        taken, stop 93). The snapshot's own future is set as soon as it is made:
+        :meth:`run` returns it."""
         if carried is not None:
-            graph, built = carried
+            graph, make = carried
         else:
             graph = GraphPositions.read(columns, self.chunk_ids, self.chunk_rows)
             if store is not None and not isinstance(store, SnapshotWriter):
-                return graph, write_graph(graph.node_ids, graph.edges(), store), None
-            built = graph.edges().snapshot(graph.node_ids)
+                return graph, _done(write_graph(graph.node_ids, graph.edges(), store)), None
+            make = functools.partial(_snapshot_of, graph)
         if isinstance(store, SnapshotWriter):
-            return graph, built, _in_thread(store.write_snapshot, built, name="write graph")
+            made: Future[GraphSnapshot] = Future()
+            made.set_running_or_notify_cancel()
+
+            def make_and_write() -> object:
+                try:
+                    built = make()
+                except BaseException as exc:
+                    made.set_exception(exc)
+                    raise
+                made.set_result(built)
+                return store.write_snapshot(built)
+
+            return graph, made, _in_thread(make_and_write, name="write graph")
         if store is not None:  # a store that takes nodes and edges by id
-            return graph, write_graph(graph.node_ids, graph.edges(), store), None
-        return graph, built, None
+            return graph, _done(write_graph(graph.node_ids, graph.edges(), store)), None
+        return graph, _done(make()), None
 
     def _carried(
         self, conn: sqlite3.Connection, changed: Changed, previous: str | None
-    ) -> tuple[GraphPositions, GraphSnapshot] | None:
-        """The graph's positions and snapshot carried from those this process kept for
-        the tables of digest ``previous`` by what the patch ``changed``; None where
-        there are none kept for them, or they do not carry (a warning where the
-        snapshot's edges or the rows' counts disagree)."""
+    ) -> tuple[GraphPositions, Callable[[], GraphSnapshot]] | None:
+        """The graph's positions carried from those this process kept for the tables
+        of digest ``previous`` by what the patch ``changed``, and what makes their
+        snapshot (the kept one carried, or where its edges disagree, a warning and the
+        snapshot of every edge); None where there are none kept for them, or they do
+        not carry (a warning where the rows' counts disagree)."""
         kept = KEPT_GRAPH.get(self.state_path, previous) if previous else None
         if kept is None:
             return None
@@ -520,20 +539,23 @@ class _Writer:
         after, nodes = carried
         if not _Columns.of(after).count(conn):
             return None
-        edges = after.edges(nodes.changed)
-        try:
-            built = snapshot.carried(
-                after.node_ids,
-                nodes.kinds,
-                nodes.nodes,
-                nodes.relations,
-                nodes.changed,
-                (edges.sources, edges.targets, edges.edge_kinds, edges.weights, edges.relations),
-            )
-        except ValueError as exc:
-            logger.warning("graph snapshot not carried (%s): built again", exc)
-            return None
-        return after, built
+
+        def made() -> GraphSnapshot:
+            e = after.edges(nodes.changed)
+            try:
+                return snapshot.carried(
+                    after.node_ids,
+                    nodes.kinds,
+                    nodes.nodes,
+                    nodes.relations,
+                    nodes.changed,
+                    (e.sources, e.targets, e.edge_kinds, e.weights, e.relations),
+                )
+            except ValueError as exc:
+                logger.warning("graph snapshot not carried (%s): built again", exc)
+                return _snapshot_of(after)
+
+        return after, made
 
     def _meta(
         self, conn: sqlite3.Connection, graph: GraphPositions, touched: list[str] | None
@@ -1551,6 +1573,18 @@ def _titled_names(
         " WHERE key NOT IN (SELECT key FROM main.names)"
     )
     return now
+
+
+def _snapshot_of(graph: GraphPositions) -> GraphSnapshot:
+    """The snapshot of every edge of ``graph``."""
+    return graph.edges().snapshot(graph.node_ids)
+
+
+def _done(value: T) -> Future[T]:
+    """A future that holds ``value``."""
+    future: Future[T] = Future()
+    future.set_result(value)
+    return future
 
 
 def _in_thread(call: Callable[..., object], *args: object, name: str) -> Future[object]:
