@@ -10,6 +10,11 @@ minutes apart. It prints, per tree and operation, the median of the rounds' rati
 their range and a bootstrap 95% interval (rounds resampled), and the bytes written.
 A run of update_pairs_served.sh per size measured each size in a block of its own; two
 such runs on one machine gave 1.71x and 2.23x for the same tree's delete.
+
+``--pool RUN.json TREE LABEL`` (repeated) reads the rounds several runs wrote with
+``--out`` instead, and prints the same figures over every round of each label's runs
+(one tree's code, whatever path each run gave it): for a change smaller than one
+run's spread, every round taken for the same code counts (docs/scale.md, stop 93).
 """
 
 from __future__ import annotations
@@ -52,14 +57,30 @@ def _interval(ratios: list[float], draws: int = 2000) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trees", nargs="+", type=Path, help="source trees (their src/)")
-    parser.add_argument("--small", nargs=2, type=Path, required=True, metavar=("BASE", "ADD"))
-    parser.add_argument("--large", nargs=2, type=Path, required=True, metavar=("BASE", "ADD"))
+    parser.add_argument("trees", nargs="*", type=Path, help="source trees (their src/)")
+    parser.add_argument("--small", nargs=2, type=Path, metavar=("BASE", "ADD"))
+    parser.add_argument("--large", nargs=2, type=Path, metavar=("BASE", "ADD"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--engine", action="store_true", help="updates through an engine")
     parser.add_argument("--out", type=Path, help="also write every round's figures here")
+    parser.add_argument(
+        "--pool",
+        nargs=3,
+        action="append",
+        metavar=("RUN", "TREE", "LABEL"),
+        help="the rounds of TREE in RUN (an --out file), counted under LABEL; runs nothing",
+    )
     args = parser.parse_args()
+    if args.pool:
+        pooled: dict[str, list[dict[str, Any]]] = {}
+        for run, tree, label in args.pool:
+            pooled.setdefault(label, []).extend(json.loads(Path(run).read_text())[tree])
+        for label, taken in pooled.items():
+            print(f"{label} ({len(taken)} rounds): {growth(taken)}")
+        return
+    if not args.trees or args.small is None or args.large is None:
+        parser.error("give the trees, --small and --large (or --pool)")
     rounds: dict[str, list[dict[str, Any]]] = {str(t): [] for t in args.trees}
     for _ in range(args.rounds):
         for tree in args.trees:
