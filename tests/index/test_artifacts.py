@@ -280,3 +280,23 @@ def test_no_kept_write_starts_while_a_build_runs_nor_just_after(
         time.sleep(0.02)
     assert _arrays_in(path) == [0, 1]
     assert time.monotonic() - ended >= 0.2
+
+
+def test_a_build_removes_the_partial_files_a_killed_process_left(tmp_path: Path) -> None:
+    """A ``.partial`` file no write of this process runs (a killed process's) goes; the
+    files beside it, and a partial whose write runs now in this process, stay."""
+    kept = tmp_path / "chunk_keys_by_id.npz"
+    save_arrays(kept, {"ids": np.arange(3)})
+    stale = tmp_path / ("text_keys_by_id.npz" + artifacts.PARTIAL)
+    stale.write_bytes(b"cut short")
+    running = tmp_path / ("chunk_catalog.npz" + artifacts.PARTIAL)
+    running.write_bytes(b"being written")
+    target = (tmp_path / "chunk_catalog.npz").absolute()
+    with artifacts._LATER.changed:
+        artifacts._LATER.running.add(target)
+    try:
+        artifacts.drop_partials(tmp_path)
+    finally:
+        with artifacts._LATER.changed:
+            artifacts._LATER.running.discard(target)
+    assert not stale.exists() and running.exists() and kept.is_file()

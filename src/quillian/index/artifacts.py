@@ -38,6 +38,7 @@ from quillian.stores.integrity import stat_stamp
 __all__ = [
     "PARTIAL",
     "KeptInProcess",
+    "drop_partials",
     "load_arrays",
     "recall",
     "remember",
@@ -309,6 +310,22 @@ def write_later(
         return
     remember(path, value, arrays)
     _LATER.keep(key, write, stamp)
+
+
+def drop_partials(directory: Path) -> None:
+    """Remove the files :func:`save_arrays` was writing in ``directory`` (``.partial``)
+    that no write of this process runs now: those of a process killed while it wrote
+    one, which no later build would otherwise remove where it writes that file no more.
+    For a build, under the index's writer lock. A kept write of another process that
+    loses its partial here fails and says so (what it keeps is a cache its next build
+    checks)."""
+    for partial in directory.glob("*" + PARTIAL):
+        target = partial.with_name(partial.name[: -len(PARTIAL)]).absolute()
+        settle(target)  # a write of it aside in this process ends first (it renames it)
+        with _LATER.changed:
+            if target in _LATER.running:
+                continue
+        partial.unlink(missing_ok=True)
 
 
 def building() -> AbstractContextManager[None]:

@@ -45,7 +45,7 @@ from quillian.components.extraction.serde import (
 )
 from quillian.components.ingestion.pipeline import IngestReport, ingest
 from quillian.errors import BudgetExhausted, ConfigError, InputError
-from quillian.index.artifacts import building, settle
+from quillian.index.artifacts import building, drop_partials, settle
 from quillian.index.chunk_catalog import processed_chunks
 from quillian.index.integrity import (
     STORE_DB,
@@ -155,6 +155,7 @@ def build_index(
         progress = on_progress or no_progress
         dropped = False  # the graph tables found damaged: written again
         if not is_server_location(out):
+            drop_partials(index_directory(out))  # of a killed process's kept writes
             check_database(index_directory(out), up_to=None)
             dropped = drop_damaged_tables(index_directory(out))
         previous = manifest_if_any(out)
@@ -263,6 +264,7 @@ def delete_documents(
     with writer_lock(location, create=False), building():
         if not is_server_location(location):  # found damaged: written whole from the rest
             drop_damaged_tables(index_directory(location))
+            drop_partials(index_directory(location))  # of a killed process's kept writes
         manifest = read_manifest(location)
         pending = [str(d) for d in manifest.get(DELETING, ())]
         report = BuildReport()
