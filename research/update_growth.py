@@ -7,7 +7,9 @@ COPY add ADD --pairs 6`` on a fresh copy of the small base, then of the large on
 (``--engine``: through an engine, see update_stages.py), so that each round's ratio
 (large over small, of the medians of its pairs after the first) compares figures taken
 minutes apart. It prints, per tree and operation, the median of the rounds' ratios with
-their range and a bootstrap 95% interval (rounds resampled), and the bytes written;
+their range and a bootstrap 95% interval (rounds resampled), the same of the
+processor seconds (every thread's: work moved into a thread still counts there), and
+the bytes written;
 each round's ratios go to stderr as it ends, and ``--out`` is written again after
 each round, so a run cut short keeps the rounds it took.
 A run of update_pairs_served.sh per size measured each size in a block of its own; two
@@ -110,11 +112,20 @@ def growth(taken: list[dict[str, dict[str, float]]]) -> str:
         small = statistics.median(r["small"][f"{op}_s"] for r in taken)
         large = statistics.median(r["large"][f"{op}_s"] for r in taken)
         written = statistics.median(r["large"][f"{op}_written_mb"] for r in taken)
-        parts.append(
+        part = (
             f"{op} {small:.3f} -> {large:.3f} s, {statistics.median(ratios):.2f}x"
             f" (rounds {min(ratios):.2f}-{max(ratios):.2f}, 95% {low:.2f}-{high:.2f}),"
-            f" {written:.1f} MB written at the large size"
         )
+        if all(f"{op}_cpu_s" in r[size] for r in taken for size in ("small", "large")):
+            cpu = [r["large"][f"{op}_cpu_s"] / r["small"][f"{op}_cpu_s"] for r in taken]
+            low, high = _interval(cpu)
+            small = statistics.median(r["small"][f"{op}_cpu_s"] for r in taken)
+            large = statistics.median(r["large"][f"{op}_cpu_s"] for r in taken)
+            part += (
+                f" processor {small:.3f} -> {large:.3f} s, {statistics.median(cpu):.2f}x"
+                f" (95% {low:.2f}-{high:.2f}),"
+            )
+        parts.append(f"{part} {written:.1f} MB written at the large size")
     return "; ".join(parts)
 
 

@@ -15,9 +15,10 @@ chunk and makes the graph's resolution state. It prints one JSON object.
 in this one process, N times, add FILE's documents and delete them again, each call
 timed (the first pair loads the models; a process that keeps them loaded pays that
 once; ``--pause S`` sleeps S seconds before each call, updates apart rather than in a
-burst). It prints each call's seconds, stages and megabytes written (``written_mb``: the
-bytes the process passed to write calls during it, every thread's, which do not vary
-with the machine's load), and the medians of the pairs after the first;
+burst). It prints each call's seconds, stages, processor seconds (``cpu_s``: every
+thread's, so work moved into a thread of its own still counts) and megabytes written
+(``written_mb``: the bytes the process passed to write calls during it, every thread's,
+which do not vary with the machine's load), and the medians of the pairs after the first;
 ``--functions`` also times the functions above from the second pair on (each call's
 ``functions_s``, and their medians beside the others'), the first pair left as it
 runs. ``--engine``: each call through an
@@ -267,9 +268,10 @@ def _pairs(
         for op in ("add", "delete"):
             seconds.clear()
             time.sleep(pause)
-            start, written = time.perf_counter(), _written()
+            start, cpu, written = time.perf_counter(), time.process_time(), _written()
             report = calls[op]()
             run[f"{op}_s"] = round(time.perf_counter() - start, 3)
+            run[f"{op}_cpu_s"] = round(time.process_time() - cpu, 3)
             run[f"{op}_written_mb"] = round((_written() - written) / 1e6, 2)
             if served is not None:
                 served.retrieve(QUESTION, "sa")
@@ -283,7 +285,7 @@ def _pairs(
     medians: dict[str, Any] = {
         f"{op}_{what}": statistics.median(r[f"{op}_{what}"] for r in later)
         for op in ("add", "delete")
-        for what in ("s", "written_mb")
+        for what in ("s", "cpu_s", "written_mb")
     }
     for op in ("add", "delete") if functions else ():
         timed = [r.get(f"{op}_functions_s", {}) for r in later]
