@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from quillian.errors import ConfigError, MissingExtraError
 
-__all__ = ["Offload", "ThreadOffload", "to_thread"]
+__all__ = ["Offload", "ThreadOffload", "in_thread", "to_thread"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -70,3 +71,19 @@ class ThreadOffload:
     def close(self) -> None:
         """Stop accepting work; running calls finish."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def in_thread(call: Callable[..., T], *args: object, name: str) -> Future[T]:
+    """``call(*args)`` run in a thread of its own; its future gives the result, or
+    raises what it raised."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(call(*args))
+            except BaseException as exc:  # handed to whoever waits for the result
+                future.set_exception(exc)
+
+    threading.Thread(target=run, name=name).start()
+    return future

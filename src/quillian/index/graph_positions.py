@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.concurrency import in_thread
 from quillian.components.graph.builder import TOPIC_WEIGHT, GraphEdges, GraphShape, graph_edges
 from quillian.components.retrieval import derived
 from quillian.index.artifacts import KeptInProcess
@@ -131,8 +132,8 @@ class _ChunkPositions:
 
     def __init__(self, chunk_rows: npt.NDArray[np.int64]) -> None:
         self.rows, self.n = chunk_rows, len(chunk_rows)
-        self._by_row: npt.NDArray[np.intp] | None = None
-        self._sorted_rows: npt.NDArray[np.int64] | None = None
+        # the order by key and the keys in it, set at once (two threads may look up)
+        self._ordered: tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]] | None = None
 
     def __call__(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Looked up once per run of equal keys: the columns hold a chunk's rows
@@ -147,7 +148,7 @@ class _ChunkPositions:
             return np.full(len(rows), -1, np.int64)
         starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
         heads = rows[starts]
-        if self._by_row is None and len(heads) < self.n.bit_length():
+        if self._ordered is None and len(heads) < self.n.bit_length():
             pos = np.full(len(heads), -1, np.int64)
             for i, head in enumerate(heads.tolist()):
                 if len(hit := np.flatnonzero(self.rows == head)):
@@ -160,10 +161,10 @@ class _ChunkPositions:
 
     def _sorted(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
         """The chunks' order by key and their keys in that order, sorted once."""
-        if self._by_row is None or self._sorted_rows is None:
-            self._by_row = distinct_order(self.rows)
-            self._sorted_rows = self.rows[self._by_row]
-        return self._by_row, self._sorted_rows
+        if self._ordered is None:
+            by_row = distinct_order(self.rows)
+            self._ordered = by_row, self.rows[by_row]
+        return self._ordered
 
 
 class GraphPositions:
@@ -318,6 +319,12 @@ class GraphPositions:
         moves = _chunk_moves(self.chunk_rows, chunk_rows, chunk_pos, chunk_moves)
         if moves is None:
             return None
+        # the relations and mentions merged in a thread of their own while this one
+        # merges the descriptions and carries the node ids: two cores, one update
+        # (each merge copies every row it keeps; numpy lets go of the GIL as it does)
+        others = in_thread(
+            self._merged_relations, changed, chunk_pos, moves, name="merge relations"
+        )
         descriptions = _merged(
             self.descriptions,
             moves[self.description_chunk],
@@ -327,6 +334,46 @@ class GraphPositions:
             2,
             (self.description_nodes, new.description_nodes),
         )
+        if descriptions is None:
+            others.result()
+            return None
+        moved_entities = _entity_moves(self.entity_order, entities.rows, changed.entities)
+        added_chunks = np.ones(len(chunk_rows), np.bool_)
+        added_chunks[moves[moves >= 0]] = False
+        added_at = np.flatnonzero(added_chunks)
+        node_ids = self.node_ids.carried(
+            (moved_entities.ids, descriptions.moved, moves),
+            (
+                (moved_entities.added, entities.nodes[moved_entities.added]),
+                (descriptions.added, new.description_nodes[descriptions.order]),
+                (added_at, ids_as_bytes([chunk_ids[i] for i in added_at.tolist()])),
+            ),
+        )
+        if node_ids is None:  # ids of no stable form: their order sorted again
+            node_ids = IdMap.from_bytes(entities.nodes, descriptions.extra, ids_as_bytes(chunk_ids))
+        merged = others.result()
+        if merged is None:
+            return None
+        relations, mentions = merged
+        after = GraphPositions(
+            chunk_rows,
+            entities,
+            (descriptions.rows, descriptions.chunk, descriptions.extra),
+            (relations.rows, relations.chunk, relations.extra),
+            (mentions.rows, mentions.chunk, mentions.extra),
+            node_ids,
+            True,
+        )
+        after.row_moves = (descriptions.moved, relations.moved)
+        nodes = _NodeMoves(self, after, moved_entities, descriptions, moves, relations, mentions)
+        return after, nodes
+
+    def _merged_relations(
+        self, changed: Changed, chunk_pos: _ChunkPositions, moves: npt.NDArray[np.int64]
+    ) -> tuple[_Merged, _Merged] | None:
+        """The relations and the mentions of :meth:`carried` (``moves``: each chunk's
+        new position), merged; None where a row kept or written has no chunk."""
+        new = changed.rows
         keep_r = ~np.isin(self.relations[:, 1], changed.triples)
         source = np.where(self.relation_chunk >= 0, moves[self.relation_chunk], -1)
         if (keep_r & (self.relation_chunk >= 0) & (source < 0)).any():
@@ -356,34 +403,9 @@ class GraphPositions:
             1,
             (self.mention_weights, new.weights),
         )
-        if descriptions is None or relations is None or mentions is None:
+        if relations is None or mentions is None:
             return None
-        moved_entities = _entity_moves(self.entity_order, entities.rows, changed.entities)
-        added_chunks = np.ones(len(chunk_rows), np.bool_)
-        added_chunks[moves[moves >= 0]] = False
-        added_at = np.flatnonzero(added_chunks)
-        node_ids = self.node_ids.carried(
-            (moved_entities.ids, descriptions.moved, moves),
-            (
-                (moved_entities.added, entities.nodes[moved_entities.added]),
-                (descriptions.added, new.description_nodes[descriptions.order]),
-                (added_at, ids_as_bytes([chunk_ids[i] for i in added_at.tolist()])),
-            ),
-        )
-        if node_ids is None:  # ids of no stable form: their order sorted again
-            node_ids = IdMap.from_bytes(entities.nodes, descriptions.extra, ids_as_bytes(chunk_ids))
-        after = GraphPositions(
-            chunk_rows,
-            entities,
-            (descriptions.rows, descriptions.chunk, descriptions.extra),
-            (relations.rows, relations.chunk, relations.extra),
-            (mentions.rows, mentions.chunk, mentions.extra),
-            node_ids,
-            True,
-        )
-        after.row_moves = (descriptions.moved, relations.moved)
-        nodes = _NodeMoves(self, after, moved_entities, descriptions, moves, relations, mentions)
-        return after, nodes
+        return relations, mentions
 
 
 @dataclass(frozen=True)

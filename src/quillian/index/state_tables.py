@@ -50,6 +50,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from quillian.components.concurrency import in_thread
 from quillian.components.extraction.assemble import RELATED_TO
 from quillian.components.graph.builder import (
     description_node_id,
@@ -509,7 +510,7 @@ class _Writer:
                 made.set_result(built)
                 return store.write_snapshot(built)
 
-            return graph, made, _in_thread(make_and_write, name="write graph")
+            return graph, made, in_thread(make_and_write, name="write graph")
         if store is not None:  # a store that takes nodes and edges by id
             return graph, _done(write_graph(graph.node_ids, graph.edges(), store)), None
         return graph, _done(make()), None
@@ -1584,20 +1585,4 @@ def _done(value: T) -> Future[T]:
     """A future that holds ``value``."""
     future: Future[T] = Future()
     future.set_result(value)
-    return future
-
-
-def _in_thread(call: Callable[..., object], *args: object, name: str) -> Future[object]:
-    """``call(*args)`` run in a thread of its own; its future gives the result, or
-    raises what it raised."""
-    future: Future[object] = Future()
-
-    def run() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(call(*args))
-            except BaseException as exc:  # handed to whoever waits for the result
-                future.set_exception(exc)
-
-    threading.Thread(target=run, name=name).start()
     return future
