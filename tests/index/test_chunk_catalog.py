@@ -58,9 +58,11 @@ class HeadReads:
         monkeypatch.setattr(SqliteDocumentStore, "iter_chunk_heads", counted)
 
 
+@pytest.mark.parametrize("spliced", [chunk_catalog._SPLICED, 0], ids=["spliced", "joined"])
 def test_any_sequence_of_changes_gives_the_table_read_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spliced: int
 ) -> None:
+    monkeypatch.setattr(chunk_catalog, "_SPLICED", spliced)  # both ways a column is made
     rng = random.Random(7)
     reads = HeadReads(monkeypatch)
     with open_storage(tmp_path / "index", create=True) as storage:
