@@ -217,6 +217,78 @@ def test_a_record_takes_the_digest_just_computed_until_the_file_changes(
         integrity.check_digest(path, {"size": 5000, integrity.ALGORITHM: first})
 
 
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files :func:`integrity.file_digest` reads from now on."""
+    reads: list[Path] = []
+    digest = integrity.file_digest
+
+    def counted(p: Path, *algorithm: str) -> str:
+        reads.append(p)
+        return digest(p, *algorithm)
+
+    monkeypatch.setattr(integrity, "file_digest", counted)
+    return reads
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(1000, dtype=np.int32),
+        np.array([True, False, True]),
+        np.array([b"ab", b"abcde"], dtype=np.bytes_),
+        np.linspace(0, 1, 7, dtype=np.float32).reshape(7, 1),
+        np.zeros((3, 4), np.int64),
+        np.zeros(0, np.int64),
+    ],
+    ids=["int32", "bool", "bytes", "float-column", "matrix", "empty"],
+)
+def test_an_array_saved_is_recorded_from_memory_as_the_file_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, array: np.ndarray
+) -> None:
+    path = tmp_path / "array.npy"
+    integrity.save_recorded(path, array)
+    reads = counted_reads(monkeypatch)
+    record = integrity.file_record(path)
+    assert reads == []  # hashed as it was saved: its data not read back
+    assert record == {"size": path.stat().st_size, integrity.ALGORITHM: read_digest(path)}
+
+
+def read_digest(path: Path) -> str:
+    """``path``'s digest, read whole."""
+    digest = integrity.HASHES[integrity.ALGORITHM]()
+    digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_an_array_numpy_writes_otherwise_is_read_for_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "array.npy"
+    strided = np.arange(40, dtype=np.int64)[::3]  # numpy writes it in order, not as it lies
+    integrity.save_recorded(path, strided)
+    reads = counted_reads(monkeypatch)
+    assert integrity.file_record(path)[integrity.ALGORITHM] == read_digest(path)
+    assert reads == [path]
+
+
+def test_a_check_told_known_takes_the_remembered_digest_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "array.npy"
+    integrity.save_recorded(path, np.arange(500, dtype=np.int32))
+    records = {"array.npy": integrity.file_record(path)}
+    reads = counted_reads(monkeypatch)
+    integrity.verify_files(tmp_path, records, known=True)
+    assert reads == []
+    integrity.verify_files(tmp_path, records)  # a check not told reads
+    assert reads == [path]
+    with path.open("r+b") as handle:  # the same size, other bytes: another stamp
+        handle.seek(-4, 2)
+        handle.write(b"zzzz")
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):
+        integrity.verify_files(tmp_path, records, known=True)
+
+
 def test_a_record_made_with_blake2b_is_checked_with_blake2b(tmp_path: Path) -> None:
     path = tmp_path / "table.bin"
     path.write_bytes(b"a" * 5000)

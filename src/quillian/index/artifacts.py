@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.stores.embedded.files import replace_file
-from quillian.stores.integrity import stat_stamp
+from quillian.stores.integrity import remember_saved, stat_stamp
 
 __all__ = [
     "PARTIAL",
@@ -367,6 +367,7 @@ def save_npy(path: Path, array: npt.NDArray[Any]) -> None:
     with tmp.open("wb") as out:
         np.save(out, array)
     replace_file(tmp, path)
+    remember_saved(path, array)  # the manifest's record hashes it from memory
 
 
 def save_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import InputError
-from quillian.stores.integrity import damaged
+from quillian.stores.integrity import damaged, save_recorded
 from quillian.stores.mapped import load_mapped, narrowed
 
 __all__ = ["IdMap", "ids_as_bytes", "stable_bytes", "stable_numbers"]
@@ -273,14 +273,16 @@ class IdMap:
         where they fit (half the bytes: 2 MB of the 20 MB text's snapshot,
         docs/scale.md), which every use reads as it reads 64."""
         if (numbered := self._numbered) is not None:
-            np.save(directory / f"{prefix}_numbers.npy", numbered.numbers)
-            np.save(directory / f"{prefix}_heads.npy", np.array(numbered.heads, dtype=np.bytes_))
-            np.save(directory / f"{prefix}_starts.npy", narrowed(numbered.starts, np.int32))
+            save_recorded(directory / f"{prefix}_numbers.npy", numbered.numbers)
+            save_recorded(
+                directory / f"{prefix}_heads.npy", np.array(numbered.heads, dtype=np.bytes_)
+            )
+            save_recorded(directory / f"{prefix}_starts.npy", narrowed(numbered.starts, np.int32))
         else:
             assert self._blob is not None and self._offsets is not None
-            np.save(directory / f"{prefix}_blob.npy", self._blob)
-            np.save(directory / f"{prefix}_offsets.npy", narrowed(self._offsets, np.int32))
-        np.save(directory / f"{prefix}_order.npy", narrowed(self._order, np.int32))
+            save_recorded(directory / f"{prefix}_blob.npy", self._blob)
+            save_recorded(directory / f"{prefix}_offsets.npy", narrowed(self._offsets, np.int32))
+        save_recorded(directory / f"{prefix}_order.npy", narrowed(self._order, np.int32))
 
     @classmethod
     def load(

@@ -20,8 +20,14 @@ made before (``"blake2b"``) is checked with BLAKE2b, as it was written.
 A record is made of a file its writer has just hashed (the graph tables' database, whose
 digest the resolution state keeps) without reading it again: each digest this process
 computes is remembered by the file's stat stamp (:func:`stat_stamp`), and
-:func:`file_record` takes a remembered one while the file's stamp is unchanged. A check
-(:func:`check_digest`, :func:`verify_files`) always reads the file.
+:func:`file_record` takes a remembered one while the file's stamp is unchanged. An
+array written by ``np.save`` is hashed from memory as it is written
+(:func:`remember_saved`: its header read back, not its data), so an update's records
+cost a pass over the bytes it wrote, not a read of them. A check (:func:`check_digest`,
+:func:`verify_files`) reads the file, unless told ``known``: an update checking the
+files it goes on from (BM25's, at each update) takes the digest this process
+remembered for a file whose stamp has not changed since, where reading it again would
+read the page cache's copy of what it wrote (every file of the index, at each update).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
 import xxhash
 
 from quillian.errors import IndexDamagedError
@@ -49,7 +57,10 @@ __all__ = [
     "digest_matches",
     "file_digest",
     "file_record",
+    "known_digest",
     "record_files",
+    "remember_saved",
+    "save_recorded",
     "stat_stamp",
     "verify_files",
     "walk_files",
@@ -115,12 +126,53 @@ def file_digest(path: Path, algorithm: str = ALGORITHM) -> str:
             digest.update(block)
     found = digest.hexdigest()
     if algorithm == ALGORITHM and stat_stamp(path) == before:
-        with _KNOWN_LOCK:
-            _KNOWN[before] = found
-            _KNOWN.move_to_end(before)
-            while len(_KNOWN) > _KNOWN_MAX:
-                _KNOWN.popitem(last=False)
+        _remember(before, found)
     return found
+
+
+def _remember(stamp: tuple[int, ...], digest: str) -> None:
+    with _KNOWN_LOCK:
+        _KNOWN[stamp] = digest
+        _KNOWN.move_to_end(stamp)
+        while len(_KNOWN) > _KNOWN_MAX:
+            _KNOWN.popitem(last=False)
+
+
+def remember_saved(path: Path, array: npt.NDArray[Any]) -> None:
+    """Remember the digest of the ``.npy`` file ``path`` that ``np.save`` (or
+    :func:`numpy.lib.format.write_array`) has just written from ``array``, for
+    :func:`file_record`: its header read back, its data hashed from ``array`` itself.
+    Nothing is remembered of an array numpy writes otherwise than its bytes as they lie
+    (not contiguous in C order, or of objects), or of a file that changed meanwhile."""
+    if array.dtype.hasobject or not array.flags.c_contiguous:
+        return
+    try:
+        before = stat_stamp(path)
+        header = before[2] - array.nbytes
+        if not 0 < header <= _BLOCK:
+            return
+        with path.open("rb") as handle:
+            head = handle.read(header)
+        if stat_stamp(path) != before or len(head) != header:
+            return
+    except OSError:
+        return
+    digest = HASHES[ALGORITHM]()
+    digest.update(head)
+    digest.update(array.reshape(-1).view(np.uint8))
+    _remember(before, digest.hexdigest())
+
+
+def save_recorded(path: Path, array: npt.NDArray[Any]) -> None:
+    """``np.save(path, array)``, its digest remembered (:func:`remember_saved`)."""
+    np.save(path, array)
+    remember_saved(path, array)
+
+
+def known_digest(path: Path) -> str:
+    """``path``'s :data:`ALGORITHM` digest: the one this process remembered for the file
+    as it is now (its stamp unchanged), else read."""
+    return _KNOWN.get(stat_stamp(path)) or file_digest(path)
 
 
 def copy_with_digest(source: Path, target: Path) -> str | None:
@@ -179,14 +231,22 @@ def check_size(path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "
         raise damaged(path, reason, rebuild=rebuild)
 
 
-def check_digest(path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "") -> None:
+def check_digest(
+    path: Path, record: Mapping[str, Any] | None, *, rebuild: str = "", known: bool = False
+) -> None:
     """Raise :class:`IndexDamagedError` when ``path`` differs from ``record`` in size or
     digest, by each hash of :data:`HASHES` the record names (a record naming none checks
-    the size only)."""
+    the size only); ``known``: a digest this process remembered for the file as it is
+    now is taken (see the module's docstring), not read again."""
     check_size(path, record, rebuild=rebuild)
     for algorithm in HASHES:
         want = (record or {}).get(algorithm)
-        if want and file_digest(path, algorithm) != want:
+        if not want:
+            continue
+        found = (
+            known_digest(path) if known and algorithm == ALGORITHM else file_digest(path, algorithm)
+        )
+        if found != want:
             raise damaged(path, "checksum mismatch", rebuild=rebuild)
 
 
@@ -196,10 +256,11 @@ def verify_files(
     *,
     rebuild: str = "",
     hash_up_to: int | None = None,
+    known: bool = False,
 ) -> list[str]:
     """Check the files ``records`` names under ``directory``: every size, and the digest
-    of each file of at most ``hash_up_to`` bytes (every file when None). Returns the
-    names whose digest was left for a later check."""
+    of each file of at most ``hash_up_to`` bytes (every file when None; ``known``: see
+    :func:`check_digest`). Returns the names whose digest was left for a later check."""
     left = []
     for name, record in sorted(records.items()):
         path = directory / name
@@ -207,7 +268,7 @@ def verify_files(
             check_size(path, record, rebuild=rebuild)
             left.append(name)
         else:
-            check_digest(path, record, rebuild=rebuild)
+            check_digest(path, record, rebuild=rebuild, known=known)
     return left
 
 

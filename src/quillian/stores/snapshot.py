@@ -32,7 +32,7 @@ from quillian.stores.coded import (
     weight_codes,
 )
 from quillian.stores.id_map import IdMap, ids_as_bytes, stable_numbers
-from quillian.stores.integrity import damaged, record_files, verify_files
+from quillian.stores.integrity import damaged, record_files, save_recorded, verify_files
 from quillian.stores.mapped import load_mapped, narrowed
 
 __all__ = [
@@ -365,7 +365,7 @@ class GraphSnapshot:
         else:
             arrays["relation_mask"], arrays["relation_values"] = masked
         for name, array in arrays.items():
-            np.save(path / f"{name}.npy", np.ascontiguousarray(array))
+            save_recorded(path / f"{name}.npy", np.ascontiguousarray(array))
         meta = {
             "format": SNAPSHOT_FORMAT,
             "n_nodes": self.n_nodes,

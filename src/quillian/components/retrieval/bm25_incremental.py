@@ -42,7 +42,7 @@ from quillian.components.retrieval.bm25_segments import (
     tokenize,
 )
 from quillian.errors import IndexDamagedError, InputError
-from quillian.stores.integrity import file_record, verify_files, walk_files
+from quillian.stores.integrity import file_record, save_recorded, verify_files, walk_files
 from quillian.stores.snapshot import ids_as_bytes, stable_numbers
 
 __all__ = ["FORMAT", "MANIFEST", "BM25Update", "Moves", "SegmentedBM25", "update_bm25"]
@@ -362,7 +362,7 @@ def _commit(
     record: ``known`` ones kept, new ones made, and the chunk table it maps to where
     named); then unlink the files no manifest names any more."""
     name = f"positions-{counter:06d}.npy"
-    np.save(directory / name, positions.astype(np.int32))
+    save_recorded(directory / name, positions.astype(np.int32))
     alive = positions >= 0
     manifest = {
         "format": FORMAT,
@@ -389,12 +389,15 @@ def _commit(
 
 def _reusable(directory: Path) -> dict[str, Any] | None:
     """The stored index's manifest when its files are as written (each checked against
-    the size and SHA-256 recorded when it was written); None when there is none, or a
-    file is damaged (logged: the whole index is then built again)."""
+    the size and digest recorded when it was written; one this process wrote or read,
+    its stamp unchanged since, by the digest it remembered); None when there is none, or
+    a file is damaged (logged: the whole index is then built again)."""
     try:
         manifest = read_manifest(directory)
         if manifest is not None:
-            verify_files(directory, manifest["files"], rebuild="the next build")
+            # the files this process wrote or read as they are now are not read again
+            # (each update read every file of the index: docs/scale.md, stop 95)
+            verify_files(directory, manifest["files"], rebuild="the next build", known=True)
     except IndexDamagedError as exc:
         logger.warning("%s: indexing every chunk again", exc)
         return None

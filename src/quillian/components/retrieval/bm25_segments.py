@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import MissingExtraError
+from quillian.stores.integrity import save_recorded
 from quillian.stores.mapped import narrowed
 
 __all__ = ["Segment", "merge_segments", "term_hash", "tokenize", "write_segment"]
@@ -206,7 +207,7 @@ def write_segment(
         "tfs": narrowed(np.asarray(posting_tfs, dtype=np.int64)[by], np.uint16, np.int32),
     }
     for name, array in arrays.items():
-        np.save(folder / f"{name}.npy", array)
+        save_recorded(folder / f"{name}.npy", array)
 
 
 def segment_from_tokens(folder: Path, ids: Sequence[str], tokens: Sequence[Sequence[str]]) -> None:
