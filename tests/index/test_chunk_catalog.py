@@ -156,6 +156,7 @@ def _delta_between(previous: ChunkTable, table: ChunkTable) -> None:
     moved = moves.moved(np.arange(-1, len(previous)))
     assert moved[0] == -1 and set(np.flatnonzero(moved[1:] < 0).tolist()) == set(moves.gone())
     assert all(previous.ids[i] == table.ids[j] for i, j in enumerate(moved[1:]) if j >= 0)
+    assert moves.every().tolist() == moved[1:].tolist()
 
 
 def test_a_repair_reads_every_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,6 +82,14 @@ class ChunkMoves:
         out[rows] = added
         return out
 
+    def every(self) -> npt.NDArray[np.int64]:
+        """Each old row's new row (-1: gone): :meth:`moved` of every row, written span
+        by span, not searched for row by row."""
+        out = np.full(self.before, -1, dtype=np.int64)
+        for start, end, to in self.spans:
+            out[start:end] = np.arange(to, to + end - start, dtype=np.int64)
+        return out
+
     def moved(self, rows: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.int64]:
         """The new row of each of the old table's ``rows`` (-1: gone; a negative row
         stays -1)."""

@@ -533,7 +533,7 @@ class _Writer:
         moves = self.chunks.catalog.moves if self.chunks.catalog is not None else None
         chunk_moves = None
         if moves is not None and self.chunk_rows is self.chunks.rows:
-            chunk_moves = moves.moved(np.arange(moves.before, dtype=np.int64))
+            chunk_moves = moves.every()
         carried = before.carried(entities, changed, self.chunk_ids, self.chunk_rows, chunk_moves)
         if carried is None:
             return None
