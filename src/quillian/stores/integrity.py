@@ -71,7 +71,7 @@ ALGORITHM = "xxh3_128"
 
 
 class _Hash(Protocol):
-    def update(self, data: bytes, /) -> None: ...
+    def update(self, data: bytes | memoryview, /) -> None: ...
     def hexdigest(self) -> str: ...
 
 
@@ -159,7 +159,7 @@ def remember_saved(path: Path, array: npt.NDArray[Any]) -> None:
         return
     digest = HASHES[ALGORITHM]()
     digest.update(head)
-    digest.update(array.reshape(-1).view(np.uint8))
+    digest.update(array.reshape(-1).view(np.uint8).data)
     _remember(before, digest.hexdigest())
 
 
