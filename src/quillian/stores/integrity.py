@@ -22,7 +22,7 @@ digest the resolution state keeps) without reading it again: each digest this pr
 computes is remembered by the file's stat stamp (:func:`stat_stamp`), and
 :func:`file_record` takes a remembered one while the file's stamp is unchanged. An
 array written by ``np.save`` is hashed from memory as it is written
-(:func:`remember_saved`: its header read back, not its data), so an update's records
+(:func:`remember_saved`: nothing read back), so an update's records
 cost a pass over the bytes it wrote, not a read of them. A check (:func:`check_digest`,
 :func:`verify_files`) reads the file, unless told ``known``: an update checking the
 files it goes on from (BM25's, at each update) takes the digest this process
@@ -33,6 +33,7 @@ read the page cache's copy of what it wrote (every file of the index, at each up
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import threading
 from collections import OrderedDict
@@ -43,6 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 import xxhash
+from numpy.lib import format as npy_format
 
 from quillian.errors import IndexDamagedError
 
@@ -139,23 +141,22 @@ def _remember(stamp: tuple[int, ...], digest: str) -> None:
 
 
 def remember_saved(path: Path, array: npt.NDArray[Any]) -> None:
-    """Remember the digest of the ``.npy`` file ``path`` that ``np.save`` (or
-    :func:`numpy.lib.format.write_array`) has just written from ``array``, for
-    :func:`file_record`: its header read back, its data hashed from ``array`` itself.
-    Nothing is remembered of an array numpy writes otherwise than its bytes as they lie
-    (not contiguous in C order, or of objects), or of a file that changed meanwhile."""
+    """Remember the digest of the ``.npy`` file ``path`` that ``np.save`` has just
+    written from ``array``, for :func:`file_record`: its header made again as numpy
+    makes it (format 1.0, which numpy writes for every header under 64 KiB), its data
+    hashed from ``array`` itself, nothing read back. Nothing is remembered of an array
+    numpy writes otherwise than its bytes as they lie (not contiguous in C order, or of
+    objects), or of a file whose size is not that header's and the data's."""
     if array.dtype.hasobject or not array.flags.c_contiguous:
         return
+    made = io.BytesIO()
+    npy_format.write_array_header_1_0(made, npy_format.header_data_from_array_1_0(array))
+    head = made.getvalue()
     try:
         before = stat_stamp(path)
-        header = before[2] - array.nbytes
-        if not 0 < header <= _BLOCK:
-            return
-        with path.open("rb") as handle:
-            head = handle.read(header)
-        if stat_stamp(path) != before or len(head) != header:
-            return
     except OSError:
+        return
+    if before[2] != len(head) + array.nbytes:
         return
     digest = HASHES[ALGORITHM]()
     digest.update(head)
