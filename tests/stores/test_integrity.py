@@ -193,30 +193,6 @@ def test_a_scribbled_hnsw_graph_is_refused(tmp_path: Path) -> None:
         FaissHNSWIndex(tmp_path / "h")
 
 
-def test_a_record_takes_the_digest_just_computed_until_the_file_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "table.bin"
-    path.write_bytes(b"a" * 5000)
-    first = integrity.file_digest(path)
-    reads: list[Path] = []
-    digest = integrity.file_digest
-
-    def counted(p: Path, *algorithm: str) -> str:
-        reads.append(p)
-        return digest(p, *algorithm)
-
-    monkeypatch.setattr(integrity, "file_digest", counted)
-    assert integrity.file_record(path) == {"size": 5000, integrity.ALGORITHM: first}
-    assert reads == []  # remembered by the file's stamp
-    with path.open("r+b") as handle:  # the same size, other bytes
-        handle.write(b"b")
-    changed = integrity.file_record(path)
-    assert reads == [path] and changed[integrity.ALGORITHM] != first
-    with pytest.raises(IndexDamagedError, match="checksum mismatch"):  # a check reads
-        integrity.check_digest(path, {"size": 5000, integrity.ALGORITHM: first})
-
-
 def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The files :func:`integrity.file_digest` reads from now on."""
     reads: list[Path] = []
@@ -228,6 +204,23 @@ def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     monkeypatch.setattr(integrity, "file_digest", counted)
     return reads
+
+
+def test_a_record_takes_the_digest_just_computed_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "table.bin"
+    path.write_bytes(b"a" * 5000)
+    first = integrity.file_digest(path)
+    reads = counted_reads(monkeypatch)
+    assert integrity.file_record(path) == {"size": 5000, integrity.ALGORITHM: first}
+    assert reads == []  # remembered by the file's stamp
+    with path.open("r+b") as handle:  # the same size, other bytes
+        handle.write(b"b")
+    changed = integrity.file_record(path)
+    assert reads == [path] and changed[integrity.ALGORITHM] != first
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):  # a check reads
+        integrity.check_digest(path, {"size": 5000, integrity.ALGORITHM: first})
 
 
 @pytest.mark.parametrize(
