@@ -105,8 +105,10 @@ FileRecord = dict[str, Any]
 #: (a server's builds run in threads: changed under :data:`_KNOWN_LOCK`).
 _KNOWN: OrderedDict[tuple[int, ...], str] = OrderedDict()
 _KNOWN_LOCK = threading.Lock()
-#: Digests remembered at most (the least recently computed go first).
-_KNOWN_MAX = 256
+#: Digests remembered at most (the least recently used go first): the files of several
+#: updates of an index (each writes about 40 and checks BM25's), which a check told
+#: ``known`` then takes without reading.
+_KNOWN_MAX = 1024
 
 
 def stat_stamp(path: Path) -> tuple[int, ...]:
@@ -170,10 +172,19 @@ def save_recorded(path: Path, array: npt.NDArray[Any]) -> None:
     remember_saved(path, array)
 
 
+def _known(stamp: tuple[int, ...]) -> str | None:
+    """The digest remembered for a file of ``stamp``, kept as the most recently used."""
+    with _KNOWN_LOCK:
+        found = _KNOWN.get(stamp)
+        if found is not None:
+            _KNOWN.move_to_end(stamp)
+        return found
+
+
 def known_digest(path: Path) -> str:
     """``path``'s :data:`ALGORITHM` digest: the one this process remembered for the file
     as it is now (its stamp unchanged), else read."""
-    return _KNOWN.get(stat_stamp(path)) or file_digest(path)
+    return _known(stat_stamp(path)) or file_digest(path)
 
 
 def copy_with_digest(source: Path, target: Path) -> str | None:
@@ -195,7 +206,7 @@ def file_record(path: Path) -> FileRecord:
     """The record of the file at ``path`` as it is now: its size and digest (one this
     process computed of the file as it is now, else read)."""
     stamp = stat_stamp(path)  # one stat: the size is its third field
-    return {"size": stamp[2], ALGORITHM: _KNOWN.get(stamp) or file_digest(path)}
+    return {"size": stamp[2], ALGORITHM: _known(stamp) or file_digest(path)}
 
 
 def record_files(directory: Path, names: Iterable[str]) -> dict[str, FileRecord]:
