@@ -59,7 +59,6 @@ __all__ = [
     "digest_matches",
     "file_digest",
     "file_record",
-    "known_digest",
     "record_files",
     "remember_saved",
     "save_recorded",
@@ -181,12 +180,6 @@ def _known(stamp: tuple[int, ...]) -> str | None:
         return found
 
 
-def known_digest(path: Path) -> str:
-    """``path``'s :data:`ALGORITHM` digest: the one this process remembered for the file
-    as it is now (its stamp unchanged), else read."""
-    return _known(stat_stamp(path)) or file_digest(path)
-
-
 def copy_with_digest(source: Path, target: Path) -> str | None:
     """Copy ``source`` to ``target`` and return the :func:`file_digest` of what was
     copied, read once (None, and no ``target``, where there is no ``source``)."""
@@ -255,9 +248,10 @@ def check_digest(
         want = (record or {}).get(algorithm)
         if not want:
             continue
-        found = (
-            known_digest(path) if known and algorithm == ALGORITHM else file_digest(path, algorithm)
-        )
+        if known and algorithm == ALGORITHM:  # the remembered digest, else read
+            found = file_record(path)[ALGORITHM]
+        else:
+            found = file_digest(path, algorithm)
         if found != want:
             raise damaged(path, "checksum mismatch", rebuild=rebuild)
 
