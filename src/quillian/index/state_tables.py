@@ -93,6 +93,7 @@ from quillian.index.tables import (
     text_of,
 )
 from quillian.stores.embedded.files import fsync_path
+from quillian.stores.embedded.row_counts import keep_counts, row_count
 from quillian.stores.embedded.sqlite import copy_with_log, wal_bytes, wal_mode
 from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.integrity import copy_with_digest, file_digest
@@ -120,6 +121,10 @@ LOG_FLOOR = 16 << 20
 #: The suffix of the resolution state's file name that names the file of the graph's
 #: integer columns beside it (:func:`columns_path`).
 COLUMNS_SUFFIX = ".columns"
+#: The tables whose rows SQLite counts as they change, and the resolution state's (the
+#: positions carried are checked against those counts at each patch: one row read each,
+#: not every page, :mod:`~quillian.stores.embedded.row_counts`).
+_COUNTED = ("descriptions", "relations")
 #: The id of the empty text (an empty description or sentence is stored as no text).
 _EMPTY = key64("")
 #: State chunks whose extractions are read for their texts and triples at once.
@@ -428,9 +433,11 @@ class _Writer:
                 carried = None
                 if not patch:
                     self._fill(conn)
+                    keep_counts(conn, _COUNTED)
                     touched: list[str] | None = None
                     columns = _Columns.read(conn)
                 else:
+                    keep_counts(conn, _COUNTED)  # tables written before: counted once here
                     touched = self._patch(conn, changes)
                     changed = _Columns.changed(conn)
                     if carried := self._carried(conn, changed, changes.tables):
@@ -1281,8 +1288,13 @@ class _Columns:
             len(self.entities),
         )
         held = tuple(
-            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("descriptions", "relations", "st.mentions", "st.entities")
+            row_count(conn, table, schema)
+            for schema, table in (
+                ("main", "descriptions"),
+                ("main", "relations"),
+                ("st", "mentions"),
+                ("st", "entities"),
+            )
         )
         if counted != held:
             logger.warning("graph columns patched to %s rows, not %s: read again", counted, held)

@@ -77,6 +77,7 @@ from quillian.components.graph.builder import (
 )
 from quillian.components.retrieval import derived
 from quillian.index.artifacts import replace_dir, save_npy
+from quillian.stores.embedded.row_counts import keep_counts
 from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
 from quillian.stores.integrity import damaged
 from quillian.stores.mapped import load_mapped, narrowed
@@ -288,6 +289,7 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
         conn.execute("BEGIN")
         _TableWriter(conn, chunks, chunk_rows.tolist()).write(kg, relation_chunks, pages)
         conn.execute("INSERT INTO meta VALUES (?, ?)", (FINGERPRINT, fingerprint(conn, orders)))
+        keep_counts(conn, ("descriptions", "relations"))  # after the rows, uncounted
         conn.execute("COMMIT")
     finally:
         conn.close()

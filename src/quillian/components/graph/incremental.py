@@ -44,6 +44,7 @@ from quillian.components.extraction.serde import extraction_to_json
 from quillian.components.graph import chunk_rows
 from quillian.components.graph.builder import EntityRecord, KnowledgeGraph
 from quillian.errors import InputError
+from quillian.stores.embedded.row_counts import keep_counts
 from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import GraphStore, iter_batches
 from quillian.types import entity_id, key64, normalize_name
@@ -74,6 +75,9 @@ STATE_FILE = "graph_resolution.sqlite"
 #: no state (a full build).
 STATE_VERSION = 11  # 9: no table of texts; 10: an occurrence names its triple by index;
 # 11: no copy of the extractions (a digest and the keys of each)
+#: The state's tables whose rows SQLite counts as they change (what the graph tables'
+#: patch checks its positions against, :mod:`~quillian.stores.embedded.row_counts`).
+COUNTED = ("mentions", "entities")
 _BATCH = 500  # SQLite host parameters per statement
 _STREAM = 256  # chunks a state creation holds decoded at once
 
@@ -380,6 +384,7 @@ class ResolutionState:
             state = cls(conn, max_entities_per_chunk, facts, source)
             conn.execute("BEGIN")
             state._resolve_all(chunks)
+            keep_counts(conn, COUNTED)  # after the rows, which go in uncounted
             conn.execute("COMMIT")
             # rows went in by chunk id, in no order of their keys, which leaves pages
             # part full: packed, the 20 MB text's state takes 191 MB, not 212
@@ -412,6 +417,7 @@ class ResolutionState:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            keep_counts(conn, COUNTED)  # a state made before: counted once here
             # a chunk's keys are those it stored, each row found by the table's key
             keyed = [(k, key64(c)) for c, keys in self._stored_keys(gone) for k in keys]
             touched = {k for k, _ in keyed}

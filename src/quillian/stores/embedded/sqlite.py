@@ -32,6 +32,7 @@ from quillian.stores.embedded._sqlite import (
     wal_bytes,
     wal_mode,
 )
+from quillian.stores.embedded.row_counts import keep_counts, row_count
 from quillian.stores.packed import pack_text, unpack_text
 from quillian.stores.protocols import ChunkHead, DocStatus, StatusRecord
 from quillian.types import Chunk, Document
@@ -84,6 +85,11 @@ class SqliteDocumentStore(SqliteStore):
     def __init__(self, path: str | Path) -> None:
         super().__init__(path)
         self._long_texts = _LongTexts()
+
+    def _schema_ready(self, conn: sqlite3.Connection) -> None:
+        """The documents counted as they come and go (:meth:`count_documents` reads one
+        row, not every page: each build asks)."""
+        keep_counts(conn, ("documents",))
 
     def put_documents(self, documents: Sequence[Document]) -> None:
         """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction.
@@ -242,7 +248,8 @@ class SqliteDocumentStore(SqliteStore):
 
     def count_documents(self) -> int:
         """Number of stored documents."""
-        return int(self._query("count documents", "SELECT COUNT(*) FROM documents")[0][0])
+        with self._errors("count documents") as conn:
+            return row_count(conn, "documents")
 
     def count_chunks(self) -> int:
         """Number of stored chunks."""
