@@ -189,8 +189,8 @@ def _digest(
     and is checked with it)."""
     h = HASHES[algorithm]()
     h.update(f"{_VERSION} {mark}".encode())
-    for name in (*_TEXTS, "indexes", "rows"):
-        h.update(np.ascontiguousarray(arrays[name]).tobytes())
+    for name in (*_TEXTS, "indexes", "rows"):  # the arrays' bytes as they lie, not copied
+        h.update(np.ascontiguousarray(arrays[name]).data.cast("B"))
     return h.hexdigest()
 
 

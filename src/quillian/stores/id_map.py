@@ -167,9 +167,12 @@ class IdMap:
             size = int(np.count_nonzero(kept >= 0)) + len(places)
             if not size:
                 return None
-            out = np.empty(size, np.uint64)
             live = kept >= 0
-            out[kept[live]] = old.numbers[start:end][live]
+            if len(places):
+                out = np.empty(size, np.uint64)
+                out[kept[live]] = old.numbers[start:end][live]
+            else:  # none put in: the kept ones move down in their order, no gap left
+                out = old.numbers[start:end][live]
             order = kept[self._order[self._ranked[part] : self._ranked[part] + end - start] - start]
             order = order[order >= 0]
             if len(places):
