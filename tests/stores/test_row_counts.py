@@ -8,7 +8,7 @@ from pathlib import Path
 
 from quillian.stores.embedded.row_counts import keep_counts, row_count
 from quillian.stores.embedded.sqlite import SqliteDocumentStore
-from quillian.types import Document
+from quillian.types import Chunk, Document
 
 
 def _table(conn: sqlite3.Connection, schema: str = "main") -> None:
@@ -79,7 +79,7 @@ def test_an_attached_database_keeps_its_own_counts(tmp_path: Path) -> None:
     assert _counted(conn, "st") == (5, 5)
 
 
-def test_the_document_store_counts_what_it_holds(tmp_path: Path) -> None:
+def test_the_document_store_counts_what_it_holds(tmp_path: Path) -> None:  # and its chunks
     path = tmp_path / "store.sqlite"
     with sqlite3.connect(path) as made_before:  # a store of a version that kept no counts
         made_before.execute(
@@ -93,9 +93,18 @@ def test_the_document_store_counts_what_it_holds(tmp_path: Path) -> None:
         assert store.count_documents() == 1
         store.put_documents(docs)
         store.put_documents(docs[:2])  # the same ids again: no new rows
+        chunks = [
+            Chunk(d.id, i, d.text[:4], 0, 4) for d in docs for i in range(2)
+        ]  # two chunks a document, each its document's span
+        store.put_chunks(chunks)
+        store.put_chunks(chunks[:3])  # again: the same rows
         store.delete_documents([docs[0].id, "x", "unknown"])
         assert store.count_documents() == 5
+        assert store.count_chunks() == 10
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT count(*) FROM documents").fetchone() == (5,)
-        assert conn.execute("SELECT n FROM row_counts WHERE tbl = 'documents'").fetchone() == (5,)
+        for table, n in (("documents", 5), ("chunks", 10)):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (n,)
+            assert conn.execute("SELECT n FROM row_counts WHERE tbl = ?", (table,)).fetchone() == (
+                n,
+            )
     conn.close()

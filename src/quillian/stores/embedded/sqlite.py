@@ -87,9 +87,10 @@ class SqliteDocumentStore(SqliteStore):
         self._long_texts = _LongTexts()
 
     def _schema_ready(self, conn: sqlite3.Connection) -> None:
-        """The documents counted as they come and go (:meth:`count_documents` reads one
-        row, not every page: each build asks)."""
-        keep_counts(conn, ("documents",))
+        """The documents and chunks counted as they come and go (:meth:`count_documents`
+        and :meth:`count_chunks` read one row, not every page: each build and each
+        opening of an index asks)."""
+        keep_counts(conn, ("documents", "chunks"))
 
     def put_documents(self, documents: Sequence[Document]) -> None:
         """Insert or replace ``documents`` (keyed by ``Document.id``) in one transaction.
@@ -253,7 +254,8 @@ class SqliteDocumentStore(SqliteStore):
 
     def count_chunks(self) -> int:
         """Number of stored chunks."""
-        return int(self._query("count chunks", "SELECT COUNT(*) FROM chunks")[0][0])
+        with self._errors("count chunks") as conn:
+            return row_count(conn, "chunks")
 
 
 class SqliteStatusStore(SqliteStore):
