@@ -23,6 +23,7 @@ from quillian.components.factories import make_retriever
 from quillian.errors import IndexDamagedError
 from quillian.index import open_index, open_storage
 from quillian.server.settings import ServerSettings, WorkspaceSpec
+from quillian.stores import integrity
 from quillian.stores.embedded import vectors as exact_vectors
 from quillian.testing.corpus import build_tiny
 from quillian.testing.server import running
@@ -368,3 +369,32 @@ def test_the_server_answers_503_naming_the_workspace_not_its_path(index: Path) -
         "(checksum mismatch); rebuild the index with: quillian index CORPUS --out LOCATION"
     )
     assert str(index.parent) not in response.text
+
+
+def test_an_index_opened_again_by_the_process_that_wrote_it_reads_no_recorded_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "idx"
+    build_tiny(path, people())  # this process hashed each file as it wrote it
+    read: list[Path] = []
+    digest = integrity.file_digest
+
+    def reading(file: Path, algorithm: str = integrity.ALGORITHM) -> str:
+        read.append(file)
+        return digest(file, algorithm)
+
+    monkeypatch.setattr(integrity, "file_digest", reading)
+    rankings(path)
+    recorded = json.loads((path / "manifest.json").read_text(encoding="utf-8"))["files"]
+    assert recorded and not {f.relative_to(path).as_posix() for f in read} & set(recorded)
+
+
+def test_a_file_damaged_after_this_process_wrote_it_is_still_named(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    build_tiny(path, people())
+    rankings(path)  # opened once: every file's digest remembered
+    name = "tables/relation_subject.npy"
+    scribble(path / name)  # a write: the file's stat stamp changes
+    with pytest.raises(IndexDamagedError) as info:
+        rankings(path)
+    assert_one_line(str(info.value), path, name, "checksum mismatch")

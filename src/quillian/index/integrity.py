@@ -111,16 +111,24 @@ def record_index_files(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def check_files(
-    directory: Path, manifest: Mapping[str, Any], name: str, *, hash_up_to: int | None = None
+    directory: Path,
+    manifest: Mapping[str, Any],
+    name: str,
+    *,
+    hash_up_to: int | None = None,
+    known: bool = False,
 ) -> None:
     """Check the files ``manifest`` records under ``directory`` (the index ``name``):
     every size, and the digest of each file of at most ``hash_up_to`` bytes (all when
-    None); raises :class:`IndexDamagedError` naming the first that differs."""
+    None; ``known``: see :func:`~quillian.stores.integrity.check_digest`); raises
+    :class:`IndexDamagedError` naming the first that differs."""
     records = manifest.get(FILES)
     if not isinstance(records, dict):
         return
     try:
-        verify_files(directory, records, rebuild=rebuild_command(name), hash_up_to=hash_up_to)
+        verify_files(
+            directory, records, rebuild=rebuild_command(name), hash_up_to=hash_up_to, known=known
+        )
     except IndexDamagedError as exc:  # named within the index
         within = Path(exc.path).relative_to(directory).as_posix()
         raise IndexDamagedError(exc.path, exc.reason, rebuild=exc.rebuild, name=within) from None

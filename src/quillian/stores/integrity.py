@@ -27,7 +27,8 @@ cost a pass over the bytes it wrote, not a read of them. A check (:func:`check_d
 :func:`verify_files`) reads the file, unless told ``known``: an update checking the
 files it goes on from (BM25's, at each update) takes the digest this process
 remembered for a file whose stamp has not changed since, where reading it again would
-read the page cache's copy of what it wrote (every file of the index, at each update).
+read the page cache's copy of what it wrote (every file of the index, at each update);
+so does the opening of an index (a served engine opens the build its update wrote).
 """
 
 from __future__ import annotations
