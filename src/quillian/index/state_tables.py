@@ -77,6 +77,7 @@ from quillian.index.graph_positions import KEPT as KEPT_GRAPH
 from quillian.index.graph_positions import Changed, Entities, GraphPositions, GraphTextIds
 from quillian.index.integrity import recorded_digest
 from quillian.index.tables import (
+    COUNTED,
     DDL,
     FINGERPRINT,
     IN_CHUNK,
@@ -121,10 +122,6 @@ LOG_FLOOR = 16 << 20
 #: The suffix of the resolution state's file name that names the file of the graph's
 #: integer columns beside it (:func:`columns_path`).
 COLUMNS_SUFFIX = ".columns"
-#: The tables whose rows SQLite counts as they change, and the resolution state's (the
-#: positions carried are checked against those counts at each patch: one row read each,
-#: not every page, :mod:`~quillian.stores.embedded.row_counts`).
-_COUNTED = ("descriptions", "relations")
 #: The id of the empty text (an empty description or sentence is stored as no text).
 _EMPTY = key64("")
 #: State chunks whose extractions are read for their texts and triples at once.
@@ -433,11 +430,11 @@ class _Writer:
                 carried = None
                 if not patch:
                     self._fill(conn)
-                    keep_counts(conn, _COUNTED)
+                    keep_counts(conn, COUNTED)
                     touched: list[str] | None = None
                     columns = _Columns.read(conn)
                 else:
-                    keep_counts(conn, _COUNTED)  # tables written before: counted once here
+                    keep_counts(conn, COUNTED)  # tables written before: counted once here
                     touched = self._patch(conn, changes)
                     changed = _Columns.changed(conn)
                     if carried := self._carried(conn, changed, changes.tables):

@@ -86,6 +86,7 @@ from quillian.stores.snapshot import GraphSnapshot, distinct_order
 from quillian.types import Chunk, Provenance, Triple, key64
 
 __all__ = [
+    "COUNTED",
     "KEYED_WHOLE_TEXTS",
     "KEY_ARRAYS",
     "TABLES_DB",
@@ -143,6 +144,10 @@ _BODY_LAYOUTS = (KEYED, KEYED_WORDS, KEYED_WHOLE_TEXTS, KEYED_BODIES)
 #: The index of the keys only pages' titles give (rewritten at each patch).
 TITLED_INDEX = "names_titled ON names (titled) WHERE titled = 1"
 
+#: The tables whose rows SQLite counts as they change (what an update's carried
+#: positions are checked against: one row read each, not every page,
+#: :mod:`~quillian.stores.embedded.row_counts`).
+COUNTED = ("descriptions", "relations")
 DDL = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT, refs INTEGER NOT NULL,
@@ -289,7 +294,7 @@ def _write(path: Path, kg: KnowledgeGraph, chunks: Sequence[Chunk]) -> None:
         conn.execute("BEGIN")
         _TableWriter(conn, chunks, chunk_rows.tolist()).write(kg, relation_chunks, pages)
         conn.execute("INSERT INTO meta VALUES (?, ?)", (FINGERPRINT, fingerprint(conn, orders)))
-        keep_counts(conn, ("descriptions", "relations"))  # after the rows, uncounted
+        keep_counts(conn, COUNTED)  # after the rows, which go in uncounted
         conn.execute("COMMIT")
     finally:
         conn.close()

@@ -1,8 +1,8 @@
 """Row counts SQLite keeps as rows come and go, read in constant time.
 
-``SELECT count(*)`` walks every page of a table's smallest index: 1 to 1.7 ms a table
+``SELECT count(*)`` walks every page of a table's smallest index: 0.5 to 1.3 ms a table
 at 100k passages, and an update checked five such counts, a cost that grows with the
-corpus (docs/scale.md, "Counts kept, not taken (stop 96)"). Here a table's count is a
+corpus (``research/update_sql.py``; docs/scale.md, stop 96). Here a table's count is a
 row of ``row_counts`` that two triggers keep as rows are inserted and deleted, in the
 same transactions, so the count is what the table holds at every commit, whichever
 connection or version of Quillian wrote it. A trigger costs about 1.5 µs a row
