@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quillian.index import artifacts, chunk_catalog
+from quillian.index import artifacts, blocks, chunk_catalog
 from quillian.index.chunk_catalog import CATALOG_FILE, processed_chunks
 from quillian.index.chunk_table import ChunkTable
 from quillian.index.storage import STORE_DB, Storage, open_storage
@@ -58,11 +58,11 @@ class HeadReads:
         monkeypatch.setattr(SqliteDocumentStore, "iter_chunk_heads", counted)
 
 
-@pytest.mark.parametrize("spliced", [chunk_catalog._SPLICED, 0], ids=["spliced", "joined"])
+@pytest.mark.parametrize("size", [blocks.SIZE, 4], ids=["blocks", "small-blocks"])
 def test_any_sequence_of_changes_gives_the_table_read_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spliced: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
-    monkeypatch.setattr(chunk_catalog, "_SPLICED", spliced)  # both ways a column is made
+    monkeypatch.setattr(blocks, "SIZE", size)  # a patch within one block, or over many
     rng = random.Random(7)
     reads = HeadReads(monkeypatch)
     with open_storage(tmp_path / "index", create=True) as storage:
@@ -118,18 +118,16 @@ def test_any_sequence_of_changes_gives_the_table_read_whole(
 
 
 def _columns_as_made(path: Path, table: ChunkTable) -> None:
-    """The columns kept for ``table`` (carried where it was patched) are those made
-    from its lists, in this process and in the file."""
+    """The columns kept for ``table`` (patched where it was) are its own, in this
+    process and in the file."""
     kept = artifacts.recall(path)  # once written
-    made = chunk_catalog._Columns.of(table)
-    assert kept is not None and kept.columns is not None and made is not None
-    assert kept.columns.indexes.tolist() == made.indexes.tolist()
-    for carried, whole in zip(kept.columns.texts, made.texts, strict=True):
-        assert carried.data == whole.data and carried.starts.tolist() == whole.starts.tolist()
+    assert kept is not None and kept.table.ids == table.ids and kept.table.titles == table.titles
+    assert kept.table.doc_ids == table.doc_ids and kept.table.indexes == table.indexes
+    made = chunk_catalog._arrays(table)
     artifacts.write_kept(path)  # as this process leaves it
     with np.load(path) as stored:
-        for name, whole in zip(chunk_catalog._TEXTS, made.texts, strict=True):
-            assert stored[name].tobytes() == whole.data
+        for name, array in made.items():
+            assert stored[name].tobytes() == array.tobytes(), name
 
 
 def _delta_between(previous: ChunkTable, table: ChunkTable) -> None:
@@ -233,10 +231,13 @@ def test_a_catalog_kept_with_a_blake2b_checksum_is_still_used(
         artifacts.settle(catalog)  # written in a thread of its own
         with np.load(catalog) as kept:
             arrays = dict(kept)
-        version, mark, digest = (str(v) for v in arrays["meta"])
-        old = chunk_catalog._digest(mark, arrays, "blake2b")
-        assert old != digest
-        np.savez(catalog, **{**arrays, "meta": np.array([version, mark, old])})
+        version, mark, _, checksum = (str(v) for v in arrays["meta"])
+        assert version == chunk_catalog._VERSION
+        old = chunk_catalog._checksum(mark, arrays, "blake2b")
+        assert old != checksum
+        # a catalog of version 1: its digest was its checksum
+        meta = np.array([chunk_catalog._VERSION_1, mark, old])
+        np.savez(catalog, **{**arrays, "meta": meta})
         with caplog.at_level(logging.WARNING):
             _same(processed_chunks(storage), storage)
         assert not caplog.text
@@ -331,3 +332,32 @@ def test_a_catalog_a_killed_process_did_not_write_is_read_past(
         table = processed_chunks(storage)
         _same(table, storage)
         assert table.catalog is not None and table.catalog.since is None  # read whole
+
+
+def test_a_patch_makes_again_only_the_blocks_its_documents_fall_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each column of a patched table shares with the last table every block that no
+    changed document's rows fall in: an update costs the blocks it touches, not a copy
+    of every row."""
+    monkeypatch.setattr(blocks, "SIZE", 16)
+    with open_storage(tmp_path / "index", create=True) as storage:
+        for d in range(0, 600, 2):
+            _add(storage, f"doc-{d:04d}", 2, f"T{d}", DocStatus.PROCESSED)
+        table = processed_chunks(storage)
+        for change in ("add", "delete", "add"):
+            if change == "add":
+                _add(storage, "doc-0301", 3, "New", DocStatus.PROCESSED)
+            else:
+                storage.documents.delete_documents(["doc-0301"])
+                storage.status.delete(["doc-0301"])
+            patched = processed_chunks(storage)
+            assert patched.catalog is not None and patched.catalog.since is not None
+            _same(patched, storage)
+            for name in ("ids", "doc_ids", "indexes", "titles"):
+                old, new = getattr(table, name), getattr(patched, name)
+                assert isinstance(old, blocks.Blocks) and isinstance(new, blocks.Blocks)
+                shared = {id(b) for b in old.blocks} & {id(b) for b in new.blocks}
+                assert len(new.blocks) - len(shared) <= 2, name
+                assert len(old.blocks) - len(shared) <= 2, name
+            table = patched

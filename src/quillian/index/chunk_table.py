@@ -5,9 +5,11 @@ chunk nodes, the BM25 and vector collections' ids), but read the text only of th
 chunks an update adds or changes. Reading every chunk as a :class:`~quillian.types.Chunk`
 object, text and all, was the largest single part of an update of a 100k-passage index
 (``processed_chunks``, about 0.55 s of 3.5 s; docs/scale.md). A :class:`ChunkTable`
-holds the chunks' ids, document ids, positions and titles as lists, read from the store
-without the texts (:meth:`~quillian.stores.protocols.DocumentStore.iter_chunk_heads`);
-a chunk object, with its text, is made when one is asked for.
+holds the chunks' ids, document ids, positions and titles as sequences (lists, or
+:class:`~quillian.index.blocks.Blocks` where the chunk catalog keeps them), read from
+the store without the texts
+(:meth:`~quillian.stores.protocols.DocumentStore.iter_chunk_heads`); a chunk object,
+with its text, is made when one is asked for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quillian.errors import StoreError
+from quillian.index.blocks import Blocks
 from quillian.stores.protocols import ChunkHead, DocumentStore
 from quillian.types import Chunk, key64
 
@@ -142,10 +145,10 @@ class ChunkTable(Sequence[Chunk]):
 
     def __init__(
         self,
-        ids: list[str],
-        doc_ids: list[str],
-        indexes: list[int],
-        titles: list[str],
+        ids: Sequence[str],
+        doc_ids: Sequence[str],
+        indexes: Sequence[int],
+        titles: Sequence[str],
         read: ReadChunks,
         rows: npt.NDArray[np.int64] | None = None,
         *,
@@ -204,6 +207,21 @@ class ChunkTable(Sequence[Chunk]):
             self.rows,
             qualified=self.qualified,
             ordered=self.in_index_order(),
+            titles_box=self.titles_box,
+        )
+
+    def in_blocks(self) -> ChunkTable:
+        """This table, its columns held as :class:`~quillian.index.blocks.Blocks` (what
+        the chunk catalog patches at the cost of the blocks a change falls in)."""
+        return ChunkTable(
+            Blocks.of(self.ids),
+            Blocks.of(self.doc_ids),
+            Blocks.of(self.indexes),
+            Blocks.of(self.titles),
+            self._read,
+            self._rows,
+            qualified=self._qualified,
+            ordered=self._ordered,
             titles_box=self.titles_box,
         )
 
@@ -305,7 +323,7 @@ class ChunkTable(Sequence[Chunk]):
 class TitlesById(Mapping[str, str]):
     """A table's titles by chunk id (a dict), iterated in the table's order."""
 
-    def __init__(self, ids: list[str], by_id: dict[str, str]) -> None:
+    def __init__(self, ids: Sequence[str], by_id: dict[str, str]) -> None:
         self._ids, self._by_id = ids, by_id
 
     def __getitem__(self, chunk_id: str) -> str:
