@@ -106,6 +106,9 @@ TIMED = (
     ("quillian.index.chunk_catalog", "_keep"),
     ("quillian.stores.postgres.vectors", "PgVectorIndex.ids_summary"),
     ("quillian.stores.postgres.vectors", "PgVectorIndex.flush"),
+    ("quillian.index.state_tables", "_fold"),
+    ("quillian.stores.postgres.files", "push_files"),
+    ("quillian.stores.postgres.files", "pull_files"),
 )
 
 

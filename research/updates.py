@@ -31,7 +31,11 @@ instead, on either backend: per repeat (the trees interleaved, each first in tur
 tree's ``research/update_stages.py COPY add EXTRA --pairs PAIRS`` on a fresh copy of the
 base, the first pair (which loads the models and brings what an update keeps to the
 tree's own) left out of its medians; the result gives the median over rounds of each
-round's add and delete medians. With ``--interleave`` every size runs in each repeat
+round's add and delete medians. ``--engine`` (with ``--served``): each update
+through an engine serving the index (``update_stages.py --engine``); on PostgreSQL its
+reader holds the cache's tables database, so an update also folds the database's log
+into a copy (``state_tables._fold``). ``--functions``: the functions an update passes
+through timed too. With ``--interleave`` every size runs in each repeat
 (the bases of all sizes built first), and each tree's growth from the first size to the
 last is printed as ``update_growth.py`` prints it, from the rounds' ratios: sizes
 measured in blocks of their own take the machine's drift between blocks into the ratio.
@@ -265,16 +269,21 @@ def _served(
     extra: Path,
     repeats: int,
     pairs: int,
+    engine: bool = False,
+    functions: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """What a long-running process pays: ``repeats`` rounds, the trees interleaved and
     each first in turn, each tree's ``research/update_stages.py COPY add EXTRA --pairs
     PAIRS`` on a fresh copy of the base (``pairs`` add-then-delete pairs in one process,
-    the first left out of its medians); per tree, each round's medians and the median
-    of them."""
+    the first left out of its medians; ``engine``: each through an engine that serves
+    the index, ``--engine``; ``functions``: the functions an update passes through
+    timed, ``--functions``); per tree, each round's medians and the median of them."""
     rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     for _, label in _turns(labels, repeats):
         copy = backend.copy(label, size)
         command = [sys.executable, STAGES, copy, "add", str(extra), "--pairs", str(pairs)]
+        command += ["--engine"] if engine else []
+        command += ["--functions"] if functions else []
         run = runners[label]
         ran = watch(command, env=run.env, timeout=run.timeout, max_rss_gb=run.max_rss_gb)
         backend.drop(copy)
@@ -334,7 +343,17 @@ def _grown(
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for _ in range(args.repeats):
         for size in sizes:
-            served = _served(runners, backend, built, size, files[size][1], 1, args.served)
+            served = _served(
+                runners,
+                backend,
+                built,
+                size,
+                files[size][1],
+                1,
+                args.served,
+                args.engine,
+                args.functions,
+            )
             for label, got in served.items():
                 runs.setdefault((label, size), []).extend(got["runs"])
     for key, taken_runs in runs.items():
@@ -465,6 +484,18 @@ def main(argv: list[str] | None = None) -> None:
         "research/update_stages.py --pairs PAIRS on a fresh copy of the base",
     )
     parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="with --served: each update through an engine that serves the index between "
+        "updates (update_stages.py --engine), as quillian serve makes it",
+    )
+    parser.add_argument(
+        "--functions",
+        action="store_true",
+        help="with --served: the functions an update passes through timed too "
+        "(update_stages.py --functions), in each run's pairs",
+    )
+    parser.add_argument(
         "--interleave",
         action="store_true",
         help="with --served: every size in each repeat, the growth from the first size to "
@@ -472,6 +503,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--render", type=Path, help="print a result file as Markdown, only")
     args = parser.parse_args(argv)
+    if (args.engine or args.functions) and not args.served:
+        parser.error("--engine and --functions take --served (the served runs use them)")
     if args.interleave and not args.served:
         parser.error("--interleave takes --served (it interleaves the served runs' sizes)")
     if args.in_place and not args.warm:
@@ -513,7 +546,15 @@ def main(argv: list[str] | None = None) -> None:
                 built = [label for label, e in entries.items() if e["base"]["returncode"] == 0]
                 if args.served:
                     for label, served in _served(
-                        runners, backend, built, size, files[1], args.repeats, args.served
+                        runners,
+                        backend,
+                        built,
+                        size,
+                        files[1],
+                        args.repeats,
+                        args.served,
+                        args.engine,
+                        args.functions,
                     ).items():
                         entries[label]["served"] = served
                 elif args.in_place:

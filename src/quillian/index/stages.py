@@ -252,7 +252,6 @@ def _built_from_resolution(state: BuildState, extractions: Sequence[Extraction])
                 text_ids_into=text_ids,
                 behind=behind,
                 in_place=state.storage.tables_in_place,
-                whole=state.storage.tables_whole,
             )
         finally:
             if behind:  # still on its way while the later stages run: closed after it

@@ -95,7 +95,7 @@ from quillian.index.tables import (
 )
 from quillian.stores.embedded.files import fsync_path
 from quillian.stores.embedded.row_counts import keep_counts, row_count
-from quillian.stores.embedded.sqlite import copy_with_log, wal_bytes, wal_mode
+from quillian.stores.embedded.sqlite import wal_bytes, wal_mode
 from quillian.stores.id_map import stable_bytes, stable_numbers
 from quillian.stores.integrity import copy_with_digest, file_digest
 from quillian.stores.packed import pack_text
@@ -238,7 +238,6 @@ def save_state_tables(
     text_ids_into: list[GraphTextIds] | None = None,
     behind: list[Future[object]] | None = None,
     in_place: bool = False,
-    whole: bool = False,
 ) -> GraphSnapshot:
     """Write under ``directory/tables`` the graph
     :class:`~quillian.components.graph.builder.GraphBuilder` makes of ``state``'s
@@ -267,11 +266,10 @@ def save_state_tables(
     SQLite's write-ahead-log mode and, where the state's log follows it, patched where
     it is in one transaction, not copied into a new folder (the arrays beside it each
     replaced whole); the state then follows it by its :data:`GENERATION`, not by a
-    digest of its bytes (see :func:`_follows_in_place`). ``whole`` (a store whose files
-    are sent elsewhere, :attr:`~quillian.index.storage.Storage.tables_whole`): a
-    database patched where it is that readers' snapshots kept from taking its log back
-    is copied with its log folded in and swapped in with its folder (:func:`_fold`), so
-    that the file holds every page of the build."""
+    digest of its bytes (see :func:`_follows_in_place`). Where readers' snapshots kept
+    the log from being copied back, the file alone lacks the build's pages; a store
+    that sends its files elsewhere sends the database as its readers see it
+    (:func:`~quillian.stores.embedded.wal_image.wal_image`), not a copy made here."""
     if state.facts.version != derived.ENTITY_FACTS.version:
         raise InputError(
             f"the resolution state keeps the entity facts {state.facts.version!r}, not"
@@ -292,8 +290,6 @@ def save_state_tables(
             left.unlink(missing_ok=True)
         writer = _Writer(directory / "tables", state, chunk_ids, table, retitled, moved)
         written.append(writer.run(None, None, changes, store, before, behind, in_place=True))
-        if whole and wal_bytes(previous):
-            _fold(directory / "tables")
     else:
         # the tables' digest as the last build recorded it, where they are unchanged since
         known = None if patchable or not changes.tables else recorded_digest(directory, TABLES_DB)
@@ -984,27 +980,6 @@ def _log_outgrown(db: Path) -> bool:
     if outgrown:
         logger.info("graph tables copied and swapped in whole: %d bytes in their log", log)
     return outgrown
-
-
-def _fold(folder: Path) -> None:
-    """Swap in a copy of the tables ``folder`` whose database holds the pages its
-    write-ahead log holds (readers' snapshots kept them from being copied back): the
-    arrays linked, the database copied with its log folded in
-    (:func:`~quillian.stores.embedded.sqlite.copy_with_log`; no writer runs), the copy
-    synced. Readers of the old folder keep it (see
-    :func:`~quillian.index.artifacts.replace_dir`)."""
-    db = folder / Path(TABLES_DB).name
-
-    def write(path: Path) -> None:
-        live = {db.name, db.name + "-wal", db.name + "-shm"}
-        for item in folder.iterdir():
-            if item.is_file() and item.name not in live and not item.name.endswith(".tmp"):
-                (path / item.name).hardlink_to(item)
-        copy_with_log(db, path / db.name)
-        fsync_path(path / db.name)
-
-    logger.info("graph tables copied with their log: readers kept it")
-    replace_dir(folder, write)
 
 
 def _backup(source: Path, target: Path) -> bool:

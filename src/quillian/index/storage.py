@@ -104,11 +104,6 @@ class Storage:
     #: transaction of it), rather than in a copy swapped in with its folder
     #: (:func:`~quillian.index.state_tables.save_state_tables`).
     tables_in_place: ClassVar[bool] = True
-    #: Whether the files a build leaves are sent elsewhere (a server's workspace), so
-    #: the tables' database must hold every page of the build in its own file, not in
-    #: a log its readers' snapshots kept
-    #: (:func:`~quillian.index.state_tables.save_state_tables`).
-    tables_whole: ClassVar[bool] = False
 
     def graph(self, *, fresh: bool = False) -> GraphStore:
         """The graph store, whose :meth:`~GraphStore.snapshot` the retrievers read."""
@@ -148,16 +143,16 @@ class ServerStorage(Storage):
     not while a build or delete on this machine writes it (its files are that build's
     work in progress, so they are neither fetched over nor sent back; the database
     stores serve as ever). While a synced storage is open, no local build writes the
-    cache."""
+    cache.
+
+    The cache's tables are patched where they are, as a folder index's are: a replica
+    fetches a changed database into a copy of its folder that it swaps in whole, never
+    renaming a file over one that SQLite's write-ahead log reads, and a push sends the
+    database as its readers see it where theirs kept the log from being copied back
+    (:mod:`~quillian.stores.postgres.files`)."""
 
     workspace: Any = field(kw_only=True)
     synced: bool = field(default=True, kw_only=True)
-    #: The cache's tables are patched where they are too: a replica fetches a changed
-    #: database into a copy of its folder that it swaps in whole, never renaming a file
-    #: over one that SQLite's write-ahead log reads
-    #: (:func:`~quillian.stores.postgres.files.pull_files`), and a build whose readers
-    #: kept the log from being taken back swaps in a copy that holds it, for the server.
-    tables_whole: ClassVar[bool] = True
     _held: ExitStack = field(default_factory=ExitStack, kw_only=True, repr=False)
 
     def vectors(

@@ -1,6 +1,7 @@
 """On PostgreSQL too, the cache's graph tables are patched where they are: an update no
 reader holds a snapshot of sends the patched file itself; one whose readers kept its
-write-ahead log swaps in a copy that holds the log, the readers keeping their build;
+write-ahead log sends the database as they see it, the file with the log's pages put
+in, copying nothing, the readers keeping their build;
 another machine's cache fetches a changed database into a copy of its folder swapped
 in whole, never renaming a file over one its readers read through the log; no file of
 a log or of shared memory is ever sent or removed by a pull (a real server; marked
@@ -76,7 +77,7 @@ def test_updates_patch_the_cache_where_it_is_and_send_what_they_patched(
     assert rankings(elsewhere) == clean
 
 
-def test_readers_keep_their_build_while_an_update_sends_a_copy_holding_the_log(
+def test_readers_keep_their_build_while_an_update_sends_the_pages_of_the_log(
     postgres_url: str, tmp_path: Path
 ) -> None:
     build_tiny(postgres_url, CORPUS, titles=titles(10, 11))
@@ -89,8 +90,8 @@ def test_readers_keep_their_build_while_an_update_sends_a_copy_holding_the_log(
     inode = db.stat().st_ino
     opened = open_index(postgres_url, KeywordEmbedder()).context  # holds a snapshot
     build_tiny(postgres_url, CORPUS)
-    # the log the reader kept folded into a copy swapped in with its folder
-    assert db.stat().st_ino != inode and wal_mode(db) and wal_bytes(db) == 0
+    # patched where it is, the pages the reader kept in the log: not copied
+    assert db.stat().st_ino == inode and wal_mode(db) and wal_bytes(db) > 0
     assert ranked(opened) == before
     build_tiny(tmp_path / "clean", CORPUS)
     clean = rankings(tmp_path / "clean")
@@ -156,13 +157,25 @@ def test_a_pull_swaps_in_a_copy_of_a_folder_whose_database_a_log_reads(
         with closing(reader(two / "tables" / "graph.sqlite")) as fresh:
             assert values(fresh) == values(held) == ["a", "b"]
         held.close()
-        # a writer whose reader kept the log: its log and shared memory are not sent
+        # a writer whose reader kept the log: its log and shared memory are not sent,
+        # the database as its readers see it is
         held = reader(one / "tables" / "graph.sqlite")
         make_db(one / "tables" / "graph.sqlite", "c")
         assert wal_bytes(one / "tables" / "graph.sqlite") > 0
-        push_files(workspace, one)
-        held.close()
+        assert push_files(workspace, one) == 1
         with workspace.connection("list the files") as conn:
             sent = {path for (path,) in conn.execute("SELECT path FROM files")}
         assert sent == {"tables/graph.sqlite", "tables/kept.npy"}
+        assert pull_files(workspace, two) == 1
+        with closing(reader(two / "tables" / "graph.sqlite")) as fresh:
+            assert values(fresh) == ["a", "b", "c"]
+        # the log grows while the reader holds it: each push sends its pages
+        make_db(one / "tables" / "graph.sqlite", "d")
+        assert push_files(workspace, one) == 1
+        assert push_files(workspace, one) == 0  # nothing changed since
+        three = tmp_path / "three"
+        assert pull_files(workspace, three) == 2
+        with closing(reader(three / "tables" / "graph.sqlite")) as fresh:
+            assert values(fresh) == ["a", "b", "c", "d"]
+        held.close()
         assert not list(tmp_path.glob("*/*.tmp"))  # no copy or folder left aside

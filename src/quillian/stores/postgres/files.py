@@ -26,10 +26,13 @@ of a workspace made before (the whole file in ``data``) are read as before and s
 blocks once they change.
 
 The graph tables' database is patched where it is (in SQLite's write-ahead-log mode,
-its readers each holding a snapshot of it) and sent self-contained: a build whose
-readers kept its log from being copied back swaps in a copy that holds it
-(``quillian.index.state_tables``). No file of a database's log or shared memory
-(``-wal``, ``-shm``) is ever sent, fetched or removed. A fetched file never replaces one
+its readers each holding a snapshot of it) and sent self-contained: where readers on
+this machine kept its log from being copied back, the file alone lacks the build's
+pages, and what is hashed and sent is the database as its readers see it, the file
+with the log's pages put in (:mod:`quillian.stores.embedded.wal_image`), read where it
+lies; a build used to copy the database with the log folded in for that (70 MB and
+about 0.1 s of each served update at 100k passages). No file of a database's log or
+shared memory (``-wal``, ``-shm``) is ever sent, fetched or removed. A fetched file never replaces one
 in a folder holding such a database: SQLite finds a database's log and shared memory by
 its name, so a file renamed over it would be read with the old one's log. Such a folder
 is brought up to date in a copy (its other files linked, not copied) that is swapped
@@ -46,7 +49,7 @@ import os
 import shutil
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +58,8 @@ import xxhash
 
 from quillian.errors import StoreError
 from quillian.stores.embedded.files import replace_file
-from quillian.stores.embedded.sqlite import copy_with_log, wal_mode
+from quillian.stores.embedded.sqlite import copy_with_log, wal_bytes, wal_mode
+from quillian.stores.embedded.wal_image import WalImage, wal_image
 from quillian.stores.postgres._pg import FILE_BLOCKS_DDL, Workspace
 
 __all__ = [
@@ -169,12 +173,13 @@ def _pull(workspace: Workspace, directory: Path, again: frozenset[str], staged: 
             if blocks is not None:
                 target = staged.target(path)
                 quick: list[str] = []
+                source = directory / path
                 try:
-                    parts = _assembled(conn, target, local.get(path), blocks, sha, quick)
+                    parts = _assembled(conn, source, local.get(path), blocks, sha, quick)
                     _replace(target, parts, sha)
                 except _Damaged:  # the cached copy's blocks were not what its record says
                     quick.clear()
-                    _replace(target, _assembled(conn, target, None, blocks, sha, quick), sha)
+                    _replace(target, _assembled(conn, source, None, blocks, sha, quick), sha)
                 record[path] = [*_entry(target, sha), blocks, quick]
     _save_record(directory, {p: e for p, e in record.items() if p in remote})
     return len(stale)
@@ -266,7 +271,8 @@ def _assembled(
     quick: list[str],
 ) -> Iterator[bytes]:
     """The blocks ``blocks`` in order: those the cached copy ``target`` (recorded as
-    ``old``) holds read from it, the others fetched a batch at a time in file order;
+    ``old``; a database's as its readers see it, :func:`_blocks_of`) holds read from
+    it, the others fetched a batch at a time in file order;
     each block's XXH3 hash appended to ``quick``. Where the file's id ``sha`` is made of
     its blocks' (:func:`_blocks_id`), each block is checked as it comes (a fetched one
     against its SHA-256, one of the copy against the XXH3 hash its record lists):
@@ -276,21 +282,25 @@ def _assembled(
         raise _Damaged(f"{target.name}: the server lists blocks that are not the file's")
     have: dict[str, int] = {}
     checks: list[str] = []
-    if old is not None and target.exists():
-        known = old[3] if len(old) > 3 else _block_hashes(target)
-        have = {h: i for i, h in reversed(list(enumerate(known)))}
-        checks = old[4] if len(old) > 4 and len(old[4]) == len(known) else []
-    order = list(dict.fromkeys(h for h in blocks if h not in have))
-    position = {h: i for i, h in enumerate(order)}
-    repeated = {h for h, n in Counter(blocks).items() if n > 1 and h in position}
-    kept: dict[str, bytes] = {}  # fetched blocks the file holds more than once
-    fetched: dict[str, bytes] = {}
     with contextlib.ExitStack() as stack:
-        handle = stack.enter_context(target.open("rb")) if have else None
+        read = None
+        if old is not None and target.exists():
+            try:
+                read = stack.enter_context(_blocks_of(target))
+                known = old[3] if len(old) > 3 else _block_hashes(target)
+            except StoreError:  # not readable as its readers see it: every block fetched
+                read = None
+            else:
+                have = {h: i for i, h in reversed(list(enumerate(known)))}
+                checks = old[4] if len(old) > 4 and len(old[4]) == len(known) else []
+        order = list(dict.fromkeys(h for h in blocks if h not in have))
+        position = {h: i for i, h in enumerate(order)}
+        repeated = {h for h, n in Counter(blocks).items() if n > 1 and h in position}
+        kept: dict[str, bytes] = {}  # fetched blocks the file holds more than once
+        fetched: dict[str, bytes] = {}
         for at, block in enumerate(blocks):
-            if handle is not None and block in have:
-                handle.seek(have[block] * BLOCK)
-                data = handle.read(BLOCK)
+            if read is not None and block in have:
+                data = read(have[block])
                 quick.append(xxhash.xxh3_128_hexdigest(data))
                 if by_blocks and (not checks or quick[-1] != checks[have[block]]):
                     if not checks and _block_sha(data) == block:
@@ -369,9 +379,10 @@ def push_files(workspace: Workspace, directory: Path) -> int:
         if removed:
             conn.execute("DELETE FROM files WHERE path = ANY(%s)", (removed,))
         for path in changed:
-            sha, size = local[path][:2]
-            if size <= BLOCK:
-                data, blocks = (directory / path).read_bytes(), None
+            sha = local[path][0]
+            if len(local[path]) <= 3:  # hashed whole (:func:`_hashed`)
+                with _blocks_of(directory / path) as read:
+                    data, blocks = read(0, None), None
             else:
                 data, blocks = b"", _send_blocks(conn, directory / path, local[path])
             conn.execute(
@@ -391,7 +402,7 @@ def push_files(workspace: Workspace, directory: Path) -> int:
 def _send_blocks(conn: psycopg.Connection[Any], path: Path, entry: list[Any]) -> list[str]:
     """The blocks of ``path`` (as its scan ``entry`` lists them, else hashed now), those
     the server lacks sent; returns their hashes."""
-    blocks: list[str] = entry[3] if len(entry) > 3 else _block_hashes(path)
+    blocks: list[str] = entry[3]
     present = {
         row[0]
         for row in conn.execute(
@@ -400,22 +411,66 @@ def _send_blocks(conn: psycopg.Connection[Any], path: Path, entry: list[Any]) ->
     }
     sent = set(present)
     with (
-        path.open("rb") as handle,
+        _blocks_of(path) as read,
         conn.cursor().copy("COPY file_blocks (sha256, data) FROM STDIN (FORMAT BINARY)") as copy,
     ):
         copy.set_types(["text", "bytea"])
         for at, block in enumerate(blocks):
             if block not in sent:
-                handle.seek(at * BLOCK)
-                copy.write_row((block, handle.read(BLOCK)))
+                copy.write_row((block, read(at)))
                 sent.add(block)
     return blocks
 
 
-def _block_hashes(path: Path) -> list[str]:
-    """The SHA-256 of each :data:`BLOCK` of ``path``."""
+@contextlib.contextmanager
+def _blocks_of(path: Path, image: WalImage | None = None) -> Iterator[Callable[..., bytes]]:
+    """A reader of the bytes ``path`` stands for, ``read(index)`` its ``index``-th
+    :data:`BLOCK` (``read(0, None)``: all of them): the file's, or for a database whose
+    write-ahead log holds pages the file lacks, the database as its readers see it
+    (:func:`_image`, or ``image`` where it was found already)."""
+    image = image or _image(path)
+    if image is not None:
+        with image.reading() as block:
+            yield lambda index, size=BLOCK: block(index, size or image.size)
+        return
     with path.open("rb") as handle:
-        return [_block_sha(b) for b in iter(lambda: handle.read(BLOCK), b"")]
+
+        def read(index: int, size: int | None = BLOCK) -> bytes:
+            handle.seek(index * (size or 0))
+            return handle.read(size or -1)
+
+        yield read
+
+
+def _image(path: Path) -> WalImage | None:
+    """Where ``path`` is a database in write-ahead-log mode whose log holds pages the
+    file lacks (a reader of the writer's own held a snapshot, so SQLite could not copy
+    them back), the database its readers see (:func:`~quillian.stores.embedded.
+    wal_image.wal_image`): what is hashed and sent, so that the file on the server holds
+    every page of the build, and no copy of the database is made to fold the log in."""
+    if not path.name.endswith(".sqlite") or not wal_bytes(path):
+        return None
+    return wal_image(path)
+
+
+def _block_hashes(path: Path) -> list[str]:
+    """The SHA-256 of each :data:`BLOCK` of what ``path`` stands for (:func:`_blocks_of`)."""
+    hashes: list[str] = []
+    with _blocks_of(path) as read:
+        while block := read(len(hashes)):
+            hashes.append(_block_sha(block))
+    return hashes
+
+
+def _stamp(path: Path) -> list[Any]:
+    """What tells that ``path`` is as its record's entry saw it: its size and time, and
+    for a database whose write-ahead log holds bytes (what it stands for is the file
+    with the log's pages, :func:`_image`), the log's size and time with its time."""
+    stat = path.stat()
+    if path.name.endswith(".sqlite") and (log := wal_bytes(path)):
+        wal = path.with_name(path.name + "-wal").stat()
+        return [stat.st_size, [stat.st_mtime_ns, log, wal.st_mtime_ns]]
+    return [stat.st_size, stat.st_mtime_ns]
 
 
 def _block_sha(block: bytes) -> str:
@@ -468,9 +523,8 @@ def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]
             if rel in SKIPPED or name.endswith((".part", *_LIVE_SUFFIXES)):
                 continue
             try:
-                stat = path.stat()
                 known = record.get(rel)
-                if known and known[1:3] == [stat.st_size, stat.st_mtime_ns]:
+                if known and known[1:3] == _stamp(path):
                     out[rel] = known
                 else:
                     out[rel] = _hashed(path, known)
@@ -480,32 +534,36 @@ def _scan(directory: Path, record: dict[str, list[Any]]) -> dict[str, list[Any]]
 
 
 def _entry(path: Path, sha: str) -> list[Any]:
-    stat = path.stat()
-    return [sha, stat.st_size, stat.st_mtime_ns]
+    return [sha, *_stamp(path)]
 
 
 def _hashed(path: Path, known: list[Any] | None) -> list[Any]:
-    """The record entry of ``path`` as it is now: its id, size and time, and for a file
-    larger than a block its blocks' SHA-256 and XXH3-128 hashes, the file read once.
-    A block whose XXH3 hash the file's entry before (``known``) lists takes the SHA-256
-    listed with it rather than hashing it again: a patch of the graph tables changes a
-    few of their 1,426 blocks at 100k passages, and XXH3 hashes 18 times faster than
-    SHA-256 here (research/file_hashes.py). Such a file's id is its blocks'
-    (:func:`_blocks_id`); a file of one block is named by its SHA-256."""
-    stat = path.stat()
-    if stat.st_size <= BLOCK:
-        return _entry(path, hashlib.sha256(path.read_bytes()).hexdigest())
+    """The record entry of ``path`` as it is now: its id and stamp (:func:`_stamp`), and
+    for a file larger than a block its blocks' SHA-256 and XXH3-128 hashes, the file read
+    once (a database whose log holds pages the file lacks: as its readers see it,
+    :func:`_blocks_of`). A block whose XXH3 hash the file's entry before (``known``)
+    lists takes the SHA-256 listed with it rather than hashing it again: a patch of the
+    graph tables changes a few of their 1,426 blocks at 100k passages, and XXH3 hashes
+    18 times faster than SHA-256 here (research/file_hashes.py). Such a file's id is its
+    blocks' (:func:`_blocks_id`); a file of one block is named by its SHA-256."""
+    image = _image(path)  # its passive checkpoint first: it may write the file
+    entry = _entry(path, "")  # stamped before it is read: a change meanwhile is seen next
+    size = image.size if image is not None else path.stat().st_size
+    if size <= BLOCK:
+        with _blocks_of(path, image) as read:
+            return [hashlib.sha256(read(0, None)).hexdigest(), *entry[1:]]
     blocks: list[str] = []
     quick: list[str] = []
     before: dict[str, str] = {}
     if known and len(known) > 4 and len(known[3]) == len(known[4]):  # else: hash every block
         before = dict(zip(known[4], known[3], strict=True))
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(BLOCK), b""):
+    with _blocks_of(path, image) as read:
+        for index in range(-(-size // BLOCK)):
+            block = read(index)
             quick.append(xxhash.xxh3_128_hexdigest(block))
             found = before.get(quick[-1])
             blocks.append(found if found else _block_sha(block))
-    return [*_entry(path, _blocks_id(blocks)), blocks, quick]
+    return [_blocks_id(blocks), *entry[1:], blocks, quick]
 
 
 def _blocks_id(blocks: list[str]) -> str:
