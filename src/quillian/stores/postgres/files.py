@@ -32,11 +32,11 @@ pages, and what is hashed and sent is the database as its readers see it, the fi
 with the log's pages put in (:mod:`quillian.stores.embedded.wal_image`), read where it
 lies; a build used to copy the database with the log folded in for that (70 MB and
 about 0.1 s of each served update at 100k passages). No file of a database's log or
-shared memory (``-wal``, ``-shm``) is ever sent, fetched or removed. A fetched file never replaces one
-in a folder holding such a database: SQLite finds a database's log and shared memory by
-its name, so a file renamed over it would be read with the old one's log. Such a folder
-is brought up to date in a copy (its other files linked, not copied) that is swapped
-in whole; its readers keep what they opened (:class:`_Staged`).
+shared memory (``-wal``, ``-shm``) is ever sent, fetched or removed. A fetched file
+never replaces one in a folder holding such a database: SQLite finds a database's log
+and shared memory by its name, so a file renamed over it would be read with the old
+one's log. Such a folder is brought up to date in a copy (its other files linked, not
+copied) that is swapped in whole; its readers keep what they opened (:class:`_Staged`).
 """
 
 from __future__ import annotations
