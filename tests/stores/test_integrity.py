@@ -307,3 +307,37 @@ def test_a_kept_checksum_matches_under_the_current_hash_or_one_before_it():
     assert integrity.digest_matches("blake2b-digest", compute)
     assert not integrity.digest_matches("other", compute)
     assert asked[1:] == ["xxh3_128", "blake2b", "xxh3_128", "blake2b"]
+
+
+def test_a_large_file_this_process_read_is_not_read_again_on_a_later_first_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served index opens each update's generation and checks its large files on the
+    first search: a file this process hashed and that has not changed since takes the
+    digest it remembered; an explicit check (a repair's) reads it, and a file written
+    since is read."""
+    import time
+
+    monkeypatch.setattr(exact_vectors, "HASH_AT_OPEN", 0)
+    vectors = vector_index(tmp_path / "v")
+    path = tmp_path / "v" / "vectors-000001.npy"
+    reads: list[Path] = []
+    real = integrity.file_digest
+
+    def counted(file: Path, *args: object) -> str:
+        reads.append(Path(file))
+        return real(file, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(integrity, "file_digest", counted)
+    monkeypatch.setattr(integrity, "_KNOWN", type(integrity._KNOWN)())  # another process
+    ExactVectorIndex(tmp_path / "v").search(vectors[:1], 5)
+    assert path in reads  # read once in this process
+    reads.clear()
+    ExactVectorIndex(tmp_path / "v").search(vectors[:1], 5)
+    assert path not in reads  # then remembered
+    ExactVectorIndex(tmp_path / "v").verify()
+    assert path in reads  # an explicit check reads it
+    time.sleep(0.05)  # past the file system's clock tick: the write changes the stamp
+    set_row(path, 3, 10.0)
+    with pytest.raises(IndexDamagedError, match="checksum mismatch"):
+        ExactVectorIndex(tmp_path / "v").search(vectors[:1], 5)

@@ -393,3 +393,35 @@ def test_read_batches_streams_live_rows_then_unflushed_ones(tmp_path: Path) -> N
         assert ids.tolist() == [0, 2, 3, 4, 1, 9]
         assert vectors.dtype == np.float32 and max(len(b[0]) for b in batches) <= 2
         np.testing.assert_allclose(vectors, x[[0, 2, 3, 4, 5, 6]], atol=1e-3)
+
+
+def test_a_segment_an_update_kept_keeps_its_sketch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first search of each generation a served index opens used to sketch the first
+    segment again: a generation that keeps that segment's file takes the sketch made
+    before; one that rewrote it makes its own. Searches find the same either way."""
+    monkeypatch.setattr(vectors_module, "SKETCH_MIN_ROWS", 1)
+    monkeypatch.setattr(vectors_module, "SKETCH_ROWS_PER_K", 0)
+    monkeypatch.setattr(vectors_module, "_SKETCHES", type(vectors_module._SKETCHES)())
+    vectors = unit_vectors(300, 8, 1)
+    with ExactVectorIndex(tmp_path, 8, dtype="int8") as index:
+        index.add(np.arange(300), vectors)
+    first = ExactVectorIndex(tmp_path)
+    first.search(vectors[:2], 5)
+    made = first._sketch
+    assert made is not None
+    with ExactVectorIndex(tmp_path) as update:  # a new segment; the first one kept
+        update.add([1000], vectors[:1])
+    again = ExactVectorIndex(tmp_path)
+    ids, _ = again.search(vectors[:2], 5)
+    assert again._sketch is made and len(again._base.parts) == 2
+    monkeypatch.setattr(vectors_module, "_SKETCHES", type(vectors_module._SKETCHES)())
+    fresh = ExactVectorIndex(tmp_path)
+    assert np.array_equal(fresh.search(vectors[:2], 5)[0], ids)
+    assert fresh._sketch is not made
+    with ExactVectorIndex(tmp_path) as merge:  # most rows dead: the segments rewritten
+        merge.delete(np.arange(250))
+    merged = ExactVectorIndex(tmp_path)
+    merged.search(vectors[250:252], 5)
+    assert merged._sketch is not made and merged._base.parts[0].generation != 1

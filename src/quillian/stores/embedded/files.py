@@ -244,11 +244,15 @@ class Generations:
         left = verify_files(self.directory, records, hash_up_to=hash_up_to)
         return [self.directory / name for name in left]
 
-    def verify_later(self, meta: dict[str, Any], paths: Sequence[Path]) -> None:
-        """Check the checksums :meth:`verify` left for later."""
+    def verify_later(
+        self, meta: dict[str, Any], paths: Sequence[Path], *, known: bool = False
+    ) -> None:
+        """Check the checksums :meth:`verify` left for later (``known``: digests this
+        process remembered for the files as they are now taken, see
+        :func:`~quillian.stores.integrity.check_digest`)."""
         records = meta.get("files") or {}
         for path in paths:
-            check_digest(path, records.get(path.name))
+            check_digest(path, records.get(path.name), known=known)
 
     def remove_others(self, keep: Collection[str]) -> None:
         """Delete generation files not named in ``keep``, and leftover temp files."""
