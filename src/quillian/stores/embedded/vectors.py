@@ -318,7 +318,8 @@ class ExactVectorIndex:
             if self._sketch is None:
                 first = self._base.parts[0]
                 key = _sketch_key(self._files.path("vectors", first.generation), self._meta)
-                self._sketch = _kept_sketch(key) or self._codec.sketch(first.vectors)
+                kept = _kept_sketch(key)
+                self._sketch = kept if kept is not None else self._codec.sketch(first.vectors)
                 _keep_sketch(key, self._sketch)
             return self._sketch
 
