@@ -19,6 +19,7 @@ from quillian.stores import snapshot as snapshot_module
 from quillian.stores.embedded import vectors as exact_vectors
 from quillian.stores.embedded.sqlite import SqliteDocumentStore, quick_check
 from quillian.stores.embedded.vectors import ExactVectorIndex, FaissHNSWIndex
+from quillian.stores.recent import Recent
 from quillian.stores.snapshot import GraphSnapshot
 from quillian.types import Document
 
@@ -329,7 +330,7 @@ def test_a_large_file_this_process_read_is_not_read_again_on_a_later_first_searc
         return real(file, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(integrity, "file_digest", counted)
-    monkeypatch.setattr(integrity, "_KNOWN", type(integrity._KNOWN)())  # another process
+    monkeypatch.setattr(integrity, "_KNOWN", Recent(integrity._KNOWN.kept))  # another process
     ExactVectorIndex(tmp_path / "v").search(vectors[:1], 5)
     assert path in reads  # read once in this process
     reads.clear()

@@ -12,6 +12,7 @@ from quillian.stores.embedded import vectors
 from quillian.stores.embedded._segments import MAX_SEGMENTS, merge_start
 from quillian.stores.embedded.vectors import ExactVectorIndex
 from quillian.stores.protocols import ids_summary
+from quillian.stores.recent import Recent
 from quillian.testing.contracts import unit_vectors
 
 DIM = 8
@@ -130,7 +131,7 @@ def test_a_lookup_kept_for_a_generation_is_the_one_made_from_its_files(
             index.flush()
             kept = vectors._recalled(tmp_path, manifest(tmp_path))
             assert kept is not None, step
-            monkeypatch.setattr(vectors, "_LOOKUPS", type(vectors._LOOKUPS)())
+            monkeypatch.setattr(vectors, "_LOOKUPS", Recent(vectors._LOOKUPS.kept))
             with ExactVectorIndex(tmp_path) as made:  # from the files: nothing kept
                 assert np.array_equal(kept.rows_of(pool), made._lookup.rows_of(pool)), step
                 assert made.ids_summary() == ids_summary(made.ids())

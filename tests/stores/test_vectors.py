@@ -28,6 +28,7 @@ from quillian.stores.embedded.vectors import (
     UnknownIdError,
 )
 from quillian.stores.mapped import is_mapped
+from quillian.stores.recent import Recent
 from quillian.testing.contracts import VectorIndexContract, unit_vectors
 
 
@@ -403,7 +404,7 @@ def test_a_segment_an_update_kept_keeps_its_sketch(
     before; one that rewrote it makes its own. Searches find the same either way."""
     monkeypatch.setattr(vectors_module, "SKETCH_MIN_ROWS", 1)
     monkeypatch.setattr(vectors_module, "SKETCH_ROWS_PER_K", 0)
-    monkeypatch.setattr(vectors_module, "_SKETCHES", type(vectors_module._SKETCHES)())
+    monkeypatch.setattr(vectors_module, "_SKETCHES", Recent(vectors_module._SKETCHES.kept))
     vectors = unit_vectors(300, 8, 1)
     with ExactVectorIndex(tmp_path, 8, dtype="int8") as index:
         index.add(np.arange(300), vectors)
@@ -416,7 +417,7 @@ def test_a_segment_an_update_kept_keeps_its_sketch(
     again = ExactVectorIndex(tmp_path)
     ids, _ = again.search(vectors[:2], 5)
     assert again._sketch is made and len(again._base.parts) == 2
-    monkeypatch.setattr(vectors_module, "_SKETCHES", type(vectors_module._SKETCHES)())
+    monkeypatch.setattr(vectors_module, "_SKETCHES", Recent(vectors_module._SKETCHES.kept))
     fresh = ExactVectorIndex(tmp_path)
     assert np.array_equal(fresh.search(vectors[:2], 5)[0], ids)
     assert fresh._sketch is not made

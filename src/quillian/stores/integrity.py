@@ -36,8 +36,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +46,7 @@ import xxhash
 from numpy.lib import format as npy_format
 
 from quillian.errors import IndexDamagedError
+from quillian.stores.recent import Recent
 
 __all__ = [
     "ALGORITHM",
@@ -101,14 +100,11 @@ _BLOCK = 1 << 20
 FileRecord = dict[str, Any]
 
 
-#: Digests this process computed, by the stat stamp of the file they were read from
-#: (a server's builds run in threads: changed under :data:`_KNOWN_LOCK`).
-_KNOWN: OrderedDict[tuple[int, ...], str] = OrderedDict()
-_KNOWN_LOCK = threading.Lock()
-#: Digests remembered at most (the least recently used go first): the files of several
-#: updates of an index (each writes about 40 and checks BM25's), which a check told
-#: ``known`` then takes without reading.
-_KNOWN_MAX = 1024
+#: Digests this process computed, by the stat stamp of the file they were read from; at
+#: most 1,024 (the least recently used go first): the files of several updates of an
+#: index (each writes about 40 and checks BM25's), which a check told ``known`` then
+#: takes without reading.
+_KNOWN: Recent[tuple[int, ...], str] = Recent(1024)
 
 
 def stat_stamp(path: Path) -> tuple[int, ...]:
@@ -135,11 +131,7 @@ def file_digest(path: Path, algorithm: str = ALGORITHM) -> str:
 
 
 def _remember(stamp: tuple[int, ...], digest: str) -> None:
-    with _KNOWN_LOCK:
-        _KNOWN[stamp] = digest
-        _KNOWN.move_to_end(stamp)
-        while len(_KNOWN) > _KNOWN_MAX:
-            _KNOWN.popitem(last=False)
+    _KNOWN.put(stamp, digest)
 
 
 def remember_saved(path: Path, array: npt.NDArray[Any]) -> None:
@@ -174,11 +166,7 @@ def save_recorded(path: Path, array: npt.NDArray[Any]) -> None:
 
 def _known(stamp: tuple[int, ...]) -> str | None:
     """The digest remembered for a file of ``stamp``, kept as the most recently used."""
-    with _KNOWN_LOCK:
-        found = _KNOWN.get(stamp)
-        if found is not None:
-            _KNOWN.move_to_end(stamp)
-        return found
+    return _KNOWN.get(stamp)
 
 
 def copy_with_digest(source: Path, target: Path) -> str | None:

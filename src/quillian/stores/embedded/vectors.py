@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Self
@@ -68,6 +67,7 @@ from quillian.stores.embedded.faiss_hnsw import FaissHNSWIndex
 from quillian.stores.embedded.files import Generations
 from quillian.stores.embedded.sketch import Int8Sketch
 from quillian.stores.protocols import ids_summary
+from quillian.stores.recent import Recent
 
 __all__ = [
     "ExactVectorIndex",
@@ -104,17 +104,14 @@ HASH_AT_OPEN = 4 << 20
 #: its checksum): each update opens the generation its last flush committed, whose
 #: lookup took a sort of every id to make again (0.003 s a collection at 100k
 #: passages). A handle takes a copy (the sorted arrays shared, never changed in place).
-_LOOKUPS: OrderedDict[tuple[Path, str], RowLookup] = OrderedDict()
-_LOOKUPS_LOCK = threading.Lock()
-_LOOKUPS_KEPT = 8
+_LOOKUPS: Recent[tuple[Path, str], RowLookup] = Recent(8)
 #: The sketches of the first segments this process searched last, by the segment's
 #: file and the checksum its generation's meta records for it: a segment an update
 #: leaves as it was keeps its sketch, which the first search after each update made
 #: again from every row (24 ms of a question at 100k passages, the same for every
-#: update of a served index; docs/scale.md, stop 97).
-_SKETCHES: OrderedDict[tuple[Path, str], Int8Sketch] = OrderedDict()
-_SKETCHES_LOCK = threading.Lock()
-_SKETCHES_KEPT = 4
+#: update of a served index; docs/scale.md, stop 97). Shared: a sketch is never
+#: changed once made.
+_SKETCHES: Recent[tuple[Path, str], Int8Sketch] = Recent(4)
 #: Largest committed matrix sketched, in values (a sketch takes one byte a value, built
 #: on the first search: 128 MiB and about 2 s at this size).
 SKETCH_MAX_VALUES = 1 << 27
@@ -318,9 +315,10 @@ class ExactVectorIndex:
             if self._sketch is None:
                 first = self._base.parts[0]
                 key = _sketch_key(self._files.path("vectors", first.generation), self._meta)
-                kept = _kept_sketch(key)
+                kept = _SKETCHES.get(key) if key is not None else None
                 self._sketch = kept if kept is not None else self._codec.sketch(first.vectors)
-                _keep_sketch(key, self._sketch)
+                if key is not None:
+                    _SKETCHES.put(key, self._sketch)
             return self._sketch
 
     def get(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -690,34 +688,10 @@ def _sketch_key(path: Path, meta: dict[str, Any]) -> tuple[Path, str] | None:
     return path.absolute(), json.dumps(record, sort_keys=True)
 
 
-def _kept_sketch(key: tuple[Path, str] | None) -> Int8Sketch | None:
-    """The sketch kept for the segment file ``key`` names (None: none)."""
-    if key is None:
-        return None
-    with _SKETCHES_LOCK:
-        found = _SKETCHES.get(key)
-        if found is not None:
-            _SKETCHES.move_to_end(key)
-        return found
-
-
-def _keep_sketch(key: tuple[Path, str] | None, sketch: Int8Sketch) -> None:
-    """Keep ``sketch`` as that of the segment file ``key`` names (shared: a sketch is
-    never changed once made)."""
-    if key is None:
-        return
-    with _SKETCHES_LOCK:
-        _SKETCHES[key] = sketch
-        _SKETCHES.move_to_end(key)
-        while len(_SKETCHES) > _SKETCHES_KEPT:
-            _SKETCHES.popitem(last=False)
-
-
 def _recalled(directory: Path, meta: dict[str, Any] | None) -> RowLookup | None:
     """A copy of the lookup kept for the generation ``meta`` commits (None: none)."""
     key = _lookup_key(directory, meta)
-    with _LOOKUPS_LOCK:
-        found = _LOOKUPS.get(key) if key is not None else None
+    found = _LOOKUPS.get(key) if key is not None else None
     return found.copy() if found is not None else None
 
 
@@ -726,8 +700,4 @@ def _remember(directory: Path, meta: dict[str, Any] | None, lookup: RowLookup) -
     key = _lookup_key(directory, meta)
     if key is None:
         return
-    with _LOOKUPS_LOCK:
-        _LOOKUPS[key] = lookup.copy()
-        _LOOKUPS.move_to_end(key)
-        while len(_LOOKUPS) > _LOOKUPS_KEPT:
-            _LOOKUPS.popitem(last=False)
+    _LOOKUPS.put(key, lookup.copy())
