@@ -9,7 +9,7 @@ lacks the build's pages. A build used to copy the database with its log folded i
 swap the copy in (70 MB at 100k passages, about 0.1 s of each served update there).
 :func:`wal_image` reads instead which pages the log holds, from the log's frame headers
 (the format SQLite documents, https://www.sqlite.org/fileformat2.html#walformat), and
-:meth:`WalImage.blocks` gives the file's blocks with those pages put in: the database a
+:meth:`WalImage.reading` reads the file's blocks with those pages put in: the database a
 checkpoint would leave, which is what is sent.
 
 How many frames the log holds is SQLite's own answer (``PRAGMA wal_checkpoint``, whose
@@ -63,21 +63,11 @@ class WalImage:
         """The image's length in bytes."""
         return self.pages * self.page_size
 
-    def blocks(self, block: int) -> Iterator[bytes]:
-        """The image's bytes, ``block`` at a time (the last block shorter)."""
-        with self.reading() as read:
-            for index in range(-(-self.size // block)):
-                yield read(index, block)
-
-    def block(self, index: int, block: int) -> bytes:
-        """The image's ``index``-th block of ``block`` bytes (empty past its end)."""
-        with self.reading() as read:
-            return read(index, block)
-
     @contextlib.contextmanager
     def reading(self) -> Iterator[Callable[[int, int], bytes]]:
-        """A reader of the image's blocks (``read(index, block)``, as :meth:`block`),
-        its files open while it is."""
+        """A reader of the image's blocks, its files open while it is:
+        ``read(index, block)`` is the ``index``-th block of ``block`` bytes (the last one
+        shorter, empty past the image's end)."""
         if self.data is not None:
             data = self.data
             yield lambda index, block: data[index * block : (index + 1) * block]
